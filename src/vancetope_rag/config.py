@@ -1,0 +1,120 @@
+"""Engine configuration: how this process runs (store, indexer, retrieval defaults, API secret).
+
+Read from the environment with the ``VANCETOPE_RAG_`` prefix; the ``RAG_*`` names operators of
+similar systems know (``RAG_INDEXER_BATCH``, ``RAG_CHUNK_SIZE``, ``RAG_RETRIEVAL_TOP_K``, …) are
+accepted as aliases. Per-tenant and per-project behaviour lives in cascade settings instead
+(:mod:`vancetope_rag.domain.cascade`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _env(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+def _default_node_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class EngineConfig(BaseSettings):
+    """Process-wide configuration. Pass it explicitly; nothing below reads the environment."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="VANCETOPE_RAG_", extra="ignore", populate_by_name=True
+    )
+
+    store: str = Field(
+        default="sqlite:///vancetope-rag.db",
+        description="Store URI: sqlite:///path/rag.db or mongodb://… / mongodb+srv://…",
+    )
+    node_id: str = Field(
+        default_factory=_default_node_id,
+        description="This process's node name: scheduler serves projects homed here.",
+    )
+    rag_enabled: bool = Field(
+        default=True,
+        validation_alias=_env("VANCETOPE_RAG_RAG_ENABLED", "RAG_ENABLED"),
+        description="Global switch for chat-time injection (AutoInject).",
+    )
+    indexer_enabled: bool = Field(
+        default=True, validation_alias=_env("VANCETOPE_RAG_INDEXER_ENABLED", "RAG_INDEXER_ENABLED")
+    )
+    indexer_interval_s: float = Field(
+        default=30.0,
+        gt=0,
+        validation_alias=_env("VANCETOPE_RAG_INDEXER_INTERVAL_S", "RAG_INDEXER_POLL_SECONDS"),
+    )
+    indexer_initial_delay_s: float = Field(
+        default=60.0, ge=0, validation_alias=_env("VANCETOPE_RAG_INDEXER_INITIAL_DELAY_S")
+    )
+    indexer_batch_size: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        validation_alias=_env("VANCETOPE_RAG_INDEXER_BATCH_SIZE", "RAG_INDEXER_BATCH"),
+    )
+    claim_ttl_s: float = Field(
+        default=600.0, gt=0, validation_alias=_env("VANCETOPE_RAG_CLAIM_TTL_S")
+    )
+    max_attempts: int = Field(
+        default=5, ge=1, le=100, validation_alias=_env("VANCETOPE_RAG_MAX_ATTEMPTS")
+    )
+    retry_backoff_s: float = Field(
+        default=30.0, ge=0, validation_alias=_env("VANCETOPE_RAG_RETRY_BACKOFF_S")
+    )
+    retry_backoff_max_s: float = Field(
+        default=3600.0, ge=0, validation_alias=_env("VANCETOPE_RAG_RETRY_BACKOFF_MAX_S")
+    )
+    chunk_size: int | None = Field(
+        default=None,
+        ge=16,
+        validation_alias=_env("VANCETOPE_RAG_CHUNK_SIZE", "RAG_CHUNK_SIZE"),
+        description="Chunk size in the model's tokens; default: fits the model's window.",
+    )
+    chunk_overlap: int | None = Field(
+        default=None,
+        ge=0,
+        validation_alias=_env("VANCETOPE_RAG_CHUNK_OVERLAP", "RAG_CHUNK_OVERLAP"),
+    )
+    retrieval_top_k: int = Field(
+        default=5,
+        ge=1,
+        le=100,
+        validation_alias=_env("VANCETOPE_RAG_RETRIEVAL_TOP_K", "RAG_RETRIEVAL_TOP_K"),
+    )
+    retrieval_min_score: float = Field(
+        default=0.30,
+        ge=-1.0,
+        le=1.0,
+        validation_alias=_env("VANCETOPE_RAG_RETRIEVAL_MIN_SCORE", "RAG_RETRIEVAL_MIN_SCORE"),
+        description="Cosine threshold; calibrated for the embedded model (docs/benchmarks.md).",
+    )
+    retrieval_max_per_doc: int = Field(
+        default=2,
+        ge=1,
+        le=100,
+        validation_alias=_env("VANCETOPE_RAG_RETRIEVAL_MAX_PER_DOC", "RAG_RETRIEVAL_MAX_PER_DOC"),
+    )
+    extract_max_chars: int = Field(
+        default=2_000_000, ge=1000, validation_alias=_env("VANCETOPE_RAG_EXTRACT_MAX_CHARS")
+    )
+    jwt_secret: SecretStr | None = Field(
+        default=None, validation_alias=_env("VANCETOPE_RAG_JWT_SECRET")
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> EngineConfig:
+        if (
+            self.chunk_size is not None
+            and self.chunk_overlap is not None
+            and self.chunk_overlap >= self.chunk_size
+        ):
+            raise ValueError("RAG_CHUNK_OVERLAP must be smaller than RAG_CHUNK_SIZE")
+        return self

@@ -1,0 +1,1 @@
+"""Pure domain: records and rules, no I/O."""

@@ -1,0 +1,157 @@
+"""Records shared by every layer. Plain frozen dataclasses: no I/O, no store types."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+#: Name of the system-owned default RAG of every project.
+DEFAULT_RAG_NAME = "_documents"
+
+
+def is_reserved_name(name: str) -> bool:
+    """Names starting with ``_`` are system-owned (``_documents`` and any later ones)."""
+    return name.startswith("_")
+
+
+class ProjectStatus(enum.StrEnum):
+    RUNNING = "RUNNING"
+    SUSPENDED = "SUSPENDED"
+    CLOSED = "CLOSED"
+
+
+class IndexState(enum.StrEnum):
+    """Where a document stands with the project RAG indexer."""
+
+    NONE = "none"  # not eligible, nothing to do
+    PENDING = "pending"  # dirty, waiting for a worker (or for its retry time)
+    PROCESSING = "processing"  # claimed by a worker
+    INDEXED = "indexed"  # chunks match the current content
+    FAILED = "failed"  # gave up after max attempts; see last_error
+
+
+class ChunkKind(enum.StrEnum):
+    CONTENT = "content"
+    SUMMARY = "summary"
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    tenant_id: str
+    project_id: str
+    status: ProjectStatus = ProjectStatus.RUNNING
+    home_node: str | None = None
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A project document as the RAG layer sees it (spec §3.2 plus index-job fields)."""
+
+    id: str
+    tenant_id: str
+    project_id: str
+    path: str
+    mime_type: str
+    content: str
+    summary: str | None = None
+    rag_enabled: bool | None = None  # None = auto (filter decides)
+    rag_dirty: bool = False
+    rag_claimed_by: str | None = None
+    rag_claimed_at: datetime | None = None
+    #: Bumped by every change that sets ``rag_dirty``; a worker only marks clean the version
+    #: it indexed, so an update during a claim leads to a second pass.
+    rag_version: int = 0
+    index_state: IndexState = IndexState.NONE
+    index_attempts: int = 0
+    index_last_error: str | None = None
+    index_next_attempt_at: datetime | None = None
+    indexed_at: datetime | None = None
+    content_hash: str = ""
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RagRecord:
+    """A RAG catalog entry (spec ``RagDocument``); embedding fields are pinned at creation."""
+
+    id: str
+    tenant_id: str
+    project_id: str
+    name: str
+    embedding_provider: str
+    embedding_model: str
+    embedding_dimension: int
+    chunk_size: int
+    chunk_overlap: int
+    title: str | None = None
+    description: str | None = None
+    created_at: datetime | None = None
+
+    @property
+    def is_default(self) -> bool:
+        return self.name == DEFAULT_RAG_NAME
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One chunk to store: text, its vector and convention metadata (spec §3.4)."""
+
+    id: str
+    rag_id: str
+    source_ref: str
+    text: str
+    embedding: list[float]
+    kind: str = ChunkKind.CONTENT.value
+    path: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A query result: higher score = more similar (cosine similarity)."""
+
+    score: float
+    text: str
+    source_ref: str
+    kind: str = ChunkKind.CONTENT.value
+    path: str | None = None
+    rag_id: str = ""
+    chunk_id: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "score": round(self.score, 4),
+            "text": self.text,
+            "sourceRef": self.source_ref,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RagStatus:
+    """Spec §7 status snapshot, plus per-state document counts."""
+
+    exists: bool
+    rag_id: str | None = None
+    embedding_provider: str | None = None
+    embedding_model: str | None = None
+    chunk_count: int = 0
+    created_at: datetime | None = None
+    documents: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "exists": self.exists,
+            "ragId": self.rag_id,
+            "embeddingProvider": self.embedding_provider,
+            "embeddingModel": self.embedding_model,
+            "chunkCount": self.chunk_count,
+            "createdAt": self.created_at.isoformat() if self.created_at else None,
+            "documents": dict(self.documents),
+        }

@@ -1,0 +1,139 @@
+"""Errors raised by vancetope-rag.
+
+Every error derives from :class:`RagError` and carries the context a user needs to act on it
+(tenant, project, RAG name, document id, or the extra to install). Messages are written for the
+person reading them, never include secrets, and say what to do next.
+"""
+
+from __future__ import annotations
+
+
+class RagError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+    #: Short machine-readable code, stable across releases (used by CLI, REST and tools).
+    code: str = "RAG_ERROR"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tenant_id: str | None = None,
+        project_id: str | None = None,
+        rag_name: str | None = None,
+        rag_id: str | None = None,
+        document_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.tenant_id = tenant_id
+        self.project_id = project_id
+        self.rag_name = rag_name
+        self.rag_id = rag_id
+        self.document_id = document_id
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InvalidInputError(RagError, ValueError):
+    """A caller passed a value that cannot be used (empty text, bad number, bad key...)."""
+
+    code = "INVALID_INPUT"
+
+
+class RagNotFoundError(RagError, LookupError):
+    """No RAG with that id or name exists in the caller's tenant and project."""
+
+    code = "RAG_NOT_FOUND"
+
+
+class RagAlreadyExistsError(RagError):
+    """A RAG with that name already exists in the project."""
+
+    code = "RAG_ALREADY_EXISTS"
+
+
+class ReservedNameError(RagError):
+    """Names starting with ``_`` belong to the system (``_documents``) and users may not use them."""
+
+    code = "RESERVED_NAME"
+
+
+class DocumentNotFoundError(RagError, LookupError):
+    """No document with that id or path exists in the project."""
+
+    code = "DOCUMENT_NOT_FOUND"
+
+
+class ProjectNotFoundError(RagError, LookupError):
+    """The project does not exist in the tenant."""
+
+    code = "PROJECT_NOT_FOUND"
+
+
+class StoreError(RagError):
+    """The store cannot be opened or used (bad URI, unwritable path, corrupt file...)."""
+
+    code = "STORE_ERROR"
+
+
+class EmbeddingError(RagError):
+    """The embedding provider failed or is misconfigured."""
+
+    code = "EMBEDDING_ERROR"
+
+
+class EmbeddingConfigError(EmbeddingError):
+    """The ``ai.embedding.*`` settings are incomplete or invalid (e.g. ``openai`` without key)."""
+
+    code = "EMBEDDING_CONFIG"
+
+
+class EmbeddingDisabledError(EmbeddingError):
+    """The tenant switched ``ai.embedding.provider`` to ``none``: no embed or query call allowed."""
+
+    code = "EMBEDDING_DISABLED"
+
+
+class DimensionMismatchError(EmbeddingError):
+    """The configured model produces vectors of another size than the RAG was pinned with."""
+
+    code = "DIMENSION_MISMATCH"
+
+
+class MissingDependencyError(RagError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+    code = "DEPENDENCY_MISSING"
+
+    def __init__(self, what: str, extra: str) -> None:
+        super().__init__(
+            f"{what} needs an optional dependency that is not installed: "
+            f"pip install 'vancetope-rag[{extra}]'"
+        )
+        self.extra = extra
+
+
+class ExtractionError(RagError):
+    """Text could not be extracted from a file (binary, not UTF-8, too large...)."""
+
+    code = "EXTRACTION_FAILED"
+
+
+class PathNotAllowedError(RagError, PermissionError):
+    """A workspace path was refused (traversal, absolute, dotfile, symlink out of the root...)."""
+
+    code = "PATH_NOT_ALLOWED"
+
+
+class RecipeError(RagError):
+    """A recipe file is invalid; the message names the file and the key."""
+
+    code = "RECIPE_INVALID"
+
+
+class SettingError(InvalidInputError):
+    """A cascade setting key is unknown or its value is invalid."""
+
+    code = "SETTING_INVALID"

@@ -1,0 +1,234 @@
+"""Recipe YAML files to typed RAG parameters (spec §5, "Recipe Params").
+
+A recipe is a YAML mapping with a ``name`` and engine parameters; this package reads only
+``params.rag`` (``engineParams.rag`` is accepted as an alias) and ignores everything else,
+which belongs to the engine. Every error is a :class:`RecipeError` naming the file and the
+dotted key.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from vancetope_rag.domain.cascade import SETTINGS, AutoInject, parse_auto_inject
+from vancetope_rag.domain.context_block import compile_template
+from vancetope_rag.errors import InvalidInputError, RecipeError, SettingError
+
+__all__ = ["RagParams", "Recipe", "load_recipe", "parse_recipe"]
+
+#: ``source`` of a recipe that was not read from a file.
+STRING_SOURCE = "<string>"
+
+_RAG_KEYS = ("autoInject", "minScore", "topK", "maxPerDocument", "template", "templateFile")
+
+
+@dataclass(frozen=True, slots=True)
+class RagParams:
+    """A recipe's ``params.rag``; ``None`` everywhere means "not set by the recipe"."""
+
+    auto_inject: AutoInject | None = None
+    min_score: float | None = None
+    top_k: int | None = None
+    max_per_document: int | None = None
+    #: Jinja2 source of the ``<rag-context>`` template (from ``template`` or ``templateFile``).
+    template: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    """A parsed recipe: its identity and RAG parameters."""
+
+    name: str
+    description: str | None
+    rag: RagParams
+    #: The file the recipe came from, or ``"<string>"``.
+    source: str
+
+
+def load_recipe(path: str | os.PathLike[str]) -> Recipe:
+    """Read and validate a recipe file.
+
+    Args:
+        path: The YAML file; a ``templateFile`` in it is resolved relative to its directory.
+
+    Returns:
+        The parsed recipe, with ``source`` set to ``path``.
+
+    Raises:
+        RecipeError: The file is missing, unreadable or not valid YAML, or a value is invalid.
+    """
+    source = os.fspath(path)
+    try:
+        text = Path(source).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecipeError(f"{source}: recipe file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecipeError(f"{source}: cannot read recipe file: {exc}") from None
+    try:
+        data: object = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise RecipeError(f"{source}: invalid YAML: {exc}") from None
+    return parse_recipe(data, source=source, base_dir=Path(source).parent)
+
+
+def parse_recipe(
+    data: object,
+    *,
+    source: str = STRING_SOURCE,
+    base_dir: str | os.PathLike[str] | None = None,
+) -> Recipe:
+    """Validate already-loaded recipe data (e.g. the result of ``yaml.safe_load``).
+
+    Args:
+        data: The recipe mapping.
+        source: Where the data came from, used in error messages and kept on the recipe.
+        base_dir: Directory that ``templateFile`` is relative to; without it a
+            ``templateFile`` is an error.
+
+    Returns:
+        The parsed recipe.
+
+    Raises:
+        RecipeError: The data is not a recipe or a value is invalid; the message names
+            ``source`` and the dotted key.
+    """
+    if not isinstance(data, Mapping):
+        raise RecipeError(f"{source}: a recipe must be a YAML mapping, got {_kind(data)}")
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise RecipeError(f"{source}: name must be a non-empty string, got {name!r}")
+    description = data.get("description")
+    if description is not None and not isinstance(description, str):
+        raise RecipeError(f"{source}: description must be a string, got {description!r}")
+
+    if "params" in data and "engineParams" in data:
+        raise RecipeError(f"{source}: use either params or engineParams, not both")
+    params_key = "engineParams" if "engineParams" in data else "params"
+    params = _mapping(data.get(params_key), source, params_key)
+    rag_key = f"{params_key}.rag"
+    rag = _mapping(params.get("rag"), source, rag_key)
+    return Recipe(
+        name=name.strip(),
+        description=description,
+        rag=_parse_rag(rag, source, rag_key, base_dir),
+        source=source,
+    )
+
+
+def _kind(value: object) -> str:
+    return "nothing" if value is None else f"a {type(value).__name__}"
+
+
+def _mapping(value: object, source: str, key: str) -> Mapping[object, object]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise RecipeError(f"{source}: {key} must be a mapping, got {_kind(value)}")
+    return value
+
+
+def _parse_rag(
+    rag: Mapping[object, object],
+    source: str,
+    prefix: str,
+    base_dir: str | os.PathLike[str] | None,
+) -> RagParams:
+    unknown = [key for key in rag if key not in _RAG_KEYS]
+    if unknown:
+        raise RecipeError(
+            f"{source}: {prefix}.{unknown[0]} is not a known key; "
+            f"accepted keys: {', '.join(_RAG_KEYS)}"
+        )
+
+    def where(key: str) -> str:
+        return f"{source}: {prefix}.{key}"
+
+    try:
+        auto_inject = parse_auto_inject(rag.get("autoInject"), where=where("autoInject"))
+    except SettingError as exc:
+        raise RecipeError(exc.message) from None
+
+    template = _template(rag, where, base_dir)
+    return RagParams(
+        auto_inject=auto_inject,
+        min_score=_number(rag.get("minScore"), "rag.minScore", where("minScore")),
+        top_k=_integer(rag.get("topK"), "rag.topK", where("topK")),
+        max_per_document=_integer(
+            rag.get("maxPerDocument"), "rag.maxPerDocument", where("maxPerDocument")
+        ),
+        template=template,
+    )
+
+
+def _integer(value: object, setting: str, where: str) -> int | None:
+    # Bounds come from the cascade registry so a recipe and a setting agree on what is valid.
+    low, high = int(SETTINGS[setting].minimum or 0), int(SETTINGS[setting].maximum or 0)
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+        return value
+    raise RecipeError(f"{where} must be an integer from {low} to {high}, got {value!r}")
+
+
+def _number(value: object, setting: str, where: str) -> float | None:
+    low, high = SETTINGS[setting].minimum, SETTINGS[setting].maximum
+    assert low is not None and high is not None
+    if value is None:
+        return None
+    if (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and low <= value <= high
+    ):
+        return float(value)
+    raise RecipeError(f"{where} must be a number from {low:g} to {high:g}, got {value!r}")
+
+
+def _template(
+    rag: Mapping[object, object],
+    where: Callable[[str], str],
+    base_dir: str | os.PathLike[str] | None,
+) -> str | None:
+    inline, file_name = rag.get("template"), rag.get("templateFile")
+    if inline is not None and file_name is not None:
+        raise RecipeError(f"{where('template')} and templateFile cannot both be set")
+    if inline is not None:
+        key, text = "template", inline
+        if not isinstance(text, str) or not text.strip():
+            raise RecipeError(f"{where(key)} must be a non-empty string, got {text!r}")
+    elif file_name is not None:
+        key, text = "templateFile", _read_template(file_name, where("templateFile"), base_dir)
+    else:
+        return None
+    try:
+        compile_template(text)
+    except InvalidInputError as exc:
+        raise RecipeError(f"{where(key)}: {exc.message}") from None
+    return text
+
+
+def _read_template(file_name: object, where: str, base_dir: str | os.PathLike[str] | None) -> str:
+    if not isinstance(file_name, str) or not file_name.strip():
+        raise RecipeError(f"{where} must be a relative file path, got {file_name!r}")
+    if base_dir is None:
+        raise RecipeError(f"{where} needs a recipe loaded from a file (use load_recipe)")
+    root = Path(base_dir).resolve()
+    path = (root / file_name).resolve()
+    # Recipes can be user-supplied: keep templateFile inside the recipe's directory tree.
+    if Path(file_name).is_absolute() or not path.is_relative_to(root):
+        raise RecipeError(
+            f"{where} must be a path inside the recipe's directory, got {file_name!r}"
+        )
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecipeError(f"{where}: template file {file_name!r} not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecipeError(f"{where}: cannot read template file {file_name!r}: {exc}") from None

@@ -1,0 +1,145 @@
+"""RagAutoInjectService: the pre-turn step that adds ``<rag-context>`` (spec §5, Variant C)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vancetope_rag.config import EngineConfig
+from vancetope_rag.domain.cascade import explain_auto_inject
+from vancetope_rag.domain.context_block import render_context_block
+from vancetope_rag.domain.records import Hit
+from vancetope_rag.metrics import Metrics
+from vancetope_rag.recipes import RagParams
+from vancetope_rag.services.projects import ProjectRagService
+from vancetope_rag.services.rag import RagService
+from vancetope_rag.services.settings import SettingsService
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class InjectionDecision:
+    """What the pre-turn step did and why (for logs, tests and ``--explain``)."""
+
+    enabled: bool
+    decided_by: str
+    reason: str
+    hits: tuple[Hit, ...] = ()
+    block: str | None = None
+
+
+@dataclass(frozen=True)
+class RetrievalParams:
+    top_k: int
+    min_score: float
+    max_per_doc: int
+
+
+class RagAutoInjectService:
+    """Resolves ON/OFF/AUTO, queries ``_documents`` and renders the block. Never raises for
+    retrieval problems: a failed embed or query is a warning and the turn goes on."""
+
+    def __init__(
+        self,
+        rags: RagService,
+        project_rags: ProjectRagService,
+        settings: SettingsService,
+        config: EngineConfig,
+        metrics: Metrics,
+        *,
+        default_template: str | None = None,
+    ) -> None:
+        self.rags = rags
+        self.project_rags = project_rags
+        self.settings = settings
+        self.config = config
+        self.metrics = metrics
+        self.default_template = default_template
+
+    def params(self, tenant_id: str, project_id: str, recipe: RagParams | None) -> RetrievalParams:
+        """Recipe param > cascade setting (project > tenant) > engine configuration."""
+        eff = self.settings.effective(tenant_id, project_id)
+
+        def pick(recipe_value: object, key: str, default: object) -> object:
+            if recipe_value is not None:
+                return recipe_value
+            value = eff.get(key)
+            return default if value is None else value
+
+        r = recipe or RagParams()
+        return RetrievalParams(
+            top_k=int(pick(r.top_k, "rag.topK", self.config.retrieval_top_k)),  # type: ignore[call-overload]
+            min_score=float(pick(r.min_score, "rag.minScore", self.config.retrieval_min_score)),  # type: ignore[arg-type]
+            max_per_doc=int(
+                pick(r.max_per_document, "rag.maxPerDocument", self.config.retrieval_max_per_doc)  # type: ignore[call-overload]
+            ),
+        )
+
+    def decide(
+        self,
+        tenant_id: str,
+        project_id: str,
+        user_messages: Sequence[str],
+        recipe: RagParams | None = None,
+    ) -> InjectionDecision:
+        started = time.perf_counter()
+        try:
+            return self._decide(tenant_id, project_id, user_messages, recipe)
+        finally:
+            self.metrics.pre_turn_seconds.observe(time.perf_counter() - started)
+
+    def _decide(
+        self,
+        tenant_id: str,
+        project_id: str,
+        user_messages: Sequence[str],
+        recipe: RagParams | None,
+    ) -> InjectionDecision:
+        project_value, tenant_value = self.settings.auto_inject_scopes(tenant_id, project_id)
+        enabled, decided_by = explain_auto_inject(
+            recipe.auto_inject if recipe else None, project_value, tenant_value
+        )
+        if not enabled:
+            return InjectionDecision(False, decided_by, "autoInject is off")
+        if not self.config.rag_enabled:
+            return InjectionDecision(False, "engine", "RAG_ENABLED is false for this engine")
+        if not self.settings.get(tenant_id, project_id, "rag.project.enabled"):
+            return InjectionDecision(False, "project", "rag.project.enabled is false")
+        text = "\n".join(m.strip() for m in user_messages if isinstance(m, str) and m.strip())
+        if not text:
+            return InjectionDecision(True, decided_by, "no user text in this turn")
+        rag = self.project_rags.find_default_rag(tenant_id, project_id)
+        if rag is None:
+            return InjectionDecision(True, decided_by, "the project has no _documents RAG")
+        p = self.params(tenant_id, project_id, recipe)
+        try:
+            hits = self.rags.query(
+                rag, text, top_k=p.top_k, min_score=p.min_score, max_per_doc=p.max_per_doc
+            )
+        except Exception as exc:
+            log.warning(
+                "AutoInject skipped for %s/%s: retrieval failed: %s", tenant_id, project_id, exc
+            )
+            return InjectionDecision(True, decided_by, f"retrieval failed: {exc}")
+        if not hits:
+            return InjectionDecision(True, decided_by, f"no hit scored {p.min_score} or more")
+        template = (recipe.template if recipe else None) or self.default_template
+        try:
+            block = render_context_block(hits, template)
+        except Exception as exc:
+            log.warning("AutoInject skipped: the context template failed: %s", exc)
+            return InjectionDecision(True, decided_by, f"template failed: {exc}", tuple(hits))
+        return InjectionDecision(True, decided_by, "injected", tuple(hits), block)
+
+    def context_block(
+        self,
+        tenant_id: str,
+        project_id: str,
+        user_messages: Sequence[str],
+        recipe: RagParams | None = None,
+    ) -> str | None:
+        """The ``<rag-context>`` system message for this turn, or None (silent skip)."""
+        return self.decide(tenant_id, project_id, user_messages, recipe).block

@@ -1,0 +1,201 @@
+"""DocumentService: project documents and the dirty-flag maintenance of spec §4.2."""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Literal
+
+from vancetope_rag.domain.eligibility import guess_mime_type, is_rag_eligible
+from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Document
+from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError
+from vancetope_rag.store.port import UNSET, ChunkStore, ControlStore, NewDocument, RagScope, _Unset
+
+RagOverride = Literal["auto", "on", "off"]
+_OVERRIDES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
+
+
+def parse_override(value: object) -> bool | None:
+    """Wire format ``"auto" | "on" | "off"`` (spec §8.1) → ``None | True | False``."""
+    if isinstance(value, str) and value.strip().lower() in _OVERRIDES:
+        return _OVERRIDES[value.strip().lower()]
+    raise InvalidInputError(f"ragEnabled must be 'auto', 'on' or 'off', got {value!r}")
+
+
+def check_path(path: object) -> str:
+    """A document path: relative, '/'-separated, no '..', no empty parts."""
+    if not isinstance(path, str) or not path.strip():
+        raise InvalidInputError("a document path is required, e.g. documents/notes/topic.md")
+    if "\x00" in path or "\\" in path:
+        raise InvalidInputError(f"document path {path!r} contains NUL or backslash")
+    if path.startswith("/"):
+        raise InvalidInputError(f"document path {path!r} must be relative to the project")
+    norm = posixpath.normpath(path)
+    if norm != path.rstrip("/") or norm.startswith("..") or "/../" in f"/{norm}/":
+        raise InvalidInputError(f"document path {path!r} is not normalised; use {norm!r}")
+    if len(path) > 1024:
+        raise InvalidInputError("document path is longer than 1024 characters")
+    return path
+
+
+@dataclass(frozen=True)
+class UpsertResult:
+    document: Document
+    action: Literal["created", "updated", "unchanged"]
+
+
+class DocumentService:
+    """Creates, updates and deletes documents; keeps ``ragDirty`` right (spec §4.2)."""
+
+    def __init__(self, control: ControlStore, chunks: ChunkStore) -> None:
+        self.control = control
+        self.chunks = chunks
+
+    def get(self, tenant_id: str, project_id: str, document_id: str) -> Document:
+        doc = self.control.get_document(tenant_id, project_id, document_id)
+        if doc is None:
+            raise DocumentNotFoundError(
+                f"no document {document_id!r} in project {project_id!r}",
+                tenant_id=tenant_id,
+                project_id=project_id,
+                document_id=document_id,
+            )
+        return doc
+
+    def get_by_path(self, tenant_id: str, project_id: str, path: str) -> Document | None:
+        return self.control.get_document_by_path(tenant_id, project_id, path)
+
+    def list(
+        self, tenant_id: str, project_id: str, *, path_prefix: str | None = None
+    ) -> list[Document]:
+        return self.control.list_documents(tenant_id, project_id, path_prefix=path_prefix)
+
+    @staticmethod
+    def is_rag_eligible(doc: Document) -> bool:
+        return is_rag_eligible(doc.path, doc.mime_type, doc.rag_enabled)
+
+    def create(
+        self,
+        tenant_id: str,
+        project_id: str,
+        path: str,
+        content: str,
+        *,
+        mime_type: str | None = None,
+        summary: str | None = None,
+        rag_enabled: bool | None = None,
+    ) -> Document:
+        path = check_path(path)
+        if not isinstance(content, str):
+            raise InvalidInputError("document content must be text")
+        mime = mime_type or guess_mime_type(path)
+        return self.control.insert_document(
+            NewDocument(
+                tenant_id=tenant_id,
+                project_id=project_id,
+                path=path,
+                mime_type=mime,
+                content=content,
+                summary=summary,
+                rag_enabled=rag_enabled,
+                rag_dirty=is_rag_eligible(path, mime, rag_enabled),
+            )
+        )
+
+    def update(
+        self,
+        tenant_id: str,
+        project_id: str,
+        document_id: str,
+        *,
+        content: str | _Unset = UNSET,
+        path: str | _Unset = UNSET,
+        mime_type: str | _Unset = UNSET,
+        summary: str | None | _Unset = UNSET,
+        rag_enabled: bool | None | _Unset = UNSET,
+    ) -> Document:
+        """Update fields; sets ``ragDirty`` when content, path, summary or override change
+        for a document that is (or was) eligible."""
+        before = self.get(tenant_id, project_id, document_id)
+        if not isinstance(path, _Unset):
+            path = check_path(path)
+        changed = (
+            (not isinstance(content, _Unset) and content != before.content)
+            or (not isinstance(path, _Unset) and path != before.path)
+            or (not isinstance(mime_type, _Unset) and mime_type != before.mime_type)
+            or (not isinstance(summary, _Unset) and summary != before.summary)
+            or (not isinstance(rag_enabled, _Unset) and rag_enabled != before.rag_enabled)
+        )
+        after_path = before.path if isinstance(path, _Unset) else path
+        after_mime = before.mime_type if isinstance(mime_type, _Unset) else mime_type
+        after_override = before.rag_enabled if isinstance(rag_enabled, _Unset) else rag_enabled
+        relevant = self.is_rag_eligible(before) or is_rag_eligible(
+            after_path, after_mime, after_override
+        )
+        return self.control.update_document(
+            tenant_id,
+            project_id,
+            document_id,
+            content=content,
+            path=path,
+            mime_type=mime_type,
+            summary=summary,
+            rag_enabled=rag_enabled,
+            mark_dirty=changed and relevant,
+        )
+
+    def upsert_by_path(
+        self, tenant_id: str, project_id: str, path: str, content: str, *, mime_type: str | None
+    ) -> UpsertResult:
+        """Create the document at ``path`` or update it if its content changed (imports)."""
+        existing = self.get_by_path(tenant_id, project_id, check_path(path))
+        if existing is None:
+            doc = self.create(tenant_id, project_id, path, content, mime_type=mime_type)
+            return UpsertResult(doc, "created")
+        if existing.content == content and (mime_type is None or mime_type == existing.mime_type):
+            return UpsertResult(existing, "unchanged")
+        kwargs = {} if mime_type is None else {"mime_type": mime_type}
+        doc = self.update(tenant_id, project_id, existing.id, content=content, **kwargs)
+        return UpsertResult(doc, "updated")
+
+    def set_rag_enabled_override(
+        self, tenant_id: str, project_id: str, document_id: str, value: RagOverride | str
+    ) -> Document:
+        """Spec §8.1 tristate: ``auto`` (filter decides), ``on`` (always), ``off`` (never)."""
+        override = parse_override(value)
+        self.get(tenant_id, project_id, document_id)
+        return self.control.update_document(
+            tenant_id, project_id, document_id, rag_enabled=override, mark_dirty=True
+        )
+
+    def set_summary(
+        self, tenant_id: str, project_id: str, document_id: str, summary: str | None
+    ) -> Document:
+        """Store a summary and queue the document so its summary chunk is written."""
+        self.control.update_document(tenant_id, project_id, document_id, summary=summary)
+        return self.mark_rag_dirty(tenant_id, project_id, document_id)
+
+    def mark_rag_dirty(self, tenant_id: str, project_id: str, document_id: str) -> Document:
+        """Queue one document for the indexer (the summary driver calls this, spec §4.2)."""
+        if not self.control.mark_dirty(tenant_id, project_id, [document_id]):
+            raise DocumentNotFoundError(
+                f"no document {document_id!r} in project {project_id!r}", document_id=document_id
+            )
+        return self.get(tenant_id, project_id, document_id)
+
+    def mark_all_for_reindex(self, tenant_id: str, project_id: str) -> int:
+        """Queue every eligible document (and every one that may still have chunks)."""
+        ids = [
+            d.id
+            for d in self.list(tenant_id, project_id)
+            if self.is_rag_eligible(d) or d.indexed_at is not None
+        ]
+        return self.control.mark_dirty(tenant_id, project_id, ids)
+
+    def delete(self, tenant_id: str, project_id: str, document_id: str) -> bool:
+        """Delete the document and, in the same step, its chunks in ``_documents``."""
+        with self.control.transaction():
+            rag = self.control.find_rag(tenant_id, project_id, DEFAULT_RAG_NAME)
+            if rag is not None:
+                self.chunks.remove_by_source(RagScope.of(rag), document_id)
+            return self.control.delete_document(tenant_id, project_id, document_id)

@@ -1,0 +1,353 @@
+"""ProjectRagIndexer (spec §4.3) and ProjectRagIndexScheduler (spec §4.4).
+
+The indexer works on a claimed batch at once: it splits every document, embeds all chunks the
+cache does not hold in one batched model call, then writes each document's chunks and marks it
+clean in one store transaction that first checks the worker still holds the lease (a worker
+whose lease expired never overwrites a newer pass). If the batched call fails, each document is
+embedded alone so one poison document cannot hold back the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from llama_index.core.schema import BaseNode
+
+from vancetope_rag.config import EngineConfig
+from vancetope_rag.domain.records import ChunkKind, Document, IndexState, RagRecord
+from vancetope_rag.errors import RagError
+from vancetope_rag.metrics import Metrics
+from vancetope_rag.services.documents import DocumentService
+from vancetope_rag.services.projects import ProjectRagService
+from vancetope_rag.services.rag import IngestStats, RagService, SourceText
+from vancetope_rag.services.settings import SettingsService
+from vancetope_rag.store.port import ControlStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BatchResult:
+    indexed: int = 0
+    removed: int = 0
+    failed: int = 0
+    lost_lease: int = 0
+    chunks: int = 0
+    embedded_texts: int = 0
+    cache_hits: int = 0
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def add(self, other: BatchResult) -> None:
+        self.indexed += other.indexed
+        self.removed += other.removed
+        self.failed += other.failed
+        self.lost_lease += other.lost_lease
+        self.chunks += other.chunks
+        self.embedded_texts += other.embedded_texts
+        self.cache_hits += other.cache_hits
+        self.errors.update(other.errors)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "indexed": self.indexed,
+            "removed": self.removed,
+            "failed": self.failed,
+            "chunks": self.chunks,
+            "embeddedTexts": self.embedded_texts,
+            "cacheHits": self.cache_hits,
+        }
+
+
+def _error_text(exc: BaseException) -> str:
+    text = exc.message if isinstance(exc, RagError) else f"{type(exc).__name__}: {exc}"
+    return text[:2000]
+
+
+class ProjectRagIndexer:
+    """Brings the ``_documents`` chunks of claimed documents in line with their content."""
+
+    def __init__(
+        self,
+        control: ControlStore,
+        rags: RagService,
+        documents: DocumentService,
+        project_rags: ProjectRagService,
+        settings: SettingsService,
+        config: EngineConfig,
+        metrics: Metrics,
+    ) -> None:
+        self.control = control
+        self.rags = rags
+        self.documents = documents
+        self.project_rags = project_rags
+        self.settings = settings
+        self.config = config
+        self.metrics = metrics
+
+    def retry_delay(self, attempts: int) -> float:
+        """Exponential backoff with jitter, capped."""
+        base = self.config.retry_backoff_s * (2 ** max(0, attempts))
+        return min(self.config.retry_backoff_max_s, base) * random.uniform(0.8, 1.2)
+
+    def reindex_document(self, doc: Document, worker_id: str) -> BatchResult:
+        """Spec §4.3 for one claimed document."""
+        return self.index_batch(doc.tenant_id, doc.project_id, [doc], worker_id)
+
+    def _parts(self, doc: Document, include_summaries: bool) -> list[SourceText]:
+        parts: list[SourceText] = []
+        if doc.content.strip():
+            parts.append(SourceText(doc.content, ChunkKind.CONTENT.value, doc.path))
+        if include_summaries and doc.summary and doc.summary.strip():
+            parts.append(SourceText(doc.summary, ChunkKind.SUMMARY.value, doc.path))
+        return parts
+
+    def index_batch(
+        self, tenant_id: str, project_id: str, docs: Sequence[Document], worker_id: str
+    ) -> BatchResult:
+        result = BatchResult()
+        if not docs:
+            return result
+        try:
+            rag = self.project_rags.ensure_default_rag(tenant_id, project_id, strict=True)
+        except Exception as exc:  # provider misconfigured: every document fails alike
+            for doc in docs:
+                self._fail(doc, worker_id, exc, result)
+            return result
+        if rag is None:  # embeddings switched off between claim and now
+            for doc in docs:
+                self._release_quietly(doc, worker_id)
+            return result
+        include = bool(
+            self.settings.get(tenant_id, project_id, "rag.project.includeSummaries")
+        )
+        sources: dict[str, list[SourceText]] = {}
+        by_id: dict[str, Document] = {}
+        for doc in docs:
+            by_id[doc.id] = doc
+            if self.documents.is_rag_eligible(doc):
+                sources[doc.id] = self._parts(doc, include)
+            else:
+                self._commit(rag, doc, worker_id, [], IndexState.NONE, result)
+        to_embed = {ref: parts for ref, parts in sources.items() if parts}
+        for ref, parts in sources.items():
+            if not parts:  # eligible but empty: no chunks, nothing to embed
+                self._commit(rag, by_id[ref], worker_id, [], IndexState.INDEXED, result)
+        if not to_embed:
+            return result
+        try:
+            grouped, stats = self.rags.embed_sources(rag, to_embed)
+            self._count(stats, result)
+        except Exception as batch_exc:
+            log.info("batch embed failed (%s); embedding documents one by one", batch_exc)
+            grouped = {}
+            for ref, parts in to_embed.items():
+                try:
+                    one, stats = self.rags.embed_sources(rag, {ref: parts})
+                    self._count(stats, result)
+                    grouped.update(one)
+                except Exception as exc:
+                    self._fail(by_id[ref], worker_id, exc, result)
+        for ref, nodes in grouped.items():
+            self._commit(rag, by_id[ref], worker_id, nodes, IndexState.INDEXED, result)
+        return result
+
+    @staticmethod
+    def _count(stats: IngestStats, result: BatchResult) -> None:
+        result.embedded_texts += stats.embedded_texts
+        result.cache_hits += stats.cache_hits
+
+    def _commit(
+        self,
+        rag: RagRecord,
+        doc: Document,
+        worker_id: str,
+        nodes: Sequence[BaseNode],
+        state: IndexState,
+        result: BatchResult,
+    ) -> None:
+        """Fenced write: replace chunks + mark clean, only while the lease is still ours."""
+        t, p = doc.tenant_id, doc.project_id
+        try:
+            with self.control.transaction():
+                if not self.control.holds_claim(t, p, doc.id, worker_id):
+                    result.lost_lease += 1
+                    return
+                if nodes:
+                    self.rags.write_source(rag, doc.id, nodes)
+                else:
+                    self.rags.remove_by_source(rag, doc.id)
+                self.control.mark_rag_clean(t, p, doc.id, worker_id, doc.rag_version, state=state)
+        except Exception as exc:
+            self._fail(doc, worker_id, exc, result)
+            return
+        self.metrics.indexer_runs.labels(outcome="success").inc()
+        if state is IndexState.NONE:
+            result.removed += 1
+        else:
+            result.indexed += 1
+            result.chunks += len(nodes)
+
+    def _fail(self, doc: Document, worker_id: str, exc: BaseException, result: BatchResult) -> None:
+        error = _error_text(exc)
+        log.warning("indexing %s (%s) failed: %s", doc.path, doc.id, error)
+        self.metrics.indexer_runs.labels(outcome="failed").inc()
+        result.failed += 1
+        result.errors[doc.id] = error
+        try:
+            self.control.release_rag_claim(
+                doc.tenant_id,
+                doc.project_id,
+                doc.id,
+                worker_id,
+                error=error,
+                retry_delay_s=self.retry_delay(doc.index_attempts),
+                max_attempts=self.config.max_attempts,
+            )
+        except Exception:  # the lease TTL recovers it
+            log.exception("could not release the claim on %s", doc.id)
+
+    def _release_quietly(self, doc: Document, worker_id: str) -> None:
+        self.control.release_rag_claim(
+            doc.tenant_id,
+            doc.project_id,
+            doc.id,
+            worker_id,
+            error="embeddings switched off",
+            retry_delay_s=self.config.indexer_interval_s,
+            max_attempts=1_000_000,
+        )
+
+
+@dataclass
+class TickResult(BatchResult):
+    projects: int = 0
+    claimed: int = 0
+
+
+class ProjectRagIndexScheduler:
+    """Periodic ticks: per project of this node, claim a batch and index it (spec §4.4)."""
+
+    def __init__(
+        self,
+        control: ControlStore,
+        indexer: ProjectRagIndexer,
+        rags: RagService,
+        settings: SettingsService,
+        config: EngineConfig,
+        metrics: Metrics,
+        *,
+        worker_id: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.control = control
+        self.indexer = indexer
+        self.rags = rags
+        self.settings = settings
+        self.config = config
+        self.metrics = metrics
+        self.worker_id = worker_id or f"{config.node_id}:{uuid.uuid4().hex[:8]}"
+        self._sleep = sleep
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def tick(self) -> TickResult:
+        result = TickResult()
+        for project in self.control.projects_for_node(self.config.node_id):
+            t, p = project.tenant_id, project.project_id
+            result.projects += 1
+            try:
+                if not self.settings.get(t, p, "rag.project.enabled"):
+                    self.metrics.indexer_runs.labels(outcome="skipped").inc()
+                    continue
+                if not self.rags.is_embedding_enabled(t, p):
+                    self.metrics.indexer_runs.labels(outcome="tenant_disabled").inc()
+                    continue
+                docs = self.control.claim_for_rag_index(
+                    t, p, self.worker_id, self.config.indexer_batch_size, self.config.claim_ttl_s
+                )
+            except RagError as exc:
+                log.warning("project %s/%s skipped this tick: %s", t, p, exc)
+                continue
+            result.claimed += len(docs)
+            result.add(self.indexer.index_batch(t, p, docs, self.worker_id))
+        return result
+
+    def pending(self) -> int:
+        """Documents of this node's enabled projects still waiting or being processed."""
+        total = 0
+        for project in self.control.projects_for_node(self.config.node_id):
+            t, p = project.tenant_id, project.project_id
+            if not self.settings.get(t, p, "rag.project.enabled"):
+                continue
+            if not self.rags.is_embedding_enabled(t, p):
+                continue
+            counts = self.control.document_state_counts(t, p)
+            total += counts.get(IndexState.PENDING.value, 0)
+            total += counts.get(IndexState.PROCESSING.value, 0)
+        return total
+
+    def run_until_idle(
+        self,
+        *,
+        timeout_s: float | None = None,
+        on_tick: Callable[[TickResult, int], None] | None = None,
+    ) -> TickResult:
+        """Tick until nothing is pending (waiting out retry back-offs and others' leases)."""
+        total = TickResult()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            tick = self.tick()
+            total.add(tick)
+            total.claimed += tick.claimed
+            total.projects = max(total.projects, tick.projects)
+            left = self.pending()
+            if on_tick is not None:
+                on_tick(tick, left)
+            if left == 0:
+                return total
+            if deadline is not None and time.monotonic() > deadline:
+                return total
+            if tick.claimed == 0:
+                self._sleep(min(1.0, max(0.05, self.config.retry_backoff_s / 4)))
+
+    # -- background thread ---------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run ticks in a daemon thread: initial delay, then every interval."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._loop, name="vancetope-rag-indexer", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _loop(self) -> None:
+        if self._stop.wait(self.config.indexer_initial_delay_s):
+            return
+        while not self._stop.is_set():
+            try:
+                tick = self.tick()
+            except Exception:
+                log.exception("indexer tick failed")
+                tick = TickResult()
+            # A full batch means more is waiting: go again at once instead of idling.
+            busy = tick.claimed >= self.config.indexer_batch_size
+            if self._stop.wait(0 if busy else self.config.indexer_interval_s):
+                return

@@ -1,0 +1,400 @@
+"""RagService: RAG catalog, ingestion through a LlamaIndex IngestionPipeline, and queries."""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llama_index.core import Document as LIDocument
+from llama_index.core.ingestion import IngestionPipeline
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
+
+from vancetope_rag.domain.records import ChunkKind, Hit, RagRecord, is_reserved_name
+from vancetope_rag.embeddings import (
+    CachedEmbedding,
+    EmbeddingRegistry,
+    EmbeddingSettings,
+    LoadedModel,
+    check_dimension,
+)
+from vancetope_rag.errors import (
+    EmbeddingDisabledError,
+    InvalidInputError,
+    RagNotFoundError,
+    ReservedNameError,
+)
+from vancetope_rag.services.settings import SettingsService
+from vancetope_rag.store.port import ChunkFilter, ChunkStore, ControlStore, RagScope
+from vancetope_rag.store.vectors import KIND_KEY, PATH_KEY, SOURCE_KEY, RagVectorStore
+
+log = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^[\w][\w .-]{0,99}$")
+MAX_TOP_K = 1000
+
+
+@dataclass(frozen=True)
+class SourceText:
+    """One text to index under a source (a document's content or its summary)."""
+
+    text: str
+    kind: str = ChunkKind.CONTENT.value
+    path: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class IngestStats:
+    chunks: int = 0
+    embedded_texts: int = 0
+    cache_hits: int = 0
+
+
+def _check_text(text: object, what: str = "text") -> str:
+    if not isinstance(text, str):
+        raise InvalidInputError(f"{what} must be a string")
+    if not text.strip():
+        raise InvalidInputError(f"{what} is empty; give some text to index or query")
+    return text.replace("\x00", "")
+
+
+class FitToWindow(TransformComponent):
+    """Re-split any node the splitter left longer than the model's window (counted exactly)."""
+
+    max_tokens: int
+    tokenizer: Any
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
+        out: list[BaseNode] = []
+        for node in nodes:
+            text = node.get_content(metadata_mode=MetadataMode.NONE)
+            if len(self.tokenizer(text)) <= self.max_tokens:
+                out.append(node)
+                continue
+            size = max(16, int(self.max_tokens * 0.8))
+            while True:
+                splitter = SentenceSplitter(
+                    chunk_size=size, chunk_overlap=0, tokenizer=self.tokenizer
+                )
+                parts = splitter.get_nodes_from_documents([node])  # type: ignore[list-item]
+                if all(
+                    len(self.tokenizer(p.get_content(metadata_mode=MetadataMode.NONE)))
+                    <= self.max_tokens
+                    for p in parts
+                ) or size <= 16:
+                    break
+                size = max(16, int(size * 0.8))
+            out.extend(parts)
+        return out
+
+
+class RagService:
+    """Create/list/delete RAGs, add and remove text, query — all scoped by tenant + project."""
+
+    def __init__(
+        self,
+        control: ControlStore,
+        chunks: ChunkStore,
+        registry: EmbeddingRegistry,
+        settings: SettingsService,
+        *,
+        default_chunk_size: int | None = None,
+        default_chunk_overlap: int | None = None,
+    ) -> None:
+        self.control = control
+        self.chunks = chunks
+        self.registry = registry
+        self.settings = settings
+        self.default_chunk_size = default_chunk_size
+        self.default_chunk_overlap = default_chunk_overlap
+
+    # -- embedding ---------------------------------------------------------------------
+
+    def embedding_settings(self, tenant_id: str, project_id: str) -> EmbeddingSettings:
+        return self.settings.embedding(tenant_id, project_id)
+
+    def is_embedding_enabled(self, tenant_id: str, project_id: str) -> bool:
+        return self.embedding_settings(tenant_id, project_id).enabled
+
+    def model_for(self, rag: RagRecord) -> LoadedModel:
+        """The RAG's pinned model; refuses once the tenant switched embeddings off."""
+        current = self.embedding_settings(rag.tenant_id, rag.project_id)
+        if not current.enabled:
+            raise EmbeddingDisabledError(
+                f"embeddings are switched off for this tenant (ai.embedding.provider=none); "
+                f"RAG {rag.name!r} cannot be written or queried until a provider is set again",
+                tenant_id=rag.tenant_id,
+                project_id=rag.project_id,
+                rag_name=rag.name,
+            )
+        pinned = EmbeddingSettings(
+            provider=rag.embedding_provider,
+            model=rag.embedding_model,
+            api_key=current.api_key,
+            base_url=current.base_url,
+        )
+        loaded = self.registry.load(pinned, rag.embedding_model)
+        check_dimension(loaded, rag.embedding_dimension, rag.name)
+        return loaded
+
+    # -- catalog -----------------------------------------------------------------------
+
+    def create(
+        self,
+        tenant_id: str,
+        project_id: str,
+        name: str,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+        system: bool = False,
+    ) -> RagRecord:
+        """Create a RAG pinned to the project's current embedding model."""
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise InvalidInputError(
+                f"invalid RAG name {name!r}: use 1-100 letters, digits, spaces, '_', '-' or '.'",
+                rag_name=str(name),
+            )
+        if is_reserved_name(name) and not system:
+            raise ReservedNameError(
+                f"RAG names starting with '_' are reserved for the system ({name!r}); "
+                "choose a name without the leading underscore",
+                rag_name=name,
+            )
+        settings = self.embedding_settings(tenant_id, project_id)
+        loaded = self.registry.load(settings)
+        size, overlap = self._chunking(loaded, chunk_size, chunk_overlap)
+        from vancetope_rag.domain.records import RagRecord as _Rag
+
+        record = _Rag(
+            id=uuid.uuid4().hex,
+            tenant_id=tenant_id,
+            project_id=project_id,
+            name=name,
+            title=title,
+            description=description,
+            embedding_provider=loaded.provider,
+            embedding_model=loaded.model,
+            embedding_dimension=loaded.dimension,
+            chunk_size=size,
+            chunk_overlap=overlap,
+        )
+        return self.control.insert_rag(record)
+
+    def _chunking(
+        self, loaded: LoadedModel, chunk_size: int | None, chunk_overlap: int | None
+    ) -> tuple[int, int]:
+        default_size, default_overlap = loaded.default_chunking()
+        size = chunk_size if chunk_size is not None else self.default_chunk_size or default_size
+        if chunk_overlap is not None:
+            overlap = chunk_overlap
+        elif self.default_chunk_overlap is not None:
+            overlap = self.default_chunk_overlap
+        else:
+            overlap = min(default_overlap, size // 4)
+        if not isinstance(size, int) or size < 16:
+            raise InvalidInputError(f"chunkSize must be an integer of at least 16, got {size!r}")
+        if size > loaded.max_chunk_tokens:
+            raise InvalidInputError(
+                f"chunkSize {size} exceeds what {loaded.model} reads ({loaded.max_chunk_tokens} "
+                f"tokens); text past that would be silently dropped. Use at most "
+                f"{loaded.max_chunk_tokens}."
+            )
+        if not isinstance(overlap, int) or not 0 <= overlap < size:
+            raise InvalidInputError(
+                f"chunkOverlap must be an integer from 0 to {size - 1}, got {overlap!r}"
+            )
+        return size, overlap
+
+    def get(self, tenant_id: str, project_id: str, ref: str) -> RagRecord:
+        """A RAG by id or name, inside the tenant's project only."""
+        if not isinstance(ref, str) or not ref.strip():
+            raise InvalidInputError("give a RAG id or name")
+        rag = self.control.get_rag(tenant_id, project_id, ref) or self.control.find_rag(
+            tenant_id, project_id, ref
+        )
+        if rag is None:
+            raise RagNotFoundError(
+                f"no RAG {ref!r} in project {project_id!r}; list them with rag_list",
+                tenant_id=tenant_id,
+                project_id=project_id,
+                rag_name=ref,
+            )
+        return rag
+
+    def find(self, tenant_id: str, project_id: str, name: str) -> RagRecord | None:
+        return self.control.find_rag(tenant_id, project_id, name)
+
+    def list(self, tenant_id: str, project_id: str) -> list[RagRecord]:
+        return self.control.list_rags(tenant_id, project_id)
+
+    def delete(self, tenant_id: str, project_id: str, ref: str, *, system: bool = False) -> int:
+        """Delete a RAG and its chunks; returns the number of chunks removed."""
+        rag = self.get(tenant_id, project_id, ref)
+        if rag.name.startswith("_") and not system:
+            raise ReservedNameError(
+                f"RAG {rag.name!r} is system-owned and cannot be deleted by users; "
+                "use reindex --rebuild to recreate it",
+                rag_name=rag.name,
+            )
+        removed = self.chunks.drop_rag(RagScope.of(rag))
+        self.control.delete_rag(tenant_id, project_id, rag.id)
+        return removed
+
+    def chunk_count(self, rag: RagRecord) -> int:
+        return self.chunks.count_chunks(RagScope.of(rag))
+
+    def vector_store(self, rag: RagRecord) -> RagVectorStore:
+        return RagVectorStore(self.chunks, RagScope.of(rag))
+
+    # -- ingestion ---------------------------------------------------------------------
+
+    def _pipeline(self, rag: RagRecord, loaded: LoadedModel, embed: CachedEmbedding) -> Any:
+        splitter = SentenceSplitter(
+            chunk_size=rag.chunk_size,
+            chunk_overlap=rag.chunk_overlap,
+            tokenizer=loaded.tokenizer,
+            include_prev_next_rel=False,
+        )
+        fit = FitToWindow(max_tokens=loaded.max_chunk_tokens, tokenizer=loaded.tokenizer)
+        return IngestionPipeline(transformations=[splitter, fit, embed], disable_cache=True)
+
+    def embed_sources(
+        self, rag: RagRecord, sources: Mapping[str, Sequence[SourceText]]
+    ) -> tuple[dict[str, list[BaseNode]], IngestStats]:
+        """Split and embed texts of many sources in one pipeline run (one batched model call
+        for everything the cache does not hold). Returns nodes grouped by source ref."""
+        loaded = self.model_for(rag)
+        embed = CachedEmbedding(loaded.embed_model, self.control, loaded.cache_key)
+        docs: list[LIDocument] = []
+        for source_ref, parts in sources.items():
+            for part in parts:
+                meta = {
+                    **dict(part.metadata),
+                    KIND_KEY: part.kind,
+                    PATH_KEY: part.path,
+                    SOURCE_KEY: source_ref,
+                }
+                doc = LIDocument(text=_check_text(part.text), metadata=meta)
+                doc.excluded_embed_metadata_keys = list(meta)
+                doc.excluded_llm_metadata_keys = list(meta)
+                docs.append(doc)
+        grouped: dict[str, list[BaseNode]] = {ref: [] for ref in sources}
+        if docs:
+            nodes = self._pipeline(rag, loaded, embed).run(documents=docs)
+            for node in nodes:
+                grouped[str(node.metadata[SOURCE_KEY])].append(node)
+        stats = IngestStats(
+            chunks=sum(len(v) for v in grouped.values()),
+            embedded_texts=embed.embedded_texts,
+            cache_hits=embed.cache_hits,
+        )
+        return grouped, stats
+
+    def write_source(self, rag: RagRecord, source_ref: str, nodes: Sequence[BaseNode]) -> None:
+        """Replace every chunk of ``source_ref`` with ``nodes`` atomically."""
+        self.vector_store(rag).replace_source(source_ref, nodes)
+
+    def add_text(
+        self,
+        rag: RagRecord,
+        source_ref: str | None,
+        text: str,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        kind: str = ChunkKind.CONTENT.value,
+        path: str | None = None,
+    ) -> IngestStats:
+        """Chunk, embed and add a text to the RAG (existing chunks of the source stay)."""
+        text = _check_text(text)
+        ref = source_ref or uuid.uuid4().hex
+        meta = dict(metadata or {})
+        path = path if path is not None else meta.pop("path", None)
+        kind = str(meta.pop("kind", kind))
+        grouped, stats = self.embed_sources(
+            rag, {ref: [SourceText(text=text, kind=kind, path=path, metadata=meta)]}
+        )
+        self.vector_store(rag).add(grouped[ref])
+        return stats
+
+    def replace_source(
+        self, rag: RagRecord, source_ref: str, parts: Sequence[SourceText]
+    ) -> IngestStats:
+        """Index ``parts`` as the complete new content of ``source_ref``."""
+        grouped, stats = self.embed_sources(rag, {source_ref: parts})
+        self.write_source(rag, source_ref, grouped[source_ref])
+        return stats
+
+    def remove_by_source(self, rag: RagRecord, source_ref: str) -> int:
+        return self.chunks.remove_by_source(RagScope.of(rag), source_ref)
+
+    # -- query -------------------------------------------------------------------------
+
+    def query(
+        self,
+        rag: RagRecord,
+        text: str,
+        *,
+        top_k: int = 5,
+        min_score: float | None = None,
+        max_per_doc: int | None = None,
+        filters: ChunkFilter | None = None,
+    ) -> list[Hit]:
+        """Embed ``text`` with the RAG's pinned model and return the best hits."""
+        text = _check_text(text, "query")
+        self._check_query_args(top_k, min_score, max_per_doc)
+        vector = self.model_for(rag).embed_model.get_query_embedding(text)
+        return self.query_vector(
+            rag, vector, top_k=top_k, min_score=min_score, max_per_doc=max_per_doc, filters=filters
+        )
+
+    @staticmethod
+    def _check_query_args(top_k: int, min_score: float | None, max_per_doc: int | None) -> None:
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= MAX_TOP_K:
+            raise InvalidInputError(f"topK must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+        if min_score is not None and not -1.0 <= float(min_score) <= 1.0:
+            raise InvalidInputError(f"minScore must be between -1 and 1, got {min_score!r}")
+        if max_per_doc is not None and (not isinstance(max_per_doc, int) or max_per_doc < 1):
+            raise InvalidInputError(
+                f"maxPerDocument must be a positive integer, got {max_per_doc!r}"
+            )
+
+    def query_vector(
+        self,
+        rag: RagRecord,
+        vector: Sequence[float],
+        *,
+        top_k: int = 5,
+        min_score: float | None = None,
+        max_per_doc: int | None = None,
+        filters: ChunkFilter | None = None,
+    ) -> list[Hit]:
+        self._check_query_args(top_k, min_score, max_per_doc)
+        scope = RagScope.of(rag)
+        fetch = top_k if max_per_doc is None else top_k * max(2, 4 // max_per_doc) + 8
+        while True:
+            raw = self.chunks.query(scope, vector, fetch, filters=filters)
+            hits: list[Hit] = []
+            per_doc: dict[str, int] = {}
+            for hit in raw:
+                if min_score is not None and hit.score < min_score:
+                    break
+                if max_per_doc is not None:
+                    seen = per_doc.get(hit.source_ref, 0)
+                    if seen >= max_per_doc:
+                        continue
+                    per_doc[hit.source_ref] = seen + 1
+                hits.append(hit)
+                if len(hits) == top_k:
+                    return hits
+            below_threshold = bool(raw) and min_score is not None and raw[-1].score < min_score
+            if len(raw) < fetch or below_threshold or fetch >= 20 * top_k + 1000:
+                return hits
+            fetch *= 4

@@ -1,0 +1,79 @@
+"""Cascade settings service: tenant and project scopes, innermost wins, secrets write-only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vancetope_rag.domain.cascade import (
+    SETTINGS,
+    AutoInject,
+    decode_setting,
+    encode_setting,
+    mask_secret,
+    resolve_setting,
+)
+from vancetope_rag.embeddings import EmbeddingSettings
+from vancetope_rag.errors import SettingError
+from vancetope_rag.store.port import ControlStore
+
+
+class SettingsService:
+    """Reads and writes ``rag.*`` / ``ai.embedding.*`` settings per tenant and project."""
+
+    def __init__(self, control: ControlStore) -> None:
+        self._control = control
+
+    def _scope_values(self, tenant_id: str, project_id: str | None) -> dict[str, Any]:
+        raw = self._control.get_settings(tenant_id, project_id)
+        return {k: decode_setting(k, v) for k, v in raw.items() if k in SETTINGS}
+
+    def scopes(self, tenant_id: str, project_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(tenant values, project values) as set, decoded; unset keys are absent."""
+        return self._scope_values(tenant_id, None), self._scope_values(tenant_id, project_id)
+
+    def effective(self, tenant_id: str, project_id: str) -> dict[str, Any]:
+        """Every known key's effective value for the project (secrets included: internal)."""
+        tenant, project = self.scopes(tenant_id, project_id)
+        return {k: resolve_setting(k, project.get(k), tenant.get(k)) for k in SETTINGS}
+
+    def get(self, tenant_id: str, project_id: str, key: str) -> Any:
+        if key not in SETTINGS:
+            raise SettingError(f"unknown setting {key!r}; known: {', '.join(sorted(SETTINGS))}")
+        return self.effective(tenant_id, project_id)[key]
+
+    def get_public(self, tenant_id: str, project_id: str | None, key: str) -> Any:
+        """A value for display: at one scope (project None = tenant) or effective; masked."""
+        if key not in SETTINGS:
+            raise SettingError(f"unknown setting {key!r}; known: {', '.join(sorted(SETTINGS))}")
+        if project_id is None:
+            value = self._scope_values(tenant_id, None).get(key, SETTINGS[key].default)
+        else:
+            value = self.get(tenant_id, project_id, key)
+        return mask_secret(key, value)
+
+    def set(self, tenant_id: str, project_id: str | None, key: str, value: object) -> None:
+        """Set a value at tenant scope (project None) or project scope; None unsets it."""
+        if value is None:
+            if key not in SETTINGS:
+                raise SettingError(f"unknown setting {key!r}")
+            self._control.set_setting(tenant_id, project_id, key, None)
+            return
+        self._control.set_setting(tenant_id, project_id, key, encode_setting(key, value))
+
+    def auto_inject_scopes(
+        self, tenant_id: str, project_id: str
+    ) -> tuple[AutoInject | None, AutoInject | None]:
+        """(project, tenant) values of ``rag.autoInject.enabled`` as set (None = absent)."""
+        tenant, project = self.scopes(tenant_id, project_id)
+        key = "rag.autoInject.enabled"
+        p, t = project.get(key), tenant.get(key)
+        return (p if isinstance(p, AutoInject) else None, t if isinstance(t, AutoInject) else None)
+
+    def embedding(self, tenant_id: str, project_id: str) -> EmbeddingSettings:
+        eff = self.effective(tenant_id, project_id)
+        return EmbeddingSettings(
+            provider=str(eff["ai.embedding.provider"]),
+            model=eff["ai.embedding.model"],
+            api_key=eff["ai.embedding.apiKey"],
+            base_url=eff["ai.embedding.baseUrl"],
+        )

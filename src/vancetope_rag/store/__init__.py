@@ -1,0 +1,64 @@
+"""Stores chosen by URI: ``sqlite:///path/rag.db`` (embedded) or ``mongodb://…`` (production)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from vancetope_rag.errors import MissingDependencyError, StoreError
+from vancetope_rag.store.port import ChunkStore, ControlStore, RagScope, Store
+from vancetope_rag.store.sqlite_db import Clock
+
+__all__ = ["ChunkStore", "ControlStore", "RagScope", "SqliteStore", "Store", "open_store"]
+
+
+@dataclass
+class SqliteStore:
+    """The embedded store: control plane and chunks in one SQLite file."""
+
+    control: ControlStore
+    chunks: ChunkStore
+
+    def close(self) -> None:
+        self.control.close()
+
+
+def sqlite_path_from_uri(uri: str) -> str:
+    """``sqlite:///rel/path.db`` → ``rel/path.db``; ``sqlite:////abs/path.db`` → ``/abs/path.db``."""
+    rest = uri[len("sqlite://") :]
+    if not rest.startswith("/"):
+        raise StoreError(f"invalid SQLite store URI {uri!r}: use sqlite:///path/to/rag.db")
+    path = unquote(rest[1:])
+    if not path:
+        raise StoreError(f"invalid SQLite store URI {uri!r}: the file path is missing")
+    return path
+
+
+def open_store(uri: str, *, clock: Clock = time.time) -> Store:
+    """Open the store a URI names. A plain file path is read as a SQLite store."""
+    if not uri or not uri.strip():
+        raise StoreError("no store URI given; pass --store or set VANCETOPE_RAG_STORE")
+    scheme = urlparse(uri).scheme
+    if scheme == "sqlite":
+        path = sqlite_path_from_uri(uri)
+    elif scheme in ("mongodb", "mongodb+srv"):
+        try:
+            from vancetope_rag.store.mongo import open_mongo_store
+        except ImportError as exc:  # pragma: no cover - depends on the installed extras
+            raise MissingDependencyError("the MongoDB store", "mongodb") from exc
+        return open_mongo_store(uri, clock=clock)
+    elif scheme == "" or len(scheme) == 1:  # a path (len 1: a Windows drive letter)
+        path = uri
+    else:
+        raise StoreError(
+            f"unsupported store URI scheme {scheme!r}; use sqlite:///path/rag.db or "
+            "mongodb://host/db"
+        )
+    from vancetope_rag.store.sqlite import SqliteControlStore
+    from vancetope_rag.store.sqlite_db import SqliteDatabase
+    from vancetope_rag.store.sqlite_vec import SqliteChunkStore
+
+    db = SqliteDatabase(Path(path))
+    return SqliteStore(control=SqliteControlStore(db, clock=clock), chunks=SqliteChunkStore(db))

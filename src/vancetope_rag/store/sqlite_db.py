@@ -1,0 +1,280 @@
+"""One SQLite file opened through apsw with sqlite-vec loaded: connections, migrations, transactions.
+
+Connections are per thread (apsw connections are safe to share, but a transaction is per
+connection, so sharing one would mix transactions of different threads). Several processes may
+open the same file: WAL mode plus ``BEGIN IMMEDIATE`` for every write transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from vancetope_rag.errors import StoreError
+
+SCHEMA_VERSION = 1
+
+#: Ordered migrations; index i brings the schema from version i to i + 1. Never edit a shipped
+#: entry: add a new one.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE projects (
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        home_node TEXT,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (tenant_id, project_id)
+    );
+    CREATE TABLE documents (
+        id TEXT PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        path TEXT NOT NULL,
+        mime_type TEXT NOT NULL,
+        content TEXT NOT NULL,
+        summary TEXT,
+        rag_enabled INTEGER,
+        rag_dirty INTEGER NOT NULL DEFAULT 0,
+        rag_claimed_by TEXT,
+        rag_claimed_at REAL,
+        rag_version INTEGER NOT NULL DEFAULT 0,
+        index_state TEXT NOT NULL DEFAULT 'none',
+        index_attempts INTEGER NOT NULL DEFAULT 0,
+        index_last_error TEXT,
+        index_next_attempt_at REAL,
+        indexed_at REAL,
+        content_hash TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        UNIQUE (tenant_id, project_id, path)
+    );
+    CREATE INDEX tenant_project_rag_claim_idx
+        ON documents (tenant_id, project_id, rag_dirty, rag_claimed_by);
+    CREATE TABLE rags (
+        id TEXT PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        title TEXT,
+        description TEXT,
+        embedding_provider TEXT NOT NULL,
+        embedding_model TEXT NOT NULL,
+        embedding_dimension INTEGER NOT NULL,
+        chunk_size INTEGER NOT NULL,
+        chunk_overlap INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        UNIQUE (tenant_id, project_id, name)
+    );
+    CREATE TABLE settings (
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL DEFAULT '',
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (tenant_id, project_id, key)
+    );
+    CREATE TABLE embedding_cache (
+        model_key TEXT NOT NULL,
+        text_hash TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (model_key, text_hash)
+    ) WITHOUT ROWID;
+    CREATE TABLE chunks (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        rag_id TEXT NOT NULL,
+        source_ref TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        path TEXT,
+        text TEXT NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        dim INTEGER NOT NULL
+    );
+    CREATE INDEX chunks_scope_idx ON chunks (tenant_id, project_id, rag_id, source_ref);
+    -- bumped in the same transaction as every chunk write of a RAG: lets in-process caches
+    -- of that RAG's vectors know they are stale with one cheap read.
+    CREATE TABLE rag_generations (
+        rag_id TEXT PRIMARY KEY,
+        generation INTEGER NOT NULL
+    );
+    """,
+)
+
+
+def _load_apsw() -> Any:
+    import apsw
+    import sqlite_vec
+
+    return apsw, sqlite_vec
+
+
+class SqliteDatabase:
+    """A SQLite file with sqlite-vec, per-thread connections and versioned schema."""
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 30_000) -> None:
+        self.path = str(path)
+        self._busy_timeout_ms = busy_timeout_ms
+        self._local = threading.local()
+        self._apsw, self._sqlite_vec = _load_apsw()
+        self._check_path()
+        self._migrate()
+
+    # -- connections -------------------------------------------------------------------
+
+    def _check_path(self) -> None:
+        if self.path == ":memory:":
+            raise StoreError(
+                "an in-memory SQLite store cannot be shared between threads; use a file path"
+            )
+        p = Path(self.path)
+        parent = p.parent if str(p.parent) else Path(".")
+        if not parent.exists():
+            raise StoreError(
+                f"cannot open store {self.path!r}: folder {str(parent)!r} does not exist; "
+                "create it or pass another --store"
+            )
+        if p.exists():
+            if p.is_dir():
+                raise StoreError(f"cannot open store {self.path!r}: it is a directory")
+            if not os.access(p, os.R_OK | os.W_OK):
+                raise StoreError(
+                    f"cannot open store {self.path!r}: the file is not readable and writable "
+                    "by this user"
+                )
+            with open(p, "rb") as fh:
+                head = fh.read(16)
+            if head and head != b"SQLite format 3\x00":
+                raise StoreError(
+                    f"cannot open store {self.path!r}: the file exists but is not a SQLite "
+                    "database; pass another --store or move the file away"
+                )
+        elif not os.access(parent, os.W_OK):
+            raise StoreError(
+                f"cannot create store {self.path!r}: folder {str(parent)!r} is not writable"
+            )
+
+    def _open(self) -> Any:
+        apsw = self._apsw
+        try:
+            conn = apsw.Connection(self.path)
+            conn.enable_load_extension(True)
+            conn.load_extension(self._sqlite_vec.loadable_path())
+            conn.enable_load_extension(False)
+            conn.set_busy_timeout(self._busy_timeout_ms)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except apsw.Error as exc:
+            raise StoreError(f"cannot open store {self.path!r}: {exc}") from exc
+        return conn
+
+    @property
+    def conn(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            conn = self._open()
+            self._local.conn = conn
+            self._local.pid = os.getpid()
+            self._local.depth = 0
+        return conn
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # -- transactions ------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``; nested use joins the outer transaction."""
+        conn = self.conn
+        depth: int = self._local.depth
+        if depth:
+            self._local.depth = depth + 1
+            try:
+                yield conn
+            finally:
+                self._local.depth = depth
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        self._local.depth = 1
+        try:
+            yield conn
+        except BaseException:
+            self._local.depth = 0
+            conn.execute("ROLLBACK")
+            raise
+        self._local.depth = 0
+        conn.execute("COMMIT")
+
+    def query(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        return list(self.conn.execute(sql, params))
+
+    def query_dicts(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
+        cur = self.conn.execute(sql, params)
+        try:
+            names = [d[0] for d in cur.get_description()]
+        except self._apsw.ExecutionCompleteError:  # no row at all
+            return []
+        return [dict(zip(names, r, strict=True)) for r in cur]
+
+    def execute(self, sql: str, params: Any = ()) -> int:
+        conn = self.conn
+        conn.execute(sql, params)
+        return int(conn.changes())
+
+    # -- schema ------------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        apsw = self._apsw
+        try:
+            with self.transaction() as conn:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version > SCHEMA_VERSION:
+                    raise StoreError(
+                        f"store {self.path!r} has schema version {version}, newer than this "
+                        f"vancetope-rag understands ({SCHEMA_VERSION}); upgrade the package"
+                    )
+                for step in range(version, SCHEMA_VERSION):
+                    conn.execute(MIGRATIONS[step])
+                if version != SCHEMA_VERSION:
+                    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except apsw.NotADBError as exc:
+            raise StoreError(
+                f"cannot open store {self.path!r}: the file is not a SQLite database "
+                "(corrupt or another format)"
+            ) from exc
+        except apsw.CorruptError as exc:
+            raise StoreError(f"store {self.path!r} is corrupt: {exc}") from exc
+        except (apsw.CantOpenError, apsw.ReadOnlyError, apsw.PermissionsError) as exc:
+            raise StoreError(
+                f"cannot open store {self.path!r} for writing: {exc}; check the path and "
+                "its permissions"
+            ) from exc
+
+    def ensure_vec_table(self, dim: int) -> str:
+        """The ``vec0`` table for vectors of ``dim`` floats (one table per dimension)."""
+        if not 1 <= dim <= 8192:
+            raise StoreError(f"unsupported embedding dimension {dim}")
+        name = f"vec_chunks_{dim}"
+        created: set[int] = getattr(self._local, "vec_tables", set())
+        if dim not in created:
+            self.conn.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING vec0("
+                f"rag_id TEXT PARTITION KEY, embedding float[{dim}] distance_metric=cosine, "
+                "kind TEXT)"
+            )
+            created.add(dim)
+            self._local.vec_tables = created
+        return name
+
+
+Clock = Callable[[], float]

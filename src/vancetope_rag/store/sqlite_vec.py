@@ -1,0 +1,230 @@
+"""Chunk store on sqlite-vec: chunk rows in ``chunks``, vectors in a ``vec0`` table per dimension.
+
+The RAG id is the ``vec0`` partition key, so a KNN query only scans that RAG's vectors; the
+join back to ``chunks`` re-checks tenant and project, so a RAG id from another tenant finds
+nothing even if it leaked.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from vancetope_rag.domain.records import Chunk, Hit
+from vancetope_rag.errors import DimensionMismatchError, InvalidInputError
+from vancetope_rag.store.port import ChunkFilter, RagScope, iter_filter
+from vancetope_rag.store.sqlite_db import SqliteDatabase
+
+_COLUMN = {"kind": "c.kind", "path": "c.path", "sourceRef": "c.source_ref"}
+
+
+def _filter_sql(filters: ChunkFilter | None) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    for key, negated, values in iter_filter(filters):
+        marks = ",".join("?" * len(values))
+        clauses.append(f"{_COLUMN[key]} {'NOT IN' if negated else 'IN'} ({marks})")
+        params += values
+    return "".join(f" AND {c}" for c in clauses), params
+
+
+def _vector_blob(vector: Sequence[float], dim: int) -> bytes:
+    arr = np.asarray(vector, dtype=np.float32)
+    if arr.ndim != 1 or arr.shape[0] != dim:
+        raise DimensionMismatchError(
+            f"vector has {arr.shape[-1] if arr.ndim else 0} dimensions but the RAG is pinned "
+            f"to {dim}; rebuild the RAG to change its embedding model"
+        )
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInputError("embedding contains NaN or infinite values")
+    return arr.tobytes()
+
+
+def _hit(row: dict[str, Any], score: float) -> Hit:
+    return Hit(
+        score=score,
+        text=row["text"],
+        source_ref=row["source_ref"],
+        kind=row["kind"],
+        path=row["path"],
+        rag_id=row["rag_id"],
+        chunk_id=row["id"],
+        metadata=json.loads(row["metadata"]),
+    )
+
+
+class SqliteChunkStore:
+    """:class:`~vancetope_rag.store.port.ChunkStore` on sqlite-vec."""
+
+    def __init__(self, db: SqliteDatabase) -> None:
+        self.db = db
+
+    def _bump(self, rag_id: str) -> None:
+        self.db.execute(
+            "INSERT INTO rag_generations (rag_id, generation) VALUES (?, 1) "
+            "ON CONFLICT (rag_id) DO UPDATE SET generation = generation + 1",
+            (rag_id,),
+        )
+
+    def generation(self, rag_id: str) -> int:
+        rows = self.db.query("SELECT generation FROM rag_generations WHERE rag_id = ?", (rag_id,))
+        return int(rows[0][0]) if rows else 0
+
+    def _insert(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
+        table = self.db.ensure_vec_table(scope.dimension)
+        conn = self.db.conn
+        ids: list[str] = []
+        for ch in chunks:
+            if ch.rag_id != scope.rag_id:
+                raise InvalidInputError("chunk belongs to another RAG than the scope")
+            blob = _vector_blob(ch.embedding, scope.dimension)
+            conn.execute(
+                "INSERT INTO chunks (id, tenant_id, project_id, rag_id, source_ref, kind, path, "
+                "text, metadata, dim) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    ch.id,
+                    scope.tenant_id,
+                    scope.project_id,
+                    scope.rag_id,
+                    ch.source_ref,
+                    ch.kind,
+                    ch.path,
+                    ch.text,
+                    json.dumps(ch.metadata, default=str),
+                    scope.dimension,
+                ),
+            )
+            rowid = conn.last_insert_rowid()
+            conn.execute(
+                f"INSERT INTO {table} (rowid, rag_id, embedding, kind) VALUES (?, ?, ?, ?)",
+                (rowid, scope.rag_id, blob, ch.kind),
+            )
+            ids.append(ch.id)
+        return ids
+
+    def _delete_where(self, scope: RagScope, where: str, params: Sequence[Any]) -> int:
+        table = self.db.ensure_vec_table(scope.dimension)
+        rowids = [
+            r[0]
+            for r in self.db.query(
+                "SELECT c.rowid FROM chunks c WHERE c.tenant_id = ? AND c.project_id = ? "
+                f"AND c.rag_id = ?{where}",
+                (scope.tenant_id, scope.project_id, scope.rag_id, *params),
+            )
+        ]
+        conn = self.db.conn
+        for start in range(0, len(rowids), 500):
+            part = rowids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            conn.execute(f"DELETE FROM {table} WHERE rowid IN ({marks})", part)
+            conn.execute(f"DELETE FROM chunks WHERE rowid IN ({marks})", part)
+        return len(rowids)
+
+    # -- port --------------------------------------------------------------------------
+
+    def add_chunks(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
+        with self.db.transaction():
+            ids = self._insert(scope, chunks)
+            self._bump(scope.rag_id)
+        return ids
+
+    def replace_source(self, scope: RagScope, source_ref: str, chunks: Sequence[Chunk]) -> None:
+        with self.db.transaction():
+            self._delete_where(scope, " AND c.source_ref = ?", (source_ref,))
+            self._insert(scope, chunks)
+            self._bump(scope.rag_id)
+
+    def remove_by_source(self, scope: RagScope, source_ref: str) -> int:
+        with self.db.transaction():
+            n = self._delete_where(scope, " AND c.source_ref = ?", (source_ref,))
+            if n:
+                self._bump(scope.rag_id)
+        return n
+
+    def remove_chunks(
+        self,
+        scope: RagScope,
+        *,
+        chunk_ids: Sequence[str] | None = None,
+        filters: ChunkFilter | None = None,
+    ) -> int:
+        where, params = _filter_sql(filters)
+        if chunk_ids is not None:
+            if not chunk_ids:
+                return 0
+            where += f" AND c.id IN ({','.join('?' * len(chunk_ids))})"
+            params += list(chunk_ids)
+        with self.db.transaction():
+            n = self._delete_where(scope, where, params)
+            if n:
+                self._bump(scope.rag_id)
+        return n
+
+    def drop_rag(self, scope: RagScope) -> int:
+        with self.db.transaction():
+            n = self._delete_where(scope, "", ())
+            self.db.execute("DELETE FROM rag_generations WHERE rag_id = ?", (scope.rag_id,))
+        return n
+
+    def count_chunks(self, scope: RagScope) -> int:
+        rows = self.db.query(
+            "SELECT count(*) FROM chunks WHERE tenant_id = ? AND project_id = ? AND rag_id = ?",
+            (scope.tenant_id, scope.project_id, scope.rag_id),
+        )
+        return int(rows[0][0])
+
+    def get_chunks(
+        self,
+        scope: RagScope,
+        *,
+        chunk_ids: Sequence[str] | None = None,
+        filters: ChunkFilter | None = None,
+    ) -> list[Hit]:
+        where, params = _filter_sql(filters)
+        if chunk_ids is not None:
+            if not chunk_ids:
+                return []
+            where += f" AND c.id IN ({','.join('?' * len(chunk_ids))})"
+            params += list(chunk_ids)
+        rows = self.db.query_dicts(
+            "SELECT c.* FROM chunks c WHERE c.tenant_id = ? AND c.project_id = ? "
+            f"AND c.rag_id = ?{where} ORDER BY c.source_ref, c.rowid",
+            (scope.tenant_id, scope.project_id, scope.rag_id, *params),
+        )
+        return [_hit(r, 0.0) for r in rows]
+
+    def query(
+        self,
+        scope: RagScope,
+        vector: Sequence[float],
+        top_k: int,
+        *,
+        filters: ChunkFilter | None = None,
+    ) -> list[Hit]:
+        if top_k < 1:
+            raise InvalidInputError("top_k must be at least 1")
+        table = self.db.ensure_vec_table(scope.dimension)
+        blob = _vector_blob(vector, scope.dimension)
+        where, params = _filter_sql(filters)
+        if where:
+            # Filtered: exact scan over the matching chunks (correct top-k whatever the filter).
+            rows = self.db.query_dicts(
+                f"SELECT c.*, vec_distance_cosine(v.embedding, ?) AS distance "
+                f"FROM chunks c JOIN {table} v ON v.rowid = c.rowid "
+                "WHERE c.tenant_id = ? AND c.project_id = ? AND c.rag_id = ?"
+                f"{where} ORDER BY distance LIMIT ?",
+                (blob, scope.tenant_id, scope.project_id, scope.rag_id, *params, top_k),
+            )
+        else:
+            rows = self.db.query_dicts(
+                f"WITH knn AS (SELECT rowid, distance FROM {table} "
+                "WHERE embedding MATCH ? AND k = ? AND rag_id = ?) "
+                "SELECT c.*, knn.distance AS distance FROM knn JOIN chunks c ON c.rowid = knn.rowid "
+                "WHERE c.tenant_id = ? AND c.project_id = ? AND c.rag_id = ? "
+                "ORDER BY knn.distance",
+                (blob, top_k, scope.rag_id, scope.tenant_id, scope.project_id, scope.rag_id),
+            )
+        return [_hit(r, 1.0 - float(r["distance"])) for r in rows]

@@ -1,0 +1,225 @@
+"""Recipe files to typed RAG parameters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vancetope_rag.domain.cascade import AutoInject
+from vancetope_rag.errors import RecipeError
+from vancetope_rag.recipes import RagParams, Recipe, load_recipe, parse_recipe
+
+RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
+
+
+def _write(tmp_path: Path, text: str, name: str = "r.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_full_recipe(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        """\
+name: general-assistant
+description: Helps.
+allowedTools: [rag_query]   # engine keys are ignored
+params:
+  memory: {window: 3}
+  rag:
+    autoInject: AUTO
+    minScore: 0.35
+    topK: 5
+    maxPerDocument: 2
+    template: "{% for h in hits %}{{ h.label }} {% endfor %}"
+""",
+    )
+    assert load_recipe(path) == Recipe(
+        name="general-assistant",
+        description="Helps.",
+        rag=RagParams(
+            auto_inject=AutoInject.AUTO,
+            min_score=0.35,
+            top_k=5,
+            max_per_document=2,
+            template="{% for h in hits %}{{ h.label }} {% endfor %}",
+        ),
+        source=str(path),
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "name: x\n",
+        "name: x\nparams:\n",
+        "name: x\nparams:\n  other: 1\n",
+        "name: x\nparams:\n  rag:\n",
+    ],
+)
+def test_missing_rag_params_are_all_none(text: str) -> None:
+    recipe = parse_recipe(yaml.safe_load(text))
+    assert recipe.rag == RagParams()
+    assert recipe.source == "<string>"
+    assert recipe.description is None
+
+
+def test_engine_params_alias() -> None:
+    recipe = parse_recipe(
+        yaml.safe_load("name: x\nengineParams:\n  rag:\n    autoInject: 'OFF'\n    topK: 3\n")
+    )
+    assert recipe.rag.auto_inject is AutoInject.OFF
+    assert recipe.rag.top_k == 3
+
+
+def test_min_score_int_becomes_float() -> None:
+    recipe = parse_recipe({"name": "x", "params": {"rag": {"minScore": 0}}})
+    assert recipe.rag.min_score == 0.0
+    assert isinstance(recipe.rag.min_score, float)
+
+
+def test_template_file_relative_to_recipe(tmp_path: Path) -> None:
+    (tmp_path / "tpl").mkdir()
+    (tmp_path / "tpl" / "block.j2").write_text("{{ hits|length }} hits", encoding="utf-8")
+    path = _write(tmp_path, "name: x\nparams:\n  rag:\n    templateFile: tpl/block.j2\n")
+    assert load_recipe(path).rag.template == "{{ hits|length }} hits"
+
+
+# Each case: recipe body, dotted key expected in the message, another fragment expected.
+ERROR_CASES = [
+    (
+        "name: x\nparams:\n  rag:\n    topK: abc\n",
+        "params.rag.topK",
+        "must be an integer from 1 to 100, got 'abc'",
+    ),
+    ("name: x\nparams:\n  rag:\n    topK: 0\n", "params.rag.topK", "got 0"),
+    ("name: x\nparams:\n  rag:\n    topK: 101\n", "params.rag.topK", "got 101"),
+    ("name: x\nparams:\n  rag:\n    topK: 2.5\n", "params.rag.topK", "got 2.5"),
+    ("name: x\nparams:\n  rag:\n    topK: true\n", "params.rag.topK", "got True"),
+    (
+        "name: x\nparams:\n  rag:\n    minScore: 1.5\n",
+        "params.rag.minScore",
+        "must be a number from -1 to 1",
+    ),
+    ("name: x\nparams:\n  rag:\n    minScore: '0.4'\n", "params.rag.minScore", "got '0.4'"),
+    ("name: x\nparams:\n  rag:\n    minScore: .nan\n", "params.rag.minScore", "got nan"),
+    (
+        "name: x\nparams:\n  rag:\n    maxPerDocument: 0\n",
+        "params.rag.maxPerDocument",
+        "from 1 to 100",
+    ),
+    (
+        "name: x\nparams:\n  rag:\n    autoInject: sometimes\n",
+        "params.rag.autoInject",
+        "ON, OFF, AUTO",
+    ),
+    ("name: x\nparams:\n  rag:\n    autoInject: 1\n", "params.rag.autoInject", "got 1"),
+    ("name: x\nparams:\n  rag:\n    top_k: 5\n", "params.rag.top_k", "topK"),
+    ("name: x\nengineParams:\n  rag:\n    topK: x\n", "engineParams.rag.topK", "integer"),
+    (
+        "name: x\nparams:\n  rag:\n    template: '{% for %}'\n",
+        "params.rag.template",
+        "syntax error at line 1",
+    ),
+    ("name: x\nparams:\n  rag:\n    template: ''\n", "params.rag.template", "non-empty"),
+    (
+        "name: x\nparams:\n  rag:\n    template: a\n    templateFile: b.j2\n",
+        "params.rag.template",
+        "templateFile",
+    ),
+    (
+        "name: x\nparams:\n  rag:\n    templateFile: missing.j2\n",
+        "params.rag.templateFile",
+        "not found",
+    ),
+    (
+        "name: x\nparams:\n  rag:\n    templateFile: ../outside.j2\n",
+        "params.rag.templateFile",
+        "inside the recipe's directory",
+    ),
+    (
+        "name: x\nparams:\n  rag:\n    templateFile: /etc/hostname\n",
+        "params.rag.templateFile",
+        "inside the recipe's directory",
+    ),
+    ("name: x\nparams:\n  rag: [1, 2]\n", "params.rag", "must be a mapping"),
+    ("name: x\nparams: 3\n", "params", "must be a mapping"),
+    ("name: x\nparams: {}\nengineParams: {}\n", "engineParams", "not both"),
+    ("description: no name\n", "name", "non-empty string"),
+    ("name: x\ndescription: [a]\n", "description", "must be a string"),
+    ("- a list\n", "recipe", "YAML mapping"),
+]
+
+
+@pytest.mark.parametrize(("text", "key", "fragment"), ERROR_CASES)
+def test_recipe_errors_name_file_and_key(
+    tmp_path: Path, text: str, key: str, fragment: str
+) -> None:
+    path = _write(tmp_path, text, "bad.yaml")
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: "), message
+    assert key in message
+    assert fragment in message
+    assert info.value.code == "RECIPE_INVALID"
+
+
+def test_error_message_shape(tmp_path: Path) -> None:
+    (tmp_path / "recipes").mkdir()
+    path = _write(tmp_path / "recipes", "name: x\nparams:\n  rag:\n    topK: abc\n", "x.yaml")
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    assert str(info.value) == f"{path}: params.rag.topK must be an integer from 1 to 100, got 'abc'"
+
+
+def test_template_syntax_error_reports_template_line(tmp_path: Path) -> None:
+    (tmp_path / "block.j2").write_text("ok\nok\n{% if %}\n", encoding="utf-8")
+    path = _write(tmp_path, "name: x\nparams:\n  rag:\n    templateFile: block.j2\n")
+    with pytest.raises(RecipeError, match=r"params\.rag\.templateFile: .*line 3"):
+        load_recipe(path)
+
+
+def test_template_file_needs_a_file_recipe() -> None:
+    with pytest.raises(RecipeError, match=r"<string>: params\.rag\.templateFile"):
+        parse_recipe({"name": "x", "params": {"rag": {"templateFile": "a.j2"}}})
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nope.yaml"
+    with pytest.raises(RecipeError, match="not found") as info:
+        load_recipe(path)
+    assert str(path) in str(info.value)
+
+
+def test_invalid_yaml(tmp_path: Path) -> None:
+    path = _write(tmp_path, "name: [unclosed\n")
+    with pytest.raises(RecipeError, match="invalid YAML") as info:
+        load_recipe(path)
+    assert str(path) in str(info.value)
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    path = tmp_path / "bin.yaml"
+    path.write_bytes(b"name: \xff\xfe\n")
+    with pytest.raises(RecipeError, match="cannot read") as info:
+        load_recipe(path)
+    assert str(path) in str(info.value)
+
+    with pytest.raises(RecipeError, match="cannot read"):
+        load_recipe(tmp_path)  # a directory
+
+
+def test_example_recipes_load() -> None:
+    recipes = {path.name: load_recipe(path) for path in sorted(RECIPES_DIR.glob("*.yaml"))}
+    assert {"general-assistant.yaml", "discussion.yaml", "docs-assistant.yaml"} <= set(recipes)
+    general = recipes["general-assistant.yaml"].rag
+    assert (general.auto_inject, general.top_k, general.min_score) == (AutoInject.AUTO, 5, 0.35)
+    assert recipes["discussion.yaml"].rag.auto_inject is AutoInject.OFF
+    docs = recipes["docs-assistant.yaml"].rag
+    assert (docs.auto_inject, docs.max_per_document) == (AutoInject.ON, 2)
+    for name, recipe in recipes.items():
+        assert recipe.name == name.removesuffix(".yaml")
