@@ -6,13 +6,20 @@ CLI, REST API and the pluggy plugin all start here; nothing else opens a store.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pluggy
 
 from vancetope_rag.config import EngineConfig
-from vancetope_rag.embeddings import EmbeddingRegistry, default_registry
+from vancetope_rag.domain.records import Document
+from vancetope_rag.embeddings import EmbeddingRegistry
 from vancetope_rag.extract import ExtractorRegistry
-from vancetope_rag.extract import default_registry as default_extractors
 from vancetope_rag.metrics import Metrics
+from vancetope_rag.plugins import get_plugin_manager
+from vancetope_rag.recipes import RagParams
 from vancetope_rag.services.autoinject import RagAutoInjectService
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.indexer import ProjectRagIndexer, ProjectRagIndexScheduler
@@ -40,6 +47,7 @@ class RagApp:
     indexer: ProjectRagIndexer
     scheduler: ProjectRagIndexScheduler
     autoinject: RagAutoInjectService
+    plugins: pluggy.PluginManager
     context_template: str | None = field(default=None)
 
     @classmethod
@@ -48,16 +56,26 @@ class RagApp:
         config: EngineConfig | None = None,
         *,
         store: Store | None = None,
+        plugins: pluggy.PluginManager | None = None,
         embeddings: EmbeddingRegistry | None = None,
         extractors: ExtractorRegistry | None = None,
         context_template: str | None = None,
         clock: Clock = time.time,
         worker_id: str | None = None,
     ) -> RagApp:
+        """Wire every service. Registries and the context template come from the plugins
+        unless given explicitly."""
         config = config or EngineConfig()
+        pm = plugins or get_plugin_manager(allowed=config.allowed_plugins())
+        if embeddings is None:
+            embeddings = EmbeddingRegistry()
+            pm.hook.register_embedding_providers(register=embeddings.register)
+        if extractors is None:
+            extractors = ExtractorRegistry()
+            pm.hook.register_extractors(register=extractors.register)
+        if context_template is None:
+            context_template = pm.hook.context_template()
         store = store or open_store(config.store, clock=clock)
-        embeddings = embeddings or default_registry()
-        extractors = extractors or default_extractors()
         metrics = Metrics()
         control, chunks = store.control, store.chunks
         settings = SettingsService(control)
@@ -95,8 +113,82 @@ class RagApp:
             indexer=indexer,
             scheduler=scheduler,
             autoinject=autoinject,
+            plugins=pm,
             context_template=context_template,
         )
+
+    # -- the host contract, as plain methods -------------------------------------------
+
+    def bring(self, tenant_id: str, project_id: str, *, home_node: str | None = None) -> None:
+        self.plugins.hook.project_bring(
+            app=self, tenant_id=tenant_id, project_id=project_id, home_node=home_node
+        )
+
+    def suspend(self, tenant_id: str, project_id: str) -> None:
+        self.plugins.hook.project_suspend(app=self, tenant_id=tenant_id, project_id=project_id)
+
+    def close_project(self, tenant_id: str, project_id: str) -> None:
+        self.plugins.hook.project_close(app=self, tenant_id=tenant_id, project_id=project_id)
+
+    def document_saved(
+        self,
+        tenant_id: str,
+        project_id: str,
+        path: str,
+        content: str,
+        *,
+        mime_type: str | None = None,
+        rag_enabled: str | None = None,
+    ) -> Document | None:
+        doc: Document | None = self.plugins.hook.document_saved(
+            app=self,
+            tenant_id=tenant_id,
+            project_id=project_id,
+            path=path,
+            content=content,
+            mime_type=mime_type,
+            rag_enabled=rag_enabled,
+        )
+        return doc
+
+    def document_deleted(self, tenant_id: str, project_id: str, path: str) -> None:
+        self.plugins.hook.document_deleted(
+            app=self, tenant_id=tenant_id, project_id=project_id, path=path
+        )
+
+    def pre_turn(
+        self,
+        tenant_id: str,
+        project_id: str,
+        user_messages: Sequence[str],
+        recipe: RagParams | None = None,
+    ) -> list[str]:
+        """System messages every plugin wants added to this turn, in plugin order."""
+        results = self.plugins.hook.pre_turn(
+            app=self,
+            tenant_id=tenant_id,
+            project_id=project_id,
+            user_messages=list(user_messages),
+            recipe=recipe,
+        )
+        # pluggy calls the last registered plugin first; give messages in registration order.
+        return [m for result in reversed(results) if result for m in result]
+
+    def workspace_root(self, tenant_id: str, project_id: str) -> Path | None:
+        """The project's workspace folder, when the engine configures one and it exists."""
+        if not self.config.workspaces_dir:
+            return None
+        root = Path(self.config.workspaces_dir) / tenant_id / project_id
+        return root if root.is_dir() else None
+
+    def tools(self, tenant_id: str, project_id: str) -> list[Any]:
+        """Agent tools bound to this tenant and project (the ``rag_*`` tools and plugins')."""
+        tools: list[Any] = []
+        register: Callable[[Any], None] = tools.append
+        self.plugins.hook.register_tools(
+            register=register, app=self, tenant_id=tenant_id, project_id=project_id
+        )
+        return tools
 
     def close(self) -> None:
         self.scheduler.stop()

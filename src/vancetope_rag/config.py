@@ -105,9 +105,24 @@ class EngineConfig(BaseSettings):
     extract_max_chars: int = Field(
         default=2_000_000, ge=1000, validation_alias=_env("VANCETOPE_RAG_EXTRACT_MAX_CHARS")
     )
+    workspaces_dir: str | None = Field(
+        default=None,
+        validation_alias=_env("VANCETOPE_RAG_WORKSPACES_DIR"),
+        description="Folder holding <tenant>/<project>/ workspaces for rag_add_workspace_file.",
+    )
+    plugins: str | None = Field(
+        default=None,
+        validation_alias=_env("VANCETOPE_RAG_PLUGINS"),
+        description="Comma-separated entry-point names of plugins to load; unset = all.",
+    )
     jwt_secret: SecretStr | None = Field(
         default=None, validation_alias=_env("VANCETOPE_RAG_JWT_SECRET")
     )
+
+    def allowed_plugins(self) -> list[str] | None:
+        if self.plugins is None:
+            return None
+        return [p.strip() for p in self.plugins.split(",") if p.strip()]
 
     @model_validator(mode="after")
     def _check(self) -> EngineConfig:

@@ -246,7 +246,8 @@ class HashingEmbedding(BaseEmbedding):
         if n == 0.0:
             v[0] = 1.0
             n = 1.0
-        return (v / n).tolist()
+        out: list[float] = (v / n).tolist()
+        return out
 
     def _get_query_embedding(self, query: str) -> Embedding:
         return self._vector(query)

@@ -55,7 +55,7 @@ class RagAlreadyExistsError(RagError):
 
 
 class ReservedNameError(RagError):
-    """Names starting with ``_`` belong to the system (``_documents``) and users may not use them."""
+    """Names starting with ``_`` belong to the system (``_documents``); users may not use them."""
 
     code = "RESERVED_NAME"
 

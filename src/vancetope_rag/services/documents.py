@@ -65,7 +65,7 @@ class DocumentService:
     def get_by_path(self, tenant_id: str, project_id: str, path: str) -> Document | None:
         return self.control.get_document_by_path(tenant_id, project_id, path)
 
-    def list(
+    def list_documents(
         self, tenant_id: str, project_id: str, *, path_prefix: str | None = None
     ) -> list[Document]:
         return self.control.list_documents(tenant_id, project_id, path_prefix=path_prefix)
@@ -111,8 +111,8 @@ class DocumentService:
         content: str | _Unset = UNSET,
         path: str | _Unset = UNSET,
         mime_type: str | _Unset = UNSET,
-        summary: str | None | _Unset = UNSET,
-        rag_enabled: bool | None | _Unset = UNSET,
+        summary: str | _Unset | None = UNSET,
+        rag_enabled: bool | _Unset | None = UNSET,
     ) -> Document:
         """Update fields; sets ``ragDirty`` when content, path, summary or override change
         for a document that is (or was) eligible."""
@@ -154,8 +154,13 @@ class DocumentService:
             return UpsertResult(doc, "created")
         if existing.content == content and (mime_type is None or mime_type == existing.mime_type):
             return UpsertResult(existing, "unchanged")
-        kwargs = {} if mime_type is None else {"mime_type": mime_type}
-        doc = self.update(tenant_id, project_id, existing.id, content=content, **kwargs)
+        doc = self.update(
+            tenant_id,
+            project_id,
+            existing.id,
+            content=content,
+            mime_type=UNSET if mime_type is None else mime_type,
+        )
         return UpsertResult(doc, "updated")
 
     def set_rag_enabled_override(
@@ -187,7 +192,7 @@ class DocumentService:
         """Queue every eligible document (and every one that may still have chunks)."""
         ids = [
             d.id
-            for d in self.list(tenant_id, project_id)
+            for d in self.list_documents(tenant_id, project_id)
             if self.is_rag_eligible(d) or d.indexed_at is not None
         ]
         return self.control.mark_dirty(tenant_id, project_id, ids)

@@ -93,7 +93,8 @@ class ProjectRagIndexer:
     def retry_delay(self, attempts: int) -> float:
         """Exponential backoff with jitter, capped."""
         base = self.config.retry_backoff_s * (2 ** max(0, attempts))
-        return min(self.config.retry_backoff_max_s, base) * random.uniform(0.8, 1.2)
+        capped: float = min(self.config.retry_backoff_max_s, base)
+        return capped * random.uniform(0.8, 1.2)
 
     def reindex_document(self, doc: Document, worker_id: str) -> BatchResult:
         """Spec §4.3 for one claimed document."""
@@ -297,8 +298,13 @@ class ProjectRagIndexScheduler:
         *,
         timeout_s: float | None = None,
         on_tick: Callable[[TickResult, int], None] | None = None,
+        stop_when_nothing_claimable: bool = False,
     ) -> TickResult:
-        """Tick until nothing is pending (waiting out retry back-offs and others' leases)."""
+        """Tick until nothing is pending (waiting out retry back-offs and others' leases).
+
+        With ``stop_when_nothing_claimable`` it stops as soon as a tick claims nothing: what
+        is left waits for its retry time or another worker's lease.
+        """
         total = TickResult()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
@@ -312,6 +318,8 @@ class ProjectRagIndexScheduler:
             if left == 0:
                 return total
             if deadline is not None and time.monotonic() > deadline:
+                return total
+            if tick.claimed == 0 and stop_when_nothing_claimable:
                 return total
             if tick.claimed == 0:
                 self._sleep(min(1.0, max(0.05, self.config.retry_backoff_s / 4)))

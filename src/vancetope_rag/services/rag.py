@@ -232,7 +232,7 @@ class RagService:
     def find(self, tenant_id: str, project_id: str, name: str) -> RagRecord | None:
         return self.control.find_rag(tenant_id, project_id, name)
 
-    def list(self, tenant_id: str, project_id: str) -> list[RagRecord]:
+    def list_rags(self, tenant_id: str, project_id: str) -> list[RagRecord]:
         return self.control.list_rags(tenant_id, project_id)
 
     def delete(self, tenant_id: str, project_id: str, ref: str, *, system: bool = False) -> int:

@@ -26,7 +26,7 @@ class SqliteStore:
 
 
 def sqlite_path_from_uri(uri: str) -> str:
-    """``sqlite:///rel/path.db`` → ``rel/path.db``; ``sqlite:////abs/path.db`` → ``/abs/path.db``."""
+    """``sqlite:///rel/path.db`` → ``rel/path.db``; ``sqlite:////abs/x.db`` → ``/abs/x.db``."""
     rest = uri[len("sqlite://") :]
     if not rest.startswith("/"):
         raise StoreError(f"invalid SQLite store URI {uri!r}: use sqlite:///path/to/rag.db")
@@ -48,7 +48,8 @@ def open_store(uri: str, *, clock: Clock = time.time) -> Store:
             from vancetope_rag.store.mongo import open_mongo_store
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
             raise MissingDependencyError("the MongoDB store", "mongodb") from exc
-        return open_mongo_store(uri, clock=clock)
+        store: Store = open_mongo_store(uri, clock=clock)
+        return store
     elif scheme == "" or len(scheme) == 1:  # a path (len 1: a Windows drive letter)
         path = uri
     else:

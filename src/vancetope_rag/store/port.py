@@ -113,14 +113,18 @@ class ControlStore(Protocol):
         path: str | _Unset = UNSET,
         mime_type: str | _Unset = UNSET,
         content: str | _Unset = UNSET,
-        summary: str | None | _Unset = UNSET,
-        rag_enabled: bool | None | _Unset = UNSET,
+        summary: str | _Unset | None = UNSET,
+        rag_enabled: bool | _Unset | None = UNSET,
         mark_dirty: bool = False,
     ) -> Document: ...
 
-    def get_document(self, tenant_id: str, project_id: str, document_id: str) -> Document | None: ...
+    def get_document(
+        self, tenant_id: str, project_id: str, document_id: str
+    ) -> Document | None: ...
 
-    def get_document_by_path(self, tenant_id: str, project_id: str, path: str) -> Document | None: ...
+    def get_document_by_path(
+        self, tenant_id: str, project_id: str, path: str
+    ) -> Document | None: ...
 
     def list_documents(
         self, tenant_id: str, project_id: str, *, path_prefix: str | None = None
@@ -194,7 +198,9 @@ class ControlStore(Protocol):
         self, model_key: str, text_hashes: Sequence[str]
     ) -> dict[str, list[float]]: ...
 
-    def put_cached_embeddings(self, model_key: str, items: Mapping[str, Sequence[float]]) -> None: ...
+    def put_cached_embeddings(
+        self, model_key: str, items: Mapping[str, Sequence[float]]
+    ) -> None: ...
 
 
 @runtime_checkable
@@ -259,7 +265,8 @@ def iter_filter(filters: ChunkFilter | None) -> Iterator[tuple[str, bool, list[s
         key = raw_key[1:] if negated else raw_key
         if key not in FILTER_KEYS:
             raise InvalidInputError(
-                f"cannot filter chunks on {key!r}; filterable keys: {', '.join(sorted(FILTER_KEYS))}"
+                f"cannot filter chunks on {key!r}; "
+                f"filterable keys: {', '.join(sorted(FILTER_KEYS))}"
             )
         values = [value] if isinstance(value, str) else [str(v) for v in value]
         yield key, negated, values

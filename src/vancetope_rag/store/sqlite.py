@@ -193,8 +193,8 @@ class SqliteControlStore:
         path: str | _Unset = UNSET,
         mime_type: str | _Unset = UNSET,
         content: str | _Unset = UNSET,
-        summary: str | None | _Unset = UNSET,
-        rag_enabled: bool | None | _Unset = UNSET,
+        summary: str | _Unset | None = UNSET,
+        rag_enabled: bool | _Unset | None = UNSET,
         mark_dirty: bool = False,
     ) -> Document:
         sets: list[str] = ["updated_at = ?"]
@@ -218,7 +218,8 @@ class SqliteControlStore:
             sets += [
                 "rag_dirty = 1",
                 "rag_version = rag_version + 1",
-                "index_state = CASE WHEN rag_claimed_by IS NULL THEN 'pending' ELSE index_state END",
+                "index_state = CASE WHEN rag_claimed_by IS NULL THEN 'pending' "
+                "ELSE index_state END",
                 "index_attempts = 0",
                 "index_next_attempt_at = NULL",
             ]

@@ -1,4 +1,4 @@
-"""One SQLite file opened through apsw with sqlite-vec loaded: connections, migrations, transactions.
+"""One SQLite file through apsw with sqlite-vec: connections, migrations, transactions.
 
 Connections are per thread (apsw connections are safe to share, but a transaction is per
 connection, so sharing one would mix transactions of different threads). Several processes may

@@ -222,7 +222,8 @@ class SqliteChunkStore:
             rows = self.db.query_dicts(
                 f"WITH knn AS (SELECT rowid, distance FROM {table} "
                 "WHERE embedding MATCH ? AND k = ? AND rag_id = ?) "
-                "SELECT c.*, knn.distance AS distance FROM knn JOIN chunks c ON c.rowid = knn.rowid "
+                "SELECT c.*, knn.distance AS distance FROM knn "
+                "JOIN chunks c ON c.rowid = knn.rowid "
                 "WHERE c.tenant_id = ? AND c.project_id = ? AND c.rag_id = ? "
                 "ORDER BY knn.distance",
                 (blob, top_k, scope.rag_id, scope.tenant_id, scope.project_id, scope.rag_id),

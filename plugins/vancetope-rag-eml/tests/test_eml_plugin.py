@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import vancetope_rag_eml
+
+from vancetope_rag import ExtractionError, RagApp, get_plugin_manager
+from vancetope_rag.config import EngineConfig
+from vancetope_rag.extract import extract_text
+
+MAIL = b"""From: Ada <ada@example.org>
+To: team@example.org
+Subject: Release freeze
+Date: Mon, 02 Mar 2026 10:00:00 +0000
+Content-Type: text/plain; charset=utf-8
+
+The release freeze starts Thursday at noon.
+"""
+
+
+def test_entry_point_loads_the_plugin() -> None:
+    pm = get_plugin_manager(allowed=["eml"])
+    assert pm.is_registered(vancetope_rag_eml)
+
+
+def test_plugin_can_be_excluded() -> None:
+    pm = get_plugin_manager(allowed=[])
+    assert not pm.is_registered(vancetope_rag_eml)
+
+
+def test_app_extracts_eml_through_the_plugin(tmp_path: Path) -> None:
+    app = RagApp.open(EngineConfig(store=f"sqlite:///{tmp_path / 'r.db'}", plugins="eml"))
+    try:
+        text = extract_text(MAIL, path="mail/freeze.eml", registry=app.extractors).text
+    finally:
+        app.close()
+    assert "Subject: Release freeze" in text
+    assert "freeze starts Thursday" in text
+
+
+def test_without_the_plugin_eml_is_unsupported(tmp_path: Path) -> None:
+    app = RagApp.open(EngineConfig(store=f"sqlite:///{tmp_path / 'r.db'}", plugins=""))
+    try:
+        with pytest.raises(ExtractionError):
+            extract_text(b"\x00\x01binary", path="x.eml", registry=app.extractors)
+    finally:
+        app.close()
+
+
+def test_broken_mail_is_a_clear_error() -> None:
+    with pytest.raises(ExtractionError, match="no e-mail headers"):
+        vancetope_rag_eml.extract_eml(b"", "empty.eml")

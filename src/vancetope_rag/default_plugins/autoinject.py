@@ -1,0 +1,24 @@
+"""The pre-turn hook → RagAutoInjectService (spec §5)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from vancetope_rag.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from vancetope_rag.app import RagApp
+    from vancetope_rag.recipes import RagParams
+
+
+@hookimpl
+def pre_turn(
+    app: RagApp,
+    tenant_id: str,
+    project_id: str,
+    user_messages: Sequence[str],
+    recipe: RagParams | None,
+) -> list[str] | None:
+    block = app.autoinject.context_block(tenant_id, project_id, user_messages, recipe)
+    return [block] if block else None

@@ -1,0 +1,56 @@
+"""Project lifecycle and document hooks → ProjectLifecycle / DocumentService."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vancetope_rag.errors import InvalidInputError
+from vancetope_rag.hookspecs import hookimpl
+from vancetope_rag.services.documents import parse_override
+
+if TYPE_CHECKING:
+    from vancetope_rag.app import RagApp
+    from vancetope_rag.domain.records import Document
+
+
+@hookimpl
+def project_bring(app: RagApp, tenant_id: str, project_id: str, home_node: str | None) -> None:
+    app.lifecycle.bring(tenant_id, project_id, home_node=home_node)
+
+
+@hookimpl
+def project_suspend(app: RagApp, tenant_id: str, project_id: str) -> None:
+    app.lifecycle.suspend(tenant_id, project_id)
+
+
+@hookimpl
+def project_close(app: RagApp, tenant_id: str, project_id: str) -> None:
+    app.lifecycle.close(tenant_id, project_id)
+
+
+@hookimpl
+def document_saved(
+    app: RagApp,
+    tenant_id: str,
+    project_id: str,
+    path: str,
+    content: str,
+    mime_type: str | None,
+    rag_enabled: str | None,
+) -> Document:
+    if not isinstance(content, str):
+        raise InvalidInputError("document content must be text")
+    result = app.documents.upsert_by_path(
+        tenant_id, project_id, path, content, mime_type=mime_type
+    )
+    doc = result.document
+    if rag_enabled is not None and parse_override(rag_enabled) != doc.rag_enabled:
+        doc = app.documents.set_rag_enabled_override(tenant_id, project_id, doc.id, rag_enabled)
+    return doc
+
+
+@hookimpl
+def document_deleted(app: RagApp, tenant_id: str, project_id: str, path: str) -> None:
+    doc = app.documents.get_by_path(tenant_id, project_id, path)
+    if doc is not None:
+        app.documents.delete(tenant_id, project_id, doc.id)

@@ -1,0 +1,137 @@
+"""The pluggy host contract.
+
+A chat engine (the host) calls these hooks; vancetope-rag's own behaviour is implemented as
+default plugins (:mod:`vancetope_rag.default_plugins`), and third-party plugins add to it.
+Every hook receives the :class:`~vancetope_rag.app.RagApp` as ``app``.
+
+Phases:
+
+* **Project lifecycle** — ``project_bring`` / ``project_suspend`` / ``project_close``.
+* **Documents** — ``document_saved`` / ``document_deleted``.
+* **Chat turn** — ``pre_turn`` returns system messages to add before the LLM call.
+* **Tools** — ``register_tools`` hands tools to a ``register`` callback.
+* **Extension points** — ``register_embedding_providers``, ``register_extractors``,
+  ``context_template``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from vancetope_rag.app import RagApp
+    from vancetope_rag.domain.records import Document
+    from vancetope_rag.embeddings import EmbeddingProvider
+    from vancetope_rag.recipes import RagParams
+
+PROJECT_NAME = "vancetope_rag"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+# -- project lifecycle -------------------------------------------------------------------
+
+
+@hookspec
+def project_bring(app: RagApp, tenant_id: str, project_id: str, home_node: str | None) -> None:
+    """A project starts running (after the host initialised its workspace).
+
+    The default plugin ensures the ``_documents`` RAG (best effort: never raises for
+    embedding misconfiguration; provider ``none`` is a silent skip).
+    """
+
+
+@hookspec
+def project_suspend(app: RagApp, tenant_id: str, project_id: str) -> None:
+    """A project is suspended. The default plugin keeps the RAG intact."""
+
+
+@hookspec
+def project_close(app: RagApp, tenant_id: str, project_id: str) -> None:
+    """A project is closed. The default plugin disposes the ``_documents`` RAG."""
+
+
+# -- documents ---------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def document_saved(
+    app: RagApp,
+    tenant_id: str,
+    project_id: str,
+    path: str,
+    content: str,
+    mime_type: str | None,
+    rag_enabled: str | None,
+) -> Document | None:
+    """The host created or changed a document at ``path``. ``firstresult``.
+
+    The default plugin upserts it and sets ``ragDirty`` when it is eligible; indexing happens
+    later in the scheduler (no embedding call on the save path). ``rag_enabled`` is the wire
+    tristate ``"auto" | "on" | "off"`` or None (unchanged).
+    """
+
+
+@hookspec
+def document_deleted(app: RagApp, tenant_id: str, project_id: str, path: str) -> None:
+    """The host deleted a document; its chunks are removed at once."""
+
+
+# -- chat turn ---------------------------------------------------------------------------
+
+
+@hookspec
+def pre_turn(
+    app: RagApp,
+    tenant_id: str,
+    project_id: str,
+    user_messages: Sequence[str],
+    recipe: RagParams | None,
+) -> list[str] | None:
+    """Before the LLM call of a turn: return system message texts to add (or None).
+
+    Results of all plugins are concatenated in plugin order. The default plugin returns the
+    ``<rag-context>`` block when AutoInject is on and something relevant was found; it never
+    raises for retrieval failures (the turn goes on without the block).
+    """
+
+
+# -- tools -------------------------------------------------------------------------------
+
+
+@hookspec
+def register_tools(
+    register: Callable[[Any], None], app: RagApp, tenant_id: str, project_id: str
+) -> None:
+    """Hand agent tools (LlamaIndex ``FunctionTool``s) bound to this tenant and project to
+    ``register``. The default plugin registers the ``rag_*`` tools of spec §9."""
+
+
+# -- extension points --------------------------------------------------------------------
+
+
+@hookspec
+def register_embedding_providers(register: Callable[[EmbeddingProvider], None]) -> None:
+    """Add embedding providers (selected with ``ai.embedding.provider=<name>``)."""
+
+
+@hookspec
+def register_extractors(
+    register: Callable[..., None],
+) -> None:
+    """Add text extractors: ``register(mime_types, extractor, extensions=())`` where
+    ``extractor(data: bytes, path: str) -> str``."""
+
+
+@hookspec(firstresult=True)
+def context_template() -> str | None:
+    """Jinja2 source of the default ``<rag-context>`` template (recipes may still override).
+    ``firstresult``: the first plugin that returns a template wins."""
+
+
+__all__ = ["PROJECT_NAME", "hookimpl", "hookspec"]
+

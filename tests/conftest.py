@@ -1,0 +1,83 @@
+"""Shared fixtures: a real SQLite store in tmp_path and apps wired around it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from vancetope_rag.app import RagApp
+from vancetope_rag.config import EngineConfig
+
+
+class FakeClock:
+    """A settable clock for lease/backoff tests (no sleeps)."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def store_uri(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'rag.db'}"
+
+
+def make_config(store_uri: str, **overrides: object) -> EngineConfig:
+    base: dict[str, object] = {
+        "store": store_uri,
+        "node_id": "test-node",
+        "indexer_initial_delay_s": 0.0,
+        "indexer_interval_s": 0.05,
+        "retry_backoff_s": 0.0,
+        "claim_ttl_s": 60.0,
+    }
+    base.update(overrides)
+    return EngineConfig(**base)  # type: ignore[arg-type]
+
+
+AppFactory = Callable[..., RagApp]
+
+
+@pytest.fixture
+def make_app(store_uri: str) -> Iterator[AppFactory]:
+    """Build apps on the test's store. ``provider`` sets the tenant's embedding provider."""
+    apps: list[RagApp] = []
+
+    def factory(
+        *, provider: str | None = "hashing", tenant: str = "t1", **kwargs: object
+    ) -> RagApp:
+        config_overrides = kwargs.pop("config", {})
+        assert isinstance(config_overrides, dict)
+        app = RagApp.open(make_config(store_uri, **config_overrides), **kwargs)  # type: ignore[arg-type]
+        if provider is not None:
+            app.settings.set(tenant, None, "ai.embedding.provider", provider)
+        apps.append(app)
+        return app
+
+    yield factory
+    for app in apps:
+        app.close()
+
+
+@pytest.fixture
+def app(make_app: AppFactory) -> RagApp:
+    """An app on a fresh store; tenant t1 uses the fast lexical ``hashing`` provider."""
+    return make_app()
+
+
+@pytest.fixture
+def embedded_app(make_app: AppFactory) -> RagApp:
+    """An app whose tenant t1 uses the real embedded all-MiniLM-L6-v2 model."""
+    return make_app(provider="embedded")

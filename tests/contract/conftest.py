@@ -1,0 +1,54 @@
+"""Fixtures of the store contract suite: one ``store`` per adapter, built through the port only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+from vancetope_rag.store import open_store
+from vancetope_rag.store.port import Store
+
+
+class SettableClock(Protocol):
+    """What the suite needs from the shared ``FakeClock`` (tests/conftest.py)."""
+
+    now: float
+
+    def __call__(self) -> float: ...
+
+    def advance(self, seconds: float) -> None: ...
+
+
+StoreFactory = Callable[[Path, SettableClock], Store]
+
+
+def sqlite_store(tmp_path: Path, clock: SettableClock) -> Store:
+    return open_store(f"sqlite:///{tmp_path}/rag.db", clock=clock)
+
+
+#: Every adapter the contract suite runs against, as ``(id, factory)``.
+#: The MongoDB adapter joins here, e.g.
+#: ``("mongodb", mongo_store)`` with a factory that opens ``VANCETOPE_RAG_TEST_MONGODB_URI``
+#: on a fresh database per test (skipping when unset) and marks the param ``mongodb``.
+STORE_FACTORIES: list[tuple[str, StoreFactory]] = [
+    ("sqlite", sqlite_store),
+]
+
+
+@pytest.fixture
+def fake_clock(clock: SettableClock) -> SettableClock:
+    """The store's clock: leases and retry times move only when a test advances it."""
+    return clock
+
+
+@pytest.fixture(
+    params=[factory for _, factory in STORE_FACTORIES],
+    ids=[name for name, _ in STORE_FACTORIES],
+)
+def store(request: Any, tmp_path: Path, fake_clock: SettableClock) -> Iterator[Store]:
+    opened = request.param(tmp_path, fake_clock)
+    yield opened
+    opened.close()
