@@ -21,6 +21,7 @@ into the repo); ``--data DIR`` overrides it. Run from the repo root::
     python bench/scifact.py                 # full run (several minutes on 2 CPU cores)
     python bench/scifact.py --limit 300     # quick smoke on a subset (numbers not comparable)
     python bench/scifact.py --json          # one JSON object on stdout
+    python bench/scifact.py --render run.json   # the text report of a saved --json run
 
 The metric functions at the top of this file import nothing heavy, so tests can load them
 without the model (``tests/unit/test_bench_metrics.py``).
@@ -307,7 +308,16 @@ def machine_info() -> dict[str, Any]:
         "torch": torch_version,
         "torch_threads": torch_threads,
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "loadavg_start": _loadavg(),
     }
+
+
+def _loadavg() -> str | None:
+    """1/5/15-minute load averages: other work on the machine skews the timings."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return None
 
 
 def machine_line(m: Mapping[str, Any]) -> str:
@@ -367,7 +377,9 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
         app.lifecycle.bring(tenant, project)
         rag = app.project_rags.find_default_rag(tenant, project)
         if rag is None:
-            raise SystemExit("the project has no _documents RAG after bring(); is the model installed?")
+            raise SystemExit(
+                "the project has no _documents RAG after bring(); is the model installed?"
+            )
         load_s = time.perf_counter() - t0
         loaded = app.rags.model_for(rag)
         _log(
@@ -571,12 +583,17 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
                 [loaded.embed_model.get_query_embedding(queries[q]) for q in qids],
                 dtype=np.float32,
             )
+            docs_s = time.perf_counter() - t0
             sims = qvec @ dvec.T
             direct_run: dict[str, dict[str, float]] = {}
             for qi, q in enumerate(qids):
                 top = np.argsort(-sims[qi])[: args.top_k]
                 direct_run[q] = {ids[j]: float(sims[qi, j]) for j in top}
-            result["direct"] = {**evaluate(qrels, direct_run), "wall_s": time.perf_counter() - t0}
+            result["direct"] = {
+                **evaluate(qrels, direct_run),
+                "wall_s": time.perf_counter() - t0,
+                "embed_s": docs_s,
+            }
             _log(f"direct: {result['direct']}")
 
         result["command"] = "python bench/scifact.py " + " ".join(sys.argv[1:])
@@ -607,8 +624,10 @@ def render_text(r: Mapping[str, Any]) -> str:
         + ("  [SUBSET: --limit, not comparable]" if r["subset"] else ""),
         f"  command      {r['command']}",
         f"  machine      {machine_line(r['machine'])}",
+        f"  load avg     start {r['machine'].get('loadavg_start')}, "
+        f"end {r['machine'].get('loadavg_end')}",
         "",
-        "Retrieval (document-level: max chunk score, top_k=%d, max_per_doc=1)" % rt["top_k"],
+        f"Retrieval (document-level: max chunk score, top_k={rt['top_k']}, max_per_doc=1)",
         f"  queries      {rt['queries']}",
         f"  nDCG@10      {rt['ndcg@10']:.4f}   (published {rt['published_ndcg@10']}, "
         f"target >= {rt['target_ndcg@10']}: {'PASS' if rt['passes_target'] else 'FAIL'})",
@@ -622,18 +641,20 @@ def render_text(r: Mapping[str, Any]) -> str:
         d = r["direct"]
         lines.append(
             f"  direct MTEB-style (whole doc truncated at {ch['window']} tokens, exact numpy): "
-            f"nDCG@10 {d['ndcg@10']:.4f}, R@10 {d['recall@10']:.4f}, R@100 {d['recall@100']:.4f}"
+            f"nDCG@10 {d['ndcg@10']:.4f}, R@10 {d['recall@10']:.4f}, R@100 {d['recall@100']:.4f} "
+            f"({d['embed_s']:.0f} s to embed)"
         )
     lines += [
         "",
-        "Indexing (app.scheduler.run_until_idle, indexer_batch_size=%d)" % ix["batch_size"],
+        f"Indexing (app.scheduler.run_until_idle, indexer_batch_size={ix['batch_size']})",
         f"  documents    {ix['documents']} (indexed {ix['indexed']}, failed {ix['failed']})",
         f"  chunks       {ix['chunks']} (chunk_size {ix['chunk_size']}, overlap "
         f"{ix['chunk_overlap']} model tokens)",
         f"  wall time    {ix['wall_s']:.1f} s  ->  {ix['docs_per_s']:.1f} docs/s, "
         f"{ix['chunks_per_s']:.1f} chunks/s",
         f"  embedded     {ix['embedded_texts']} texts, {ix['cache_hits']} cache hits; "
-        f"model load {ix['model_load_s']:.1f} s, document creation {ix['create_documents_s']:.1f} s",
+        f"model load {ix['model_load_s']:.1f} s, "
+        f"document creation {ix['create_documents_s']:.1f} s",
         f"  max tokens   {ch['max_tokens_with_special']} per chunk incl. 2 special tokens "
         f"(window {ch['window']}; chunks over it: {ch['over_window']}); "
         f"mean {ch['mean_tokens_with_special']:.1f}",
@@ -677,12 +698,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also embed whole documents directly (MTEB setup) for comparison",
     )
+    parser.add_argument(
+        "--render", metavar="JSON", default=None, help="print the report of a saved --json run"
+    )
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be positive")
+    if args.render:
+        saved = json.loads(Path(args.render).read_text(encoding="utf-8"))
+        print(render_text(saved))
+        print(f"\ntotal wall time {saved['total_s']:.1f} s")
+        return 0
     machine = machine_info()
     started = time.perf_counter()
     result = _run(args)
+    machine["loadavg_end"] = _loadavg()
     result["machine"] = machine
     result["total_s"] = time.perf_counter() - started
     if args.json:

@@ -222,6 +222,7 @@ class SqliteControlStore:
                 "ELSE index_state END",
                 "index_attempts = 0",
                 "index_next_attempt_at = NULL",
+                "index_last_error = NULL",
             ]
         try:
             with self.db.transaction():

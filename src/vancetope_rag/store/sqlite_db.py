@@ -211,6 +211,8 @@ class SqliteDatabase:
         except BaseException:
             self._local.depth = 0
             conn.execute("ROLLBACK")
+            # a vec0 table created in this transaction is gone again: forget it was made
+            self._local.vec_tables = set()
             raise
         self._local.depth = 0
         conn.execute("COMMIT")

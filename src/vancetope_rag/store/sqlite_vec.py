@@ -20,6 +20,9 @@ from vancetope_rag.store.sqlite_db import SqliteDatabase
 
 _COLUMN = {"kind": "c.kind", "path": "c.path", "sourceRef": "c.source_ref"}
 
+#: sqlite-vec refuses KNN queries with a larger ``k``; bigger ``top_k`` use the exact scan.
+_KNN_MAX_K = 4096
+
 
 def _filter_sql(filters: ChunkFilter | None) -> tuple[str, list[Any]]:
     clauses: list[str] = []
@@ -40,6 +43,9 @@ def _vector_blob(vector: Sequence[float], dim: int) -> bytes:
         )
     if not np.all(np.isfinite(arr)):
         raise InvalidInputError("embedding contains NaN or infinite values")
+    if not np.any(arr):
+        # cosine similarity is undefined for a zero vector (sqlite-vec yields NULL distances)
+        raise InvalidInputError("embedding is all zeros; cosine similarity needs a non-zero vector")
     return arr.tobytes()
 
 
@@ -74,6 +80,17 @@ class SqliteChunkStore:
         return int(rows[0][0]) if rows else 0
 
     def _insert(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
+        try:
+            return self._insert_rows(scope, chunks)
+        except self.db._apsw.ConstraintError as exc:
+            raise InvalidInputError(
+                f"a chunk id is already taken: {exc}; chunk ids must be unique",
+                tenant_id=scope.tenant_id,
+                project_id=scope.project_id,
+                rag_id=scope.rag_id,
+            ) from exc
+
+    def _insert_rows(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
         table = self.db.ensure_vec_table(scope.dimension)
         conn = self.db.conn
         ids: list[str] = []
@@ -209,23 +226,28 @@ class SqliteChunkStore:
         table = self.db.ensure_vec_table(scope.dimension)
         blob = _vector_blob(vector, scope.dimension)
         where, params = _filter_sql(filters)
-        if where:
-            # Filtered: exact scan over the matching chunks (correct top-k whatever the filter).
-            rows = self.db.query_dicts(
-                f"SELECT c.*, vec_distance_cosine(v.embedding, ?) AS distance "
-                f"FROM chunks c JOIN {table} v ON v.rowid = c.rowid "
-                "WHERE c.tenant_id = ? AND c.project_id = ? AND c.rag_id = ?"
-                f"{where} ORDER BY distance LIMIT ?",
-                (blob, scope.tenant_id, scope.project_id, scope.rag_id, *params, top_k),
-            )
-        else:
+        if not where and top_k <= _KNN_MAX_K:
             rows = self.db.query_dicts(
                 f"WITH knn AS (SELECT rowid, distance FROM {table} "
                 "WHERE embedding MATCH ? AND k = ? AND rag_id = ?) "
-                "SELECT c.*, knn.distance AS distance FROM knn "
-                "JOIN chunks c ON c.rowid = knn.rowid "
-                "WHERE c.tenant_id = ? AND c.project_id = ? AND c.rag_id = ? "
+                "SELECT c.*, knn.distance AS distance FROM knn JOIN chunks c ON c.rowid = knn.rowid "
                 "ORDER BY knn.distance",
-                (blob, top_k, scope.rag_id, scope.tenant_id, scope.project_id, scope.rag_id),
+                (blob, top_k, scope.rag_id),
             )
+            # The partition is the RAG id only; if chunks of another tenant or project under
+            # the same id took some of the k places, rank exactly within this scope instead.
+            if all(
+                (r["tenant_id"], r["project_id"]) == (scope.tenant_id, scope.project_id)
+                for r in rows
+            ):
+                return [_hit(r, 1.0 - float(r["distance"])) for r in rows]
+        # Filtered (or past the KNN limit): exact scan over the matching chunks, correct
+        # top-k whatever the filter.
+        rows = self.db.query_dicts(
+            f"SELECT c.*, vec_distance_cosine(v.embedding, ?) AS distance "
+            f"FROM chunks c JOIN {table} v ON v.rowid = c.rowid "
+            "WHERE c.tenant_id = ? AND c.project_id = ? AND c.rag_id = ?"
+            f"{where} ORDER BY distance LIMIT ?",
+            (blob, scope.tenant_id, scope.project_id, scope.rag_id, *params, top_k),
+        )
         return [_hit(r, 1.0 - float(r["distance"])) for r in rows]
