@@ -1,4 +1,4 @@
-"""Opening the embedded SQLite store: bad paths and files fail with a StoreError and harm nothing."""
+"""Opening the embedded SQLite store: bad paths and files raise StoreError and harm nothing."""
 
 from __future__ import annotations
 

@@ -326,7 +326,9 @@ def test_documents_are_scoped_by_tenant_and_project(control: ControlStore) -> No
 
 
 def dirty_docs(control: ControlStore, n: int, *, tenant: str = TA) -> list[Document]:
-    return [control.insert_document(new_doc(f"d{i}.md", tenant=tenant, dirty=True)) for i in range(n)]
+    return [
+        control.insert_document(new_doc(f"d{i}.md", tenant=tenant, dirty=True)) for i in range(n)
+    ]
 
 
 def test_claim_returns_at_most_batch_size_and_leases_them(control: ControlStore) -> None:
@@ -379,7 +381,9 @@ def test_mark_rag_clean_clears_dirty(control: ControlStore) -> None:
     assert control.mark_rag_clean(
         TA, P, a.id, "w1", claimed[a.id].rag_version, state=IndexState.INDEXED
     )
-    assert control.mark_rag_clean(TA, P, b.id, "w1", claimed[b.id].rag_version, state=IndexState.NONE)
+    assert control.mark_rag_clean(
+        TA, P, b.id, "w1", claimed[b.id].rag_version, state=IndexState.NONE
+    )
     ca, cb = doc_of(control, a), doc_of(control, b)
     assert ca.rag_dirty is False and ca.index_state is IndexState.INDEXED
     assert ca.rag_claimed_by is None and ca.indexed_at == control.now()
@@ -389,7 +393,9 @@ def test_mark_rag_clean_clears_dirty(control: ControlStore) -> None:
 
 
 @pytest.mark.parametrize("how", ["mark_dirty", "update"])
-def test_mark_rag_clean_with_a_stale_version_leaves_it_dirty(control: ControlStore, how: str) -> None:
+def test_mark_rag_clean_with_a_stale_version_leaves_it_dirty(
+    control: ControlStore, how: str
+) -> None:
     (doc,) = dirty_docs(control, 1)
     (claimed,) = control.claim_for_rag_index(TA, P, "w1", 1, TTL)
     if how == "mark_dirty":
@@ -417,7 +423,10 @@ def test_a_worker_that_lost_its_lease_changes_nothing(control: ControlStore, fak
     before = doc_of(control, doc)
 
     assert not control.holds_claim(TA, P, doc.id, "w1")
-    assert control.mark_rag_clean(TA, P, doc.id, "w1", old.rag_version, state=IndexState.INDEXED) is False
+    assert (
+        control.mark_rag_clean(TA, P, doc.id, "w1", old.rag_version, state=IndexState.INDEXED)
+        is False
+    )
     control.release_rag_claim(
         TA, P, doc.id, "w1", error="late failure", retry_delay_s=10, max_attempts=1
     )
@@ -447,9 +456,12 @@ def test_release_retries_later_then_fails(control: ControlStore, fake_clock) -> 
     assert control.claim_for_rag_index(TA, P, "w1", 1, TTL) == []
     fake_clock.advance(2)
     assert len(control.claim_for_rag_index(TA, P, "w1", 1, TTL)) == 1
-    assert control.release_rag_claim(
-        TA, P, doc.id, "w1", error="boom 2", retry_delay_s=30, max_attempts=3
-    ) is IndexState.PENDING
+    assert (
+        control.release_rag_claim(
+            TA, P, doc.id, "w1", error="boom 2", retry_delay_s=30, max_attempts=3
+        )
+        is IndexState.PENDING
+    )
 
     fake_clock.advance(31)
     assert len(control.claim_for_rag_index(TA, P, "w1", 1, TTL)) == 1
@@ -487,7 +499,7 @@ def test_dirty_again_after_failure_resets_attempts(
 
 def test_document_state_counts(control: ControlStore) -> None:
     control.insert_document(new_doc("none.md"))
-    pending, processing, indexed, failed = dirty_docs(control, 4)
+    pending, _processing, indexed, failed = dirty_docs(control, 4)
     claimed = {d.id: d for d in control.claim_for_rag_index(TA, P, "w1", 10, TTL)}
     control.mark_rag_clean(
         TA, P, indexed.id, "w1", claimed[indexed.id].rag_version, state=IndexState.INDEXED
@@ -921,7 +933,9 @@ def test_writes_under_a_forged_scope_stay_out_of_the_real_rag(
     a, b = two_tenants
     forged = RagScope(a.tenant_id, a.project_id, b.rag_id, DIM)
     vecs = random_vectors(6, seed=4)
-    intruders = [chunk(forged, f"x{i}", vecs[0], source="doc-1", path="shared.md") for i in range(8)]
+    intruders = [
+        chunk(forged, f"x{i}", vecs[0], source="doc-1", path="shared.md") for i in range(8)
+    ]
     chunks.add_chunks(forged, intruders)
 
     hits = chunks.query(b, vecs[0].tolist(), 3)
@@ -937,7 +951,12 @@ def test_writes_under_a_forged_scope_stay_out_of_the_real_rag(
 
 
 def text_node(
-    nid: str, vec: Sequence[float], *, source: str = "doc-1", kind: str = "content", path: str = "a.md"
+    nid: str,
+    vec: Sequence[float],
+    *,
+    source: str = "doc-1",
+    kind: str = "content",
+    path: str = "a.md",
 ) -> TextNode:
     return TextNode(
         id_=nid,
@@ -1009,9 +1028,7 @@ def test_vector_store_delete_get_and_delete_nodes(vector_store: RagVectorStore) 
     assert vector_store.get_nodes() == []
 
 
-def test_vector_store_uses_ref_doc_id_as_source(
-    chunks: ChunkStore, scope: RagScope
-) -> None:
+def test_vector_store_uses_ref_doc_id_as_source(chunks: ChunkStore, scope: RagScope) -> None:
     vs = RagVectorStore(chunks, scope)
     node = TextNode(
         id_="plain",
@@ -1049,7 +1066,9 @@ def test_vector_store_rejects_unsupported_filters(vector_store: RagVectorStore) 
 
 
 def test_vector_store_works_under_a_llama_index_retriever(vector_store: RagVectorStore) -> None:
-    index = VectorStoreIndex.from_vector_store(vector_store, embed_model=MockEmbedding(embed_dim=DIM))
+    index = VectorStoreIndex.from_vector_store(
+        vector_store, embed_model=MockEmbedding(embed_dim=DIM)
+    )
     results = index.as_retriever(similarity_top_k=2).retrieve("anything")
     assert len(results) == 2
     assert {r.node.node_id for r in results} <= {"n1", "n2", "n3", "n4"}

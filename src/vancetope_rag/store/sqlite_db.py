@@ -123,7 +123,11 @@ class SqliteDatabase:
         self._local = threading.local()
         self._apsw, self._sqlite_vec = _load_apsw()
         self._check_path()
-        self._migrate()
+        try:
+            self._migrate()
+        except BaseException:
+            self.close()  # a refused file keeps no connection (nor -wal/-shm files) open
+            raise
 
     # -- connections -------------------------------------------------------------------
 
@@ -163,16 +167,33 @@ class SqliteDatabase:
         apsw = self._apsw
         try:
             conn = apsw.Connection(self.path)
+        except apsw.Error as exc:
+            raise StoreError(f"cannot open store {self.path!r}: {exc}") from exc
+        try:
             conn.enable_load_extension(True)
             conn.load_extension(self._sqlite_vec.loadable_path())
             conn.enable_load_extension(False)
             conn.set_busy_timeout(self._busy_timeout_ms)
+            self._refuse_foreign(conn)  # before WAL mode, which rewrites the file header
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
-        except apsw.Error as exc:
-            raise StoreError(f"cannot open store {self.path!r}: {exc}") from exc
+        except BaseException as exc:
+            conn.close()
+            if isinstance(exc, apsw.Error):
+                raise StoreError(f"cannot open store {self.path!r}: {exc}") from exc
+            raise
         return conn
+
+    def _refuse_foreign(self, conn: Any) -> None:
+        """Another application's database has tables but no schema version of ours."""
+        if conn.execute("PRAGMA user_version").fetchone()[0] != 0:
+            return
+        if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            raise StoreError(
+                f"cannot open store {self.path!r}: it is a SQLite database of another "
+                "application, not a vancetope-rag store; pass another --store"
+            )
 
     @property
     def conn(self) -> Any:

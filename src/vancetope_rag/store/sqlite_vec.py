@@ -230,8 +230,8 @@ class SqliteChunkStore:
             rows = self.db.query_dicts(
                 f"WITH knn AS (SELECT rowid, distance FROM {table} "
                 "WHERE embedding MATCH ? AND k = ? AND rag_id = ?) "
-                "SELECT c.*, knn.distance AS distance FROM knn JOIN chunks c ON c.rowid = knn.rowid "
-                "ORDER BY knn.distance",
+                "SELECT c.*, knn.distance AS distance "
+                "FROM knn JOIN chunks c ON c.rowid = knn.rowid ORDER BY knn.distance",
                 (blob, top_k, scope.rag_id),
             )
             # The partition is the RAG id only; if chunks of another tenant or project under
