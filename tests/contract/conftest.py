@@ -26,7 +26,13 @@ StoreFactory = Callable[[Path, SettableClock], Store]
 
 
 def sqlite_store(tmp_path: Path, clock: SettableClock) -> Store:
+    """SQLite with the in-process vector cache answering unfiltered queries (the default)."""
     return open_store(f"sqlite:///{tmp_path}/rag.db", clock=clock)
+
+
+def sqlite_vec_only_store(tmp_path: Path, clock: SettableClock) -> Store:
+    """SQLite with every query answered by sqlite-vec itself."""
+    return open_store(f"sqlite:///{tmp_path}/rag.db", clock=clock, vector_cache=False)
 
 
 #: Every adapter the contract suite runs against, as ``(id, factory)``.
@@ -35,6 +41,7 @@ def sqlite_store(tmp_path: Path, clock: SettableClock) -> Store:
 #: on a fresh database per test (skipping when unset) and marks the param ``mongodb``.
 STORE_FACTORIES: list[tuple[str, StoreFactory]] = [
     ("sqlite", sqlite_store),
+    ("sqlite-vec-only", sqlite_vec_only_store),
 ]
 
 

@@ -69,6 +69,8 @@ class Document:
     index_last_error: str | None = None
     index_next_attempt_at: datetime | None = None
     indexed_at: datetime | None = None
+    #: Fingerprint of what the current chunks were built from (see the indexer).
+    rag_indexed_hash: str | None = None
     content_hash: str = ""
     created_at: datetime | None = None
     updated_at: datetime | None = None

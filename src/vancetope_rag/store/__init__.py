@@ -36,8 +36,13 @@ def sqlite_path_from_uri(uri: str) -> str:
     return path
 
 
-def open_store(uri: str, *, clock: Clock = time.time) -> Store:
-    """Open the store a URI names. A plain file path is read as a SQLite store."""
+def open_store(uri: str, *, clock: Clock = time.time, vector_cache: bool = True) -> Store:
+    """Open the store a URI names. A plain file path is read as a SQLite store.
+
+    ``vector_cache`` (SQLite): answer unfiltered queries from an in-process exact index kept
+    coherent with the file (see :mod:`vancetope_rag.store.vector_cache`); off, every query
+    goes to sqlite-vec.
+    """
     if not uri or not uri.strip():
         raise StoreError("no store URI given; pass --store or set VANCETOPE_RAG_STORE")
     scheme = urlparse(uri).scheme
@@ -61,5 +66,8 @@ def open_store(uri: str, *, clock: Clock = time.time) -> Store:
     from vancetope_rag.store.sqlite_db import SqliteDatabase
     from vancetope_rag.store.sqlite_vec import SqliteChunkStore
 
+    from vancetope_rag.store.vector_cache import VectorCache
+
     db = SqliteDatabase(Path(path))
-    return SqliteStore(control=SqliteControlStore(db, clock=clock), chunks=SqliteChunkStore(db))
+    chunks = SqliteChunkStore(db, cache=VectorCache() if vector_cache else None)
+    return SqliteStore(control=SqliteControlStore(db, clock=clock), chunks=chunks)

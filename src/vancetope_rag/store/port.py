@@ -155,8 +155,10 @@ class ControlStore(Protocol):
         version: int,
         *,
         state: IndexState,
+        indexed_hash: str | None = None,
     ) -> bool:
-        """Finish a claim. Clears ``rag_dirty`` only when nothing changed since ``version``."""
+        """Finish a claim. Clears ``rag_dirty`` only when nothing changed since ``version``;
+        records ``indexed_hash``, the fingerprint of what the chunks were built from."""
         ...
 
     def release_rag_claim(

@@ -51,6 +51,7 @@ def _row_to_document(r: Mapping[str, Any]) -> Document:
         index_last_error=r["index_last_error"],
         index_next_attempt_at=_dt(r["index_next_attempt_at"]),
         indexed_at=_dt(r["indexed_at"]),
+        rag_indexed_hash=r["rag_indexed_hash"],
         content_hash=r["content_hash"],
         created_at=_dt(r["created_at"]),
         updated_at=_dt(r["updated_at"]),
@@ -332,17 +333,29 @@ class SqliteControlStore:
         version: int,
         *,
         state: IndexState,
+        indexed_hash: str | None = None,
     ) -> bool:
         now = self._clock()
         with self.db.transaction():
             changed = self.db.execute(
                 "UPDATE documents SET rag_claimed_by = NULL, rag_claimed_at = NULL, "
+                "rag_indexed_hash = ?, "
                 "rag_dirty = CASE WHEN rag_version = ? THEN 0 ELSE 1 END, "
                 "index_state = CASE WHEN rag_version = ? THEN ? ELSE 'pending' END, "
                 "index_attempts = 0, index_last_error = NULL, index_next_attempt_at = NULL, "
                 "indexed_at = ? "
                 "WHERE id = ? AND tenant_id = ? AND project_id = ? AND rag_claimed_by = ?",
-                (version, version, state.value, now, document_id, tenant_id, project_id, worker_id),
+                (
+                    indexed_hash,
+                    version,
+                    version,
+                    state.value,
+                    now,
+                    document_id,
+                    tenant_id,
+                    project_id,
+                    worker_id,
+                ),
             )
         return bool(changed)
 

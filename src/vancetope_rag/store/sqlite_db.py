@@ -16,7 +16,7 @@ from typing import Any
 
 from vancetope_rag.errors import StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Ordered migrations; index i brings the schema from version i to i + 1. Never edit a shipped
 #: entry: add a new one.
@@ -103,6 +103,11 @@ MIGRATIONS: tuple[str, ...] = (
         rag_id TEXT PRIMARY KEY,
         generation INTEGER NOT NULL
     );
+    """,
+    # 2: what a document's chunks were built from (content, summary, RAG, chunking), so a
+    # reindex with nothing changed marks it clean without rewriting its chunks.
+    """
+    ALTER TABLE documents ADD COLUMN rag_indexed_hash TEXT;
     """,
 )
 

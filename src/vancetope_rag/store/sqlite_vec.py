@@ -17,6 +17,7 @@ from vancetope_rag.domain.records import Chunk, Hit
 from vancetope_rag.errors import DimensionMismatchError, InvalidInputError
 from vancetope_rag.store.port import ChunkFilter, RagScope, iter_filter
 from vancetope_rag.store.sqlite_db import SqliteDatabase
+from vancetope_rag.store.vector_cache import VectorCache
 
 _COLUMN = {"kind": "c.kind", "path": "c.path", "sourceRef": "c.source_ref"}
 
@@ -65,8 +66,10 @@ def _hit(row: dict[str, Any], score: float) -> Hit:
 class SqliteChunkStore:
     """:class:`~vancetope_rag.store.port.ChunkStore` on sqlite-vec."""
 
-    def __init__(self, db: SqliteDatabase) -> None:
+    def __init__(self, db: SqliteDatabase, *, cache: VectorCache | None = None) -> None:
         self.db = db
+        #: In-process exact index (None: every query goes to sqlite-vec).
+        self.cache = cache
 
     def _bump(self, rag_id: str) -> None:
         self.db.execute(
@@ -183,7 +186,7 @@ class SqliteChunkStore:
     def drop_rag(self, scope: RagScope) -> int:
         with self.db.transaction():
             n = self._delete_where(scope, "", ())
-            self.db.execute("DELETE FROM rag_generations WHERE rag_id = ?", (scope.rag_id,))
+            self._bump(scope.rag_id)  # never reset: a cache must not mistake old for new
         return n
 
     def count_chunks(self, scope: RagScope) -> int:
@@ -213,6 +216,43 @@ class SqliteChunkStore:
         )
         return [_hit(r, 0.0) for r in rows]
 
+    def _cached_query(
+        self, scope: RagScope, table: str, blob: bytes, top_k: int
+    ) -> list[Hit] | None:
+        assert self.cache is not None
+
+        def load() -> tuple[np.ndarray, np.ndarray]:
+            rows = self.db.query(
+                f"SELECT c.rowid, v.embedding FROM chunks c JOIN {table} v ON v.rowid = c.rowid "
+                "WHERE c.tenant_id = ? AND c.project_id = ? AND c.rag_id = ?",
+                (scope.tenant_id, scope.project_id, scope.rag_id),
+            )
+            rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
+            return rowids, matrix.reshape(len(rows), scope.dimension)
+
+        key = (scope.tenant_id, scope.project_id, scope.rag_id)
+        found = self.cache.search(
+            key, self.generation(scope.rag_id), np.frombuffer(blob, dtype=np.float32), top_k, load
+        )
+        if found is None:
+            return None
+        rowids, scores = found
+        if len(rowids) == 0:
+            return []
+        marks = ",".join("?" * len(rowids))
+        rows = self.db.query_dicts(
+            f"SELECT * FROM chunks WHERE rowid IN ({marks}) AND tenant_id = ? "
+            "AND project_id = ? AND rag_id = ?",
+            (*rowids.tolist(), scope.tenant_id, scope.project_id, scope.rag_id),
+        )
+        by_rowid = {r["rowid"]: r for r in rows}
+        return [
+            _hit(by_rowid[rid], float(score))
+            for rid, score in zip(rowids.tolist(), scores.tolist(), strict=True)
+            if rid in by_rowid  # deleted between the generation read and now
+        ]
+
     def query(
         self,
         scope: RagScope,
@@ -226,6 +266,10 @@ class SqliteChunkStore:
         table = self.db.ensure_vec_table(scope.dimension)
         blob = _vector_blob(vector, scope.dimension)
         where, params = _filter_sql(filters)
+        if not where and self.cache is not None:
+            hits = self._cached_query(scope, table, blob, top_k)
+            if hits is not None:
+                return hits
         if not where and top_k <= _KNN_MAX_K:
             rows = self.db.query_dicts(
                 f"WITH knn AS (SELECT rowid, distance FROM {table} "

@@ -1,0 +1,103 @@
+"""The in-process vector cache answers exactly what sqlite-vec would, and stays coherent with
+writes made through another handle (another process) on the same file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vancetope_rag.domain.records import Chunk
+from vancetope_rag.store import open_store
+from vancetope_rag.store.port import RagScope
+from vancetope_rag.store.sqlite_db import SqliteDatabase
+from vancetope_rag.store.sqlite_vec import SqliteChunkStore
+from vancetope_rag.store.vector_cache import VectorCache
+
+DIM = 16
+SCOPE = RagScope("t1", "p1", "rag-1", DIM)
+
+
+def _chunks(vectors: np.ndarray, prefix: str) -> list[Chunk]:
+    return [
+        Chunk(
+            id=f"{prefix}-{i}",
+            rag_id=SCOPE.rag_id,
+            source_ref=f"{prefix}-{i}",
+            text=f"{prefix} {i}",
+            embedding=v.tolist(),
+        )
+        for i, v in enumerate(vectors)
+    ]
+
+
+class Ticker:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "rag.db"
+
+
+def test_cache_matches_sqlite_vec_exactly(db_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    vectors = rng.standard_normal((500, DIM)).astype(np.float32)
+    cached = open_store(f"sqlite:///{db_path}")
+    plain = open_store(f"sqlite:///{db_path}", vector_cache=False)
+    cached.chunks.add_chunks(SCOPE, _chunks(vectors, "c"))
+    for q in rng.standard_normal((20, DIM)).astype(np.float32):
+        a = cached.chunks.query(SCOPE, q.tolist(), 10)
+        b = plain.chunks.query(SCOPE, q.tolist(), 10)
+        assert [h.chunk_id for h in a] == [h.chunk_id for h in b]
+        assert np.allclose([h.score for h in a], [h.score for h in b], atol=1e-5)
+    assert isinstance(cached.chunks, SqliteChunkStore) and cached.chunks.cache is not None
+    assert cached.chunks.cache.reloads == 1  # one load served all 20 queries
+
+
+def test_write_through_another_handle_is_seen_at_once(db_path: Path) -> None:
+    ticker = Ticker()
+    reader = SqliteChunkStore(SqliteDatabase(db_path), cache=VectorCache(clock=ticker))
+    writer = open_store(f"sqlite:///{db_path}", vector_cache=False)
+    rng = np.random.default_rng(2)
+    writer.chunks.add_chunks(SCOPE, _chunks(rng.standard_normal((50, DIM)).astype(np.float32), "a"))
+    target = rng.standard_normal(DIM).astype(np.float32)
+    assert reader.query(SCOPE, target.tolist(), 1)[0].chunk_id.startswith("a-")
+
+    writer.chunks.add_chunks(SCOPE, _chunks(target[None, :], "new"))
+    # Within the reload cool-down the cache steps aside: sqlite-vec answers, still exact.
+    assert reader.query(SCOPE, target.tolist(), 1)[0].chunk_id == "new-0"
+    assert reader.cache is not None and reader.cache.reloads == 1
+    ticker.now += 10
+    assert reader.query(SCOPE, target.tolist(), 1)[0].chunk_id == "new-0"
+    assert reader.cache.reloads == 2
+
+    writer.chunks.remove_by_source(SCOPE, "new-0")
+    ticker.now += 10
+    assert reader.query(SCOPE, target.tolist(), 1)[0].chunk_id != "new-0"
+
+
+def test_drop_and_refill_never_serves_the_old_matrix(db_path: Path) -> None:
+    store = open_store(f"sqlite:///{db_path}")
+    assert isinstance(store.chunks, SqliteChunkStore) and store.chunks.cache is not None
+    store.chunks.cache.reload_cooldown_s = 0.0
+    v = np.eye(DIM, dtype=np.float32)
+    store.chunks.add_chunks(SCOPE, _chunks(v[:1], "old"))
+    assert store.chunks.query(SCOPE, v[0].tolist(), 1)[0].chunk_id == "old-0"
+    store.chunks.drop_rag(SCOPE)
+    assert store.chunks.query(SCOPE, v[0].tolist(), 1) == []
+    store.chunks.add_chunks(SCOPE, _chunks(v[1:2], "fresh"))
+    assert [h.chunk_id for h in store.chunks.query(SCOPE, v[0].tolist(), 5)] == ["fresh-0"]
+
+
+def test_cache_is_scoped_by_tenant(db_path: Path) -> None:
+    store = open_store(f"sqlite:///{db_path}")
+    v = np.eye(DIM, dtype=np.float32)
+    store.chunks.add_chunks(SCOPE, _chunks(v[:3], "mine"))
+    other = RagScope("t2", "p1", SCOPE.rag_id, DIM)  # another tenant naming my RAG id
+    assert store.chunks.query(other, v[0].tolist(), 5) == []
