@@ -309,6 +309,7 @@ def machine_info() -> dict[str, Any]:
         "torch_threads": torch_threads,
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "loadavg_start": _loadavg(),
+        "commit": git_revision(),
     }
 
 
@@ -318,6 +319,30 @@ def _loadavg() -> str | None:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
     except OSError:
         return None
+
+
+def git_revision() -> str | None:
+    """The repository's commit, with ``+dirty`` when src/ has uncommitted changes."""
+    import subprocess
+
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", "src"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "")
 
 
 def machine_line(m: Mapping[str, Any]) -> str:
@@ -623,6 +648,7 @@ def render_text(r: Mapping[str, Any]) -> str:
         "SciFact retrieval quality — vancetope-rag, embedded all-MiniLM-L6-v2"
         + ("  [SUBSET: --limit, not comparable]" if r["subset"] else ""),
         f"  command      {r['command']}",
+        f"  code         vancetope-rag {r['machine'].get('commit')}",
         f"  machine      {machine_line(r['machine'])}",
         f"  load avg     start {r['machine'].get('loadavg_start')}, "
         f"end {r['machine'].get('loadavg_end')}",

@@ -158,4 +158,4 @@ def test_subset_keeps_relevant_docs_first() -> None:
 def test_document_text_and_path() -> None:
     assert bench.doc_text("Title.", "Body text.") == "Title. Body text."
     assert bench.doc_path("4983") == "documents/scifact/4983.txt"
-    assert bench.DEFAULT_DATA == SCRIPT.parents[2] / "shared" / "data" / "scifact"
+    assert SCRIPT.parents[2] / "shared" / "data" / "scifact" == bench.DEFAULT_DATA

@@ -111,6 +111,11 @@ class RagAutoInjectService:
         text = "\n".join(m.strip() for m in user_messages if isinstance(m, str) and m.strip())
         if not text:
             return InjectionDecision(True, decided_by, "no user text in this turn")
+        if not self.rags.is_embedding_enabled(tenant_id, project_id):
+            # Spec §4.5: provider `none` is the kill switch — a silent skip, not a warning,
+            # even when an old _documents RAG is still there.
+            reason = "embeddings are off for this tenant (ai.embedding.provider=none)"
+            return InjectionDecision(True, decided_by, reason)
         rag = self.project_rags.find_default_rag(tenant_id, project_id)
         if rag is None:
             return InjectionDecision(True, decided_by, "the project has no _documents RAG")

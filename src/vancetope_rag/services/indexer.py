@@ -114,6 +114,12 @@ class ProjectRagIndexer:
         result = BatchResult()
         if not docs:
             return result
+        # Kill switch flipped between claim and now: give the claims back without counting a
+        # failure or warning (provider ``none`` is a decision, not an error; spec §6.1).
+        if not self.rags.is_embedding_enabled(tenant_id, project_id):
+            for doc in docs:
+                self._release_quietly(doc, worker_id)
+            return result
         try:
             rag = self.project_rags.ensure_default_rag(tenant_id, project_id, strict=True)
         except Exception as exc:  # provider misconfigured: every document fails alike
@@ -257,17 +263,37 @@ class ProjectRagIndexScheduler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    def blocked(self, tenant_id: str, project_id: str, *, warn: bool = True) -> str | None:
+        """Why this project is not indexed now (the metric outcome), or None when it is.
+
+        A provider that cannot make the project's model (spec §10: not configured) skips the
+        project without claiming: its documents keep their attempts and are indexed once the
+        setting is corrected, instead of each failing ``max_attempts`` times for it.
+        """
+        t, p = tenant_id, project_id
+        if not self.settings.get(t, p, "rag.project.enabled"):
+            return "skipped"
+        if not self.rags.is_embedding_enabled(t, p):
+            return "tenant_disabled"
+        try:
+            rag = self.indexer.project_rags.ensure_default_rag(t, p, strict=True)
+            if rag is not None:
+                self.rags.model_for(rag)
+        except Exception as exc:
+            if warn:
+                log.warning("project %s/%s not indexed this tick: %s", t, p, _error_text(exc))
+            return "skipped"
+        return None
+
     def tick(self) -> TickResult:
         result = TickResult()
         for project in self.control.projects_for_node(self.config.node_id):
             t, p = project.tenant_id, project.project_id
             result.projects += 1
             try:
-                if not self.settings.get(t, p, "rag.project.enabled"):
-                    self.metrics.indexer_runs.labels(outcome="skipped").inc()
-                    continue
-                if not self.rags.is_embedding_enabled(t, p):
-                    self.metrics.indexer_runs.labels(outcome="tenant_disabled").inc()
+                outcome = self.blocked(t, p)
+                if outcome is not None:
+                    self.metrics.indexer_runs.labels(outcome=outcome).inc()
                     continue
                 docs = self.control.claim_for_rag_index(
                     t, p, self.worker_id, self.config.indexer_batch_size, self.config.claim_ttl_s
@@ -280,13 +306,11 @@ class ProjectRagIndexScheduler:
         return result
 
     def pending(self) -> int:
-        """Documents of this node's enabled projects still waiting or being processed."""
+        """Documents of this node's indexable projects still waiting or being processed."""
         total = 0
         for project in self.control.projects_for_node(self.config.node_id):
             t, p = project.tenant_id, project.project_id
-            if not self.settings.get(t, p, "rag.project.enabled"):
-                continue
-            if not self.rags.is_embedding_enabled(t, p):
+            if self.blocked(t, p, warn=False) is not None:
                 continue
             counts = self.control.document_state_counts(t, p)
             total += counts.get(IndexState.PENDING.value, 0)

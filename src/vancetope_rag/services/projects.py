@@ -76,6 +76,9 @@ class ProjectRagService:
         """Queue every eligible document; ``rebuild`` first drops and re-creates the RAG with
         the current embedding settings (spec §6.2)."""
         if rebuild:
+            settings = self.rags.embedding_settings(tenant_id, project_id)
+            if settings.enabled:  # a rebuild that cannot happen must not drop the index first
+                self.rags.registry.load(settings)
             self.dispose_default_rag(tenant_id, project_id)
         self.ensure_default_rag(tenant_id, project_id, strict=True)
         queued = self.documents.mark_all_for_reindex(tenant_id, project_id)

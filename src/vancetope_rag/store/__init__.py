@@ -65,7 +65,6 @@ def open_store(uri: str, *, clock: Clock = time.time, vector_cache: bool = True)
     from vancetope_rag.store.sqlite import SqliteControlStore
     from vancetope_rag.store.sqlite_db import SqliteDatabase
     from vancetope_rag.store.sqlite_vec import SqliteChunkStore
-
     from vancetope_rag.store.vector_cache import VectorCache
 
     db = SqliteDatabase(Path(path))

@@ -89,10 +89,7 @@ class VectorCache:
         q = vector / (float(np.linalg.norm(vector)) or 1.0)
         scores = entry.matrix @ q.astype(np.float32)
         k = min(top_k, len(scores))
-        if k < len(scores):
-            top = np.argpartition(-scores, k - 1)[:k]
-        else:
-            top = np.arange(len(scores))
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
         order = top[np.argsort(-scores[top], kind="stable")]
         return entry.rowids[order], scores[order]
 
