@@ -1,0 +1,141 @@
+"""Acceptance 4: claims (leases) — TTL expiry, two schedulers, update during a claim."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from synchelpers import P, T, chunks, default_rag, doc, states, ticks_until_idle
+
+from vancetope_rag.app import RagApp
+from vancetope_rag.domain.records import IndexState
+
+AppFactory = Callable[..., RagApp]
+TTL = 60.0
+
+
+def _app(make_app: AppFactory, clock: object, **config: object) -> RagApp:
+    app = make_app(clock=clock, config={"claim_ttl_s": TTL, **config})
+    app.bring(T, P)
+    return app
+
+
+def test_claim_blocks_others_until_ttl_expires(make_app: AppFactory, clock: object) -> None:
+    app = _app(make_app, clock)
+    ids = [app.documents.create(T, P, f"documents/{i}.md", f"text {i}").id for i in range(3)]
+    claimed = app.store.control.claim_for_rag_index(T, P, "crashed-pod", 10, TTL)
+    assert sorted(d.id for d in claimed) == sorted(ids)
+    assert states(app) == {"processing": 3}
+
+    clock.advance(TTL - 1)  # type: ignore[attr-defined]
+    assert app.scheduler.tick().claimed == 0  # still leased
+
+    clock.advance(2)  # type: ignore[attr-defined]
+    tick = app.scheduler.tick()
+    assert (tick.claimed, tick.indexed) == (3, 3)
+    assert states(app) == {"indexed": 3}
+    for d in app.documents.list_documents(T, P):
+        assert d.rag_claimed_by is None and not d.rag_dirty
+
+
+def test_expired_claim_holder_cannot_overwrite_the_new_pass(
+    make_app: AppFactory, clock: object
+) -> None:
+    """The slow worker whose lease expired finishes late: its write is fenced off."""
+    app = _app(make_app, clock)
+    d = app.documents.create(T, P, "documents/a.md", "version one")
+    stale = app.store.control.claim_for_rag_index(T, P, "slow-pod", 10, TTL)
+    clock.advance(TTL + 1)  # type: ignore[attr-defined]
+    app.documents.update(T, P, d.id, content="version two")
+    assert app.scheduler.tick().indexed == 1
+
+    late = app.indexer.index_batch(T, P, stale, "slow-pod")
+    assert (late.indexed, late.lost_lease) == (0, 1)
+    assert [c.text for c in chunks(app, default_rag(app), d.id)] == ["version two"]
+    assert doc(app, d.id).index_state is IndexState.INDEXED
+
+
+def test_reclaim_after_ttl_by_another_worker_id(make_app: AppFactory, clock: object) -> None:
+    app = _app(make_app, clock)
+    app.documents.create(T, P, "documents/a.md", "alpha")
+    control = app.store.control
+    [first] = control.claim_for_rag_index(T, P, "w-1", 10, TTL)
+    assert control.claim_for_rag_index(T, P, "w-2", 10, TTL) == []
+    clock.advance(TTL + 1)  # type: ignore[attr-defined]
+    [again] = control.claim_for_rag_index(T, P, "w-2", 10, TTL)
+    assert again.id == first.id and again.rag_claimed_by == "w-2"
+    assert not control.holds_claim(T, P, first.id, "w-1")
+    assert control.holds_claim(T, P, first.id, "w-2")
+
+
+def test_two_schedulers_in_one_process_do_not_double_process(make_app: AppFactory) -> None:
+    a = make_app(worker_id="worker-a", config={"indexer_batch_size": 5})
+    b = make_app(worker_id="worker-b", config={"indexer_batch_size": 5})
+    assert a.scheduler.worker_id != b.scheduler.worker_id
+    a.bring(T, P)
+    n = 120
+    for i in range(n):
+        a.documents.create(T, P, f"documents/{i:03}.md", f"document number {i}")
+
+    committed: dict[str, list[str]] = {"worker-a": [], "worker-b": []}
+    lock = threading.Lock()
+    for app in (a, b):
+        original = app.store.control.mark_rag_clean
+
+        def logged(*args: object, _orig: object = original, **kw: object) -> bool:
+            ok = _orig(*args, **kw)  # type: ignore[operator]
+            if ok:
+                with lock:
+                    committed[str(args[3])].append(str(args[2]))
+            return bool(ok)
+
+        app.store.control.mark_rag_clean = logged  # type: ignore[method-assign]
+
+    barrier = threading.Barrier(2)
+    results = {}
+
+    def run(app: RagApp) -> None:
+        barrier.wait()
+        results[app.scheduler.worker_id] = app.scheduler.run_until_idle(timeout_s=60)
+
+    threads = [threading.Thread(target=run, args=(app,)) for app in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+
+    assert committed["worker-a"] and committed["worker-b"]  # they really ran side by side
+    everything = committed["worker-a"] + committed["worker-b"]
+    assert len(everything) == n
+    assert len(set(everything)) == n  # each document indexed by exactly one worker, once
+    assert results["worker-a"].indexed + results["worker-b"].indexed == n
+    assert results["worker-a"].lost_lease + results["worker-b"].lost_lease == 0
+    assert states(a) == {"indexed": n}
+    all_chunks = chunks(a, default_rag(a))
+    assert len(all_chunks) == n
+    assert len({c.source_ref for c in all_chunks}) == n
+
+
+def test_update_during_claim_gets_a_second_pass(make_app: AppFactory, clock: object) -> None:
+    app = _app(make_app, clock)
+    d = app.documents.create(T, P, "documents/a.md", "old content of the note")
+    worker = app.scheduler.worker_id
+    claimed = app.store.control.claim_for_rag_index(T, P, worker, 10, TTL)
+
+    app.documents.update(T, P, d.id, content="final content of the note")
+    mid = doc(app, d.id)
+    assert mid.rag_dirty and mid.index_state is IndexState.PROCESSING  # the claim still holds
+
+    first = app.indexer.index_batch(T, P, claimed, worker)  # finishes the stale snapshot
+    assert first.indexed == 1
+    after_first = doc(app, d.id)
+    assert after_first.rag_dirty  # the second dirty mark survived
+    assert after_first.index_state is IndexState.PENDING
+    assert after_first.rag_claimed_by is None
+
+    assert app.scheduler.tick().indexed == 1  # second pass, no TTL wait needed
+    texts = [c.text for c in chunks(app, default_rag(app), d.id)]
+    assert texts == ["final content of the note"]
+    final = doc(app, d.id)
+    assert not final.rag_dirty and final.index_state is IndexState.INDEXED
+    assert ticks_until_idle(app) == 0

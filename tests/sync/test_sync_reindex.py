@@ -1,0 +1,157 @@
+"""Acceptance 8: reindex (queue all / rebuild with the current model) and the CLI surface."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+from click.testing import CliRunner
+from synchelpers import P, T, chunk_count, chunks, default_rag, states, ticks_until_idle
+
+from vancetope_rag.app import RagApp
+from vancetope_rag.cli import cli
+from vancetope_rag.errors import EmbeddingConfigError
+from vancetope_rag.store.port import RagScope
+
+
+def _seed(app: RagApp) -> list[str]:
+    """Four eligible documents (one with a summary) and two that are not."""
+    app.bring(T, P)
+    ids = [
+        app.documents.create(T, P, f"documents/{w}.md", f"{w} notes").id
+        for w in ("apple", "banana", "cherry")
+    ]
+    ids.append(app.documents.create(T, P, "documents/d.md", "damson notes", summary="plum").id)
+    app.documents.create(T, P, "notes/private.md", "private")
+    app.documents.create(T, P, "documents/img.png", "bytes", mime_type="image/png")
+    ticks_until_idle(app)
+    return ids
+
+
+def test_reindex_queues_every_eligible_document(app: RagApp) -> None:
+    ids = _seed(app)
+    rag = default_rag(app)
+    result = app.project_rags.reindex(T, P, rebuild=False)
+    assert result.to_json() == {"rebuild": False, "documentsQueued": 4}
+    assert states(app) == {"pending": 4, "none": 2}
+    assert default_rag(app).id == rag.id
+    assert chunk_count(app, rag) == 5  # chunks stay visible while queued
+    ticks_until_idle(app)
+    assert states(app) == {"indexed": 4, "none": 2}
+    assert chunk_count(app, rag) == 5
+    assert {c.source_ref for c in chunks(app, rag)} == set(ids)
+
+
+def test_reindex_without_change_embeds_nothing_again(app: RagApp) -> None:
+    _seed(app)
+    app.project_rags.reindex(T, P)
+    result = app.scheduler.run_until_idle(timeout_s=10)
+    assert result.indexed == 4
+    assert (result.embedded_texts, result.cache_hits) == (0, 5)
+
+
+def test_rebuild_moves_to_the_current_model(app: RagApp) -> None:
+    ids = _seed(app)
+    old = default_rag(app)
+    assert (old.embedding_model, old.embedding_dimension) == ("hashing-256", 256)
+
+    app.settings.set(T, None, "ai.embedding.model", "hashing-128")
+    # the existing RAG keeps its pinned model until rebuilt
+    assert default_rag(app).embedding_dimension == 256
+    assert app.rags.query(old, "apple", top_k=1)[0].source_ref == ids[0]
+
+    result = app.project_rags.reindex(T, P, rebuild=True)
+
+    assert result.to_json() == {"rebuild": True, "documentsQueued": 4}
+    new = default_rag(app)
+    assert new.id != old.id
+    assert (new.embedding_provider, new.embedding_model, new.embedding_dimension) == (
+        "hashing",
+        "hashing-128",
+        128,
+    )
+    assert app.store.chunks.count_chunks(RagScope.of(old)) == 0  # old RAG dropped
+    assert chunk_count(app, new) == 0
+    assert [r.id for r in app.rags.list_rags(T, P)] == [new.id]
+
+    run = app.scheduler.run_until_idle(timeout_s=10)
+    assert run.embedded_texts == 5  # re-embedded: the cache is per model
+    assert states(app) == {"indexed": 4, "none": 2}
+    assert chunk_count(app, new) == 5
+    hits = app.rags.query(new, "cherry notes", top_k=1)
+    assert hits[0].source_ref == ids[2]
+    status = app.project_rags.status(T, P).to_json()
+    assert (status["embeddingModel"], status["chunkCount"], status["ragId"]) == (
+        "hashing-128",
+        5,
+        new.id,
+    )
+
+
+def test_rebuild_with_misconfigured_provider_raises_and_keeps_the_index(app: RagApp) -> None:
+    _seed(app)
+    old = default_rag(app)
+    app.settings.set(T, None, "ai.embedding.provider", "openai")  # no apiKey
+    with pytest.raises(EmbeddingConfigError, match="apiKey"):
+        app.project_rags.reindex(T, P, rebuild=True)
+    # the working index is not dropped for a rebuild that cannot happen
+    assert default_rag(app).id == old.id
+    assert chunk_count(app, old) == 5
+    assert states(app) == {"indexed": 4, "none": 2}
+
+
+# -- CLI ---------------------------------------------------------------------------------------
+
+
+def _cli(store_uri: str, *args: str) -> dict[str, object]:
+    result = CliRunner().invoke(
+        cli, ["--store", store_uri, "--tenant", T, "--project", P, *args], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert isinstance(data, dict)
+    return data
+
+
+def test_cli_reindex_index_status(make_app: Callable[..., RagApp], store_uri: str) -> None:
+    app = make_app()
+    _seed(app)
+    app.documents.create(T, P, "documents/new.md", "elderberry notes")
+
+    status = _cli(store_uri, "status", "--json")
+    assert status["exists"] is True
+    assert status["documents"] == {
+        "none": 2,
+        "pending": 1,
+        "processing": 0,
+        "indexed": 4,
+        "failed": 0,
+    }
+
+    queued = _cli(store_uri, "reindex", "--json")
+    assert queued == {"rebuild": False, "documentsQueued": 5}
+
+    indexed = _cli(store_uri, "index", "--until-idle", "--json")
+    assert indexed["indexed"] == 5
+    assert indexed["failed"] == 0
+    assert indexed["failures"] == []
+
+    status = _cli(store_uri, "status", "--json")
+    assert status["documents"] == {
+        "none": 2,
+        "pending": 0,
+        "processing": 0,
+        "indexed": 5,
+        "failed": 0,
+    }
+    assert status["chunkCount"] == 6
+
+    rebuilt = _cli(store_uri, "reindex", "--rebuild", "--json")
+    assert rebuilt == {"rebuild": True, "documentsQueued": 5}
+    status = _cli(store_uri, "status", "--json")
+    assert status["chunkCount"] == 0
+    assert status["documents"]["pending"] == 5  # type: ignore[index]
+    _cli(store_uri, "index", "--json")
+    status = _cli(store_uri, "status", "--json")
+    assert (status["chunkCount"], status["documents"]["indexed"]) == (6, 5)  # type: ignore[index]
