@@ -30,6 +30,14 @@ from vancetope_rag.store import Store, open_store
 from vancetope_rag.store.sqlite_db import Clock
 
 
+def _is_path_component(value: object) -> bool:
+    return (
+        isinstance(value, str)
+        and value not in ("", ".", "..")
+        and not any(c in value for c in "/\\\x00")
+    )
+
+
 @dataclass
 class RagApp:
     """Every service of one process, wired once."""
@@ -177,6 +185,9 @@ class RagApp:
     def workspace_root(self, tenant_id: str, project_id: str) -> Path | None:
         """The project's workspace folder, when the engine configures one and it exists."""
         if not self.config.workspaces_dir:
+            return None
+        # Ids become path components: one like '..' or 'a/b' would move the jail's root.
+        if not all(_is_path_component(i) for i in (tenant_id, project_id)):
             return None
         root = Path(self.config.workspaces_dir) / tenant_id / project_id
         return root if root.is_dir() else None

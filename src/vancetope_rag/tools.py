@@ -194,7 +194,9 @@ class RagTools:
     def rag_query(self, ragId: str, query: str, topK: int = 5) -> dict[str, Any]:
         """Search a RAG; returns the best-matching excerpts with source labels and scores."""
         rag = self._rag(ragId)
-        top_k = _opt_int(topK, "topK") or 5
+        top_k = _opt_int(topK, "topK")
+        if top_k is None:  # not `or 5`: topK=0 is an error, not the default
+            top_k = 5
         hits = self.app.rags.query(rag, query, top_k=top_k)
         labels: dict[str, str] = {}
         out = []

@@ -46,9 +46,24 @@ def test_reindex_queues_every_eligible_document(app: RagApp) -> None:
 def test_reindex_without_change_embeds_nothing_again(app: RagApp) -> None:
     _seed(app)
     app.project_rags.reindex(T, P)
+    before = {c.chunk_id for c in chunks(app, default_rag(app))}
     result = app.scheduler.run_until_idle(timeout_s=10)
     assert result.indexed == 4
-    assert (result.embedded_texts, result.cache_hits) == (0, 5)
+    # Unchanged fingerprints: not even split or looked up, chunks left exactly as they were.
+    assert (result.embedded_texts, result.cache_hits, result.unchanged) == (0, 0, 4)
+    assert {c.chunk_id for c in chunks(app, default_rag(app))} == before
+
+
+def test_changed_chunking_inputs_reembed_from_cache(app: RagApp) -> None:
+    ids = _seed(app)
+    app.project_rags.reindex(T, P)
+    app.scheduler.run_until_idle(timeout_s=10)
+    doc = app.documents.get(T, P, ids[0])
+    app.documents.update(T, P, doc.id, path=doc.path.replace("documents/", "documents/moved/"))
+    result = app.scheduler.run_until_idle(timeout_s=10)
+    # The path is part of the fingerprint: rewritten, but the text itself comes from the cache.
+    assert result.indexed == 1 and result.unchanged == 0
+    assert result.embedded_texts == 0 and result.cache_hits >= 1
 
 
 def test_rebuild_moves_to_the_current_model(app: RagApp) -> None:

@@ -9,6 +9,8 @@ embedded alone so one poison document cannot hold back the rest.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import random
 import threading
@@ -38,6 +40,7 @@ class BatchResult:
     removed: int = 0
     failed: int = 0
     lost_lease: int = 0
+    unchanged: int = 0
     chunks: int = 0
     embedded_texts: int = 0
     cache_hits: int = 0
@@ -48,6 +51,7 @@ class BatchResult:
         self.removed += other.removed
         self.failed += other.failed
         self.lost_lease += other.lost_lease
+        self.unchanged += other.unchanged
         self.chunks += other.chunks
         self.embedded_texts += other.embedded_texts
         self.cache_hits += other.cache_hits
@@ -62,6 +66,26 @@ class BatchResult:
             "embeddedTexts": self.embedded_texts,
             "cacheHits": self.cache_hits,
         }
+
+
+def fingerprint(rag: RagRecord, parts: Sequence[SourceText]) -> str:
+    """What a document's chunks are built from: the RAG (and its pinned model and chunking)
+    and every text with its kind and path. Equal fingerprints → identical chunks."""
+    h = hashlib.sha256()
+    for item in (
+        rag.id,
+        rag.embedding_provider,
+        rag.embedding_model,
+        str(rag.chunk_size),
+        str(rag.chunk_overlap),
+    ):
+        h.update(item.encode() + b"\x00")
+    for part in parts:
+        meta = json.dumps(dict(part.metadata), sort_keys=True, default=str)
+        for item in (part.kind, part.path or "", meta, part.text):
+            h.update(item.encode() + b"\x00")
+        h.update(b"\x01")
+    return h.hexdigest()
 
 
 def _error_text(exc: BaseException) -> str:
@@ -130,9 +154,7 @@ class ProjectRagIndexer:
             for doc in docs:
                 self._release_quietly(doc, worker_id)
             return result
-        include = bool(
-            self.settings.get(tenant_id, project_id, "rag.project.includeSummaries")
-        )
+        include = bool(self.settings.get(tenant_id, project_id, "rag.project.includeSummaries"))
         sources: dict[str, list[SourceText]] = {}
         by_id: dict[str, Document] = {}
         for doc in docs:
@@ -141,10 +163,18 @@ class ProjectRagIndexer:
                 sources[doc.id] = self._parts(doc, include)
             else:
                 self._commit(rag, doc, worker_id, [], IndexState.NONE, result)
-        to_embed = {ref: parts for ref, parts in sources.items() if parts}
+        to_embed: dict[str, list[SourceText]] = {}
         for ref, parts in sources.items():
+            doc = by_id[ref]
+            fp = fingerprint(rag, parts)
             if not parts:  # eligible but empty: no chunks, nothing to embed
-                self._commit(rag, by_id[ref], worker_id, [], IndexState.INDEXED, result)
+                self._commit(rag, doc, worker_id, [], IndexState.INDEXED, result, fp)
+            elif doc.rag_indexed_hash == fp:
+                # The chunks were built from exactly this (a no-op reindex): mark it clean.
+                self._commit(rag, doc, worker_id, None, IndexState.INDEXED, result, fp)
+                result.unchanged += 1
+            else:
+                to_embed[ref] = parts
         if not to_embed:
             return result
         try:
@@ -161,7 +191,8 @@ class ProjectRagIndexer:
                 except Exception as exc:
                     self._fail(by_id[ref], worker_id, exc, result)
         for ref, nodes in grouped.items():
-            self._commit(rag, by_id[ref], worker_id, nodes, IndexState.INDEXED, result)
+            fp = fingerprint(rag, to_embed[ref])
+            self._commit(rag, by_id[ref], worker_id, nodes, IndexState.INDEXED, result, fp)
         return result
 
     @staticmethod
@@ -174,11 +205,13 @@ class ProjectRagIndexer:
         rag: RagRecord,
         doc: Document,
         worker_id: str,
-        nodes: Sequence[BaseNode],
+        nodes: Sequence[BaseNode] | None,
         state: IndexState,
         result: BatchResult,
+        indexed_hash: str | None = None,
     ) -> None:
-        """Fenced write: replace chunks + mark clean, only while the lease is still ours."""
+        """Fenced write: replace chunks + mark clean, only while the lease is still ours.
+        ``nodes`` None: the chunks are already right, only mark clean."""
         t, p = doc.tenant_id, doc.project_id
         try:
             with self.control.transaction():
@@ -187,9 +220,17 @@ class ProjectRagIndexer:
                     return
                 if nodes:
                     self.rags.write_source(rag, doc.id, nodes)
-                else:
+                elif nodes is not None:
                     self.rags.remove_by_source(rag, doc.id)
-                self.control.mark_rag_clean(t, p, doc.id, worker_id, doc.rag_version, state=state)
+                self.control.mark_rag_clean(
+                    t,
+                    p,
+                    doc.id,
+                    worker_id,
+                    doc.rag_version,
+                    state=state,
+                    indexed_hash=indexed_hash,
+                )
         except Exception as exc:
             self._fail(doc, worker_id, exc, result)
             return
@@ -198,7 +239,7 @@ class ProjectRagIndexer:
             result.removed += 1
         else:
             result.indexed += 1
-            result.chunks += len(nodes)
+            result.chunks += len(nodes or ())
 
     def _fail(self, doc: Document, worker_id: str, exc: BaseException, result: BatchResult) -> None:
         error = _error_text(exc)
