@@ -112,6 +112,11 @@ def _require_embeddings(c: Ctx) -> None:
             f"embeddings are off for tenant {c.tenant!r} (ai.embedding.provider=none); enable "
             "them with: vancetope-rag settings set ai.embedding.provider embedded --scope tenant"
         )
+    # A misconfigured provider (no key, unknown name, missing extra) is an error here, not
+    # a silent "indexed 0": the scheduler only warns and skips such projects.
+    rag = c.app.project_rags.ensure_default_rag(c.tenant, c.project, strict=True)
+    if rag is not None:
+        c.app.rags.model_for(rag)
 
 
 # -- import ------------------------------------------------------------------------------

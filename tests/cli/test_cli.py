@@ -133,3 +133,11 @@ def test_api_key_is_never_printed(run) -> None:
     assert "sk-supersecret" not in out.stdout
     listing = run("settings", "get", "--scope", "tenant").stdout
     assert "sk-supersecret" not in listing and "********" in listing
+
+
+def test_index_with_misconfigured_provider_fails_clearly(run, docs: Path) -> None:
+    run("import", str(docs))
+    run("settings", "set", "ai.embedding.provider", "openai", "--scope", "tenant")
+    result = run("index", ok=False)
+    assert result.exit_code == 1
+    assert "ai.embedding.apiKey is required" in result.stderr
