@@ -186,3 +186,27 @@ def test_two_handles_on_one_file_see_each_others_writes(tmp_path: Path) -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_schema_v1_store_is_migrated_in_place(tmp_path: Path) -> None:
+    """A store written by schema version 1 opens, keeps its rows and gains the v2 column."""
+    from vancetope_rag.store.sqlite_db import MIGRATIONS
+
+    path = tmp_path / "v1.db"
+    conn = apsw.Connection(str(path))
+    conn.execute(MIGRATIONS[0])
+    conn.execute(
+        "INSERT INTO documents (id, tenant_id, project_id, path, mime_type, content, "
+        "content_hash, created_at, updated_at) VALUES "
+        "('d1', 't', 'p', 'documents/a.md', 'text/markdown', 'hello', 'h', 1, 1)"
+    )
+    conn.execute("PRAGMA user_version=1")
+    conn.close()
+
+    store = open_store(f"sqlite:///{path}")
+    try:
+        doc = store.control.get_document("t", "p", "d1")
+        assert doc is not None and doc.content == "hello"
+        assert doc.rag_indexed_hash is None
+    finally:
+        store.close()
