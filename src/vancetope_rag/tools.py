@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -21,13 +20,14 @@ from vancetope_rag.domain.context_block import neutralise_tags
 from vancetope_rag.domain.records import RagRecord
 from vancetope_rag.errors import InvalidInputError, RagError
 from vancetope_rag.extract import extract_text
+from vancetope_rag.secrets import get_logger, redact
 from vancetope_rag.services.rag import SourceText
 from vancetope_rag.workspace import read_workspace_file
 
 if TYPE_CHECKING:
     from vancetope_rag.app import RagApp
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 MAX_WORKSPACE_FILE_BYTES = 20 * 1024 * 1024
 MAX_BULK_DOCUMENTS = 1000
@@ -56,7 +56,7 @@ def _result(fn: Callable[..., Any]) -> Callable[..., str]:
         try:
             return json.dumps(fn(*args, **kwargs), ensure_ascii=False, default=str)
         except RagError as exc:
-            return json.dumps({"error": exc.message, "code": exc.code})
+            return json.dumps({"error": redact(exc.message), "code": exc.code})
         except Exception as exc:  # never crash the turn
             log.exception("tool %s failed", fn.__name__)
             error = f"internal error: {type(exc).__name__}"

@@ -17,7 +17,6 @@ host's memory.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +35,8 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import LLM, ToolSelection
 
+from vancetope_rag.secrets import get_logger
+
 if TYPE_CHECKING:
     from llama_index.core.tools.types import BaseTool
 
@@ -49,7 +50,7 @@ __all__ = [
     "last_user_turn",
 ]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: ``additional_kwargs`` key that marks a system message this module inserted.
 INJECTED_KEY = "vancetope_rag_injected"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,11 +12,12 @@ from vancetope_rag.domain.context_block import render_context_block
 from vancetope_rag.domain.records import Hit
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.recipes import RagParams
+from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsService
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)

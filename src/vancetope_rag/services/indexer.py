@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import random
 import threading
 import time
@@ -25,13 +24,14 @@ from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import ChunkKind, Document, IndexState, RagRecord
 from vancetope_rag.errors import RagError
 from vancetope_rag.metrics import Metrics
+from vancetope_rag.secrets import get_logger, redact
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import IngestStats, RagService, SourceText
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store.port import ControlStore
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass
@@ -90,7 +90,7 @@ def fingerprint(rag: RagRecord, parts: Sequence[SourceText]) -> str:
 
 def _error_text(exc: BaseException) -> str:
     text = exc.message if isinstance(exc, RagError) else f"{type(exc).__name__}: {exc}"
-    return text[:2000]
+    return redact(text)[:2000]
 
 
 class ProjectRagIndexer:

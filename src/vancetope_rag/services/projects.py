@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from vancetope_rag.domain.records import (
@@ -13,11 +12,12 @@ from vancetope_rag.domain.records import (
     RagStatus,
 )
 from vancetope_rag.errors import RagAlreadyExistsError, RagError
+from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.store.port import ControlStore
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import re
 import uuid
 from collections.abc import Mapping, Sequence
@@ -28,11 +27,12 @@ from vancetope_rag.errors import (
     RagNotFoundError,
     ReservedNameError,
 )
+from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store.port import ChunkFilter, ChunkStore, ControlStore, RagScope
 from vancetope_rag.store.vectors import KIND_KEY, PATH_KEY, SOURCE_KEY, RagVectorStore
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _NAME = re.compile(r"^[\w][\w .-]{0,99}$")
 MAX_TOP_K = 1000

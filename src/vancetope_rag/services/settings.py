@@ -14,6 +14,7 @@ from vancetope_rag.domain.cascade import (
 )
 from vancetope_rag.embeddings import EmbeddingSettings
 from vancetope_rag.errors import SettingError
+from vancetope_rag.secrets import register_secret
 from vancetope_rag.store.port import ControlStore
 
 
@@ -58,6 +59,8 @@ class SettingsService:
                 raise SettingError(f"unknown setting {key!r}")
             self._control.set_setting(tenant_id, project_id, key, None)
             return
+        if SETTINGS.get(key) is not None and SETTINGS[key].secret and isinstance(value, str):
+            register_secret(value)
         self._control.set_setting(tenant_id, project_id, key, encode_setting(key, value))
 
     def auto_inject_scopes(
@@ -71,6 +74,7 @@ class SettingsService:
 
     def embedding(self, tenant_id: str, project_id: str) -> EmbeddingSettings:
         eff = self.effective(tenant_id, project_id)
+        register_secret(eff["ai.embedding.apiKey"])
         return EmbeddingSettings(
             provider=str(eff["ai.embedding.provider"]),
             model=eff["ai.embedding.model"],
