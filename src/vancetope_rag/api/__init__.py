@@ -1,0 +1,100 @@
+"""REST surface (spec §7) and web UI (spec §8) of the project RAG, on FastAPI.
+
+Needs the ``server`` extra: ``pip install 'vancetope-rag[server]'``. Run it with
+``vancetope-rag serve``, or mount :func:`create_api` in your own ASGI server; in that case
+switch the server's own access log off (uvicorn ``access_log=False``): it would write the
+query string, and the UI accepts a token as ``?token=``. This app logs requests without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from vancetope_rag.errors import MissingDependencyError
+
+try:
+    from fastapi import FastAPI, Request, Response
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise MissingDependencyError("the REST API", "server") from exc
+
+from vancetope_rag.api.auth import (
+    ApiConfigError,
+    AuthError,
+    Principal,
+    TokenVerifier,
+    check_secret,
+    issue_token,
+)
+from vancetope_rag.api.errors import install_error_handlers
+from vancetope_rag.api.router import build_router
+from vancetope_rag.api.web import install_web_ui
+
+if TYPE_CHECKING:
+    from vancetope_rag.app import RagApp
+
+__all__ = [
+    "ApiConfigError",
+    "AuthError",
+    "Principal",
+    "TokenVerifier",
+    "create_api",
+    "issue_token",
+]
+
+access_log = logging.getLogger("vancetope_rag.api.access")
+
+
+def create_api(app: RagApp) -> FastAPI:
+    """The FastAPI application for ``app``.
+
+    Raises:
+        ApiConfigError: no JWT secret is configured (``VANCETOPE_RAG_JWT_SECRET``) or it is
+            too short; the API never runs unauthenticated.
+    """
+    raw = app.config.jwt_secret.get_secret_value() if app.config.jwt_secret else None
+    secret = check_secret(raw)
+    verifier = TokenVerifier(secret)
+    api = FastAPI(
+        title="vancetope-rag",
+        summary="Project RAG: status, reindex, document overrides",
+        docs_url=None,  # Swagger UI and ReDoc load assets from a CDN
+        redoc_url=None,
+    )
+
+    def secrets_of(tenant: str, project: str) -> list[str | None]:
+        key = app.settings.get(tenant, project, "ai.embedding.apiKey")
+        return [secret, key if isinstance(key, str) else None]
+
+    def secrets_for(request: Request) -> list[str | None]:
+        tenant = request.path_params.get("tenant")
+        project = request.path_params.get("project")
+        if isinstance(tenant, str) and isinstance(project, str):
+            return secrets_of(tenant, project)
+        return [secret]
+
+    install_error_handlers(api, secrets_for)
+    api.include_router(build_router(app, verifier, secrets_of))
+    install_web_ui(api)
+
+    @api.middleware("http")
+    async def _access(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        start = time.perf_counter()
+        response = await call_next(request)
+        if request.url.path.startswith("/brain/"):
+            response.headers.setdefault("Cache-Control", "no-store")
+        # The path only: the query string may hold a token (the UI's ?token=).
+        access_log.info(
+            "%s %s %d %.1fms",
+            request.method,
+            request.url.path,
+            response.status_code,
+            (time.perf_counter() - start) * 1000,
+        )
+        return response
+
+    return api

@@ -1,0 +1,178 @@
+"""The JSON endpoints: spec §7 (status, reindex), failed-document listing, §8.1 override."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Path, Query
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import BaseModel, ConfigDict, Field
+
+from vancetope_rag.api.auth import Principal, TokenVerifier
+from vancetope_rag.api.errors import ApiError, redact
+from vancetope_rag.app import RagApp
+from vancetope_rag.domain.records import Document, IndexState, ProjectStatus
+from vancetope_rag.errors import EmbeddingDisabledError, ProjectNotFoundError
+
+MAX_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class ProjectScope:
+    """A tenant/project the caller was verified to hold WRITE on."""
+
+    tenant: str
+    project: str
+    principal: Principal
+
+
+class DocumentUpdateRequest(BaseModel):
+    """Spec §8.1 wire format; only the RAG override is changeable here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rag_enabled: Literal["auto", "on", "off"] = Field(
+        alias="ragEnabled",
+        description="auto: the path/MIME filter decides; on: always index; off: never index",
+    )
+
+
+def override_wire(value: bool | None) -> str:
+    return "auto" if value is None else ("on" if value else "off")
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def document_json(app: RagApp, doc: Document, secrets: list[str | None]) -> dict[str, Any]:
+    """A document without its content: what the documents list and the PATCH answer show."""
+    error = doc.index_last_error
+    return {
+        "id": doc.id,
+        "path": doc.path,
+        "mimeType": doc.mime_type,
+        "ragEnabled": override_wire(doc.rag_enabled),
+        "eligible": app.documents.is_rag_eligible(doc),
+        "ragDirty": doc.rag_dirty,
+        "state": doc.index_state.value,
+        "attempts": doc.index_attempts,
+        "lastError": redact(error, secrets) if error else None,
+        "indexedAt": _iso(doc.indexed_at),
+        "updatedAt": _iso(doc.updated_at),
+    }
+
+
+class WriteGate:
+    """Dependency: a valid bearer token with WRITE on the path's tenant and project."""
+
+    def __init__(self, verifier: TokenVerifier) -> None:
+        self.verifier = verifier
+
+    def __call__(
+        self,
+        tenant: str,
+        project: str,
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> ProjectScope:
+        principal = self.verifier.principal(authorization)
+        principal.may_write(tenant, project)  # spec §7: WRITE for status read and reindex
+        return ProjectScope(tenant, project, principal)
+
+
+SecretsOf = Callable[[str, str], list[str | None]]
+
+
+def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) -> APIRouter:
+    """Routes bound to ``app``; every project route checks the bearer token first.
+
+    ``secrets_of(tenant, project)`` lists what must never leave the API (see ``redact``).
+    """
+    router = APIRouter()
+    # A default value rather than a local Annotated alias: FastAPI resolves the (postponed)
+    # annotations of these closures against the module's globals.
+    gate: Any = Depends(WriteGate(verifier))
+
+    def require_open_project(scope: ProjectScope) -> None:
+        project = app.store.control.get_project(scope.tenant, scope.project)
+        if project is None:
+            raise ProjectNotFoundError(
+                f"project {scope.project!r} is not known in tenant {scope.tenant!r}; the host "
+                "brings a project up (bring) before its RAG can be reindexed",
+                tenant_id=scope.tenant,
+                project_id=scope.project,
+            )
+        if project.status is ProjectStatus.CLOSED:
+            raise ApiError(
+                409,
+                "PROJECT_CLOSED",
+                f"project {scope.project!r} is closed; bring it up again before reindexing",
+            )
+
+    prefix = "/brain/{tenant}/projects/{project}"
+
+    @router.get(f"{prefix}/rag/status", tags=["rag"])
+    def rag_status(scope: ProjectScope = gate) -> dict[str, Any]:
+        """Spec §7 snapshot of the ``_documents`` RAG plus per-state document counts."""
+        return app.project_rags.status(scope.tenant, scope.project).to_json()
+
+    @router.post(f"{prefix}/rag/reindex", tags=["rag"])
+    def rag_reindex(
+        rebuild: Annotated[
+            bool, Query(description="true: drop and re-create with the current model first")
+        ] = False,
+        scope: ProjectScope = gate,
+    ) -> dict[str, object]:
+        """Queue every eligible document; ``rebuild=true`` first drops and re-creates."""
+        require_open_project(scope)
+        if rebuild and not app.rags.is_embedding_enabled(scope.tenant, scope.project):
+            # Would drop the index with nothing to re-create it with (spec §6.1 kill switch).
+            raise EmbeddingDisabledError(
+                "embeddings are switched off for this tenant (ai.embedding.provider=none); "
+                "set a provider before rebuilding, or the index would only be dropped",
+                tenant_id=scope.tenant,
+                project_id=scope.project,
+            )
+        result = app.project_rags.reindex(scope.tenant, scope.project, rebuild=rebuild)
+        return result.to_json()
+
+    @router.get(f"{prefix}/rag/documents", tags=["rag"])
+    def rag_documents(
+        state: Annotated[
+            IndexState | None, Query(description="only documents in this index state")
+        ] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 500,
+        offset: Annotated[int, Query(ge=0)] = 0,
+        scope: ProjectScope = gate,
+    ) -> dict[str, Any]:
+        """The project's documents with their index state; ``state=failed`` says why."""
+        docs = app.documents.list_documents(scope.tenant, scope.project)
+        if state is not None:
+            docs = [d for d in docs if d.index_state is state]
+        known = secrets_of(scope.tenant, scope.project)
+        return {
+            "total": len(docs),
+            "documents": [document_json(app, d, known) for d in docs[offset : offset + limit]],
+        }
+
+    @router.patch(f"{prefix}/documents/{{documentId}}", tags=["documents"])
+    def update_document(
+        document_id: Annotated[str, Path(alias="documentId")],
+        body: DocumentUpdateRequest,
+        scope: ProjectScope = gate,
+    ) -> dict[str, Any]:
+        """Spec §8.1 tristate; marks the document dirty so the indexer adjusts its chunks."""
+        doc = app.documents.set_rag_enabled_override(
+            scope.tenant, scope.project, document_id, body.rag_enabled
+        )
+        return document_json(app, doc, secrets_of(scope.tenant, scope.project))
+
+    @router.get("/metrics", tags=["ops"], response_class=Response)
+    def metrics() -> Response:
+        """Prometheus exposition (indexer outcomes, AutoInject latency; no tenant labels)."""
+        return Response(app.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    return router

@@ -1,0 +1,193 @@
+"""The RAG tab in a real browser: headless Chromium (Debian package) driven by Playwright.
+
+The server runs in a thread on 127.0.0.1 on the test's own store, so every click is checked
+against the store afterwards. Needs ``pip install playwright`` and ``apt-get install
+chromium``; never ``playwright install`` (no browser downloads).
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from api_support import POISON, POISON_MESSAGE, ApiAppFactory, T, make_token
+
+from vancetope_rag.api import create_api
+from vancetope_rag.app import RagApp
+from vancetope_rag.domain.records import IndexState
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
+)
+uvicorn = pytest.importorskip("uvicorn", reason="needs the 'server' extra")
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason=f"{CHROMIUM} missing (apt-get install chromium)"
+)
+
+PATHS = ["documents/alpha.md", "documents/beta.md", "documents/gamma.txt"]
+BAD = "documents/broken.md"
+
+
+@pytest.fixture
+def ui_app(make_api_app: ApiAppFactory) -> RagApp:
+    """Three indexed documents and one the provider rejects (failed after one attempt)."""
+    app = make_api_app(provider="poison")
+    for path in PATHS:
+        app.documents.create(T, "p1", path, f"Notes about {path.split('/')[-1]}.")
+    app.documents.create(T, "p1", BAD, f"This one holds {POISON}.")
+    app.scheduler.run_until_idle(timeout_s=30)
+    return app
+
+
+@pytest.fixture
+def base_url(ui_app: RagApp) -> Iterator[str]:
+    """uvicorn in a background thread, on a socket bound before it starts (no port race)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        create_api(ui_app), log_level="warning", access_log=False, lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:  # a real server has no clock to fake: wait for the flag
+        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)
+    sock.close()
+
+
+@pytest.fixture
+def page(base_url: str) -> Iterator[sync_api.Page]:
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(base_url=base_url)
+            context.set_default_timeout(10_000)
+            yield context.new_page()
+        finally:
+            browser.close()
+
+
+def test_rag_tab_in_a_real_browser(page: sync_api.Page, ui_app: RagApp, tmp_path: Path) -> None:
+    expect = sync_api.expect
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on(
+        "console",
+        lambda msg: (
+            problems.append(f"console {msg.type}: {msg.text}") if msg.type == "error" else None
+        ),
+    )
+    status = ui_app.project_rags.status(T, "p1")
+    assert status.chunk_count == 3
+
+    # -- status card (token via ?token=, then dropped from the address bar) --------------
+    page.goto(f"/ui/t1/p1?token={make_token()}")
+    expect(page.locator("#chunk-count")).to_have_text("3")
+    expect(page.locator("#rag-id")).to_have_text(status.rag_id or "")
+    expect(page.locator("#rag-model")).to_have_text("poison / poison-64")
+    expect(page.locator("#rag-exists")).to_have_text("present")
+    expect(page.locator('#state-counts li[data-state="indexed"]')).to_have_text("indexed: 3")
+    expect(page.locator('#state-counts li[data-state="failed"]')).to_have_text("failed: 1")
+    failed_row = page.locator("#failed-table tbody tr")
+    expect(failed_row).to_have_count(1)
+    expect(failed_row).to_contain_text(BAD)
+    expect(failed_row).to_contain_text(POISON_MESSAGE)
+    assert "token" not in page.url
+
+    # -- Reindex ----------------------------------------------------------------------------
+    page.click("#btn-reindex")
+    expect(page.locator("#action-result")).to_have_text("Queued 4 documents for reindexing.")
+    docs = ui_app.documents.list_documents(T, "p1")
+    assert all(d.rag_dirty for d in docs)
+    expect(page.locator('#state-counts li[data-state="pending"]')).to_have_text("pending: 4")
+
+    # -- Rebuild: a dismissed confirmation changes nothing -----------------------------------
+    old_id = status.rag_id
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.click("#btn-rebuild")
+    expect(page.locator("#btn-rebuild")).to_be_enabled()
+    assert ui_app.project_rags.status(T, "p1").rag_id == old_id
+
+    messages: list[str] = []
+
+    def accept(dialog: sync_api.Dialog) -> None:
+        messages.append(dialog.message)
+        dialog.accept()
+
+    page.once("dialog", accept)
+    page.click("#btn-rebuild")
+    expect(page.locator("#rag-id")).not_to_have_text(old_id or "")
+    expect(page.locator("#action-result")).to_contain_text("Rebuilt the index")
+    new_id = ui_app.project_rags.status(T, "p1").rag_id
+    assert new_id and new_id != old_id
+    expect(page.locator("#rag-id")).to_have_text(new_id)
+    expect(page.locator("#chunk-count")).to_have_text("0")
+    assert messages and "dropped and re-created" in messages[0]
+
+    # -- Refresh after the indexer caught up ---------------------------------------------------
+    ui_app.scheduler.run_until_idle(timeout_s=30)
+    page.click("#btn-refresh")
+    expect(page.locator("#chunk-count")).to_have_text("3")
+
+    # -- §8.1 tristate: Never index --------------------------------------------------------
+    row = page.locator(f'#documents-table tr[data-path="{PATHS[1]}"]')
+    expect(row.locator('input[value="auto"]')).to_be_checked()
+    row.get_by_label("Never index").check()
+    expect(row.locator(".row-status")).to_have_text("saved")
+    expect(row.locator(".doc-state")).to_have_text("pending (queued)")
+    doc = ui_app.documents.get_by_path(T, "p1", PATHS[1])
+    assert doc is not None
+    assert doc.rag_enabled is False and doc.rag_dirty
+    assert doc.index_state is IndexState.PENDING
+
+    # the indexer drops its chunks; the page shows it after a refresh
+    ui_app.scheduler.run_until_idle(timeout_s=30)
+    page.click("#btn-refresh")
+    expect(page.locator("#chunk-count")).to_have_text("2")
+    expect(row.locator('input[value="off"]')).to_be_checked()
+
+    page.screenshot(path=str(tmp_path / "rag-tab.png"), full_page=True)
+    assert (tmp_path / "rag-tab.png").stat().st_size > 0
+    assert problems == []
+
+
+def test_without_token_the_page_asks_for_one(page: sync_api.Page) -> None:
+    expect = sync_api.expect
+    page.goto("/ui/t1/p1")
+    expect(page.locator("#token-card")).to_be_visible()
+    expect(page.locator("#main")).to_be_hidden()
+
+    page.fill("#token-input", "not-a-jwt")
+    page.click("#token-form button[type=submit]")
+    expect(page.locator("#alert")).to_contain_text("INVALID_TOKEN")
+    expect(page.locator("#token-card")).to_be_visible()
+
+    page.fill("#token-input", make_token())
+    page.click("#token-form button[type=submit]")
+    expect(page.locator("#chunk-count")).to_have_text("3")
+    expect(page.locator("#alert")).to_be_hidden()
+    expect(page.locator("#token-card")).to_be_hidden()
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/ui/t1/p1", page.url)
