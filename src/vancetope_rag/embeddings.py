@@ -101,6 +101,13 @@ _EMBEDDED_LOCK = threading.Lock()
 def _load_embedded(path: str, batch_size: int) -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights are local; never reach a hub
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:  # transformers draws a "Loading weights" bar on stderr for every load
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover - comes with the embedded extra
+        pass
     try:
         from llama_index.embeddings.huggingface import HuggingFaceEmbedding
     except ImportError as exc:

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
+from mongo_support import (
+    MONGODB_URI_ENV,
+    mongomock_server_clock_store,
+    mongomock_store,
+    real_mongo_store,
+)
 
 from vancetope_rag.store import open_store
 from vancetope_rag.store.port import Store
@@ -42,7 +49,13 @@ def sqlite_vec_only_store(tmp_path: Path, clock: SettableClock) -> Store:
 STORE_FACTORIES: list[tuple[str, StoreFactory]] = [
     ("sqlite", sqlite_store),
     ("sqlite-vec-only", sqlite_vec_only_store),
+    ("mongomock", mongomock_store),
+    ("mongomock-$$NOW", mongomock_server_clock_store),
 ]
+if os.environ.get(MONGODB_URI_ENV):  # the real server joins only when asked for
+    STORE_FACTORIES.append(
+        ("mongodb", pytest.param(real_mongo_store, marks=pytest.mark.mongodb))  # type: ignore[arg-type]
+    )
 
 
 @pytest.fixture
