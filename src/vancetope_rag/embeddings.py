@@ -105,7 +105,7 @@ def _load_embedded(path: str, batch_size: int) -> Any:
     try:  # transformers draws a "Loading weights" bar on stderr for every load
         from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     except ImportError:  # pragma: no cover - comes with the embedded extra
         pass
     try:

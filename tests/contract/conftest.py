@@ -42,10 +42,10 @@ def sqlite_vec_only_store(tmp_path: Path, clock: SettableClock) -> Store:
     return open_store(f"sqlite:///{tmp_path}/rag.db", clock=clock, vector_cache=False)
 
 
-#: Every adapter the contract suite runs against, as ``(id, factory)``.
-#: The MongoDB adapter joins here, e.g.
-#: ``("mongodb", mongo_store)`` with a factory that opens ``VANCETOPE_RAG_TEST_MONGODB_URI``
-#: on a fresh database per test (skipping when unset) and marks the param ``mongodb``.
+#: Every adapter the contract suite runs against, as ``(id, factory)``. The MongoDB adapter
+#: runs on mongomock twice (leases on the injected clock; and through the ``$$NOW`` pipelines
+#: with ``$$NOW`` bound to that clock), and on a real server (``mongodb``, marked ``mongodb``)
+#: when ``VANCETOPE_RAG_TEST_MONGODB_URI`` is set: see ``mongo_support.py``.
 STORE_FACTORIES: list[tuple[str, StoreFactory]] = [
     ("sqlite", sqlite_store),
     ("sqlite-vec-only", sqlite_vec_only_store),

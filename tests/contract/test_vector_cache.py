@@ -101,3 +101,29 @@ def test_cache_is_scoped_by_tenant(db_path: Path) -> None:
     store.chunks.add_chunks(SCOPE, _chunks(v[:3], "mine"))
     other = RagScope("t2", "p1", SCOPE.rag_id, DIM)  # another tenant naming my RAG id
     assert store.chunks.query(other, v[0].tolist(), 5) == []
+
+
+@pytest.mark.parametrize("spread", [0.02, 1.0])
+def test_int8_first_pass_still_returns_the_exact_top_k(spread: float) -> None:
+    """The quantized pass is only a filter: results equal a float32 brute force, including
+    near-duplicates (spread 0.02), where approximate scores would reorder neighbours."""
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    centres = rng.standard_normal((200, 64)).astype(np.float32)
+    rows = centres[rng.integers(0, 200, 30_000)] + spread * rng.standard_normal(
+        (30_000, 64)
+    ).astype(np.float32)
+    rowids = np.arange(30_000, dtype=np.int64) + 1000
+    cache = VectorCache(quantize_min_rows=10_000)
+    norm = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    for i in range(40):
+        q = (centres[i] + 0.05 * rng.standard_normal(64)).astype(np.float32)
+        found = cache.search(("t", "p", "r"), 1, q, 10, lambda: (rowids, rows))
+        assert found is not None
+        ids, scores = found
+        brute = norm @ (q / np.linalg.norm(q))
+        expected = np.argsort(-brute, kind="stable")[:10]
+        assert set(ids.tolist()) == set((expected + 1000).tolist())
+        assert np.allclose(scores, np.sort(brute)[::-1][:10], atol=1e-5)
+    entry = next(iter(cache._entries.values()))
+    assert entry.quantized is not None  # the int8 path was really taken

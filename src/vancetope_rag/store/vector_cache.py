@@ -10,15 +10,25 @@ generation. When the RAG changed, the matrix is reloaded — unless it was reloa
 (the RAG is being written right now), in which case the caller falls back to sqlite-vec, so
 a busy indexer never makes every query pay for a reload. Results are always exact and always
 reflect committed data; only the speed varies.
+
+Speed: a float32 scan of 100k × 384 reads 150 MB per query (~12 ms here, memory-bound). When
+torch is present, rows are also kept as int8 with a per-row scale and scored first with
+torch's int8 weight-only kernel (38 MB read, ~3 ms). That approximation is then made exact:
+every row whose approximate score is within a proven error bound of the k-th best *exact*
+score is rescored in float32, so the top-k equals the float32 scan's. BLAS runs with one thread
+here: OpenBLAS's spinning worker threads otherwise starve the model's own threads on small
+machines (measured: query embedding 11 ms → 200 ms after a two-thread numpy product).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +42,54 @@ class _Entry:
     rowids: npt.NDArray[np.int64]
     matrix: npt.NDArray[np.float32]  # rows L2-normalised
     loaded_at: float
+    quantized: _Int8Rows | None = None
+
+
+class _Int8Rows:
+    """Rows as int8 × per-row scale, scored with torch's int8 weight-only matmul."""
+
+    # Relative rounding of a bfloat16 value (8 significant bits), applied generously below.
+    _BF16 = 2.0**-8
+
+    def __init__(self, torch: Any, matrix: npt.NDArray[np.float32]) -> None:
+        self.torch = torch
+        scale = np.abs(matrix).max(axis=1) / 127.0
+        scale[scale == 0] = 1.0
+        q8 = np.clip(np.rint(matrix / scale[:, None]), -127, 127).astype(np.int8)
+        # Per-row reconstruction error, with the scale as the kernel will see it (bfloat16).
+        scale_bf16 = torch.from_numpy(scale.astype(np.float32)).to(torch.bfloat16)
+        recon = q8.astype(np.float32) * scale_bf16.float().numpy()[:, None]
+        self.row_error = float(np.linalg.norm(matrix - recon, axis=1).max())
+        self.max_row_norm = float(np.linalg.norm(recon, axis=1).max())
+        self.weights = torch.from_numpy(q8)
+        self.scales = scale_bf16
+
+    def scores(self, q: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.float32], float]:
+        """Approximate scores and a bound on |approximate - exact| valid for every row."""
+        torch = self.torch
+        qt = torch.from_numpy(q)[None, :].to(torch.bfloat16)
+        approx = torch._weight_int8pack_mm(qt, self.weights, self.scales).float().numpy()[0]
+        q_err = float(np.linalg.norm(q - qt.float().numpy()[0]))
+        top = float(np.abs(approx).max()) if len(approx) else 0.0
+        # exact - approx = (q - q̃)·x̃ + q·(x - x̃) + output rounding (+ accumulation slack).
+        bound = q_err * self.max_row_norm + self.row_error + 3 * self._BF16 * max(top, 1.0)
+        return approx, bound + 1e-4
+
+
+def _load_torch() -> Any | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if hasattr(torch, "_weight_int8pack_mm") else None
+
+
+def _one_blas_thread() -> Any:
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - then numpy's own default applies
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 Loader = Callable[[], tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
@@ -46,8 +104,11 @@ class VectorCache:
         max_rows: int = 2_000_000,
         reload_cooldown_s: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        quantize_min_rows: int = 20_000,
     ) -> None:
         self.max_rows = max_rows
+        #: Below this many rows the float32 scan is already fast: no int8 copy.
+        self.quantize_min_rows = quantize_min_rows
         self.reload_cooldown_s = reload_cooldown_s
         self._clock = clock
         self._entries: OrderedDict[Key, _Entry] = OrderedDict()
@@ -77,8 +138,12 @@ class VectorCache:
                 return None
             norms = np.linalg.norm(matrix, axis=1, keepdims=True)
             norms[norms == 0] = 1.0
-            matrix = (matrix / norms).astype(np.float32, copy=False)
+            matrix = np.ascontiguousarray(matrix / norms, dtype=np.float32)
             entry = _Entry(generation, rowids, matrix, self._clock())
+            if len(rowids) >= self.quantize_min_rows:
+                torch = _load_torch()
+                if torch is not None:
+                    entry.quantized = _Int8Rows(torch, matrix)
             with self._lock:
                 self.reloads += 1
                 self._entries[key] = entry
@@ -86,12 +151,35 @@ class VectorCache:
                 self._evict()
         if len(entry.rowids) == 0:
             return entry.rowids, np.zeros(0, dtype=np.float32)
-        q = vector / (float(np.linalg.norm(vector)) or 1.0)
-        scores = entry.matrix @ q.astype(np.float32)
-        k = min(top_k, len(scores))
-        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-        order = top[np.argsort(-scores[top], kind="stable")]
-        return entry.rowids[order], scores[order]
+        q = (vector / (float(np.linalg.norm(vector)) or 1.0)).astype(np.float32)
+        k = min(top_k, len(entry.rowids))
+        with _one_blas_thread():
+            if entry.quantized is not None and k * 8 < len(entry.rowids):
+                idx, exact = self._quantized_top(entry, entry.quantized, q, k)
+            else:
+                exact = entry.matrix @ q
+                idx = np.arange(len(exact))
+        top = np.argpartition(-exact, k - 1)[:k] if k < len(exact) else np.arange(len(exact))
+        order = top[np.argsort(-exact[top], kind="stable")]
+        return entry.rowids[idx[order]], exact[order]
+
+    @staticmethod
+    def _quantized_top(
+        entry: _Entry, quantized: _Int8Rows, q: npt.NDArray[np.float32], k: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Row indexes and exact scores of a set of rows that provably holds the exact top-k."""
+        approx, bound = quantized.scores(q)
+        n_cand = min(len(approx), max(4 * k, k + 64))
+        cand = np.argpartition(-approx, n_cand - 1)[:n_cand]
+        exact = entry.matrix[cand] @ q
+        kth = float(np.partition(exact, len(exact) - k)[len(exact) - k])
+        # Any row that could still beat the k-th best exact score is scored exactly too.
+        maybe = np.flatnonzero(approx + bound >= kth)
+        extra = np.setdiff1d(maybe, cand, assume_unique=False)
+        if len(extra):
+            cand = np.concatenate([cand, extra])
+            exact = np.concatenate([exact, entry.matrix[extra] @ q])
+        return cand.astype(np.int64), exact
 
     def invalidate(self, key: Key) -> None:
         with self._lock:

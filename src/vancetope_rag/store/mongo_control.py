@@ -1,0 +1,386 @@
+"""Control store on MongoDB: projects, documents, RAG catalog, settings and embedding cache.
+
+A thin I/O class: filters and update pipelines come from :mod:`.mongo_updates`.
+
+Multi-worker safety comes from single-document atomicity. A claim is a series of
+``find_one_and_update`` calls, each leasing one document atomically; the lease condition is
+evaluated by the server against the store's clock (``$$NOW`` with ``server_clock``). Every
+write that finishes or gives back a claim carries ``ragClaimedBy = worker`` in its filter, so a
+worker whose lease was taken over changes nothing.
+
+:meth:`MongoControlStore.transaction` is a no-op: the indexer's fenced write (``holds_claim``,
+then replace chunks, then ``mark_rag_clean`` filtered on the claim) keeps a worker that lost
+its lease from clobbering the new holder's clean mark, and chunk replacement is itself safe
+to interleave (see :mod:`.mongo_vectors`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from pymongo import ReturnDocument
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+from vancetope_rag.domain.records import Document, IndexState, Project, ProjectStatus, RagRecord
+from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError, RagAlreadyExistsError
+from vancetope_rag.store import mongo_updates as q
+from vancetope_rag.store.port import UNSET, NewDocument, _Unset
+
+Clock = Callable[[], float]
+
+_DUPLICATE_KEY = 11000
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class MongoControlStore:
+    """:class:`~vancetope_rag.store.port.ControlStore` on a pymongo ``Database``.
+
+    Args:
+        database: the database (pymongo, or mongomock in tests).
+        uri: the store URI as shown to users (credentials already redacted).
+        clock: the injected clock, used when ``server_clock`` is False.
+        server_clock: measure leases with the server's ``$$NOW`` (production) instead of
+            ``clock`` (tests; mongomock has no ``$$NOW``).
+    """
+
+    def __init__(
+        self, database: Any, *, uri: str, clock: Clock = time.time, server_clock: bool = True
+    ) -> None:
+        self.db = database
+        self.uri = uri
+        self.server_clock = server_clock
+        self._clock = clock
+        self.projects = database["projects"]
+        self.documents = database["documents"]
+        self.rags = database["rags"]
+        self.settings = database["settings"]
+        self.embedding_cache = database["embedding_cache"]
+
+    # -- time --------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        if self.server_clock:
+            local_time = self.db.command("hello")["localTime"]
+            now = q.from_bson_time(local_time)
+            assert now is not None
+            return now
+        return q.ms_instant(self._clock())
+
+    def _time(self) -> q.TimeSource:
+        return q.ServerTime() if self.server_clock else q.ClockTime(q.ms_instant(self._clock()))
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """No-op (see the module docstring for where atomicity comes from)."""
+        yield
+
+    def close(self) -> None:
+        """Nothing to release here; :class:`~.mongo.MongoStore` owns the client."""
+
+    # -- projects ----------------------------------------------------------------------
+
+    def upsert_project(
+        self, tenant_id: str, project_id: str, *, status: ProjectStatus, home_node: str | None
+    ) -> Project:
+        for attempt in range(2):
+            try:
+                found = self.projects.find_one_and_update(
+                    q.scope_filter(tenant_id, project_id),
+                    q.project_upsert(status, home_node, self._time()),
+                    upsert=True,
+                    return_document=ReturnDocument.AFTER,
+                )
+                return q.project_from_bson(found)
+            except DuplicateKeyError:  # two first upserts raced: the second one updates
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def get_project(self, tenant_id: str, project_id: str) -> Project | None:
+        found = self.projects.find_one(q.scope_filter(tenant_id, project_id))
+        return q.project_from_bson(found) if found else None
+
+    def list_projects(
+        self, *, status: ProjectStatus | None = None, tenant_id: str | None = None
+    ) -> list[Project]:
+        flt: dict[str, Any] = {}
+        if status is not None:
+            flt["status"] = status.value
+        if tenant_id is not None:
+            flt["tenantId"] = tenant_id
+        cursor = self.projects.find(flt).sort([("tenantId", 1), ("projectId", 1)])
+        return [q.project_from_bson(d) for d in cursor]
+
+    def projects_for_node(self, node_id: str) -> list[Project]:
+        cursor = self.projects.find(
+            {
+                "status": ProjectStatus.RUNNING.value,
+                "$or": [{"homeNode": node_id}, {"homeNode": None}],
+            }
+        ).sort([("tenantId", 1), ("projectId", 1)])
+        return [q.project_from_bson(d) for d in cursor]
+
+    # -- documents ---------------------------------------------------------------------
+
+    def insert_document(self, doc: NewDocument) -> Document:
+        try:
+            created = self.documents.find_one_and_update(
+                {"_id": uuid.uuid4().hex},
+                q.new_document_update(doc, content_hash(doc.content), self._time()),
+                upsert=True,
+                return_document=ReturnDocument.AFTER,
+            )
+        except DuplicateKeyError as exc:
+            raise InvalidInputError(
+                f"a document with path {doc.path!r} already exists in the project; "
+                "update it instead",
+                tenant_id=doc.tenant_id,
+                project_id=doc.project_id,
+            ) from exc
+        return q.document_from_bson(created)
+
+    def update_document(
+        self,
+        tenant_id: str,
+        project_id: str,
+        document_id: str,
+        *,
+        path: str | _Unset = UNSET,
+        mime_type: str | _Unset = UNSET,
+        content: str | _Unset = UNSET,
+        summary: str | _Unset | None = UNSET,
+        rag_enabled: bool | _Unset | None = UNSET,
+        mark_dirty: bool = False,
+    ) -> Document:
+        changes: dict[str, Any] = {}
+        if not isinstance(path, _Unset):
+            changes["path"] = path
+        if not isinstance(mime_type, _Unset):
+            changes["mimeType"] = mime_type
+        if not isinstance(content, _Unset):
+            changes["content"] = content
+            changes["contentHash"] = content_hash(content)
+        if not isinstance(summary, _Unset):
+            changes["summary"] = summary
+        if not isinstance(rag_enabled, _Unset):
+            changes["ragEnabled"] = rag_enabled
+        try:
+            updated = self.documents.find_one_and_update(
+                q.scope_filter(tenant_id, project_id, _id=document_id),
+                q.document_update(changes, mark_dirty=mark_dirty, time=self._time()),
+                return_document=ReturnDocument.AFTER,
+            )
+        except DuplicateKeyError as exc:
+            raise InvalidInputError(
+                f"another document already has path {path!r}", document_id=document_id
+            ) from exc
+        if updated is None:
+            raise DocumentNotFoundError(
+                f"no document {document_id!r} in project {project_id!r}",
+                tenant_id=tenant_id,
+                project_id=project_id,
+                document_id=document_id,
+            )
+        return q.document_from_bson(updated)
+
+    def get_document(self, tenant_id: str, project_id: str, document_id: str) -> Document | None:
+        found = self.documents.find_one(q.scope_filter(tenant_id, project_id, _id=document_id))
+        return q.document_from_bson(found) if found else None
+
+    def get_document_by_path(self, tenant_id: str, project_id: str, path: str) -> Document | None:
+        found = self.documents.find_one(q.scope_filter(tenant_id, project_id, path=path))
+        return q.document_from_bson(found) if found else None
+
+    def list_documents(
+        self, tenant_id: str, project_id: str, *, path_prefix: str | None = None
+    ) -> list[Document]:
+        flt = q.scope_filter(tenant_id, project_id)
+        if path_prefix:
+            # anchored and escaped: the prefix is literal text, and the unique path index
+            # serves an anchored regex as a range scan
+            flt["path"] = {"$regex": "^" + re.escape(path_prefix)}
+        cursor = self.documents.find(flt).sort([("path", 1)])
+        return [q.document_from_bson(d) for d in cursor]
+
+    def delete_document(self, tenant_id: str, project_id: str, document_id: str) -> bool:
+        result = self.documents.delete_one(q.scope_filter(tenant_id, project_id, _id=document_id))
+        return bool(result.deleted_count)
+
+    def mark_dirty(self, tenant_id: str, project_id: str, document_ids: Sequence[str]) -> int:
+        if not document_ids:
+            return 0
+        result = self.documents.update_many(
+            q.scope_filter(tenant_id, project_id, _id={"$in": list(dict.fromkeys(document_ids))}),
+            [q.dirty_stage()],
+        )
+        return int(result.matched_count)
+
+    def claim_for_rag_index(
+        self, tenant_id: str, project_id: str, worker_id: str, batch_size: int, claim_ttl_s: float
+    ) -> list[Document]:
+        # One time source for the whole batch: with a clock, every lease of the batch starts
+        # at the same instant, as in one SQL statement.
+        time_source = self._time()
+        flt = q.claim_filter(tenant_id, project_id, claim_ttl_s, time_source)
+        update = q.claim_update(worker_id, time_source)
+        claimed: list[Document] = []
+        for _ in range(max(batch_size, 0)):
+            found = self.documents.find_one_and_update(
+                flt, update, sort=q.CLAIM_SORT, return_document=ReturnDocument.AFTER
+            )
+            if found is None:
+                break
+            claimed.append(q.document_from_bson(found))
+        return claimed
+
+    def holds_claim(
+        self, tenant_id: str, project_id: str, document_id: str, worker_id: str
+    ) -> bool:
+        found = self.documents.find_one(
+            q.scope_filter(tenant_id, project_id, _id=document_id, ragClaimedBy=worker_id),
+            {"_id": 1},
+        )
+        return found is not None
+
+    def mark_rag_clean(
+        self,
+        tenant_id: str,
+        project_id: str,
+        document_id: str,
+        worker_id: str,
+        version: int,
+        *,
+        state: IndexState,
+        indexed_hash: str | None = None,
+    ) -> bool:
+        result = self.documents.update_one(
+            q.scope_filter(tenant_id, project_id, _id=document_id, ragClaimedBy=worker_id),
+            q.mark_clean_update(version, state, indexed_hash, self._time()),
+        )
+        return bool(result.matched_count)
+
+    def release_rag_claim(
+        self,
+        tenant_id: str,
+        project_id: str,
+        document_id: str,
+        worker_id: str,
+        *,
+        error: str,
+        retry_delay_s: float,
+        max_attempts: int,
+    ) -> IndexState:
+        found = self.documents.find_one_and_update(
+            q.scope_filter(tenant_id, project_id, _id=document_id, ragClaimedBy=worker_id),
+            q.release_update(error, retry_delay_s, max_attempts, self._time()),
+            projection={"indexState": 1},
+            return_document=ReturnDocument.AFTER,
+        )
+        return IndexState(found["indexState"]) if found else IndexState.PENDING
+
+    def document_state_counts(self, tenant_id: str, project_id: str) -> dict[str, int]:
+        counts = {s.value: 0 for s in IndexState}
+        for row in self.documents.aggregate(
+            [
+                {"$match": q.scope_filter(tenant_id, project_id)},
+                {"$group": {"_id": "$indexState", "n": {"$sum": 1}}},
+            ]
+        ):
+            counts[row["_id"]] = int(row["n"])
+        return counts
+
+    # -- RAG catalog -------------------------------------------------------------------
+
+    def insert_rag(self, rag: RagRecord) -> RagRecord:
+        record = q.rag_to_bson(rag, rag.created_at or self.now())
+        try:
+            self.rags.insert_one(record)
+        except DuplicateKeyError as exc:
+            raise RagAlreadyExistsError(
+                f"a RAG named {rag.name!r} already exists in project {rag.project_id!r}",
+                tenant_id=rag.tenant_id,
+                project_id=rag.project_id,
+                rag_name=rag.name,
+            ) from exc
+        return q.rag_from_bson(record)
+
+    def get_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
+        found = self.rags.find_one(q.scope_filter(tenant_id, project_id, _id=rag_id))
+        return q.rag_from_bson(found) if found else None
+
+    def find_rag(self, tenant_id: str, project_id: str, name: str) -> RagRecord | None:
+        found = self.rags.find_one(q.scope_filter(tenant_id, project_id, name=name))
+        return q.rag_from_bson(found) if found else None
+
+    def list_rags(self, tenant_id: str, project_id: str) -> list[RagRecord]:
+        cursor = self.rags.find(q.scope_filter(tenant_id, project_id)).sort([("name", 1)])
+        return [q.rag_from_bson(d) for d in cursor]
+
+    def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
+        result = self.rags.delete_one(q.scope_filter(tenant_id, project_id, _id=rag_id))
+        return bool(result.deleted_count)
+
+    # -- settings (projectId null = tenant-wide) ---------------------------------------
+
+    def get_settings(self, tenant_id: str, project_id: str | None) -> dict[str, str]:
+        cursor = self.settings.find(
+            {"tenantId": tenant_id, "projectId": project_id}, {"key": 1, "value": 1}
+        )
+        return {d["key"]: d["value"] for d in cursor}
+
+    def set_setting(
+        self, tenant_id: str, project_id: str | None, key: str, value: str | None
+    ) -> None:
+        flt = {"tenantId": tenant_id, "projectId": project_id, "key": key}
+        if value is None:
+            self.settings.delete_one(flt)
+            return
+        try:
+            self.settings.update_one(flt, {"$set": {"value": value}}, upsert=True)
+        except DuplicateKeyError:  # a concurrent first write won: overwrite it
+            self.settings.update_one(flt, {"$set": {"value": value}})
+
+    # -- embedding cache ---------------------------------------------------------------
+
+    def get_cached_embeddings(
+        self, model_key: str, text_hashes: Sequence[str]
+    ) -> dict[str, list[float]]:
+        found: dict[str, list[float]] = {}
+        hashes = list(dict.fromkeys(text_hashes))
+        for start in range(0, len(hashes), 1000):
+            part = hashes[start : start + 1000]
+            for d in self.embedding_cache.find(
+                {"modelKey": model_key, "textHash": {"$in": part}},
+                {"_id": 0, "textHash": 1, "vector": 1},
+            ):
+                found[d["textHash"]] = np.frombuffer(d["vector"], dtype=np.float32).tolist()
+        return found
+
+    def put_cached_embeddings(self, model_key: str, items: Mapping[str, Sequence[float]]) -> None:
+        if not items:
+            return
+        docs = [
+            {
+                "modelKey": model_key,
+                "textHash": h,
+                "vector": np.asarray(v, dtype=np.float32).tobytes(),
+            }
+            for h, v in items.items()
+        ]
+        try:
+            self.embedding_cache.insert_many(docs, ordered=False)
+        except BulkWriteError as exc:  # entries already cached (first writer wins) are fine
+            errors = exc.details.get("writeErrors", [])
+            if any(e.get("code") != _DUPLICATE_KEY for e in errors):
+                raise
