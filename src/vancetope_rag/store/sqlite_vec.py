@@ -242,8 +242,10 @@ class SqliteChunkStore:
             return []
         marks = ",".join("?" * len(rowids))
         rows = self.db.query_dicts(
-            f"SELECT * FROM chunks WHERE rowid IN ({marks}) AND tenant_id = ? "
-            "AND project_id = ? AND rag_id = ?",
+            # Unary + keeps SQLite on the rowid lookup; with the scope columns usable it picks
+            # the scope index and walks the whole RAG (7 ms at 100k chunks).
+            f"SELECT * FROM chunks WHERE rowid IN ({marks}) AND +tenant_id = ? "
+            "AND +project_id = ? AND +rag_id = ?",
             (*rowids.tolist(), scope.tenant_id, scope.project_id, scope.rag_id),
         )
         by_rowid = {r["rowid"]: r for r in rows}

@@ -84,12 +84,18 @@ def _load_torch() -> Any | None:
     return torch if hasattr(torch, "_weight_int8pack_mm") else None
 
 
+_controller: Any = None
+
+
 def _one_blas_thread() -> Any:
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - then numpy's own default applies
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
+    global _controller
+    if _controller is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # pragma: no cover - then numpy's own default applies
+            return contextlib.nullcontext()
+        _controller = ThreadpoolController()  # scans the loaded libraries once, not per query
+    return _controller.limit(limits=1, user_api="blas")
 
 
 Loader = Callable[[], tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
