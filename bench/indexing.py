@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import machine_line  # noqa: E402
+from _machine import machine_line
 
 REPO = Path(__file__).resolve().parent.parent
 SCIFACT = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
@@ -47,7 +47,7 @@ def load_texts(n: int) -> list[str]:
     import random
 
     rnd = random.Random(7)
-    words = "index query vector chunk model document project tenant lease claim embed".split()
+    words = ["index", "query", "vector", "chunk", "model", "document", "project", "claim"]
     while len(texts) < n:
         texts.append(" ".join(rnd.choice(words) for _ in range(rnd.randint(60, 400))) + ".")
     return texts

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import machine_line  # noqa: E402
+from _machine import machine_line
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "data" / "scifact"
@@ -51,7 +51,7 @@ def load(n_texts: int) -> tuple[list[str], list[str]]:
 
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def main() -> None:
@@ -141,9 +141,12 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print(f"pre-turn hook latency over {args.turns} turns (AutoInject ON, query embedding included)")
+    print(
+        f"pre-turn hook latency over {args.turns} turns "
+        "(AutoInject ON, query embedding included)"
+    )
     print(f"{'chunks':>8} {'path':>11} {'p50 ms':>8} {'p99 ms':>8}  blocks")
-    for size, row in results["sizes"].items():
+    for row in results["sizes"].values():
         for label in ("cache", "sqlite-vec"):
             r = row[label]
             print(

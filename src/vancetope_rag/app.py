@@ -83,6 +83,8 @@ class RagApp:
             pm.hook.register_extractors(register=extractors.register)
         if context_template is None:
             context_template = pm.hook.context_template()
+        if config.torch_threads is not None:
+            _set_torch_threads(config.torch_threads)
         store = store or open_store(config.store, clock=clock)
         metrics = Metrics()
         control, chunks = store.control, store.chunks
@@ -210,3 +212,11 @@ class RagApp:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _set_torch_threads(threads: int) -> None:
+    try:
+        import torch
+    except ImportError:  # no in-process model: nothing to tune
+        return
+    torch.set_num_threads(threads)
