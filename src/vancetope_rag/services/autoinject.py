@@ -10,12 +10,13 @@ from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.cascade import explain_auto_inject
 from vancetope_rag.domain.context_block import render_context_block
 from vancetope_rag.domain.records import Hit
+from vancetope_rag.embeddings import PROVIDER_NONE
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.recipes import RagParams
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
-from vancetope_rag.services.settings import SettingsService
+from vancetope_rag.services.settings import SettingsService, SettingsSnapshot
 
 log = get_logger(__name__)
 
@@ -59,22 +60,29 @@ class RagAutoInjectService:
         self.metrics = metrics
         self.default_template = default_template
 
-    def params(self, tenant_id: str, project_id: str, recipe: RagParams | None) -> RetrievalParams:
+    def params(
+        self,
+        tenant_id: str,
+        project_id: str,
+        recipe: RagParams | None,
+        snapshot: SettingsSnapshot | None = None,
+    ) -> RetrievalParams:
         """Recipe param > cascade setting (project > tenant) > engine configuration."""
-        eff = self.settings.effective(tenant_id, project_id)
+        eff = (snapshot or self.settings.snapshot(tenant_id, project_id)).effective
+        r = recipe or RagParams()
 
-        def pick(recipe_value: object, key: str, default: object) -> object:
+        def pick(recipe_value: float | None, key: str, default: float) -> float:
             if recipe_value is not None:
                 return recipe_value
             value = eff.get(key)
-            return default if value is None else value
+            return default if value is None else float(value)
 
-        r = recipe or RagParams()
+        c = self.config
         return RetrievalParams(
-            top_k=int(pick(r.top_k, "rag.topK", self.config.retrieval_top_k)),  # type: ignore[call-overload]
-            min_score=float(pick(r.min_score, "rag.minScore", self.config.retrieval_min_score)),  # type: ignore[arg-type]
+            top_k=int(pick(r.top_k, "rag.topK", c.retrieval_top_k)),
+            min_score=pick(r.min_score, "rag.minScore", c.retrieval_min_score),
             max_per_doc=int(
-                pick(r.max_per_document, "rag.maxPerDocument", self.config.retrieval_max_per_doc)  # type: ignore[call-overload]
+                pick(r.max_per_document, "rag.maxPerDocument", c.retrieval_max_per_doc)
             ),
         )
 
@@ -98,7 +106,8 @@ class RagAutoInjectService:
         user_messages: Sequence[str],
         recipe: RagParams | None,
     ) -> InjectionDecision:
-        project_value, tenant_value = self.settings.auto_inject_scopes(tenant_id, project_id)
+        snapshot = self.settings.snapshot(tenant_id, project_id)  # one read for the whole turn
+        project_value, tenant_value = snapshot.auto_inject_scopes()
         enabled, decided_by = explain_auto_inject(
             recipe.auto_inject if recipe else None, project_value, tenant_value
         )
@@ -106,12 +115,12 @@ class RagAutoInjectService:
             return InjectionDecision(False, decided_by, "autoInject is off")
         if not self.config.rag_enabled:
             return InjectionDecision(False, "engine", "RAG_ENABLED is false for this engine")
-        if not self.settings.get(tenant_id, project_id, "rag.project.enabled"):
+        if not snapshot.effective["rag.project.enabled"]:
             return InjectionDecision(False, "project", "rag.project.enabled is false")
         text = "\n".join(m.strip() for m in user_messages if isinstance(m, str) and m.strip())
         if not text:
             return InjectionDecision(True, decided_by, "no user text in this turn")
-        if not self.rags.is_embedding_enabled(tenant_id, project_id):
+        if snapshot.effective["ai.embedding.provider"] == PROVIDER_NONE:
             # Spec §4.5: provider `none` is the kill switch — a silent skip, not a warning,
             # even when an old _documents RAG is still there.
             reason = "embeddings are off for this tenant (ai.embedding.provider=none)"
@@ -119,7 +128,7 @@ class RagAutoInjectService:
         rag = self.project_rags.find_default_rag(tenant_id, project_id)
         if rag is None:
             return InjectionDecision(True, decided_by, "the project has no _documents RAG")
-        p = self.params(tenant_id, project_id, recipe)
+        p = self.params(tenant_id, project_id, recipe, snapshot)
         try:
             hits = self.rags.query(
                 rag, text, top_k=p.top_k, min_score=p.min_score, max_per_doc=p.max_per_doc

@@ -18,6 +18,22 @@ from vancetope_rag.secrets import register_secret
 from vancetope_rag.store.port import ControlStore
 
 
+class SettingsSnapshot:
+    """The values set at tenant and project scope, and what they resolve to."""
+
+    def __init__(self, tenant: dict[str, Any], project: dict[str, Any]) -> None:
+        self.tenant = tenant
+        self.project = project
+        self.effective: dict[str, Any] = {
+            k: resolve_setting(k, project.get(k), tenant.get(k)) for k in SETTINGS
+        }
+
+    def auto_inject_scopes(self) -> tuple[AutoInject | None, AutoInject | None]:
+        key = "rag.autoInject.enabled"
+        p, t = self.project.get(key), self.tenant.get(key)
+        return (p if isinstance(p, AutoInject) else None, t if isinstance(t, AutoInject) else None)
+
+
 class SettingsService:
     """Reads and writes ``rag.*`` / ``ai.embedding.*`` settings per tenant and project."""
 
@@ -34,8 +50,12 @@ class SettingsService:
 
     def effective(self, tenant_id: str, project_id: str) -> dict[str, Any]:
         """Every known key's effective value for the project (secrets included: internal)."""
+        return self.snapshot(tenant_id, project_id).effective
+
+    def snapshot(self, tenant_id: str, project_id: str) -> SettingsSnapshot:
+        """Both scopes read once, for a caller that needs several answers (the pre-turn hook)."""
         tenant, project = self.scopes(tenant_id, project_id)
-        return {k: resolve_setting(k, project.get(k), tenant.get(k)) for k in SETTINGS}
+        return SettingsSnapshot(tenant, project)
 
     def get(self, tenant_id: str, project_id: str, key: str) -> Any:
         if key not in SETTINGS:
@@ -67,10 +87,7 @@ class SettingsService:
         self, tenant_id: str, project_id: str
     ) -> tuple[AutoInject | None, AutoInject | None]:
         """(project, tenant) values of ``rag.autoInject.enabled`` as set (None = absent)."""
-        tenant, project = self.scopes(tenant_id, project_id)
-        key = "rag.autoInject.enabled"
-        p, t = project.get(key), tenant.get(key)
-        return (p if isinstance(p, AutoInject) else None, t if isinstance(t, AutoInject) else None)
+        return self.snapshot(tenant_id, project_id).auto_inject_scopes()
 
     def embedding(self, tenant_id: str, project_id: str) -> EmbeddingSettings:
         eff = self.effective(tenant_id, project_id)
