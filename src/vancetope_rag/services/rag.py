@@ -256,7 +256,11 @@ class RagService:
 
     # -- ingestion ---------------------------------------------------------------------
 
-    def _pipeline(self, rag: RagRecord, loaded: LoadedModel, embed: CachedEmbedding) -> Any:
+    def _pipeline(
+        self, rag: RagRecord, loaded: LoadedModel, embed: CachedEmbedding | None
+    ) -> IngestionPipeline:
+        """Splitter sized in the model's tokens, the window guard, then (optionally) the
+        pinned model behind the embedding cache."""
         splitter = SentenceSplitter(
             chunk_size=rag.chunk_size,
             chunk_overlap=rag.chunk_overlap,
@@ -264,15 +268,26 @@ class RagService:
             include_prev_next_rel=False,
         )
         fit = FitToWindow(max_tokens=loaded.max_chunk_tokens, tokenizer=loaded.tokenizer)
-        return IngestionPipeline(transformations=[splitter, fit, embed], disable_cache=True)
+        steps: list[TransformComponent] = [splitter, fit]
+        if embed is not None:
+            steps.append(embed)
+        return IngestionPipeline(transformations=steps, disable_cache=True)
 
-    def embed_sources(
+    def split_sources(
         self, rag: RagRecord, sources: Mapping[str, Sequence[SourceText]]
-    ) -> tuple[dict[str, list[BaseNode]], IngestStats]:
-        """Split and embed texts of many sources in one pipeline run (one batched model call
-        for everything the cache does not hold). Returns nodes grouped by source ref."""
+    ) -> dict[str, list[str]]:
+        """The chunk texts :meth:`embed_sources` would embed, without embedding anything."""
         loaded = self.model_for(rag)
-        embed = CachedEmbedding(loaded.embed_model, self.control, loaded.cache_key)
+        grouped: dict[str, list[str]] = {ref: [] for ref in sources}
+        docs = self._documents(sources)
+        if docs:
+            for node in self._pipeline(rag, loaded, None).run(documents=docs):
+                text = node.get_content(metadata_mode=MetadataMode.NONE)
+                grouped[str(node.metadata[SOURCE_KEY])].append(text)
+        return grouped
+
+    @staticmethod
+    def _documents(sources: Mapping[str, Sequence[SourceText]]) -> list[LIDocument]:
         docs: list[LIDocument] = []
         for source_ref, parts in sources.items():
             for part in parts:
@@ -286,6 +301,16 @@ class RagService:
                 doc.excluded_embed_metadata_keys = list(meta)
                 doc.excluded_llm_metadata_keys = list(meta)
                 docs.append(doc)
+        return docs
+
+    def embed_sources(
+        self, rag: RagRecord, sources: Mapping[str, Sequence[SourceText]]
+    ) -> tuple[dict[str, list[BaseNode]], IngestStats]:
+        """Split and embed texts of many sources in one pipeline run (one batched model call
+        for everything the cache does not hold). Returns nodes grouped by source ref."""
+        loaded = self.model_for(rag)
+        embed = CachedEmbedding(loaded.embed_model, self.control, loaded.cache_key)
+        docs = self._documents(sources)
         grouped: dict[str, list[BaseNode]] = {ref: [] for ref in sources}
         if docs:
             nodes = self._pipeline(rag, loaded, embed).run(documents=docs)
