@@ -36,9 +36,9 @@ from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from vancetope_rag.domain.records import Chunk, Hit
-from vancetope_rag.errors import DimensionMismatchError, InvalidInputError, StoreError
+from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store import mongo_indexes as ix
-from vancetope_rag.store.port import ChunkFilter, RagScope, iter_filter
+from vancetope_rag.store.port import ChunkFilter, RagScope, checked_vector, iter_filter
 
 log = logging.getLogger(__name__)
 
@@ -155,21 +155,6 @@ def rank_exact(matrix: np.ndarray, query: np.ndarray, top_k: int) -> tuple[np.nd
     idx = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
     idx = idx[np.argsort(-scores[idx], kind="stable")]
     return idx, scores[idx]
-
-
-def checked_vector(vector: Sequence[float], dim: int) -> np.ndarray:
-    """The vector as float32, or the same errors as the SQLite adapter."""
-    arr = np.asarray(vector, dtype=np.float32)
-    if arr.ndim != 1 or arr.shape[0] != dim:
-        raise DimensionMismatchError(
-            f"vector has {arr.shape[-1] if arr.ndim else 0} dimensions but the RAG is pinned "
-            f"to {dim}; rebuild the RAG to change its embedding model"
-        )
-    if not np.all(np.isfinite(arr)):
-        raise InvalidInputError("embedding contains NaN or infinite values")
-    if not np.any(arr):
-        raise InvalidInputError("embedding is all zeros; cosine similarity needs a non-zero vector")
-    return arr
 
 
 def _hit(row: Mapping[str, Any], score: float) -> Hit:

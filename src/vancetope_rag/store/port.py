@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+import numpy as np
+import numpy.typing as npt
+
 from vancetope_rag.domain.records import (
     Chunk,
     Document,
@@ -25,6 +28,7 @@ from vancetope_rag.domain.records import (
     ProjectStatus,
     RagRecord,
 )
+from vancetope_rag.errors import DimensionMismatchError, InvalidInputError
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,8 +264,6 @@ class Store(Protocol):
 
 def iter_filter(filters: ChunkFilter | None) -> Iterator[tuple[str, bool, list[str]]]:
     """Yield ``(key, negated, values)`` for a ChunkFilter, validating keys."""
-    from vancetope_rag.errors import InvalidInputError
-
     for raw_key, value in (filters or {}).items():
         negated = raw_key.startswith("!")
         key = raw_key[1:] if negated else raw_key
@@ -272,3 +274,18 @@ def iter_filter(filters: ChunkFilter | None) -> Iterator[tuple[str, bool, list[s
             )
         values = [value] if isinstance(value, str) else [str(v) for v in value]
         yield key, negated, values
+
+
+def checked_vector(vector: Sequence[float], dim: int) -> npt.NDArray[np.float32]:
+    """The vector as float32 after the checks every adapter makes (size, finite, non-zero)."""
+    arr = np.asarray(vector, dtype=np.float32)
+    if arr.ndim != 1 or arr.shape[0] != dim:
+        raise DimensionMismatchError(
+            f"vector has {arr.shape[-1] if arr.ndim else 0} dimensions but the RAG is pinned "
+            f"to {dim}; rebuild the RAG to change its embedding model"
+        )
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInputError("embedding contains NaN or infinite values")
+    if not np.any(arr):  # cosine is undefined for it (sqlite-vec yields NULL distances)
+        raise InvalidInputError("embedding is all zeros; cosine similarity needs a non-zero vector")
+    return arr

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from vancetope_rag.domain.records import Chunk, Hit
-from vancetope_rag.errors import DimensionMismatchError, InvalidInputError
-from vancetope_rag.store.port import ChunkFilter, RagScope, iter_filter
+from vancetope_rag.errors import InvalidInputError
+from vancetope_rag.store.port import ChunkFilter, RagScope, checked_vector, iter_filter
 from vancetope_rag.store.sqlite_db import SqliteDatabase
 from vancetope_rag.store.vector_cache import VectorCache
 
@@ -36,18 +36,7 @@ def _filter_sql(filters: ChunkFilter | None) -> tuple[str, list[Any]]:
 
 
 def _vector_blob(vector: Sequence[float], dim: int) -> bytes:
-    arr = np.asarray(vector, dtype=np.float32)
-    if arr.ndim != 1 or arr.shape[0] != dim:
-        raise DimensionMismatchError(
-            f"vector has {arr.shape[-1] if arr.ndim else 0} dimensions but the RAG is pinned "
-            f"to {dim}; rebuild the RAG to change its embedding model"
-        )
-    if not np.all(np.isfinite(arr)):
-        raise InvalidInputError("embedding contains NaN or infinite values")
-    if not np.any(arr):
-        # cosine similarity is undefined for a zero vector (sqlite-vec yields NULL distances)
-        raise InvalidInputError("embedding is all zeros; cosine similarity needs a non-zero vector")
-    return arr.tobytes()
+    return checked_vector(vector, dim).tobytes()
 
 
 def _hit(row: dict[str, Any], score: float) -> Hit:
