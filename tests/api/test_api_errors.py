@@ -48,7 +48,7 @@ def test_status_mapping(error: RagError, status: int) -> None:
 
 
 def test_redact_replaces_every_occurrence_and_skips_trivial_values() -> None:
-    assert redact("a KEYS b KEYS", ["KEYS", None, ""]) == "a *** b ***"
+    assert redact("a KEYS b KEYS", ["KEYS", None, ""]) == "a ******** b ********"
     assert redact("abc", ["ab"]) == "abc"  # too short to be a secret; would mangle text
 
 

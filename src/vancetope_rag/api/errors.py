@@ -17,11 +17,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from vancetope_rag import errors as e
 from vancetope_rag.api.auth import AuthError
-from vancetope_rag.secrets import get_logger
+from vancetope_rag.secrets import MASK, get_logger
+from vancetope_rag.secrets import redact as redact_known
 
 log = get_logger(__name__)
 
-REDACTED = "***"
+REDACTED = MASK
 
 #: Checked in order; the first matching base class decides the status.
 _STATUS: tuple[tuple[type[e.RagError], int], ...] = (
@@ -68,11 +69,12 @@ def status_for(exc: e.RagError) -> int:
 
 
 def redact(text: str, secrets: Iterable[str | None]) -> str:
-    """``text`` with every (non-trivial) secret replaced by ``***``."""
+    """``text`` with ``secrets``, every secret the process knows and key-shaped tokens
+    replaced (:mod:`vancetope_rag.secrets` does the work; short secrets too here)."""
     for secret in secrets:
         if secret and len(secret) >= 4:
             text = text.replace(secret, REDACTED)
-    return text
+    return redact_known(text)
 
 
 SecretsFor = Callable[[Request], list[str | None]]
