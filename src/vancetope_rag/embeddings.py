@@ -26,8 +26,10 @@ from vancetope_rag.errors import (
     DimensionMismatchError,
     EmbeddingConfigError,
     EmbeddingDisabledError,
+    EmbeddingError,
     MissingDependencyError,
 )
+from vancetope_rag.secrets import MASK, redact
 
 PROVIDER_NONE = "none"
 
@@ -193,11 +195,14 @@ class OpenAIProvider:
             from llama_index.embeddings.openai import OpenAIEmbedding
         except ImportError as exc:
             raise MissingDependencyError("the openai embedding provider", "openai") from exc
-        kwargs: dict[str, Any] = {"model_name": model, "api_key": key}
+        # The client and LlamaIndex each retry ``max_retries`` times (nested, with backoff): the
+        # default 10 blocks a failing call for minutes. The indexer retries documents itself
+        # (``max_attempts`` with backoff) and a chat turn should fail fast: one retry here.
+        kwargs: dict[str, Any] = {"model_name": model, "api_key": key, "max_retries": 1}
         if settings.base_url:
             kwargs["api_base"] = settings.base_url
         embed = OpenAIEmbedding(**kwargs)
-        dim = _OPENAI_DIMS.get(model) or len(embed.get_text_embedding("dimension probe"))
+        dim = _OPENAI_DIMS.get(model) or self._probe_dimension(embed, settings, model, key)
         return LoadedModel(
             provider=self.name,
             model=model,
@@ -206,6 +211,23 @@ class OpenAIProvider:
             max_input_tokens=8191,
             tokenizer=_llama_tokenizer(),
         )
+
+    @staticmethod
+    def _probe_dimension(
+        embed: BaseEmbedding, settings: EmbeddingSettings, model: str, key: str
+    ) -> int:
+        """One call to learn an unknown model's dimension. Its failure (rejected key, server
+        down, unknown model) becomes an EmbeddingError — a RagError the lifecycle and indexer
+        report — whose message never holds the key (some servers quote it back)."""
+        try:
+            return len(embed.get_text_embedding("dimension probe"))
+        except Exception as exc:
+            detail = redact(f"{type(exc).__name__}: {exc}").replace(key, MASK)
+            where = settings.base_url or "api.openai.com"
+            raise EmbeddingError(
+                f"the dimension probe of embedding model {model!r} at {where} failed: {detail}; "
+                "check ai.embedding.apiKey, ai.embedding.baseUrl and ai.embedding.model"
+            ) from None  # the cause's message may quote the key
 
 
 class GeminiProvider:

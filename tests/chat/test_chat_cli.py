@@ -173,8 +173,11 @@ def test_api_key_is_never_shown(run: Cli, tmp_path: Path, caplog: pytest.LogCapt
         assert one.stdout == 'ai.embedding.apiKey = "********"\n'
         outputs += [one.output, run("settings", "get", "--scope", scope).output]
 
-    # drive code paths that handle the key: an openai tenant (extra not installed here)
+    # drive code paths that handle the key: an openai tenant whose server refuses connections
+    # (loopback discard port) and whose model needs a dimension probe, so every path fails
     run("settings", "set", "ai.embedding.provider", "openai", "--scope", "tenant")
+    run("settings", "set", "ai.embedding.model", "probe-needed-model", "--scope", "tenant")
+    run("settings", "set", "ai.embedding.baseUrl", "http://127.0.0.1:9/v1", "--scope", "tenant")
     for args in (["-vv", "reindex", "--rebuild"], ["-vv", "index"], ["-vv", "status", "--json"]):
         outputs.append(run(*args, ok=False).output)
     outputs.append(run("-vv", "context", QUESTION, "--explain", ok=False).output)

@@ -1,0 +1,253 @@
+"""The ``openai`` provider against a real local server speaking the OpenAI embeddings wire
+format (what Ollama, TEI, vLLM and OpenRouter expose): routing through ``baseUrl``, the
+bearer key, the dimension probe, the embedding cache, and a rejected key that never leaks."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import math
+import re
+import struct
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+pytest.importorskip("llama_index.embeddings.openai")
+
+from vancetope_rag.app import RagApp
+from vancetope_rag.embeddings import EmbeddingSettings, OpenAIProvider
+from vancetope_rag.errors import EmbeddingConfigError
+
+T, P = "t1", "p1"
+KEY = "local-embed-key-5c1d9e"  # not key-shaped: only its registration can redact it
+WRONG_KEY = "stale-embed-key-0b7e44"
+MODEL = "nomic-embed-text"  # not in the known-dimensions table: probed
+DIM = 48
+
+DOCS = {
+    "documents/cats.md": "Cats purr, chase mice and nap in the sun all afternoon.",
+    "documents/rockets.md": "Rockets burn liquid fuel and oxygen to reach orbit around Earth.",
+    "documents/bread.md": "Bread dough needs flour, water, yeast and salt, then a hot oven.",
+}
+
+
+def vector(text: str) -> list[float]:
+    """Feature-hashing bag of words, unit length: lexical overlap → cosine similarity."""
+    v = [0.0] * DIM
+    for word in re.findall(r"\w+", text.lower()):
+        h = int.from_bytes(hashlib.sha256(word.encode()).digest()[:8], "little")
+        v[h % DIM] += 1.0 if (h >> 32) & 1 else -1.0
+    n = math.sqrt(sum(x * x for x in v)) or 1.0
+    return [x / n for x in v]
+
+
+@dataclass(frozen=True)
+class Seen:
+    path: str
+    authorization: str | None
+    model: str | None
+    inputs: list[str]
+    encoding_format: str | None
+
+
+class EmbeddingsServer(ThreadingHTTPServer):
+    def __init__(self, key: str) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.key = key
+        self.seen: list[Seen] = []
+        self.lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    @property
+    def requests(self) -> list[Seen]:
+        with self.lock:
+            return list(self.seen)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: EmbeddingsServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _send(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, message: str, code: str | None) -> None:
+        error = {"message": message, "type": "invalid_request_error", "param": None, "code": code}
+        self._send(status, {"error": error})
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        raw = body.get("input")
+        inputs = [raw] if isinstance(raw, str) else list(raw or [])
+        auth = self.headers.get("Authorization")
+        with self.server.lock:
+            self.server.seen.append(
+                Seen(self.path, auth, body.get("model"), inputs, body.get("encoding_format"))
+            )
+        if self.path != "/v1/embeddings":
+            self._error(404, f"Unknown path {self.path}", None)
+            return
+        if auth != f"Bearer {self.server.key}":
+            given = (auth or "").removeprefix("Bearer ")
+            # Worse than OpenAI (which masks most of it): quote the whole key back.
+            self._error(401, f"Incorrect API key provided: {given}.", "invalid_api_key")
+            return
+        data = []
+        for i, text in enumerate(inputs):
+            vec = vector(text)
+            emb: Any = vec
+            if body.get("encoding_format") == "base64":
+                emb = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()
+            data.append({"object": "embedding", "index": i, "embedding": emb})
+        tokens = sum(len(t.split()) for t in inputs)
+        self._send(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
+
+
+@pytest.fixture
+def server() -> Iterator[EmbeddingsServer]:
+    srv = EmbeddingsServer(KEY)
+    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+    thread.join(timeout=5)
+
+
+def openai_app(
+    make_app: Any, server: EmbeddingsServer, key: str = KEY, model: str = MODEL, **kwargs: Any
+) -> RagApp:
+    app: RagApp = make_app(provider="openai", **kwargs)
+    app.settings.set(T, None, "ai.embedding.apiKey", key)
+    app.settings.set(T, None, "ai.embedding.baseUrl", server.base_url)
+    app.settings.set(T, None, "ai.embedding.model", model)
+    return app
+
+
+def index_docs(app: RagApp) -> None:
+    app.bring(T, P)
+    for path, text in DOCS.items():
+        app.documents.create(T, P, path, text)
+    app.scheduler.run_until_idle(timeout_s=10)
+
+
+def test_indexes_and_queries_through_an_openai_compatible_server(
+    make_app: Any, server: EmbeddingsServer
+) -> None:
+    app = openai_app(make_app, server)
+    index_docs(app)
+    assert {d.index_state.value for d in app.documents.list_documents(T, P)} == {"indexed"}
+    rag = app.project_rags.find_default_rag(T, P)
+    assert rag is not None
+    assert (rag.embedding_provider, rag.embedding_model, rag.embedding_dimension) == (
+        "openai",
+        MODEL,
+        DIM,
+    )
+
+    hits = app.rags.query(rag, "which fuel do rockets burn to reach orbit?", top_k=3)
+    assert hits[0].path == "documents/rockets.md"
+    assert hits[0].score > hits[1].score
+
+    seen = server.requests
+    assert {(r.path, r.authorization, r.model) for r in seen} == {
+        ("/v1/embeddings", f"Bearer {KEY}", MODEL)
+    }
+    assert {r.encoding_format for r in seen} == {"base64"}  # the openai client's default
+    assert [r.inputs for r in seen].count(["dimension probe"]) == 1  # probed once, then cached
+    batch = [r for r in seen if len(r.inputs) > 1]
+    assert len(batch) == 1 and sorted(batch[0].inputs) == sorted(DOCS.values())  # one batch
+    assert seen[-1].inputs == ["which fuel do rockets burn to reach orbit?"]
+
+
+def test_unchanged_text_is_not_sent_again(make_app: Any, server: EmbeddingsServer) -> None:
+    app = openai_app(make_app, server)
+    index_docs(app)
+    before = len(server.requests)
+    app.project_rags.reindex(T, P, rebuild=True)  # new RAG, same model: every chunk redone
+    app.scheduler.run_until_idle(timeout_s=10)
+    assert len(server.requests) == before  # all chunks came from the embedding cache
+    rag = app.project_rags.find_default_rag(T, P)
+    assert rag is not None and app.rags.chunk_count(rag) == len(DOCS)
+    assert {d.index_state.value for d in app.documents.list_documents(T, P)} == {"indexed"}
+
+
+def test_rejected_key_fails_the_documents_clearly_without_leaking_it(
+    make_app: Any, server: EmbeddingsServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A known model needs no probe: the 401 comes from the embedding call of the indexer.
+    app = openai_app(
+        make_app, server, key=WRONG_KEY, model="text-embedding-3-small", config={"max_attempts": 1}
+    )
+    with caplog.at_level(logging.DEBUG):
+        index_docs(app)
+    docs = app.documents.list_documents(T, P)
+    assert {d.index_state.value for d in docs} == {"failed"}
+    error = docs[0].index_last_error or ""
+    assert "AuthenticationError" in error and "401" in error, error
+    assert {r.authorization for r in server.requests} == {f"Bearer {WRONG_KEY}"}
+    status = json.dumps(app.project_rags.status(T, P).to_json())
+    for text in (caplog.text, error, status):
+        assert WRONG_KEY not in text
+
+
+def test_rejected_key_at_the_dimension_probe_holds_indexing_until_fixed(
+    make_app: Any, server: EmbeddingsServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An unknown model is probed when the RAG is created: bring must not raise, and the
+    # project is skipped (documents stay pending, attempts kept) with a warning, not failed.
+    app = openai_app(make_app, server, key=WRONG_KEY)
+    with caplog.at_level(logging.DEBUG):
+        index_docs(app)
+    assert app.project_rags.find_default_rag(T, P) is None
+    assert {d.index_state.value for d in app.documents.list_documents(T, P)} == {"pending"}
+    assert "dimension probe of embedding model 'nomic-embed-text'" in caplog.text
+    assert "401" in caplog.text and "ai.embedding.apiKey" in caplog.text
+    status = json.dumps(app.project_rags.status(T, P).to_json())
+    assert WRONG_KEY not in caplog.text + status
+
+    app.settings.set(T, None, "ai.embedding.apiKey", KEY)  # fixed: indexing resumes
+    app.scheduler.run_until_idle(timeout_s=10)
+    assert {d.index_state.value for d in app.documents.list_documents(T, P)} == {"indexed"}
+
+
+def test_without_base_url_the_provider_targets_openai(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("OPENAI_API_BASE", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    settings = EmbeddingSettings(provider="openai", api_key=KEY)
+    loaded = OpenAIProvider().load(settings, "text-embedding-3-small")  # known dim: no call
+    assert loaded.dimension == 1536
+    embed: Any = loaded.embed_model
+    assert embed.api_base == "https://api.openai.com/v1"
+    assert str(embed._get_client().base_url).startswith("https://api.openai.com/v1")
+
+
+@pytest.mark.parametrize("key", [None, "  "])
+def test_missing_api_key_names_the_setting(key: str | None) -> None:
+    with pytest.raises(EmbeddingConfigError, match=r"ai\.embedding\.apiKey"):
+        OpenAIProvider().load(EmbeddingSettings(provider="openai", api_key=key), MODEL)
