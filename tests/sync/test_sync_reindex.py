@@ -170,3 +170,18 @@ def test_cli_reindex_index_status(make_app: Callable[..., RagApp], store_uri: st
     _cli(store_uri, "index", "--json")
     status = _cli(store_uri, "status", "--json")
     assert (status["chunkCount"], status["documents"]["indexed"]) == (6, 5)  # type: ignore[index]
+
+
+def test_reindex_overwrites_chunks_added_by_hand_to_documents(app: RagApp) -> None:
+    """Spec §9: writing to `_documents` is allowed, but the next indexer pass for that source
+    overwrites it — also when the document itself did not change."""
+    ids = _seed(app)
+    app.scheduler.run_until_idle(timeout_s=10)
+    rag = default_rag(app)
+    before = {c.text for c in chunks(app, rag) if c.source_ref == ids[0]}
+    app.rags.add_text(rag, ids[0], "a note added by hand with the tool")
+    app.project_rags.reindex(T, P)
+    result = app.scheduler.run_until_idle(timeout_s=10)
+    after = {c.text for c in chunks(app, rag) if c.source_ref == ids[0]}
+    assert after == before
+    assert result.unchanged == 3 and result.embedded_texts == 0

@@ -168,10 +168,12 @@ class ProjectRagIndexer:
             doc = by_id[ref]
             fp = fingerprint(rag, parts)
             if not parts:  # eligible but empty: no chunks, nothing to embed
-                self._commit(rag, doc, worker_id, [], IndexState.INDEXED, result, fp)
-            elif doc.rag_indexed_hash == fp:
+                self._commit(rag, doc, worker_id, [], IndexState.INDEXED, result, f"{fp}:0")
+            elif self._chunks_intact(rag, doc, fp):
                 # The chunks were built from exactly this (a no-op reindex): mark it clean.
-                self._commit(rag, doc, worker_id, None, IndexState.INDEXED, result, fp)
+                self._commit(
+                    rag, doc, worker_id, None, IndexState.INDEXED, result, doc.rag_indexed_hash
+                )
                 result.unchanged += 1
             else:
                 to_embed[ref] = parts
@@ -191,9 +193,18 @@ class ProjectRagIndexer:
                 except Exception as exc:
                     self._fail(by_id[ref], worker_id, exc, result)
         for ref, nodes in grouped.items():
-            fp = fingerprint(rag, to_embed[ref])
-            self._commit(rag, by_id[ref], worker_id, nodes, IndexState.INDEXED, result, fp)
+            recorded = f"{fingerprint(rag, to_embed[ref])}:{len(nodes)}"
+            self._commit(rag, by_id[ref], worker_id, nodes, IndexState.INDEXED, result, recorded)
         return result
+
+    def _chunks_intact(self, rag: RagRecord, doc: Document, fp: str) -> bool:
+        """The document's chunks were built from exactly these inputs and nobody has added or
+        removed chunks of its source since (e.g. a manual rag_add_text to ``_documents``,
+        which the next pass must overwrite, spec §9)."""
+        recorded, _, count = (doc.rag_indexed_hash or "").partition(":")
+        if recorded != fp or not count.isdigit():
+            return False
+        return self.rags.source_chunk_count(rag, doc.id) == int(count)
 
     @staticmethod
     def _count(stats: IngestStats, result: BatchResult) -> None:
