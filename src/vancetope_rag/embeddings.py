@@ -391,7 +391,8 @@ class CachedEmbedding(BaseEmbedding):
 
 
 class EmbeddingRegistry:
-    """Provider name → provider. Built-ins are registered by :func:`default_registry`."""
+    """Provider name → provider. The app fills it through the ``register_embedding_providers``
+    hook; the built-ins (:func:`builtin_providers`) come from the ``builtins`` default plugin."""
 
     def __init__(self) -> None:
         self._providers: dict[str, EmbeddingProvider] = {}
@@ -433,11 +434,9 @@ class EmbeddingRegistry:
         return loaded
 
 
-def default_registry() -> EmbeddingRegistry:
-    reg = EmbeddingRegistry()
-    for p in (EmbeddedProvider(), OpenAIProvider(), GeminiProvider(), HashingProvider()):
-        reg.register(p)
-    return reg
+def builtin_providers() -> list[EmbeddingProvider]:
+    """The providers this package ships (registered by the ``builtins`` default plugin)."""
+    return [EmbeddedProvider(), OpenAIProvider(), GeminiProvider(), HashingProvider()]
 
 
 def check_dimension(loaded: LoadedModel, pinned: int, rag_name: str) -> None:

@@ -625,6 +625,9 @@ def test_add_count_and_get_chunks(chunks: ChunkStore, scope: RagScope) -> None:
     )
     assert added == ["c1", "c2", "c3", "c4"]
     assert chunks.count_chunks(scope) == 4
+    assert chunks.count_chunks(scope, filters={"sourceRef": "doc-1"}) == 2
+    assert chunks.count_chunks(scope, filters={"sourceRef": "doc-1", "kind": "summary"}) == 1
+    assert chunks.count_chunks(scope, filters={"!sourceRef": ["doc-1", "doc-2"]}) == 1
     everything = {h.chunk_id: h for h in chunks.get_chunks(scope)}
     assert set(everything) == {"c1", "c2", "c3", "c4"}
     c1 = everything["c1"]

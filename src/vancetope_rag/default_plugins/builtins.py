@@ -5,19 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from vancetope_rag.embeddings import (
-    EmbeddedProvider,
-    GeminiProvider,
-    HashingProvider,
-    OpenAIProvider,
-)
+from vancetope_rag.embeddings import builtin_providers
 from vancetope_rag.extract import DEFAULT_EXTRACTORS
 from vancetope_rag.hookspecs import hookimpl
 
 
 @hookimpl
 def register_embedding_providers(register: Callable[[Any], None]) -> None:
-    for provider in (EmbeddedProvider(), OpenAIProvider(), GeminiProvider(), HashingProvider()):
+    for provider in builtin_providers():
         register(provider)
 
 

@@ -252,7 +252,7 @@ class RagService:
         return self.chunks.count_chunks(RagScope.of(rag))
 
     def source_chunk_count(self, rag: RagRecord, source_ref: str) -> int:
-        return len(self.chunks.get_chunks(RagScope.of(rag), filters={"sourceRef": source_ref}))
+        return self.chunks.count_chunks(RagScope.of(rag), filters={"sourceRef": source_ref})
 
     def vector_store(self, rag: RagRecord) -> RagVectorStore:
         return RagVectorStore(self.chunks, RagScope.of(rag))

@@ -382,8 +382,10 @@ class MongoChunkStore:
 
     # -- reads -------------------------------------------------------------------------
 
-    def count_chunks(self, scope: RagScope) -> int:
-        return int(self.collection.count_documents(scope_match(scope)))
+    def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
+        if filters is None:
+            return int(self.collection.count_documents(scope_match(scope)))
+        return int(self.collection.count_documents(self._match(scope, None, filters)))
 
     def get_chunks(
         self,

@@ -178,10 +178,12 @@ class SqliteChunkStore:
             self._bump(scope.rag_id)  # never reset: a cache must not mistake old for new
         return n
 
-    def count_chunks(self, scope: RagScope) -> int:
+    def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
+        where, params = _filter_sql(filters)
         rows = self.db.query(
-            "SELECT count(*) FROM chunks WHERE tenant_id = ? AND project_id = ? AND rag_id = ?",
-            (scope.tenant_id, scope.project_id, scope.rag_id),
+            "SELECT count(*) FROM chunks c WHERE c.tenant_id = ? AND c.project_id = ? "
+            f"AND c.rag_id = ?{where}",
+            (scope.tenant_id, scope.project_id, scope.rag_id, *params),
         )
         return int(rows[0][0])
 
