@@ -131,7 +131,12 @@ class RagAutoInjectService:
         p = self.params(tenant_id, project_id, recipe, snapshot)
         try:
             hits = self.rags.query(
-                rag, text, top_k=p.top_k, min_score=p.min_score, max_per_doc=p.max_per_doc
+                rag,
+                text,
+                top_k=p.top_k,
+                min_score=p.min_score,
+                max_per_doc=p.max_per_doc,
+                current=snapshot.embedding(),
             )
         except Exception as exc:
             log.warning(

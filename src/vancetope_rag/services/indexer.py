@@ -140,7 +140,8 @@ class ProjectRagIndexer:
             return result
         # Kill switch flipped between claim and now: give the claims back without counting a
         # failure or warning (provider ``none`` is a decision, not an error; spec §6.1).
-        if not self.rags.is_embedding_enabled(tenant_id, project_id):
+        snapshot = self.settings.snapshot(tenant_id, project_id)
+        if not snapshot.embedding().enabled:
             for doc in docs:
                 self._release_quietly(doc, worker_id)
             return result
@@ -154,7 +155,7 @@ class ProjectRagIndexer:
             for doc in docs:
                 self._release_quietly(doc, worker_id)
             return result
-        include = bool(self.settings.get(tenant_id, project_id, "rag.project.includeSummaries"))
+        include = bool(snapshot.effective["rag.project.includeSummaries"])
         sources: dict[str, list[SourceText]] = {}
         by_id: dict[str, Document] = {}
         for doc in docs:
@@ -323,14 +324,16 @@ class ProjectRagIndexScheduler:
         setting is corrected, instead of each failing ``max_attempts`` times for it.
         """
         t, p = tenant_id, project_id
-        if not self.settings.get(t, p, "rag.project.enabled"):
+        snapshot = self.settings.snapshot(t, p)
+        if not snapshot.effective["rag.project.enabled"]:
             return "skipped"
-        if not self.rags.is_embedding_enabled(t, p):
+        current = snapshot.embedding()
+        if not current.enabled:
             return "tenant_disabled"
         try:
             rag = self.indexer.project_rags.ensure_default_rag(t, p, strict=True)
             if rag is not None:
-                self.rags.model_for(rag)
+                self.rags.model_for(rag, current)
         except Exception as exc:
             if warn:
                 log.warning("project %s/%s not indexed this tick: %s", t, p, _error_text(exc))

@@ -121,9 +121,10 @@ class RagService:
     def is_embedding_enabled(self, tenant_id: str, project_id: str) -> bool:
         return self.embedding_settings(tenant_id, project_id).enabled
 
-    def model_for(self, rag: RagRecord) -> LoadedModel:
+    def model_for(self, rag: RagRecord, current: EmbeddingSettings | None = None) -> LoadedModel:
         """The RAG's pinned model; refuses once the tenant switched embeddings off."""
-        current = self.embedding_settings(rag.tenant_id, rag.project_id)
+        if current is None:  # callers holding a settings snapshot pass it: one read per turn
+            current = self.embedding_settings(rag.tenant_id, rag.project_id)
         if not current.enabled:
             raise EmbeddingDisabledError(
                 f"embeddings are switched off for this tenant (ai.embedding.provider=none); "
@@ -374,11 +375,13 @@ class RagService:
         min_score: float | None = None,
         max_per_doc: int | None = None,
         filters: ChunkFilter | None = None,
+        current: EmbeddingSettings | None = None,
     ) -> list[Hit]:
-        """Embed ``text`` with the RAG's pinned model and return the best hits."""
+        """Embed ``text`` with the RAG's pinned model and return the best hits
+        (``current``: the project's embedding settings, when the caller already read them)."""
         text = _check_text(text, "query")
         self._check_query_args(top_k, min_score, max_per_doc)
-        vector = self.model_for(rag).embed_model.get_query_embedding(text)
+        vector = self.model_for(rag, current).embed_model.get_query_embedding(text)
         return self.query_vector(
             rag, vector, top_k=top_k, min_score=min_score, max_per_doc=max_per_doc, filters=filters
         )

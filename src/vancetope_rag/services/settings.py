@@ -28,6 +28,17 @@ class SettingsSnapshot:
             k: resolve_setting(k, project.get(k), tenant.get(k)) for k in SETTINGS
         }
 
+    def embedding(self) -> EmbeddingSettings:
+        """The effective ``ai.embedding.*`` settings (the key is registered for redaction)."""
+        eff = self.effective
+        register_secret(eff["ai.embedding.apiKey"])
+        return EmbeddingSettings(
+            provider=str(eff["ai.embedding.provider"]),
+            model=eff["ai.embedding.model"],
+            api_key=eff["ai.embedding.apiKey"],
+            base_url=eff["ai.embedding.baseUrl"],
+        )
+
     def auto_inject_scopes(self) -> tuple[AutoInject | None, AutoInject | None]:
         key = "rag.autoInject.enabled"
         p, t = self.project.get(key), self.tenant.get(key)
@@ -90,11 +101,4 @@ class SettingsService:
         return self.snapshot(tenant_id, project_id).auto_inject_scopes()
 
     def embedding(self, tenant_id: str, project_id: str) -> EmbeddingSettings:
-        eff = self.effective(tenant_id, project_id)
-        register_secret(eff["ai.embedding.apiKey"])
-        return EmbeddingSettings(
-            provider=str(eff["ai.embedding.provider"]),
-            model=eff["ai.embedding.model"],
-            api_key=eff["ai.embedding.apiKey"],
-            base_url=eff["ai.embedding.baseUrl"],
-        )
+        return self.snapshot(tenant_id, project_id).embedding()
