@@ -1,8 +1,9 @@
 """An in-process exact vector index per RAG, kept coherent with the SQLite store.
 
 sqlite-vec's ``vec0`` KNN scans every vector of the partition through SQLite's virtual-table
-machinery: ~60 ms at 100k 384-dim chunks on this class of machine, too slow for a pre-turn
-hook. The same exact search as one float32 matrix-vector product in numpy takes a few ms.
+machinery: ~80 ms per turn at 100k 384-dim chunks in ``bench/pre_turn.py``, too slow for a
+pre-turn hook. The same exact search as one matrix-vector product takes a few ms (figures and
+how they were taken: docs/benchmarks.md, "Pre-turn hook latency").
 
 Coherence: every chunk write bumps the RAG's generation in the same transaction; a query
 reads the generation (one indexed row) and uses the matrix only if it was loaded at that
@@ -11,13 +12,13 @@ generation. When the RAG changed, the matrix is reloaded — unless it was reloa
 a busy indexer never makes every query pay for a reload. Results are always exact and always
 reflect committed data; only the speed varies.
 
-Speed: a float32 scan of 100k × 384 reads 150 MB per query (~12 ms here, memory-bound). When
+Speed: a float32 scan of 100k × 384 reads 150 MB per query (memory-bound). When
 torch is present, rows are also kept as int8 with a per-row scale and scored first with
-torch's int8 weight-only kernel (38 MB read, ~3 ms). That approximation is then made exact:
+torch's int8 weight-only kernel (38 MB read). That approximation is then made exact:
 every row whose approximate score is within a proven error bound of the k-th best *exact*
 score is rescored in float32, so the top-k equals the float32 scan's. BLAS runs with one thread
 here: OpenBLAS's spinning worker threads otherwise starve the model's own threads on small
-machines (measured: query embedding 11 ms → 200 ms after a two-thread numpy product).
+machines (query embedding 10 ms → 200-400 ms after a two-thread numpy product).
 """
 
 from __future__ import annotations
