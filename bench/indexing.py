@@ -77,7 +77,7 @@ def main() -> None:
 
     from vancetope_rag import EngineConfig, RagApp
     from vancetope_rag.services.rag import SourceText
-    from vancetope_rag.store.port import RagScope
+    from vancetope_rag.store.types import RagScope
 
     tmp = tempfile.mkdtemp(prefix="vrag-bench-")
     config = EngineConfig(

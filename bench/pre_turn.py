@@ -65,7 +65,7 @@ def main() -> None:
     from vancetope_rag import EngineConfig, RagApp
     from vancetope_rag.domain.records import Chunk
     from vancetope_rag.store import open_store
-    from vancetope_rag.store.port import RagScope
+    from vancetope_rag.store.types import RagScope
 
     texts, queries = load(2000)
     results: dict[str, Any] = {"turns": args.turns, "sizes": {}}

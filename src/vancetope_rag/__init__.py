@@ -42,7 +42,7 @@ from vancetope_rag.hookspecs import hookimpl
 from vancetope_rag.plugins import get_plugin_manager
 from vancetope_rag.recipes import RagParams, Recipe, load_recipe
 from vancetope_rag.store import open_store
-from vancetope_rag.store.vectors import RagVectorStore
+from vancetope_rag.store.llamaindex_store import RagVectorStore
 
 __all__ = [
     "DEFAULT_RAG_NAME",

@@ -27,7 +27,7 @@ from vancetope_rag.services.projects import ProjectLifecycle, ProjectRagService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store import Store, open_store
-from vancetope_rag.store.sqlite_db import Clock
+from vancetope_rag.store.types import Clock
 
 
 def _is_path_component(value: object) -> bool:

@@ -21,15 +21,12 @@ import pytest
 
 from vancetope_rag.domain.records import Chunk, Hit
 from vancetope_rag.store.mongo import MongoStore, open_mongo_store
+from vancetope_rag.store.mongo_chunks import MongoChunkStore
 from vancetope_rag.store.mongo_control import MongoControlStore
 from vancetope_rag.store.mongo_indexes import vector_path
-from vancetope_rag.store.mongo_vectors import (
-    MAX_NUM_CANDIDATES,
-    MongoChunkStore,
-    scope_match,
-    vector_search_filter,
-)
-from vancetope_rag.store.port import ChunkFilter, RagScope, Store
+from vancetope_rag.store.mongo_queries import MAX_NUM_CANDIDATES, scope_match, vector_search_filter
+from vancetope_rag.store.port import Store
+from vancetope_rag.store.types import ChunkFilter, RagScope
 
 MONGODB_URI_ENV = "VANCETOPE_RAG_TEST_MONGODB_URI"
 #: ``atlas`` (default), or ``exact``/``auto`` for a MongoDB server without Atlas Search.

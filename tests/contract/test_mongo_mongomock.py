@@ -18,9 +18,10 @@ from vancetope_rag.domain.records import Chunk, RagRecord
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store import open_store
 from vancetope_rag.store.mongo import MongoStore, open_mongo_store
+from vancetope_rag.store.mongo_chunks import MongoChunkStore
 from vancetope_rag.store.mongo_indexes import vector_index_definition
-from vancetope_rag.store.mongo_vectors import MAX_NUM_CANDIDATES, MongoChunkStore
-from vancetope_rag.store.port import NewDocument, RagScope
+from vancetope_rag.store.mongo_queries import MAX_NUM_CANDIDATES
+from vancetope_rag.store.types import NewDocument, RagScope
 
 mongomock = pytest.importorskip("mongomock")
 

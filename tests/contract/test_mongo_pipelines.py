@@ -13,21 +13,27 @@ import numpy as np
 import pytest
 from pymongo.errors import OperationFailure
 
-from vancetope_rag.domain.records import IndexState, ProjectStatus
+from vancetope_rag.domain.records import Chunk, IndexState, ProjectStatus
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store import mongo_indexes as ix
 from vancetope_rag.store import mongo_updates as q
 from vancetope_rag.store.mongo import database_from_uri, redact_uri
-from vancetope_rag.store.mongo_vectors import (
+from vancetope_rag.store.mongo_queries import (
     MAX_NUM_CANDIDATES,
+    atlas_hits,
     atlas_score_to_cosine,
     build_vector_search_pipeline,
+    chunk_documents,
+    chunk_match,
     num_candidates_for,
     rank_exact,
+    rank_rows_exact,
+    scope_match,
     translate_filters,
     vector_search_filter,
 )
-from vancetope_rag.store.port import NewDocument, RagScope
+from vancetope_rag.store.shared import DocumentChanges
+from vancetope_rag.store.types import NewDocument, RagScope
 
 SCOPE = RagScope("tenant-a", "proj-1", "rag-a", 4)
 SCOPE_CLAUSES = [
@@ -151,6 +157,50 @@ def test_rank_exact_is_the_true_top_k() -> None:
     assert len(rank_exact(matrix[:0], query, 5)[0]) == 0
 
 
+def _row(chunk_id: str, *, score: float = 0.9, seq: int = 1, rag: str = "rag-a") -> dict[str, Any]:
+    return {"chunkId": chunk_id, "tenantId": "tenant-a", "projectId": "proj-1", "ragId": rag,
+            "sourceRef": "d1", "kind": "content", "path": "a.md", "text": chunk_id,
+            "metadata": {"n": 1}, "seq": seq, "score": score}  # fmt: skip
+
+
+def test_atlas_hits_keep_scope_and_one_copy_per_chunk() -> None:
+    rows = [_row("c1", score=1.0), _row("x", score=0.99, rag="rag-b"), _row("c1", score=0.75),
+            _row("c2", score=0.5)]  # fmt: skip
+    hits = atlas_hits(rows, SCOPE)
+    assert [(h.chunk_id, h.score) for h in hits] == [("c1", 1.0), ("c2", 0.0)]
+    assert hits[0].metadata == {"n": 1} and hits[0].rag_id == "rag-a"
+
+
+def test_rank_rows_exact_counts_a_staged_copy_once() -> None:
+    rows = [
+        {"_id": 1, "chunkId": "a", "embedding_4": [1.0, 0.0, 0.0, 0.0]},
+        {"_id": 2, "chunkId": "a", "embedding_4": [1.0, 0.0, 0.0, 0.0]},  # staged copy
+        {"_id": 3, "chunkId": "b", "embedding_4": [0.0, 1.0, 0.0, 0.0]},
+        {"_id": 4, "chunkId": "c", "embedding_4": [1.0, 1.0, 0.0, 0.0]},
+    ]
+    query = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
+    chosen = rank_rows_exact(rows, "embedding_4", query, 2)
+    assert [oid for oid, _ in chosen] in ([1, 4], [2, 4])
+    assert [round(score, 4) for _, score in chosen] == [1.0, round(float(np.sqrt(0.5)), 4)]
+    assert len(rank_rows_exact(rows, "embedding_4", query, 10)) == 3
+    assert rank_rows_exact([], "embedding_4", query, 3) == []
+
+
+def test_chunk_documents_are_validated_before_any_write() -> None:
+    ok = Chunk("c1", "rag-a", "d1", "text", [1.0, 0.0, 0.0, 0.0], metadata={"when": "x"})
+    (doc,) = chunk_documents(SCOPE, [ok], seq=7, live=False)
+    assert doc["embedding_4"] == [1.0, 0.0, 0.0, 0.0] and doc["dim"] == 4
+    assert (doc["seq"], doc["ord"], doc["live"]) == (7, 0, False)
+    assert {k: doc[k] for k in ("tenantId", "projectId", "ragId")} == scope_match(SCOPE)
+    with pytest.raises(InvalidInputError, match="another RAG"):
+        chunk_documents(SCOPE, [Chunk("c", "rag-b", "d", "t", [1.0, 0, 0, 0])], seq=1, live=True)
+    with pytest.raises(InvalidInputError, match="appears twice"):
+        chunk_documents(SCOPE, [ok, ok], seq=1, live=True)
+    assert chunk_match(SCOPE, ["c1"], {"kind": "summary"}) == {
+        **scope_match(SCOPE), "kind": {"$eq": "summary"}, "chunkId": {"$in": ["c1"]}
+    }  # fmt: skip
+
+
 # -- claims and documents: both time sources -------------------------------------------------
 
 
@@ -256,9 +306,9 @@ def test_written_values_are_literals() -> None:
     assert values["content"] == {"$literal": "$content"}
     assert values["createdAt"] == values["updatedAt"] == "$$NOW"
     assert values["ragVersion"] == {"$literal": 1}
-    (upd,) = q.document_update({"path": "$x"}, mark_dirty=False, time=q.ServerTime())
+    (upd,) = q.document_update(DocumentChanges.from_args(path="$x"), time=q.ServerTime())
     assert upd["$set"] == {"path": {"$literal": "$x"}, "updatedAt": "$$NOW"}
-    assert len(q.document_update({}, mark_dirty=True, time=q.ServerTime())) == 2
+    assert len(q.document_update(DocumentChanges({}, mark_dirty=True), time=q.ServerTime())) == 2
     (proj,) = q.project_upsert(ProjectStatus.RUNNING, "$node", q.ServerTime())
     assert proj["$set"]["homeNode"] == {"$literal": "$node"}
     assert proj["$set"]["createdAt"] == {"$ifNull": ["$createdAt", "$$NOW"]}

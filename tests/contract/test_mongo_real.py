@@ -38,13 +38,15 @@ from mongo_support import (
 
 from vancetope_rag.domain.records import Chunk, IndexState, ProjectStatus
 from vancetope_rag.store.mongo import MongoStore, open_mongo_store
+from vancetope_rag.store.mongo_chunks import MongoChunkStore
 from vancetope_rag.store.mongo_indexes import (
     create_vector_search_index,
     vector_index_definition,
     vector_index_name,
 )
-from vancetope_rag.store.mongo_vectors import MongoChunkStore, scope_match
-from vancetope_rag.store.port import ControlStore, NewDocument, RagScope
+from vancetope_rag.store.mongo_queries import scope_match
+from vancetope_rag.store.port import ControlStore
+from vancetope_rag.store.types import NewDocument, RagScope
 
 pytestmark = [
     pytest.mark.mongodb,

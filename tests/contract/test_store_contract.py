@@ -36,8 +36,9 @@ from vancetope_rag.errors import (
     InvalidInputError,
     RagAlreadyExistsError,
 )
-from vancetope_rag.store.port import ChunkStore, ControlStore, NewDocument, RagScope, Store
-from vancetope_rag.store.vectors import RagVectorStore
+from vancetope_rag.store.llamaindex_store import RagVectorStore
+from vancetope_rag.store.port import ChunkStore, ControlStore, Store
+from vancetope_rag.store.types import NewDocument, RagScope
 
 TA, TB = "tenant-a", "tenant-b"
 P = "proj-1"

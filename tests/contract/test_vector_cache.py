@@ -10,9 +10,9 @@ import pytest
 
 from vancetope_rag.domain.records import Chunk
 from vancetope_rag.store import open_store
-from vancetope_rag.store.port import RagScope
+from vancetope_rag.store.sqlite_chunks import SqliteChunkStore
 from vancetope_rag.store.sqlite_db import SqliteDatabase
-from vancetope_rag.store.sqlite_vec import SqliteChunkStore
+from vancetope_rag.store.types import RagScope
 from vancetope_rag.store.vector_cache import VectorCache
 
 DIM = 16

@@ -19,7 +19,7 @@ from vancetope_rag.embeddings import (
     HashingProvider,
     LoadedModel,
 )
-from vancetope_rag.store.port import RagScope
+from vancetope_rag.store.types import RagScope
 
 T, P = "t1", "p1"
 

@@ -10,7 +10,7 @@ from synchelpers import P, T, chunk_count, default_rag, states, ticks_until_idle
 
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, ProjectStatus
-from vancetope_rag.store.port import RagScope
+from vancetope_rag.store.types import RagScope
 
 LOGGER = "vancetope_rag"
 AppFactory = Callable[..., RagApp]

@@ -12,7 +12,7 @@ from synchelpers import P, T, chunk_count, chunks, default_rag, states, ticks_un
 from vancetope_rag.app import RagApp
 from vancetope_rag.cli import cli
 from vancetope_rag.errors import EmbeddingConfigError
-from vancetope_rag.store.port import RagScope
+from vancetope_rag.store.types import RagScope
 
 
 def _seed(app: RagApp) -> list[str]:

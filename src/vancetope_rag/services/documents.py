@@ -9,7 +9,8 @@ from typing import Literal
 from vancetope_rag.domain.eligibility import guess_mime_type, is_rag_eligible
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Document
 from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError
-from vancetope_rag.store.port import UNSET, ChunkStore, ControlStore, NewDocument, RagScope, _Unset
+from vancetope_rag.store.port import ChunkStore, ControlStore
+from vancetope_rag.store.types import UNSET, NewDocument, RagScope, _Unset
 
 RagOverride = Literal["auto", "on", "off"]
 _OVERRIDES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}

@@ -29,8 +29,9 @@ from vancetope_rag.errors import (
 )
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.settings import SettingsService
-from vancetope_rag.store.port import ChunkFilter, ChunkStore, ControlStore, RagScope
-from vancetope_rag.store.vectors import KIND_KEY, PATH_KEY, SOURCE_KEY, RagVectorStore
+from vancetope_rag.store.llamaindex_store import KIND_KEY, PATH_KEY, SOURCE_KEY, RagVectorStore
+from vancetope_rag.store.port import ChunkStore, ControlStore
+from vancetope_rag.store.types import ChunkFilter, RagScope
 
 log = get_logger(__name__)
 

@@ -1,4 +1,18 @@
-"""Stores chosen by URI: ``sqlite:///path/rag.db`` (embedded) or ``mongodb://…`` (production)."""
+"""Stores chosen by URI: ``sqlite:///path/rag.db`` (embedded) or ``mongodb://…`` (production).
+
+Modules:
+
+* ``port`` — the Protocols the services use; ``types`` — the values they take (scopes,
+  filters, new documents, ``UNSET``); ``shared`` — what every adapter does alike (argument
+  checks, the document change set, the errors worded once).
+* SQLite: ``sqlite_db`` (connections, migrations, transactions), ``sqlite_control`` and
+  ``sqlite_chunks`` (the two adapters), ``sqlite_rows`` (pure codecs and SQL pieces),
+  ``vector_cache`` (the in-process exact index).
+* MongoDB: ``mongo`` (open and compose), ``mongo_control`` and ``mongo_chunks`` (the two
+  adapters, thin I/O), ``mongo_updates`` and ``mongo_queries`` (their pure builders),
+  ``mongo_indexes`` (index management).
+* ``llamaindex_store`` — ``RagVectorStore``: any ChunkStore as a LlamaIndex vector store.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +22,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from vancetope_rag.errors import MissingDependencyError, StoreError
-from vancetope_rag.store.port import ChunkStore, ControlStore, RagScope, Store
-from vancetope_rag.store.sqlite_db import Clock
+from vancetope_rag.store.port import ChunkStore, ControlStore, Store
+from vancetope_rag.store.types import Clock, RagScope
 
 __all__ = ["ChunkStore", "ControlStore", "RagScope", "SqliteStore", "Store", "open_store"]
 
@@ -62,9 +76,9 @@ def open_store(uri: str, *, clock: Clock = time.time, vector_cache: bool = True)
             f"unsupported store URI scheme {scheme!r}; use sqlite:///path/rag.db or "
             "mongodb://host/db"
         )
-    from vancetope_rag.store.sqlite import SqliteControlStore
+    from vancetope_rag.store.sqlite_chunks import SqliteChunkStore
+    from vancetope_rag.store.sqlite_control import SqliteControlStore
     from vancetope_rag.store.sqlite_db import SqliteDatabase
-    from vancetope_rag.store.sqlite_vec import SqliteChunkStore
     from vancetope_rag.store.vector_cache import VectorCache
 
     db = SqliteDatabase(Path(path))

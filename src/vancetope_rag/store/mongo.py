@@ -7,7 +7,7 @@ checks the schema version and creates the B-tree indexes. Collections: ``project
 
 Many processes may share one database: claims are atomic ``find_one_and_update`` calls whose
 lease condition the server evaluates on its own clock (see :mod:`.mongo_control`), and chunk
-replacement is safe without transactions (see :mod:`.mongo_vectors`).
+replacement is safe without transactions (see :mod:`.mongo_chunks`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from urllib.parse import unquote, urlparse, urlunparse
 from pymongo.errors import PyMongoError
 
 from vancetope_rag.errors import StoreError
-from vancetope_rag.store.mongo_control import Clock, MongoControlStore
+from vancetope_rag.store.mongo_chunks import MongoChunkStore, VectorSearchMode
+from vancetope_rag.store.mongo_control import MongoControlStore
 from vancetope_rag.store.mongo_indexes import ensure_indexes
-from vancetope_rag.store.mongo_vectors import MongoChunkStore, VectorSearchMode
 from vancetope_rag.store.port import ChunkStore, ControlStore
+from vancetope_rag.store.types import Clock
 
 __all__ = [
     "DEFAULT_DATABASE",

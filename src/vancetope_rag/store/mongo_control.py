@@ -11,36 +11,38 @@ worker whose lease was taken over changes nothing.
 :meth:`MongoControlStore.transaction` is a no-op: the indexer's fenced write (``holds_claim``,
 then replace chunks, then ``mark_rag_clean`` filtered on the claim) keeps a worker that lost
 its lease from clobbering the new holder's clean mark, and chunk replacement is itself safe
-to interleave (see :mod:`.mongo_vectors`).
+to interleave (see :mod:`.mongo_chunks`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-import numpy as np
 from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from vancetope_rag.domain.records import Document, IndexState, Project, ProjectStatus, RagRecord
-from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError, RagAlreadyExistsError
+from vancetope_rag.store import mongo_indexes as ix
 from vancetope_rag.store import mongo_updates as q
-from vancetope_rag.store.port import UNSET, NewDocument, _Unset
-
-Clock = Callable[[], float]
-
-_DUPLICATE_KEY = 11000
-
-
-def content_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+from vancetope_rag.store.shared import (
+    DocumentChanges,
+    content_hash,
+    document_not_found_error,
+    path_exists_error,
+    path_taken_error,
+    rag_exists_error,
+    state_counts,
+    unique_batches,
+    vector_from_bytes,
+    vector_to_bytes,
+)
+from vancetope_rag.store.types import UNSET, Clock, NewDocument, _Unset
 
 
 class MongoControlStore:
@@ -93,19 +95,15 @@ class MongoControlStore:
     def upsert_project(
         self, tenant_id: str, project_id: str, *, status: ProjectStatus, home_node: str | None
     ) -> Project:
-        for attempt in range(2):
-            try:
-                found = self.projects.find_one_and_update(
-                    q.scope_filter(tenant_id, project_id),
-                    q.project_upsert(status, home_node, self._time()),
-                    upsert=True,
-                    return_document=ReturnDocument.AFTER,
-                )
-                return q.project_from_bson(found)
-            except DuplicateKeyError:  # two first upserts raced: the second one updates
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        found = ix.upsert_racing(
+            lambda: self.projects.find_one_and_update(
+                q.scope_filter(tenant_id, project_id),
+                q.project_upsert(status, home_node, self._time()),
+                upsert=True,
+                return_document=ReturnDocument.AFTER,
+            )
+        )
+        return q.project_from_bson(found)
 
     def get_project(self, tenant_id: str, project_id: str) -> Project | None:
         found = self.projects.find_one(q.scope_filter(tenant_id, project_id))
@@ -142,12 +140,7 @@ class MongoControlStore:
                 return_document=ReturnDocument.AFTER,
             )
         except DuplicateKeyError as exc:
-            raise InvalidInputError(
-                f"a document with path {doc.path!r} already exists in the project; "
-                "update it instead",
-                tenant_id=doc.tenant_id,
-                project_id=doc.project_id,
-            ) from exc
+            raise path_exists_error(doc) from exc
         return q.document_from_bson(created)
 
     def update_document(
@@ -163,35 +156,24 @@ class MongoControlStore:
         rag_enabled: bool | _Unset | None = UNSET,
         mark_dirty: bool = False,
     ) -> Document:
-        changes: dict[str, Any] = {}
-        if not isinstance(path, _Unset):
-            changes["path"] = path
-        if not isinstance(mime_type, _Unset):
-            changes["mimeType"] = mime_type
-        if not isinstance(content, _Unset):
-            changes["content"] = content
-            changes["contentHash"] = content_hash(content)
-        if not isinstance(summary, _Unset):
-            changes["summary"] = summary
-        if not isinstance(rag_enabled, _Unset):
-            changes["ragEnabled"] = rag_enabled
+        changes = DocumentChanges.from_args(
+            path=path,
+            mime_type=mime_type,
+            content=content,
+            summary=summary,
+            rag_enabled=rag_enabled,
+            mark_dirty=mark_dirty,
+        )
         try:
             updated = self.documents.find_one_and_update(
                 q.scope_filter(tenant_id, project_id, _id=document_id),
-                q.document_update(changes, mark_dirty=mark_dirty, time=self._time()),
+                q.document_update(changes, time=self._time()),
                 return_document=ReturnDocument.AFTER,
             )
         except DuplicateKeyError as exc:
-            raise InvalidInputError(
-                f"another document already has path {path!r}", document_id=document_id
-            ) from exc
+            raise path_taken_error(path, document_id) from exc
         if updated is None:
-            raise DocumentNotFoundError(
-                f"no document {document_id!r} in project {project_id!r}",
-                tenant_id=tenant_id,
-                project_id=project_id,
-                document_id=document_id,
-            )
+            raise document_not_found_error(tenant_id, project_id, document_id)
         return q.document_from_bson(updated)
 
     def get_document(self, tenant_id: str, project_id: str, document_id: str) -> Document | None:
@@ -290,15 +272,13 @@ class MongoControlStore:
         return IndexState(found["indexState"]) if found else IndexState.PENDING
 
     def document_state_counts(self, tenant_id: str, project_id: str) -> dict[str, int]:
-        counts = {s.value: 0 for s in IndexState}
-        for row in self.documents.aggregate(
+        rows = self.documents.aggregate(
             [
                 {"$match": q.scope_filter(tenant_id, project_id)},
                 {"$group": {"_id": "$indexState", "n": {"$sum": 1}}},
             ]
-        ):
-            counts[row["_id"]] = int(row["n"])
-        return counts
+        )
+        return state_counts((row["_id"], row["n"]) for row in rows)
 
     # -- RAG catalog -------------------------------------------------------------------
 
@@ -307,12 +287,7 @@ class MongoControlStore:
         try:
             self.rags.insert_one(record)
         except DuplicateKeyError as exc:
-            raise RagAlreadyExistsError(
-                f"a RAG named {rag.name!r} already exists in project {rag.project_id!r}",
-                tenant_id=rag.tenant_id,
-                project_id=rag.project_id,
-                rag_name=rag.name,
-            ) from exc
+            raise rag_exists_error(rag) from exc
         return q.rag_from_bson(record)
 
     def get_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
@@ -357,30 +332,23 @@ class MongoControlStore:
         self, model_key: str, text_hashes: Sequence[str]
     ) -> dict[str, list[float]]:
         found: dict[str, list[float]] = {}
-        hashes = list(dict.fromkeys(text_hashes))
-        for start in range(0, len(hashes), 1000):
-            part = hashes[start : start + 1000]
+        for part in unique_batches(text_hashes, 1000):
             for d in self.embedding_cache.find(
                 {"modelKey": model_key, "textHash": {"$in": part}},
                 {"_id": 0, "textHash": 1, "vector": 1},
             ):
-                found[d["textHash"]] = np.frombuffer(d["vector"], dtype=np.float32).tolist()
+                found[d["textHash"]] = vector_from_bytes(d["vector"])
         return found
 
     def put_cached_embeddings(self, model_key: str, items: Mapping[str, Sequence[float]]) -> None:
         if not items:
             return
         docs = [
-            {
-                "modelKey": model_key,
-                "textHash": h,
-                "vector": np.asarray(v, dtype=np.float32).tobytes(),
-            }
+            {"modelKey": model_key, "textHash": h, "vector": vector_to_bytes(v)}
             for h, v in items.items()
         ]
         try:
             self.embedding_cache.insert_many(docs, ordered=False)
         except BulkWriteError as exc:  # entries already cached (first writer wins) are fine
-            errors = exc.details.get("writeErrors", [])
-            if any(e.get("code") != _DUPLICATE_KEY for e in errors):
+            if not ix.all_duplicate_keys(ix.write_errors(exc)):
                 raise

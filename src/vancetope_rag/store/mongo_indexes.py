@@ -1,7 +1,8 @@
 """Index management of the MongoDB store: B-tree indexes and Atlas Vector Search indexes.
 
 The definitions are pure data (tested without a server); the functions that talk to the server
-are thin: create, wait until queryable, drop.
+are thin: create, wait until queryable. What a unique index's refusal means to the adapters
+(a duplicate key, an upsert race) is read here too.
 
 Vectors of each dimension live in their own field (``embedding_<dim>``, see
 :func:`vector_path`) with their own ``vectorSearch`` index (``vancetope_rag_vectors_<dim>``):
@@ -12,11 +13,11 @@ sizes never share a vector field.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from pymongo import ASCENDING, IndexModel
-from pymongo.errors import OperationFailure
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 from pymongo.operations import SearchIndexModel
 
 from vancetope_rag.errors import StoreError
@@ -39,6 +40,11 @@ VECTOR_FILTER_FIELDS: tuple[str, ...] = (
 
 #: Server error codes meaning "index already exists" (a concurrent creator won the race).
 _ALREADY_EXISTS = frozenset({68, 85, 86})
+
+#: Server error code of a write a unique index refused.
+DUPLICATE_KEY = 11000
+
+T = TypeVar("T")
 
 
 def _model(keys: list[str], name: str, **options: Any) -> IndexModel:
@@ -100,6 +106,28 @@ def ensure_indexes(database: Any) -> None:
     for collection, models in control_index_models().items():
         _create(database[collection], models)
     _create(database["chunks"], chunk_index_models())
+
+
+# -- unique-index refusals ------------------------------------------------------------------
+
+
+def write_errors(exc: Exception) -> list[Mapping[str, Any]]:
+    """The per-document errors of a failed bulk write (none for a single write's error)."""
+    return list(exc.details.get("writeErrors", [])) if isinstance(exc, BulkWriteError) else []
+
+
+def all_duplicate_keys(errors: Iterable[Mapping[str, Any]]) -> bool:
+    """Did a unique index refuse every one of these writes (nothing else went wrong)?"""
+    return all(e.get("code") == DUPLICATE_KEY for e in errors)
+
+
+def upsert_racing(upsert: Callable[[], T]) -> T:
+    """Run an upsert; run it once more when a concurrent first upsert of the same key won
+    the race (the loser's insert hits the unique index; run again, it updates instead)."""
+    try:
+        return upsert()
+    except DuplicateKeyError:
+        return upsert()
 
 
 # -- Atlas Vector Search ---------------------------------------------------------------------
@@ -252,25 +280,3 @@ def ensure_vector_search_index(
         wait_until_queryable(
             collection, dim, timeout_s=timeout_s, poll_s=poll_s, sleep=sleep, monotonic=monotonic
         )
-
-
-def drop_vector_search_index(
-    collection: Any,
-    dim: int,
-    *,
-    wait: bool = True,
-    timeout_s: float = 300.0,
-    poll_s: float = 1.0,
-    sleep: Callable[[float], None] = time.sleep,
-    monotonic: Callable[[], float] = time.monotonic,
-) -> None:
-    """Drop the index of ``dim`` (a missing index is fine) and optionally wait until gone."""
-    name = vector_index_name(dim)
-    if _find_search_index(collection, name) is None:
-        return
-    collection.drop_search_index(name)
-    deadline = monotonic() + timeout_s
-    while wait and _find_search_index(collection, name) is not None:
-        if monotonic() >= deadline:
-            raise StoreError(f"Atlas vector search index {name!r} still exists after dropping")
-        sleep(poll_s)

@@ -22,7 +22,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from vancetope_rag.domain.records import Document, IndexState, Project, ProjectStatus, RagRecord
-from vancetope_rag.store.port import NewDocument
+from vancetope_rag.store.shared import DocumentChanges, capped_error
+from vancetope_rag.store.types import NewDocument
 
 Pipeline = list[dict[str, Any]]
 
@@ -202,7 +203,7 @@ def release_update(
             "$set": {
                 "ragClaimedBy": lit(None),
                 "ragClaimedAt": lit(None),
-                "indexLastError": lit(error[:2000]),
+                "indexLastError": lit(capped_error(error)),
                 "indexState": {
                     "$cond": [
                         gave_up,
@@ -247,12 +248,23 @@ def new_document_update(doc: NewDocument, content_hash: str, time: TimeSource) -
     return [{"$set": stage}]
 
 
-def document_update(changes: Mapping[str, Any], *, mark_dirty: bool, time: TimeSource) -> Pipeline:
-    """Set ``changes`` (camelCase field → value) and ``updatedAt``; queue when asked."""
-    stage: dict[str, Any] = {k: lit(v) for k, v in changes.items()}
+#: The BSON field of each document field a change set may hold.
+_DOCUMENT_FIELDS = {
+    "path": "path",
+    "mime_type": "mimeType",
+    "content": "content",
+    "content_hash": "contentHash",
+    "summary": "summary",
+    "rag_enabled": "ragEnabled",
+}
+
+
+def document_update(changes: DocumentChanges, *, time: TimeSource) -> Pipeline:
+    """Set the changed fields and ``updatedAt``; queue the document when the changes say so."""
+    stage: dict[str, Any] = {_DOCUMENT_FIELDS[k]: lit(v) for k, v in changes.values.items()}
     stage["updatedAt"] = time.now()
     pipeline: Pipeline = [{"$set": stage}]
-    if mark_dirty:
+    if changes.mark_dirty:
         pipeline.append(dirty_stage())
     return pipeline
 

@@ -4,20 +4,19 @@ Two parts, both scoped by tenant and project on every call:
 
 * :class:`ControlStore` — projects, documents with dirty flags and leases, the RAG catalog,
   cascade settings and the embedding cache.
-* :class:`ChunkStore` — chunk vectors per RAG. :class:`vancetope_rag.store.vectors.RagVectorStore`
-  wraps any ChunkStore as a LlamaIndex ``BasePydanticVectorStore`` bound to one RAG.
+* :class:`ChunkStore` — chunk vectors per RAG.
+  :class:`vancetope_rag.store.llamaindex_store.RagVectorStore` wraps any ChunkStore as a
+  LlamaIndex ``BasePydanticVectorStore`` bound to one RAG.
+
+The value types they take are in :mod:`.types`; what the adapters share, in :mod:`.shared`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
-
-import numpy as np
-import numpy.typing as npt
 
 from vancetope_rag.domain.records import (
     Chunk,
@@ -28,50 +27,7 @@ from vancetope_rag.domain.records import (
     ProjectStatus,
     RagRecord,
 )
-from vancetope_rag.errors import DimensionMismatchError, InvalidInputError
-
-
-@dataclass(frozen=True, slots=True)
-class RagScope:
-    """Where chunks live: a RAG inside one tenant's project. Every chunk query carries it."""
-
-    tenant_id: str
-    project_id: str
-    rag_id: str
-    dimension: int
-
-    @classmethod
-    def of(cls, rag: RagRecord) -> RagScope:
-        return cls(rag.tenant_id, rag.project_id, rag.id, rag.embedding_dimension)
-
-
-#: Chunk metadata filter: key (``kind``, ``path`` or ``sourceRef``) → value or list of values.
-#: A key prefixed with ``!`` means "not equal / not in".
-ChunkFilter = Mapping[str, str | Sequence[str]]
-
-FILTER_KEYS = frozenset({"kind", "path", "sourceRef"})
-
-
-@dataclass(frozen=True, slots=True)
-class NewDocument:
-    tenant_id: str
-    project_id: str
-    path: str
-    mime_type: str
-    content: str
-    summary: str | None = None
-    rag_enabled: bool | None = None
-    rag_dirty: bool = False
-
-
-class _Unset:
-    """Sentinel: a field not given to an update."""
-
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-UNSET = _Unset()
+from vancetope_rag.store.types import UNSET, ChunkFilter, NewDocument, RagScope, _Unset
 
 
 @runtime_checkable
@@ -260,32 +216,3 @@ class Store(Protocol):
     chunks: ChunkStore
 
     def close(self) -> None: ...
-
-
-def iter_filter(filters: ChunkFilter | None) -> Iterator[tuple[str, bool, list[str]]]:
-    """Yield ``(key, negated, values)`` for a ChunkFilter, validating keys."""
-    for raw_key, value in (filters or {}).items():
-        negated = raw_key.startswith("!")
-        key = raw_key[1:] if negated else raw_key
-        if key not in FILTER_KEYS:
-            raise InvalidInputError(
-                f"cannot filter chunks on {key!r}; "
-                f"filterable keys: {', '.join(sorted(FILTER_KEYS))}"
-            )
-        values = [value] if isinstance(value, str) else [str(v) for v in value]
-        yield key, negated, values
-
-
-def checked_vector(vector: Sequence[float], dim: int) -> npt.NDArray[np.float32]:
-    """The vector as float32 after the checks every adapter makes (size, finite, non-zero)."""
-    arr = np.asarray(vector, dtype=np.float32)
-    if arr.ndim != 1 or arr.shape[0] != dim:
-        raise DimensionMismatchError(
-            f"vector has {arr.shape[-1] if arr.ndim else 0} dimensions but the RAG is pinned "
-            f"to {dim}; rebuild the RAG to change its embedding model"
-        )
-    if not np.all(np.isfinite(arr)):
-        raise InvalidInputError("embedding contains NaN or infinite values")
-    if not np.any(arr):  # cosine is undefined for it (sqlite-vec yields NULL distances)
-        raise InvalidInputError("embedding is all zeros; cosine similarity needs a non-zero vector")
-    return arr

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -303,6 +303,3 @@ class SqliteDatabase:
             created.add(dim)
             self._local.vec_tables = created
         return name
-
-
-Clock = Callable[[], float]

@@ -193,10 +193,6 @@ class VectorCache:
             exact = np.concatenate([exact, entry.matrix[extra] @ q])
         return cand.astype(np.int64), exact
 
-    def invalidate(self, key: Key) -> None:
-        with self._lock:
-            self._entries.pop(key, None)
-
     def _evict(self) -> None:
         total = sum(len(e.rowids) for e in self._entries.values())
         while total > self.max_rows and len(self._entries) > 1:

@@ -25,7 +25,8 @@ from pydantic import PrivateAttr
 
 from vancetope_rag.domain.records import Chunk, ChunkKind, Hit
 from vancetope_rag.errors import InvalidInputError
-from vancetope_rag.store.port import ChunkFilter, ChunkStore, RagScope
+from vancetope_rag.store.port import ChunkStore
+from vancetope_rag.store.types import ChunkFilter, RagScope
 
 #: Node metadata keys that map to chunk columns.
 SOURCE_KEY = "sourceRef"

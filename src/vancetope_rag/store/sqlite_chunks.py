@@ -7,49 +7,29 @@ nothing even if it leaked.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from vancetope_rag.domain.records import Chunk, Hit
-from vancetope_rag.errors import InvalidInputError
-from vancetope_rag.store.port import ChunkFilter, RagScope, checked_vector, iter_filter
+from vancetope_rag.store.shared import (
+    check_top_k,
+    checked_vector,
+    chunk_id_taken_error,
+    foreign_chunk_error,
+)
 from vancetope_rag.store.sqlite_db import SqliteDatabase
+from vancetope_rag.store.sqlite_rows import chunk_filter_sql, chunk_row, insert_sql, row_to_hit
+from vancetope_rag.store.types import ChunkFilter, RagScope
 from vancetope_rag.store.vector_cache import VectorCache
-
-_COLUMN = {"kind": "c.kind", "path": "c.path", "sourceRef": "c.source_ref"}
 
 #: sqlite-vec refuses KNN queries with a larger ``k``; bigger ``top_k`` use the exact scan.
 _KNN_MAX_K = 4096
 
 
-def _filter_sql(filters: ChunkFilter | None) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    for key, negated, values in iter_filter(filters):
-        marks = ",".join("?" * len(values))
-        clauses.append(f"{_COLUMN[key]} {'NOT IN' if negated else 'IN'} ({marks})")
-        params += values
-    return "".join(f" AND {c}" for c in clauses), params
-
-
 def _vector_blob(vector: Sequence[float], dim: int) -> bytes:
     return checked_vector(vector, dim).tobytes()
-
-
-def _hit(row: dict[str, Any], score: float) -> Hit:
-    return Hit(
-        score=score,
-        text=row["text"],
-        source_ref=row["source_ref"],
-        kind=row["kind"],
-        path=row["path"],
-        rag_id=row["rag_id"],
-        chunk_id=row["id"],
-        metadata=json.loads(row["metadata"]),
-    )
 
 
 class SqliteChunkStore:
@@ -75,12 +55,7 @@ class SqliteChunkStore:
         try:
             return self._insert_rows(scope, chunks)
         except self.db._apsw.ConstraintError as exc:
-            raise InvalidInputError(
-                f"a chunk id is already taken: {exc}; chunk ids must be unique",
-                tenant_id=scope.tenant_id,
-                project_id=scope.project_id,
-                rag_id=scope.rag_id,
-            ) from exc
+            raise chunk_id_taken_error(scope, exc) from exc
 
     def _insert_rows(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
         table = self.db.ensure_vec_table(scope.dimension)
@@ -88,24 +63,9 @@ class SqliteChunkStore:
         ids: list[str] = []
         for ch in chunks:
             if ch.rag_id != scope.rag_id:
-                raise InvalidInputError("chunk belongs to another RAG than the scope")
+                raise foreign_chunk_error()
             blob = _vector_blob(ch.embedding, scope.dimension)
-            conn.execute(
-                "INSERT INTO chunks (id, tenant_id, project_id, rag_id, source_ref, kind, path, "
-                "text, metadata, dim) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    ch.id,
-                    scope.tenant_id,
-                    scope.project_id,
-                    scope.rag_id,
-                    ch.source_ref,
-                    ch.kind,
-                    ch.path,
-                    ch.text,
-                    json.dumps(ch.metadata, default=str),
-                    scope.dimension,
-                ),
-            )
+            conn.execute(*insert_sql("chunks", chunk_row(scope, ch)))
             rowid = conn.last_insert_rowid()
             conn.execute(
                 f"INSERT INTO {table} (rowid, rag_id, embedding, kind) VALUES (?, ?, ?, ?)",
@@ -160,7 +120,7 @@ class SqliteChunkStore:
         chunk_ids: Sequence[str] | None = None,
         filters: ChunkFilter | None = None,
     ) -> int:
-        where, params = _filter_sql(filters)
+        where, params = chunk_filter_sql(filters)
         if chunk_ids is not None:
             if not chunk_ids:
                 return 0
@@ -179,7 +139,7 @@ class SqliteChunkStore:
         return n
 
     def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
-        where, params = _filter_sql(filters)
+        where, params = chunk_filter_sql(filters)
         rows = self.db.query(
             "SELECT count(*) FROM chunks c WHERE c.tenant_id = ? AND c.project_id = ? "
             f"AND c.rag_id = ?{where}",
@@ -194,7 +154,7 @@ class SqliteChunkStore:
         chunk_ids: Sequence[str] | None = None,
         filters: ChunkFilter | None = None,
     ) -> list[Hit]:
-        where, params = _filter_sql(filters)
+        where, params = chunk_filter_sql(filters)
         if chunk_ids is not None:
             if not chunk_ids:
                 return []
@@ -205,7 +165,7 @@ class SqliteChunkStore:
             f"AND c.rag_id = ?{where} ORDER BY c.source_ref, c.rowid",
             (scope.tenant_id, scope.project_id, scope.rag_id, *params),
         )
-        return [_hit(r, 0.0) for r in rows]
+        return [row_to_hit(r, 0.0) for r in rows]
 
     def _cached_query(
         self, scope: RagScope, table: str, blob: bytes, top_k: int
@@ -241,7 +201,7 @@ class SqliteChunkStore:
         )
         by_rowid = {r["rowid"]: r for r in rows}
         return [
-            _hit(by_rowid[rid], float(score))
+            row_to_hit(by_rowid[rid], float(score))
             for rid, score in zip(rowids.tolist(), scores.tolist(), strict=True)
             if rid in by_rowid  # deleted between the generation read and now
         ]
@@ -254,11 +214,10 @@ class SqliteChunkStore:
         *,
         filters: ChunkFilter | None = None,
     ) -> list[Hit]:
-        if top_k < 1:
-            raise InvalidInputError("top_k must be at least 1")
+        check_top_k(top_k)
         table = self.db.ensure_vec_table(scope.dimension)
         blob = _vector_blob(vector, scope.dimension)
-        where, params = _filter_sql(filters)
+        where, params = chunk_filter_sql(filters)
         if not where and self.cache is not None:
             hits = self._cached_query(scope, table, blob, top_k)
             if hits is not None:
@@ -277,7 +236,7 @@ class SqliteChunkStore:
                 (r["tenant_id"], r["project_id"]) == (scope.tenant_id, scope.project_id)
                 for r in rows
             ):
-                return [_hit(r, 1.0 - float(r["distance"])) for r in rows]
+                return [row_to_hit(r, 1.0 - float(r["distance"])) for r in rows]
         # Filtered (or past the KNN limit): exact scan over the matching chunks, correct
         # top-k whatever the filter.
         rows = self.db.query_dicts(
@@ -287,4 +246,4 @@ class SqliteChunkStore:
             f"{where} ORDER BY distance LIMIT ?",
             (blob, scope.tenant_id, scope.project_id, scope.rag_id, *params, top_k),
         )
-        return [_hit(r, 1.0 - float(r["distance"])) for r in rows]
+        return [row_to_hit(r, 1.0 - float(r["distance"])) for r in rows]

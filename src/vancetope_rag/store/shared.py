@@ -1,0 +1,209 @@
+"""What every store adapter does alike, written once: argument checks, the document change set,
+the errors with one message whatever the database, and small codecs.
+
+Pure functions (no I/O): the SQLite and MongoDB adapters call them and translate the result to
+SQL or MQL, so a rule changed here changes for both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from vancetope_rag.domain.records import IndexState, RagRecord
+from vancetope_rag.errors import (
+    DimensionMismatchError,
+    DocumentNotFoundError,
+    InvalidInputError,
+    RagAlreadyExistsError,
+)
+from vancetope_rag.store.types import (
+    FILTER_KEYS,
+    UNSET,
+    ChunkFilter,
+    NewDocument,
+    RagScope,
+    _Unset,
+)
+
+#: A failed document's last error is stored up to this many characters.
+ERROR_TEXT_MAX = 2000
+
+
+def content_hash(text: str) -> str:
+    """The fingerprint stored with a document's content (hex SHA-256 of its UTF-8)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def capped_error(text: str) -> str:
+    """An error text cut to :data:`ERROR_TEXT_MAX` characters, as the store keeps it."""
+    return text[:ERROR_TEXT_MAX]
+
+
+# -- the document change set -----------------------------------------------------------------
+
+#: Value of a changed document field.
+FieldValue = str | bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentChanges:
+    """What one ``update_document`` call changes, worked out once for every adapter.
+
+    ``values`` maps :class:`~vancetope_rag.domain.records.Document` field names to their new
+    values, holding only the fields the caller gave (``None`` is a value: it clears
+    ``summary`` or ``rag_enabled``); a new ``content`` brings its ``content_hash``.
+    ``mark_dirty`` queues the document for the indexer. The adapters add ``updated_at``.
+    """
+
+    values: Mapping[str, FieldValue]
+    mark_dirty: bool = False
+
+    @classmethod
+    def from_args(
+        cls,
+        *,
+        path: str | _Unset = UNSET,
+        mime_type: str | _Unset = UNSET,
+        content: str | _Unset = UNSET,
+        summary: str | _Unset | None = UNSET,
+        rag_enabled: bool | _Unset | None = UNSET,
+        mark_dirty: bool = False,
+    ) -> DocumentChanges:
+        """The change set of ``ControlStore.update_document``'s keyword arguments."""
+        values: dict[str, FieldValue] = {}
+        if not isinstance(path, _Unset):
+            values["path"] = path
+        if not isinstance(mime_type, _Unset):
+            values["mime_type"] = mime_type
+        if not isinstance(content, _Unset):
+            values["content"] = content
+            values["content_hash"] = content_hash(content)
+        if not isinstance(summary, _Unset):
+            values["summary"] = summary
+        if not isinstance(rag_enabled, _Unset):
+            values["rag_enabled"] = rag_enabled
+        return cls(values, mark_dirty)
+
+
+def state_counts(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """Documents per index state, every state present (0 when no document is in it)."""
+    counts = {s.value: 0 for s in IndexState}
+    for state, n in pairs:
+        counts[state] = int(n)
+    return counts
+
+
+# -- errors both adapters raise ---------------------------------------------------------------
+
+
+def path_exists_error(doc: NewDocument) -> InvalidInputError:
+    """A new document whose path another document of the project already has."""
+    return InvalidInputError(
+        f"a document with path {doc.path!r} already exists in the project; update it instead",
+        tenant_id=doc.tenant_id,
+        project_id=doc.project_id,
+    )
+
+
+def path_taken_error(path: object, document_id: str) -> InvalidInputError:
+    """An update moving a document onto another document's path."""
+    return InvalidInputError(f"another document already has path {path!r}", document_id=document_id)
+
+
+def document_not_found_error(
+    tenant_id: str, project_id: str, document_id: str
+) -> DocumentNotFoundError:
+    return DocumentNotFoundError(
+        f"no document {document_id!r} in project {project_id!r}",
+        tenant_id=tenant_id,
+        project_id=project_id,
+        document_id=document_id,
+    )
+
+
+def rag_exists_error(rag: RagRecord) -> RagAlreadyExistsError:
+    return RagAlreadyExistsError(
+        f"a RAG named {rag.name!r} already exists in project {rag.project_id!r}",
+        tenant_id=rag.tenant_id,
+        project_id=rag.project_id,
+        rag_name=rag.name,
+    )
+
+
+def chunk_id_taken_error(scope: RagScope, detail: object) -> InvalidInputError:
+    """A chunk written under an id the RAG already holds; ``detail`` names it if known."""
+    return InvalidInputError(
+        f"a chunk id is already taken: {detail}; chunk ids must be unique",
+        tenant_id=scope.tenant_id,
+        project_id=scope.project_id,
+        rag_id=scope.rag_id,
+    )
+
+
+def foreign_chunk_error() -> InvalidInputError:
+    """A chunk whose ``rag_id`` is not the RAG of the scope it is written to."""
+    return InvalidInputError("chunk belongs to another RAG than the scope")
+
+
+# -- chunk arguments ---------------------------------------------------------------------------
+
+
+def iter_filter(filters: ChunkFilter | None) -> Iterator[tuple[str, bool, list[str]]]:
+    """Yield ``(key, negated, values)`` for a ChunkFilter, validating keys."""
+    for raw_key, value in (filters or {}).items():
+        negated = raw_key.startswith("!")
+        key = raw_key[1:] if negated else raw_key
+        if key not in FILTER_KEYS:
+            raise InvalidInputError(
+                f"cannot filter chunks on {key!r}; "
+                f"filterable keys: {', '.join(sorted(FILTER_KEYS))}"
+            )
+        values = [value] if isinstance(value, str) else [str(v) for v in value]
+        yield key, negated, values
+
+
+def check_top_k(top_k: int) -> None:
+    """A query asks for at least one chunk."""
+    if top_k < 1:
+        raise InvalidInputError("top_k must be at least 1")
+
+
+def checked_vector(vector: Sequence[float], dim: int) -> npt.NDArray[np.float32]:
+    """The vector as float32 after the checks every adapter makes (size, finite, non-zero)."""
+    arr = np.asarray(vector, dtype=np.float32)
+    if arr.ndim != 1 or arr.shape[0] != dim:
+        raise DimensionMismatchError(
+            f"vector has {arr.shape[-1] if arr.ndim else 0} dimensions but the RAG is pinned "
+            f"to {dim}; rebuild the RAG to change its embedding model"
+        )
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInputError("embedding contains NaN or infinite values")
+    if not np.any(arr):  # cosine is undefined for it (sqlite-vec yields NULL distances)
+        raise InvalidInputError("embedding is all zeros; cosine similarity needs a non-zero vector")
+    return arr
+
+
+# -- embedding cache -------------------------------------------------------------------------
+
+
+def unique_batches(values: Iterable[str], size: int) -> Iterator[list[str]]:
+    """``values`` without repeats (first occurrence kept), in lists of at most ``size``."""
+    unique = list(dict.fromkeys(values))
+    for start in range(0, len(unique), size):
+        yield unique[start : start + size]
+
+
+def vector_to_bytes(vector: Sequence[float]) -> bytes:
+    """A cached embedding as stored: float32, native byte order."""
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def vector_from_bytes(blob: bytes) -> list[float]:
+    """The embedding :func:`vector_to_bytes` stored."""
+    values: list[float] = np.frombuffer(blob, dtype=np.float32).tolist()
+    return values

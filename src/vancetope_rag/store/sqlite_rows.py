@@ -1,0 +1,196 @@
+"""Pure parts of the SQLite adapters: row ↔ record codecs and the SQL pieces they compose.
+
+No I/O here; :mod:`.sqlite_control` and :mod:`.sqlite_chunks` run what these functions build.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from vancetope_rag.domain.records import (
+    Chunk,
+    Document,
+    Hit,
+    IndexState,
+    Project,
+    ProjectStatus,
+    RagRecord,
+)
+from vancetope_rag.store.shared import DocumentChanges, iter_filter
+from vancetope_rag.store.types import ChunkFilter, NewDocument, RagScope
+
+#: ``SET`` clauses that queue a document for the indexer: new version, attempts and retry time
+#: reset; PENDING unless a worker holds it (that worker's ``mark_rag_clean`` then sees the new
+#: version and re-queues it).
+DIRTY_SETS: tuple[str, ...] = (
+    "rag_dirty = 1",
+    "rag_version = rag_version + 1",
+    "index_state = CASE WHEN rag_claimed_by IS NULL THEN 'pending' ELSE index_state END",
+    "index_attempts = 0",
+    "index_next_attempt_at = NULL",
+    "index_last_error = NULL",
+)
+
+_CHUNK_COLUMN = {"kind": "c.kind", "path": "c.path", "sourceRef": "c.source_ref"}
+
+
+def insert_sql(table: str, row: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
+    """``INSERT INTO table (columns) VALUES (?, …)`` for a row, and its parameters."""
+    marks = ", ".join("?" * len(row))
+    return f"INSERT INTO {table} ({', '.join(row)}) VALUES ({marks})", tuple(row.values())
+
+
+def document_update_sql(changes: DocumentChanges, updated_at: float) -> tuple[str, list[Any]]:
+    """The ``SET`` list of an ``UPDATE documents`` for a change set, and its parameters.
+
+    The columns of ``documents`` carry the :class:`Document` field names, so a change set's
+    keys are its column names.
+    """
+    sets = ["updated_at = ?"]
+    params: list[Any] = [updated_at]
+    for column, value in changes.values.items():
+        sets.append(f"{column} = ?")
+        params.append(int(value) if isinstance(value, bool) else value)
+    if changes.mark_dirty:
+        sets += DIRTY_SETS
+    return ", ".join(sets), params
+
+
+def chunk_filter_sql(filters: ChunkFilter | None) -> tuple[str, list[Any]]:
+    """`` AND …`` conditions on the chunk alias ``c`` for a ChunkFilter, and their parameters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for key, negated, values in iter_filter(filters):
+        marks = ",".join("?" * len(values))
+        clauses.append(f"{_CHUNK_COLUMN[key]} {'NOT IN' if negated else 'IN'} ({marks})")
+        params += values
+    return "".join(f" AND {c}" for c in clauses), params
+
+
+# -- codecs ----------------------------------------------------------------------------------
+
+
+def document_row(doc: NewDocument, doc_id: str, content_hash: str, now: float) -> dict[str, Any]:
+    """The ``documents`` row of a new document (version 1; PENDING when it starts dirty)."""
+    return {
+        "id": doc_id,
+        "tenant_id": doc.tenant_id,
+        "project_id": doc.project_id,
+        "path": doc.path,
+        "mime_type": doc.mime_type,
+        "content": doc.content,
+        "summary": doc.summary,
+        "rag_enabled": None if doc.rag_enabled is None else int(doc.rag_enabled),
+        "rag_dirty": int(doc.rag_dirty),
+        "rag_version": 1,
+        "index_state": (IndexState.PENDING if doc.rag_dirty else IndexState.NONE).value,
+        "content_hash": content_hash,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def rag_row(rag: RagRecord, created_at: float) -> dict[str, Any]:
+    return {
+        "id": rag.id,
+        "tenant_id": rag.tenant_id,
+        "project_id": rag.project_id,
+        "name": rag.name,
+        "title": rag.title,
+        "description": rag.description,
+        "embedding_provider": rag.embedding_provider,
+        "embedding_model": rag.embedding_model,
+        "embedding_dimension": rag.embedding_dimension,
+        "chunk_size": rag.chunk_size,
+        "chunk_overlap": rag.chunk_overlap,
+        "created_at": created_at,
+    }
+
+
+def chunk_row(scope: RagScope, chunk: Chunk) -> dict[str, Any]:
+    """The ``chunks`` row of a chunk written to ``scope`` (its vector goes to the vec0 table)."""
+    return {
+        "id": chunk.id,
+        "tenant_id": scope.tenant_id,
+        "project_id": scope.project_id,
+        "rag_id": scope.rag_id,
+        "source_ref": chunk.source_ref,
+        "kind": chunk.kind,
+        "path": chunk.path,
+        "text": chunk.text,
+        "metadata": json.dumps(chunk.metadata, default=str),
+        "dim": scope.dimension,
+    }
+
+
+def _dt(ts: float | None) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+def row_to_document(r: Mapping[str, Any]) -> Document:
+    return Document(
+        id=r["id"],
+        tenant_id=r["tenant_id"],
+        project_id=r["project_id"],
+        path=r["path"],
+        mime_type=r["mime_type"],
+        content=r["content"],
+        summary=r["summary"],
+        rag_enabled=None if r["rag_enabled"] is None else bool(r["rag_enabled"]),
+        rag_dirty=bool(r["rag_dirty"]),
+        rag_claimed_by=r["rag_claimed_by"],
+        rag_claimed_at=_dt(r["rag_claimed_at"]),
+        rag_version=r["rag_version"],
+        index_state=IndexState(r["index_state"]),
+        index_attempts=r["index_attempts"],
+        index_last_error=r["index_last_error"],
+        index_next_attempt_at=_dt(r["index_next_attempt_at"]),
+        indexed_at=_dt(r["indexed_at"]),
+        rag_indexed_hash=r["rag_indexed_hash"],
+        content_hash=r["content_hash"],
+        created_at=_dt(r["created_at"]),
+        updated_at=_dt(r["updated_at"]),
+    )
+
+
+def row_to_rag(r: Mapping[str, Any]) -> RagRecord:
+    return RagRecord(
+        id=r["id"],
+        tenant_id=r["tenant_id"],
+        project_id=r["project_id"],
+        name=r["name"],
+        title=r["title"],
+        description=r["description"],
+        embedding_provider=r["embedding_provider"],
+        embedding_model=r["embedding_model"],
+        embedding_dimension=r["embedding_dimension"],
+        chunk_size=r["chunk_size"],
+        chunk_overlap=r["chunk_overlap"],
+        created_at=_dt(r["created_at"]),
+    )
+
+
+def row_to_project(r: Mapping[str, Any]) -> Project:
+    return Project(
+        tenant_id=r["tenant_id"],
+        project_id=r["project_id"],
+        status=ProjectStatus(r["status"]),
+        home_node=r["home_node"],
+        created_at=_dt(r["created_at"]),
+    )
+
+
+def row_to_hit(row: Mapping[str, Any], score: float) -> Hit:
+    return Hit(
+        score=score,
+        text=row["text"],
+        source_ref=row["source_ref"],
+        kind=row["kind"],
+        path=row["path"],
+        rag_id=row["rag_id"],
+        chunk_id=row["id"],
+        metadata=json.loads(row["metadata"]),
+    )

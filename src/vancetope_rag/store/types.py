@@ -1,0 +1,58 @@
+"""Value types the store ports speak: scopes, chunk filters, new documents, the UNSET marker.
+
+Plain data shared by the ports (:mod:`.port`), every adapter and the services; the logic both
+adapters share lives in :mod:`.shared`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from vancetope_rag.domain.records import RagRecord
+
+#: Seconds since the epoch, injected so tests control time (``time.time`` in production).
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class RagScope:
+    """Where chunks live: a RAG inside one tenant's project. Every chunk query carries it."""
+
+    tenant_id: str
+    project_id: str
+    rag_id: str
+    dimension: int
+
+    @classmethod
+    def of(cls, rag: RagRecord) -> RagScope:
+        return cls(rag.tenant_id, rag.project_id, rag.id, rag.embedding_dimension)
+
+
+#: Chunk metadata filter: key (``kind``, ``path`` or ``sourceRef``) → value or list of values.
+#: A key prefixed with ``!`` means "not equal / not in".
+ChunkFilter = Mapping[str, str | Sequence[str]]
+
+FILTER_KEYS = frozenset({"kind", "path", "sourceRef"})
+
+
+@dataclass(frozen=True, slots=True)
+class NewDocument:
+    tenant_id: str
+    project_id: str
+    path: str
+    mime_type: str
+    content: str
+    summary: str | None = None
+    rag_enabled: bool | None = None
+    rag_dirty: bool = False
+
+
+class _Unset:
+    """Sentinel: a field not given to an update."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = _Unset()
