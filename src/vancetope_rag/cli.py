@@ -171,6 +171,7 @@ def import_cmd(c: Ctx, directory: Path, prefix: str, as_json: bool) -> None:
                         path=rel,
                         mime_type=mime,
                         max_chars=app.config.extract_max_chars,
+                        registry=app.extractors,
                     )
                     stored_mime = mime if is_textual(mime) else "text/plain"
                     result = app.documents.upsert_by_path(

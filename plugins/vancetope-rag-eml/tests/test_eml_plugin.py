@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import vancetope_rag_eml
+from click.testing import CliRunner
 
 from vancetope_rag import ExtractionError, RagApp, get_plugin_manager
+from vancetope_rag.cli import cli
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.extract import extract_text
 
@@ -51,3 +54,29 @@ def test_without_the_plugin_eml_is_unsupported(tmp_path: Path) -> None:
 def test_broken_mail_is_a_clear_error() -> None:
     with pytest.raises(ExtractionError, match="no e-mail headers"):
         vancetope_rag_eml.extract_eml(b"", "empty.eml")
+
+
+def test_cli_import_extracts_eml_through_the_plugin(tmp_path: Path) -> None:
+    """Bug 2 of issue 7: `import` extracted with a module-level registry plugins never reach,
+    so it skipped `.eml` files as unsupported although the app's registry knew them."""
+    root = tmp_path / "mail"
+    root.mkdir()
+    (root / "freeze.eml").write_bytes(MAIL)
+    (root / "notes.md").write_text("Lunch is at one.")
+    runner = CliRunner()
+    base = ["--store", f"sqlite:///{tmp_path / 'r.db'}", "--tenant", "t", "--project", "p"]
+
+    def run(*args: str) -> str:
+        result = runner.invoke(cli, [*base, *args], env={"VANCETOPE_RAG_PLUGINS": "eml"})
+        assert result.exit_code == 0, result.output + result.stderr
+        return result.stdout
+
+    run("settings", "set", "ai.embedding.provider", "hashing", "--scope", "tenant")
+    imported = json.loads(run("import", str(root), "--json"))
+    assert imported["skippedFiles"] == []
+    assert imported["created"] == 2
+    run("index")
+    hits = json.loads(run("query", "release freeze Thursday", "--json"))
+    assert hits[0]["path"] == "documents/freeze.eml"
+    assert "Subject: Release freeze" in hits[0]["text"]
+    assert "freeze starts Thursday" in hits[0]["text"]
