@@ -8,12 +8,9 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from pydantic import PrivateAttr
 
-from vancetope_rag.embeddings import (
-    EmbeddingRegistry,
-    EmbeddingSettings,
-    HashingEmbedding,
-    LoadedModel,
-)
+from vancetope_rag.default_plugins.hashing import HashingEmbedding
+from vancetope_rag.embeddings import EmbeddingRegistry, EmbeddingSettings, LoadedModel
+from vancetope_rag.extract import ExtractorRegistry
 from vancetope_rag.plugins import get_plugin_manager
 
 
@@ -88,4 +85,11 @@ def registry_with(*providers: Any) -> EmbeddingRegistry:
     )
     for p in providers:
         reg.register(p)
+    return reg
+
+
+def default_extractors() -> ExtractorRegistry:
+    """The extractors the default plugins register, built as the app builds its registry."""
+    reg = ExtractorRegistry()
+    get_plugin_manager(load_entrypoints=False).hook.register_extractors(register=reg.register)
     return reg

@@ -1,12 +1,14 @@
 """vancetope-rag: a self-syncing project RAG and pre-turn context injection on LlamaIndex.
 
-The public API; everything else is internal and may change.
+The public API, including what plugins build on (``hookimpl``, the provider and extractor
+types and helpers; see ``docs/plugin-hooks.md``); everything else is internal and may change.
 """
 
 from __future__ import annotations
 
 from vancetope_rag.app import RagApp
 from vancetope_rag.config import EngineConfig
+from vancetope_rag.default_plugins.extractors import html_to_text
 from vancetope_rag.domain.cascade import AutoInject, resolve_auto_inject
 from vancetope_rag.domain.context_block import render_context_block
 from vancetope_rag.domain.records import (
@@ -19,7 +21,12 @@ from vancetope_rag.domain.records import (
     RagRecord,
     RagStatus,
 )
-from vancetope_rag.embeddings import EmbeddingProvider, EmbeddingSettings, LoadedModel
+from vancetope_rag.embeddings import (
+    EmbeddingProvider,
+    EmbeddingRegistry,
+    EmbeddingSettings,
+    LoadedModel,
+)
 from vancetope_rag.errors import (
     DimensionMismatchError,
     DocumentNotFoundError,
@@ -38,6 +45,17 @@ from vancetope_rag.errors import (
     SettingError,
     StoreError,
 )
+from vancetope_rag.extract import (
+    ExtractedText,
+    Extractor,
+    ExtractorDependencyMissing,
+    ExtractorRegistry,
+    RegisterExtractor,
+    UnsupportedTypeError,
+    decode_text,
+    extract_text,
+    extraction_error,
+)
 from vancetope_rag.hookspecs import hookimpl
 from vancetope_rag.plugins import get_plugin_manager
 from vancetope_rag.recipes import RagParams, Recipe, load_recipe
@@ -54,9 +72,14 @@ __all__ = [
     "EmbeddingDisabledError",
     "EmbeddingError",
     "EmbeddingProvider",
+    "EmbeddingRegistry",
     "EmbeddingSettings",
     "EngineConfig",
+    "ExtractedText",
     "ExtractionError",
+    "Extractor",
+    "ExtractorDependencyMissing",
+    "ExtractorRegistry",
     "Hit",
     "IndexState",
     "InvalidInputError",
@@ -75,11 +98,17 @@ __all__ = [
     "RagVectorStore",
     "Recipe",
     "RecipeError",
+    "RegisterExtractor",
     "ReservedNameError",
     "SettingError",
     "StoreError",
+    "UnsupportedTypeError",
+    "decode_text",
+    "extract_text",
+    "extraction_error",
     "get_plugin_manager",
     "hookimpl",
+    "html_to_text",
     "load_recipe",
     "open_store",
     "render_context_block",

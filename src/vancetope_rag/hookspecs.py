@@ -2,16 +2,19 @@
 
 A chat engine (the host) calls these hooks; vancetope-rag's own behaviour is implemented as
 default plugins (:mod:`vancetope_rag.default_plugins`), and third-party plugins add to it.
-Every hook receives the :class:`~vancetope_rag.app.RagApp` as ``app``.
+``docs/plugin-hooks.md`` describes every hook and how to write a plugin.
 
 Phases:
 
+* **Startup** — ``register_embedding_providers``, ``register_extractors`` and
+  ``context_template`` are called once, when :meth:`RagApp.open <vancetope_rag.app.RagApp.open>`
+  builds the app's registries.
 * **Project lifecycle** — ``project_bring`` / ``project_suspend`` / ``project_close``.
 * **Documents** — ``document_saved`` / ``document_deleted``.
 * **Chat turn** — ``pre_turn`` returns system messages to add before the LLM call.
-* **Tools** — ``register_tools`` hands tools to a ``register`` callback.
-* **Extension points** — ``register_embedding_providers``, ``register_extractors``,
-  ``context_template``.
+* **Tools** — ``register_tools`` hands agent tools to a ``register`` callback.
+
+The hooks of the later phases receive the :class:`~vancetope_rag.app.RagApp` as ``app``.
 """
 
 from __future__ import annotations
@@ -25,12 +28,52 @@ if TYPE_CHECKING:
     from vancetope_rag.app import RagApp
     from vancetope_rag.domain.records import Document
     from vancetope_rag.embeddings import EmbeddingProvider
+    from vancetope_rag.extract import RegisterExtractor
     from vancetope_rag.recipes import RagParams
 
 PROJECT_NAME = "vancetope_rag"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+# -- startup: extension points -----------------------------------------------------------
+
+
+@hookspec
+def register_embedding_providers(register: Callable[[EmbeddingProvider], None]) -> None:
+    """Add embedding providers, selected per tenant or project with
+    ``ai.embedding.provider=<name>``.
+
+    Called once per app, when it opens. Hand each provider (an object with ``name``,
+    ``default_model()`` and ``load(settings, model)``; see
+    :class:`~vancetope_rag.embeddings.EmbeddingProvider`) to ``register``. A later registration
+    of a name replaces an earlier one; the built-in providers register first, so a plugin can
+    replace them. The default plugins register ``embedded``, ``openai``, ``gemini`` and
+    ``hashing``.
+    """
+
+
+@hookspec
+def register_extractors(register: RegisterExtractor) -> None:
+    """Add text extractors for file types.
+
+    Called once per app, when it opens. Call ``register(mime_types, extractor,
+    extensions=())`` where ``extractor(data: bytes, path: str) -> str`` returns the text or
+    raises :class:`~vancetope_rag.errors.ExtractionError`. A later registration of a MIME type
+    or extension replaces an earlier one; the built-in extractors register first, so a plugin
+    can replace them. The default plugin registers plain text and code, HTML, notebooks, DOCX
+    and PDF.
+    """
+
+
+@hookspec(firstresult=True)
+def context_template() -> str | None:
+    """Jinja2 source of the default ``<rag-context>`` template (recipes may still override).
+
+    Called once per app, when it opens. ``firstresult``: the first plugin that returns a
+    template wins; when none does, the package's own template is used.
+    """
 
 
 # -- project lifecycle -------------------------------------------------------------------
@@ -40,7 +83,8 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 def project_bring(app: RagApp, tenant_id: str, project_id: str, home_node: str | None) -> None:
     """A project starts running (after the host initialised its workspace).
 
-    The default plugin ensures the ``_documents`` RAG (best effort: never raises for
+    Called by :meth:`RagApp.bring <vancetope_rag.app.RagApp.bring>`. The default plugin marks
+    the project running and ensures the ``_documents`` RAG (best effort: never raises for
     embedding misconfiguration; provider ``none`` is a silent skip).
     """
 
@@ -72,13 +116,13 @@ def document_saved(
 
     The default plugin upserts it and sets ``ragDirty`` when it is eligible; indexing happens
     later in the scheduler (no embedding call on the save path). ``rag_enabled`` is the wire
-    tristate ``"auto" | "on" | "off"`` or None (unchanged).
+    tristate ``"auto" | "on" | "off"`` or None (unchanged). Returns the stored document.
     """
 
 
 @hookspec
 def document_deleted(app: RagApp, tenant_id: str, project_id: str, path: str) -> None:
-    """The host deleted a document; its chunks are removed at once."""
+    """The host deleted a document; the default plugin removes it and its chunks at once."""
 
 
 # -- chat turn ---------------------------------------------------------------------------
@@ -94,9 +138,10 @@ def pre_turn(
 ) -> list[str] | None:
     """Before the LLM call of a turn: return system message texts to add (or None).
 
-    Results of all plugins are concatenated in plugin order. The default plugin returns the
-    ``<rag-context>`` block when AutoInject is on and something relevant was found; it never
-    raises for retrieval failures (the turn goes on without the block).
+    Results of all plugins are concatenated in plugin registration order (the default plugin's
+    first). The default plugin returns the ``<rag-context>`` block when AutoInject is on and
+    something relevant was found; it never raises for retrieval failures (the turn goes on
+    without the block).
     """
 
 
@@ -108,30 +153,8 @@ def register_tools(
     register: Callable[[Any], None], app: RagApp, tenant_id: str, project_id: str
 ) -> None:
     """Hand agent tools (LlamaIndex ``FunctionTool``s) bound to this tenant and project to
-    ``register``. The default plugin registers the ``rag_*`` tools of spec §9."""
-
-
-# -- extension points --------------------------------------------------------------------
-
-
-@hookspec
-def register_embedding_providers(register: Callable[[EmbeddingProvider], None]) -> None:
-    """Add embedding providers (selected with ``ai.embedding.provider=<name>``)."""
-
-
-@hookspec
-def register_extractors(
-    register: Callable[..., None],
-) -> None:
-    """Add text extractors: ``register(mime_types, extractor, extensions=())`` where
-    ``extractor(data: bytes, path: str) -> str``."""
-
-
-@hookspec(firstresult=True)
-def context_template() -> str | None:
-    """Jinja2 source of the default ``<rag-context>`` template (recipes may still override).
-    ``firstresult``: the first plugin that returns a template wins."""
+    ``register``. Called by :meth:`RagApp.tools <vancetope_rag.app.RagApp.tools>`; the
+    default plugin registers the ``rag_*`` tools of spec §9."""
 
 
 __all__ = ["PROJECT_NAME", "hookimpl", "hookspec"]
-

@@ -8,13 +8,8 @@ from llama_index.core.base.embeddings.base import Embedding
 
 from vancetope_rag.api import issue_token
 from vancetope_rag.app import RagApp
-from vancetope_rag.embeddings import (
-    EmbeddingRegistry,
-    EmbeddingSettings,
-    HashingEmbedding,
-    HashingProvider,
-    LoadedModel,
-)
+from vancetope_rag.default_plugins.hashing import HashingEmbedding, HashingProvider
+from vancetope_rag.embeddings import EmbeddingRegistry, EmbeddingSettings, LoadedModel
 from vancetope_rag.errors import EmbeddingConfigError
 
 T, P = "t1", "p1"

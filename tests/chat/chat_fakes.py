@@ -15,7 +15,8 @@ from pydantic import PrivateAttr
 
 from vancetope_rag.app import RagApp
 from vancetope_rag.config import EngineConfig
-from vancetope_rag.embeddings import EmbeddingSettings, HashingEmbedding, LoadedModel
+from vancetope_rag.default_plugins.hashing import HashingEmbedding
+from vancetope_rag.embeddings import EmbeddingSettings, LoadedModel
 
 #: A scripted step: the messages the LLM received → the assistant message to answer with.
 Step = Callable[[list[ChatMessage]], ChatMessage]

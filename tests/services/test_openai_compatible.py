@@ -22,7 +22,8 @@ import pytest
 pytest.importorskip("llama_index.embeddings.openai")
 
 from vancetope_rag.app import RagApp
-from vancetope_rag.embeddings import EmbeddingSettings, OpenAIProvider
+from vancetope_rag.default_plugins.openai import OpenAIProvider
+from vancetope_rag.embeddings import EmbeddingSettings
 from vancetope_rag.errors import EmbeddingConfigError
 
 T, P = "t1", "p1"

@@ -41,13 +41,8 @@ def main() -> None:
 
     from vancetope_rag.app import RagApp
     from vancetope_rag.config import EngineConfig
-    from vancetope_rag.embeddings import (
-        EmbeddingRegistry,
-        EmbeddingSettings,
-        HashingEmbedding,
-        HashingProvider,
-        LoadedModel,
-    )
+    from vancetope_rag.default_plugins.hashing import HashingEmbedding, HashingProvider
+    from vancetope_rag.embeddings import EmbeddingRegistry, EmbeddingSettings, LoadedModel
 
     class SlowHashing(HashingEmbedding):
         delay: float = 0.0

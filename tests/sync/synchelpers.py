@@ -11,14 +11,9 @@ from llama_index.core.base.embeddings.base import Embedding
 from pydantic import PrivateAttr
 
 from vancetope_rag.app import RagApp
+from vancetope_rag.default_plugins.hashing import HashingEmbedding, HashingProvider
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Document, Hit, RagRecord
-from vancetope_rag.embeddings import (
-    EmbeddingRegistry,
-    EmbeddingSettings,
-    HashingEmbedding,
-    HashingProvider,
-    LoadedModel,
-)
+from vancetope_rag.embeddings import EmbeddingRegistry, EmbeddingSettings, LoadedModel
 from vancetope_rag.store.types import RagScope
 
 T, P = "t1", "p1"

@@ -1,4 +1,8 @@
-"""Local text extraction: built-ins on real bytes, budgets, named errors, the registry."""
+"""Local text extraction: built-ins on real bytes, budgets, named errors, the registry.
+
+The built-in extractors are a default plugin; every test extracts with the registry the
+default plugins fill through ``register_extractors``, as the app does.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,12 @@ import io
 import json
 import sys
 import zipfile
+from typing import Any
 
 import pytest
+from support import default_extractors
 
-from vancetope_rag import extract
+from vancetope_rag.default_plugins import extractors
 from vancetope_rag.errors import ExtractionError, InvalidInputError, MissingDependencyError
 from vancetope_rag.extract import (
     DEFAULT_MAX_CHARS,
@@ -20,7 +26,7 @@ from vancetope_rag.extract import (
     ExtractorDependencyMissing,
     ExtractorRegistry,
     UnsupportedTypeError,
-    default_registry,
+    decode_text,
     extract_text,
 )
 
@@ -65,18 +71,26 @@ def make_pdf(text: str) -> bytes:
     return bytes(out)
 
 
+BUILTINS = default_extractors()  # never changed by a test
+
+
+def extract(data: bytes, **kwargs: Any) -> ExtractedText:
+    """:func:`extract_text` with the default plugins' extractors."""
+    return extract_text(data, registry=BUILTINS, **kwargs)
+
+
 # --- plain text ---------------------------------------------------------------------------
 
 
 def test_utf8_text() -> None:
-    result = extract_text("héllo wörld ✓\n".encode(), path="a.txt")
+    result = extract("héllo wörld ✓\n".encode(), path="a.txt")
     assert result == ExtractedText(
         text="héllo wörld ✓\n", mime_type="text/plain", truncated=False, chars=14
     )
 
 
 def test_utf8_bom_is_stripped() -> None:
-    assert extract_text(codecs.BOM_UTF8 + b"abc", path="a.md").text == "abc"
+    assert extract(codecs.BOM_UTF8 + b"abc", path="a.md").text == "abc"
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
@@ -85,17 +99,17 @@ def test_utf16_with_bom(encoding: str) -> None:
     if encoding != "utf-16":
         bom = codecs.BOM_UTF16_LE if encoding.endswith("le") else codecs.BOM_UTF16_BE
         data = bom + data
-    assert extract_text(data, path="a.txt").text == "héllo ✓"
+    assert extract(data, path="a.txt").text == "héllo ✓"
 
 
 def test_utf16_without_bom_is_refused() -> None:
     with pytest.raises(ExtractionError, match="NUL"):
-        extract_text("hello".encode("utf-16-le"), path="a.txt")
+        extract("hello".encode("utf-16-le"), path="a.txt")
 
 
 def test_latin1_is_refused_with_offset_and_advice() -> None:
     with pytest.raises(ExtractionError) as info:
-        extract_text("café!".encode("latin-1"), path="notes/a.md")
+        extract("café!".encode("latin-1"), path="notes/a.md")
     message = str(info.value)
     assert "not UTF-8 text (invalid byte 0xe9 at offset 3)" in message
     assert "convert the file to UTF-8 or mark it ragEnabled=false" in message
@@ -105,12 +119,12 @@ def test_latin1_is_refused_with_offset_and_advice() -> None:
 
 def test_offset_counts_the_bom() -> None:
     with pytest.raises(ExtractionError, match=r"invalid byte 0xff at offset 5\)"):
-        extract_text(codecs.BOM_UTF8 + b"ab\xffc", path="a.txt")
+        extract(codecs.BOM_UTF8 + b"ab\xffc", path="a.txt")
 
 
 def test_nul_byte_is_refused() -> None:
     with pytest.raises(ExtractionError, match=r"NUL byte at offset 2"):
-        extract_text(b"ab\x00cd", path="a.txt")
+        extract(b"ab\x00cd", path="a.txt")
 
 
 @pytest.mark.parametrize(
@@ -126,16 +140,16 @@ def test_nul_byte_is_refused() -> None:
     ],
 )
 def test_every_textual_type_is_decoded(mime: str, expected_mime: str) -> None:
-    result = extract_text(b'{"a": 1}', path="x", mime_type=mime)
+    result = extract(b'{"a": 1}', path="x", mime_type=mime)
     assert (result.text, result.mime_type) == ('{"a": 1}', expected_mime)
 
 
 def test_mime_type_is_guessed_from_the_path() -> None:
-    assert extract_text(b"# hi", path="documents/a.md").mime_type == "text/markdown"
+    assert extract(b"# hi", path="documents/a.md").mime_type == "text/markdown"
 
 
 def test_unknown_extension_with_clean_text_is_plain_text() -> None:
-    result = extract_text(b"MIT License\n", path="COPYING.v2")
+    result = extract(b"MIT License\n", path="COPYING.v2")
     assert (result.text, result.mime_type) == ("MIT License\n", "text/plain")
 
 
@@ -143,33 +157,33 @@ def test_unknown_extension_with_clean_text_is_plain_text() -> None:
 
 
 def test_truncation_flag_and_chars() -> None:
-    result = extract_text(b"a" * 100, path="a.txt", max_chars=10)
+    result = extract(b"a" * 100, path="a.txt", max_chars=10)
     assert (result.text, result.truncated, result.chars, result.max_chars) == (
         "a" * 10,
         True,
         10,
         10,
     )
-    exact = extract_text(b"a" * 10, path="a.txt", max_chars=10)
+    exact = extract(b"a" * 10, path="a.txt", max_chars=10)
     assert (exact.truncated, exact.chars) == (False, 10)
 
 
 def test_budget_counts_characters_not_bytes() -> None:
-    result = extract_text("ééé".encode(), path="a.txt", max_chars=2)
+    result = extract("ééé".encode(), path="a.txt", max_chars=2)
     assert (result.text, result.truncated) == ("éé", True)
 
 
 def test_budget_is_clamped_to_the_hard_cap() -> None:
     assert DEFAULT_MAX_CHARS <= HARD_MAX_CHARS
-    result = extract_text(b"abc", path="a.txt", max_chars=HARD_MAX_CHARS * 10)
+    result = extract(b"abc", path="a.txt", max_chars=HARD_MAX_CHARS * 10)
     assert result.max_chars == HARD_MAX_CHARS
-    assert extract_text(b"abc", path="a.txt").max_chars == DEFAULT_MAX_CHARS
+    assert extract(b"abc", path="a.txt").max_chars == DEFAULT_MAX_CHARS
 
 
 @pytest.mark.parametrize("max_chars", [0, -5, True])
 def test_budget_must_be_positive(max_chars: int) -> None:
     with pytest.raises(InvalidInputError):
-        extract_text(b"abc", path="a.txt", max_chars=max_chars)
+        extract(b"abc", path="a.txt", max_chars=max_chars)
 
 
 # --- HTML ---------------------------------------------------------------------------------
@@ -191,7 +205,7 @@ HTML = b"""<!DOCTYPE html>
 
 
 def test_html_visible_text_with_block_breaks() -> None:
-    result = extract_text(HTML, path="page.html")
+    result = extract(HTML, path="page.html")
     assert result.mime_type == "text/html"
     assert result.text == (
         "The Title\n"
@@ -206,7 +220,7 @@ def test_html_visible_text_with_block_breaks() -> None:
 
 def test_html_that_is_not_utf8_is_refused() -> None:
     with pytest.raises(ExtractionError, match="not UTF-8"):
-        extract_text("<p>café</p>".encode("latin-1"), path="p.html")
+        extract("<p>café</p>".encode("latin-1"), path="p.html")
 
 
 # --- notebooks ----------------------------------------------------------------------------
@@ -227,7 +241,7 @@ def test_ipynb_markdown_and_code_without_outputs() -> None:
             {"cell_type": "markdown", "source": []},
         ],
     }
-    result = extract_text(json.dumps(notebook).encode(), path="nb.ipynb")
+    result = extract(json.dumps(notebook).encode(), path="nb.ipynb")
     assert result.mime_type == "application/x-ipynb+json"
     assert result.text == "# Title\nSome prose.\n\n```python\nx = 1\nprint(x)\n```"
 
@@ -235,7 +249,7 @@ def test_ipynb_markdown_and_code_without_outputs() -> None:
 @pytest.mark.parametrize("data", [b"{not json", b"[1, 2]", b'{"cells": 3}', b"[" * 100_000])
 def test_invalid_notebook_is_refused(data: bytes) -> None:
     with pytest.raises(ExtractionError, match="not a valid notebook"):
-        extract_text(data, path="nb.ipynb")
+        extract(data, path="nb.ipynb")
 
 
 # --- DOCX ---------------------------------------------------------------------------------
@@ -249,14 +263,14 @@ def test_docx_paragraphs_as_lines() -> None:
         "<w:tbl><w:tr><w:tc><w:p><w:r><w:t>cell &amp; text</w:t></w:r></w:p></w:tc></w:tr></w:tbl>"
         "<w:p><w:r><w:t>Ünïcode ✓</w:t></w:r></w:p>"
     )
-    result = extract_text(make_docx(body), path="report.docx")
+    result = extract(make_docx(body), path="report.docx")
     assert result.mime_type == DOCX_MIME
     assert result.text == "Hello world\na\tb\nc\ncell & text\nÜnïcode ✓"
 
 
 def test_docx_found_by_extension_when_mime_is_generic() -> None:
     data = make_docx("<w:p><w:r><w:t>x</w:t></w:r></w:p>")
-    result = extract_text(data, path="r.DOCX", mime_type="application/octet-stream")
+    result = extract(data, path="r.DOCX", mime_type="application/octet-stream")
     assert result.text == "x"
 
 
@@ -271,26 +285,26 @@ def test_docx_found_by_extension_when_mime_is_generic() -> None:
 def test_docx_with_dtd_is_refused(prolog: str) -> None:
     data = make_docx("<w:p><w:r><w:t>x</w:t></w:r></w:p>", prolog=prolog)
     with pytest.raises(ExtractionError, match="DTD or entity"):
-        extract_text(data, path="evil.docx")
+        extract(data, path="evil.docx")
 
 
 def test_docx_zip_bomb_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(extract, "MAX_DOCX_XML_BYTES", 1000)
+    monkeypatch.setattr(extractors, "MAX_DOCX_XML_BYTES", 1000)
     data = make_docx("<w:p><w:r><w:t>" + "x" * 5000 + "</w:t></w:r></w:p>")
     with pytest.raises(ExtractionError, match="larger than 1000 bytes"):
-        extract_text(data, path="bomb.docx")
+        extract(data, path="bomb.docx")
 
 
 def test_broken_docx_is_refused() -> None:
     with pytest.raises(ExtractionError, match="not a readable DOCX"):
-        extract_text(b"PK\x03\x04 not really a zip", path="x.docx")
+        extract(b"PK\x03\x04 not really a zip", path="x.docx")
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("other.xml", "<x/>")
     with pytest.raises(ExtractionError, match=r"no word/document\.xml"):
-        extract_text(buffer.getvalue(), path="x.docx")
+        extract(buffer.getvalue(), path="x.docx")
     with pytest.raises(ExtractionError, match="not well-formed"):
-        extract_text(make_docx("<w:p>"), path="x.docx")
+        extract(make_docx("<w:p>"), path="x.docx")
 
 
 # --- PDF ----------------------------------------------------------------------------------
@@ -299,7 +313,7 @@ def test_broken_docx_is_refused() -> None:
 def test_pdf_without_pypdf_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pypdf", None)  # makes `import pypdf` fail
     with pytest.raises(ExtractorDependencyMissing) as info:
-        extract_text(b"%PDF-1.4", path="a.pdf")
+        extract(b"%PDF-1.4", path="a.pdf")
     error = info.value
     assert isinstance(error, ExtractionError)
     assert isinstance(error, MissingDependencyError)
@@ -310,11 +324,11 @@ def test_pdf_without_pypdf_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
 
 @pytest.mark.skipif(importlib.util.find_spec("pypdf") is None, reason="pypdf not installed")
 def test_pdf_with_pypdf() -> None:
-    result = extract_text(make_pdf("Hello PDF world"), path="a.pdf")
+    result = extract(make_pdf("Hello PDF world"), path="a.pdf")
     assert result.mime_type == "application/pdf"
     assert "Hello PDF world" in result.text
     with pytest.raises(ExtractionError, match="not a readable PDF"):
-        extract_text(b"%PDF-1.4 garbage", path="b.pdf")
+        extract(b"%PDF-1.4 garbage", path="b.pdf")
 
 
 # --- unsupported types --------------------------------------------------------------------
@@ -332,7 +346,7 @@ def test_pdf_with_pypdf() -> None:
 )
 def test_unsupported_binary_is_refused(data: bytes, path: str, mime: str | None) -> None:
     with pytest.raises(UnsupportedTypeError) as info:
-        extract_text(data, path=path, mime_type=mime)
+        extract(data, path=path, mime_type=mime)
     message = str(info.value)
     assert "unsupported type" in message
     assert info.value.mime_type in message
@@ -356,24 +370,34 @@ def test_custom_extractor_in_a_fresh_registry() -> None:
     assert registry.find(None, "dir/file.cst") is shout
     assert extract_text(b"ho", path="dir/file.cst", registry=registry).text == "HO"
     with pytest.raises(UnsupportedTypeError):
-        extract_text(b"hi", path="x", mime_type="application/x-custom")
+        extract(b"hi", path="x", mime_type="application/x-custom")
 
 
-def test_default_registry_is_fresh_each_call() -> None:
-    first = default_registry()
+def test_there_is_no_registry_but_the_callers() -> None:
+    # No module-level default: a caller that forgets the app's registry fails at once
+    # instead of silently missing every plugin's extractors (issue 7, bug 2).
+    with pytest.raises(TypeError, match="registry"):
+        extract_text(b"hi", path="a.txt")  # type: ignore[call-arg]
+    first = default_extractors()
     first.register(["text/plain"], shout)
-    assert default_registry() is not first
-    assert default_registry().find("text/plain", "a.txt") is not shout
-    assert extract_text(b"hi", path="a.txt").text == "hi"
+    assert default_extractors().find("text/plain", "a.txt") is decode_text
+    assert extract(b"hi", path="a.txt").text == "hi"
 
 
 def test_registry_lookup_order() -> None:
-    registry = default_registry()
-    assert registry.find("text/html; charset=utf-8", "x.txt") is extract.extract_html
-    assert registry.find("application/ld+json", "x") is extract.decode_text
-    assert registry.find("text/x-whatever", "x.docx") is extract.decode_text
-    assert registry.find("application/octet-stream", "x.ipynb") is extract.extract_ipynb
+    registry = default_extractors()
+    assert registry.find("text/html; charset=utf-8", "x.txt") is extractors.extract_html
+    assert registry.find("application/ld+json", "x") is decode_text
+    assert registry.find("text/x-whatever", "x.docx") is decode_text
+    assert registry.find("application/octet-stream", "x.ipynb") is extractors.extract_ipynb
+    assert registry.find("application/x-ipynb+json", "x") is extractors.extract_ipynb
     assert registry.find("image/png", "x.png") is None
+
+
+def test_html_to_text_is_the_html_extractor_on_a_string() -> None:
+    html = HTML.decode()
+    assert extractors.html_to_text(html) == extract(HTML, path="page.html").text
+    assert extractors.html_to_text("<p>a</p><p>b &amp; c</p>") == "a\nb & c"
 
 
 def test_plugin_failure_becomes_an_extraction_error() -> None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
 
-from vancetope_rag import ExtractionError, hookimpl
-from vancetope_rag.extract import extract_html
+from vancetope_rag import ExtractionError, RegisterExtractor, hookimpl, html_to_text
 
 MIME_TYPES = ("message/rfc822",)
 EXTENSIONS = (".eml",)
@@ -27,11 +25,11 @@ def extract_eml(data: bytes, path: str) -> str:
     if body is not None:
         content = body.get_content()
         if body.get_content_subtype() == "html":
-            content = extract_html(content.encode("utf-8"), path)
+            content = html_to_text(content)
         lines += ["", content.strip()]
     return "\n".join(lines)
 
 
 @hookimpl
-def register_extractors(register: Callable[..., None]) -> None:
+def register_extractors(register: RegisterExtractor) -> None:
     register(MIME_TYPES, extract_eml, extensions=EXTENSIONS)
