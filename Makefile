@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml plugins/vancetope-rag-eml/pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# The CPU build of exactly this torch lies on disk here; any other spec pulls CUDA (GBs).
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[embedded,server,dev,mongodb,pdf,openai]' -e plugins/vancetope-rag-eml
+	$(BIN)/pip install -q -e '.[all,dev]' -e plugins/vancetope-rag-eml
 	touch $@
 
 setup: $(VENV)/.installed

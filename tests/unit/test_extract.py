@@ -15,8 +15,8 @@ import zipfile
 from typing import Any
 
 import pytest
-from support import default_extractors
 
+from support import default_extractors
 from vancetope_rag.default_plugins import extractors
 from vancetope_rag.errors import ExtractionError, InvalidInputError, MissingDependencyError
 from vancetope_rag.extract import (

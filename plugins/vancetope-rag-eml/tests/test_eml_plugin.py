@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -7,10 +8,9 @@ import pytest
 import vancetope_rag_eml
 from click.testing import CliRunner
 
-from vancetope_rag import ExtractionError, RagApp, get_plugin_manager
+import vancetope_rag
+from vancetope_rag import EngineConfig, ExtractionError, RagApp, extract_text, get_plugin_manager
 from vancetope_rag.cli import cli
-from vancetope_rag.config import EngineConfig
-from vancetope_rag.extract import extract_text
 
 MAIL = b"""From: Ada <ada@example.org>
 To: team@example.org
@@ -49,6 +49,33 @@ def test_without_the_plugin_eml_is_unsupported(tmp_path: Path) -> None:
             extract_text(b"\x00\x01binary", path="x.eml", registry=app.extractors)
     finally:
         app.close()
+
+
+HTML_MAIL = b"""From: Ada <ada@example.org>
+Subject: Menu
+Content-Type: text/html; charset=utf-8
+
+<html><head><style>p { color: red }</style></head>
+<body><p>Soup &amp; bread</p><p>Cake</p></body></html>
+"""
+
+
+def test_html_only_mail_gives_the_visible_text() -> None:
+    text = vancetope_rag_eml.extract_eml(HTML_MAIL, "menu.eml")
+    assert text == "From: Ada <ada@example.org>\nSubject: Menu\n\nSoup & bread\nCake"
+
+
+def test_plugin_uses_only_the_public_api() -> None:
+    tree = ast.parse(Path(vancetope_rag_eml.__file__).read_text(encoding="utf-8"))
+    used: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("vancetope_rag"):
+            assert node.module == "vancetope_rag", f"imports a private module: {node.module}"
+            used |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            assert not any(a.name.startswith("vancetope_rag.") for a in node.names)
+    assert "html_to_text" in used
+    assert used <= set(vancetope_rag.__all__)
 
 
 def test_broken_mail_is_a_clear_error() -> None:
