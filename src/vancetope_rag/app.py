@@ -22,9 +22,11 @@ from vancetope_rag.plugins import get_plugin_manager
 from vancetope_rag.recipes import RagParams
 from vancetope_rag.services.autoinject import RagAutoInjectService
 from vancetope_rag.services.documents import DocumentService
-from vancetope_rag.services.indexer import ProjectRagIndexer, ProjectRagIndexScheduler
+from vancetope_rag.services.importer import DocumentImporter
+from vancetope_rag.services.indexer import ProjectRagIndexer
 from vancetope_rag.services.projects import ProjectLifecycle, ProjectRagService
 from vancetope_rag.services.rag import RagService
+from vancetope_rag.services.scheduler import ProjectRagIndexScheduler
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store import Store, open_store
 from vancetope_rag.store.types import Clock
@@ -50,6 +52,7 @@ class RagApp:
     settings: SettingsService
     rags: RagService
     documents: DocumentService
+    importer: DocumentImporter
     project_rags: ProjectRagService
     lifecycle: ProjectLifecycle
     indexer: ProjectRagIndexer
@@ -98,13 +101,14 @@ class RagApp:
             default_chunk_overlap=config.chunk_overlap,
         )
         documents = DocumentService(control, chunks)
-        project_rags = ProjectRagService(control, rags, documents)
+        importer = DocumentImporter(documents, extractors, max_chars=config.extract_max_chars)
+        project_rags = ProjectRagService(control, rags, documents, settings)
         lifecycle = ProjectLifecycle(control, project_rags)
         indexer = ProjectRagIndexer(
             control, rags, documents, project_rags, settings, config, metrics
         )
         scheduler = ProjectRagIndexScheduler(
-            control, indexer, rags, settings, config, metrics, worker_id=worker_id
+            control, indexer, project_rags, settings, config, metrics, worker_id=worker_id
         )
         autoinject = RagAutoInjectService(
             rags, project_rags, settings, config, metrics, default_template=context_template
@@ -118,6 +122,7 @@ class RagApp:
             settings=settings,
             rags=rags,
             documents=documents,
+            importer=importer,
             project_rags=project_rags,
             lifecycle=lifecycle,
             indexer=indexer,

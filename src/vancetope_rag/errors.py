@@ -72,6 +72,12 @@ class ProjectNotFoundError(RagError, LookupError):
     code = "PROJECT_NOT_FOUND"
 
 
+class ProjectClosedError(RagError):
+    """The project is closed (its RAG disposed); bring it up again before working on it."""
+
+    code = "PROJECT_CLOSED"
+
+
 class StoreError(RagError):
     """The store cannot be opened or used (bad URI, unwritable path, corrupt file...)."""
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -55,3 +57,65 @@ def test_worker_indexes_and_stops_on_sigterm(tmp_path: Path) -> None:
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "serving node worker-test" in err
+
+
+def test_worker_with_indexer_disabled_indexes_nothing(tmp_path: Path) -> None:
+    """Regression (issue 7, bug 3): `RAG_INDEXER_ENABLED=false vancetope-rag worker` indexed
+    anyway, nothing read the setting. Now the worker says the indexer is off, idles until
+    SIGTERM and exits 0; an explicit `index` run still works."""
+    store = f"sqlite:///{tmp_path / 'rag.db'}"
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(3):
+        (docs / f"n{i}.md").write_text(f"note number {i} about topic {i}")
+    runner = CliRunner()
+    base = ["--store", store, "--tenant", "t", "--project", "p"]
+    assert runner.invoke(
+        cli, [*base, "settings", "set", "ai.embedding.provider", "hashing", "--scope", "tenant"]
+    ).exit_code == 0
+    assert runner.invoke(cli, [*base, "import", str(docs)]).exit_code == 0
+
+    env = {
+        **os.environ,
+        "RAG_INDEXER_ENABLED": "false",
+        "VANCETOPE_RAG_INDEXER_INITIAL_DELAY_S": "0",
+        "RAG_INDEXER_POLL_SECONDS": "0.1",
+        "VANCETOPE_RAG_NODE_ID": "worker-test",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vancetope_rag.cli", *base, "worker"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stderr is not None
+    reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True)
+    reader.start()
+    err = ""
+    try:
+        first = lines.get(timeout=60)  # the worker is up (and has its signal handlers)
+        err += first
+        # Long enough for a running scheduler to tick many times (0 s delay, 0.1 s interval);
+        # the enabled worker of the test above indexes its documents well within it.
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and proc.poll() is None:
+            status = json.loads(runner.invoke(cli, [*base, "status", "--json"]).stdout)
+            assert status["documents"]["indexed"] == 0, "the disabled worker indexed"
+            time.sleep(0.2)
+        assert proc.poll() is None, "the worker should idle until it is stopped"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        reader.join(timeout=5)
+    while not lines.empty():
+        err += lines.get()
+    assert proc.returncode == 0, err
+    assert "RAG_INDEXER_ENABLED=false" in err
+    status = json.loads(runner.invoke(cli, [*base, "status", "--json"]).stdout)
+    assert status["documents"]["pending"] == 3
+
+    # The switch stops the background scheduler only: an explicit run still indexes.
+    indexed = runner.invoke(cli, [*base, "index", "--json"], env={"RAG_INDEXER_ENABLED": "false"})
+    assert indexed.exit_code == 0, indexed.output
+    assert json.loads(indexed.stdout)["indexed"] == 3

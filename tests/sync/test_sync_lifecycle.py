@@ -164,3 +164,19 @@ def test_scheduler_serves_own_and_podless_running_projects_only(make_app: AppFac
     app.bring(T, "suspended", home_node="node-a")
     ticks_until_idle(app)
     assert states(app, T, "suspended") == {"indexed": 1}
+
+
+def test_background_scheduler_honours_indexer_enabled(
+    make_app: AppFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression (issue 7, bug 3): `RAG_INDEXER_ENABLED=false` was parsed and never read.
+    The background scheduler (worker, serve --with-indexer, plugin hosts) stays off and says
+    so; an explicit tick is not affected."""
+    caplog.set_level(logging.INFO, logger="vancetope_rag")
+    app = make_app(config={"indexer_enabled": False})
+    app.bring(T, P)
+    app.documents.create(T, P, "documents/a.md", "alpha")
+    app.scheduler.start()
+    assert not app.scheduler.running
+    assert any("RAG_INDEXER_ENABLED=false" in r.getMessage() for r in caplog.records)
+    assert app.scheduler.tick().indexed == 1

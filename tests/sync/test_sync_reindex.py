@@ -11,7 +11,7 @@ from synchelpers import P, T, chunk_count, chunks, default_rag, states, ticks_un
 
 from vancetope_rag.app import RagApp
 from vancetope_rag.cli import cli
-from vancetope_rag.errors import EmbeddingConfigError
+from vancetope_rag.errors import EmbeddingConfigError, EmbeddingDisabledError
 from vancetope_rag.store.types import RagScope
 
 
@@ -111,6 +111,19 @@ def test_rebuild_with_misconfigured_provider_raises_and_keeps_the_index(app: Rag
     with pytest.raises(EmbeddingConfigError, match="apiKey"):
         app.project_rags.reindex(T, P, rebuild=True)
     # the working index is not dropped for a rebuild that cannot happen
+    assert default_rag(app).id == old.id
+    assert chunk_count(app, old) == 5
+    assert states(app) == {"indexed": 4, "none": 2}
+
+
+def test_rebuild_with_embeddings_off_refuses_before_dropping(app: RagApp) -> None:
+    """Regression (issue 7, bug 1): the guard sat in the REST router, so a service call (and
+    the CLI) dropped the index with nothing to re-create it with."""
+    _seed(app)
+    old = default_rag(app)
+    app.settings.set(T, None, "ai.embedding.provider", "none")
+    with pytest.raises(EmbeddingDisabledError, match=r"ai\.embedding\.provider=none"):
+        app.project_rags.reindex(T, P, rebuild=True)
     assert default_rag(app).id == old.id
     assert chunk_count(app, old) == 5
     assert states(app) == {"indexed": 4, "none": 2}

@@ -27,6 +27,7 @@ REDACTED = MASK
 #: Checked in order; the first matching base class decides the status.
 _STATUS: tuple[tuple[type[e.RagError], int], ...] = (
     (e.ProjectNotFoundError, 404),
+    (e.ProjectClosedError, 409),
     (e.RagNotFoundError, 404),
     (e.DocumentNotFoundError, 404),
     (e.InvalidInputError, 400),
@@ -49,16 +50,6 @@ _HTTP_CODES = {
     413: "TOO_LARGE",
     415: "UNSUPPORTED_MEDIA_TYPE",
 }
-
-
-class ApiError(Exception):
-    """An API-level failure that is not a domain error (project closed, not brought up)."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
 
 
 def status_for(exc: e.RagError) -> int:
@@ -118,10 +109,6 @@ def install_error_handlers(api: FastAPI, secrets_for: SecretsFor) -> None:
             error = "invalid_request" if exc.code == "UNAUTHENTICATED" else "invalid_token"
             headers = {"WWW-Authenticate": f'Bearer realm="vancetope-rag", error="{error}"'}
         return respond(request, exc.status, exc.code, exc.message, headers)
-
-    @api.exception_handler(ApiError)
-    async def _api(request: Request, exc: ApiError) -> JSONResponse:
-        return respond(request, exc.status, exc.code, exc.message)
 
     @api.exception_handler(e.RagError)
     async def _rag(request: Request, exc: e.RagError) -> JSONResponse:

@@ -12,10 +12,9 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict, Field
 
 from vancetope_rag.api.auth import Principal, TokenVerifier
-from vancetope_rag.api.errors import ApiError, redact
+from vancetope_rag.api.errors import redact
 from vancetope_rag.app import RagApp
-from vancetope_rag.domain.records import Document, IndexState, ProjectStatus
-from vancetope_rag.errors import EmbeddingDisabledError, ProjectNotFoundError
+from vancetope_rag.domain.records import Document, IndexState
 
 MAX_PAGE = 1000
 
@@ -96,22 +95,6 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
     # annotations of these closures against the module's globals.
     gate: Any = Depends(WriteGate(verifier))
 
-    def require_open_project(scope: ProjectScope) -> None:
-        project = app.store.control.get_project(scope.tenant, scope.project)
-        if project is None:
-            raise ProjectNotFoundError(
-                f"project {scope.project!r} is not known in tenant {scope.tenant!r}; the host "
-                "brings a project up (bring) before its RAG can be reindexed",
-                tenant_id=scope.tenant,
-                project_id=scope.project,
-            )
-        if project.status is ProjectStatus.CLOSED:
-            raise ApiError(
-                409,
-                "PROJECT_CLOSED",
-                f"project {scope.project!r} is closed; bring it up again before reindexing",
-            )
-
     prefix = "/brain/{tenant}/projects/{project}"
 
     @router.get(f"{prefix}/rag/status", tags=["rag"])
@@ -126,16 +109,11 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
         ] = False,
         scope: ProjectScope = gate,
     ) -> dict[str, object]:
-        """Queue every eligible document; ``rebuild=true`` first drops and re-creates."""
-        require_open_project(scope)
-        if rebuild and not app.rags.is_embedding_enabled(scope.tenant, scope.project):
-            # Would drop the index with nothing to re-create it with (spec §6.1 kill switch).
-            raise EmbeddingDisabledError(
-                "embeddings are switched off for this tenant (ai.embedding.provider=none); "
-                "set a provider before rebuilding, or the index would only be dropped",
-                tenant_id=scope.tenant,
-                project_id=scope.project,
-            )
+        """Queue every eligible document; ``rebuild=true`` first drops and re-creates.
+
+        404 for a project never brought up, 409 for a closed one and for a rebuild the
+        current embedding settings cannot carry out (the service refuses before dropping).
+        """
         result = app.project_rags.reindex(scope.tenant, scope.project, rebuild=rebuild)
         return result.to_json()
 

@@ -10,7 +10,6 @@ from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.cascade import explain_auto_inject
 from vancetope_rag.domain.context_block import render_context_block
 from vancetope_rag.domain.records import Hit
-from vancetope_rag.embeddings import PROVIDER_NONE
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.recipes import RagParams
 from vancetope_rag.secrets import get_logger
@@ -120,7 +119,7 @@ class RagAutoInjectService:
         text = "\n".join(m.strip() for m in user_messages if isinstance(m, str) and m.strip())
         if not text:
             return InjectionDecision(True, decided_by, "no user text in this turn")
-        if snapshot.effective["ai.embedding.provider"] == PROVIDER_NONE:
+        if not snapshot.embeddings_enabled():
             # Spec §4.5: provider `none` is the kill switch — a silent skip, not a warning,
             # even when an old _documents RAG is still there.
             reason = "embeddings are off for this tenant (ai.embedding.provider=none)"
@@ -136,7 +135,7 @@ class RagAutoInjectService:
                 top_k=p.top_k,
                 min_score=p.min_score,
                 max_per_doc=p.max_per_doc,
-                current=snapshot.embedding(),
+                snapshot=snapshot,
             )
         except Exception as exc:
             log.warning(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vancetope_rag.domain.eligibility import guess_mime_type, is_rag_eligible
-from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Document
+from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Document, IndexState
 from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError
 from vancetope_rag.store.port import ChunkStore, ControlStore
 from vancetope_rag.store.types import UNSET, NewDocument, RagScope, _Unset
@@ -70,6 +70,15 @@ class DocumentService:
         self, tenant_id: str, project_id: str, *, path_prefix: str | None = None
     ) -> list[Document]:
         return self.control.list_documents(tenant_id, project_id, path_prefix=path_prefix)
+
+    def list_failures(self, tenant_id: str, project_id: str) -> list[Document]:
+        """Documents whose last indexing pass failed: failed for good, or waiting to retry."""
+        waiting = (IndexState.FAILED, IndexState.PENDING)
+        return [
+            d
+            for d in self.list_documents(tenant_id, project_id)
+            if d.index_last_error and d.index_state in waiting
+        ]
 
     @staticmethod
     def is_rag_eligible(doc: Document) -> bool:

@@ -1,10 +1,11 @@
-"""ProjectRagIndexer (spec §4.3) and ProjectRagIndexScheduler (spec §4.4).
+"""ProjectRagIndexer (spec §4.3): brings a claimed batch's chunks in line with its documents.
 
-The indexer works on a claimed batch at once: it splits every document, embeds all chunks the
-cache does not hold in one batched model call, then writes each document's chunks and marks it
-clean in one store transaction that first checks the worker still holds the lease (a worker
-whose lease expired never overwrites a newer pass). If the batched call fails, each document is
-embedded alone so one poison document cannot hold back the rest.
+The scheduler that claims the batches is :mod:`vancetope_rag.services.scheduler`. The indexer
+works on a claimed batch at once: it splits every document, embeds all chunks the cache does
+not hold in one batched model call, then writes each document's chunks and marks it clean in
+one store transaction that first checks the worker still holds the lease (a worker whose lease
+expired never overwrites a newer pass). If the batched call fails, each document is embedded
+alone so one poison document cannot hold back the rest.
 """
 
 from __future__ import annotations
@@ -12,10 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import threading
-import time
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from llama_index.core.schema import BaseNode
@@ -88,7 +86,8 @@ def fingerprint(rag: RagRecord, parts: Sequence[SourceText]) -> str:
     return h.hexdigest()
 
 
-def _error_text(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
+    """What the store and the log keep of a failure: redacted, capped."""
     text = exc.message if isinstance(exc, RagError) else f"{type(exc).__name__}: {exc}"
     return redact(text)[:2000]
 
@@ -141,12 +140,14 @@ class ProjectRagIndexer:
         # Kill switch flipped between claim and now: give the claims back without counting a
         # failure or warning (provider ``none`` is a decision, not an error; spec §6.1).
         snapshot = self.settings.snapshot(tenant_id, project_id)
-        if not snapshot.embedding().enabled:
+        if not snapshot.embeddings_enabled():
             for doc in docs:
                 self._release_quietly(doc, worker_id)
             return result
         try:
-            rag = self.project_rags.ensure_default_rag(tenant_id, project_id, strict=True)
+            rag = self.project_rags.ensure_default_rag(
+                tenant_id, project_id, strict=True, snapshot=snapshot
+            )
         except Exception as exc:  # provider misconfigured: every document fails alike
             for doc in docs:
                 self._fail(doc, worker_id, exc, result)
@@ -254,7 +255,7 @@ class ProjectRagIndexer:
             result.chunks += len(nodes or ())
 
     def _fail(self, doc: Document, worker_id: str, exc: BaseException, result: BatchResult) -> None:
-        error = _error_text(exc)
+        error = error_text(exc)
         log.warning("indexing %s (%s) failed: %s", doc.path, doc.id, error)
         self.metrics.indexer_runs.labels(outcome="failed").inc()
         result.failed += 1
@@ -282,159 +283,3 @@ class ProjectRagIndexer:
             retry_delay_s=self.config.indexer_interval_s,
             max_attempts=1_000_000,
         )
-
-
-@dataclass
-class TickResult(BatchResult):
-    projects: int = 0
-    claimed: int = 0
-
-
-class ProjectRagIndexScheduler:
-    """Periodic ticks: per project of this node, claim a batch and index it (spec §4.4)."""
-
-    def __init__(
-        self,
-        control: ControlStore,
-        indexer: ProjectRagIndexer,
-        rags: RagService,
-        settings: SettingsService,
-        config: EngineConfig,
-        metrics: Metrics,
-        *,
-        worker_id: str | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.control = control
-        self.indexer = indexer
-        self.rags = rags
-        self.settings = settings
-        self.config = config
-        self.metrics = metrics
-        self.worker_id = worker_id or f"{config.node_id}:{uuid.uuid4().hex[:8]}"
-        self._sleep = sleep
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def blocked(self, tenant_id: str, project_id: str, *, warn: bool = True) -> str | None:
-        """Why this project is not indexed now (the metric outcome), or None when it is.
-
-        A provider that cannot make the project's model (spec §10: not configured) skips the
-        project without claiming: its documents keep their attempts and are indexed once the
-        setting is corrected, instead of each failing ``max_attempts`` times for it.
-        """
-        t, p = tenant_id, project_id
-        snapshot = self.settings.snapshot(t, p)
-        if not snapshot.effective["rag.project.enabled"]:
-            return "skipped"
-        current = snapshot.embedding()
-        if not current.enabled:
-            return "tenant_disabled"
-        try:
-            rag = self.indexer.project_rags.ensure_default_rag(t, p, strict=True)
-            if rag is not None:
-                self.rags.model_for(rag, current)
-        except Exception as exc:
-            if warn:
-                log.warning("project %s/%s not indexed this tick: %s", t, p, _error_text(exc))
-            return "skipped"
-        return None
-
-    def tick(self) -> TickResult:
-        result = TickResult()
-        for project in self.control.projects_for_node(self.config.node_id):
-            t, p = project.tenant_id, project.project_id
-            result.projects += 1
-            try:
-                outcome = self.blocked(t, p)
-                if outcome is not None:
-                    self.metrics.indexer_runs.labels(outcome=outcome).inc()
-                    continue
-                docs = self.control.claim_for_rag_index(
-                    t, p, self.worker_id, self.config.indexer_batch_size, self.config.claim_ttl_s
-                )
-            except RagError as exc:
-                log.warning("project %s/%s skipped this tick: %s", t, p, exc)
-                continue
-            result.claimed += len(docs)
-            result.add(self.indexer.index_batch(t, p, docs, self.worker_id))
-        return result
-
-    def pending(self) -> int:
-        """Documents of this node's indexable projects still waiting or being processed."""
-        total = 0
-        for project in self.control.projects_for_node(self.config.node_id):
-            t, p = project.tenant_id, project.project_id
-            if self.blocked(t, p, warn=False) is not None:
-                continue
-            counts = self.control.document_state_counts(t, p)
-            total += counts.get(IndexState.PENDING.value, 0)
-            total += counts.get(IndexState.PROCESSING.value, 0)
-        return total
-
-    def run_until_idle(
-        self,
-        *,
-        timeout_s: float | None = None,
-        on_tick: Callable[[TickResult, int], None] | None = None,
-        stop_when_nothing_claimable: bool = False,
-    ) -> TickResult:
-        """Tick until nothing is pending (waiting out retry back-offs and others' leases).
-
-        With ``stop_when_nothing_claimable`` it stops as soon as a tick claims nothing: what
-        is left waits for its retry time or another worker's lease.
-        """
-        total = TickResult()
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            tick = self.tick()
-            total.add(tick)
-            total.claimed += tick.claimed
-            total.projects = max(total.projects, tick.projects)
-            left = self.pending()
-            if on_tick is not None:
-                on_tick(tick, left)
-            if left == 0:
-                return total
-            if deadline is not None and time.monotonic() > deadline:
-                return total
-            if tick.claimed == 0 and stop_when_nothing_claimable:
-                return total
-            if tick.claimed == 0:
-                self._sleep(min(1.0, max(0.05, self.config.retry_backoff_s / 4)))
-
-    # -- background thread ---------------------------------------------------------------
-
-    def start(self) -> None:
-        """Run ticks in a daemon thread: initial delay, then every interval."""
-        if self._thread is not None and self._thread.is_alive():
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(
-            target=self._loop, name="vancetope-rag-indexer", daemon=True
-        )
-        self._thread.start()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def _loop(self) -> None:
-        if self._stop.wait(self.config.indexer_initial_delay_s):
-            return
-        while not self._stop.is_set():
-            try:
-                tick = self.tick()
-            except Exception:
-                log.exception("indexer tick failed")
-                tick = TickResult()
-            # A full batch means more is waiting: go again at once instead of idling.
-            busy = tick.claimed >= self.config.indexer_batch_size
-            if self._stop.wait(0 if busy else self.config.indexer_interval_s):
-                return

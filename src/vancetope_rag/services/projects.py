@@ -11,10 +11,16 @@ from vancetope_rag.domain.records import (
     RagRecord,
     RagStatus,
 )
-from vancetope_rag.errors import RagAlreadyExistsError, RagError
+from vancetope_rag.errors import (
+    ProjectClosedError,
+    ProjectNotFoundError,
+    RagAlreadyExistsError,
+    RagError,
+)
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.rag import RagService
+from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
 from vancetope_rag.store.port import ControlStore
 
 log = get_logger(__name__)
@@ -29,19 +35,55 @@ class ReindexResult:
         return {"rebuild": self.rebuild, "documentsQueued": self.documents_queued}
 
 
+def require_open_project(control: ControlStore, tenant_id: str, project_id: str) -> Project:
+    """The project, when work on its RAG may start: known and not closed.
+
+    Raises:
+        ProjectNotFoundError: The host never brought the project up.
+        ProjectClosedError: The project is closed (its RAG was disposed).
+    """
+    project = control.get_project(tenant_id, project_id)
+    if project is None:
+        raise ProjectNotFoundError(
+            f"project {project_id!r} is not known in tenant {tenant_id!r}; the host brings a "
+            "project up (bring) before its RAG can be reindexed",
+            tenant_id=tenant_id,
+            project_id=project_id,
+        )
+    if project.status is ProjectStatus.CLOSED:
+        raise ProjectClosedError(
+            f"project {project_id!r} is closed; bring it up again before reindexing",
+            tenant_id=tenant_id,
+            project_id=project_id,
+        )
+    return project
+
+
 class ProjectRagService:
     """Ensure/dispose the ``_documents`` RAG, reindex, status."""
 
-    def __init__(self, control: ControlStore, rags: RagService, documents: DocumentService) -> None:
+    def __init__(
+        self,
+        control: ControlStore,
+        rags: RagService,
+        documents: DocumentService,
+        settings: SettingsService,
+    ) -> None:
         self.control = control
         self.rags = rags
         self.documents = documents
+        self.settings = settings
 
     def find_default_rag(self, tenant_id: str, project_id: str) -> RagRecord | None:
         return self.control.find_rag(tenant_id, project_id, DEFAULT_RAG_NAME)
 
     def ensure_default_rag(
-        self, tenant_id: str, project_id: str, *, strict: bool = False
+        self,
+        tenant_id: str,
+        project_id: str,
+        *,
+        strict: bool = False,
+        snapshot: SettingsSnapshot | None = None,
     ) -> RagRecord | None:
         """The project's ``_documents`` RAG, created with the current embedding settings.
 
@@ -51,10 +93,13 @@ class ProjectRagService:
         existing = self.find_default_rag(tenant_id, project_id)
         if existing is not None:
             return existing
-        if not self.rags.is_embedding_enabled(tenant_id, project_id):
+        snapshot = snapshot or self.settings.snapshot(tenant_id, project_id)
+        if not snapshot.embeddings_enabled():
             return None
         try:
-            return self.rags.create(tenant_id, project_id, DEFAULT_RAG_NAME, system=True)
+            return self.rags.create(
+                tenant_id, project_id, DEFAULT_RAG_NAME, system=True, snapshot=snapshot
+            )
         except RagAlreadyExistsError:  # another worker created it a moment ago
             return self.find_default_rag(tenant_id, project_id)
         except RagError as exc:
@@ -72,13 +117,52 @@ class ProjectRagService:
         self.rags.delete(tenant_id, project_id, rag.id, system=True)
         return True
 
+    def indexable_rag(
+        self, tenant_id: str, project_id: str, snapshot: SettingsSnapshot | None = None
+    ) -> RagRecord:
+        """The ``_documents`` RAG, created if needed, with its pinned model loadable now.
+
+        Raises:
+            EmbeddingDisabledError: The kill switch is on (``ai.embedding.provider=none``).
+            EmbeddingError: The provider is misconfigured (no key, unknown name, missing
+                extra) or now makes vectors of another size than the RAG was pinned with.
+        """
+        snapshot = snapshot or self.settings.snapshot(tenant_id, project_id)
+        if not snapshot.embeddings_enabled():
+            raise embeddings_disabled(
+                tenant_id,
+                project_id,
+                "nothing can be indexed; enable them with: vancetope-rag settings set "
+                "ai.embedding.provider embedded --scope tenant",
+            )
+        rag = self.ensure_default_rag(tenant_id, project_id, strict=True, snapshot=snapshot)
+        assert rag is not None  # enabled + strict: created or raised
+        self.rags.model_for(rag, snapshot)
+        return rag
+
     def reindex(self, tenant_id: str, project_id: str, *, rebuild: bool = False) -> ReindexResult:
         """Queue every eligible document; ``rebuild`` first drops and re-creates the RAG with
-        the current embedding settings (spec §6.2)."""
+        the current embedding settings (spec §6.2).
+
+        Raises:
+            ProjectNotFoundError: The project was never brought up.
+            ProjectClosedError: The project is closed.
+            EmbeddingDisabledError: ``rebuild`` while the kill switch is on: the index would
+                only be dropped, so nothing is touched.
+            EmbeddingError: ``rebuild`` with a provider that cannot load; nothing is touched.
+        """
+        require_open_project(self.control, tenant_id, project_id)
         if rebuild:
-            settings = self.rags.embedding_settings(tenant_id, project_id)
-            if settings.enabled:  # a rebuild that cannot happen must not drop the index first
-                self.rags.registry.load(settings)
+            # A rebuild that cannot re-create the RAG must not drop the index first.
+            snapshot = self.settings.snapshot(tenant_id, project_id)
+            if not snapshot.embeddings_enabled():
+                raise embeddings_disabled(
+                    tenant_id,
+                    project_id,
+                    "set a provider before rebuilding, or the index would only be dropped",
+                    rag_name=DEFAULT_RAG_NAME,
+                )
+            self.rags.registry.load(snapshot.embedding())
             self.dispose_default_rag(tenant_id, project_id)
         self.ensure_default_rag(tenant_id, project_id, strict=True)
         queued = self.documents.mark_all_for_reindex(tenant_id, project_id)
@@ -106,6 +190,29 @@ class ProjectLifecycle:
     def __init__(self, control: ControlStore, project_rags: ProjectRagService) -> None:
         self.control = control
         self.project_rags = project_rags
+
+    def get_project(self, tenant_id: str, project_id: str) -> Project | None:
+        """The project's record (status, home node), or None when it was never brought up."""
+        return self.control.get_project(tenant_id, project_id)
+
+    def require_open(self, tenant_id: str, project_id: str) -> Project:
+        """The project, if known and not closed (see :func:`require_open_project`)."""
+        return require_open_project(self.control, tenant_id, project_id)
+
+    def bring_unless_running(self, tenant_id: str, project_id: str) -> str | None:
+        """Bring the project up unless it is RUNNING; say why it was needed.
+
+        The CLI's choice before ``import``/``index``/``reindex``: an operator working on a
+        project from the command line wants it served. Returns what the project was (for a
+        notice), or None when it was already running and nothing was done.
+        """
+        project = self.get_project(tenant_id, project_id)
+        if project is not None and project.status is ProjectStatus.RUNNING:
+            return None
+        was = "not known yet" if project is None else project.status.value.lower()
+        # No home node: a podless project is served by whichever process indexes it next.
+        self.bring(tenant_id, project_id)
+        return f"project {project_id!r} of tenant {tenant_id!r} was {was}"
 
     def bring(self, tenant_id: str, project_id: str, *, home_node: str | None = None) -> Project:
         """Mark the project RUNNING and ensure its default RAG (best effort, never raises)."""

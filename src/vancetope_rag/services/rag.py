@@ -9,11 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index.core import Document as LIDocument
-from llama_index.core.ingestion import IngestionPipeline
-from llama_index.core.node_parser import SentenceSplitter
-from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
+from llama_index.core.schema import BaseNode, MetadataMode
 
 from vancetope_rag.domain.records import ChunkKind, Hit, RagRecord, is_reserved_name
+from vancetope_rag.domain.retrieval import check_query_args, collect_hits
 from vancetope_rag.embeddings import (
     CachedEmbedding,
     EmbeddingRegistry,
@@ -21,14 +20,10 @@ from vancetope_rag.embeddings import (
     LoadedModel,
     check_dimension,
 )
-from vancetope_rag.errors import (
-    EmbeddingDisabledError,
-    InvalidInputError,
-    RagNotFoundError,
-    ReservedNameError,
-)
+from vancetope_rag.errors import InvalidInputError, RagNotFoundError, ReservedNameError
 from vancetope_rag.secrets import get_logger
-from vancetope_rag.services.settings import SettingsService
+from vancetope_rag.services.chunking import ingestion_pipeline
+from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
 from vancetope_rag.store.llamaindex_store import KIND_KEY, PATH_KEY, SOURCE_KEY, RagVectorStore
 from vancetope_rag.store.port import ChunkStore, ControlStore
 from vancetope_rag.store.types import ChunkFilter, RagScope
@@ -36,7 +31,6 @@ from vancetope_rag.store.types import ChunkFilter, RagScope
 log = get_logger(__name__)
 
 _NAME = re.compile(r"^[\w][\w .-]{0,99}$")
-MAX_TOP_K = 1000
 
 
 @dataclass(frozen=True)
@@ -64,36 +58,6 @@ def _check_text(text: object, what: str = "text") -> str:
     return text.replace("\x00", "")
 
 
-class FitToWindow(TransformComponent):
-    """Re-split any node the splitter left longer than the model's window (counted exactly)."""
-
-    max_tokens: int
-    tokenizer: Any
-
-    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
-        out: list[BaseNode] = []
-        for node in nodes:
-            text = node.get_content(metadata_mode=MetadataMode.NONE)
-            if len(self.tokenizer(text)) <= self.max_tokens:
-                out.append(node)
-                continue
-            size = max(16, int(self.max_tokens * 0.8))
-            while True:
-                splitter = SentenceSplitter(
-                    chunk_size=size, chunk_overlap=0, tokenizer=self.tokenizer
-                )
-                parts = splitter.get_nodes_from_documents([node])  # type: ignore[list-item]
-                if all(
-                    len(self.tokenizer(p.get_content(metadata_mode=MetadataMode.NONE)))
-                    <= self.max_tokens
-                    for p in parts
-                ) or size <= 16:
-                    break
-                size = max(16, int(size * 0.8))
-            out.extend(parts)
-        return out
-
-
 class RagService:
     """Create/list/delete RAGs, add and remove text, query — all scoped by tenant + project."""
 
@@ -116,24 +80,22 @@ class RagService:
 
     # -- embedding ---------------------------------------------------------------------
 
-    def embedding_settings(self, tenant_id: str, project_id: str) -> EmbeddingSettings:
-        return self.settings.embedding(tenant_id, project_id)
-
     def is_embedding_enabled(self, tenant_id: str, project_id: str) -> bool:
-        return self.embedding_settings(tenant_id, project_id).enabled
+        """The kill switch for this project (:meth:`SettingsSnapshot.embeddings_enabled`)."""
+        return self.settings.snapshot(tenant_id, project_id).embeddings_enabled()
 
-    def model_for(self, rag: RagRecord, current: EmbeddingSettings | None = None) -> LoadedModel:
+    def model_for(self, rag: RagRecord, snapshot: SettingsSnapshot | None = None) -> LoadedModel:
         """The RAG's pinned model; refuses once the tenant switched embeddings off."""
-        if current is None:  # callers holding a settings snapshot pass it: one read per turn
-            current = self.embedding_settings(rag.tenant_id, rag.project_id)
-        if not current.enabled:
-            raise EmbeddingDisabledError(
-                f"embeddings are switched off for this tenant (ai.embedding.provider=none); "
+        if snapshot is None:  # callers holding a settings snapshot pass it: one read per turn
+            snapshot = self.settings.snapshot(rag.tenant_id, rag.project_id)
+        if not snapshot.embeddings_enabled():
+            raise embeddings_disabled(
+                rag.tenant_id,
+                rag.project_id,
                 f"RAG {rag.name!r} cannot be written or queried until a provider is set again",
-                tenant_id=rag.tenant_id,
-                project_id=rag.project_id,
                 rag_name=rag.name,
             )
+        current = snapshot.embedding()
         pinned = EmbeddingSettings(
             provider=rag.embedding_provider,
             model=rag.embedding_model,
@@ -157,6 +119,7 @@ class RagService:
         chunk_size: int | None = None,
         chunk_overlap: int | None = None,
         system: bool = False,
+        snapshot: SettingsSnapshot | None = None,
     ) -> RagRecord:
         """Create a RAG pinned to the project's current embedding model."""
         if not isinstance(name, str) or not _NAME.match(name):
@@ -170,12 +133,18 @@ class RagService:
                 "choose a name without the leading underscore",
                 rag_name=name,
             )
-        settings = self.embedding_settings(tenant_id, project_id)
-        loaded = self.registry.load(settings)
+        snapshot = snapshot or self.settings.snapshot(tenant_id, project_id)
+        if not snapshot.embeddings_enabled():
+            raise embeddings_disabled(
+                tenant_id,
+                project_id,
+                f"RAG {name!r} cannot be created until a provider is set "
+                "(ai.embedding.provider embedded, openai, gemini or a plugin's)",
+                rag_name=name,
+            )
+        loaded = self.registry.load(snapshot.embedding())
         size, overlap = self._chunking(loaded, chunk_size, chunk_overlap)
-        from vancetope_rag.domain.records import RagRecord as _Rag
-
-        record = _Rag(
+        record = RagRecord(
             id=uuid.uuid4().hex,
             tenant_id=tenant_id,
             project_id=project_id,
@@ -261,23 +230,6 @@ class RagService:
 
     # -- ingestion ---------------------------------------------------------------------
 
-    def _pipeline(
-        self, rag: RagRecord, loaded: LoadedModel, embed: CachedEmbedding | None
-    ) -> IngestionPipeline:
-        """Splitter sized in the model's tokens, the window guard, then (optionally) the
-        pinned model behind the embedding cache."""
-        splitter = SentenceSplitter(
-            chunk_size=rag.chunk_size,
-            chunk_overlap=rag.chunk_overlap,
-            tokenizer=loaded.tokenizer,
-            include_prev_next_rel=False,
-        )
-        fit = FitToWindow(max_tokens=loaded.max_chunk_tokens, tokenizer=loaded.tokenizer)
-        steps: list[TransformComponent] = [splitter, fit]
-        if embed is not None:
-            steps.append(embed)
-        return IngestionPipeline(transformations=steps, disable_cache=True)
-
     def split_sources(
         self, rag: RagRecord, sources: Mapping[str, Sequence[SourceText]]
     ) -> dict[str, list[str]]:
@@ -286,7 +238,7 @@ class RagService:
         grouped: dict[str, list[str]] = {ref: [] for ref in sources}
         docs = self._documents(sources)
         if docs:
-            for node in self._pipeline(rag, loaded, None).run(documents=docs):
+            for node in ingestion_pipeline(rag, loaded, None).run(documents=docs):
                 text = node.get_content(metadata_mode=MetadataMode.NONE)
                 grouped[str(node.metadata[SOURCE_KEY])].append(text)
         return grouped
@@ -318,7 +270,7 @@ class RagService:
         docs = self._documents(sources)
         grouped: dict[str, list[BaseNode]] = {ref: [] for ref in sources}
         if docs:
-            nodes = self._pipeline(rag, loaded, embed).run(documents=docs)
+            nodes = ingestion_pipeline(rag, loaded, embed).run(documents=docs)
             for node in nodes:
                 grouped[str(node.metadata[SOURCE_KEY])].append(node)
         stats = IngestStats(
@@ -376,27 +328,16 @@ class RagService:
         min_score: float | None = None,
         max_per_doc: int | None = None,
         filters: ChunkFilter | None = None,
-        current: EmbeddingSettings | None = None,
+        snapshot: SettingsSnapshot | None = None,
     ) -> list[Hit]:
         """Embed ``text`` with the RAG's pinned model and return the best hits
-        (``current``: the project's embedding settings, when the caller already read them)."""
+        (``snapshot``: the project's settings, when the caller already read them)."""
         text = _check_text(text, "query")
-        self._check_query_args(top_k, min_score, max_per_doc)
-        vector = self.model_for(rag, current).embed_model.get_query_embedding(text)
+        check_query_args(top_k, min_score, max_per_doc)  # before paying for an embedding
+        vector = self.model_for(rag, snapshot).embed_model.get_query_embedding(text)
         return self.query_vector(
             rag, vector, top_k=top_k, min_score=min_score, max_per_doc=max_per_doc, filters=filters
         )
-
-    @staticmethod
-    def _check_query_args(top_k: int, min_score: float | None, max_per_doc: int | None) -> None:
-        if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= MAX_TOP_K:
-            raise InvalidInputError(f"topK must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
-        if min_score is not None and not -1.0 <= float(min_score) <= 1.0:
-            raise InvalidInputError(f"minScore must be between -1 and 1, got {min_score!r}")
-        if max_per_doc is not None and (not isinstance(max_per_doc, int) or max_per_doc < 1):
-            raise InvalidInputError(
-                f"maxPerDocument must be a positive integer, got {max_per_doc!r}"
-            )
 
     def query_vector(
         self,
@@ -408,25 +349,11 @@ class RagService:
         max_per_doc: int | None = None,
         filters: ChunkFilter | None = None,
     ) -> list[Hit]:
-        self._check_query_args(top_k, min_score, max_per_doc)
+        """The best hits for an already embedded query (see :func:`collect_hits`)."""
         scope = RagScope.of(rag)
-        fetch = top_k if max_per_doc is None else top_k * max(2, 4 // max_per_doc) + 8
-        while True:
-            raw = self.chunks.query(scope, vector, fetch, filters=filters)
-            hits: list[Hit] = []
-            per_doc: dict[str, int] = {}
-            for hit in raw:
-                if min_score is not None and hit.score < min_score:
-                    break
-                if max_per_doc is not None:
-                    seen = per_doc.get(hit.source_ref, 0)
-                    if seen >= max_per_doc:
-                        continue
-                    per_doc[hit.source_ref] = seen + 1
-                hits.append(hit)
-                if len(hits) == top_k:
-                    return hits
-            below_threshold = bool(raw) and min_score is not None and raw[-1].score < min_score
-            if len(raw) < fetch or below_threshold or fetch >= 20 * top_k + 1000:
-                return hits
-            fetch *= 4
+        return collect_hits(
+            lambda n: self.chunks.query(scope, vector, n, filters=filters),
+            top_k=top_k,
+            min_score=min_score,
+            max_per_doc=max_per_doc,
+        )

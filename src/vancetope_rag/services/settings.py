@@ -12,8 +12,8 @@ from vancetope_rag.domain.cascade import (
     mask_secret,
     resolve_setting,
 )
-from vancetope_rag.embeddings import EmbeddingSettings
-from vancetope_rag.errors import SettingError
+from vancetope_rag.embeddings import PROVIDER_NONE, EmbeddingSettings
+from vancetope_rag.errors import EmbeddingDisabledError, SettingError
 from vancetope_rag.secrets import register_secret
 from vancetope_rag.store.port import ControlStore
 
@@ -28,6 +28,15 @@ class SettingsSnapshot:
             k: resolve_setting(k, project.get(k), tenant.get(k)) for k in SETTINGS
         }
 
+    def embeddings_enabled(self) -> bool:
+        """The tenant kill switch (spec §6.1): whether embed and query calls are allowed.
+
+        The one place that decides it: the indexer, AutoInject, the tools, the CLI and the
+        REST API all ask this (through the services), so ``ai.embedding.provider=none`` means
+        the same everywhere. A project-scope value overrides the tenant's (innermost wins).
+        """
+        return bool(self.effective["ai.embedding.provider"] != PROVIDER_NONE)
+
     def embedding(self) -> EmbeddingSettings:
         """The effective ``ai.embedding.*`` settings (the key is registered for redaction)."""
         eff = self.effective
@@ -40,6 +49,7 @@ class SettingsSnapshot:
         )
 
     def auto_inject_scopes(self) -> tuple[AutoInject | None, AutoInject | None]:
+        """(project, tenant) values of ``rag.autoInject.enabled`` as set (None = absent)."""
         key = "rag.autoInject.enabled"
         p, t = self.project.get(key), self.tenant.get(key)
         return (p if isinstance(p, AutoInject) else None, t if isinstance(t, AutoInject) else None)
@@ -68,6 +78,11 @@ class SettingsService:
         tenant, project = self.scopes(tenant_id, project_id)
         return SettingsSnapshot(tenant, project)
 
+    @staticmethod
+    def keys() -> list[str]:
+        """Every cascade setting key, sorted."""
+        return sorted(SETTINGS)
+
     def get(self, tenant_id: str, project_id: str, key: str) -> Any:
         if key not in SETTINGS:
             raise SettingError(f"unknown setting {key!r}; known: {', '.join(sorted(SETTINGS))}")
@@ -83,6 +98,10 @@ class SettingsService:
             value = self.get(tenant_id, project_id, key)
         return mask_secret(key, value)
 
+    def get_public_as_set(self, tenant_id: str, project_id: str, key: str) -> Any:
+        """The value set at project scope (None when unset there), masked, for display."""
+        return mask_secret(key, self._scope_values(tenant_id, project_id).get(key))
+
     def set(self, tenant_id: str, project_id: str | None, key: str, value: object) -> None:
         """Set a value at tenant scope (project None) or project scope; None unsets it."""
         if value is None:
@@ -94,11 +113,25 @@ class SettingsService:
             register_secret(value)
         self._control.set_setting(tenant_id, project_id, key, encode_setting(key, value))
 
-    def auto_inject_scopes(
-        self, tenant_id: str, project_id: str
-    ) -> tuple[AutoInject | None, AutoInject | None]:
-        """(project, tenant) values of ``rag.autoInject.enabled`` as set (None = absent)."""
-        return self.snapshot(tenant_id, project_id).auto_inject_scopes()
-
     def embedding(self, tenant_id: str, project_id: str) -> EmbeddingSettings:
         return self.snapshot(tenant_id, project_id).embedding()
+
+
+def embeddings_disabled(
+    tenant_id: str, project_id: str, consequence: str, *, rag_name: str | None = None
+) -> EmbeddingDisabledError:
+    """The error every refused embed, query or rebuild raises while the kill switch is off.
+
+    Args:
+        tenant_id: The tenant whose ``ai.embedding.provider`` is ``none``.
+        project_id: The project asked about.
+        consequence: What cannot happen, and what to do (ends the message).
+        rag_name: The RAG concerned, when there is one.
+    """
+    return EmbeddingDisabledError(
+        f"embeddings are switched off for tenant {tenant_id!r} (ai.embedding.provider=none); "
+        f"{consequence}",
+        tenant_id=tenant_id,
+        project_id=project_id,
+        rag_name=rag_name,
+    )

@@ -1,0 +1,5 @@
+"""``python -m vancetope_rag.cli``."""
+
+from vancetope_rag.cli import main
+
+main()

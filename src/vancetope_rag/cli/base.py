@@ -1,0 +1,107 @@
+"""The ``vancetope-rag`` group, its global options and what every command shares: the lazily
+opened app, error-to-exit-code mapping and JSON output."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, NoReturn
+
+import click
+
+from vancetope_rag.errors import RagError
+
+if TYPE_CHECKING:
+    from vancetope_rag.app import RagApp
+
+
+class Ctx:
+    """Options shared by every command; the app is opened lazily, once."""
+
+    def __init__(self, store: str | None, tenant: str, project: str, verbose: int) -> None:
+        self.store = store
+        self.tenant = tenant
+        self.project = project
+        self.verbose = verbose
+        self._app: RagApp | None = None
+
+    @property
+    def app(self) -> RagApp:
+        if self._app is None:
+            # Imported here: `--help` and `token` stay fast without LlamaIndex and the store.
+            from vancetope_rag.app import RagApp
+            from vancetope_rag.config import EngineConfig
+
+            config = EngineConfig(store=self.store) if self.store else EngineConfig()
+            self._app = RagApp.open(config)
+        return self._app
+
+    def bring_up(self, command: str) -> None:
+        """Bring the project up unless it runs (the CLI's choice), with a notice on stderr.
+
+        ``import``/``index``/``reindex`` on a closed, suspended or unknown project would
+        otherwise do nothing useful: only running projects are indexed.
+        """
+        why = self.app.lifecycle.bring_unless_running(self.tenant, self.project)
+        if why is not None:
+            click.echo(f"notice: {why}; brought it up for {command}", err=True)
+
+    def close(self) -> None:
+        if self._app is not None:
+            self._app.close()
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+@contextmanager
+def errors_to_exit() -> Iterator[None]:
+    """Every error a user can act on becomes ``error: <message>`` and exit code 1."""
+    try:
+        yield
+    except RagError as exc:
+        fail(exc.message)
+    except (ValueError, OSError) as exc:  # pydantic config errors, unreadable files
+        fail(str(exc))
+
+
+def emit(data: object) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def check_ident(value: str, what: str) -> str:
+    if not value or not value.strip() or len(value) > 200 or any(c in value for c in "\x00/\\"):
+        raise click.BadParameter(f"{what} must be 1-200 characters without '/', '\\' or NUL")
+    return value
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--store",
+    envvar="VANCETOPE_RAG_STORE",
+    help="Store URI (sqlite:///path/rag.db or mongodb://…). Default: ./vancetope-rag.db",
+)
+@click.option("--tenant", envvar="VANCETOPE_RAG_TENANT", default="default", show_default=True)
+@click.option("--project", envvar="VANCETOPE_RAG_PROJECT", default="default", show_default=True)
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+@click.pass_context
+def cli(ctx: click.Context, store: str | None, tenant: str, project: str, verbose: int) -> None:
+    """Project RAG: import documents, index them, query, and build the <rag-context> block."""
+    logging.basicConfig(
+        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    for noisy in ("httpx", "sentence_transformers", "transformers"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    ctx.obj = Ctx(
+        store, check_ident(tenant, "--tenant"), check_ident(project, "--project"), verbose
+    )
+    ctx.call_on_close(ctx.obj.close)
+
+
+pass_ctx = click.make_pass_decorator(Ctx)

@@ -1,0 +1,165 @@
+"""Getting documents in and indexed: ``import``, ``index``, ``worker``, ``reindex``, ``status``."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from vancetope_rag.cli.base import Ctx, cli, emit, errors_to_exit, fail, pass_ctx
+
+if TYPE_CHECKING:
+    from vancetope_rag.services.scheduler import TickResult
+
+
+@cli.command("import")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--prefix", default="documents/", show_default=True, help="Path prefix in the project."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+@pass_ctx
+def import_cmd(c: Ctx, directory: Path, prefix: str, as_json: bool) -> None:
+    """Import the files of DIRECTORY as project documents (changed files only)."""
+    with errors_to_exit():
+        c.bring_up("import")
+        summary = c.app.importer.import_directory(c.tenant, c.project, directory, prefix=prefix)
+    if as_json:
+        emit(summary.to_json())
+        return
+    for s in summary.skipped_files:
+        click.echo(f"skipped {s.path}: {s.reason}", err=True)
+    click.echo(
+        f"imported {directory}: {summary.created} created, {summary.updated} updated, "
+        f"{summary.unchanged} unchanged, {summary.skipped} skipped"
+    )
+
+
+@cli.command("index")
+@click.option(
+    "--until-idle", is_flag=True, help="Also wait out retry back-offs and others' leases."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+@pass_ctx
+def index_cmd(c: Ctx, until_idle: bool, as_json: bool) -> None:
+    """Embed what needs it: run indexer ticks until nothing is waiting.
+
+    Runs even when RAG_INDEXER_ENABLED=false: that switch only stops the background
+    scheduler (worker, serve --with-indexer, plugin hosts), not an explicit run.
+    """
+    with errors_to_exit():
+        app = c.app
+        c.bring_up("index")
+        # Embeddings off or a misconfigured provider is an error here, not a silent
+        # "indexed 0": the scheduler only warns and skips such projects.
+        app.project_rags.indexable_rag(c.tenant, c.project)
+        sched = app.scheduler
+        total_start = sched.pending()
+        show_bar = not as_json and sys.stderr.isatty() and total_start > 0
+        bar = (
+            click.progressbar(length=total_start, label="indexing", file=sys.stderr)
+            if show_bar
+            else None
+        )
+
+        def on_tick(tick: TickResult, left: int) -> None:
+            if bar is not None:
+                bar.update(tick.indexed + tick.removed + tick.failed)
+
+        result = sched.run_until_idle(on_tick=on_tick, stop_when_nothing_claimable=not until_idle)
+        if bar is not None:
+            bar.render_finish()
+        failures = [
+            {"path": d.path, "state": d.index_state.value, "error": d.index_last_error}
+            for d in app.documents.list_failures(c.tenant, c.project)
+        ]
+    summary = {**result.to_json(), "failed": len(failures)}
+    if as_json:
+        emit({**summary, "failures": failures})
+    else:
+        click.echo(
+            f"indexed {summary['indexed']} documents ({summary['chunks']} chunks), "
+            f"removed {summary['removed']}, failed {summary['failed']}; "
+            f"{summary['embeddedTexts']} texts embedded, {summary['cacheHits']} from cache"
+        )
+        for f in failures:
+            click.echo(f"failed {f['path']} ({f['state']}): {f['error']}", err=True)
+    if failures:
+        sys.exit(1)
+
+
+@cli.command("worker")
+@pass_ctx
+def worker_cmd(c: Ctx) -> None:
+    """Run the indexer scheduler in the foreground until SIGTERM / Ctrl-C.
+
+    With RAG_INDEXER_ENABLED=false the worker says so on stderr and idles, indexing nothing,
+    until it is stopped (exit 0): indexing can be paused without a process manager
+    restarting a worker that quit. `vancetope-rag index` still indexes on demand.
+    """
+    with errors_to_exit():
+        app = c.app
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+        scheduler = app.scheduler
+        scheduler.start()
+        if not scheduler.enabled:
+            click.echo(
+                f"worker {scheduler.worker_id}: the background indexer is off "
+                "(RAG_INDEXER_ENABLED=false); idling until SIGTERM / Ctrl-C",
+                err=True,
+            )
+            while not stop.wait(0.5):
+                pass
+            return
+        click.echo(f"worker {scheduler.worker_id} serving node {app.config.node_id}", err=True)
+        while not stop.wait(0.5):
+            if not scheduler.running:
+                fail("the indexer thread stopped unexpectedly")
+        scheduler.stop()
+
+
+@cli.command("status")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def status_cmd(c: Ctx, as_json: bool) -> None:
+    """The project RAG's status (spec §7) with per-state document counts."""
+    with errors_to_exit():
+        status = c.app.project_rags.status(c.tenant, c.project)
+    data = status.to_json()
+    if as_json:
+        emit(data)
+        return
+    if not status.exists:
+        click.echo("no _documents RAG in this project")
+    else:
+        click.echo(
+            f"_documents {data['ragId']}: {data['embeddingProvider']}:{data['embeddingModel']}, "
+            f"{data['chunkCount']} chunks, created {data['createdAt']}"
+        )
+    click.echo("documents: " + ", ".join(f"{k} {v}" for k, v in status.documents.items()))
+
+
+@cli.command("reindex")
+@click.option("--rebuild", is_flag=True, help="Drop and re-create with the current model first.")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def reindex_cmd(c: Ctx, rebuild: bool, as_json: bool) -> None:
+    """Queue every eligible document for the indexer.
+
+    --rebuild is refused, and the index kept, when the current embedding settings cannot
+    re-create it (provider none or misconfigured).
+    """
+    with errors_to_exit():
+        c.bring_up("reindex")
+        result = c.app.project_rags.reindex(c.tenant, c.project, rebuild=rebuild)
+    if as_json:
+        emit(result.to_json())
+    else:
+        verb = "rebuilt the RAG and queued" if rebuild else "queued"
+        click.echo(f"{verb} {result.documents_queued} documents; run `vancetope-rag index`")

@@ -1,0 +1,64 @@
+"""Asking the index: ``query`` (hits) and ``context`` (the turn's ``<rag-context>`` block)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from vancetope_rag.cli.base import Ctx, cli, emit, errors_to_exit, pass_ctx
+
+
+@cli.command("query")
+@click.argument("text")
+@click.option("--rag", "rag_name", default="_documents", show_default=True)
+@click.option("--top-k", type=click.IntRange(1, 1000), default=5, show_default=True)
+@click.option("--min-score", type=click.FloatRange(-1, 1), default=None)
+@click.option("--max-per-doc", type=click.IntRange(1, 1000), default=None)
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def query_cmd(
+    c: Ctx,
+    text: str,
+    rag_name: str,
+    top_k: int,
+    min_score: float | None,
+    max_per_doc: int | None,
+    as_json: bool,
+) -> None:
+    """Hits for TEXT, best first."""
+    with errors_to_exit():
+        app = c.app
+        rag = app.rags.get(c.tenant, c.project, rag_name)
+        hits = app.rags.query(
+            rag, text, top_k=top_k, min_score=min_score, max_per_doc=max_per_doc
+        )
+    if as_json:
+        emit([h.to_json() for h in hits])
+        return
+    for h in hits:
+        marker = " [summary]" if h.kind == "summary" else ""
+        click.echo(f"{h.score:.3f}  {h.path or h.source_ref}{marker}")
+        click.echo("       " + h.text[:200].replace("\n", " "))
+
+
+@cli.command("context")
+@click.argument("text")
+@click.option("--recipe", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--explain", is_flag=True, help="Say on stderr why a block was or was not made.")
+@pass_ctx
+def context_cmd(c: Ctx, text: str, recipe: Path | None, explain: bool) -> None:
+    """The <rag-context> system message a turn with user message TEXT would get."""
+    from vancetope_rag.recipes import load_recipe
+
+    with errors_to_exit():
+        params = load_recipe(recipe).rag if recipe else None
+        decision = c.app.autoinject.decide(c.tenant, c.project, [text], params)
+    if explain:
+        click.echo(
+            f"autoInject {'on' if decision.enabled else 'off'} (decided by "
+            f"{decision.decided_by}): {decision.reason}",
+            err=True,
+        )
+    if decision.block:
+        click.echo(decision.block)
