@@ -6,9 +6,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from api_support import SECRET, ApiAppFactory, P, T, registry
+from api_support import SECRET, ApiAppFactory, api_providers
 from fastapi.testclient import TestClient
 
+from fakes import P, T, registry
 from vancetope_rag.api import create_api
 from vancetope_rag.app import RagApp
 
@@ -20,7 +21,7 @@ def make_api_app(make_app: Callable[..., RagApp]) -> ApiAppFactory:
     def factory(provider: str = "hashing", **config: Any) -> RagApp:
         app = make_app(
             provider=provider,
-            embeddings=registry(),
+            embeddings=registry(*api_providers()),
             config={"jwt_secret": SECRET, "max_attempts": 1, **config},
         )
         app.bring(T, P)

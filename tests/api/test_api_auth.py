@@ -6,9 +6,10 @@ import time
 
 import jwt
 import pytest
-from api_support import SECRET, T, bearer, make_token
+from api_support import SECRET, bearer, make_token
 from fastapi.testclient import TestClient
 
+from fakes import T
 from vancetope_rag.api import ApiConfigError, create_api
 from vancetope_rag.app import RagApp
 

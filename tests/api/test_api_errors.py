@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 
 import pytest
-from api_support import API_KEY, SECRET, ApiAppFactory, T, bearer, make_token
+from api_support import API_KEY, SECRET, ApiAppFactory, bearer, make_token
 from fastapi.testclient import TestClient
 
+from fakes import T
 from vancetope_rag.api import create_api
 from vancetope_rag.api.errors import redact, status_for
 from vancetope_rag.errors import (

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-from api_support import API_KEY, POISON, POISON_MESSAGE, ApiAppFactory, T, bearer, make_token
+from api_support import API_KEY, POISON, ApiAppFactory, bearer, make_token
 from fastapi.testclient import TestClient
 
+from fakes import POISON_MESSAGE, T
 from vancetope_rag.api import create_api
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import IndexState

@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from api_support import POISON, POISON_MESSAGE, ApiAppFactory, T, make_token
+from api_support import POISON, ApiAppFactory, make_token
 
+from fakes import POISON_MESSAGE, T
 from vancetope_rag.api import create_api
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import IndexState

@@ -7,28 +7,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from llama_index.core.base.embeddings.base import Embedding
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
 from llama_index.core.llms.mock import MockFunctionCallingLLM
-from llama_index.core.tools import FunctionTool
-from pydantic import PrivateAttr
 
+from fakes import DOCS, P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.config import EngineConfig
-from vancetope_rag.default_plugins.hashing import HashingEmbedding
-from vancetope_rag.embeddings import EmbeddingSettings, LoadedModel
 
 #: A scripted step: the messages the LLM received → the assistant message to answer with.
 Step = Callable[[list[ChatMessage]], ChatMessage]
-
-TENANT = "t1"
-PROJECT = "p1"
-
-DOCS = {
-    "documents/zebra.md": "Zebras graze on the savanna grass. Zebra stripes confuse biting flies.",
-    "documents/cluster.md": "The cluster runs three pods with Mongo centric state and leases.",
-    "documents/holiday.md": "Employees get thirty vacation days per year, booked in the portal.",
-}
 
 
 class RecordingLLM(MockFunctionCallingLLM):
@@ -84,14 +71,6 @@ def tool_results(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
     return list(reversed(out))
 
 
-def call_tool(tools: Sequence[Any], tool_name: str, /, **kwargs: Any) -> dict[str, Any]:
-    """Call one of ``app.tools(...)`` by name and parse its JSON result."""
-    tool = next(t for t in tools if t.metadata.name == tool_name)
-    assert isinstance(tool, FunctionTool)
-    result: dict[str, Any] = json.loads(tool.call(**kwargs).content)
-    return result
-
-
 def system_texts(messages: Sequence[ChatMessage]) -> list[str]:
     return [m.content or "" for m in messages if m.role == MessageRole.SYSTEM]
 
@@ -119,8 +98,8 @@ def index_docs(
     app: RagApp,
     docs: dict[str, str] | None = None,
     *,
-    tenant: str = TENANT,
-    project: str = PROJECT,
+    tenant: str = T,
+    project: str = P,
 ) -> None:
     """Bring the project, save the documents and run the indexer until it is idle."""
     app.bring(tenant, project)
@@ -128,42 +107,3 @@ def index_docs(
         app.document_saved(tenant, project, path, text)
     result = app.scheduler.run_until_idle(timeout_s=30)
     assert result.failed == 0
-
-
-class ProbeEmbedding(HashingEmbedding):
-    """The hashing model, recording query texts and failing queries on demand."""
-
-    _probe: ProbeProvider = PrivateAttr()
-
-    def __init__(self, probe: ProbeProvider, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._probe = probe
-
-    def _get_query_embedding(self, query: str) -> Embedding:
-        self._probe.queries.append(query)
-        if self._probe.fail_queries:
-            raise ConnectionError("embedding endpoint unreachable")
-        return super()._get_query_embedding(query)
-
-
-class ProbeProvider:
-    """Embedding provider ``probe``: lexical like ``hashing``, observable and breakable."""
-
-    name = "probe"
-
-    def __init__(self) -> None:
-        self.queries: list[str] = []
-        self.fail_queries = False
-
-    def default_model(self) -> str:
-        return "probe-64"
-
-    def load(self, settings: EmbeddingSettings, model: str) -> LoadedModel:
-        return LoadedModel(
-            provider=self.name,
-            model=model,
-            dimension=64,
-            embed_model=ProbeEmbedding(self, dimension=64),
-            max_input_tokens=512,
-            tokenizer=lambda text: text.split(),
-        )

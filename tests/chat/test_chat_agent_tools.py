@@ -8,12 +8,9 @@ from typing import Any
 
 import pytest
 from chat_fakes import (
-    PROJECT,
-    TENANT,
     RecordingLLM,
     Step,
     answer,
-    call_tool,
     index_docs,
     rag_context_index,
     tool_calls,
@@ -23,6 +20,7 @@ from llama_index.core.agent.workflow import FunctionAgent, ReActAgent, ToolCallR
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.workflow import WorkflowRuntimeError
 
+from fakes import P, T, call_tool
 from vancetope_rag.app import RagApp
 from vancetope_rag.integrations.llamaindex import RagContextLLM
 from vancetope_rag.tools import TOOL_NAMES
@@ -39,8 +37,8 @@ QUESTION = "Make me a notes RAG about quokkas, then tidy up. Also: zebra stripes
 
 @pytest.fixture
 def agent_app(app: RagApp) -> RagApp:
-    app.settings.set(TENANT, None, "rag.autoInject.enabled", "ON")
-    app.settings.set(TENANT, None, "rag.minScore", 0.1)
+    app.settings.set(T, None, "rag.autoInject.enabled", "ON")
+    app.settings.set(T, None, "rag.minScore", 0.1)
     index_docs(app)
     return app
 
@@ -61,7 +59,7 @@ def _out(result: ToolCallResult) -> dict[str, Any]:
 
 
 def test_app_tools_are_the_spec_tools(agent_app: RagApp) -> None:
-    tools = agent_app.tools(TENANT, PROJECT)
+    tools = agent_app.tools(T, P)
     assert [t.metadata.name for t in tools] == list(TOOL_NAMES)
     assert all(t.metadata.description for t in tools)
 
@@ -93,13 +91,13 @@ def test_function_agent_runs_the_rag_tools(agent_app: RagApp) -> None:
         return tool_calls(("rag_delete", {"ragId": rag["id"]}))
 
     def relist(_: list[ChatMessage]) -> ChatMessage:
-        return tool_calls(("rag_list", {"projectId": PROJECT}))
+        return tool_calls(("rag_list", {"projectId": P}))
 
     steps: list[Step] = [create, add, query, listing, delete, relist, lambda m: answer("done")]
     inner = RecordingLLM(steps)
     agent = FunctionAgent(
-        tools=agent_app.tools(TENANT, PROJECT),
-        llm=RagContextLLM(inner, agent_app, TENANT, PROJECT),
+        tools=agent_app.tools(T, P),
+        llm=RagContextLLM(inner, agent_app, T, P),
         system_prompt="You manage RAGs.",
     )
     results, output = _run(agent, QUESTION)
@@ -129,7 +127,7 @@ def test_function_agent_runs_the_rag_tools(agent_app: RagApp) -> None:
     assert 0 < hit["score"] <= 1 and "Quokkas are small marsupials" in hit["text"]
 
     by_name = {r["name"]: r for r in listed["rags"]}
-    assert listed["projectId"] == PROJECT
+    assert listed["projectId"] == P
     assert set(by_name) == {"_documents", "notes"}
     assert by_name["notes"]["chunkCount"] == 1 and by_name["_documents"]["chunkCount"] == 3
 
@@ -150,7 +148,7 @@ def test_reserved_names_through_the_agent(agent_app: RagApp) -> None:
         lambda m: tool_calls(("rag_query", {"ragId": "_documents", "query": "zebra stripes"})),
         lambda m: answer("checked"),
     ]
-    agent = FunctionAgent(tools=agent_app.tools(TENANT, PROJECT), llm=RecordingLLM(steps))
+    agent = FunctionAgent(tools=agent_app.tools(T, P), llm=RecordingLLM(steps))
     results, output = _run(agent, "try the reserved names")
     assert output == "checked"
     create, delete, query = (_out(r) for r in results)
@@ -158,7 +156,7 @@ def test_reserved_names_through_the_agent(agent_app: RagApp) -> None:
     assert delete["code"] == "RESERVED_NAME" and "cannot be deleted" in delete["error"]
     assert query["hits"][0]["path"] == "documents/zebra.md"
     assert not any(r.tool_output.is_error for r in results)  # errors are results, not raises
-    rag = agent_app.project_rags.find_default_rag(TENANT, PROJECT)
+    rag = agent_app.project_rags.find_default_rag(T, P)
     assert rag is not None and agent_app.rags.chunk_count(rag) == 3
 
 
@@ -181,12 +179,12 @@ def test_reserved_names_through_the_agent(agent_app: RagApp) -> None:
 def test_tool_errors_are_results(
     agent_app: RagApp, tool: str, kwargs: dict[str, Any], code: str
 ) -> None:
-    result = call_tool(agent_app.tools(TENANT, PROJECT), tool, **kwargs)
+    result = call_tool(agent_app.tools(T, P), tool, **kwargs)
     assert result["code"] == code and result["error"]
 
 
 def test_rag_query_and_add_on_documents_rag(agent_app: RagApp) -> None:
-    tools = agent_app.tools(TENANT, PROJECT)
+    tools = agent_app.tools(T, P)
     hits = call_tool(tools, "rag_query", ragId="_documents", query="cluster pods", topK=2)["hits"]
     assert hits[0]["path"] == "documents/cluster.md" and hits[0]["label"] == "S1"
     added = call_tool(tools, "rag_add_text", ragId="_documents", text="A manual test chunk.")
@@ -200,8 +198,8 @@ def test_react_agent_keeps_the_users_question_for_the_block(agent_app: RagApp) -
     ]
     inner = RecordingLLM(steps)
     agent = ReActAgent(
-        tools=agent_app.tools(TENANT, PROJECT),
-        llm=RagContextLLM(inner, agent_app, TENANT, PROJECT),
+        tools=agent_app.tools(T, P),
+        llm=RagContextLLM(inner, agent_app, T, P),
     )
     results, output = _run(agent, "Which RAGs exist? I care about zebra stripes.")
     assert output == "two"
@@ -219,8 +217,8 @@ def test_function_agent_needs_a_function_calling_llm(agent_app: RagApp) -> None:
     from llama_index.core.llms.mock import MockLLM
 
     agent = FunctionAgent(
-        tools=agent_app.tools(TENANT, PROJECT),
-        llm=RagContextLLM(MockLLM(), agent_app, TENANT, PROJECT),
+        tools=agent_app.tools(T, P),
+        llm=RagContextLLM(MockLLM(), agent_app, T, P),
     )
     with pytest.raises((ValueError, WorkflowRuntimeError), match="FunctionCallingLLM"):
         _run(agent, "hi")

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from chat_fakes import PROJECT, TENANT, index_docs, open_app
+from chat_fakes import index_docs, open_app
 
+from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.recipes import RagParams, parse_recipe
 
@@ -88,8 +89,8 @@ CASES = list(itertools.product(RECIPES, SETTINGS, SETTINGS))
 def matrix_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RagApp]:
     """One indexed app for the whole matrix: every case sets both scopes itself."""
     app = open_app(Path(tmp_path_factory.mktemp("matrix")))
-    app.settings.set(TENANT, None, "ai.embedding.provider", "hashing")
-    app.settings.set(TENANT, None, "rag.minScore", 0.05)
+    app.settings.set(T, None, "ai.embedding.provider", "hashing")
+    app.settings.set(T, None, "rag.minScore", 0.05)
     index_docs(app)
     yield app
     app.close()
@@ -111,13 +112,13 @@ def test_yaml_spellings_parse_as_documented() -> None:
 @pytest.mark.parametrize(("recipe", "project", "tenant"), CASES)
 def test_autoinject_resolution(matrix_app: RagApp, recipe: str, project: str, tenant: str) -> None:
     app = matrix_app
-    app.settings.set(TENANT, PROJECT, "rag.autoInject.enabled", SETTINGS[project][0])
-    app.settings.set(TENANT, None, "rag.autoInject.enabled", SETTINGS[tenant][0])
+    app.settings.set(T, P, "rag.autoInject.enabled", SETTINGS[project][0])
+    app.settings.set(T, None, "rag.autoInject.enabled", SETTINGS[tenant][0])
     want, decider = expected(RECIPES[recipe][1], SETTINGS[project][1], SETTINGS[tenant][1])
 
     params = _recipe(recipe)
-    blocks = app.pre_turn(TENANT, PROJECT, [QUESTION], params)
-    decision = app.autoinject.decide(TENANT, PROJECT, [QUESTION], params)
+    blocks = app.pre_turn(T, P, [QUESTION], params)
+    decision = app.autoinject.decide(T, P, [QUESTION], params)
 
     assert (decision.enabled, decision.decided_by) == (want, decider)
     if want:
@@ -130,8 +131,8 @@ def test_autoinject_resolution(matrix_app: RagApp, recipe: str, project: str, te
 
 @pytest.mark.parametrize("spelling", ["on", " On ", "true", "TRUE"])
 def test_setting_spellings_for_on(matrix_app: RagApp, spelling: str) -> None:
-    matrix_app.settings.set(TENANT, PROJECT, "rag.autoInject.enabled", None)
-    matrix_app.settings.set(TENANT, None, "rag.autoInject.enabled", spelling)
-    assert matrix_app.pre_turn(TENANT, PROJECT, [QUESTION]) != []
-    matrix_app.settings.set(TENANT, None, "rag.autoInject.enabled", None)
-    assert matrix_app.pre_turn(TENANT, PROJECT, [QUESTION]) == []
+    matrix_app.settings.set(T, P, "rag.autoInject.enabled", None)
+    matrix_app.settings.set(T, None, "rag.autoInject.enabled", spelling)
+    assert matrix_app.pre_turn(T, P, [QUESTION]) != []
+    matrix_app.settings.set(T, None, "rag.autoInject.enabled", None)
+    assert matrix_app.pre_turn(T, P, [QUESTION]) == []

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import pytest
 import yaml
-from chat_fakes import DOCS, PROJECT, TENANT, ProbeProvider, index_docs
+from chat_fakes import index_docs
 
+from fakes import DOCS, P, ProbeProvider, T, registry
 from vancetope_rag.app import RagApp
-from vancetope_rag.embeddings import EmbeddingRegistry
 from vancetope_rag.recipes import RagParams, parse_recipe
 
 QUESTION = "zebra stripes and savanna grass"
@@ -21,8 +21,8 @@ AppFactory = Callable[..., RagApp]
 
 
 def _on(app: RagApp, min_score: float = 0.05) -> RagApp:
-    app.settings.set(TENANT, None, "rag.autoInject.enabled", "ON")
-    app.settings.set(TENANT, None, "rag.minScore", min_score)
+    app.settings.set(T, None, "rag.autoInject.enabled", "ON")
+    app.settings.set(T, None, "rag.minScore", min_score)
     return app
 
 
@@ -39,11 +39,9 @@ def probe() -> ProbeProvider:
 
 @pytest.fixture
 def probe_app(make_app: AppFactory, probe: ProbeProvider) -> RagApp:
-    registry = EmbeddingRegistry()
-    registry.register(probe)
-    app = _on(make_app(provider="probe", embeddings=registry))
+    app = _on(make_app(provider="probe", embeddings=registry(probe)))
     index_docs(app)
-    probe.queries.clear()
+    probe.log.clear()
     return app
 
 
@@ -51,7 +49,7 @@ def probe_app(make_app: AppFactory, probe: ProbeProvider) -> RagApp:
 
 
 def test_block_when_on_and_relevant(probe_app: RagApp, probe: ProbeProvider) -> None:
-    decision = probe_app.autoinject.decide(TENANT, PROJECT, [QUESTION])
+    decision = probe_app.autoinject.decide(T, P, [QUESTION])
     assert decision.reason == "injected"
     assert decision.block is not None and decision.block.startswith("<rag-context>")
     assert decision.block.rstrip().endswith("</rag-context>")
@@ -62,16 +60,16 @@ def test_block_when_on_and_relevant(probe_app: RagApp, probe: ProbeProvider) -> 
 def test_disabled_is_a_silent_skip(
     probe_app: RagApp, probe: ProbeProvider, caplog: pytest.LogCaptureFixture
 ) -> None:
-    probe_app.settings.set(TENANT, None, "rag.autoInject.enabled", "OFF")
+    probe_app.settings.set(T, None, "rag.autoInject.enabled", "OFF")
     with caplog.at_level(logging.DEBUG, logger="vancetope_rag"):
-        assert probe_app.pre_turn(TENANT, PROJECT, [QUESTION]) == []
+        assert probe_app.pre_turn(T, P, [QUESTION]) == []
     assert probe.queries == []  # no embed call at all
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 def test_project_rag_disabled_is_a_silent_skip(probe_app: RagApp, probe: ProbeProvider) -> None:
-    probe_app.settings.set(TENANT, PROJECT, "rag.project.enabled", False)
-    decision = probe_app.autoinject.decide(TENANT, PROJECT, [QUESTION])
+    probe_app.settings.set(T, P, "rag.project.enabled", False)
+    decision = probe_app.autoinject.decide(T, P, [QUESTION])
     assert (decision.block, decision.reason) == (None, "rag.project.enabled is false")
     assert probe.queries == []
 
@@ -80,14 +78,14 @@ def test_no_documents_rag_is_a_silent_skip(
     make_app: AppFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     app = _on(make_app())
-    app.document_saved(TENANT, PROJECT, "documents/zebra.md", DOCS["documents/zebra.md"])
+    app.document_saved(T, P, "documents/zebra.md", DOCS["documents/zebra.md"])
     with caplog.at_level(logging.WARNING):
-        decision = app.autoinject.decide(TENANT, PROJECT, [QUESTION])  # never brought
-        assert app.pre_turn(TENANT, PROJECT, [QUESTION]) == []
+        decision = app.autoinject.decide(T, P, [QUESTION])  # never brought
+        assert app.pre_turn(T, P, [QUESTION]) == []
         index_docs(app)
-        assert app.pre_turn(TENANT, PROJECT, [QUESTION]) != []
-        app.close_project(TENANT, PROJECT)  # disposes _documents
-        assert app.pre_turn(TENANT, PROJECT, [QUESTION]) == []
+        assert app.pre_turn(T, P, [QUESTION]) != []
+        app.close_project(T, P)  # disposes _documents
+        assert app.pre_turn(T, P, [QUESTION]) == []
     assert decision.reason == "the project has no _documents RAG"
     assert caplog.records == []
 
@@ -96,9 +94,9 @@ def test_provider_none_is_silent_even_with_an_old_rag(
     probe_app: RagApp, probe: ProbeProvider, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Spec §4.5: provider ``none`` means no embed call and no WARN logs."""
-    probe_app.settings.set(TENANT, None, "ai.embedding.provider", "none")
+    probe_app.settings.set(T, None, "ai.embedding.provider", "none")
     with caplog.at_level(logging.WARNING):
-        assert probe_app.pre_turn(TENANT, PROJECT, [QUESTION]) == []
+        assert probe_app.pre_turn(T, P, [QUESTION]) == []
     assert probe.queries == []
     assert caplog.records == []
 
@@ -107,24 +105,24 @@ def test_provider_none_is_silent_even_with_an_old_rag(
 def test_no_user_text_is_a_silent_skip(
     probe_app: RagApp, probe: ProbeProvider, messages: list[str]
 ) -> None:
-    decision = probe_app.autoinject.decide(TENANT, PROJECT, messages)
+    decision = probe_app.autoinject.decide(T, P, messages)
     assert (decision.enabled, decision.block) == (True, None)
     assert decision.reason == "no user text in this turn"
-    assert probe_app.pre_turn(TENANT, PROJECT, messages) == []
+    assert probe_app.pre_turn(T, P, messages) == []
     assert probe.queries == []
 
 
 def test_no_hit_above_min_score(probe_app: RagApp) -> None:
-    probe_app.settings.set(TENANT, PROJECT, "rag.minScore", 0.99)
-    decision = probe_app.autoinject.decide(TENANT, PROJECT, [QUESTION])
+    probe_app.settings.set(T, P, "rag.minScore", 0.99)
+    decision = probe_app.autoinject.decide(T, P, [QUESTION])
     assert decision.block is None and decision.hits == ()
     assert decision.reason == "no hit scored 0.99 or more"
     # a recipe's minScore beats the setting
     recipe = RagParams(min_score=0.05)
-    assert probe_app.pre_turn(TENANT, PROJECT, [QUESTION], recipe) != []
+    assert probe_app.pre_turn(T, P, [QUESTION], recipe) != []
     # unrelated words: nothing relevant at the default threshold
-    probe_app.settings.set(TENANT, PROJECT, "rag.minScore", 0.3)
-    assert probe_app.pre_turn(TENANT, PROJECT, ["quantum chromodynamics lecture"]) == []
+    probe_app.settings.set(T, P, "rag.minScore", 0.3)
+    assert probe_app.pre_turn(T, P, ["quantum chromodynamics lecture"]) == []
 
 
 def test_failing_embedding_call_warns_and_skips(
@@ -132,14 +130,14 @@ def test_failing_embedding_call_warns_and_skips(
 ) -> None:
     probe.fail_queries = True
     with caplog.at_level(logging.WARNING, logger=AUTOINJECT_LOG):
-        assert probe_app.pre_turn(TENANT, PROJECT, [QUESTION]) == []
-        decision = probe_app.autoinject.decide(TENANT, PROJECT, [QUESTION])
+        assert probe_app.pre_turn(T, P, [QUESTION]) == []
+        decision = probe_app.autoinject.decide(T, P, [QUESTION])
     assert decision.reason.startswith("retrieval failed")
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings and all(r.name == AUTOINJECT_LOG for r in warnings)
     assert "embedding endpoint unreachable" in warnings[0].getMessage()
     probe.fail_queries = False
-    assert probe_app.pre_turn(TENANT, PROJECT, [QUESTION]) != []  # the next turn recovers
+    assert probe_app.pre_turn(T, P, [QUESTION]) != []  # the next turn recovers
 
 
 @pytest.mark.parametrize(
@@ -153,14 +151,14 @@ def test_template_error_warns_and_skips(
         yaml.safe_load(f"name: r\nparams:\n  rag:\n    template: '{template}'\n")
     ).rag
     with caplog.at_level(logging.WARNING, logger=AUTOINJECT_LOG):
-        assert probe_app.pre_turn(TENANT, PROJECT, [QUESTION], recipe) == []
+        assert probe_app.pre_turn(T, P, [QUESTION], recipe) == []
     assert "context template failed" in caplog.text
 
 
 def test_multiple_user_messages_are_concatenated(probe_app: RagApp, probe: ProbeProvider) -> None:
-    assert probe_app.pre_turn(TENANT, PROJECT, [" zebra stripes ", "", "cluster pods"]) != []
+    assert probe_app.pre_turn(T, P, [" zebra stripes ", "", "cluster pods"]) != []
     assert probe.queries == ["zebra stripes\ncluster pods"]
-    block = probe_app.pre_turn(TENANT, PROJECT, ["zebra stripes", "cluster pods leases"])[0]
+    block = probe_app.pre_turn(T, P, ["zebra stripes", "cluster pods leases"])[0]
     assert {source for _, source, _ in _hits(block)} >= {
         "documents/zebra.md",
         "documents/cluster.md",
@@ -187,21 +185,21 @@ def many_app(make_app: AppFactory) -> RagApp:
     )
     _on(app, min_score=-1.0)
     index_docs(app, {"documents/long.md": LONG_DOC, **SMALL_DOCS})
-    rag = app.project_rags.find_default_rag(TENANT, PROJECT)
+    rag = app.project_rags.find_default_rag(T, P)
     assert rag is not None and app.rags.chunk_count(rag) >= 6 + 5
     return app
 
 
 def _count(app: RagApp, recipe: RagParams | None = None, path: str | None = None) -> int:
-    (block,) = app.pre_turn(TENANT, PROJECT, ["zebra"], recipe)
+    (block,) = app.pre_turn(T, P, ["zebra"], recipe)
     return sum(1 for _, source, _ in _hits(block) if path is None or source == path)
 
 
 def test_top_k_precedence(many_app: RagApp) -> None:
     assert _count(many_app) == 5  # engine configuration
-    many_app.settings.set(TENANT, None, "rag.topK", 4)
+    many_app.settings.set(T, None, "rag.topK", 4)
     assert _count(many_app) == 4  # tenant setting
-    many_app.settings.set(TENANT, PROJECT, "rag.topK", 3)
+    many_app.settings.set(T, P, "rag.topK", 3)
     assert _count(many_app) == 3  # project setting beats tenant
     assert _count(many_app, RagParams(top_k=2)) == 2  # recipe beats both
     recipe = parse_recipe(yaml.safe_load("name: r\nparams: {rag: {topK: 1}}")).rag
@@ -209,12 +207,12 @@ def test_top_k_precedence(many_app: RagApp) -> None:
 
 
 def test_max_per_document_precedence(many_app: RagApp) -> None:
-    many_app.settings.set(TENANT, None, "rag.topK", 10)
+    many_app.settings.set(T, None, "rag.topK", 10)
     long = "documents/long.md"
     assert _count(many_app, path=long) == 4  # engine configuration
-    many_app.settings.set(TENANT, None, "rag.maxPerDocument", 3)
+    many_app.settings.set(T, None, "rag.maxPerDocument", 3)
     assert _count(many_app, path=long) == 3
-    many_app.settings.set(TENANT, PROJECT, "rag.maxPerDocument", 2)
+    many_app.settings.set(T, P, "rag.maxPerDocument", 2)
     assert _count(many_app, path=long) == 2
     assert _count(many_app, RagParams(max_per_document=1), path=long) == 1
     assert _count(many_app, RagParams(max_per_document=1)) == 7  # 1 long + 6 small
@@ -226,13 +224,13 @@ def test_max_per_document_precedence(many_app: RagApp) -> None:
 def test_labels_and_summary_marker(app: RagApp) -> None:
     _on(app, min_score=-1.0)
     index_docs(app)
-    doc = app.documents.get_by_path(TENANT, PROJECT, "documents/holiday.md")
+    doc = app.documents.get_by_path(T, P, "documents/holiday.md")
     assert doc is not None
-    app.documents.set_summary(TENANT, PROJECT, doc.id, "Summary: vacation days and portal.")
+    app.documents.set_summary(T, P, doc.id, "Summary: vacation days and portal.")
     app.scheduler.run_until_idle(timeout_s=30)
 
     recipe = RagParams(top_k=10, max_per_document=5)
-    (block,) = app.pre_turn(TENANT, PROJECT, ["vacation days portal"], recipe)
+    (block,) = app.pre_turn(T, P, ["vacation days portal"], recipe)
     hits = _hits(block)
     assert hits[0][1] == "documents/holiday.md"
     assert ("S1", "documents/holiday.md", True) in hits

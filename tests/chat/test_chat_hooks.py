@@ -8,8 +8,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pluggy
-from chat_fakes import PROJECT, TENANT, ProbeProvider, RecordingLLM, index_docs
+from chat_fakes import RecordingLLM, index_docs
 
+from fakes import P, ProbeProvider, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.extract import extract_text
 from vancetope_rag.hookspecs import hookimpl
@@ -54,25 +55,25 @@ def test_third_party_plugin_adds_message_and_provider(make_app: AppFactory) -> N
     plugin = ThirdParty()
     app = make_app(plugins=_fresh(plugin), provider="probe")
     assert "probe" in app.embeddings.names()
-    app.settings.set(TENANT, None, "rag.autoInject.enabled", "ON")
-    app.settings.set(TENANT, None, "rag.minScore", 0.05)
+    app.settings.set(T, None, "rag.autoInject.enabled", "ON")
+    app.settings.set(T, None, "rag.minScore", 0.05)
     index_docs(app)
-    rag = app.project_rags.find_default_rag(TENANT, PROJECT)
+    rag = app.project_rags.find_default_rag(T, P)
     assert rag is not None and rag.embedding_provider == "probe"
 
-    block, note = app.pre_turn(TENANT, PROJECT, ["zebra", "stripes"])
+    block, note = app.pre_turn(T, P, ["zebra", "stripes"])
     assert block.startswith("<rag-context>") and "documents/zebra.md" in block
     assert note == "<house-rules>2 message(s)</house-rules>"
     assert plugin.provider.queries == ["zebra\nstripes"]  # the plugin's model answered
 
     # with AutoInject off only the plugin's own message is left
-    app.settings.set(TENANT, PROJECT, "rag.autoInject.enabled", "OFF")
-    assert app.pre_turn(TENANT, PROJECT, ["zebra"]) == ["<house-rules>1 message(s)</house-rules>"]
+    app.settings.set(T, P, "rag.autoInject.enabled", "OFF")
+    assert app.pre_turn(T, P, ["zebra"]) == ["<house-rules>1 message(s)</house-rules>"]
 
     # and both reach the LLM in that order, after the host's system prompt
-    app.settings.set(TENANT, PROJECT, "rag.autoInject.enabled", None)
+    app.settings.set(T, P, "rag.autoInject.enabled", None)
     inner = RecordingLLM()
-    llm = RagContextLLM(inner, app, TENANT, PROJECT)
+    llm = RagContextLLM(inner, app, T, P)
     llm.chat_with_tools([], user_msg="zebra", chat_history=[])
     assert [(m.content or "")[:13] for m in inner.calls[0]] == [
         "<rag-context>",
@@ -93,14 +94,14 @@ def test_plugin_context_template(make_app: AppFactory) -> None:
             return "<rag-context>{% for h in hits %}[{{ h.label }}]{% endfor %}</rag-context>"
 
     app = make_app(plugins=_fresh(Template()))
-    app.settings.set(TENANT, None, "rag.autoInject.enabled", "ON")
+    app.settings.set(T, None, "rag.autoInject.enabled", "ON")
     index_docs(app)
     recipe = RagParams(min_score=0.05, top_k=1)
-    assert app.pre_turn(TENANT, PROJECT, ["zebra stripes"], recipe) == [
+    assert app.pre_turn(T, P, ["zebra stripes"], recipe) == [
         "<rag-context>[S1]</rag-context>"
     ]
     # a recipe's own template still wins over the plugin's
     own = RagParams(min_score=0.05, top_k=1, template="<rag-context>mine</rag-context>")
-    assert app.pre_turn(TENANT, PROJECT, ["zebra stripes"], own) == [
+    assert app.pre_turn(T, P, ["zebra stripes"], own) == [
         "<rag-context>mine</rag-context>"
     ]

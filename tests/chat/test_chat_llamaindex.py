@@ -8,21 +8,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from chat_fakes import (
-    PROJECT,
-    TENANT,
-    RecordingLLM,
-    answer,
-    index_docs,
-    rag_context_index,
-    system_texts,
-)
+from chat_fakes import RecordingLLM, answer, index_docs, rag_context_index, system_texts
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine import ContextChatEngine, SimpleChatEngine
 from llama_index.core.llms.mock import MockLLM
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
+from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.hookspecs import hookimpl
 from vancetope_rag.integrations import RagContextLLM as ReExported
@@ -50,8 +43,8 @@ def _roles(messages: Sequence[ChatMessage]) -> list[str]:
 @pytest.fixture
 def chat_app(app: RagApp) -> RagApp:
     """Documents indexed with the hashing provider, AutoInject ON for the tenant."""
-    app.settings.set(TENANT, None, "rag.autoInject.enabled", "ON")
-    app.settings.set(TENANT, None, "rag.minScore", 0.1)
+    app.settings.set(T, None, "rag.autoInject.enabled", "ON")
+    app.settings.set(T, None, "rag.minScore", 0.1)
     index_docs(app)
     return app
 
@@ -158,7 +151,7 @@ def test_reexported_from_package() -> None:
 
 def test_chat_puts_block_after_system_and_before_user(chat_app: RagApp) -> None:
     inner = RecordingLLM()
-    llm = RagContextLLM(inner, chat_app, TENANT, PROJECT)
+    llm = RagContextLLM(inner, chat_app, T, P)
     response = llm.chat([_msg(MessageRole.SYSTEM, SYSTEM), _msg(MessageRole.USER, QUESTION)])
     assert response.message.content == "ok"
     (sent,) = inner.calls
@@ -170,9 +163,9 @@ def test_chat_puts_block_after_system_and_before_user(chat_app: RagApp) -> None:
 
 
 def test_autoinject_off_adds_nothing(chat_app: RagApp) -> None:
-    chat_app.settings.set(TENANT, PROJECT, "rag.autoInject.enabled", "OFF")
+    chat_app.settings.set(T, P, "rag.autoInject.enabled", "OFF")
     inner = RecordingLLM()
-    llm = RagContextLLM(inner, chat_app, TENANT, PROJECT)
+    llm = RagContextLLM(inner, chat_app, T, P)
     llm.chat([_msg(MessageRole.SYSTEM, SYSTEM), _msg(MessageRole.USER, QUESTION)])
     assert _roles(inner.calls[0]) == ["system", "user"]
     assert rag_context_index(inner.calls[0]) is None
@@ -181,7 +174,7 @@ def test_autoinject_off_adds_nothing(chat_app: RagApp) -> None:
 def test_recipe_off_wins_over_setting_on(chat_app: RagApp) -> None:
     recipe = parse_recipe({"name": "discuss", "params": {"rag": {"autoInject": "OFF"}}}).rag
     inner = RecordingLLM()
-    RagContextLLM(inner, chat_app, TENANT, PROJECT, recipe=recipe).chat(
+    RagContextLLM(inner, chat_app, T, P, recipe=recipe).chat(
         [_msg(MessageRole.USER, QUESTION)]
     )
     assert rag_context_index(inner.calls[0]) is None
@@ -189,7 +182,7 @@ def test_recipe_off_wins_over_setting_on(chat_app: RagApp) -> None:
 
 def test_simple_chat_engine_every_turn(chat_app: RagApp) -> None:
     inner = RecordingLLM()
-    llm = RagContextLLM(inner, chat_app, TENANT, PROJECT)
+    llm = RagContextLLM(inner, chat_app, T, P)
     engine = SimpleChatEngine.from_defaults(llm=llm, system_prompt=SYSTEM)
     assert str(engine.chat(QUESTION)) == "ok"
     assert str(engine.chat("And what about zebra stripes?")) == "ok"
@@ -208,7 +201,7 @@ def test_simple_chat_engine_every_turn(chat_app: RagApp) -> None:
 def test_simple_chat_engine_stream_and_async(chat_app: RagApp) -> None:
     inner = RecordingLLM()
     engine = SimpleChatEngine.from_defaults(
-        llm=RagContextLLM(inner, chat_app, TENANT, PROJECT), system_prompt=SYSTEM
+        llm=RagContextLLM(inner, chat_app, T, P), system_prompt=SYSTEM
     )
     streamed = engine.stream_chat(QUESTION)
     assert "".join(streamed.response_gen) == "ok"
@@ -228,7 +221,7 @@ def test_simple_chat_engine_stream_and_async(chat_app: RagApp) -> None:
 
 def test_direct_stream_and_async_calls(chat_app: RagApp) -> None:
     inner = RecordingLLM()
-    llm = RagContextLLM(inner, chat_app, TENANT, PROJECT)
+    llm = RagContextLLM(inner, chat_app, T, P)
     messages = [_msg(MessageRole.USER, QUESTION)]
     assert [r.delta for r in llm.stream_chat(messages)] == ["ok"]
 
@@ -250,7 +243,7 @@ def test_context_chat_engine_keeps_its_context_first(chat_app: RagApp) -> None:
     inner = RecordingLLM()
     engine = ContextChatEngine.from_defaults(
         retriever=_Retriever(),
-        llm=RagContextLLM(inner, chat_app, TENANT, PROJECT),
+        llm=RagContextLLM(inner, chat_app, T, P),
         system_prompt=SYSTEM,
     )
     engine.chat(QUESTION)
@@ -268,7 +261,7 @@ def test_complete_passes_through(chat_app: RagApp, monkeypatch: pytest.MonkeyPat
         return []
 
     monkeypatch.setattr(chat_app, "pre_turn", spy)
-    llm = RagContextLLM(RecordingLLM(), chat_app, TENANT, PROJECT)
+    llm = RagContextLLM(RecordingLLM(), chat_app, T, P)
     assert llm.complete("plain prompt").text == "plain prompt"
     assert "".join(r.delta or "" for r in llm.stream_complete("x")) == "x"
     assert asyncio.run(llm.acomplete("y")).text == "y"
@@ -279,20 +272,20 @@ def test_predict_uses_chat_for_chat_models(chat_app: RagApp) -> None:
     from llama_index.core.prompts import PromptTemplate
 
     inner = RecordingLLM()
-    llm = RagContextLLM(inner, chat_app, TENANT, PROJECT)
+    llm = RagContextLLM(inner, chat_app, T, P)
     assert llm.predict(PromptTemplate("{q}"), q=QUESTION) == "ok"
     assert rag_context_index(inner.calls[0]) == 0
 
 
 def test_metadata_and_prompts_come_from_the_inner_llm(chat_app: RagApp) -> None:
     inner = RecordingLLM(system_prompt="inner system")
-    llm = RagContextLLM(inner, chat_app, TENANT, PROJECT)
+    llm = RagContextLLM(inner, chat_app, T, P)
     assert llm.metadata == inner.metadata
     assert llm.metadata.is_function_calling_model
     assert llm.system_prompt == "inner system"
     assert llm.callback_manager is inner.callback_manager
     assert llm.app is chat_app and llm.recipe is None
-    plain = RagContextLLM(MockLLM(), chat_app, TENANT, PROJECT)
+    plain = RagContextLLM(MockLLM(), chat_app, T, P)
     assert not plain.metadata.is_function_calling_model
     with pytest.raises(TypeError, match="does not support function calling"):
         plain.chat_with_tools([], user_msg="hi")
@@ -300,7 +293,7 @@ def test_metadata_and_prompts_come_from_the_inner_llm(chat_app: RagApp) -> None:
 
 def test_chat_with_tools_injects_into_history(chat_app: RagApp) -> None:
     inner = RecordingLLM(steps=[lambda m: answer("fine")])
-    llm = RagContextLLM(inner, chat_app, TENANT, PROJECT)
+    llm = RagContextLLM(inner, chat_app, T, P)
     response = llm.chat_with_tools(
         [], user_msg=QUESTION, chat_history=[_msg(MessageRole.SYSTEM, SYSTEM)]
     )
@@ -330,10 +323,10 @@ def test_pre_turn_failure_never_breaks_the_turn(
     pm = get_plugin_manager(load_entrypoints=False)
     pm.register(_Boom())
     app = make_app(plugins=pm)
-    app.settings.set(TENANT, None, "rag.autoInject.enabled", "ON")
+    app.settings.set(T, None, "rag.autoInject.enabled", "ON")
     index_docs(app)
     inner = RecordingLLM()
-    llm = RagContextLLM(inner, app, TENANT, PROJECT)
+    llm = RagContextLLM(inner, app, T, P)
     with caplog.at_level(logging.WARNING, logger="vancetope_rag.integrations.llamaindex"):
         assert llm.chat([_msg(MessageRole.USER, QUESTION)]).message.content == "ok"
         assert asyncio.run(llm.achat([_msg(MessageRole.USER, QUESTION)])).message.content == "ok"
@@ -344,7 +337,7 @@ def test_pre_turn_failure_never_breaks_the_turn(
 def test_recipe_params_reach_pre_turn(chat_app: RagApp) -> None:
     recipe = RagParams(template="{% for h in hits %}<rag-context>{{ h.label }}{% endfor %}")
     inner = RecordingLLM()
-    RagContextLLM(inner, chat_app, TENANT, PROJECT, recipe=recipe).chat(
+    RagContextLLM(inner, chat_app, T, P, recipe=recipe).chat(
         [_msg(MessageRole.USER, QUESTION)]
     )
     assert system_texts(inner.calls[0])[0].startswith("<rag-context>S1")
@@ -352,11 +345,11 @@ def test_recipe_params_reach_pre_turn(chat_app: RagApp) -> None:
 
 def test_semantic_turn_with_the_embedded_model(embedded_app: RagApp) -> None:
     """Real all-MiniLM-L6-v2: a paraphrase with no shared words still finds the document."""
-    embedded_app.settings.set(TENANT, None, "rag.autoInject.enabled", "ON")
+    embedded_app.settings.set(T, None, "rag.autoInject.enabled", "ON")
     index_docs(embedded_app)
     inner = RecordingLLM()
     engine = SimpleChatEngine.from_defaults(
-        llm=RagContextLLM(inner, embedded_app, TENANT, PROJECT), system_prompt=SYSTEM
+        llm=RagContextLLM(inner, embedded_app, T, P), system_prompt=SYSTEM
     )
     engine.chat("How much paid leave do staff members receive annually?")
     (sent,) = inner.calls

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from chat_fakes import PROJECT, RecordingLLM, call_tool, index_docs
+from chat_fakes import RecordingLLM, index_docs
 
+from fakes import P, call_tool
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import RagRecord
 from vancetope_rag.integrations.llamaindex import RagContextLLM
@@ -26,15 +27,15 @@ def two_tenants(app: RagApp) -> RagApp:
         app.settings.set(tenant, None, "rag.minScore", -1.0)
         index_docs(app, docs, tenant=tenant)
     # B also has a manual RAG, under a name A uses too
-    b_notes = app.rags.create(B, PROJECT, "notes")
+    b_notes = app.rags.create(B, P, "notes")
     app.rags.add_text(b_notes, "b-src", f"B's private notes {B_MARKER}")
-    app.rags.create(A, PROJECT, "notes")
+    app.rags.create(A, P, "notes")
     return app
 
 
 def _b(app: RagApp) -> tuple[RagRecord, RagRecord]:
-    default = app.project_rags.find_default_rag(B, PROJECT)
-    notes = app.rags.find(B, PROJECT, "notes")
+    default = app.project_rags.find_default_rag(B, P)
+    notes = app.rags.find(B, P, "notes")
     assert default is not None and notes is not None
     return default, notes
 
@@ -46,12 +47,12 @@ def _b_chunks(app: RagApp) -> tuple[int, int]:
 
 def test_a_tools_cannot_touch_b_rags_by_id(two_tenants: RagApp) -> None:
     app = two_tenants
-    tools = app.tools(A, PROJECT)
+    tools = app.tools(A, P)
     b_default, b_notes = _b(app)
     before = _b_chunks(app)
-    b_doc = app.documents.get_by_path(B, PROJECT, "documents/secret.md")
+    b_doc = app.documents.get_by_path(B, P, "documents/secret.md")
     assert b_doc is not None
-    a_notes = app.rags.find(A, PROJECT, "notes")
+    a_notes = app.rags.find(A, P, "notes")
     assert a_notes is not None
 
     calls: list[tuple[str, dict[str, Any], str]] = [
@@ -72,17 +73,17 @@ def test_a_tools_cannot_touch_b_rags_by_id(two_tenants: RagApp) -> None:
         assert B_MARKER not in str(result)
 
     assert _b_chunks(app) == before
-    assert app.rags.get(B, PROJECT, b_notes.id) == b_notes  # not deleted
+    assert app.rags.get(B, P, b_notes.id) == b_notes  # not deleted
     assert app.rags.chunk_count(a_notes) == 0  # B's document did not land in A's RAG
 
 
 def test_a_tools_by_name_reach_only_a(two_tenants: RagApp) -> None:
     app = two_tenants
-    tools = app.tools(A, PROJECT)
+    tools = app.tools(A, P)
     before = _b_chunks(app)
 
     listed = call_tool(tools, "rag_list")
-    a_ids = {r.id for r in app.rags.list_rags(A, PROJECT)}
+    a_ids = {r.id for r in app.rags.list_rags(A, P)}
     assert {r["ragId"] for r in listed["rags"]} == a_ids
     assert not a_ids & {r.id for r in _b(app)}
 
@@ -95,20 +96,20 @@ def test_a_tools_by_name_reach_only_a(two_tenants: RagApp) -> None:
     assert call_tool(tools, "rag_delete", ragId="notes")["name"] == "notes"
 
     assert _b_chunks(app) == before
-    assert app.rags.find(B, PROJECT, "notes") is not None
+    assert app.rags.find(B, P, "notes") is not None
 
 
 def test_pre_turn_of_a_never_shows_b(two_tenants: RagApp) -> None:
     app = two_tenants
     question = f"zebra stripes plan {B_MARKER} confidential"
-    (a_block,) = app.pre_turn(A, PROJECT, [question])
-    (b_block,) = app.pre_turn(B, PROJECT, [question])
+    (a_block,) = app.pre_turn(A, P, [question])
+    (b_block,) = app.pre_turn(B, P, [question])
     assert B_MARKER in b_block  # the same question does find it for B
     assert B_MARKER not in a_block and "documents/secret.md" not in a_block
     assert "documents/zebra.md" in a_block
 
     inner = RecordingLLM()
-    RagContextLLM(inner, app, A, PROJECT).chat_with_tools([], user_msg=question)
+    RagContextLLM(inner, app, A, P).chat_with_tools([], user_msg=question)
     (sent,) = inner.calls
     assert [m.role.value for m in sent] == ["system", "user"]
     injected = sent[0].content or ""
@@ -119,7 +120,7 @@ def test_same_tenant_other_project_is_separate(two_tenants: RagApp) -> None:
     app = two_tenants
     index_docs(app, {"documents/other.md": "Other project about zebras."}, tenant=A, project="p2")
     tools_p2 = app.tools(A, "p2")
-    a_default = app.project_rags.find_default_rag(A, PROJECT)
+    a_default = app.project_rags.find_default_rag(A, P)
     assert a_default is not None
     result = call_tool(tools_p2, "rag_query", ragId=a_default.id, query="zebra")
     assert result["code"] == "RAG_NOT_FOUND"

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from chat_fakes import PROJECT, TENANT, call_tool
 
+from fakes import P, T, call_tool
 from vancetope_rag.app import RagApp
 
 SECRET_MARKER = "SECRET-MARKER-c0ffee-91d2"
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="symlinks and FI
 @pytest.fixture
 def ws(tmp_path: Path, make_app: AppFactory) -> tuple[RagApp, Path, str]:
     """(app, workspace root, id of a manual RAG); secrets lie around the root."""
-    root = tmp_path / "ws" / TENANT / PROJECT
+    root = tmp_path / "ws" / T / P
     (root / "notes").mkdir(parents=True)
     (root / "notes" / "ok.md").write_text(LEGIT_TEXT)
     (root / "notes" / ".hidden.md").write_text(SECRET_MARKER)
@@ -31,7 +31,7 @@ def ws(tmp_path: Path, make_app: AppFactory) -> tuple[RagApp, Path, str]:
     (root / ".git").mkdir()
     (root / ".git" / "config").write_text(f"[remote] url={SECRET_MARKER}")
     (tmp_path / "secret.txt").write_text(f"outside the root: {SECRET_MARKER}")
-    other = tmp_path / "ws" / "t2" / PROJECT
+    other = tmp_path / "ws" / "t2" / P
     other.mkdir(parents=True)
     (other / "b.md").write_text(f"tenant t2 file {SECRET_MARKER}")
 
@@ -43,8 +43,8 @@ def ws(tmp_path: Path, make_app: AppFactory) -> tuple[RagApp, Path, str]:
     os.mkfifo(root / "pipe")
 
     app = make_app(config={"workspaces_dir": str(tmp_path / "ws")})
-    app.bring(TENANT, PROJECT)
-    rag = call_tool(app.tools(TENANT, PROJECT), "rag_create", name="workspace")
+    app.bring(T, P)
+    rag = call_tool(app.tools(T, P), "rag_create", name="workspace")
     return app, tmp_path, rag["ragId"]
 
 
@@ -93,7 +93,7 @@ HOSTILE: list[tuple[object, str, str]] = [
 
 def _chunks_with_marker(app: RagApp) -> list[str]:
     texts: list[str] = []
-    for rag in app.rags.list_rags(TENANT, PROJECT):
+    for rag in app.rags.list_rags(T, P):
         if app.rags.chunk_count(rag):
             hits = app.rags.query(rag, f"{SECRET_MARKER} secret api key url", top_k=1000)
             texts += [h.text for h in hits if SECRET_MARKER in h.text]
@@ -102,7 +102,7 @@ def _chunks_with_marker(app: RagApp) -> list[str]:
 
 def test_hostile_paths_are_error_results(ws: tuple[RagApp, Path, str]) -> None:
     app, tmp, rag_id = ws
-    tools = app.tools(TENANT, PROJECT)
+    tools = app.tools(T, P)
     assert len(HOSTILE) >= 20
     for raw, code, words in HOSTILE:
         path = raw.replace("{tmp}", str(tmp)) if isinstance(raw, str) else raw
@@ -114,14 +114,14 @@ def test_hostile_paths_are_error_results(ws: tuple[RagApp, Path, str]) -> None:
         if code == REFUSED and not isinstance(raw, int):
             assert "Allowed: a relative path" in result["error"]  # says what would work
 
-    rag = app.rags.get(TENANT, PROJECT, rag_id)
+    rag = app.rags.get(T, P, rag_id)
     assert app.rags.chunk_count(rag) == 0
     assert _chunks_with_marker(app) == []
 
 
 def test_legit_file_is_indexed(ws: tuple[RagApp, Path, str]) -> None:
     app, _, rag_id = ws
-    tools = app.tools(TENANT, PROJECT)
+    tools = app.tools(T, P)
     for path in ("notes/ok.md", "./notes//ok.md"):
         result = call_tool(tools, "rag_add_workspace_file", ragId=rag_id, path=path)
         assert result == {
@@ -131,7 +131,7 @@ def test_legit_file_is_indexed(ws: tuple[RagApp, Path, str]) -> None:
             "chunks": 1,
             "truncated": False,
         }
-    rag = app.rags.get(TENANT, PROJECT, rag_id)
+    rag = app.rags.get(T, P, rag_id)
     assert app.rags.chunk_count(rag) == 1  # the same source replaced, not duplicated
     hits = call_tool(tools, "rag_query", ragId=rag_id, query="zebra migration review")["hits"]
     assert hits[0]["path"] == "notes/ok.md" and "quarterly review" in hits[0]["text"]
@@ -140,16 +140,16 @@ def test_legit_file_is_indexed(ws: tuple[RagApp, Path, str]) -> None:
 
 def test_symlink_inside_the_root_is_followed(ws: tuple[RagApp, Path, str]) -> None:
     app, tmp, rag_id = ws
-    root = tmp / "ws" / TENANT / PROJECT
+    root = tmp / "ws" / T / P
     os.symlink(root / "notes" / "ok.md", root / "alias.md")
-    tools = app.tools(TENANT, PROJECT)
+    tools = app.tools(T, P)
     result = call_tool(tools, "rag_add_workspace_file", ragId=rag_id, path="alias.md")
     assert result["chunks"] == 1 and result["path"] == "alias.md"
 
 
 def test_no_workspace_configured(app: RagApp) -> None:
-    app.bring(TENANT, PROJECT)
-    tools = app.tools(TENANT, PROJECT)
+    app.bring(T, P)
+    tools = app.tools(T, P)
     result = call_tool(tools, "rag_add_workspace_file", ragId="_documents", path="notes/ok.md")
     assert result["code"] == "INVALID_INPUT"
     assert "no workspace folder configured" in result["error"]
@@ -157,24 +157,24 @@ def test_no_workspace_configured(app: RagApp) -> None:
 
 def test_workspace_root_is_per_tenant_and_project(make_app: AppFactory, tmp_path: Path) -> None:
     app = make_app(config={"workspaces_dir": str(tmp_path / "ws")})
-    assert app.workspace_root(TENANT, PROJECT) is None  # not created yet
-    (tmp_path / "ws" / TENANT / PROJECT).mkdir(parents=True)
-    assert app.workspace_root(TENANT, PROJECT) == tmp_path / "ws" / TENANT / PROJECT
-    assert app.workspace_root("t2", PROJECT) is None
+    assert app.workspace_root(T, P) is None  # not created yet
+    (tmp_path / "ws" / T / P).mkdir(parents=True)
+    assert app.workspace_root(T, P) == tmp_path / "ws" / T / P
+    assert app.workspace_root("t2", P) is None
 
 
 @pytest.mark.parametrize(
     ("tenant", "project"),
-    [(TENANT, ".."), (TENANT, "."), ("..", "t2"), (TENANT, "../t2"), ("t1/../t2", PROJECT)],
+    [(T, ".."), (T, "."), ("..", "t2"), (T, "../t2"), ("t1/../t2", P)],
 )
 def test_ids_cannot_move_the_workspace_root(
     make_app: AppFactory, tmp_path: Path, tenant: str, project: str
 ) -> None:
     """A tenant or project id is one path component: '..' or '/' would widen the jail."""
-    other = tmp_path / "ws" / "t2" / PROJECT
+    other = tmp_path / "ws" / "t2" / P
     other.mkdir(parents=True)
     (other / "b.md").write_text(f"tenant t2 file {SECRET_MARKER}")
-    (tmp_path / "ws" / TENANT / PROJECT).mkdir(parents=True)
+    (tmp_path / "ws" / T / P).mkdir(parents=True)
     app = make_app(config={"workspaces_dir": str(tmp_path / "ws")}, tenant=tenant)
     assert app.workspace_root(tenant, project) is None
     app.bring(tenant, project)

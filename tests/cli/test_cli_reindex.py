@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
+from fakes import P, T
+from vancetope_rag.app import RagApp
 from vancetope_rag.cli import cli
 
 
@@ -55,3 +58,69 @@ def test_rebuild_with_embeddings_off_refuses_and_keeps_the_index(indexed) -> Non
     assert after["exists"] is True
     assert (after["ragId"], after["chunkCount"]) == (before["ragId"], 2)
     assert after["documents"]["indexed"] == 2  # nothing queued for a rebuild that did not happen
+
+
+def _seed(app: RagApp) -> None:
+    """Four eligible documents (one with a summary) and two that are not, indexed."""
+    app.bring(T, P)
+    for w in ("apple", "banana", "cherry"):
+        app.documents.create(T, P, f"documents/{w}.md", f"{w} notes")
+    app.documents.create(T, P, "documents/d.md", "damson notes", summary="plum")
+    app.documents.create(T, P, "notes/private.md", "private")
+    app.documents.create(T, P, "documents/img.png", "bytes", mime_type="image/png")
+    assert app.scheduler.run_until_idle(timeout_s=10).failed == 0
+
+
+def _cli(store_uri: str, *args: str) -> dict[str, object]:
+    result = CliRunner().invoke(
+        cli, ["--store", store_uri, "--tenant", T, "--project", P, *args], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert isinstance(data, dict)
+    return data
+
+
+def test_cli_reindex_index_status(make_app: Callable[..., RagApp], store_uri: str) -> None:
+    app = make_app()
+    _seed(app)
+    app.documents.create(T, P, "documents/new.md", "elderberry notes")
+
+    status = _cli(store_uri, "status", "--json")
+    assert status["exists"] is True
+    assert status["documents"] == {
+        "none": 2,
+        "pending": 1,
+        "processing": 0,
+        "indexed": 4,
+        "failed": 0,
+    }
+
+    queued = _cli(store_uri, "reindex", "--json")
+    assert queued == {"rebuild": False, "documentsQueued": 5}
+
+    indexed = _cli(store_uri, "index", "--until-idle", "--json")
+    assert indexed["indexed"] == 5
+    assert indexed["failed"] == 0
+    assert indexed["failures"] == []
+
+    status = _cli(store_uri, "status", "--json")
+    assert status["documents"] == {
+        "none": 2,
+        "pending": 0,
+        "processing": 0,
+        "indexed": 5,
+        "failed": 0,
+    }
+    assert status["chunkCount"] == 6
+
+    rebuilt = _cli(store_uri, "reindex", "--rebuild", "--json")
+    assert rebuilt == {"rebuild": True, "documentsQueued": 5}
+    status = _cli(store_uri, "status", "--json")
+    assert status["chunkCount"] == 0
+    assert status["documents"]["pending"] == 5  # type: ignore[index]
+    _cli(store_uri, "index", "--json")
+    status = _cli(store_uri, "status", "--json")
+    assert (status["chunkCount"], status["documents"]["indexed"]) == (6, 5)  # type: ignore[index]
+
+

@@ -21,12 +21,12 @@ import pytest
 
 pytest.importorskip("llama_index.embeddings.openai")
 
+from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.default_plugins.openai import OpenAIProvider
 from vancetope_rag.embeddings import EmbeddingSettings
 from vancetope_rag.errors import EmbeddingConfigError
 
-T, P = "t1", "p1"
 KEY = "local-embed-key-5c1d9e"  # not key-shaped: only its registration can redact it
 WRONG_KEY = "stale-embed-key-0b7e44"
 MODEL = "nomic-embed-text"  # not in the known-dimensions table: probed

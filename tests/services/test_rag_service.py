@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from support import CountingProvider, registry_with
+from fakes import P, ProbeProvider, T, registry
 from vancetope_rag import (
     DimensionMismatchError,
     EmbeddingConfigError,
@@ -16,48 +16,46 @@ from vancetope_rag import (
 from vancetope_rag.app import RagApp
 from vancetope_rag.services.rag import SourceText
 
-T, P = "t1", "p1"
+
+@pytest.fixture
+def counting() -> ProbeProvider:
+    return ProbeProvider("counting")
 
 
 @pytest.fixture
-def counting() -> CountingProvider:
-    return CountingProvider()
+def capp(make_app, counting: ProbeProvider) -> RagApp:
+    return make_app(provider="counting", embeddings=registry(counting))
 
 
-@pytest.fixture
-def capp(make_app, counting: CountingProvider) -> RagApp:
-    return make_app(provider="counting", embeddings=registry_with(counting))
-
-
-def test_same_text_twice_costs_one_embedding_call(capp: RagApp, counting: CountingProvider) -> None:
+def test_same_text_twice_costs_one_embedding_call(capp: RagApp, counting: ProbeProvider) -> None:
     rag = capp.rags.create(T, P, "notes")
     first = capp.rags.add_text(rag, "a", "The quick brown fox jumps over the lazy dog.")
     second = capp.rags.add_text(rag, "b", "The quick brown fox jumps over the lazy dog.")
-    assert counting.model.texts == 1
+    assert len(counting.log.embedded) == 1
     assert (first.embedded_texts, first.cache_hits) == (1, 0)
     assert (second.embedded_texts, second.cache_hits) == (0, 1)
     assert capp.rags.chunk_count(rag) == 2
 
 
 def test_cache_survives_a_new_app_on_the_same_store(
-    make_app, counting: CountingProvider
+    make_app, counting: ProbeProvider
 ) -> None:
-    app1 = make_app(provider="counting", embeddings=registry_with(counting))
+    app1 = make_app(provider="counting", embeddings=registry(counting))
     rag = app1.rags.create(T, P, "notes")
     app1.rags.add_text(rag, "a", "persisted text")
-    app2 = make_app(provider="counting", embeddings=registry_with(counting))
+    app2 = make_app(provider="counting", embeddings=registry(counting))
     app2.rags.add_text(app2.rags.get(T, P, "notes"), "b", "persisted text")
-    assert counting.model.texts == 1
+    assert len(counting.log.embedded) == 1
 
 
 def test_duplicate_texts_in_one_batch_are_embedded_once(
-    capp: RagApp, counting: CountingProvider
+    capp: RagApp, counting: ProbeProvider
 ) -> None:
     rag = capp.rags.create(T, P, "notes")
     grouped, stats = capp.rags.embed_sources(
         rag, {"a": [SourceText("same words")], "b": [SourceText("same words")]}
     )
-    assert counting.model.texts == 1
+    assert len(counting.log.embedded) == 1
     assert stats.embedded_texts == 1 and stats.cache_hits == 1
     assert len(grouped["a"]) == len(grouped["b"]) == 1
 

@@ -7,54 +7,22 @@ import json
 import logging
 
 import pytest
-from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 
-from support import registry_with
-from vancetope_rag.embeddings import EmbeddingSettings, LoadedModel
+from fakes import ProbeProvider, Refuse, registry
 from vancetope_rag.secrets import MASK, redact
 
 KEY = "tenant-key-7f3a9c2e11"
 
 
-class LeakyEmbedding(BaseEmbedding):
+def leaky() -> ProbeProvider:
     """Fails like some HTTP clients do: quoting the credential it was given."""
-
-    key: str = ""
-
-    def _fail(self) -> Embedding:
-        raise RuntimeError(f"401 Unauthorized: invalid api key {self.key!r}")
-
-    def _get_query_embedding(self, query: str) -> Embedding:
-        return self._fail()
-
-    async def _aget_query_embedding(self, query: str) -> Embedding:
-        return self._fail()
-
-    def _get_text_embedding(self, text: str) -> Embedding:
-        return self._fail()
-
-
-class LeakyProvider:
-    name = "leaky"
-
-    def default_model(self) -> str:
-        return "leaky-1"
-
-    def load(self, settings: EmbeddingSettings, model: str) -> LoadedModel:
-        return LoadedModel(
-            provider=self.name,
-            model=model,
-            dimension=8,
-            embed_model=LeakyEmbedding(key=settings.api_key or ""),
-            max_input_tokens=512,
-            tokenizer=lambda t: t.split(),
-        )
+    return ProbeProvider("leaky", Refuse("401 Unauthorized: invalid api key"), 8, echo_key=True)
 
 
 def test_key_quoted_by_a_failing_provider_is_redacted_everywhere(
     make_app, caplog: pytest.LogCaptureFixture
 ) -> None:
-    app = make_app(provider="leaky", embeddings=registry_with(LeakyProvider()),
+    app = make_app(provider="leaky", embeddings=registry(leaky()),
                    config={"max_attempts": 1})
     app.settings.set("t1", None, "ai.embedding.apiKey", KEY)
     app.bring("t1", "p1")

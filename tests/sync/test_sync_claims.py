@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from synchelpers import P, T, chunks, default_rag, doc, states, ticks_until_idle
+from synchelpers import chunks, default_rag, doc, states, ticks_until_idle
 
+from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import IndexState
 

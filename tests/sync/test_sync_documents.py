@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from synchelpers import P, T, chunk_count, chunks, default_rag, doc, ticks_until_idle
+from synchelpers import chunk_count, chunks, default_rag, doc, ticks_until_idle
 
+from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import IndexState
 from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError

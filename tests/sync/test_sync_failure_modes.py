@@ -6,21 +6,9 @@ import logging
 from collections.abc import Callable
 
 import pytest
-from synchelpers import (
-    CallLog,
-    FailFirst,
-    P,
-    ProbeProvider,
-    T,
-    chunk_count,
-    chunks,
-    default_rag,
-    doc,
-    registry,
-    states,
-    ticks_until_idle,
-)
+from synchelpers import chunk_count, chunks, default_rag, doc, states, ticks_until_idle
 
+from fakes import CallLog, FailFirst, P, ProbeProvider, T, registry
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import IndexState, ProjectStatus
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from synchelpers import Flaky, P, Poison, ProbeProvider, T, chunks, default_rag, doc, registry
+from synchelpers import chunks, default_rag, doc
 
+from fakes import Flaky, P, Poison, ProbeProvider, T, registry
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import IndexState
 

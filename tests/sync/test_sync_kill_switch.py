@@ -7,8 +7,9 @@ import re
 from collections.abc import Callable
 
 import pytest
-from synchelpers import CallLog, P, Poison, ProbeProvider, T, default_rag, registry, states
+from synchelpers import default_rag, states
 
+from fakes import CallLog, P, Poison, ProbeProvider, T, registry
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import IndexState
 from vancetope_rag.errors import EmbeddingDisabledError

@@ -6,8 +6,9 @@ import logging
 from collections.abc import Callable
 
 import pytest
-from synchelpers import P, T, chunk_count, default_rag, states, ticks_until_idle
+from synchelpers import chunk_count, default_rag, states, ticks_until_idle
 
+from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, ProjectStatus
 from vancetope_rag.store.types import RagScope

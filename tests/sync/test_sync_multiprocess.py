@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from synchelpers import P, T, chunks, default_rag, states
+from synchelpers import chunks, default_rag, states
 
+from fakes import P, T
 from vancetope_rag.app import RagApp
 
 AppFactory = Callable[..., RagApp]

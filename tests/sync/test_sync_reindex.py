@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-
 import pytest
-from click.testing import CliRunner
-from synchelpers import P, T, chunk_count, chunks, default_rag, states, ticks_until_idle
+from synchelpers import chunk_count, chunks, default_rag, states, ticks_until_idle
 
+from fakes import P, T
 from vancetope_rag.app import RagApp
-from vancetope_rag.cli import cli
 from vancetope_rag.errors import EmbeddingConfigError, EmbeddingDisabledError
 from vancetope_rag.store.types import RagScope
 
@@ -127,62 +123,6 @@ def test_rebuild_with_embeddings_off_refuses_before_dropping(app: RagApp) -> Non
     assert default_rag(app).id == old.id
     assert chunk_count(app, old) == 5
     assert states(app) == {"indexed": 4, "none": 2}
-
-
-# -- CLI ---------------------------------------------------------------------------------------
-
-
-def _cli(store_uri: str, *args: str) -> dict[str, object]:
-    result = CliRunner().invoke(
-        cli, ["--store", store_uri, "--tenant", T, "--project", P, *args], catch_exceptions=False
-    )
-    assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)
-    assert isinstance(data, dict)
-    return data
-
-
-def test_cli_reindex_index_status(make_app: Callable[..., RagApp], store_uri: str) -> None:
-    app = make_app()
-    _seed(app)
-    app.documents.create(T, P, "documents/new.md", "elderberry notes")
-
-    status = _cli(store_uri, "status", "--json")
-    assert status["exists"] is True
-    assert status["documents"] == {
-        "none": 2,
-        "pending": 1,
-        "processing": 0,
-        "indexed": 4,
-        "failed": 0,
-    }
-
-    queued = _cli(store_uri, "reindex", "--json")
-    assert queued == {"rebuild": False, "documentsQueued": 5}
-
-    indexed = _cli(store_uri, "index", "--until-idle", "--json")
-    assert indexed["indexed"] == 5
-    assert indexed["failed"] == 0
-    assert indexed["failures"] == []
-
-    status = _cli(store_uri, "status", "--json")
-    assert status["documents"] == {
-        "none": 2,
-        "pending": 0,
-        "processing": 0,
-        "indexed": 5,
-        "failed": 0,
-    }
-    assert status["chunkCount"] == 6
-
-    rebuilt = _cli(store_uri, "reindex", "--rebuild", "--json")
-    assert rebuilt == {"rebuild": True, "documentsQueued": 5}
-    status = _cli(store_uri, "status", "--json")
-    assert status["chunkCount"] == 0
-    assert status["documents"]["pending"] == 5  # type: ignore[index]
-    _cli(store_uri, "index", "--json")
-    status = _cli(store_uri, "status", "--json")
-    assert (status["chunkCount"], status["documents"]["indexed"]) == (6, 5)  # type: ignore[index]
 
 
 def test_reindex_overwrites_chunks_added_by_hand_to_documents(app: RagApp) -> None:

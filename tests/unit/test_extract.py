@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from support import default_extractors
+from fakes import default_extractors
 from vancetope_rag.default_plugins import extractors
 from vancetope_rag.errors import ExtractionError, InvalidInputError, MissingDependencyError
 from vancetope_rag.extract import (

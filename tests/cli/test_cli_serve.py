@@ -11,11 +11,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from api_support import SECRET
 from click.testing import CliRunner, Result
 
 from vancetope_rag.api import TokenVerifier
 from vancetope_rag.cli import cli
+
+SECRET = "jwt-test-secret-0123456789abcdefghijklmnop"
 
 
 def _invoke(*args: str, secret: str | None = SECRET, store: str | None = None) -> Result:

@@ -6,9 +6,9 @@ import logging
 from pathlib import Path
 
 import pytest
-from chat_fakes import DOCS, PROJECT, TENANT, call_tool
 from click.testing import CliRunner, Result
 
+from fakes import DOCS, P, T, call_tool
 from vancetope_rag.app import RagApp
 from vancetope_rag.cli import cli
 from vancetope_rag.config import EngineConfig
@@ -25,7 +25,7 @@ class Cli:
         self.runner = CliRunner()
 
     def __call__(self, *args: str, ok: bool = True) -> Result:
-        base = ["--store", self.store, "--tenant", TENANT, "--project", PROJECT]
+        base = ["--store", self.store, "--tenant", T, "--project", P]
         result = self.runner.invoke(cli, [*base, *args], catch_exceptions=False)
         if ok:
             assert result.exit_code == 0, (args, result.output)
@@ -184,9 +184,9 @@ def test_api_key_is_never_shown(run: Cli, tmp_path: Path, caplog: pytest.LogCapt
 
     config = EngineConfig(store=run.store, node_id="test-node")
     with RagApp.open(config) as app:
-        assert app.settings.get(TENANT, PROJECT, "ai.embedding.apiKey") == SECRET  # it is set
-        app.settings.set(TENANT, None, "rag.autoInject.enabled", "ON")
-        tools = app.tools(TENANT, PROJECT)
+        assert app.settings.get(T, P, "ai.embedding.apiKey") == SECRET  # it is set
+        app.settings.set(T, None, "rag.autoInject.enabled", "ON")
+        tools = app.tools(T, P)
         results = [
             call_tool(tools, "rag_create", name="fresh"),
             call_tool(tools, "rag_list"),
@@ -194,9 +194,9 @@ def test_api_key_is_never_shown(run: Cli, tmp_path: Path, caplog: pytest.LogCapt
             call_tool(tools, "rag_add_text", ragId="_documents", text="more"),
         ]
         outputs += [str(r) for r in results]
-        outputs += app.pre_turn(TENANT, PROJECT, [QUESTION])
-        app.bring(TENANT, "p-new")  # best effort: warns that the default RAG was not created
-        assert app.settings.get_public(TENANT, PROJECT, "ai.embedding.apiKey") == "********"
+        outputs += app.pre_turn(T, P, [QUESTION])
+        app.bring(T, "p-new")  # best effort: warns that the default RAG was not created
+        assert app.settings.get_public(T, P, "ai.embedding.apiKey") == "********"
 
     assert any("default RAG not created" in r.getMessage() for r in caplog.records)
     for text in [*outputs, caplog.text, *(str(r.args) for r in caplog.records)]:
