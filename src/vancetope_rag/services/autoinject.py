@@ -114,7 +114,7 @@ class RagAutoInjectService:
             return InjectionDecision(False, decided_by, "autoInject is off")
         if not self.config.rag_enabled:
             return InjectionDecision(False, "engine", "RAG_ENABLED is false for this engine")
-        if not snapshot.effective["rag.project.enabled"]:
+        if not snapshot.project_rag_enabled():
             return InjectionDecision(False, "project", "rag.project.enabled is false")
         text = "\n".join(m.strip() for m in user_messages if isinstance(m, str) and m.strip())
         if not text:

@@ -68,7 +68,7 @@ class ProjectRagIndexScheduler:
         """
         t, p = tenant_id, project_id
         snapshot = self.settings.snapshot(t, p)
-        if not snapshot.effective["rag.project.enabled"]:
+        if not snapshot.project_rag_enabled():
             return "skipped"
         if not snapshot.embeddings_enabled():
             return "tenant_disabled"

@@ -37,6 +37,11 @@ class SettingsSnapshot:
         """
         return bool(self.effective["ai.embedding.provider"] != PROVIDER_NONE)
 
+    def project_rag_enabled(self) -> bool:
+        """``rag.project.enabled`` (spec §4.5): the ``_documents`` RAG is indexed and injected.
+        Manual RAGs are not affected."""
+        return bool(self.effective["rag.project.enabled"])
+
     def embedding(self) -> EmbeddingSettings:
         """The effective ``ai.embedding.*`` settings (the key is registered for redaction)."""
         eff = self.effective
