@@ -1,0 +1,73 @@
+"""DocumentImporter: files in, documents out, every skipped file with its reason."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fakes import P, T
+from vancetope_rag.app import RagApp
+from vancetope_rag.extract import ExtractorRegistry
+from vancetope_rag.services.importer import DocumentImporter, ImportSource
+
+
+def test_directory_import_creates_updates_and_skips(app: RagApp, tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    (root / "notes").mkdir(parents=True)
+    (root / "notes" / "a.md").write_text("alpha")
+    (root / "b.txt").write_text("beta")
+    (root / ".hidden.md").write_text("never imported")
+    (root / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    os.symlink(root / "b.txt", root / "link.txt")
+
+    first = app.importer.import_directory(T, P, root, prefix="documents")
+    assert (first.created, first.updated, first.unchanged) == (2, 0, 0)
+    assert {s.path: s.reason for s in first.skipped_files}.keys() == {"link.txt", "pic.png"}
+    assert "symbolic link" in first.to_json()["skippedFiles"][0]["reason"]  # type: ignore[index]
+    paths = sorted(d.path for d in app.documents.list_documents(T, P))
+    assert paths == ["documents/b.txt", "documents/notes/a.md"]
+
+    (root / "b.txt").write_text("beta, changed")
+    again = app.importer.import_directory(T, P, root)
+    assert (again.created, again.updated, again.unchanged, again.skipped) == (0, 1, 1, 2)
+
+
+def test_one_bad_file_loses_nothing_else(app: RagApp) -> None:
+    importer = DocumentImporter(app.documents, app.extractors, max_chars=1000, max_bytes=10)
+    summary = importer.import_sources(
+        T,
+        P,
+        [
+            ImportSource("ok.md", data=b"fine"),
+            ImportSource("big.md", data=b"x" * 11),
+            ImportSource("bad.txt", data="caf\xe9".encode("latin-1")),
+            ImportSource("also-ok.md", data=b"also fine"),
+        ],
+    )
+    assert summary.created == 2
+    reasons = {s.path: s.reason for s in summary.skipped_files}
+    assert reasons.keys() == {"big.md", "bad.txt"}
+    assert "larger than" in reasons["big.md"] and "not UTF-8" in reasons["bad.txt"]
+    assert {d.path for d in app.documents.list_documents(T, P)} == {
+        "documents/ok.md",
+        "documents/also-ok.md",
+    }
+
+
+@pytest.mark.parametrize("registered", [True, False])
+def test_extracts_through_the_given_registry(app: RagApp, registered: bool) -> None:
+    """File types come from the app's registry (filled by plugins), not a built-in default."""
+    registry = ExtractorRegistry()
+    if registered:
+        registry.register(["message/rfc822"], lambda data, path: data.decode().upper())
+    importer = DocumentImporter(app.documents, registry, max_chars=1000)
+    summary = importer.import_sources(T, P, [ImportSource("hi.eml", data=b"hello")])
+    doc = app.documents.get_by_path(T, P, "documents/hi.eml")
+    if registered:
+        assert summary.created == 1
+        assert doc is not None and doc.content == "HELLO"
+    else:
+        assert "unsupported type message/rfc822" in summary.skipped_files[0].reason
+        assert doc is None
