@@ -3,7 +3,7 @@
 Read from the environment with the ``VANCETOPE_RAG_`` prefix; the ``RAG_*`` names operators of
 similar systems know (``RAG_INDEXER_BATCH``, ``RAG_CHUNK_SIZE``, ``RAG_RETRIEVAL_TOP_K``, …) are
 accepted as aliases. Per-tenant and per-project behaviour lives in cascade settings instead
-(:mod:`vancetope_rag.domain.cascade`).
+(:mod:`vancetope_rag.domain.settings`).
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import yaml
 
-from vancetope_rag.domain.cascade import SETTINGS, AutoInject, parse_auto_inject
+from vancetope_rag.domain.cascade import AutoInject, parse_auto_inject
 from vancetope_rag.domain.context_block import compile_template
+from vancetope_rag.domain.settings import SETTINGS
 from vancetope_rag.errors import InvalidInputError, RecipeError, SettingError
 
 __all__ = ["RagParams", "Recipe", "load_recipe", "parse_recipe"]

@@ -1,4 +1,4 @@
-"""Cascade settings and AutoInject resolution (spec §4.5, §5)."""
+"""Cascade settings (domain/settings.py) and AutoInject resolution (domain/cascade.py)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,18 @@ import pytest
 import yaml
 
 from vancetope_rag.domain.cascade import (
-    SETTINGS,
     AutoInject,
+    explain_auto_inject,
+    parse_auto_inject,
+    resolve_auto_inject,
+)
+from vancetope_rag.domain.settings import (
+    SETTINGS,
     SettingKind,
     decode_setting,
     encode_setting,
-    explain_auto_inject,
     mask_secret,
-    parse_auto_inject,
     parse_setting_value,
-    resolve_auto_inject,
     resolve_setting,
 )
 from vancetope_rag.errors import InvalidInputError, SettingError

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from vancetope_rag.domain.cascade import (
+from vancetope_rag.domain.cascade import AutoInject
+from vancetope_rag.domain.settings import (
     SETTINGS,
-    AutoInject,
     decode_setting,
     encode_setting,
     mask_secret,

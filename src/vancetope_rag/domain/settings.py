@@ -1,0 +1,353 @@
+"""The cascade setting registry (spec §4.5 plus retrieval tuning): every key with its type,
+default and secrecy; validation, the JSON the stores keep, innermost-wins resolution and
+masking for display.
+
+Pure rules, no I/O. Settings live at two scopes, tenant and project; the innermost scope that
+has a value wins, else the spec default. ``rag.autoInject.enabled`` has an extra rule on top
+(:mod:`vancetope_rag.domain.cascade`).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from urllib.parse import urlsplit
+
+from vancetope_rag.domain.cascade import parse_auto_inject
+from vancetope_rag.errors import SettingError
+
+__all__ = [
+    "SECRET_MASK",
+    "SETTINGS",
+    "SettingKind",
+    "SettingSpec",
+    "decode_setting",
+    "encode_setting",
+    "mask_secret",
+    "parse_setting_value",
+    "resolve_setting",
+]
+
+#: What :func:`mask_secret` shows instead of a secret's value.
+SECRET_MASK = "********"
+
+
+class SettingKind(enum.StrEnum):
+    """How a setting's value is validated and coerced."""
+
+    BOOL = "bool"
+    AUTO_INJECT = "autoInject"
+    PROVIDER = "provider"  # an open set: plugins add providers
+    STRING = "string"
+    URL = "url"
+    INT = "int"
+    FLOAT = "float"
+
+
+@dataclass(frozen=True, slots=True)
+class SettingSpec:
+    """One cascade setting key: its type, spec default and whether its value is a secret."""
+
+    key: str
+    kind: SettingKind
+    default: object
+    secret: bool = False
+    description: str = ""
+    #: Whether ``None`` (JSON ``null``) is a valid value.
+    nullable: bool = False
+    #: Inclusive bounds for ``INT``/``FLOAT`` settings.
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+def _specs(*specs: SettingSpec) -> Mapping[str, SettingSpec]:
+    return MappingProxyType({spec.key: spec for spec in specs})
+
+
+#: Every cascade setting key this package reads (spec §4.5 plus retrieval tuning).
+SETTINGS: Mapping[str, SettingSpec] = _specs(
+    SettingSpec(
+        "rag.project.enabled",
+        SettingKind.BOOL,
+        True,
+        description="Turns the project's _documents RAG on or off (indexer and AutoInject).",
+    ),
+    SettingSpec(
+        "rag.project.includeSummaries",
+        SettingKind.BOOL,
+        True,
+        description="Also write 'summary' chunks next to 'content' chunks.",
+    ),
+    SettingSpec(
+        "rag.autoInject.enabled",
+        SettingKind.AUTO_INJECT,
+        None,
+        nullable=True,
+        description="AutoInject default for recipes without an ON/OFF stance (ON, OFF, AUTO).",
+    ),
+    SettingSpec(
+        "ai.embedding.provider",
+        SettingKind.PROVIDER,
+        "none",
+        description="Embedding backend for new RAGs; 'none' switches RAG off for the tenant.",
+    ),
+    SettingSpec(
+        "ai.embedding.model",
+        SettingKind.STRING,
+        None,
+        nullable=True,
+        description="Embedding model name; empty means the provider's default.",
+    ),
+    SettingSpec(
+        "ai.embedding.apiKey",
+        SettingKind.STRING,
+        None,
+        secret=True,
+        nullable=True,
+        description="API key of the embedding provider (never shown).",
+    ),
+    SettingSpec(
+        "ai.embedding.baseUrl",
+        SettingKind.URL,
+        None,
+        nullable=True,
+        description="Base URL of an OpenAI-compatible endpoint; empty means api.openai.com.",
+    ),
+    SettingSpec(
+        "rag.topK",
+        SettingKind.INT,
+        None,
+        nullable=True,
+        minimum=1,
+        maximum=100,
+        description="How many hits a query returns; empty means the built-in default.",
+    ),
+    SettingSpec(
+        "rag.minScore",
+        SettingKind.FLOAT,
+        None,
+        nullable=True,
+        minimum=-1.0,
+        maximum=1.0,
+        description="Hits scoring below this cosine similarity are dropped.",
+    ),
+    SettingSpec(
+        "rag.maxPerDocument",
+        SettingKind.INT,
+        None,
+        nullable=True,
+        minimum=1,
+        maximum=100,
+        description="At most this many hits from one document.",
+    ),
+)
+
+_PROVIDER_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
+_BOOL_WORDS: Mapping[str, bool] = MappingProxyType(
+    {
+        "true": True,
+        "yes": True,
+        "on": True,
+        "1": True,
+        "false": False,
+        "no": False,
+        "off": False,
+        "0": False,
+    }
+)
+
+
+def _spec(key: str) -> SettingSpec:
+    spec = SETTINGS.get(key)
+    if spec is None:
+        raise SettingError(
+            f"unknown setting {key!r}; known settings: {', '.join(sorted(SETTINGS))}"
+        )
+    return spec
+
+
+def _bad(spec: SettingSpec, accepted: str, raw: object) -> SettingError:
+    # A secret's value never appears in a message, not even a wrong one (it may be a real key).
+    got = f"a {type(raw).__name__}" if spec.secret else repr(raw)
+    return SettingError(f"{spec.key} must be {accepted}, got {got}")
+
+
+def _bounds(spec: SettingSpec, what: str) -> str:
+    return f"{what} from {spec.minimum:g} to {spec.maximum:g}"
+
+
+def _in_bounds(spec: SettingSpec, value: float) -> bool:
+    low = -math.inf if spec.minimum is None else spec.minimum
+    high = math.inf if spec.maximum is None else spec.maximum
+    return low <= value <= high
+
+
+def parse_setting_value(key: str, raw: object) -> object:
+    """Validate and coerce a user-supplied value for a cascade setting.
+
+    Strings are accepted for every kind because the CLI passes everything as text
+    (``"true"``, ``"0.4"``, ``"ON"``). For nullable keys, ``None`` and a blank string both
+    mean ``None`` (no value at this scope).
+
+    Args:
+        key: A key of :data:`SETTINGS`.
+        raw: The value as given by the user, the CLI or decoded JSON.
+
+    Returns:
+        The value in its canonical type: ``bool``, :class:`AutoInject`, ``str``, ``int``,
+        ``float`` or ``None``.
+
+    Raises:
+        SettingError: The key is unknown (the message lists the known keys) or the value does
+            not fit (the message names the key and the accepted form, never a secret's value).
+    """
+    spec = _spec(key)
+    if spec.nullable and (raw is None or (isinstance(raw, str) and not raw.strip())):
+        return None
+    text = raw.strip() if isinstance(raw, str) else None
+    kind = spec.kind
+
+    if kind is SettingKind.BOOL:
+        if isinstance(raw, bool):
+            return raw
+        if text is not None and text.lower() in _BOOL_WORDS:
+            return _BOOL_WORDS[text.lower()]
+        raise _bad(spec, "true or false", raw)
+
+    if kind is SettingKind.AUTO_INJECT:
+        return parse_auto_inject(raw, where=key)
+
+    if kind is SettingKind.PROVIDER:
+        if text is not None and _PROVIDER_RE.match(text):
+            return text
+        raise _bad(spec, "a lowercase provider name such as none, embedded, openai or gemini", raw)
+
+    if kind is SettingKind.STRING:
+        if text is not None:
+            return text
+        raise _bad(spec, "a string", raw)
+
+    if kind is SettingKind.URL:
+        if text is not None:
+            try:
+                parts = urlsplit(text)
+            except ValueError:
+                parts = None
+            if parts is not None and parts.scheme in ("http", "https") and parts.netloc:
+                return text
+        raise _bad(spec, "an http:// or https:// URL", raw)
+
+    if kind is SettingKind.INT:
+        number: int | None = None
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            number = raw
+        elif text is not None and re.fullmatch(r"[+-]?\d+", text):
+            number = int(text)
+        if number is not None and _in_bounds(spec, number):
+            return number
+        raise _bad(spec, _bounds(spec, "an integer"), raw)
+
+    if kind is SettingKind.FLOAT:
+        real: float | None = None
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            real = float(raw)
+        elif text is not None:
+            try:
+                real = float(text)
+            except ValueError:
+                real = None
+        if real is not None and math.isfinite(real) and _in_bounds(spec, real):
+            return real
+        raise _bad(spec, _bounds(spec, "a number"), raw)
+
+    raise AssertionError(f"unhandled setting kind {kind!r}")  # pragma: no cover
+
+
+def encode_setting(key: str, value: object) -> str:
+    """Validate a value and encode it as the JSON text a settings store keeps.
+
+    Args:
+        key: A key of :data:`SETTINGS`.
+        value: The value, in any form :func:`parse_setting_value` accepts.
+
+    Returns:
+        JSON text, e.g. ``'true'``, ``'"ON"'``, ``'0.4'``, ``'null'``.
+
+    Raises:
+        SettingError: Unknown key or invalid value.
+    """
+    return json.dumps(parse_setting_value(key, value))
+
+
+def decode_setting(key: str, stored: str) -> object:
+    """Decode JSON text written by :func:`encode_setting` back to a validated value.
+
+    Args:
+        key: A key of :data:`SETTINGS`.
+        stored: The JSON text from the settings store.
+
+    Returns:
+        The value in its canonical type (see :func:`parse_setting_value`).
+
+    Raises:
+        SettingError: Unknown key, text that is not JSON, or a stored value that is invalid.
+    """
+    spec = _spec(key)
+    try:
+        raw: object = json.loads(stored)
+    except ValueError:
+        shown = "" if spec.secret else f": {stored!r}"
+        raise SettingError(f"stored value of {key} is not valid JSON{shown}") from None
+    return parse_setting_value(key, raw)
+
+
+def resolve_setting(key: str, project_value: object = None, tenant_value: object = None) -> object:
+    """Resolve a setting over the cascade: the innermost scope with a value wins.
+
+    ``None`` means "not set at this scope" (spec §4.5 reads ``null`` as "no enforcement at
+    this scope"), so a project cannot null out a tenant value; it can only override it with
+    another value. For ``rag.autoInject.enabled`` the result may be ``AUTO``, which still has
+    to go through :func:`~vancetope_rag.domain.cascade.resolve_auto_inject`:
+    ``resolve_auto_inject(r, p, t)`` equals
+    ``resolve_auto_inject(r, resolve_setting(key, p, t), None)``.
+
+    Args:
+        key: A key of :data:`SETTINGS`.
+        project_value: The decoded project-scope value, ``None`` when not set.
+        tenant_value: The decoded tenant-scope value, ``None`` when not set.
+
+    Returns:
+        The project value, else the tenant value, else the spec default.
+
+    Raises:
+        SettingError: Unknown key.
+    """
+    spec = _spec(key)
+    if project_value is not None:
+        return project_value
+    if tenant_value is not None:
+        return tenant_value
+    return spec.default
+
+
+def mask_secret(key: str, value: object) -> object:
+    """Hide a secret setting's value for display; other values pass through.
+
+    Args:
+        key: A key of :data:`SETTINGS`.
+        value: The value to show.
+
+    Returns:
+        ``"********"`` for a set secret, else ``value`` unchanged (``None`` stays ``None``).
+
+    Raises:
+        SettingError: Unknown key.
+    """
+    if _spec(key).secret and value is not None:
+        return SECRET_MASK
+    return value
