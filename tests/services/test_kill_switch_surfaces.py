@@ -105,5 +105,6 @@ def test_every_surface_decides_through_the_one_predicate(
     out = _every_surface(indexed, store_uri)
 
     assert indexed.settings.get(T, P, "ai.embedding.provider") == "hashing"
+    assert not indexed.rags.is_embedding_enabled(T, P)  # the spec's RagService name, too
     assert asked and set(asked) == {"hashing"}
     _assert_all_refused(indexed, out, before.rag_id or "", before.chunk_count or 0)

@@ -93,10 +93,6 @@ class RagRecord:
     description: str | None = None
     created_at: datetime | None = None
 
-    @property
-    def is_default(self) -> bool:
-        return self.name == DEFAULT_RAG_NAME
-
 
 @dataclass(frozen=True, slots=True)
 class Chunk:

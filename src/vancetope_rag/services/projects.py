@@ -195,10 +195,6 @@ class ProjectLifecycle:
         """The project's record (status, home node), or None when it was never brought up."""
         return self.control.get_project(tenant_id, project_id)
 
-    def require_open(self, tenant_id: str, project_id: str) -> Project:
-        """The project, if known and not closed (see :func:`require_open_project`)."""
-        return require_open_project(self.control, tenant_id, project_id)
-
     def bring_unless_running(self, tenant_id: str, project_id: str) -> str | None:
         """Bring the project up unless it is RUNNING; say why it was needed.
 

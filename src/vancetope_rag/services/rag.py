@@ -201,6 +201,7 @@ class RagService:
         return rag
 
     def find(self, tenant_id: str, project_id: str, name: str) -> RagRecord | None:
+        """A RAG by name, or None (:meth:`get` raises instead)."""
         return self.control.find_rag(tenant_id, project_id, name)
 
     def list_rags(self, tenant_id: str, project_id: str) -> list[RagRecord]:

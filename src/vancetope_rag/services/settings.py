@@ -118,9 +118,6 @@ class SettingsService:
             register_secret(value)
         self._control.set_setting(tenant_id, project_id, key, encode_setting(key, value))
 
-    def embedding(self, tenant_id: str, project_id: str) -> EmbeddingSettings:
-        return self.snapshot(tenant_id, project_id).embedding()
-
 
 def embeddings_disabled(
     tenant_id: str, project_id: str, consequence: str, *, rag_name: str | None = None
