@@ -124,3 +124,28 @@ def test_cli_reindex_index_status(make_app: Callable[..., RagApp], store_uri: st
     assert (status["chunkCount"], status["documents"]["indexed"]) == (6, 5)  # type: ignore[index]
 
 
+
+
+@pytest.mark.parametrize("before", ["closed", "suspended", "unknown"])
+def test_reindex_brings_a_project_that_is_not_running_up_with_a_notice(
+    make_app: Callable[..., RagApp], store_uri: str, before: str
+) -> None:
+    """The CLI's documented choice (REST answers 409/404 instead): the service says the
+    project is not running, the CLI brings it up and says so on stderr."""
+    app = make_app()
+    if before != "unknown":
+        _seed(app)
+        if before == "closed":
+            app.close_project(T, P)
+        else:
+            app.suspend(T, P)
+    base = ["--store", store_uri, "--tenant", T, "--project", P]
+    result = CliRunner().invoke(cli, [*base, "reindex", "--json"])
+    assert result.exit_code == 0, result.output
+    shown = "not known yet" if before == "unknown" else before
+    assert f"notice: project {P!r} of tenant {T!r} was {shown}; brought it up" in result.stderr
+    assert app.lifecycle.get_project(T, P).status.value == "RUNNING"  # type: ignore[union-attr]
+    assert app.project_rags.find_default_rag(T, P) is not None
+    # Running now: no notice the second time.
+    again = CliRunner().invoke(cli, [*base, "reindex"])
+    assert again.exit_code == 0 and again.stderr == ""

@@ -119,3 +119,10 @@ def test_worker_with_indexer_disabled_indexes_nothing(tmp_path: Path) -> None:
     indexed = runner.invoke(cli, [*base, "index", "--json"], env={"RAG_INDEXER_ENABLED": "false"})
     assert indexed.exit_code == 0, indexed.output
     assert json.loads(indexed.stdout)["indexed"] == 3
+
+
+def test_help_says_what_the_indexer_switch_stops() -> None:
+    index = CliRunner().invoke(cli, ["index", "--help"])
+    assert "RAG_INDEXER_ENABLED=false" in index.stdout and "explicit run" in index.stdout
+    worker = CliRunner().invoke(cli, ["worker", "--help"])
+    assert "RAG_INDEXER_ENABLED=false" in worker.stdout and "idles" in worker.stdout

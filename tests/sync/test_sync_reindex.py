@@ -7,7 +7,12 @@ from synchelpers import chunk_count, chunks, default_rag, states, ticks_until_id
 
 from fakes import P, T
 from vancetope_rag.app import RagApp
-from vancetope_rag.errors import EmbeddingConfigError, EmbeddingDisabledError
+from vancetope_rag.errors import (
+    EmbeddingConfigError,
+    EmbeddingDisabledError,
+    ProjectClosedError,
+    ProjectNotFoundError,
+)
 from vancetope_rag.store.types import RagScope
 
 
@@ -138,3 +143,18 @@ def test_reindex_overwrites_chunks_added_by_hand_to_documents(app: RagApp) -> No
     after = {c.text for c in chunks(app, rag) if c.source_ref == ids[0]}
     assert after == before
     assert result.unchanged == 3 and result.embedded_texts == 0
+
+
+def test_reindex_refuses_unknown_and_closed_projects(app: RagApp) -> None:
+    """The rule lives in the service; REST maps it to 404/409, the CLI brings the project up."""
+    with pytest.raises(ProjectNotFoundError, match="not known"):
+        app.project_rags.reindex(T, "ghost")
+    _seed(app)
+    app.close_project(T, P)
+    for rebuild in (False, True):
+        with pytest.raises(ProjectClosedError, match="closed") as err:
+            app.project_rags.reindex(T, P, rebuild=rebuild)
+        assert err.value.code == "PROJECT_CLOSED"
+    assert app.project_rags.find_default_rag(T, P) is None  # not re-created
+    app.suspend(T, P)  # suspended is open: its RAG would be kept (spec §6.1)
+    assert app.project_rags.reindex(T, P).documents_queued == 4
