@@ -148,7 +148,7 @@ class ControlStore(Protocol):
 
     def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool: ...
 
-    # cascade settings (values are stored encoded; see domain.cascade)
+    # cascade settings (values are stored encoded; see domain.settings)
     def get_settings(self, tenant_id: str, project_id: str | None) -> dict[str, str]: ...
 
     def set_setting(
