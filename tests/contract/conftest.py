@@ -1,18 +1,28 @@
-"""Fixtures of the store contract suite: one ``store`` per adapter, built through the port only."""
+"""Fixtures of the store contract suite: one ``store`` per adapter, built through the port only.
+
+Each adapter comes with a ``settle``: what a test calls when it relies on search having seen
+the writes before it (no-op where queries read the data itself; moving the fake clock past
+the Atlas double's lag; polling a real cluster).
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
 from mongo_support import (
     MONGODB_URI_ENV,
+    Settle,
+    atlas_store,
     mongomock_server_clock_store,
     mongomock_store,
+    no_settle,
     real_mongo_store,
+    real_settle,
 )
 
 from vancetope_rag.store import open_store
@@ -29,38 +39,64 @@ class SettableClock(Protocol):
     def advance(self, seconds: float) -> None: ...
 
 
-StoreFactory = Callable[[Path, SettableClock], Store]
+@dataclass
+class Opened:
+    store: Store
+    settle: Settle
 
 
-def sqlite_store(tmp_path: Path, clock: SettableClock) -> Store:
+StoreFactory = Callable[[Path, SettableClock], Opened]
+
+
+def sqlite_store(tmp_path: Path, clock: SettableClock) -> Opened:
     """SQLite with the in-process vector cache answering unfiltered queries (the default)."""
-    return open_store(f"sqlite:///{tmp_path}/rag.db", clock=clock)
+    return Opened(open_store(f"sqlite:///{tmp_path}/rag.db", clock=clock), no_settle)
 
 
-def sqlite_vec_only_store(tmp_path: Path, clock: SettableClock) -> Store:
+def sqlite_vec_only_store(tmp_path: Path, clock: SettableClock) -> Opened:
     """SQLite with every query answered by sqlite-vec itself."""
-    return open_store(f"sqlite:///{tmp_path}/rag.db", clock=clock, vector_cache=False)
+    store = open_store(f"sqlite:///{tmp_path}/rag.db", clock=clock, vector_cache=False)
+    return Opened(store, no_settle)
+
+
+def mongomock_opened(tmp_path: Path, clock: SettableClock) -> Opened:
+    return Opened(mongomock_store(tmp_path, clock), no_settle)
+
+
+def mongomock_now_opened(tmp_path: Path, clock: SettableClock) -> Opened:
+    return Opened(mongomock_server_clock_store(tmp_path, clock), no_settle)
+
+
+def atlas_opened(tmp_path: Path, clock: SettableClock) -> Opened:
+    store, cluster = atlas_store(tmp_path, clock)
+    return Opened(store, cluster.settle)
+
+
+def real_opened(tmp_path: Path, clock: SettableClock) -> Opened:
+    store = real_mongo_store(tmp_path, clock)
+    return Opened(store, lambda: real_settle(store))
 
 
 #: Every adapter the contract suite runs against, as ``(id, factory)``. The MongoDB adapter
 #: runs on mongomock twice (leases on the injected clock; and through the ``$$NOW`` pipelines
-#: with ``$$NOW`` bound to that clock), and on a real server (``mongodb``, marked ``mongodb``)
-#: when ``VANCETOPE_RAG_TEST_MONGODB_URI`` is set: see ``mongo_support.py``.
-STORE_FACTORIES: list[tuple[str, StoreFactory]] = [
+#: with ``$$NOW`` bound to that clock), on the lagging Atlas double (Atlas mode, search lag
+#: > 0), and on a real server (``mongodb``, marked ``mongodb``) when
+#: ``VANCETOPE_RAG_TEST_MONGODB_URI`` is set: see ``mongo_support.py``.
+STORE_FACTORIES: list[Any] = [
     ("sqlite", sqlite_store),
     ("sqlite-vec-only", sqlite_vec_only_store),
-    ("mongomock", mongomock_store),
-    ("mongomock-$$NOW", mongomock_server_clock_store),
+    ("mongomock", mongomock_opened),
+    ("mongomock-$$NOW", mongomock_now_opened),
+    ("atlas-lagging", atlas_opened),
 ]
 if os.environ.get(MONGODB_URI_ENV):  # the real server joins only when asked for
-    STORE_FACTORIES.append(
-        ("mongodb", pytest.param(real_mongo_store, marks=pytest.mark.mongodb))  # type: ignore[arg-type]
-    )
+    STORE_FACTORIES.append(("mongodb", pytest.param(real_opened, marks=pytest.mark.mongodb)))
 
 
 @pytest.fixture
 def fake_clock(clock: SettableClock) -> SettableClock:
-    """The store's clock: leases and retry times move only when a test advances it."""
+    """The store's clock: leases, retry times and the Atlas double's lag move only when a
+    test advances it."""
     return clock
 
 
@@ -68,7 +104,18 @@ def fake_clock(clock: SettableClock) -> SettableClock:
     params=[factory for _, factory in STORE_FACTORIES],
     ids=[name for name, _ in STORE_FACTORIES],
 )
-def store(request: Any, tmp_path: Path, fake_clock: SettableClock) -> Iterator[Store]:
-    opened = request.param(tmp_path, fake_clock)
-    yield opened
-    opened.close()
+def opened(request: Any, tmp_path: Path, fake_clock: SettableClock) -> Iterator[Opened]:
+    result: Opened = request.param(tmp_path, fake_clock)
+    yield result
+    result.store.close()
+
+
+@pytest.fixture
+def store(opened: Opened) -> Store:
+    return opened.store
+
+
+@pytest.fixture
+def settle(opened: Opened) -> Settle:
+    """Let search catch up with every write so far (see the module docstring)."""
+    return opened.settle

@@ -1,9 +1,17 @@
-"""Store factories for the MongoDB adapter: mongomock (always) and a real server (opt-in).
+"""Store factories for the MongoDB adapter: mongomock, the lagging Atlas double, a real server.
 
-The real-server factory reads ``VANCETOPE_RAG_TEST_MONGODB_URI`` (Atlas, or the
-``mongodb/mongodb-atlas-local`` image). One throw-away database per test session, dropped at
-exit; each test starts from empty collections (the Atlas search indexes survive, so they are
-built once per session).
+* ``mongomock_store`` — exact ranking, no search index, leases on the injected clock.
+* ``mongomock_server_clock_store`` — the same through the ``$$NOW`` pipelines.
+* ``atlas_store`` — the adapter in Atlas mode on the Atlas double (``atlas_double.py``): search
+  lags the collection by ``ATLAS_LAG_S`` of the fake clock, indexes take ``ATLAS_BUILD_S`` to
+  build. ``settle`` moves the clock past both (what waiting does on a real cluster).
+* ``real_mongo_store`` — reads ``VANCETOPE_RAG_TEST_MONGODB_URI`` (Atlas, or the
+  ``mongodb/mongodb-atlas-local`` image). One throw-away database per test session, dropped
+  at exit; each test starts from empty collections (search indexes survive, so they are built
+  once per session). ``settle`` polls until search sees exactly what the collections hold.
+
+No factory settles after a write: the contract suite calls ``settle`` where it relies on
+search having seen the writes, so everything between a write and a settle sees the lag.
 """
 
 from __future__ import annotations
@@ -12,26 +20,35 @@ import atexit
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from atlas_double import AtlasCluster
 
-from vancetope_rag.domain.records import Chunk, Hit
+from vancetope_rag.store import mongo_indexes as ix
 from vancetope_rag.store.mongo import MongoStore, open_mongo_store
-from vancetope_rag.store.mongo_chunks import MongoChunkStore
 from vancetope_rag.store.mongo_control import MongoControlStore
-from vancetope_rag.store.mongo_indexes import vector_path
-from vancetope_rag.store.mongo_queries import MAX_NUM_CANDIDATES, scope_match, vector_search_filter
+from vancetope_rag.store.mongo_queries import MAX_NUM_CANDIDATES
 from vancetope_rag.store.port import Store
-from vancetope_rag.store.types import ChunkFilter, RagScope
 
 MONGODB_URI_ENV = "VANCETOPE_RAG_TEST_MONGODB_URI"
 #: ``atlas`` (default), or ``exact``/``auto`` for a MongoDB server without Atlas Search.
 MONGODB_MODE_ENV = "VANCETOPE_RAG_TEST_MONGODB_VECTOR_SEARCH"
 SKIP_REASON = "set VANCETOPE_RAG_TEST_MONGODB_URI to run against a real MongoDB/Atlas"
+
+#: Dimensions the contract suite writes (the index of each must exist before queries).
+CONTRACT_DIMENSIONS = (8,)
+ATLAS_LAG_S = 0.05
+ATLAS_BUILD_S = 0.2
+
+Settle = Callable[[], None]
+
+
+def no_settle() -> None:
+    """Stores whose queries read the collection itself see every write at once."""
 
 
 def mongomock_store(tmp_path: Path, clock: Any) -> Store:
@@ -44,6 +61,26 @@ def mongomock_store(tmp_path: Path, clock: Any) -> Store:
         client=mongomock.MongoClient(),
         vector_search="exact",
     )
+
+
+# -- the lagging Atlas double ----------------------------------------------------------------
+
+
+def atlas_store(
+    tmp_path: Path, clock: Any, *, cluster: AtlasCluster | None = None
+) -> tuple[Store, AtlasCluster]:
+    """The adapter in Atlas mode on the Atlas double, initialised for the contract's
+    dimensions and with its indexes built (search still lags every later write)."""
+    cluster = cluster or AtlasCluster(clock=clock, lag_s=ATLAS_LAG_S, build_s=ATLAS_BUILD_S)
+    store = open_mongo_store(
+        "mongodb://atlas.example.net/vancetope_rag_test",
+        clock=clock,
+        client=cluster.client(),
+        server_clock=False,  # the double runs on mongomock: no $$NOW
+    )
+    store.initialize(dimensions=CONTRACT_DIMENSIONS)
+    cluster.settle()
+    return store, cluster
 
 
 # -- mongomock with the server-clock pipelines -----------------------------------------------
@@ -152,9 +189,10 @@ def clear_database(database: Any) -> None:
 
 def real_mongo_store(
     tmp_path: Path, clock: Any, *, server_clock: bool = False, clear: bool = True
-) -> Store:
-    """The adapter on the real server. The contract suite moves a fake clock, so leases are
-    measured on it here; ``test_mongo_real.py`` covers the server-clock path."""
+) -> MongoStore:
+    """The adapter on the real server, initialised (search indexes READY) for the contract's
+    dimensions. The contract suite moves a fake clock, so leases are measured on it here;
+    ``test_mongo_real.py`` covers the server-clock path."""
     client, name = real_database()
     if clear:
         clear_database(client[name])
@@ -163,123 +201,60 @@ def real_mongo_store(
         clock=clock,
         client=client,
         database=name,
-        vector_search=os.environ.get(MONGODB_MODE_ENV, "atlas"),
+        vector_search=os.environ.get(MONGODB_MODE_ENV, "atlas"),  # type: ignore[arg-type]
         server_clock=server_clock,
-        index_timeout_s=600.0,
     )
-    assert isinstance(store.chunks, MongoChunkStore)
-    if store.chunks.uses_atlas():
-        store.chunks = SettledChunkStore(store.chunks)
+    store.initialize(dimensions=CONTRACT_DIMENSIONS, wait=True, timeout_s=900.0)
     return store
 
 
-def visible_to_vector_search(chunks: MongoChunkStore, scope: RagScope) -> list[Any]:
-    """``_id``s ``$vectorSearch`` returns for the whole scope (candidates cover every chunk)."""
-    pipeline = [
-        {
-            "$vectorSearch": {
-                "index": chunks.index_name(scope.dimension),
-                "path": vector_path(scope.dimension),
-                "queryVector": [1.0] * scope.dimension,
-                "numCandidates": MAX_NUM_CANDIDATES,
-                "limit": MAX_NUM_CANDIDATES,
-                "filter": vector_search_filter(scope, None),
-            }
-        },
+def visible_ids(store: MongoStore, collection_name: str) -> tuple[list[Any], list[Any]]:
+    """``_id``s ``$vectorSearch`` and ``$search`` return for the whole collection."""
+    collection = store.database[collection_name]
+    dim = ix.dimension_of(collection_name)
+    assert dim is not None
+    vector = [
+        {"$vectorSearch": {"index": ix.VECTOR_INDEX, "path": ix.VECTOR_FIELD, "exact": True,
+                           "queryVector": [1.0] * dim, "limit": MAX_NUM_CANDIDATES}},
+        {"$project": {"_id": 1}},
+    ]  # fmt: skip
+    text = [
+        {"$search": {"index": ix.TEXT_INDEX, "exists": {"path": "tenantId"}}},
+        {"$limit": MAX_NUM_CANDIDATES},
         {"$project": {"_id": 1}},
     ]
-    return sorted(row["_id"] for row in chunks.collection.aggregate(pipeline))
+    return (
+        sorted(r["_id"] for r in collection.aggregate(vector)),
+        sorted(r["_id"] for r in collection.aggregate(text)),
+    )
 
 
-class SettledChunkStore:
-    """Atlas Search indexes writes asynchronously (about a second behind). The contract checks
-    read-after-write, so after each write this wrapper waits until ``$vectorSearch`` returns
-    exactly the chunks a ``find`` sees in the written scope."""
-
-    def __init__(self, inner: MongoChunkStore, *, timeout_s: float = 120.0) -> None:
-        self.inner = inner
-        self.timeout_s = timeout_s
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def settle(self, scope: RagScope) -> None:
-        self.inner.ensure_vector_index(scope.dimension, wait=True)
-        expected = sorted(d["_id"] for d in self.inner.collection.find(scope_match(scope)))
-        deadline = time.monotonic() + self.timeout_s
-        while (got := visible_to_vector_search(self.inner, scope)) != expected:
+def real_settle(store: MongoStore, timeout_s: float = 120.0) -> None:
+    """Wait until both search indexes of every chunk collection return exactly the documents
+    the collection holds (what a test expects after "the writes have become visible")."""
+    deadline = time.monotonic() + timeout_s
+    for name in store.database.list_collection_names():
+        if ix.dimension_of(name) is None:
+            continue
+        expected = sorted(d["_id"] for d in store.database[name].find({}, {"_id": 1}))
+        while (seen := visible_ids(store, name)) != (expected, expected):
             if time.monotonic() > deadline:
                 raise AssertionError(
-                    f"$vectorSearch still sees {len(got)} chunks of {scope}, find sees "
-                    f"{len(expected)}, after {self.timeout_s}s"
+                    f"search still sees {len(seen[0])}/{len(seen[1])} documents of {name}, "
+                    f"the collection holds {len(expected)}, after {timeout_s}s"
                 )
             time.sleep(0.25)
-
-    def add_chunks(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
-        try:
-            return self.inner.add_chunks(scope, chunks)
-        finally:
-            self.settle(scope)
-
-    def replace_source(self, scope: RagScope, source_ref: str, chunks: Sequence[Chunk]) -> None:
-        try:
-            self.inner.replace_source(scope, source_ref, chunks)
-        finally:
-            self.settle(scope)
-
-    def remove_by_source(self, scope: RagScope, source_ref: str) -> int:
-        try:
-            return self.inner.remove_by_source(scope, source_ref)
-        finally:
-            self.settle(scope)
-
-    def remove_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
-    ) -> int:
-        try:
-            return self.inner.remove_chunks(scope, chunk_ids=chunk_ids, filters=filters)
-        finally:
-            self.settle(scope)
-
-    def drop_rag(self, scope: RagScope) -> int:
-        try:
-            return self.inner.drop_rag(scope)
-        finally:
-            self.settle(scope)
-
-    def count_chunks(self, scope: RagScope) -> int:
-        return self.inner.count_chunks(scope)
-
-    def get_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
-    ) -> list[Hit]:
-        return self.inner.get_chunks(scope, chunk_ids=chunk_ids, filters=filters)
-
-    def query(
-        self,
-        scope: RagScope,
-        vector: Sequence[float],
-        top_k: int,
-        *,
-        filters: ChunkFilter | None = None,
-    ) -> list[Hit]:
-        return self.inner.query(scope, vector, top_k, filters=filters)
 
 
 __all__ = [
     "MONGODB_URI_ENV",
     "SKIP_REASON",
     "MongoStore",
-    "SettledChunkStore",
+    "Settle",
+    "atlas_store",
     "mongomock_server_clock_store",
     "mongomock_store",
+    "no_settle",
     "real_mongo_store",
+    "real_settle",
 ]

@@ -6,7 +6,7 @@ no adapter internals: a test that needs either belongs in an adapter's own test 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 import numpy as np
@@ -39,6 +39,9 @@ from vancetope_rag.errors import (
 from vancetope_rag.store.llamaindex_store import RagVectorStore
 from vancetope_rag.store.port import ChunkStore, ControlStore, Store
 from vancetope_rag.store.types import NewDocument, RagScope
+
+#: Lets search catch up with the writes so far (conftest's ``settle``).
+Settle = Callable[[], None]
 
 TA, TB = "tenant-a", "tenant-b"
 P = "proj-1"
@@ -659,7 +662,9 @@ def test_add_count_and_get_chunks(chunks: ChunkStore, scope: RagScope) -> None:
     ]
 
 
-def test_query_scores_are_cosine_similarity(chunks: ChunkStore, scope: RagScope) -> None:
+def test_query_scores_are_cosine_similarity(
+    chunks: ChunkStore, scope: RagScope, settle: Settle
+) -> None:
     chunks.add_chunks(
         scope,
         [
@@ -669,6 +674,7 @@ def test_query_scores_are_cosine_similarity(chunks: ChunkStore, scope: RagScope)
             chunk(scope, "diagonal", (np.array(unit(0)) + np.array(unit(1))).tolist()),
         ],
     )
+    settle()
     hits = chunks.query(scope, [3.0, *[0.0] * (DIM - 1)], 4)  # cosine ignores the length
     assert ids(hits) == ["same", "diagonal", "orthogonal", "opposite"]
     scores = {h.chunk_id: h.score for h in hits}
@@ -679,7 +685,9 @@ def test_query_scores_are_cosine_similarity(chunks: ChunkStore, scope: RagScope)
     assert hits[0].text == "text of same" and hits[0].rag_id == scope.rag_id
 
 
-def test_query_returns_the_true_top_k_best_first(chunks: ChunkStore, scope: RagScope) -> None:
+def test_query_returns_the_true_top_k_best_first(
+    chunks: ChunkStore, scope: RagScope, settle: Settle
+) -> None:
     vecs = random_vectors(40, seed=2)
     kinds = ["content", "summary"]
     all_chunks = [
@@ -687,6 +695,7 @@ def test_query_returns_the_true_top_k_best_first(chunks: ChunkStore, scope: RagS
         for i, v in enumerate(vecs)
     ]
     chunks.add_chunks(scope, all_chunks)
+    settle()
     q = random_vectors(1, seed=3)[0]
     by_id = {c.id: np.asarray(c.embedding) for c in all_chunks}
 
@@ -713,9 +722,10 @@ def test_query_returns_the_true_top_k_best_first(chunks: ChunkStore, scope: RagS
 
 
 def test_query_with_more_than_any_index_limit_returns_everything(
-    chunks: ChunkStore, scope: RagScope
+    chunks: ChunkStore, scope: RagScope, settle: Settle
 ) -> None:
     chunks.add_chunks(scope, [chunk(scope, f"c{i}", v) for i, v in enumerate(random_vectors(3))])
+    settle()
     assert len(chunks.query(scope, unit(0), 10_000)) == 3
 
 
@@ -725,7 +735,7 @@ def test_query_on_an_empty_rag_returns_nothing(chunks: ChunkStore, scope: RagSco
     assert chunks.get_chunks(scope) == []
 
 
-def test_remove_by_source(chunks: ChunkStore, scope: RagScope) -> None:
+def test_remove_by_source(chunks: ChunkStore, scope: RagScope, settle: Settle) -> None:
     chunks.add_chunks(
         scope,
         [
@@ -734,13 +744,18 @@ def test_remove_by_source(chunks: ChunkStore, scope: RagScope) -> None:
             chunk(scope, "b1", unit(2), source="doc-b"),
         ],
     )
+    settle()
     assert chunks.remove_by_source(scope, "doc-a") == 2
     assert ids(chunks.get_chunks(scope)) == ["b1"]
+    assert ids(chunks.query(scope, unit(0), 5)) == ["b1"]  # a deletion shows at once
+    settle()
     assert ids(chunks.query(scope, unit(0), 5)) == ["b1"]
     assert chunks.remove_by_source(scope, "doc-a") == 0
 
 
-def test_remove_chunks_by_ids_and_by_filter(chunks: ChunkStore, scope: RagScope) -> None:
+def test_remove_chunks_by_ids_and_by_filter(
+    chunks: ChunkStore, scope: RagScope, settle: Settle
+) -> None:
     chunks.add_chunks(
         scope,
         [
@@ -756,24 +771,29 @@ def test_remove_chunks_by_ids_and_by_filter(chunks: ChunkStore, scope: RagScope)
     assert sorted(ids(chunks.get_chunks(scope))) == ["c2", "s1"]
     assert chunks.remove_chunks(scope, filters={"!kind": "summary"}) == 1
     assert ids(chunks.get_chunks(scope)) == ["s1"]
+    settle()
     assert ids(chunks.query(scope, unit(2), 5)) == ["s1"]
 
 
 def test_drop_rag_removes_only_that_rag(
-    control: ControlStore, chunks: ChunkStore, scope: RagScope
+    control: ControlStore, chunks: ChunkStore, scope: RagScope, settle: Settle
 ) -> None:
     other = RagScope.of(control.insert_rag(rag_record(TA, P, "kb", rag_id="rag-kb")))
     chunks.add_chunks(scope, [chunk(scope, f"c{i}", unit(i)) for i in range(3)])
     chunks.add_chunks(other, [chunk(other, "k1", unit(0))])
+    settle()
     assert chunks.drop_rag(scope) == 3
     assert chunks.count_chunks(scope) == 0 and chunks.query(scope, unit(0), 3) == []
     assert chunks.count_chunks(other) == 1 and ids(chunks.query(other, unit(0), 3)) == ["k1"]
     assert chunks.drop_rag(scope) == 0
     chunks.add_chunks(scope, [chunk(scope, "again", unit(0))])  # a dropped RAG can be refilled
+    settle()
     assert ids(chunks.query(scope, unit(0), 3)) == ["again"]
 
 
-def test_replace_source_replaces_exactly(chunks: ChunkStore, scope: RagScope) -> None:
+def test_replace_source_replaces_exactly(
+    chunks: ChunkStore, scope: RagScope, settle: Settle
+) -> None:
     chunks.add_chunks(
         scope,
         [
@@ -797,13 +817,15 @@ def test_replace_source_replaces_exactly(chunks: ChunkStore, scope: RagScope) ->
         "new3",
     ]
     assert ids(chunks.get_chunks(scope, filters={"sourceRef": "doc-2"})) == ["keep"]
-    assert chunks.count_chunks(scope) == 4
+    assert chunks.count_chunks(scope) == 4  # counts and listings show the write at once
+    settle()
     assert chunks.query(scope, unit(0), 1)[0].score < 0.5  # the old vector is gone too
     assert ids(chunks.query(scope, unit(3), 1)) == ["new1"]
 
     # re-indexing with the same chunk ids (deterministic ids) replaces, too
     chunks.replace_source(scope, "doc-1", [chunk(scope, "new1", unit(6), source="doc-1")])
     assert ids(chunks.get_chunks(scope, filters={"sourceRef": "doc-1"})) == ["new1"]
+    settle()
     assert ids(chunks.query(scope, unit(6), 1)) == ["new1"]
     chunks.replace_source(scope, "doc-1", [])
     assert ids(chunks.get_chunks(scope)) == ["keep"]
@@ -823,8 +845,11 @@ def test_dimension_mismatch(chunks: ChunkStore, scope: RagScope) -> None:
     assert ids(chunks.get_chunks(scope)) == ["ok"]
 
 
-def test_bad_vectors_and_arguments_are_invalid_input(chunks: ChunkStore, scope: RagScope) -> None:
+def test_bad_vectors_and_arguments_are_invalid_input(
+    chunks: ChunkStore, scope: RagScope, settle: Settle
+) -> None:
     chunks.add_chunks(scope, [chunk(scope, "ok", unit(0))])
+    settle()
     with pytest.raises(InvalidInputError):
         chunks.add_chunks(scope, [chunk(scope, "nan", [float("nan")] * DIM)])
     with pytest.raises(InvalidInputError):
@@ -856,7 +881,9 @@ def test_bad_filter_key_is_invalid_input(
 
 
 @pytest.fixture
-def two_tenants(control: ControlStore, chunks: ChunkStore) -> tuple[RagScope, RagScope]:
+def two_tenants(
+    control: ControlStore, chunks: ChunkStore, settle: Settle
+) -> tuple[RagScope, RagScope]:
     """Tenants A and B, same project id, each with its `_documents` RAG and chunks of the same
     source and path; B's vectors are exactly A's, so any leak would rank first."""
     a = RagScope.of(control.insert_rag(rag_record(TA, P, "_documents", rag_id="rag-a")))
@@ -871,6 +898,7 @@ def two_tenants(control: ControlStore, chunks: ChunkStore) -> tuple[RagScope, Ra
                 for i, v in enumerate(vecs)
             ],
         )  # fmt: skip
+    settle()
     return a, b
 
 
@@ -931,7 +959,7 @@ def test_each_tenant_queries_only_its_own_chunks(
 
 
 def test_writes_under_a_forged_scope_stay_out_of_the_real_rag(
-    chunks: ChunkStore, two_tenants: tuple[RagScope, RagScope]
+    chunks: ChunkStore, two_tenants: tuple[RagScope, RagScope], settle: Settle
 ) -> None:
     """Chunks written by tenant A under B's RAG id never show up in B, and B's top-k stays whole."""
     a, b = two_tenants
@@ -941,6 +969,7 @@ def test_writes_under_a_forged_scope_stay_out_of_the_real_rag(
         chunk(forged, f"x{i}", vecs[0], source="doc-1", path="shared.md") for i in range(8)
     ]
     chunks.add_chunks(forged, intruders)
+    settle()
 
     hits = chunks.query(b, vecs[0].tolist(), 3)
     expected = exact_top_k({f"b{i}": v for i, v in enumerate(vecs)}, vecs[0], 3)
@@ -971,7 +1000,7 @@ def text_node(
 
 
 @pytest.fixture
-def vector_store(chunks: ChunkStore, scope: RagScope) -> RagVectorStore:
+def vector_store(chunks: ChunkStore, scope: RagScope, settle: Settle) -> RagVectorStore:
     vs = RagVectorStore(chunks, scope)
     vs.add(
         [
@@ -981,6 +1010,7 @@ def vector_store(chunks: ChunkStore, scope: RagScope) -> RagVectorStore:
             text_node("n4", unit(3), source="doc-3", path="c.md"),
         ]
     )
+    settle()
     return vs
 
 

@@ -71,6 +71,11 @@ class Document:
     indexed_at: datetime | None = None
     #: Fingerprint of what the current chunks were built from (see the indexer).
     rag_indexed_hash: str | None = None
+    #: Fencing token of the current claim: drawn from one increasing sequence per store when
+    #: the document is claimed. The indexer writes chunks under it and presents it to
+    #: ``mark_rag_clean``, so a worker whose lease expired can neither supersede a newer
+    #: claim's chunks nor finish that claim. None when not claimed.
+    rag_claim_token: int | None = None
     content_hash: str = ""
     created_at: datetime | None = None
     updated_at: datetime | None = None

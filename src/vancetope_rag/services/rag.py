@@ -281,9 +281,18 @@ class RagService:
         )
         return grouped, stats
 
-    def write_source(self, rag: RagRecord, source_ref: str, nodes: Sequence[BaseNode]) -> None:
-        """Replace every chunk of ``source_ref`` with ``nodes`` atomically."""
-        self.vector_store(rag).replace_source(source_ref, nodes)
+    def write_source(
+        self,
+        rag: RagRecord,
+        source_ref: str,
+        nodes: Sequence[BaseNode],
+        *,
+        generation: int | None = None,
+    ) -> None:
+        """Replace every chunk of ``source_ref`` with ``nodes`` (never zero chunks visible);
+        ``generation`` is the indexer's claim token: an older one than the source's last
+        write is dropped, so a worker that lost its lease never supersedes a newer pass."""
+        self.vector_store(rag).replace_source(source_ref, nodes, generation=generation)
 
     def add_text(
         self,

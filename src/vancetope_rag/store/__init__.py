@@ -17,13 +17,14 @@ Modules:
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from vancetope_rag.errors import MissingDependencyError, StoreError
 from vancetope_rag.store.port import ChunkStore, ControlStore, Store
-from vancetope_rag.store.types import Clock, RagScope
+from vancetope_rag.store.types import Clock, IndexStatus, RagScope
 
 __all__ = ["ChunkStore", "ControlStore", "RagScope", "SqliteStore", "Store", "open_store"]
 
@@ -34,6 +35,17 @@ class SqliteStore:
 
     control: ControlStore
     chunks: ChunkStore
+
+    def initialize(
+        self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
+    ) -> list[IndexStatus]:
+        """The schema is made on open; here every dimension's ``vec0`` table is created too.
+        Nothing is built in the background, so everything is READY at once (``wait`` and
+        ``timeout_s`` change nothing; they are accepted so ``init`` works on every store)."""
+        dims = sorted(self.control.rag_dimensions() | {int(d) for d in dimensions})
+        for dim in dims:
+            self.chunks.prepare_dimension(dim)
+        return [IndexStatus(f"vec_chunks_{d}", "vec0", "vector", "READY", True) for d in dims]
 
     def close(self) -> None:
         self.control.close()

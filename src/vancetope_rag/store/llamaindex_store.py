@@ -121,10 +121,16 @@ class RagVectorStore(BasePydanticVectorStore):
             self._scope, [node_to_chunk(n, self._scope.rag_id) for n in nodes]
         )
 
-    def replace_source(self, source_ref: str, nodes: Sequence[BaseNode]) -> None:
-        """Swap all chunks of ``source_ref`` for ``nodes`` in one step."""
+    def replace_source(
+        self, source_ref: str, nodes: Sequence[BaseNode], *, generation: int | None = None
+    ) -> None:
+        """Swap all chunks of ``source_ref`` for ``nodes`` (see ``ChunkStore.replace_source``;
+        ``generation``: the writer's claim token)."""
         self._chunks.replace_source(
-            self._scope, source_ref, [node_to_chunk(n, self._scope.rag_id) for n in nodes]
+            self._scope,
+            source_ref,
+            [node_to_chunk(n, self._scope.rag_id) for n in nodes],
+            generation=generation,
         )
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:

@@ -1,9 +1,16 @@
 """The MongoDB store (production): control plane and chunks in one database.
 
 ``open_mongo_store("mongodb+srv://user:pw@cluster.example.net/vancetope_rag")`` connects,
-checks the schema version and creates the B-tree indexes. Collections: ``projects``,
-``documents``, ``rags``, ``settings``, ``embedding_cache``, ``chunks``, ``counters`` and
-``schema`` (one version document).
+checks the schema version and creates the B-tree indexes of the control plane. Collections:
+``projects``, ``documents``, ``rags``, ``settings``, ``embedding_cache``, ``counters``,
+``chunk_swaps``, ``schema`` (one version document) and one ``chunks_<dim>`` per embedding
+dimension. Search indexes are made by :meth:`MongoStore.initialize` (the ``init`` command)
+and when a RAG of a new dimension is created — never by a query or a write.
+
+Connection semantics are pinned here, whatever the URI says: control reads (claims,
+``holds_claim``, chunk counts and listings) go to the primary; search stages keep the URI's
+read preference with read concern ``local``; the client has an overall ``timeoutMS``
+(:data:`DEFAULT_TIMEOUT_MS` unless the URI sets one).
 
 Many processes may share one database: claims are atomic ``find_one_and_update`` calls whose
 lease condition the server evaluates on its own clock (see :mod:`.mongo_control`), and chunk
@@ -13,18 +20,21 @@ replacement is safe without transactions (see :mod:`.mongo_chunks`).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlparse, urlunparse
 
+from pymongo import ReadPreference
 from pymongo.errors import PyMongoError
 
 from vancetope_rag.errors import StoreError
+from vancetope_rag.store import mongo_setup
 from vancetope_rag.store.mongo_chunks import MongoChunkStore, VectorSearchMode
 from vancetope_rag.store.mongo_control import MongoControlStore
-from vancetope_rag.store.mongo_indexes import ensure_indexes
+from vancetope_rag.store.mongo_errors import guard_errors, store_error
 from vancetope_rag.store.port import ChunkStore, ControlStore
-from vancetope_rag.store.types import Clock
+from vancetope_rag.store.types import Clock, IndexStatus
 
 __all__ = [
     "DEFAULT_DATABASE",
@@ -38,12 +48,13 @@ __all__ = [
 ]
 
 DEFAULT_DATABASE = "vancetope_rag"
+SCHEMA_VERSION = mongo_setup.SCHEMA_VERSION
 
-#: Version of the document shapes in the database; a newer one is refused on open.
-SCHEMA_VERSION = 1
-_SCHEMA_ID = "vancetope_rag"
+#: The client's overall time budget per operation when the URI sets no ``timeoutMS``.
+DEFAULT_TIMEOUT_MS = 30_000
 
 
+@guard_errors
 @dataclass
 class MongoStore:
     """The MongoDB store: control plane and chunks over one client."""
@@ -53,6 +64,17 @@ class MongoStore:
     database: Any
     client: Any
     owns_client: bool = field(default=True)
+
+    def initialize(
+        self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
+    ) -> list[IndexStatus]:
+        """Create collections and indexes (B-tree, vector and text search) for every
+        dimension of the RAG catalog plus ``dimensions``, migrating a schema-1 store; with
+        ``wait``, block until every search index is READY (not merely queryable)."""
+        assert isinstance(self.chunks, MongoChunkStore)
+        return mongo_setup.initialize(
+            self.database, self.chunks, dimensions=dimensions, wait=wait, timeout_s=timeout_s
+        )
 
     def close(self) -> None:
         """Close the client when this store created it (an injected client stays open)."""
@@ -85,19 +107,13 @@ def _is_mongomock(client: Any) -> bool:
     return type(client).__module__.split(".", 1)[0] == "mongomock"
 
 
-def _check_schema(database: Any, uri: str) -> None:
-    found = database["schema"].find_one({"_id": _SCHEMA_ID})
-    version = int(found["version"]) if found else 0
-    if version > SCHEMA_VERSION:
-        raise StoreError(
-            f"store {uri!r} has schema version {version}, newer than this vancetope-rag "
-            f"understands ({SCHEMA_VERSION}); upgrade the package"
-        )
-    ensure_indexes(database)
-    if version < SCHEMA_VERSION:
-        database["schema"].update_one(
-            {"_id": _SCHEMA_ID}, {"$max": {"version": SCHEMA_VERSION}}, upsert=True
-        )
+def client_options(uri: str) -> dict[str, Any]:
+    """Keyword options of the ``MongoClient``: the app name, and an overall ``timeoutMS``
+    unless the URI sets one (a keyword would override the URI's)."""
+    options: dict[str, Any] = {"appname": "vancetope-rag"}
+    if "timeoutms=" not in uri.lower():
+        options["timeoutMS"] = DEFAULT_TIMEOUT_MS
+    return options
 
 
 def open_mongo_store(
@@ -108,22 +124,20 @@ def open_mongo_store(
     database: str | None = None,
     vector_search: VectorSearchMode = "auto",
     server_clock: bool | None = None,
-    index_timeout_s: float = 300.0,
 ) -> MongoStore:
-    """Open (and prepare) the MongoDB store a URI names.
+    """Open the MongoDB store a URI names.
 
     Args:
         uri: ``mongodb://…`` or ``mongodb+srv://…``; the path names the database
-            (default ``vancetope_rag``).
+            (default ``vancetope_rag``); ``timeoutMS`` in the URI overrides
+            :data:`DEFAULT_TIMEOUT_MS`.
         clock: the injected clock; the store's clock when ``server_clock`` is False.
-        client: an existing ``MongoClient`` (or ``mongomock.MongoClient``); left open on close.
+        client: an existing ``MongoClient`` (or a test double); left open on close.
         database: database name, overriding the URI's.
-        vector_search: ``atlas`` ($vectorSearch; indexes created and awaited by the store),
-            ``exact`` (numpy ranking of a scoped find; MongoDB without Atlas Search), or
-            ``auto`` (Atlas when the server supports search indexes).
+        vector_search: ``atlas`` ($vectorSearch), ``exact`` (numpy ranking of a scoped find;
+            MongoDB without Atlas Search), or ``auto`` (Atlas when the server has search).
         server_clock: measure leases on the server's ``$$NOW``. Default: yes, unless a clock
             was injected or the client is mongomock (which has no ``$$NOW``).
-        index_timeout_s: how long a first query waits for a new vector index.
 
     Raises:
         StoreError: bad URI, unreachable server, or a schema newer than this package.
@@ -134,24 +148,28 @@ def open_mongo_store(
         from pymongo import MongoClient
 
         try:
-            client = MongoClient(uri, appname="vancetope-rag")
+            client = MongoClient(uri, **client_options(uri))
         except PyMongoError as exc:
             raise StoreError(f"cannot open store {shown!r}: {exc}") from exc
     if server_clock is None:
         server_clock = clock is time.time and not _is_mongomock(client)
     if vector_search == "auto" and _is_mongomock(client):
         vector_search = "exact"
+    name = database or database_from_uri(uri)
     try:
-        db = client[database or database_from_uri(uri)]
-        _check_schema(db, shown)
+        # control reads go to the primary whatever the URI's readPreference says
+        db = client.get_database(name, read_preference=ReadPreference.PRIMARY)
+        chunks = MongoChunkStore(
+            db, search_database=client.get_database(name), vector_search=vector_search
+        )
+        mongo_setup.open_schema(db, shown, chunks)
     except BaseException as exc:
         if owns_client:
             client.close()
         if isinstance(exc, PyMongoError):
-            raise StoreError(f"cannot open store {shown!r}: {exc}") from exc
+            raise store_error(exc, f"opening store {shown!r}") from exc
         raise
     control = MongoControlStore(db, uri=shown, clock=clock, server_clock=server_clock)
-    chunks = MongoChunkStore(db, vector_search=vector_search, index_timeout_s=index_timeout_s)
     return MongoStore(
         control=control, chunks=chunks, database=db, client=client, owns_client=owns_client
     )

@@ -1,180 +1,213 @@
-"""Chunk store on MongoDB: one ``chunks`` collection, Atlas Vector Search or exact ranking.
+"""Chunk store on MongoDB: one collection per embedding dimension, Atlas Search or exact.
 
 Every chunk document carries its scope (``tenantId``, ``projectId``, ``ragId``) and every
 read, query and delete filters on all three, so a RAG id leaked from another tenant or project
-finds nothing. Vectors of dimension ``d`` are stored in ``embedding_<d>`` (see
-:mod:`.mongo_indexes`). A thin I/O class: filters, pipelines, ranking and codecs come from
-:mod:`.mongo_queries`.
+finds nothing. Chunks of dimension ``d`` live in ``chunks_<d>`` with a binary float32
+``embedding`` (see :mod:`.mongo_indexes`). A thin I/O class: filters, pipelines, ranking and
+codecs come from :mod:`.mongo_queries` and :mod:`.mongo_text`; what is known about the
+server's search, from :mod:`.mongo_search`.
 
-Queries run in one of two modes:
+**Generations.** Atlas Search indexes lag the collection (about a second, more under load):
+``$vectorSearch`` finds ids in its index, then reads those documents from the collection.
+Deleting a source's old chunks right after writing new ones would show the source with zero
+chunks for that window. So every chunk carries ``gen``, the generation of its source:
 
-* ``atlas`` — ``$vectorSearch`` on the dimension's vector index, pre-filtered by tenant,
-  project and RAG (plus any chunk filter); scores turned back into cosine similarity.
-* ``exact`` — a scoped ``find`` of the RAG's vectors ranked in numpy: for MongoDB without
-  Atlas Search, and for mongomock. Exact, but it reads every vector of the RAG per query.
+* ``replace_source`` writes the new generation *beside* the old one (a fresh number from the
+  store's ``counters``, or the indexer's claim token) and records a pending swap; a write
+  whose generation is older than one already written is dropped (a late writer never
+  supersedes a newer one).
+* A query keeps, per source, only the newest generation *among the rows the search
+  returned*: while the new one is not yet visible, the old one answers; once it is, the new
+  one does. Queries fetch more rows than ``top_k`` so dropped rows do not shorten answers.
+* ``count_chunks`` / ``get_chunks`` read the collection (primary): the newest generation
+  written, at once.
+* :meth:`MongoChunkStore.sweep` (run by the indexer's ticks) deletes a source's older
+  generations once a search probe sees all of the newest. Without Atlas Search (exact
+  ranking reads the collection, no lag) they are deleted at once.
+* ``add_chunks`` writes into a source's newest generation, so adding never hides chunks.
 
-``replace_source`` never leaves a source with zero visible chunks, without a transaction:
-write the new chunks under a fresh write sequence number (staged: ``live: false``), delete the
-source's chunks with a smaller sequence number, then flip the new chunks live. Queries see
-staged and live chunks alike (deduplicated by chunk id), so the source always has either its
-old or its new chunks, briefly both (``count_chunks`` may count both copies for that moment).
-Two concurrent replacements of one source end with the later sequence number's chunks. A
-crash between the steps leaves both copies visible until the next replacement cleans up.
+A crash between steps leaves an extra generation the next write or sweep removes.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
-from pymongo import ReturnDocument
-from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+from bson import ObjectId
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from vancetope_rag.domain.records import Chunk, Hit
-from vancetope_rag.errors import StoreError
+from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store import mongo_indexes as ix
 from vancetope_rag.store import mongo_queries as mq
+from vancetope_rag.store.mongo_errors import guard_errors
+from vancetope_rag.store.mongo_search import SearchSupport, VectorSearchMode
 from vancetope_rag.store.shared import check_top_k, checked_vector, chunk_id_taken_error
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
 log = logging.getLogger(__name__)
 
-VectorSearchMode = Literal["atlas", "exact", "auto"]
+__all__ = ["MongoChunkStore", "VectorSearchMode"]
 
 
+@guard_errors
 class MongoChunkStore:
-    """:class:`~vancetope_rag.store.port.ChunkStore` on a ``chunks`` collection.
+    """:class:`~vancetope_rag.store.port.ChunkStore` on ``chunks_<dim>`` collections.
 
     Args:
-        database: the pymongo (or mongomock) database.
-        vector_search: ``atlas``, ``exact``, or ``auto`` (Atlas when the server has search
-            indexes, exact otherwise).
-        index_timeout_s: how long a first query waits for a new vector index to be queryable.
-        candidate_factor: ``numCandidates`` = this × ``top_k`` (capped at 10,000).
+        database: the database, reads on the primary (pymongo, or mongomock in tests).
+        search_database: the database search stages run on (the URI's read preference);
+            defaults to ``database``.
+        vector_search: ``atlas``, ``exact``, or ``auto`` (Atlas when the server has search).
     """
 
     def __init__(
         self,
         database: Any,
         *,
+        search_database: Any = None,
         vector_search: VectorSearchMode = "auto",
-        index_timeout_s: float = 300.0,
-        candidate_factor: int = 20,
     ) -> None:
-        if vector_search not in ("atlas", "exact", "auto"):
-            raise StoreError(f"vector_search must be atlas, exact or auto, not {vector_search!r}")
-        self.collection = database["chunks"]
+        self.db = database
+        self.search = SearchSupport(database, search_database or database, mode=vector_search)
         self.counters = database["counters"]
-        self.vector_search: VectorSearchMode = vector_search
-        self.index_timeout_s = index_timeout_s
-        self.candidate_factor = candidate_factor
-        self._lock = threading.Lock()
-        self._created: set[int] = set()
-        self._queryable: set[int] = set()
+        self.swaps = database[ix.SWAPS]
+        #: Set by the opener when chunks of an older layout wait for ``init`` to move them.
+        self.legacy_chunks = False
 
-    # -- Atlas index bookkeeping -------------------------------------------------------
+    @property
+    def vector_search(self) -> VectorSearchMode:
+        return self.search.mode
 
     def uses_atlas(self) -> bool:
-        """Resolve ``auto`` once: does this server have Atlas Search?"""
-        if self.vector_search == "auto":
-            try:
-                list(self.collection.list_search_indexes())
-                mode: VectorSearchMode = "atlas"
-            except (OperationFailure, NotImplementedError, TypeError, AttributeError) as exc:
-                log.warning("no Atlas Search on this server (%s); ranking vectors exactly", exc)
-                mode = "exact"
-            self.vector_search = mode
-        return self.vector_search == "atlas"
+        return self.search.uses_atlas()
 
-    def index_name(self, dim: int) -> str:
-        return ix.vector_index_name(dim)
-
-    def ensure_vector_index(self, dim: int, *, wait: bool = True) -> None:
-        """Create the vector index of ``dim`` once per process; ``wait`` until queryable."""
-        with self._lock:
-            done = self._queryable if wait else self._created
-            if dim in done or dim in self._queryable:
-                return
-        ix.ensure_vector_search_index(
-            self.collection, dim, wait=wait, timeout_s=self.index_timeout_s
-        )
-        with self._lock:
-            self._created.add(dim)
-            if wait:
-                self._queryable.add(dim)
-
-    # -- writes ------------------------------------------------------------------------
-
-    def _next_seq(self) -> int:
-        """A write sequence number, increasing across every process sharing the database."""
-        found = ix.upsert_racing(
-            lambda: self.counters.find_one_and_update(
-                {"_id": "chunkWrites"},
-                {"$inc": {"seq": 1}},
-                upsert=True,
-                return_document=ReturnDocument.AFTER,
+    def _collection(self, scope: RagScope) -> Any:
+        if self.legacy_chunks:
+            raise StoreError(
+                "this store holds chunks in the layout of an older vancetope-rag; run "
+                "`vancetope-rag --store <uri> init` once to move them to per-dimension "
+                "collections (nothing is lost meanwhile)"
             )
-        )
-        return int(found["seq"])
+        return self.search.collection(scope.dimension)
 
-    def _written(self, scope: RagScope) -> None:
-        if self.uses_atlas():
-            self.ensure_vector_index(scope.dimension, wait=False)
+    # -- generations -------------------------------------------------------------------
 
-    def add_chunks(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
-        docs = mq.chunk_documents(scope, chunks, seq=0, live=True)
-        if not docs:
-            return []
-        seq = self._next_seq()
+    def next_generation(self) -> int:
+        """A number greater than every generation and claim token handed out before."""
+        return ix.next_generation(self.counters)
+
+    def _newest(
+        self, collection: Any, scope: RagScope, filters: ChunkFilter | None = None
+    ) -> dict[str, int]:
+        rows = collection.aggregate(mq.newest_generations_pipeline(scope, filters))
+        return {row["_id"]: int(row["gen"]) for row in rows}
+
+    def _check_ids_free(
+        self,
+        collection: Any,
+        scope: RagScope,
+        docs: Sequence[dict[str, Any]],
+        replacing: str | None,
+    ) -> None:
+        """Refuse chunk ids the newest generation of a source holds (but ``replacing``)."""
+        flt = {**mq.scope_match(scope), "chunkId": {"$in": [d["chunkId"] for d in docs]}}
+        if replacing is not None:
+            flt["sourceRef"] = {"$ne": replacing}
+        rows = list(collection.find(flt, {"chunkId": 1, "sourceRef": 1, "gen": 1}))
+        if not rows:
+            return
+        newest = self._newest(collection, scope, {"sourceRef": [r["sourceRef"] for r in rows]})
+        taken = [r for r in rows if int(r.get("gen", 0)) == newest.get(r["sourceRef"])]
+        if taken:
+            raise chunk_id_taken_error(scope, taken[0]["chunkId"])
+
+    def _insert(self, collection: Any, scope: RagScope, docs: list[dict[str, Any]]) -> None:
+        """Insert all or nothing (as one SQL transaction would)."""
         for doc in docs:
-            doc["seq"] = seq
+            doc["_id"] = ObjectId()
         try:
-            self.collection.insert_many(docs, ordered=True)
+            collection.insert_many(docs, ordered=True)
         except (BulkWriteError, DuplicateKeyError) as exc:
-            # all or nothing, as in one SQL transaction: remove what this call inserted
-            self.collection.delete_many({**mq.scope_match(scope), "seq": seq})
+            collection.delete_many({"_id": {"$in": [d["_id"] for d in docs]}})
             errors = ix.write_errors(exc)
             if not ix.all_duplicate_keys(errors):
                 raise
-            detail = errors[0].get("keyValue") if errors else exc
-            raise chunk_id_taken_error(scope, detail) from exc
-        self._written(scope)
+            raise chunk_id_taken_error(scope, errors[0].get("keyValue") if errors else exc) from exc
+
+    # -- writes ------------------------------------------------------------------------
+
+    def add_chunks(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
+        docs = mq.chunk_documents(scope, chunks)
+        if not docs:
+            return []
+        collection = self._collection(scope)
+        sources = sorted({d["sourceRef"] for d in docs})
+        newest = self._newest(collection, scope, {"sourceRef": sources})
+        self._check_ids_free(collection, scope, docs, None)
+        fresh: int | None = None
+        for doc in docs:
+            gen = newest.get(doc["sourceRef"])
+            if gen is None:
+                fresh = fresh if fresh is not None else self.next_generation()
+                gen = fresh
+            doc["gen"] = gen
+        self._insert(collection, scope, docs)
         return [c.id for c in chunks]
 
-    def replace_source(self, scope: RagScope, source_ref: str, chunks: Sequence[Chunk]) -> None:
-        docs = mq.chunk_documents(scope, chunks, seq=0, live=False)
+    def replace_source(
+        self,
+        scope: RagScope,
+        source_ref: str,
+        chunks: Sequence[Chunk],
+        *,
+        generation: int | None = None,
+    ) -> None:
+        docs = mq.chunk_documents(scope, chunks)
+        if generation is not None and (not isinstance(generation, int) or generation < 1):
+            raise InvalidInputError(f"generation must be a positive integer, not {generation!r}")
+        collection = self._collection(scope)
+        if docs:
+            self._check_ids_free(collection, scope, docs, source_ref)
+        gen = generation if generation is not None else self.next_generation()
         source = {**mq.scope_match(scope), "sourceRef": source_ref}
-        if docs:
-            taken = self.collection.find_one(
-                {
-                    **mq.scope_match(scope),
-                    "chunkId": {"$in": [d["chunkId"] for d in docs]},
-                    "sourceRef": {"$ne": source_ref},
-                    "live": True,
-                },
-                {"chunkId": 1},
-            )
-            if taken is not None:
-                raise chunk_id_taken_error(scope, taken["chunkId"])
-        seq = self._next_seq()
-        if docs:
-            for doc in docs:
-                doc["seq"] = seq
-            self.collection.insert_many(docs, ordered=True)  # staged, visible to queries
-        self.collection.delete_many({**source, "seq": {"$lt": seq}})
-        if docs:
-            try:
-                self.collection.update_many({**source, "seq": seq}, {"$set": {"live": True}})
-            except DuplicateKeyError as exc:  # a concurrent add_chunks took an id meanwhile
-                raise chunk_id_taken_error(scope, exc) from exc
-            self._written(scope)
+        written = self._newest(collection, scope, {"sourceRef": source_ref}).get(source_ref)
+        if written is not None and written > gen:
+            log.info("dropped a write of %s under generation %s: %s is newer", source_ref, gen,
+                     written)  # fmt: skip
+            return
+        if not docs:  # a removal: meant to leave the source empty, at once
+            collection.delete_many({**source, "gen": {"$lte": gen}})
+            self.swaps.delete_many(source)
+            return
+        if written == gen:  # the same writer again under its token: redo that generation
+            collection.delete_many({**source, "gen": gen})
+        # the swap is recorded first: a crash after the insert still leaves the sweeper a note
+        self.swaps.insert_one({**source, "dim": scope.dimension, "gen": gen,
+                               "at": datetime.now(UTC)})  # fmt: skip
+        for doc in docs:
+            doc["gen"] = gen
+        self._insert(collection, scope, docs)
+        latest = self._newest(collection, scope, {"sourceRef": source_ref}).get(source_ref, gen)
+        if latest > gen:  # a newer writer came in meanwhile: these chunks can never show
+            collection.delete_many({**source, "gen": gen})
+        elif not self.uses_atlas():  # no search index to lag behind: swap at once
+            self._drop_older(collection, source, gen)
+
+    def _drop_older(self, collection: Any, source: dict[str, Any], gen: int) -> int:
+        removed = int(collection.delete_many({**source, "gen": {"$lt": gen}}).deleted_count)
+        self.swaps.delete_many({**source, "gen": {"$lte": gen}})
+        return removed
 
     def remove_by_source(self, scope: RagScope, source_ref: str) -> int:
-        result = self.collection.delete_many({**mq.scope_match(scope), "sourceRef": source_ref})
-        return int(result.deleted_count)
+        source = {**mq.scope_match(scope), "sourceRef": source_ref}
+        removed = int(self._collection(scope).delete_many(source).deleted_count)
+        self.swaps.delete_many(source)
+        return removed
 
     def remove_chunks(
         self,
@@ -186,17 +219,18 @@ class MongoChunkStore:
         flt = mq.chunk_match(scope, chunk_ids, filters)
         if chunk_ids is not None and not chunk_ids:
             return 0
-        return int(self.collection.delete_many(flt).deleted_count)
+        return int(self._collection(scope).delete_many(flt).deleted_count)
 
     def drop_rag(self, scope: RagScope) -> int:
-        return int(self.collection.delete_many(mq.scope_match(scope)).deleted_count)
+        removed = int(self._collection(scope).delete_many(mq.scope_match(scope)).deleted_count)
+        self.swaps.delete_many(mq.scope_match(scope))
+        return removed
 
-    # -- reads -------------------------------------------------------------------------
+    # -- reads (the collection as written, on the primary) -----------------------------
 
     def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
-        if filters is None:
-            return int(self.collection.count_documents(mq.scope_match(scope)))
-        return int(self.collection.count_documents(mq.chunk_match(scope, None, filters)))
+        rows = list(self._collection(scope).aggregate(mq.count_pipeline(scope, filters)))
+        return int(rows[0]["n"]) if rows else 0
 
     def get_chunks(
         self,
@@ -208,10 +242,14 @@ class MongoChunkStore:
         flt = mq.chunk_match(scope, chunk_ids, filters)
         if chunk_ids is not None and not chunk_ids:
             return []
-        rows = self.collection.find(flt, {name: 1 for name in mq.HIT_FIELDS}).sort(
-            [("sourceRef", 1), ("seq", 1), ("ord", 1)]
+        collection = self._collection(scope)
+        written = self._newest(collection, scope, filters)  # read first: see keep_newest
+        rows = collection.find(flt, {name: 1 for name in (*mq.HIT_FIELDS, "ord")}).sort(
+            [("sourceRef", 1), ("gen", 1), ("ord", 1)]
         )
-        return [mq.hit_from_bson(row, 0.0) for row in mq.latest_per_chunk_id(rows)]
+        return [mq.hit_from_bson(row, 0.0) for row in mq.keep_newest(rows, written)]
+
+    # -- queries -----------------------------------------------------------------------
 
     def query(
         self,
@@ -224,38 +262,70 @@ class MongoChunkStore:
         check_top_k(top_k)
         query = checked_vector(vector, scope.dimension)
         mq.translate_filters(filters)  # unknown keys fail the same way in both modes
-        if top_k <= mq.MAX_NUM_CANDIDATES and self.uses_atlas():
-            return self._atlas_query(scope, query, top_k, filters)
-        return self._exact_query(scope, query, top_k, filters)
-
-    def _atlas_query(
-        self, scope: RagScope, query: np.ndarray, top_k: int, filters: ChunkFilter | None
-    ) -> list[Hit]:
-        self.ensure_vector_index(scope.dimension, wait=True)
-        pipeline = mq.build_vector_search_pipeline(
-            scope,
-            query.tolist(),
-            top_k,
-            filters,
-            self.index_name(scope.dimension),
-            mq.num_candidates_for(top_k, factor=self.candidate_factor),
-        )
-        return mq.atlas_hits(self.collection.aggregate(pipeline), scope)
+        if top_k > mq.MAX_NUM_CANDIDATES:
+            raise InvalidInputError(
+                f"top_k is at most {mq.MAX_NUM_CANDIDATES} on MongoDB (Atlas Vector Search "
+                f"returns at most that many results), not {top_k}"
+            )
+        if not self.uses_atlas():
+            return self._exact_query(scope, query, top_k, filters)
+        self._collection(scope)
+        self.search.require_queryable(scope.dimension, ix.VECTOR_INDEX)
+        exact = self.search.prefer_exact(scope)
+        search = self.search.search_collection(scope.dimension)
+        limit = mq.fetch_limit(top_k)
+        while True:
+            pipeline = mq.build_vector_search_pipeline(
+                scope, query.tolist(), limit, filters, exact=exact
+            )
+            rows = list(search.aggregate(pipeline))
+            hits = mq.atlas_hits(rows, scope)
+            # older generations took places: ask for more, unless the search ran dry
+            if len(hits) >= top_k or len(rows) < limit or limit >= mq.MAX_NUM_CANDIDATES:
+                return hits[:top_k]
+            limit = min(mq.MAX_NUM_CANDIDATES, limit * 4)
 
     def _exact_query(
         self, scope: RagScope, query: np.ndarray, top_k: int, filters: ChunkFilter | None
     ) -> list[Hit]:
-        path = ix.vector_path(scope.dimension)
-        flt = {**mq.chunk_match(scope, None, filters), "dim": scope.dimension}
-        rows = list(self.collection.find(flt, {"_id": 1, "chunkId": 1, path: 1}))
-        chosen = mq.rank_rows_exact(rows, path, query, top_k)
+        fields = {"_id": 1, "chunkId": 1, "sourceRef": 1, "gen": 1, ix.VECTOR_FIELD: 1}
+        rows = list(self._collection(scope).find(mq.chunk_match(scope, None, filters), fields))
+        chosen = mq.rank_rows_exact(rows, query, top_k)
         if not chosen:
             return []
         found = {
             row["_id"]: row
-            for row in self.collection.find(
-                {**mq.scope_match(scope), "_id": {"$in": [oid for oid, _ in chosen]}},
+            for row in self._collection(scope).find(
+                {**mq.scope_match(scope), "_id": {"$in": [r["_id"] for r, _ in chosen]}},
                 {name: 1 for name in mq.HIT_FIELDS},
             )
         }
-        return [mq.hit_from_bson(found[oid], score) for oid, score in chosen if oid in found]
+        return [mq.hit_from_bson(found[r["_id"]], s) for r, s in chosen if r["_id"] in found]
+
+    # -- index management (never in the query path) ------------------------------------
+
+    def prepare_dimension(self, dimension: int) -> None:
+        self.search.prepare(dimension)
+
+    def dimension_ready(self, dimension: int) -> bool:
+        return self.search.ready(dimension)
+
+    def sweep(self, *, limit: int = 100) -> int:
+        """Delete older generations of sources whose newest one search sees entirely."""
+        removed = 0
+        records = list(self.swaps.find({}).sort([("at", 1)]).limit(limit))
+        grouped: dict[tuple[str, str, str, str, int], list[Any]] = {}
+        for r in records:
+            key = (r["tenantId"], r["projectId"], r["ragId"], r["sourceRef"], int(r["dim"]))
+            grouped.setdefault(key, []).append(r["_id"])
+        for (tenant, project, rag, source_ref, dim), ids in grouped.items():
+            scope = RagScope(tenant, project, rag, dim)
+            collection = self.search.collection(dim)
+            source = {**mq.scope_match(scope), "sourceRef": source_ref}
+            newest = self._newest(collection, scope, {"sourceRef": source_ref}).get(source_ref)
+            if newest is not None and not self.search.visible(scope, source_ref, newest):
+                continue  # not yet: the old generation keeps answering
+            if newest is not None:
+                removed += self._drop_older(collection, source, newest)
+            self.swaps.delete_many({"_id": {"$in": ids}})
+        return removed

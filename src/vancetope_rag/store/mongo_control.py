@@ -8,10 +8,16 @@ evaluated by the server against the store's clock (``$$NOW`` with ``server_clock
 write that finishes or gives back a claim carries ``ragClaimedBy = worker`` in its filter, so a
 worker whose lease was taken over changes nothing.
 
-:meth:`MongoControlStore.transaction` is a no-op: the indexer's fenced write (``holds_claim``,
-then replace chunks, then ``mark_rag_clean`` filtered on the claim) keeps a worker that lost
-its lease from clobbering the new holder's clean mark, and chunk replacement is itself safe
-to interleave (see :mod:`.mongo_chunks`).
+Fencing without transactions: each claim batch draws a token from the ``counters``
+collection's ``generation`` sequence (shared with chunk generations, so a token is greater
+than every generation written before the claim). The indexer writes the document's chunks
+under its token as their generation, and ``mark_rag_clean`` with the token matches only while
+that very claim holds the document. A worker that stalls past its lease can neither supersede
+a newer claim's chunks nor finish it; mongomock has no sessions, so a transaction could not
+be tested here anyway. :meth:`MongoControlStore.transaction` is therefore a no-op.
+
+Every read here goes to the primary (the opener passes a database pinned to it): a claim or
+a ``holds_claim`` answered by a lagging secondary could hand one document to two workers.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 from vancetope_rag.domain.records import Document, IndexState, Project, ProjectStatus, RagRecord
 from vancetope_rag.store import mongo_indexes as ix
 from vancetope_rag.store import mongo_updates as q
+from vancetope_rag.store.mongo_errors import check_bson_size, guard_errors
 from vancetope_rag.store.shared import (
     DocumentChanges,
     content_hash,
@@ -45,6 +52,7 @@ from vancetope_rag.store.shared import (
 from vancetope_rag.store.types import UNSET, Clock, NewDocument, _Unset
 
 
+@guard_errors
 class MongoControlStore:
     """:class:`~vancetope_rag.store.port.ControlStore` on a pymongo ``Database``.
 
@@ -68,6 +76,7 @@ class MongoControlStore:
         self.rags = database["rags"]
         self.settings = database["settings"]
         self.embedding_cache = database["embedding_cache"]
+        self.counters = database["counters"]
 
     # -- time --------------------------------------------------------------------------
 
@@ -132,10 +141,13 @@ class MongoControlStore:
     # -- documents ---------------------------------------------------------------------
 
     def insert_document(self, doc: NewDocument) -> Document:
+        update = q.new_document_update(doc, content_hash(doc.content), self._time())
+        check_bson_size(update[0], f"document {doc.path!r}", tenant_id=doc.tenant_id,
+                        project_id=doc.project_id)  # fmt: skip
         try:
             created = self.documents.find_one_and_update(
                 {"_id": uuid.uuid4().hex},
-                q.new_document_update(doc, content_hash(doc.content), self._time()),
+                update,
                 upsert=True,
                 return_document=ReturnDocument.AFTER,
             )
@@ -164,10 +176,13 @@ class MongoControlStore:
             rag_enabled=rag_enabled,
             mark_dirty=mark_dirty,
         )
+        update = q.document_update(changes, time=self._time())
+        # the changed fields alone must fit; a sum over the limit the server refuses itself
+        check_bson_size(update[0], f"document {document_id!r}", document_id=document_id)
         try:
             updated = self.documents.find_one_and_update(
                 q.scope_filter(tenant_id, project_id, _id=document_id),
-                q.document_update(changes, time=self._time()),
+                update,
                 return_document=ReturnDocument.AFTER,
             )
         except DuplicateKeyError as exc:
@@ -215,7 +230,10 @@ class MongoControlStore:
         # at the same instant, as in one SQL statement.
         time_source = self._time()
         flt = q.claim_filter(tenant_id, project_id, claim_ttl_s, time_source)
-        update = q.claim_update(worker_id, time_source)
+        # an idle tick (the common case) reads only: no token is drawn for nothing
+        if batch_size < 1 or self.documents.find_one(flt, {"_id": 1}, sort=q.CLAIM_SORT) is None:
+            return []
+        update = q.claim_update(worker_id, ix.next_generation(self.counters), time_source)
         claimed: list[Document] = []
         for _ in range(max(batch_size, 0)):
             found = self.documents.find_one_and_update(
@@ -230,8 +248,7 @@ class MongoControlStore:
         self, tenant_id: str, project_id: str, document_id: str, worker_id: str
     ) -> bool:
         found = self.documents.find_one(
-            q.scope_filter(tenant_id, project_id, _id=document_id, ragClaimedBy=worker_id),
-            {"_id": 1},
+            q.claim_holder(tenant_id, project_id, document_id, worker_id), {"_id": 1}
         )
         return found is not None
 
@@ -245,9 +262,10 @@ class MongoControlStore:
         *,
         state: IndexState,
         indexed_hash: str | None = None,
+        claim_token: int | None = None,
     ) -> bool:
         result = self.documents.update_one(
-            q.scope_filter(tenant_id, project_id, _id=document_id, ragClaimedBy=worker_id),
+            q.claim_holder(tenant_id, project_id, document_id, worker_id, claim_token),
             q.mark_clean_update(version, state, indexed_hash, self._time()),
         )
         return bool(result.matched_count)
@@ -264,7 +282,7 @@ class MongoControlStore:
         max_attempts: int,
     ) -> IndexState:
         found = self.documents.find_one_and_update(
-            q.scope_filter(tenant_id, project_id, _id=document_id, ragClaimedBy=worker_id),
+            q.claim_holder(tenant_id, project_id, document_id, worker_id),
             q.release_update(error, retry_delay_s, max_attempts, self._time()),
             projection={"indexState": 1},
             return_document=ReturnDocument.AFTER,
@@ -301,6 +319,9 @@ class MongoControlStore:
     def list_rags(self, tenant_id: str, project_id: str) -> list[RagRecord]:
         cursor = self.rags.find(q.scope_filter(tenant_id, project_id)).sort([("name", 1)])
         return [q.rag_from_bson(d) for d in cursor]
+
+    def rag_dimensions(self) -> set[int]:
+        return {int(d) for d in self.rags.distinct("embeddingDimension") if d}
 
     def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
         result = self.rags.delete_one(q.scope_filter(tenant_id, project_id, _id=rag_id))

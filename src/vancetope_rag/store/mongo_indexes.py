@@ -1,45 +1,55 @@
-"""Index management of the MongoDB store: B-tree indexes and Atlas Vector Search indexes.
+"""Index management of the MongoDB store: B-tree indexes and Atlas Search indexes.
 
 The definitions are pure data (tested without a server); the functions that talk to the server
-are thin: create, wait until queryable. What a unique index's refusal means to the adapters
-(a duplicate key, an upsert race) is read here too.
+are thin: create or update, list statuses, wait until READY. What a unique index's refusal
+means to the adapters (a duplicate key, an upsert race) is read here too.
 
-Vectors of each dimension live in their own field (``embedding_<dim>``, see
-:func:`vector_path`) with their own ``vectorSearch`` index (``vancetope_rag_vectors_<dim>``):
-an Atlas vector index has one fixed ``numDimensions``, so two embedding models of different
-sizes never share a vector field.
+Chunks of each embedding dimension live in their own collection (:func:`chunk_collection`,
+``chunks_<dim>``) with two search indexes: :data:`VECTOR_INDEX` (``vectorSearch``: the
+``embedding`` field with that collection's fixed ``numDimensions``, plus the pre-filter
+fields) and :data:`TEXT_INDEX` (``search``: the chunk text for BM25, the same fields as
+``token`` filters). Nothing here runs in the request path: :mod:`.mongo_setup` calls it from
+``init`` and when a RAG of a new dimension is created.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from pymongo import ASCENDING, IndexModel
+from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 from pymongo.operations import SearchIndexModel
 
 from vancetope_rag.errors import StoreError
 from vancetope_rag.secrets import get_logger
+from vancetope_rag.store.types import IndexStatus
 
 log = get_logger(__name__)
 
 #: Name of the claim index the spec asks for (§3.2).
 CLAIM_INDEX = "tenant_project_rag_claim_idx"
+#: The index that serves the claim query: equality fields, then the sort (ESR order).
+CLAIM_ORDER_INDEX = "tenant_project_dirty_claim_order_idx"
+CLAIM_ORDER_KEYS = ("tenantId", "projectId", "ragDirty", "updatedAt", "_id")
 
-#: Fields a ``$vectorSearch`` may pre-filter on (indexed as ``filter`` in every vector index).
-VECTOR_FILTER_FIELDS: tuple[str, ...] = (
-    "tenantId",
-    "projectId",
-    "ragId",
-    "kind",
-    "path",
-    "sourceRef",
-)
+VECTOR_INDEX = "vancetope_rag_vectors"
+TEXT_INDEX = "vancetope_rag_text"
+VECTOR_FIELD = "embedding"
+TEXT_FIELD = "text"
+#: Pending generation swaps the sweeper works through (see :mod:`.mongo_chunks`).
+SWAPS = "chunk_swaps"
+
+#: Fields a search stage may pre-filter on: ``filter`` fields of the vector index, ``token``
+#: fields of the text index. ``gen`` lets the sweeper probe one generation of one source.
+FILTER_FIELDS: tuple[str, ...] = ("tenantId", "projectId", "ragId", "kind", "path", "sourceRef")
+GENERATION_FIELD = "gen"
 
 #: Server error codes meaning "index already exists" (a concurrent creator won the race).
 _ALREADY_EXISTS = frozenset({68, 85, 86})
+#: Namespace already exists (a concurrent ``create_collection``).
+_NAMESPACE_EXISTS = 48
 
 #: Server error code of a write a unique index refused.
 DUPLICATE_KEY = 11000
@@ -47,7 +57,7 @@ DUPLICATE_KEY = 11000
 T = TypeVar("T")
 
 
-def _model(keys: list[str], name: str, **options: Any) -> IndexModel:
+def _model(keys: Sequence[str], name: str, **options: Any) -> IndexModel:
     return IndexModel([(k, ASCENDING) for k in keys], name=name, **options)
 
 
@@ -61,9 +71,11 @@ def control_index_models() -> dict[str, list[IndexModel]]:
         "documents": [
             _model(["tenantId", "projectId", "path"], "tenant_project_path_uniq", unique=True),
             _model(["tenantId", "projectId", "ragDirty", "ragClaimedBy"], CLAIM_INDEX),
+            _model(CLAIM_ORDER_KEYS, CLAIM_ORDER_INDEX),
         ],
         "rags": [
             _model(["tenantId", "projectId", "name"], "tenant_project_name_uniq", unique=True),
+            _model(["embeddingDimension"], "embedding_dimension_idx"),
         ],
         "settings": [
             _model(["tenantId", "projectId", "key"], "tenant_project_key_uniq", unique=True),
@@ -71,41 +83,63 @@ def control_index_models() -> dict[str, list[IndexModel]]:
         "embedding_cache": [
             _model(["modelKey", "textHash"], "model_text_hash_uniq", unique=True),
         ],
+        SWAPS: [_model(["tenantId", "projectId", "ragId", "sourceRef"], "swap_source_idx")],
     }
 
 
 def chunk_index_models() -> list[IndexModel]:
-    """B-tree indexes of ``chunks``.
+    """B-tree indexes of a ``chunks_<dim>`` collection.
 
-    Chunk ids are unique per RAG among *live* chunks only: ``replace_source`` first writes the
-    new chunks as staged (``live: false``, outside the unique index, so they may reuse the old
-    ids), removes the old ones, then flips the new ones live.
+    A chunk id is unique per RAG *and generation*: a replacement writes the new generation
+    beside the old one (which may reuse the ids) and the old one goes later.
     """
     return [
-        _model(["tenantId", "projectId", "ragId", "sourceRef", "seq"], "chunks_scope_source_idx"),
-        _model(
-            ["tenantId", "projectId", "ragId", "chunkId"],
-            "chunks_live_id_uniq",
-            unique=True,
-            partialFilterExpression={"live": True},
-        ),
-    ]
+        _model(["tenantId", "projectId", "ragId", "sourceRef", "gen"], "chunks_source_gen_idx"),
+        _model(["tenantId", "projectId", "ragId", "chunkId", "gen"], "chunks_id_gen_uniq",
+               unique=True),
+    ]  # fmt: skip
 
 
-def _create(collection: Any, models: list[IndexModel]) -> None:
+def chunk_collection(dim: int) -> str:
+    """The collection of chunks whose vectors have ``dim`` dimensions."""
+    if not 1 <= dim <= 8192:
+        raise StoreError(f"unsupported embedding dimension {dim} (Atlas indexes 1 to 8192)")
+    return f"chunks_{dim}"
+
+
+def dimension_of(collection_name: str) -> int | None:
+    """``chunks_384`` → 384; any other name → None."""
+    prefix, _, rest = collection_name.partition("_")
+    return int(rest) if prefix == "chunks" and rest.isdigit() else None
+
+
+def create_btree_indexes(collection: Any, models: Iterable[IndexModel]) -> None:
+    """Create B-tree indexes (idempotent: an existing index of that name is left alone)."""
     # One create_index per model rather than create_indexes: mongomock's create_indexes
-    # drops partialFilterExpression. Runs once per open, so the extra round trips are moot.
+    # drops partialFilterExpression. Runs in init and on open only.
     for model in models:
         options = dict(model.document)
         keys = list(options.pop("key").items())
         collection.create_index(keys, **options)
 
 
-def ensure_indexes(database: Any) -> None:
-    """Create every B-tree index (idempotent: existing indexes are left as they are)."""
+def ensure_control_indexes(database: Any) -> None:
     for collection, models in control_index_models().items():
-        _create(database[collection], models)
-    _create(database["chunks"], chunk_index_models())
+        create_btree_indexes(database[collection], models)
+
+
+def ensure_collection(database: Any, name: str) -> None:
+    """Create a collection if missing (a search index needs an existing collection)."""
+    if name in database.list_collection_names():
+        return
+    try:
+        database.create_collection(name)
+    except OperationFailure as exc:  # created by a concurrent process meanwhile
+        if exc.code != _NAMESPACE_EXISTS:
+            raise
+    except Exception as exc:  # mongomock raises CollectionInvalid
+        if "already exists" not in str(exc):
+            raise
 
 
 # -- unique-index refusals ------------------------------------------------------------------
@@ -130,153 +164,204 @@ def upsert_racing(upsert: Callable[[], T]) -> T:
         return upsert()
 
 
-# -- Atlas Vector Search ---------------------------------------------------------------------
+def next_generation(counters: Any) -> int:
+    """The next number of the store's one increasing sequence: chunk generations and claim
+    tokens both come from it, so a claim's token exceeds every generation written before."""
+    found = upsert_racing(
+        lambda: counters.find_one_and_update(
+            {"_id": "generation"},
+            {"$inc": {"seq": 1}},
+            upsert=True,
+            return_document=ReturnDocument.AFTER,
+        )
+    )
+    return int(found["seq"])
 
 
-def vector_path(dim: int) -> str:
-    """The field holding vectors of ``dim`` floats."""
-    return f"embedding_{dim}"
-
-
-def vector_index_name(dim: int) -> str:
-    return f"vancetope_rag_vectors_{dim}"
+# -- Atlas Search index definitions ------------------------------------------------------------
 
 
 def vector_index_definition(dim: int) -> dict[str, Any]:
-    """The ``vectorSearch`` index of one dimension: cosine vectors plus the filter fields."""
-    if not 1 <= dim <= 8192:
-        raise StoreError(f"unsupported embedding dimension {dim}")
+    """The ``vectorSearch`` index of ``chunks_<dim>``: cosine vectors plus filter fields."""
+    chunk_collection(dim)  # validates the dimension
     fields: list[dict[str, Any]] = [
-        {"type": "vector", "path": vector_path(dim), "numDimensions": dim, "similarity": "cosine"}
+        {"type": "vector", "path": VECTOR_FIELD, "numDimensions": dim, "similarity": "cosine"}
     ]
-    fields += [{"type": "filter", "path": name} for name in VECTOR_FILTER_FIELDS]
+    fields += [{"type": "filter", "path": name} for name in (*FILTER_FIELDS, GENERATION_FIELD)]
     return {"fields": fields}
 
 
-def vector_index_model(dim: int) -> SearchIndexModel:
-    return SearchIndexModel(
-        definition=vector_index_definition(dim), name=vector_index_name(dim), type="vectorSearch"
-    )
+def text_index_definition() -> dict[str, Any]:
+    """The ``search`` index of a chunk collection: BM25 over the text (the standard analyzer
+    splits prose and code identifiers alike), filter fields as ``token``."""
+    fields: dict[str, Any] = {TEXT_FIELD: {"type": "string", "analyzer": "lucene.standard"}}
+    fields.update({name: {"type": "token"} for name in FILTER_FIELDS})
+    fields[GENERATION_FIELD] = {"type": "number"}
+    return {"mappings": {"dynamic": False, "fields": fields}}
 
 
-def _find_search_index(collection: Any, name: str) -> Mapping[str, Any] | None:
+def search_index_models(dim: int) -> list[SearchIndexModel]:
+    return [
+        SearchIndexModel(
+            definition=vector_index_definition(dim), name=VECTOR_INDEX, type="vectorSearch"
+        ),
+        SearchIndexModel(definition=text_index_definition(), name=TEXT_INDEX, type="search"),
+    ]
+
+
+def _vector_fields(definition: Any) -> dict[tuple[Any, Any], tuple[Any, ...]]:
+    fields = definition.get("fields", []) if isinstance(definition, Mapping) else []
+    return {
+        (f.get("type"), f.get("path")): tuple(f.get(k) for k in ("numDimensions", "similarity"))
+        for f in fields
+        if isinstance(f, Mapping)
+    }
+
+
+def _text_fields(definition: Any) -> dict[str, Any]:
+    mappings = definition.get("mappings", {}) if isinstance(definition, Mapping) else {}
+    fields = mappings.get("fields", {}) if isinstance(mappings, Mapping) else {}
+    return {k: v.get("type") for k, v in fields.items() if isinstance(v, Mapping)}
+
+
+def definition_covers(existing: Any, wanted: Mapping[str, Any]) -> bool:
+    """Does an index definition already hold every field of ``wanted``?
+
+    Compared field by field (vector: type, path, dimensions, similarity; text: path and
+    type), so options the server adds or an operator tuned (quantization, analyzers…) never
+    trigger a rebuild on every start.
+    """
+    if "mappings" in wanted:
+        have = _text_fields(existing)
+        return all(have.get(k) == t for k, t in _text_fields(wanted).items())
+    have_v = _vector_fields(existing)
+    return all(have_v.get(k) == v for k, v in _vector_fields(wanted).items())
+
+
+def merge_definition(existing: Any, wanted: Mapping[str, Any]) -> dict[str, Any]:
+    """``existing`` plus what ``wanted`` adds; a field of ``wanted`` replaces a field on the
+    same path that does not match (another dimension, similarity or type)."""
+    merged = dict(existing) if isinstance(existing, Mapping) else {}
+    if "mappings" in wanted:
+        mappings = dict(merged.get("mappings") or {})
+        fields = dict(mappings.get("fields") or {})
+        have = _text_fields(existing)
+        for path, spec in wanted["mappings"]["fields"].items():
+            if have.get(path) != spec.get("type"):
+                fields[path] = dict(spec)
+        mappings["fields"] = fields
+        mappings.setdefault("dynamic", False)
+        merged["mappings"] = mappings
+        return merged
+    have_vectors = _vector_fields(existing)
+    wanted_vectors = _vector_fields(wanted)
+    replaced = {key for key, spec in wanted_vectors.items() if have_vectors.get(key) != spec}
+    old = [dict(f) for f in merged.get("fields", []) if isinstance(f, Mapping)]
+    kept = [f for f in old if (f.get("type"), f.get("path")) not in replaced]
+    added = [dict(f) for f in wanted["fields"] if (f["type"], f["path"]) in replaced]
+    merged["fields"] = kept + added
+    return merged
+
+
+# -- Atlas Search index management (I/O) ------------------------------------------------------
+
+
+def find_search_index(collection: Any, name: str) -> Mapping[str, Any] | None:
     for info in collection.list_search_indexes(name):
         if info.get("name") == name:
             return dict(info)
     return None
 
 
-def _field_key(field: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(field.get(k) for k in ("type", "path", "numDimensions", "similarity"))
+def is_ready(info: Mapping[str, Any] | None) -> bool:
+    """READY, not merely queryable: after a definition update Atlas keeps serving the old
+    definition (``queryable`` true) until the rebuild ends."""
+    return bool(info and info.get("status") == "READY" and info.get("queryable", True))
 
 
-def _fields(definition: Any) -> list[Mapping[str, Any]]:
-    fields = definition.get("fields", []) if isinstance(definition, Mapping) else []
-    return [f for f in fields if isinstance(f, Mapping)]
+def _too_many(exc: OperationFailure) -> bool:
+    return "maximum number of fts indexes" in str(exc).lower()
 
 
-def definition_covers(existing: Any, wanted: Mapping[str, Any]) -> bool:
-    """Does an index definition already hold every field of ``wanted``?
+def ensure_search_index(collection: Any, model: SearchIndexModel) -> str:
+    """Create the index unless it exists; update it when its definition lacks what we need.
 
-    Compared field by field (type, path, dimensions, similarity), so options the server adds
-    or an operator tuned (quantization…) never trigger a rebuild on every start.
+    Returns ``created``, ``updated`` or ``unchanged``. A concurrent creator winning the race
+    is not an error; a tier's index limit is a :class:`StoreError` that says what to do.
     """
-    have = {_field_key(f) for f in _fields(existing)}
-    return all(_field_key(f) in have for f in _fields(wanted))
-
-
-def merge_definition(existing: Any, wanted: Mapping[str, Any]) -> dict[str, Any]:
-    """``existing`` plus the fields of ``wanted`` it lacks; an existing field on the same path
-    that does not match (another dimension or similarity) is replaced."""
-    merged = dict(existing) if isinstance(existing, Mapping) else {}
-    have = {_field_key(f) for f in _fields(existing)}
-    missing = [dict(f) for f in _fields(wanted) if _field_key(f) not in have]
-    replaced = {(f["type"], f["path"]) for f in missing}
-    kept = [dict(f) for f in _fields(existing) if (f.get("type"), f.get("path")) not in replaced]
-    merged["fields"] = kept + missing
-    return merged
-
-
-def is_queryable(info: Mapping[str, Any] | None) -> bool:
-    """An index entry of ``$listSearchIndexes`` that ``$vectorSearch`` can use now."""
-    return bool(info and info.get("queryable"))
-
-
-def create_vector_search_index(collection: Any, dim: int) -> bool:
-    """Create the index of ``dim`` unless it exists; update it when its definition differs.
-
-    Returns True when this call created or updated the index. A concurrent creator winning the
-    race is not an error.
-    """
-    name = vector_index_name(dim)
-    wanted = vector_index_definition(dim)
-    info = _find_search_index(collection, name)
+    spec = model.document
+    name, wanted = spec["name"], spec["definition"]
+    info = find_search_index(collection, name)
     if info is None:
         try:
-            collection.create_search_index(vector_index_model(dim))
+            collection.create_search_index(model)
         except OperationFailure as exc:
+            if _too_many(exc):
+                raise StoreError(
+                    f"Atlas refused search index {name!r} on {collection.name!r}: the cluster "
+                    "tier's search-index limit is reached (M0: 3 per cluster, M2: 5, M5 and "
+                    "Flex: 10; each embedding dimension needs 2). Drop unused search indexes "
+                    "or move to a larger tier (M10+ has no such limit)"
+                ) from exc
             if exc.code not in _ALREADY_EXISTS and "already exists" not in str(exc).lower():
                 raise
-            return False
-        log.info("created Atlas vector search index %s on %s", name, collection.name)
-        return True
+            return "unchanged"
+        log.info("created Atlas search index %s on %s", name, collection.name)
+        return "created"
     existing = info.get("latestDefinition") or info.get("definition") or {}
-    if not definition_covers(existing, wanted):
-        collection.update_search_index(name, merge_definition(existing, wanted))
-        log.info("updated Atlas vector search index %s on %s", name, collection.name)
-        return True
-    return False
+    if definition_covers(existing, wanted):
+        return "unchanged"
+    collection.update_search_index(name, merge_definition(existing, wanted))
+    log.info("updated Atlas search index %s on %s", name, collection.name)
+    return "updated"
 
 
-def wait_until_queryable(
-    collection: Any,
-    dim: int,
+def index_status(collection: Any, name: str, kind: str) -> IndexStatus:
+    info = find_search_index(collection, name)
+    if info is None:
+        return IndexStatus(collection.name, name, kind, "MISSING", False)
+    status = str(info.get("status", "UNKNOWN"))
+    detail = str(info.get("message") or "")
+    return IndexStatus(collection.name, name, kind, status, is_ready(info), detail)
+
+
+def search_index_statuses(collection: Any) -> list[IndexStatus]:
+    return [
+        index_status(collection, VECTOR_INDEX, "vectorSearch"),
+        index_status(collection, TEXT_INDEX, "search"),
+    ]
+
+
+def wait_until_ready(
+    collections: Sequence[Any],
     *,
-    timeout_s: float = 300.0,
-    poll_s: float = 1.0,
+    timeout_s: float = 600.0,
+    poll_s: float = 2.0,
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
-) -> None:
-    """Poll ``list_search_indexes`` until the index of ``dim`` is queryable.
+) -> list[IndexStatus]:
+    """Poll until every search index of ``collections`` is READY.
 
     Raises:
-        StoreError: the index failed, vanished, or was not queryable within ``timeout_s``.
+        StoreError: an index failed or vanished, or not everything was READY in time.
     """
-    name = vector_index_name(dim)
     deadline = monotonic() + timeout_s
     while True:
-        info = _find_search_index(collection, name)
-        if is_queryable(info):
-            return
-        status = str(info.get("status", "")) if info else "MISSING"
-        if status == "FAILED":
-            raise StoreError(
-                f"Atlas vector search index {name!r} on {collection.name!r} failed to build: "
-                f"{info.get('message', 'no reason given') if info else ''}; check it in the "
-                "Atlas UI, drop it and let vancetope-rag create it again"
-            )
+        statuses = [s for c in collections for s in search_index_statuses(c)]
+        for s in statuses:
+            if s.status in ("FAILED", "MISSING", "DOES_NOT_EXIST"):
+                raise StoreError(
+                    f"Atlas search index {s.name!r} on {s.collection!r} is {s.status}"
+                    f"{': ' + s.detail if s.detail else ''}; check it in the Atlas UI, drop it "
+                    "if it failed, and run init again"
+                )
+        if all(s.ready for s in statuses):
+            return statuses
         if monotonic() >= deadline:
+            waiting = ", ".join(f"{s.collection}.{s.name} ({s.status})" for s in statuses
+                                if not s.ready)  # fmt: skip
             raise StoreError(
-                f"Atlas vector search index {name!r} on {collection.name!r} is not queryable "
-                f"after {timeout_s:.0f}s (status {status}); the cluster may still be building "
-                "it — retry later or raise the index timeout"
+                f"Atlas search indexes not READY after {timeout_s:.0f}s: {waiting}; the "
+                "cluster may still be building them — run init --wait again later"
             )
         sleep(poll_s)
-
-
-def ensure_vector_search_index(
-    collection: Any,
-    dim: int,
-    *,
-    wait: bool = True,
-    timeout_s: float = 300.0,
-    poll_s: float = 1.0,
-    sleep: Callable[[float], None] = time.sleep,
-    monotonic: Callable[[], float] = time.monotonic,
-) -> None:
-    """Create the index of ``dim`` if needed and (``wait``) block until it is queryable."""
-    create_vector_search_index(collection, dim)
-    if wait:
-        wait_until_queryable(
-            collection, dim, timeout_s=timeout_s, poll_s=poll_s, sleep=sleep, monotonic=monotonic
-        )

@@ -1,13 +1,18 @@
-"""Pure builders for the MongoDB chunk store: filters, ``$vectorSearch`` pipelines, ranking, codecs.
+"""Pure builders for the MongoDB chunk store: filters, search pipelines, generations, codecs.
 
 No I/O here; :mod:`vancetope_rag.store.mongo_chunks` sends what these functions build and
 passes what the server answers back through them. Everything is tested without a database.
 
+Generations: every chunk carries ``gen``, the generation of its source it was written in
+(:mod:`.mongo_chunks` explains the swap). A search answer may hold two generations of a
+source while the newer one is becoming visible; :func:`newest_generation` keeps, per source,
+only the newest generation *among the rows the search returned* and one row per chunk id.
+
+Vectors are stored as BSON binary vectors (float32, :func:`encode_vector`); stores written by
+earlier versions hold arrays of doubles, and :func:`decode_vector` reads both.
+
 Scores: Atlas reports cosine similarity as ``(1 + cos) / 2``; :func:`atlas_score_to_cosine`
 turns it back into the cosine similarity the port (and the SQLite adapter) returns.
-Duplicates: while ``replace_source`` swaps a source, a chunk id may have a staged and a live
-copy; reads keep one per chunk id (:func:`latest_per_chunk_id`, :func:`atlas_hits`,
-:func:`rank_rows_exact`).
 """
 
 from __future__ import annotations
@@ -17,19 +22,32 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
+from bson.binary import Binary, BinaryVectorDtype
 
 from vancetope_rag.domain.records import Chunk, Hit
 from vancetope_rag.errors import InvalidInputError
-from vancetope_rag.store.mongo_indexes import vector_path
+from vancetope_rag.store.mongo_errors import check_bson_size
+from vancetope_rag.store.mongo_indexes import VECTOR_FIELD, VECTOR_INDEX
 from vancetope_rag.store.shared import checked_vector, foreign_chunk_error, iter_filter
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
-#: Atlas caps ``numCandidates`` (and so ``limit``) at 10,000; larger ``top_k`` rank exactly.
+#: Atlas caps ``numCandidates`` (and so ``limit``) at 10,000.
 MAX_NUM_CANDIDATES = 10_000
+#: Atlas advises 10-20× ``limit`` candidates for a good ANN recall.
+CANDIDATE_FACTOR = 20
+#: Exact (ENN) search when a scope holds at most this many chunks…
+EXACT_MAX_CHUNKS = 10_000
+#: …or at most this share of its collection, up to :data:`EXACT_MAX_SELECTIVE` chunks (Atlas
+#: recommends ENN for selective pre-filters, where ANN's recall drops).
+EXACT_MAX_SHARE = 0.05
+EXACT_MAX_SELECTIVE = 100_000
 
 #: Fields a query returns besides the vector.
 HIT_FIELDS = ("chunkId", "tenantId", "projectId", "ragId", "sourceRef", "kind", "path", "text",
-              "metadata", "seq")  # fmt: skip
+              "metadata", "gen")  # fmt: skip
+
+_FLOAT32_VECTOR_TAG = 0x27  # BinaryVectorDtype.FLOAT32, the first byte of such a vector
 
 
 # -- filters ---------------------------------------------------------------------------------
@@ -68,6 +86,24 @@ def chunk_match(
     return flt
 
 
+def source_part(filters: ChunkFilter | None) -> dict[str, Any]:
+    """The ``sourceRef`` conditions of a filter alone: safe to apply before the newest
+    generation of each source is found (the other keys are not — see :func:`count_pipeline`)."""
+    return dict(translate_filters({k: v for k, v in (filters or {}).items()
+                                   if k.lstrip("!") == "sourceRef"}))  # fmt: skip
+
+
+def filter_expression(filters: ChunkFilter | None) -> dict[str, Any]:
+    """A ChunkFilter as an aggregation expression (true when a chunk matches)."""
+    terms: list[dict[str, Any]] = []
+    for key, negated, values in iter_filter(filters):
+        test: dict[str, Any] = {"$in": [f"${key}", values]}
+        # {$eq: [test, false]} rather than $not: the same on a server, and mongomock's $not
+        # expression is broken
+        terms.append({"$eq": [test, False]} if negated else test)
+    return {"$and": terms} if terms else {"$literal": True}
+
+
 def vector_search_filter(scope: RagScope, filters: ChunkFilter | None) -> dict[str, Any]:
     """The ``$vectorSearch`` pre-filter: always tenant, project and RAG, then the filters."""
     clauses: list[dict[str, Any]] = [
@@ -83,14 +119,28 @@ def vector_search_filter(scope: RagScope, filters: ChunkFilter | None) -> dict[s
     return {"$and": clauses}
 
 
-# -- writes ----------------------------------------------------------------------------------
+# -- vectors and writes ------------------------------------------------------------------------
 
 
-def chunk_documents(
-    scope: RagScope, chunks: Sequence[Chunk], *, seq: int, live: bool
-) -> list[dict[str, Any]]:
-    """Validated chunk documents; raises before anything is written."""
-    path = vector_path(scope.dimension)
+def encode_vector(vector: npt.NDArray[np.float32]) -> Binary:
+    """A BSON binary vector of float32 (what Atlas Vector Search indexes directly)."""
+    return Binary.from_vector(vector.astype(np.float32).tolist(), BinaryVectorDtype.FLOAT32)
+
+
+def decode_vector(value: Any) -> npt.NDArray[np.float32] | None:
+    """A stored vector as float32: a binary float32 vector or (older stores) an array."""
+    if isinstance(value, Binary | bytes) and len(value) >= 2:
+        raw = bytes(value)
+        if raw[0] == _FLOAT32_VECTOR_TAG and (len(raw) - 2) % 4 == 0:
+            return np.frombuffer(raw, dtype="<f4", offset=2).astype(np.float32)
+        return None
+    if isinstance(value, list | tuple):
+        return np.asarray(value, dtype=np.float32)
+    return None
+
+
+def chunk_documents(scope: RagScope, chunks: Sequence[Chunk]) -> list[dict[str, Any]]:
+    """Validated chunk documents (``gen`` still to set); raises before anything is written."""
     docs: list[dict[str, Any]] = []
     seen: set[str] = set()
     for order, ch in enumerate(chunks):
@@ -99,70 +149,106 @@ def chunk_documents(
         if ch.id in seen:
             raise InvalidInputError(f"chunk id {ch.id!r} appears twice in one write")
         seen.add(ch.id)
-        vector = checked_vector(ch.embedding, scope.dimension)
-        docs.append(
-            {
-                **scope_match(scope),
-                "chunkId": ch.id,
-                "sourceRef": ch.source_ref,
-                "kind": ch.kind,
-                "path": ch.path,
-                "text": ch.text,
-                "metadata": json.loads(json.dumps(ch.metadata, default=str)),
-                "dim": scope.dimension,
-                path: vector.tolist(),
-                "seq": seq,
-                "ord": order,
-                "live": live,
-            }
-        )
+        doc = {
+            **scope_match(scope),
+            "chunkId": ch.id,
+            "sourceRef": ch.source_ref,
+            "kind": ch.kind,
+            "path": ch.path,
+            "text": ch.text,
+            "metadata": json.loads(json.dumps(ch.metadata, default=str)),
+            VECTOR_FIELD: encode_vector(checked_vector(ch.embedding, scope.dimension)),
+            "gen": 0,
+            "ord": order,
+        }
+        check_bson_size(doc, f"chunk {ch.id!r}", rag_id=scope.rag_id)
+        docs.append(doc)
     return docs
 
 
 # -- Atlas Vector Search ---------------------------------------------------------------------
 
 
-def num_candidates_for(top_k: int, *, factor: int = 20, minimum: int = 100) -> int:
-    """HNSW candidates to consider: ``factor`` × ``top_k`` (Atlas advises 10-20×), capped."""
-    return min(MAX_NUM_CANDIDATES, max(minimum, top_k * factor, top_k))
+def fetch_limit(top_k: int) -> int:
+    """Rows to ask the search for: room for a second generation of some sources (dropped
+    after the search) without shrinking the answer below ``top_k``; capped by Atlas."""
+    return min(MAX_NUM_CANDIDATES, top_k * 2 + 8)
+
+
+def num_candidates_for(limit: int, *, factor: int = CANDIDATE_FACTOR, minimum: int = 100) -> int:
+    """HNSW candidates to consider for ``limit`` results: ``factor`` × ``limit``, capped."""
+    return min(MAX_NUM_CANDIDATES, max(minimum, limit * factor, limit))
+
+
+def prefer_exact(scope_chunks: int, collection_chunks: int) -> bool:
+    """Should a query of a scope holding ``scope_chunks`` of ``collection_chunks`` use
+    Atlas's exact (ENN) search? Small scopes: exhaustive search costs little and is exact;
+    selective ones (≤ 5 % of the collection): ANN with a selective pre-filter loses recall."""
+    if scope_chunks <= EXACT_MAX_CHUNKS:
+        return True
+    share = scope_chunks / max(collection_chunks, 1)
+    return share <= EXACT_MAX_SHARE and scope_chunks <= EXACT_MAX_SELECTIVE
 
 
 def build_vector_search_pipeline(
     scope: RagScope,
     vector: Sequence[float],
-    top_k: int,
+    limit: int,
     filters: ChunkFilter | None,
-    index_name: str,
-    num_candidates: int,
+    *,
+    exact: bool,
+    num_candidates: int | None = None,
 ) -> list[dict[str, Any]]:
     """``$vectorSearch`` (pre-filtered by scope and filters) + ``$project`` with the score.
 
-    The projected ``score`` is Atlas' ``vectorSearchScore``: ``(1 + cos) / 2`` for a cosine
-    index; see :func:`atlas_score_to_cosine`.
+    ANN (``exact`` false) needs ``limit <= numCandidates <= 10,000``; ENN takes no
+    ``numCandidates``. The projected ``score`` is ``(1 + cos) / 2`` for a cosine index.
     """
-    if not 1 <= top_k <= num_candidates <= MAX_NUM_CANDIDATES:
-        raise InvalidInputError(
-            f"$vectorSearch needs 1 <= top_k ({top_k}) <= numCandidates ({num_candidates}) "
-            f"<= {MAX_NUM_CANDIDATES}"
-        )
+    if not 1 <= limit <= MAX_NUM_CANDIDATES:
+        raise InvalidInputError(f"$vectorSearch returns 1 to {MAX_NUM_CANDIDATES} rows, "
+                                f"not {limit}")  # fmt: skip
+    stage: dict[str, Any] = {
+        "index": VECTOR_INDEX,
+        "path": VECTOR_FIELD,
+        "queryVector": [float(x) for x in vector],
+        "limit": limit,
+        "filter": vector_search_filter(scope, filters),
+    }
+    if exact:
+        stage["exact"] = True
+    else:
+        candidates = num_candidates if num_candidates is not None else num_candidates_for(limit)
+        if not limit <= candidates <= MAX_NUM_CANDIDATES:
+            raise InvalidInputError(
+                f"$vectorSearch needs limit ({limit}) <= numCandidates ({candidates}) "
+                f"<= {MAX_NUM_CANDIDATES}"
+            )
+        stage["numCandidates"] = candidates
     return [
-        {
-            "$vectorSearch": {
-                "index": index_name,
-                "path": vector_path(scope.dimension),
-                "queryVector": [float(x) for x in vector],
-                "numCandidates": num_candidates,
-                "limit": top_k,
-                "filter": vector_search_filter(scope, filters),
-            }
-        },
-        {
-            "$project": {
-                **{name: 1 for name in HIT_FIELDS},
-                "score": {"$meta": "vectorSearchScore"},
-            }
-        },
-    ]
+        {"$vectorSearch": stage},
+        {"$project": {**{name: 1 for name in HIT_FIELDS},
+                      "score": {"$meta": "vectorSearchScore"}}},
+    ]  # fmt: skip
+
+
+def build_probe_pipeline(
+    scope: RagScope, source_ref: str, gen: int, count: int, dimension: int
+) -> list[dict[str, Any]]:
+    """Which chunks of one generation of one source does ``$vectorSearch`` see yet?
+
+    An exact search filtered to that source and generation (any query vector ranks them
+    all), projecting only ``_id``: the sweeper compares the count with the collection's.
+    """
+    stage = {
+        "index": VECTOR_INDEX,
+        "path": VECTOR_FIELD,
+        "queryVector": [1.0] * dimension,
+        "exact": True,
+        "limit": max(1, min(count, MAX_NUM_CANDIDATES)),
+        "filter": {"$and": [*vector_search_filter(scope, None)["$and"],
+                            {"sourceRef": {"$eq": source_ref}}, {"gen": {"$eq": gen}}]},
+    }  # fmt: skip
+    return [{"$vectorSearch": stage}, {"$project": {"_id": 1}}]
 
 
 def atlas_score_to_cosine(score: float) -> float:
@@ -170,20 +256,73 @@ def atlas_score_to_cosine(score: float) -> float:
     return 2.0 * float(score) - 1.0
 
 
-def atlas_hits(rows: Iterable[Mapping[str, Any]], scope: RagScope) -> list[Hit]:
-    """Hits of a ``$vectorSearch`` answer, in its order: in scope, one per chunk id."""
-    hits: list[Hit] = []
-    seen: set[str] = set()
-    wanted = (scope.tenant_id, scope.project_id, scope.rag_id)
+# -- generations -----------------------------------------------------------------------------
+
+
+def newest_generation(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Rows of the newest generation of each source among ``rows``, one per chunk id, in the
+    order given. Never the best-scored copy: an older generation is stale whatever its score."""
+    rows = list(rows)
+    newest: dict[str, int] = {}
     for row in rows:
-        # the pre-filter already scopes; re-checking costs nothing and guards isolation
-        if (row["tenantId"], row["projectId"], row["ragId"]) != wanted:
-            continue
-        if row["chunkId"] in seen:  # old and new copy during a replace_source
+        source, gen = row["sourceRef"], int(row.get("gen", 0))
+        newest[source] = max(gen, newest.get(source, gen))
+    kept: list[Mapping[str, Any]] = []
+    seen: set[str] = set()
+    for row in rows:
+        if int(row.get("gen", 0)) != newest[row["sourceRef"]] or row["chunkId"] in seen:
             continue
         seen.add(row["chunkId"])
-        hits.append(hit_from_bson(row, atlas_score_to_cosine(row["score"])))
-    return hits
+        kept.append(row)
+    return kept
+
+
+def atlas_hits(rows: Iterable[Mapping[str, Any]], scope: RagScope) -> list[Hit]:
+    """Hits of a ``$vectorSearch`` answer, in its order: in scope, newest generation."""
+    wanted = (scope.tenant_id, scope.project_id, scope.rag_id)
+    # the pre-filter already scopes; re-checking costs nothing and guards isolation
+    scoped = [r for r in rows if (r["tenantId"], r["projectId"], r["ragId"]) == wanted]
+    return [hit_from_bson(r, atlas_score_to_cosine(r["score"])) for r in newest_generation(scoped)]
+
+
+def newest_generations_pipeline(
+    scope: RagScope, filters: ChunkFilter | None
+) -> list[dict[str, Any]]:
+    """The newest generation written of each source of the scope (``{_id: source, gen}``);
+    served by the ``(scope, sourceRef, gen)`` index."""
+    return [
+        {"$match": {**scope_match(scope), **source_part(filters)}},
+        {"$group": {"_id": "$sourceRef", "gen": {"$max": "$gen"}}},
+    ]
+
+
+def count_pipeline(scope: RagScope, filters: ChunkFilter | None) -> list[dict[str, Any]]:
+    """Chunks matching ``filters`` in the newest generation of each source.
+
+    The newest generation is found among *all* of a source's chunks, then the other filter
+    keys are counted in it: a summary dropped by the newest generation is not counted from
+    an older one.
+    """
+    return [
+        {"$match": {**scope_match(scope), **source_part(filters)}},
+        {"$group": {"_id": {"s": "$sourceRef", "g": "$gen"},
+                    "n": {"$sum": {"$cond": [filter_expression(filters), 1, 0]}}}},
+        {"$sort": {"_id.s": 1, "_id.g": -1}},
+        {"$group": {"_id": "$_id.s", "n": {"$first": "$n"}}},
+        {"$group": {"_id": None, "n": {"$sum": "$n"}}},
+    ]  # fmt: skip
+
+
+def keep_newest(
+    rows: Iterable[Mapping[str, Any]], written: Mapping[str, int]
+) -> list[Mapping[str, Any]]:
+    """Rows of a ``find`` that belong to the newest generation of their source; ``written``
+    is that generation as read just before (a newer one seen in ``rows`` wins)."""
+    rows = list(rows)
+    newest = dict(written)
+    for row in rows:
+        newest[row["sourceRef"]] = max(int(row.get("gen", 0)), newest.get(row["sourceRef"], 0))
+    return [r for r in rows if int(r.get("gen", 0)) == newest[r["sourceRef"]]]
 
 
 # -- exact ranking ---------------------------------------------------------------------------
@@ -204,27 +343,25 @@ def rank_exact(matrix: np.ndarray, query: np.ndarray, top_k: int) -> tuple[np.nd
 
 
 def rank_rows_exact(
-    rows: Sequence[Mapping[str, Any]], path: str, query: np.ndarray, top_k: int
-) -> list[tuple[Any, float]]:
-    """``(_id, cosine)`` of the ``top_k`` rows nearest ``query``, best first, one per chunk id.
-
-    ``rows`` hold ``_id``, ``chunkId`` and the vector at ``path``.
-    """
-    if not rows:
+    rows: Sequence[Mapping[str, Any]], query: np.ndarray, top_k: int
+) -> list[tuple[Mapping[str, Any], float]]:
+    """``(row, cosine)`` of the ``top_k`` rows nearest ``query``, best first; rows of the
+    newest generation of their source only (rows hold the vector, ``sourceRef`` and ``gen``)."""
+    current = newest_generation(rows)
+    usable = [(r, v) for r in current if (v := decode_vector(r.get(VECTOR_FIELD))) is not None]
+    if not usable:
         return []
-    matrix = np.asarray([r[path] for r in rows], dtype=np.float32)
-    duplicates = len(rows) - len({r["chunkId"] for r in rows})
-    idx, scores = rank_exact(matrix, query, top_k + duplicates)
-    chosen: list[tuple[Any, float]] = []
-    seen: set[str] = set()
-    for i, score in zip(idx.tolist(), scores.tolist(), strict=True):
-        if rows[i]["chunkId"] in seen:
-            continue
-        seen.add(rows[i]["chunkId"])
-        chosen.append((rows[i]["_id"], float(score)))
-        if len(chosen) == top_k:
-            break
-    return chosen
+    matrix = np.stack([v for _, v in usable])
+    idx, scores = rank_exact(matrix, query, top_k)
+    return [(usable[i][0], float(s)) for i, s in zip(idx.tolist(), scores.tolist(), strict=True)]
+
+
+def cosine(vector: Any, query: np.ndarray) -> float:
+    """Cosine similarity of a stored vector to ``query`` (0 when the vector is unreadable)."""
+    v = decode_vector(vector)
+    if v is None or v.shape != query.shape or not np.any(v):
+        return 0.0
+    return float(v @ query / (np.linalg.norm(v) * np.linalg.norm(query)))
 
 
 # -- codecs ----------------------------------------------------------------------------------
@@ -241,13 +378,3 @@ def hit_from_bson(row: Mapping[str, Any], score: float) -> Hit:
         chunk_id=row["chunkId"],
         metadata=dict(row.get("metadata") or {}),
     )
-
-
-def latest_per_chunk_id(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """One row per chunk id (the newest write), in the order of first appearance."""
-    best: dict[str, Mapping[str, Any]] = {}
-    for row in rows:
-        seen = best.get(row["chunkId"])
-        if seen is None or row.get("seq", 0) > seen.get("seq", 0):
-            best[row["chunkId"]] = row
-    return list(best.values())

@@ -124,8 +124,9 @@ def claim_filter(
     tenant_id: str, project_id: str, claim_ttl_s: float, time: TimeSource
 ) -> dict[str, Any]:
     """Dirty documents of the project that nobody holds (or whose lease expired) and whose
-    retry time has come. Equality on (tenantId, projectId, ragDirty, ragClaimedBy) uses
-    ``tenant_project_rag_claim_idx``."""
+    retry time has come. The equality fields then :data:`CLAIM_SORT` are the keys of
+    ``tenant_project_dirty_claim_order_idx`` (equality, sort, range: ESR), so the server walks
+    the dirty documents in claim order and stops at the first claimable one."""
     return {
         "tenantId": tenant_id,
         "projectId": project_id,
@@ -137,16 +138,28 @@ def claim_filter(
     }
 
 
-def claim_update(worker_id: str, time: TimeSource) -> Pipeline:
+def claim_update(worker_id: str, token: int, time: TimeSource) -> Pipeline:
+    """Lease a document to ``worker_id`` under the fencing ``token`` of this claim."""
     return [
         {
             "$set": {
                 "ragClaimedBy": lit(worker_id),
                 "ragClaimedAt": time.now(),
+                "ragClaimToken": lit(token),
                 "indexState": lit(IndexState.PROCESSING.value),
             }
         }
     ]
+
+
+def claim_holder(
+    tenant_id: str, project_id: str, document_id: str, worker_id: str, token: int | None = None
+) -> dict[str, Any]:
+    """Filter of a document while ``worker_id`` (under ``token``, when given) holds it."""
+    flt = scope_filter(tenant_id, project_id, _id=document_id, ragClaimedBy=worker_id)
+    if token is not None:
+        flt["ragClaimToken"] = token
+    return flt
 
 
 def _is_null(field: str) -> dict[str, Any]:
@@ -180,6 +193,7 @@ def mark_clean_update(
             "$set": {
                 "ragClaimedBy": lit(None),
                 "ragClaimedAt": lit(None),
+                "ragClaimToken": lit(None),
                 "ragIndexedHash": lit(indexed_hash),
                 "ragDirty": {"$cond": [same, lit(False), lit(True)]},
                 "indexState": {"$cond": [same, lit(state.value), lit(IndexState.PENDING.value)]},
@@ -203,6 +217,7 @@ def release_update(
             "$set": {
                 "ragClaimedBy": lit(None),
                 "ragClaimedAt": lit(None),
+                "ragClaimToken": lit(None),
                 "indexLastError": lit(capped_error(error)),
                 "indexState": {
                     "$cond": [
@@ -304,6 +319,7 @@ def document_from_bson(d: Mapping[str, Any]) -> Document:
         index_next_attempt_at=from_bson_time(d.get("indexNextAttemptAt")),
         indexed_at=from_bson_time(d.get("indexedAt")),
         rag_indexed_hash=d.get("ragIndexedHash"),
+        rag_claim_token=d.get("ragClaimToken"),
         content_hash=d.get("contentHash", ""),
         created_at=from_bson_time(d.get("createdAt")),
         updated_at=from_bson_time(d.get("updatedAt")),

@@ -13,7 +13,7 @@ The value types they take are in :mod:`.types`; what the adapters share, in :mod
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -27,7 +27,14 @@ from vancetope_rag.domain.records import (
     ProjectStatus,
     RagRecord,
 )
-from vancetope_rag.store.types import UNSET, ChunkFilter, NewDocument, RagScope, _Unset
+from vancetope_rag.store.types import (
+    UNSET,
+    ChunkFilter,
+    IndexStatus,
+    NewDocument,
+    RagScope,
+    _Unset,
+)
 
 
 @runtime_checkable
@@ -99,7 +106,10 @@ class ControlStore(Protocol):
     def claim_for_rag_index(
         self, tenant_id: str, project_id: str, worker_id: str, batch_size: int, claim_ttl_s: float
     ) -> list[Document]:
-        """Atomically lease up to ``batch_size`` dirty documents whose retry time has come."""
+        """Atomically lease up to ``batch_size`` dirty documents whose retry time has come.
+
+        Each claimed document carries a fresh ``rag_claim_token``, greater than every token
+        and chunk generation the store handed out before."""
         ...
 
     def holds_claim(
@@ -116,9 +126,12 @@ class ControlStore(Protocol):
         *,
         state: IndexState,
         indexed_hash: str | None = None,
+        claim_token: int | None = None,
     ) -> bool:
         """Finish a claim. Clears ``rag_dirty`` only when nothing changed since ``version``;
-        records ``indexed_hash``, the fingerprint of what the chunks were built from."""
+        records ``indexed_hash``, the fingerprint of what the chunks were built from.
+        With ``claim_token``, changes nothing unless the document's current claim is that
+        one (a worker whose lease was taken over and given again finishes nothing)."""
         ...
 
     def release_rag_claim(
@@ -148,6 +161,10 @@ class ControlStore(Protocol):
 
     def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool: ...
 
+    def rag_dimensions(self) -> set[int]:
+        """Every embedding dimension of the RAG catalog, across tenants (for ``init``)."""
+        ...
+
     # cascade settings (values are stored encoded; see domain.settings)
     def get_settings(self, tenant_id: str, project_id: str | None) -> dict[str, str]: ...
 
@@ -169,10 +186,24 @@ class ControlStore(Protocol):
 class ChunkStore(Protocol):
     """Chunk vectors per RAG; every method is scoped by :class:`RagScope`."""
 
-    def add_chunks(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]: ...
+    def add_chunks(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
+        """Add chunks to their sources (a source's chunks so far stay and stay visible)."""
+        ...
 
-    def replace_source(self, scope: RagScope, source_ref: str, chunks: Sequence[Chunk]) -> None:
-        """Swap a source's chunks in one step: a query never sees it with zero chunks."""
+    def replace_source(
+        self,
+        scope: RagScope,
+        source_ref: str,
+        chunks: Sequence[Chunk],
+        *,
+        generation: int | None = None,
+    ) -> None:
+        """Swap a source's chunks: a query never sees the source with zero chunks, and
+        ``count_chunks``/``get_chunks`` show the new chunks once this returns.
+
+        ``generation`` (the writer's claim token) orders writes of one source: a write with
+        an older generation than one already written is dropped, so a late writer can never
+        supersede a newer one. None draws a fresh generation (newer than all before)."""
         ...
 
     def remove_by_source(self, scope: RagScope, source_ref: str) -> int: ...
@@ -187,7 +218,10 @@ class ChunkStore(Protocol):
 
     def drop_rag(self, scope: RagScope) -> int: ...
 
-    def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int: ...
+    def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
+        """Chunks of the scope as last written (read from the primary, not from a search
+        index), one generation per source: the newest."""
+        ...
 
     def get_chunks(
         self,
@@ -205,7 +239,26 @@ class ChunkStore(Protocol):
         *,
         filters: ChunkFilter | None = None,
     ) -> list[Hit]:
-        """The ``top_k`` most similar chunks, best first, ``score`` = cosine similarity."""
+        """The ``top_k`` most similar chunks, best first, ``score`` = cosine similarity.
+
+        On a store whose search index lags its writes (Atlas), the answer reflects the
+        writes the index has seen; per source, only the newest generation found is kept."""
+        ...
+
+    # index management: never called in the query path
+
+    def prepare_dimension(self, dimension: int) -> None:
+        """Create what chunks of ``dimension`` need (collection, indexes) if missing, without
+        waiting for a build. Called when a RAG of a new dimension is created."""
+        ...
+
+    def dimension_ready(self, dimension: int) -> bool:
+        """Are the search indexes of ``dimension`` built (READY), so indexing may proceed?"""
+        ...
+
+    def sweep(self, *, limit: int = 100) -> int:
+        """Delete chunk generations superseded by a newer one that search already sees;
+        returns how many chunks went. Run by the indexer's ticks, never by a query."""
         ...
 
 
@@ -214,5 +267,13 @@ class Store(Protocol):
 
     control: ControlStore
     chunks: ChunkStore
+
+    def initialize(
+        self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
+    ) -> list[IndexStatus]:
+        """Create collections, regular and search indexes for every embedding dimension of
+        the RAG catalog (plus ``dimensions``), migrating older layouts; with ``wait``, block
+        until every search index is READY. Idempotent: run it on every deployment."""
+        ...
 
     def close(self) -> None: ...

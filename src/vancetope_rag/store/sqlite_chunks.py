@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from vancetope_rag.domain.records import Chunk, Hit
+from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.shared import (
     check_top_k,
     checked_vector,
@@ -100,10 +101,35 @@ class SqliteChunkStore:
             self._bump(scope.rag_id)
         return ids
 
-    def replace_source(self, scope: RagScope, source_ref: str, chunks: Sequence[Chunk]) -> None:
+    def replace_source(
+        self,
+        scope: RagScope,
+        source_ref: str,
+        chunks: Sequence[Chunk],
+        *,
+        generation: int | None = None,
+    ) -> None:
+        """One transaction: no reader ever sees the source between its old and new chunks.
+        A ``generation`` older than the source's last write drops the write (fencing)."""
+        if generation is not None and (not isinstance(generation, int) or generation < 1):
+            raise InvalidInputError(f"generation must be a positive integer, not {generation!r}")
+        key = (scope.tenant_id, scope.project_id, scope.rag_id, source_ref)
         with self.db.transaction():
+            gen = generation if generation is not None else self.db.next_generation()
+            rows = self.db.query(
+                "SELECT generation FROM source_generations WHERE tenant_id = ? "
+                "AND project_id = ? AND rag_id = ? AND source_ref = ?",
+                key,
+            )
+            if rows and int(rows[0][0]) > gen:
+                return  # a newer writer already replaced this source
             self._delete_where(scope, " AND c.source_ref = ?", (source_ref,))
             self._insert(scope, chunks)
+            self.db.execute(
+                "INSERT INTO source_generations VALUES (?, ?, ?, ?, ?) ON CONFLICT "
+                "(tenant_id, project_id, rag_id, source_ref) DO UPDATE SET generation = ?",
+                (*key, gen, gen),
+            )
             self._bump(scope.rag_id)
 
     def remove_by_source(self, scope: RagScope, source_ref: str) -> int:
@@ -135,8 +161,25 @@ class SqliteChunkStore:
     def drop_rag(self, scope: RagScope) -> int:
         with self.db.transaction():
             n = self._delete_where(scope, "", ())
+            self.db.execute(
+                "DELETE FROM source_generations WHERE tenant_id = ? AND project_id = ? "
+                "AND rag_id = ?",
+                (scope.tenant_id, scope.project_id, scope.rag_id),
+            )
             self._bump(scope.rag_id)  # never reset: a cache must not mistake old for new
         return n
+
+    # -- index management: nothing to build or wait for ---------------------------------
+
+    def prepare_dimension(self, dimension: int) -> None:
+        with self.db.transaction():
+            self.db.ensure_vec_table(dimension)
+
+    def dimension_ready(self, dimension: int) -> bool:
+        return True  # sqlite-vec answers from the rows themselves: no index to build
+
+    def sweep(self, *, limit: int = 100) -> int:
+        return 0  # a swap is one transaction: nothing is ever left to sweep
 
     def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
         where, params = chunk_filter_sql(filters)

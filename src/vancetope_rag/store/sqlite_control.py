@@ -212,8 +212,10 @@ class SqliteControlStore:
     ) -> list[Document]:
         now = self._clock()
         with self.db.transaction():
+            token = self.db.next_generation()
             rows = self.db.query_dicts(
                 "UPDATE documents SET rag_claimed_by = ?, rag_claimed_at = ?, "
+                f"rag_claim_token = {token:d}, "
                 "index_state = 'processing' WHERE id IN ("
                 "  SELECT id FROM documents WHERE tenant_id = ? AND project_id = ? "
                 "  AND rag_dirty = 1 AND (rag_claimed_by IS NULL OR rag_claimed_at < ?) "
@@ -246,18 +248,21 @@ class SqliteControlStore:
         *,
         state: IndexState,
         indexed_hash: str | None = None,
+        claim_token: int | None = None,
     ) -> bool:
         now = self._clock()
         held = (document_id, tenant_id, project_id, worker_id)
+        fenced = "" if claim_token is None else f" AND rag_claim_token = {int(claim_token):d}"
         with self.db.transaction():
             changed = self.db.execute(
                 "UPDATE documents SET rag_claimed_by = NULL, rag_claimed_at = NULL, "
-                "rag_indexed_hash = ?, "
+                "rag_claim_token = NULL, rag_indexed_hash = ?, "
                 "rag_dirty = CASE WHEN rag_version = ? THEN 0 ELSE 1 END, "
                 "index_state = CASE WHEN rag_version = ? THEN ? ELSE 'pending' END, "
                 "index_attempts = 0, index_last_error = NULL, index_next_attempt_at = NULL, "
                 "indexed_at = ? "
-                "WHERE id = ? AND tenant_id = ? AND project_id = ? AND rag_claimed_by = ?",
+                "WHERE id = ? AND tenant_id = ? AND project_id = ? AND rag_claimed_by = ?"
+                f"{fenced}",
                 (indexed_hash, version, version, state.value, now, *held),
             )
         return bool(changed)
@@ -278,7 +283,8 @@ class SqliteControlStore:
         with self.db.transaction():
             rows = self.db.query(
                 "UPDATE documents SET rag_claimed_by = NULL, rag_claimed_at = NULL, "
-                "index_attempts = index_attempts + 1, index_last_error = ?, "
+                "rag_claim_token = NULL, index_attempts = index_attempts + 1, "
+                "index_last_error = ?, "
                 "index_state = CASE WHEN index_attempts + 1 >= ? THEN 'failed' ELSE 'pending' END, "
                 "rag_dirty = CASE WHEN index_attempts + 1 >= ? THEN 0 ELSE 1 END, "
                 "index_next_attempt_at = CASE WHEN index_attempts + 1 >= ? THEN NULL ELSE ? END "
@@ -329,6 +335,10 @@ class SqliteControlStore:
             (tenant_id, project_id),
         )
         return [row_to_rag(r) for r in rows]
+
+    def rag_dimensions(self) -> set[int]:
+        rows = self.db.query("SELECT DISTINCT embedding_dimension FROM rags")
+        return {int(r[0]) for r in rows}
 
     def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
         with self.db.transaction():

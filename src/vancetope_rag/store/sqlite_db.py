@@ -16,7 +16,7 @@ from typing import Any
 
 from vancetope_rag.errors import StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Ordered migrations; index i brings the schema from version i to i + 1. Never edit a shipped
 #: entry: add a new one.
@@ -108,6 +108,21 @@ MIGRATIONS: tuple[str, ...] = (
     # reindex with nothing changed marks it clean without rewriting its chunks.
     """
     ALTER TABLE documents ADD COLUMN rag_indexed_hash TEXT;
+    """,
+    # 3: fencing tokens. A claim draws a token from one increasing sequence; the indexer
+    # writes a source's chunks under it, and a write older than the source's last is dropped
+    # (the same port semantics as the MongoDB store, which has no transactions to rely on).
+    """
+    ALTER TABLE documents ADD COLUMN rag_claim_token INTEGER;
+    CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+    CREATE TABLE source_generations (
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        rag_id TEXT NOT NULL,
+        source_ref TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, project_id, rag_id, source_ref)
+    ) WITHOUT ROWID;
     """,
 )
 
@@ -287,6 +302,15 @@ class SqliteDatabase:
                 f"cannot open store {self.path!r} for writing: {exc}; check the path and "
                 "its permissions"
             ) from exc
+
+    def next_generation(self) -> int:
+        """The next number of the store's one increasing sequence (claim tokens and source
+        generations); call inside a transaction."""
+        rows = self.query(
+            "INSERT INTO counters (name, value) VALUES ('generation', 1) "
+            "ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value"
+        )
+        return int(rows[0][0])
 
     def ensure_vec_table(self, dim: int) -> str:
         """The ``vec0`` table for vectors of ``dim`` floats (one table per dimension)."""

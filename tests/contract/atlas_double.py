@@ -1,0 +1,384 @@
+"""A test double of MongoDB Atlas with Atlas Search, over mongomock.
+
+``AtlasCluster(clock=…, lag_s=…)`` holds what one simulated cluster shares: its clock, the
+search lag, the search indexes and their build states, the write history of every collection,
+and a log of every read with the read preference and read concern it ran under.
+``cluster.client()`` is what the adapter receives in place of a ``MongoClient``.
+
+What it simulates (from Atlas's documentation):
+
+* **Eventual consistency.** ``$vectorSearch`` and ``$search`` find documents in the collection
+  *as it was* ``lag_s`` seconds ago (ids and indexed field values: filter fields, vectors,
+  text), then look the hits up in the collection *as it is now*: a deleted document vanishes
+  from the answer, returned fields are current. The write history is recorded per document.
+* **Index lifecycle.** ``create_search_index`` → ``PENDING``, ``BUILDING``, then ``READY``
+  (queryable) after ``build_s``; ``update_search_index`` keeps serving the old definition
+  (``queryable`` stays true, status ``BUILDING``) until the rebuild ends; ``fail_index`` marks
+  one ``FAILED``. A search on an index that does not exist or is not queryable returns no
+  documents — Atlas's documented behaviour, not an error.
+* **Refusals.** A filter on a field not declared ``filter`` in the served definition,
+  ``numCandidates`` over 10,000 or under ``limit``, ``exact: true`` with ``numCandidates``
+  (see ``atlas_search_sim``); a search index past the tier's limit (``max_search_indexes``:
+  3 on M0); a user without a privilege (``denied``); a server without Atlas Search
+  (``search_supported=False``: code 31082, as a community ``mongod`` answers).
+
+The adapter must use only public pymongo API on it; tests move the clock to let time pass.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import mongomock
+from atlas_search_sim import (
+    apply_stages,
+    check_vector_stage,
+    failure,
+    text_search,
+    vector_search,
+)
+from pymongo.errors import BulkWriteError, OperationFailure
+
+SEARCH_NOT_ENABLED = failure(
+    "Using Atlas Search Database Commands and the $listSearchIndexes aggregation stage "
+    "requires additional configuration. Please connect to Atlas or an AtlasCLI local "
+    "deployment to enable.",
+    31082,
+    "SearchNotEnabled",
+)
+TOO_MANY_INDEXES = "The maximum number of FTS indexes has been reached for this instance size."
+
+
+@dataclass
+class SearchIndex:
+    """One search index: its definitions over time (the newest may still be building)."""
+
+    name: str
+    type: str
+    created_at: float
+    versions: list[tuple[float, dict[str, Any]]]
+    failed: str | None = None
+
+    def served(self, now: float, build_s: float) -> dict[str, Any] | None:
+        """The definition queries use now: the newest whose build has ended."""
+        ready = [d for t, d in self.versions if t + build_s <= now]
+        return ready[-1] if ready else None
+
+    def info(self, now: float, build_s: float) -> dict[str, Any]:
+        latest_at, latest = self.versions[-1]
+        queryable = self.failed is None and self.served(now, build_s) is not None
+        if self.failed is not None:
+            status = "FAILED"
+        elif now < self.created_at + build_s / 4:
+            status = "PENDING"
+        elif now < latest_at + build_s:
+            status = "BUILDING"
+        else:
+            status = "READY"
+        return {
+            "id": f"id-{self.name}",
+            "name": self.name,
+            "type": self.type,
+            "status": status,
+            "queryable": queryable,
+            "latestDefinitionVersion": {"version": len(self.versions) - 1},
+            "latestDefinition": copy.deepcopy(latest),
+            **({"message": self.failed} if self.failed else {}),
+        }
+
+
+@dataclass
+class Read:
+    """One read the adapter sent, with the options it ran under."""
+
+    collection: str
+    method: str
+    read_preference: str | None
+    read_concern: str | None
+    pipeline: list[dict[str, Any]] | None = None
+
+
+@dataclass
+class AtlasCluster:
+    """Shared state of one simulated Atlas cluster (see the module docstring)."""
+
+    clock: Callable[[], float]
+    lag_s: float = 0.05
+    build_s: float = 0.2
+    max_search_indexes: int | None = None
+    search_supported: bool = True
+    denied: frozenset[str] = frozenset()
+    mongo: Any = field(default_factory=mongomock.MongoClient)
+    indexes: dict[tuple[str, str], dict[str, SearchIndex]] = field(default_factory=dict)
+    history: dict[tuple[str, str], dict[Any, list[tuple[float, Any]]]] = field(
+        default_factory=dict
+    )
+    reads: list[Read] = field(default_factory=list)
+    searches: list[dict[str, Any]] = field(default_factory=list)
+
+    def client(self) -> AtlasClient:
+        return AtlasClient(self)
+
+    def settle(self) -> None:
+        """Let every write reach the search indexes and every build end (moves the clock)."""
+        self.clock.advance(max(self.lag_s, self.build_s) + 0.001)  # type: ignore[attr-defined]
+
+    def fail_index(self, database: str, collection: str, name: str, message: str) -> None:
+        self.indexes[(database, collection)][name].failed = message
+
+    def deny(self, *actions: str) -> None:
+        self.denied = self.denied | set(actions)
+
+    def index_count(self) -> int:
+        return sum(len(v) for v in self.indexes.values())
+
+
+def _option(value: Any) -> str | None:
+    if value is None:
+        return None
+    document = getattr(value, "document", None)
+    if isinstance(document, Mapping):  # ReadConcern
+        return str(document.get("level"))
+    return str(getattr(value, "name", value))
+
+
+class AtlasClient:
+    def __init__(self, cluster: AtlasCluster) -> None:
+        self.cluster = cluster
+
+    def get_database(self, name: str, **options: Any) -> AtlasDatabase:
+        return AtlasDatabase(self, name, options)
+
+    def __getitem__(self, name: str) -> AtlasDatabase:
+        return self.get_database(name)
+
+    def drop_database(self, name: str) -> None:
+        self.cluster.mongo.drop_database(name)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class AtlasDatabase:
+    def __init__(self, client: AtlasClient, name: str, options: Mapping[str, Any]) -> None:
+        self.client = client
+        self.name = name
+        self.options = dict(options)
+        self._inner = client.cluster.mongo[name]
+
+    def with_options(self, **options: Any) -> AtlasDatabase:
+        return AtlasDatabase(self.client, self.name, {**self.options, **options})
+
+    def get_collection(self, name: str, **options: Any) -> AtlasCollection:
+        return AtlasCollection(self, name, {**self.options, **options})
+
+    def __getitem__(self, name: str) -> AtlasCollection:
+        return self.get_collection(name)
+
+    def list_collection_names(self, **kwargs: Any) -> list[str]:
+        return list(self._inner.list_collection_names())
+
+    def create_collection(self, name: str, **kwargs: Any) -> AtlasCollection:
+        self._inner.create_collection(name, **kwargs)
+        return self.get_collection(name)
+
+    def drop_collection(self, name: str) -> None:
+        self._inner.drop_collection(name)
+        self.client.cluster.indexes.pop((self.name, name), None)
+        self.client.cluster.history.pop((self.name, name), None)
+
+    def command(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        if name in ("ping", "hello"):
+            return {"ok": 1.0}
+        return self._inner.command(name, *args, **kwargs)
+
+
+_WRITES_BY_FILTER = ("update_one", "update_many", "replace_one", "delete_one", "delete_many",
+                     "find_one_and_update", "find_one_and_replace", "find_one_and_delete")  # fmt: skip
+_READS = ("find", "find_one", "count_documents", "estimated_document_count", "distinct")
+
+
+class AtlasCollection:
+    """A collection whose search stages see the past (see the module docstring)."""
+
+    def __init__(self, database: AtlasDatabase, name: str, options: Mapping[str, Any]) -> None:
+        self.database = database
+        self.name = name
+        self.options = dict(options)
+        self.cluster = database.client.cluster
+        self._inner = database._inner[name]
+        self._key = (database.name, name)
+
+    def with_options(self, **options: Any) -> AtlasCollection:
+        return AtlasCollection(self.database, self.name, {**self.options, **options})
+
+    # -- plain reads and writes ----------------------------------------------------------
+
+    def _log(self, method: str, pipeline: list[dict[str, Any]] | None = None) -> None:
+        self.cluster.reads.append(
+            Read(
+                self.name,
+                method,
+                _option(self.options.get("read_preference")),
+                _option(self.options.get("read_concern")),
+                pipeline,
+            )
+        )
+
+    def _record(self, ids: Iterable[Any]) -> None:
+        now = self.cluster.clock()
+        versions = self.cluster.history.setdefault(self._key, {})
+        for oid in dict.fromkeys(ids):
+            current = self._inner.find_one({"_id": oid})
+            versions.setdefault(oid, []).append((now, copy.deepcopy(current)))
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._inner, name)
+        if name in _READS:
+
+            def read(*args: Any, **kwargs: Any) -> Any:
+                self._log(name)
+                return method(*args, **kwargs)
+
+            return read
+        if name in _WRITES_BY_FILTER:
+
+            def write(flt: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
+                before = [d["_id"] for d in self._inner.find(flt, {"_id": 1})]
+                result = method(flt, *args, **kwargs)
+                after = [getattr(result, "upserted_id", None)]
+                if isinstance(result, Mapping):
+                    after.append(result.get("_id"))
+                self._record([*before, *(i for i in after if i is not None)])
+                return result
+
+            return write
+        return method
+
+    def insert_one(self, document: dict[str, Any], **kwargs: Any) -> Any:
+        try:
+            return self._inner.insert_one(document, **kwargs)
+        finally:
+            self._record([document["_id"]] if "_id" in document else [])
+
+    def insert_many(self, documents: list[dict[str, Any]], **kwargs: Any) -> Any:
+        try:
+            return self._inner.insert_many(documents, **kwargs)
+        except BulkWriteError:
+            raise
+        finally:
+            self._record([d["_id"] for d in documents if "_id" in d])
+
+    def bulk_write(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the Atlas double does not record bulk_write; use the plain calls")
+
+    # -- search indexes ------------------------------------------------------------------
+
+    def _allowed(self, action: str) -> None:
+        if not self.cluster.search_supported:
+            raise SEARCH_NOT_ENABLED
+        if action in self.cluster.denied:
+            raise failure(
+                f"not authorized on {self.database.name} to execute command "
+                f"{{ {action}: \"{self.name}\" }}",
+                13,
+                "Unauthorized",
+            )
+
+    def _indexes(self) -> dict[str, SearchIndex]:
+        return self.cluster.indexes.setdefault(self._key, {})
+
+    def create_search_index(self, model: Any) -> str:
+        self._allowed("createSearchIndexes")
+        spec = model.document if hasattr(model, "document") else dict(model)
+        name = spec.get("name", "default")
+        if self.name not in self.database.list_collection_names():
+            raise failure(f"Collection '{self.database.name}.{self.name}' does not exist.", 26,
+                          "NamespaceNotFound")  # fmt: skip
+        if name in self._indexes():
+            raise failure(f"Duplicate Index: an index named {name} already exists", 68,
+                          "IndexAlreadyExists")  # fmt: skip
+        limit = self.cluster.max_search_indexes
+        if limit is not None and self.cluster.index_count() >= limit:
+            raise failure(TOO_MANY_INDEXES)
+        now = self.cluster.clock()
+        self._indexes()[name] = SearchIndex(
+            name, spec.get("type", "search"), now, [(now, copy.deepcopy(spec["definition"]))]
+        )
+        return str(name)
+
+    def create_search_indexes(self, models: list[Any]) -> list[str]:
+        return [self.create_search_index(m) for m in models]
+
+    def update_search_index(self, name: str, definition: Mapping[str, Any]) -> None:
+        self._allowed("updateSearchIndex")
+        index = self._indexes().get(name)
+        if index is None:
+            raise failure(f"Index {name} not found", 27, "IndexNotFound")
+        index.versions.append((self.cluster.clock(), copy.deepcopy(dict(definition))))
+
+    def drop_search_index(self, name: str) -> None:
+        self._allowed("dropSearchIndex")
+        self._indexes().pop(name, None)
+
+    def list_search_indexes(self, name: str | None = None, **kwargs: Any) -> list[dict[str, Any]]:
+        self._allowed("listSearchIndexes")
+        self._log("list_search_indexes")
+        now = self.cluster.clock()
+        return [
+            index.info(now, self.cluster.build_s)
+            for index in self._indexes().values()
+            if name in (None, index.name)
+        ]
+
+    # -- aggregation: search stages see the lagged collection ------------------------------
+
+    def lagged_docs(self) -> list[dict[str, Any]]:
+        """The collection as the search index sees it: as it was ``lag_s`` ago."""
+        at = self.cluster.clock() - self.cluster.lag_s
+        versions = self.cluster.history.get(self._key, {})
+        docs = [d for d in self._inner.find({}) if d["_id"] not in versions]  # written unseen
+        for history in versions.values():
+            seen = [doc for t, doc in history if t <= at]
+            if seen and seen[-1] is not None:
+                docs.append(seen[-1])
+        return docs
+
+    def aggregate(self, pipeline: list[dict[str, Any]], **kwargs: Any) -> Any:
+        self._log("aggregate", pipeline)
+        names = [next(iter(stage)) for stage in pipeline]
+        for i, stage_name in enumerate(names):
+            if stage_name in ("$vectorSearch", "$search") and i > 0:
+                raise failure(f"{stage_name} is only valid as the first stage in a pipeline", 40602)
+        if not names or names[0] not in ("$vectorSearch", "$search"):
+            return iter(self._inner.aggregate(pipeline, **kwargs))
+        self._allowed("search")
+        stage = pipeline[0][names[0]]
+        self.cluster.searches.append({names[0]: copy.deepcopy(stage)})
+        index = self._indexes().get(stage.get("index", "default"))
+        definition = index.served(self.cluster.clock(), self.cluster.build_s) if index else None
+        if index is None or index.failed is not None or definition is None:
+            return iter([])  # Atlas answers a missing or unbuilt index with no documents
+        kind = "vectorSearch" if names[0] == "$vectorSearch" else "search"
+        if index.type != kind:
+            raise failure(f"index {index.name} is of type {index.type}, not {kind}")
+        if kind == "vectorSearch":
+            check_vector_stage(stage, definition)
+            found = vector_search(stage, self.lagged_docs())
+            meta_name = "vectorSearchScore"
+        else:
+            found = text_search(stage, definition, self.lagged_docs())
+            meta_name = "searchScore"
+        rows, metas = [], []
+        for oid, score in found:  # the lookup phase reads the collection as it is now
+            current = self._inner.find_one({"_id": oid})
+            if current is not None:
+                rows.append(current)
+                metas.append({meta_name: score})
+        return iter(apply_stages(rows, metas, pipeline[1:]))
+
+
+__all__ = ["SEARCH_NOT_ENABLED", "TOO_MANY_INDEXES", "AtlasCluster", "OperationFailure", "Read"]
