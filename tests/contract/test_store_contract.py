@@ -877,6 +877,160 @@ def test_bad_filter_key_is_invalid_input(
     assert chunks.count_chunks(scope) == 1
 
 
+# -- eventual consistency: generations (acceptance criterion) --------------------------------
+
+
+def test_queries_during_replacements_never_see_zero_chunks(
+    chunks: ChunkStore, scope: RagScope, settle: Settle, fake_clock
+) -> None:
+    """While a source is replaced again and again, every query (at any moment of the search
+    lag, with sweeps in between) finds it with exactly one whole generation."""
+    def version(v: int) -> list[Chunk]:
+        return [chunk(scope, f"v{v}-a", unit(v % DIM), source="doc-1"),
+                chunk(scope, f"v{v}-b", unit((v + 1) % DIM), source="doc-1", kind="summary")]
+
+    chunks.add_chunks(scope, [*version(0), chunk(scope, "other", unit(7), source="doc-2")])
+    settle()
+    for v in range(1, 6):
+        chunks.replace_source(scope, "doc-1", version(v))
+        for step in range(4):  # before, while and after the new generation becomes visible
+            for filters in (None, {"sourceRef": "doc-1"}, {"kind": "content"}):
+                hits = chunks.query(scope, unit(0), 10, filters=filters)
+                doc1 = [h for h in hits if h.source_ref == "doc-1"]
+                assert doc1, f"doc-1 vanished from a query (filters {filters}) at version {v}"
+                seen = {h.chunk_id.split("-")[0] for h in doc1}
+                assert len(seen) == 1, f"a query mixed generations {seen}"
+                assert int(seen.pop()[1:]) in (v - 1, v)
+            assert chunks.count_chunks(scope, filters={"sourceRef": "doc-1"}) == 2
+            assert {h.chunk_id for h in chunks.get_chunks(scope, filters={"sourceRef": "doc-1"})
+                    } == {f"v{v}-a", f"v{v}-b"}  # fmt: skip
+            fake_clock.advance(0.03)  # the Atlas double's lag is 0.05: both visible at step 2
+            if step == 3:
+                chunks.sweep()
+    settle()
+    chunks.sweep()
+    settle()
+    assert sorted(ids(chunks.query(scope, unit(0), 10))) == ["other", "v5-a", "v5-b"]
+
+
+def test_the_newest_generation_wins_over_a_better_score(
+    chunks: ChunkStore, scope: RagScope, settle: Settle
+) -> None:
+    chunks.add_chunks(scope, [chunk(scope, "same", unit(0))])
+    settle()
+    chunks.replace_source(scope, "doc-1", [chunk(scope, "same", unit(1))])  # same id, new vector
+    settle()  # both generations are visible to search until a sweep
+    hits = chunks.query(scope, unit(0), 5)
+    assert [(h.chunk_id, round(h.score, 5)) for h in hits] == [("same", 0.0)]
+    chunks.sweep()
+    settle()
+    assert [(h.chunk_id, round(h.score, 5)) for h in chunks.query(scope, unit(0), 5)] == [
+        ("same", 0.0)
+    ]
+
+
+def test_counts_and_listings_show_the_newest_generation_at_once(
+    chunks: ChunkStore, scope: RagScope
+) -> None:
+    chunks.add_chunks(scope, [chunk(scope, "c", unit(0)), chunk(scope, "s", unit(1), kind="summary")])
+    chunks.replace_source(scope, "doc-1", [chunk(scope, "c2", unit(2))])  # the summary went
+    assert chunks.count_chunks(scope) == 1
+    assert chunks.count_chunks(scope, filters={"kind": "summary"}) == 0
+    assert chunks.count_chunks(scope, filters={"sourceRef": "doc-1", "kind": "content"}) == 1
+    assert ids(chunks.get_chunks(scope)) == ["c2"]
+    assert chunks.get_chunks(scope, filters={"kind": "summary"}) == []
+    assert chunks.get_chunks(scope, chunk_ids=["c", "s"]) == []
+
+
+def test_adding_to_a_source_never_hides_its_chunks(
+    chunks: ChunkStore, scope: RagScope, settle: Settle
+) -> None:
+    chunks.add_chunks(scope, [chunk(scope, "m1", unit(0), source="manual")])
+    settle()
+    chunks.add_chunks(scope, [chunk(scope, "m2", unit(1), source="manual")])
+    assert "m1" in ids(chunks.query(scope, unit(0), 5))  # before search sees m2
+    assert chunks.count_chunks(scope, filters={"sourceRef": "manual"}) == 2
+    settle()
+    assert sorted(ids(chunks.query(scope, unit(0), 5))) == ["m1", "m2"]
+    chunks.sweep()
+    settle()
+    assert sorted(ids(chunks.query(scope, unit(0), 5))) == ["m1", "m2"]
+
+
+def test_a_late_writer_never_supersedes_a_newer_claim(
+    control: ControlStore, chunks: ChunkStore, scope: RagScope, settle: Settle, fake_clock
+) -> None:
+    """Worker A claims, its lease expires, B claims, writes and marks clean; then A writes and
+    marks clean: A's chunks never become the visible generation and A's mark changes nothing."""
+    doc = control.insert_document(new_doc("a.md", dirty=True))
+    (a,) = control.claim_for_rag_index(TA, P, "worker-a", 1, TTL)
+    fake_clock.advance(TTL + 1)
+    (b,) = control.claim_for_rag_index(TA, P, "worker-b", 1, TTL)
+    assert a.rag_claim_token is not None and b.rag_claim_token is not None
+    assert b.rag_claim_token > a.rag_claim_token
+    chunks.replace_source(scope, doc.id, [chunk(scope, "b1", unit(1), source=doc.id)],
+                          generation=b.rag_claim_token)  # fmt: skip
+    assert control.mark_rag_clean(TA, P, doc.id, "worker-b", b.rag_version,
+                                  state=IndexState.INDEXED, claim_token=b.rag_claim_token)
+    chunks.replace_source(scope, doc.id, [chunk(scope, "a1", unit(0), source=doc.id)],
+                          generation=a.rag_claim_token)  # A wakes up  # fmt: skip
+    assert not control.mark_rag_clean(TA, P, doc.id, "worker-a", a.rag_version,
+                                      state=IndexState.FAILED, claim_token=a.rag_claim_token)
+    after = doc_of(control, doc)
+    assert (after.index_state, after.rag_dirty, after.rag_claimed_by) == (
+        IndexState.INDEXED, False, None)  # fmt: skip
+    assert ids(chunks.get_chunks(scope, filters={"sourceRef": doc.id})) == ["b1"]
+    assert chunks.count_chunks(scope) == 1
+    for _ in range(2):
+        settle()
+        assert ids(chunks.query(scope, unit(0), 5)) == ["b1"]
+        chunks.sweep()
+
+
+def test_a_workers_own_expired_claim_finishes_nothing(control: ControlStore, fake_clock) -> None:
+    doc = control.insert_document(new_doc("a.md", dirty=True))
+    (first,) = control.claim_for_rag_index(TA, P, "worker-a", 1, TTL)
+    fake_clock.advance(TTL + 1)
+    (second,) = control.claim_for_rag_index(TA, P, "worker-a", 1, TTL)  # the same worker again
+    assert not control.mark_rag_clean(TA, P, doc.id, "worker-a", first.rag_version,
+                                      state=IndexState.INDEXED,
+                                      claim_token=first.rag_claim_token)  # fmt: skip
+    assert doc_of(control, doc).rag_claimed_by == "worker-a"
+    assert control.mark_rag_clean(TA, P, doc.id, "worker-a", second.rag_version,
+                                  state=IndexState.INDEXED, claim_token=second.rag_claim_token)
+    assert doc_of(control, doc).rag_claim_token is None
+
+
+def test_claim_tokens_increase_across_claims(control: ControlStore) -> None:
+    for i in range(3):
+        control.insert_document(new_doc(f"d{i}.md", dirty=True))
+    tokens = [d.rag_claim_token for d in control.claim_for_rag_index(TA, P, "w1", 1, TTL)]
+    tokens += [d.rag_claim_token for d in control.claim_for_rag_index(TA, P, "w2", 2, TTL)]
+    assert all(isinstance(t, int) for t in tokens)
+    assert tokens[0] < tokens[1] == tokens[2]  # one token per claim batch
+
+
+def test_a_generation_must_be_a_positive_integer(chunks: ChunkStore, scope: RagScope) -> None:
+    for bad in (0, -3, "7"):
+        with pytest.raises(InvalidInputError):
+            chunks.replace_source(scope, "doc-1", [chunk(scope, "x", unit(0))],
+                                  generation=bad)  # type: ignore[arg-type]  # fmt: skip
+    assert chunks.count_chunks(scope) == 0
+
+
+def test_index_management_on_every_store(
+    store: Store, control: ControlStore, scope: RagScope, settle: Settle
+) -> None:
+    statuses = store.initialize(dimensions=[DIM, 16])
+    assert statuses and all(s.status and s.collection for s in statuses)
+    settle()
+    store.chunks.prepare_dimension(16)
+    settle()
+    assert store.chunks.dimension_ready(DIM) and store.chunks.dimension_ready(16)
+    assert all(s.ready for s in store.initialize(wait=True, timeout_s=60))
+    assert store.chunks.sweep() == 0
+
+
 # -- tenant isolation (acceptance criterion) -------------------------------------------------
 
 
