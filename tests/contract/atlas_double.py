@@ -118,6 +118,8 @@ class AtlasCluster:
     )
     reads: list[Read] = field(default_factory=list)
     searches: list[dict[str, Any]] = field(default_factory=list)
+    #: Called after every recorded write with the collection name (tests interleave here).
+    on_write: Callable[[str], None] | None = None
 
     def client(self) -> AtlasClient:
         return AtlasClient(self)
@@ -139,10 +141,9 @@ class AtlasCluster:
 def _option(value: Any) -> str | None:
     if value is None:
         return None
-    document = getattr(value, "document", None)
-    if isinstance(document, Mapping):  # ReadConcern
-        return str(document.get("level"))
-    return str(getattr(value, "name", value))
+    if hasattr(value, "level"):  # ReadConcern
+        return str(value.level)
+    return str(getattr(value, "mongos_mode", value))  # ReadPreference: "primary", …
 
 
 class AtlasClient:
@@ -196,8 +197,10 @@ class AtlasDatabase:
         return self._inner.command(name, *args, **kwargs)
 
 
-_WRITES_BY_FILTER = ("update_one", "update_many", "replace_one", "delete_one", "delete_many",
-                     "find_one_and_update", "find_one_and_replace", "find_one_and_delete")  # fmt: skip
+_WRITES_BY_FILTER = (
+    "update_one", "update_many", "replace_one", "delete_one", "delete_many",
+    "find_one_and_update", "find_one_and_replace", "find_one_and_delete",
+)  # fmt: skip
 _READS = ("find", "find_one", "count_documents", "estimated_document_count", "distinct")
 
 
@@ -234,6 +237,8 @@ class AtlasCollection:
         for oid in dict.fromkeys(ids):
             current = self._inner.find_one({"_id": oid})
             versions.setdefault(oid, []).append((now, copy.deepcopy(current)))
+        if self.cluster.on_write is not None:
+            self.cluster.on_write(self.name)
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._inner, name)

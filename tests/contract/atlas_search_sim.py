@@ -230,6 +230,19 @@ def _compound(
     return total + sum(should)
 
 
+def _validate(clause: Mapping[str, Any], types: Mapping[str, str]) -> None:
+    """Refuse an operator on a field of the wrong type before looking at any document."""
+    ((op, spec),) = clause.items()
+    if op == "compound":
+        for part in ("must", "should", "filter", "mustNot"):
+            for sub in spec.get(part, []):
+                _validate(sub, types)
+    elif op in ("text", "equals", "in", "exists"):
+        _check_paths(op, spec, types)
+    else:
+        raise plan_error(f"unsupported operator in the test double: {op}")
+
+
 def text_search(
     stage: Mapping[str, Any], definition: Mapping[str, Any], docs: Sequence[Mapping[str, Any]]
 ) -> list[tuple[Any, float]]:
@@ -238,6 +251,7 @@ def text_search(
     operator = {k: v for k, v in stage.items() if k not in ("index", "count", "highlight")}
     if len(operator) != 1:
         raise plan_error("$search needs exactly one operator")
+    _validate(operator, types)
     bm25 = {p: Bm25(docs, p) for p, t in types.items() if t == "string"}
     scored = [(d["_id"], s) for d in docs if (s := _clause(operator, d, types, bm25)) is not None]
     scored.sort(key=lambda t: -t[1])

@@ -78,6 +78,8 @@ def atlas_store(
         client=cluster.client(),
         server_clock=False,  # the double runs on mongomock: no $$NOW
     )
+    store.sleep = clock.advance  # init --wait passes the double's time, not the machine's
+    store.monotonic = clock
     store.initialize(dimensions=CONTRACT_DIMENSIONS)
     cluster.settle()
     return store, cluster

@@ -1,8 +1,10 @@
-"""MongoDB adapter behaviour that the port-level contract cannot see, on mongomock.
+"""MongoDB adapter behaviour that the port-level contract cannot see, on mongomock (a server
+without Atlas Search: exact ranking, no search lag).
 
-The chunk swap (never zero chunks, even with a crash or a concurrent writer in the middle),
-all-or-nothing batches, and the Atlas query path against a simulated ``$vectorSearch`` that
-answers like Atlas (pre-filter, ``(1 + cos) / 2`` scores).
+Opening and schema versions, the migration from the single ``chunks`` collection, the chunk
+swap with a crash or a concurrent writer in the middle, all-or-nothing batches, binary
+vectors, and which failures switch a process to exact ranking (only "no search here").
+The Atlas query path runs on the lagging double: ``test_mongo_atlas.py``.
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import numpy as np
 import pytest
+from bson.binary import Binary
 from pymongo.errors import OperationFailure
 
 from vancetope_rag.domain.records import Chunk, RagRecord
@@ -19,8 +21,7 @@ from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store import open_store
 from vancetope_rag.store.mongo import MongoStore, open_mongo_store
 from vancetope_rag.store.mongo_chunks import MongoChunkStore
-from vancetope_rag.store.mongo_indexes import vector_index_definition
-from vancetope_rag.store.mongo_queries import MAX_NUM_CANDIDATES
+from vancetope_rag.store.mongo_search import SearchSupport
 from vancetope_rag.store.types import NewDocument, RagScope
 
 mongomock = pytest.importorskip("mongomock")
@@ -66,7 +67,7 @@ def ids(hits: Any) -> list[str]:
 
 
 class Hooked:
-    """A collection proxy running ``hook(name)`` before chosen methods."""
+    """A collection proxy running ``hook()`` before chosen methods."""
 
     def __init__(self, inner: Any, hooks: dict[str, Callable[[], None]]) -> None:
         self._inner = inner
@@ -85,6 +86,18 @@ class Hooked:
         return wrapped
 
 
+def hook_collection(chunks: MongoChunkStore, hooks: dict[str, Callable[[], None]]) -> Any:
+    """Route the chunk store's collection of ``DIM`` through :class:`Hooked`."""
+    inner = chunks.search.collection(DIM)
+    original = chunks.search.collection
+
+    def collection(dim: int) -> Any:
+        return Hooked(inner, hooks) if dim == DIM else original(dim)
+
+    chunks.search.collection = collection  # type: ignore[method-assign]
+    return inner
+
+
 # -- opening ---------------------------------------------------------------------------------
 
 
@@ -95,9 +108,12 @@ def test_mongomock_defaults(mstore: MongoStore, fake_clock: Any) -> None:
     assert mstore.owns_client is False  # an injected client is the caller's to close
     assert control.now().timestamp() == fake_clock.now
     names = set(mstore.database.list_collection_names())
-    assert {"projects", "documents", "rags", "settings", "embedding_cache", "chunks",
-            "schema"} <= names  # fmt: skip
-    assert "tenant_project_rag_claim_idx" in mstore.database["documents"].index_information()
+    assert {"projects", "documents", "rags", "settings", "embedding_cache", "schema"} <= names
+    assert "chunks" not in names  # chunks live in chunks_<dim>, made on demand
+    documents = mstore.database["documents"].index_information()
+    assert {"tenant_project_rag_claim_idx", "tenant_project_dirty_claim_order_idx"} <= set(
+        documents)  # fmt: skip
+    assert mstore.database["schema"].find_one()["version"] == 2
 
 
 def test_a_newer_schema_is_refused(fake_clock: Any) -> None:
@@ -111,6 +127,7 @@ def test_an_unreachable_server_is_a_store_error_without_the_password() -> None:
     with pytest.raises(StoreError) as info:
         open_store("mongodb://app:s3cret@127.0.0.1:1/db?serverSelectionTimeoutMS=300")
     assert "s3cret" not in str(info.value) and "app:***@" in str(info.value)
+    assert "could not be reached" in str(info.value)
 
 
 def test_text_that_looks_like_an_operator_is_stored_as_text(mstore: MongoStore) -> None:
@@ -122,6 +139,17 @@ def test_text_that_looks_like_an_operator_is_stored_as_text(mstore: MongoStore) 
     assert [d.path for d in control.list_documents("t", "p", path_prefix="$HOME/")] == [
         "$HOME/a.md"
     ]
+
+
+def test_a_document_over_16_mib_is_refused_before_the_driver(mstore: MongoStore) -> None:
+    control = mstore.control
+    big = "x" * (16 * 2**20 + 10)
+    with pytest.raises(InvalidInputError, match="16 MiB"):
+        control.insert_document(NewDocument("t", "p", "big.md", "text/plain", big))
+    doc = control.insert_document(NewDocument("t", "p", "small.md", "text/plain", "ok"))
+    with pytest.raises(InvalidInputError, match="16 MiB"):
+        control.update_document("t", "p", doc.id, content=big)
+    assert control.get_document("t", "p", doc.id).content == "ok"  # type: ignore[union-attr]
 
 
 def test_embedding_cache_first_writer_wins(mstore: MongoStore) -> None:
@@ -137,66 +165,91 @@ def test_rag_ids_are_unique(mstore: MongoStore) -> None:
     with pytest.raises(Exception) as info:
         mstore.control.insert_rag(RagRecord("r1", "t", "p", "other", "test", "m", DIM, 200, 20))
     assert type(info.value).__name__ == "RagAlreadyExistsError"
+    mstore.control.insert_rag(RagRecord("r2", "t2", "p", "kb", "test", "m", 16, 200, 20))
+    assert mstore.control.rag_dimensions() == {DIM, 16}
 
 
-# -- chunk swap ------------------------------------------------------------------------------
+# -- vectors, collections --------------------------------------------------------------------
 
 
-def test_replace_source_never_shows_zero_chunks(chunks: MongoChunkStore) -> None:
+def test_vectors_are_stored_as_binary_float32(chunks: MongoChunkStore, mstore: MongoStore) -> None:
+    chunks.add_chunks(SCOPE, [chunk("c1", [0.5, *unit(1)[1:]])])
+    stored = mstore.database["chunks_8"].find_one({"chunkId": "c1"})
+    assert isinstance(stored["embedding"], Binary) and stored["embedding"].subtype == 9
+    assert stored["embedding"].as_vector().data == pytest.approx([0.5, 1, 0, 0, 0, 0, 0, 0])
+    other = RagScope("ta", "p", "rag-b", 16)
+    chunks.add_chunks(other, [Chunk("c1", "rag-b", "d", "t", [1.0] * 16)])
+    assert mstore.database["chunks_16"].count_documents({}) == 1  # a collection per dimension
+
+
+def test_top_k_over_atlas_cap_is_refused_with_a_clear_error(chunks: MongoChunkStore) -> None:
+    chunks.add_chunks(SCOPE, [chunk("a", unit(0))])
+    assert len(chunks.query(SCOPE, unit(0), 10_000)) == 1
+    with pytest.raises(InvalidInputError, match="at most 10000"):
+        chunks.query(SCOPE, unit(0), 10_001)
+
+
+# -- chunk swap without search lag -----------------------------------------------------------
+
+
+def test_without_atlas_the_old_generation_goes_at_once(
+    chunks: MongoChunkStore, mstore: MongoStore
+) -> None:
     chunks.add_chunks(SCOPE, [chunk("old1", unit(0)), chunk("same", unit(1))])
     seen: list[list[str]] = []
 
     def look() -> None:
         seen.append(ids(chunks.query(SCOPE, unit(0), 10)))
-        seen.append(ids(chunks.get_chunks(SCOPE, filters={"sourceRef": "doc-1"})))
 
-    chunks.collection = Hooked(chunks.collection, {"delete_many": look, "update_many": look})
+    hook_collection(chunks, {"delete_many": look})
     chunks.replace_source(SCOPE, "doc-1", [chunk("new1", unit(2)), chunk("same", unit(3))])
-    # before the delete: old and new (same id shown once); before the flip: only the new
-    assert seen == [["new1", "old1", "same"]] * 2 + [["new1", "same"]] * 2
-    assert ids(chunks.get_chunks(SCOPE)) == ["new1", "same"]
-    assert chunks.query(SCOPE, unit(3), 1)[0].chunk_id == "same"  # the new vector
+    # before the old generation's delete, queries already see only the new one
+    assert seen == [["new1", "same"]]
+    assert mstore.database["chunks_8"].count_documents({}) == 2
+    assert mstore.database["chunk_swaps"].count_documents({}) == 0
 
 
-def test_a_crash_in_the_middle_of_a_swap_leaves_chunks_and_heals(chunks: MongoChunkStore) -> None:
+def test_a_crash_in_the_middle_of_a_swap_leaves_chunks_and_heals(
+    chunks: MongoChunkStore, mstore: MongoStore
+) -> None:
     chunks.add_chunks(SCOPE, [chunk("old1", unit(0))])
-    inner = chunks.collection
 
     def crash() -> None:
         raise RuntimeError("process killed")
 
-    chunks.collection = Hooked(inner, {"update_many": crash})
+    hook_collection(chunks, {"delete_many": crash})  # after the insert, before the old goes
     with pytest.raises(RuntimeError):
         chunks.replace_source(SCOPE, "doc-1", [chunk("new1", unit(1))])
-    chunks.collection = inner
-    assert ids(chunks.query(SCOPE, unit(1), 5)) == ["new1"]  # staged chunks are visible
+    chunks.search = SearchSupport(mstore.database, mstore.database, mode="exact")
+    assert ids(chunks.query(SCOPE, unit(1), 5)) == ["new1"]  # the newest generation answers
+    assert ids(chunks.get_chunks(SCOPE)) == ["new1"] and chunks.count_chunks(SCOPE) == 1
+    assert chunks.sweep() == 1  # the note written before the insert lets the sweeper finish
+    assert mstore.database["chunks_8"].count_documents({}) == 1
     chunks.replace_source(SCOPE, "doc-1", [chunk("new1", unit(2)), chunk("new2", unit(3))])
     assert ids(chunks.get_chunks(SCOPE)) == ["new1", "new2"]
-    assert chunks.count_chunks(SCOPE) == 2
-    assert inner.count_documents({"live": False}) == 0
 
 
-@pytest.mark.parametrize("moment", ["delete_many", "update_many"])
-def test_two_writers_replacing_one_source_end_with_the_later_one(
-    chunks: MongoChunkStore, moment: str
+def test_a_late_writer_that_loses_the_race_leaves_nothing(
+    chunks: MongoChunkStore, mstore: MongoStore
 ) -> None:
-    """Writer B replaces the source while writer A is between its steps (a lease expired)."""
+    """Writer A (older generation) is between its insert and its check when writer B, newer,
+    replaces the source: A's chunks are removed, B's stay."""
     chunks.add_chunks(SCOPE, [chunk("old", unit(0))])
-    inner = chunks.collection
-    ran = []
+    a_gen = chunks.next_generation()
+    b_gen = chunks.next_generation()
+    ran: list[bool] = []
+    inner = mstore.database["chunks_8"]
 
     def writer_b() -> None:
         if not ran:
             ran.append(True)
-            chunks.collection = inner
-            chunks.replace_source(SCOPE, "doc-1", [chunk("b1", unit(2)), chunk("b2", unit(3))])
-            chunks.collection = hooked
+            chunks.search = SearchSupport(mstore.database, mstore.database, mode="exact")
+            chunks.replace_source(SCOPE, "doc-1", [chunk("b1", unit(2))], generation=b_gen)
 
-    hooked = Hooked(inner, {moment: writer_b})
-    chunks.collection = hooked
-    chunks.replace_source(SCOPE, "doc-1", [chunk("a1", unit(1))])
-    chunks.collection = inner
-    assert ran and ids(chunks.get_chunks(SCOPE)) == ["b1", "b2"]
+    hook_collection(chunks, {"aggregate": lambda: None, "insert_many": writer_b})
+    chunks.replace_source(SCOPE, "doc-1", [chunk("a1", unit(1))], generation=a_gen)
+    assert ran and ids(chunks.get_chunks(SCOPE)) == ["b1"]
+    assert sorted(d["chunkId"] for d in inner.find({})) == ["b1"]
 
 
 def test_replace_source_refuses_an_id_of_another_source(chunks: MongoChunkStore) -> None:
@@ -207,6 +260,10 @@ def test_replace_source_refuses_an_id_of_another_source(chunks: MongoChunkStore)
     with pytest.raises(InvalidInputError):
         chunks.replace_source(SCOPE, "doc-1", [chunk("d", unit(2)), chunk("d", unit(3))])
     assert ids(chunks.get_chunks(SCOPE)) == ["k", "x"]
+    # an id only an old (superseded) generation holds is free again
+    chunks.replace_source(SCOPE, "doc-2", [chunk("k2", unit(4), source="doc-2")])
+    chunks.replace_source(SCOPE, "doc-1", [chunk("k", unit(5))])
+    assert ids(chunks.get_chunks(SCOPE)) == ["k", "k2"]
 
 
 def test_a_failed_batch_writes_nothing(chunks: MongoChunkStore) -> None:
@@ -219,118 +276,86 @@ def test_a_failed_batch_writes_nothing(chunks: MongoChunkStore) -> None:
     chunks.add_chunks(scope_of("tb"), [chunk("taken", unit(0), scope=scope_of("tb"))])
 
 
-# -- the Atlas query path, against a simulated $vectorSearch ---------------------------------
+# -- which failures mean "no Atlas Search here" ----------------------------------------------
 
 
-class SimulatedAtlas:
-    """A mongomock collection that answers ``$vectorSearch`` the way Atlas does: the stage's
-    ``filter`` is applied as a pre-filter, scores are ``(1 + cos) / 2``."""
+class Answering:
+    """A database whose ``list_search_indexes`` raises ``error`` (and counts the calls)."""
 
-    name = "chunks"
-
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, error: Exception | None) -> None:
         self._inner = inner
-        self.searches: list[dict[str, Any]] = []
-        self.indexes: dict[str, Any] = {}
+        self.error = error
+        self.calls = 0
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+    def __getitem__(self, name: str) -> Any:
+        outer = self
 
-    def list_search_indexes(self, name: str | None = None) -> list[dict[str, Any]]:
-        return [
-            {"name": n, "status": "READY", "queryable": True, "latestDefinition": d}
-            for n, d in self.indexes.items()
-            if name in (None, n)
-        ]
+        class Collection:
+            def list_search_indexes(self, *args: Any) -> list[Any]:
+                outer.calls += 1
+                if outer.error is not None:
+                    raise outer.error
+                return []
 
-    def create_search_index(self, model: Any) -> str:
-        self.indexes[model.document["name"]] = model.document["definition"]
-        return str(model.document["name"])
-
-    def aggregate(self, pipeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        stage = pipeline[0].get("$vectorSearch")
-        if stage is None:
-            return list(self._inner.aggregate(pipeline))
-        self.searches.append(stage)
-        definition = self.indexes[stage["index"]]
-        assert definition["fields"][0]["path"] == stage["path"]
-        assert stage["limit"] <= stage["numCandidates"] <= MAX_NUM_CANDIDATES
-        query = np.asarray(stage["queryVector"])
-        scored = []
-        for row in self._inner.find(stage["filter"]):
-            if stage["path"] not in row:
-                continue
-            v = np.asarray(row[stage["path"]])
-            cos = float(v @ query / (np.linalg.norm(v) * np.linalg.norm(query)))
-            scored.append(((1 + cos) / 2, row))
-        scored.sort(key=lambda t: -t[0])
-        projected = [k for k, v in pipeline[1]["$project"].items() if v == 1]
-        return [
-            {"_id": row["_id"], **{k: row.get(k) for k in projected}, "score": score}
-            for score, row in scored[: stage["limit"]]
-        ]
+        return Collection()
 
 
-@pytest.fixture
-def atlas(chunks: MongoChunkStore) -> SimulatedAtlas:
-    simulated = SimulatedAtlas(chunks.collection)
-    chunks.collection = simulated
-    chunks.vector_search = "atlas"
-    return simulated
+def test_auto_mode_falls_back_only_when_search_is_truly_absent(mstore: MongoStore) -> None:
+    not_enabled = OperationFailure("requires additional configuration", code=31082,
+                                   details={"codeName": "SearchNotEnabled"})  # fmt: skip
+    db = Answering(mstore.database, not_enabled)
+    support = SearchSupport(db, db, mode="auto")
+    assert support.uses_atlas() is False and support.mode == "exact"
+    assert support.uses_atlas() is False and db.calls == 1  # decided once per process
 
+    for transient in (OperationFailure("not authorized on t", code=13),
+                      OperationFailure("operation exceeded time limit", code=50)):  # fmt: skip
+        db = Answering(mstore.database, transient)
+        support = SearchSupport(db, db, mode="auto")
+        with pytest.raises(StoreError):
+            support.uses_atlas()
+        assert support.mode == "auto"  # not decided: asked again next time
+        db.error = None
+        assert support.uses_atlas() is True
 
-def test_atlas_mode_matches_exact_mode(chunks: MongoChunkStore, atlas: SimulatedAtlas) -> None:
-    rng = np.random.default_rng(5)
-    vecs = rng.standard_normal((30, DIM))
-    chunks.add_chunks(SCOPE, [
-        chunk(f"c{i}", v.tolist(), source=f"doc-{i % 3}", kind=["content", "summary"][i % 2],
-              path=f"p{i % 4}.md")
-        for i, v in enumerate(vecs)
-    ])  # fmt: skip
-    other = scope_of("tb", "rag-a")  # same RAG id under another tenant: must never show
-    chunks.add_chunks(other, [chunk(f"x{i}", v.tolist(), scope=other) for i, v in enumerate(vecs)])
-    assert atlas.indexes == {"vancetope_rag_vectors_8": vector_index_definition(DIM)}
-
-    q = rng.standard_normal(DIM).tolist()
-    for filters in [None, {"kind": "summary"}, {"!path": ["p1.md", "p2.md"]},
-                    {"sourceRef": "doc-1", "kind": "content"}]:  # fmt: skip
-        chunks.vector_search = "atlas"
-        got = chunks.query(SCOPE, q, 5, filters=filters)
-        chunks.vector_search = "exact"
-        want = chunks.query(SCOPE, q, 5, filters=filters)
-        assert [h.chunk_id for h in got] == [h.chunk_id for h in want], filters
-        assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-6)
-        assert all(h.chunk_id.startswith("c") for h in got)
-    assert len(atlas.searches) == 4
-    assert all(s["filter"]["$and"][0] == {"tenantId": {"$eq": "ta"}} for s in atlas.searches)
-
-
-def test_atlas_scores_are_cosine_similarity(chunks: MongoChunkStore, atlas: SimulatedAtlas) -> None:
-    chunks.add_chunks(SCOPE, [chunk("same", unit(0)), chunk("orth", unit(1)),
-                              chunk("opp", [-x for x in unit(0)])])  # fmt: skip
-    scores = {h.chunk_id: h.score for h in chunks.query(SCOPE, unit(0), 3)}
-    assert scores == pytest.approx({"same": 1.0, "orth": 0.0, "opp": -1.0}, abs=1e-6)
-
-
-def test_atlas_mode_ranks_exactly_past_the_candidate_cap(
-    chunks: MongoChunkStore, atlas: SimulatedAtlas
-) -> None:
-    chunks.add_chunks(SCOPE, [chunk("a", unit(0)), chunk("b", unit(1))])
-    assert len(chunks.query(SCOPE, unit(0), MAX_NUM_CANDIDATES + 1)) == 2
-    assert atlas.searches == []
-
-
-def test_auto_mode_probes_for_atlas_search(mstore: MongoStore) -> None:
-    store = MongoChunkStore(mstore.database, vector_search="auto")
-    store.collection = SimulatedAtlas(store.collection)
-    assert store.uses_atlas() is True
-
-    class NoSearch:
-        def list_search_indexes(self) -> list[Any]:
-            raise OperationFailure("$listSearchIndexes is only supported on Atlas", code=115)
-
-    plain = MongoChunkStore(mstore.database, vector_search="auto")
-    plain.collection = NoSearch()
-    assert plain.uses_atlas() is False and plain.vector_search == "exact"
     with pytest.raises(StoreError):
         MongoChunkStore(mstore.database, vector_search="faiss")  # type: ignore[arg-type]
+
+
+# -- schema 1 → 2 ----------------------------------------------------------------------------
+
+
+def legacy_chunk(cid: str, vec: list[float], *, seq: int, live: bool = True,
+                 source: str = "doc-1", rag: str = "rag-a") -> dict[str, Any]:  # fmt: skip
+    return {"tenantId": "ta", "projectId": "p", "ragId": rag, "chunkId": cid, "sourceRef": source,
+            "kind": "content", "path": "a.md", "text": f"text of {cid}", "metadata": {},
+            "dim": len(vec), f"embedding_{len(vec)}": vec, "seq": seq, "ord": 0, "live": live}
+
+
+def test_a_schema_1_store_is_migrated_by_init_and_nothing_is_stranded(fake_clock: Any) -> None:
+    client = mongomock.MongoClient()
+    db = client["t"]
+    db["schema"].insert_one({"_id": "vancetope_rag", "version": 1})
+    db["chunks"].insert_many([
+        legacy_chunk("a", unit(0), seq=3),
+        legacy_chunk("b", unit(1), seq=3),
+        legacy_chunk("a", unit(2), seq=5, live=False),  # a swap interrupted half-way
+        legacy_chunk("w", [1.0] * 16, seq=4, source="doc-9", rag="rag-w"),
+    ])  # fmt: skip
+    store = open_mongo_store("mongodb://localhost/t", clock=fake_clock, client=client)
+    with pytest.raises(StoreError, match="run `vancetope-rag --store <uri> init`"):
+        store.chunks.query(SCOPE, unit(0), 3)
+    assert db["chunks"].count_documents({}) == 4  # nothing touched until init
+
+    statuses = store.initialize()
+    assert {s.collection for s in statuses} == {"chunks_8", "chunks_16"}
+    assert "chunks" not in db.list_collection_names()
+    assert db["schema"].find_one()["version"] == 2
+    # the interrupted swap resolves to its newer side, as the old reader showed it
+    assert ids(store.chunks.get_chunks(SCOPE)) == ["a"]
+    assert store.chunks.query(SCOPE, unit(2), 1)[0].score == pytest.approx(1.0)
+    assert ids(store.chunks.get_chunks(RagScope("ta", "p", "rag-w", 16))) == ["w"]
+    assert store.chunks.next_generation() > 5  # past every old write sequence
+    assert isinstance(db["chunks_8"].find_one()["embedding"], Binary)
+    assert store.initialize()  # running it again is harmless
+    assert db["chunks_8"].count_documents({}) == 3

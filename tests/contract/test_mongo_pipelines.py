@@ -1,7 +1,8 @@
-"""MongoDB adapter, pure parts: pipelines, filters, claim documents, index definitions.
+"""MongoDB adapter, pure parts: every aggregation the adapter sends, filters, claim
+documents, generations and vector codecs.
 
 Everything here is checked without a server (and without mongomock): what the adapter would
-send to MongoDB/Atlas, and the index-wait logic against a scripted collection.
+send to MongoDB/Atlas. Index definitions and management: ``test_mongo_indexes.py``.
 """
 
 from __future__ import annotations
@@ -11,27 +12,36 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pymongo.errors import OperationFailure
+from bson.binary import Binary, BinaryVectorDtype
 
 from vancetope_rag.domain.records import Chunk, IndexState, ProjectStatus
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store import mongo_indexes as ix
 from vancetope_rag.store import mongo_updates as q
-from vancetope_rag.store.mongo import database_from_uri, redact_uri
+from vancetope_rag.store.mongo import client_options, database_from_uri, redact_uri
 from vancetope_rag.store.mongo_queries import (
     MAX_NUM_CANDIDATES,
     atlas_hits,
     atlas_score_to_cosine,
+    build_probe_pipeline,
     build_vector_search_pipeline,
     chunk_documents,
     chunk_match,
+    count_pipeline,
+    decode_vector,
+    encode_vector,
+    fetch_limit,
+    keep_newest,
+    newest_generation,
     num_candidates_for,
+    prefer_exact,
     rank_exact,
     rank_rows_exact,
     scope_match,
     translate_filters,
     vector_search_filter,
 )
+from vancetope_rag.store.mongo_text import build_text_probe_pipeline, build_text_search_pipeline
 from vancetope_rag.store.shared import DocumentChanges
 from vancetope_rag.store.types import NewDocument, RagScope
 
@@ -66,7 +76,9 @@ def test_translate_filters_refuses_unknown_keys(bad: dict[str, str]) -> None:
     with pytest.raises(InvalidInputError):
         translate_filters(bad)
     with pytest.raises(InvalidInputError):
-        build_vector_search_pipeline(SCOPE, [1.0, 0, 0, 0], 3, bad, "idx", 100)
+        build_vector_search_pipeline(SCOPE, [1.0, 0, 0, 0], 3, bad, exact=False)
+    with pytest.raises(InvalidInputError):
+        build_text_search_pipeline(SCOPE, "words", 3, bad)
 
 
 def test_vector_search_filter_always_scopes_by_tenant_project_and_rag() -> None:
@@ -86,16 +98,29 @@ def test_vector_search_filter_always_scopes_by_tenant_project_and_rag() -> None:
 # -- $vectorSearch pipeline ------------------------------------------------------------------
 
 
+def declared_filter_paths() -> set[str]:
+    return {f["path"] for f in ix.vector_index_definition(4)["fields"] if f["type"] == "filter"}
+
+
+def filter_paths(flt: Any) -> set[str]:
+    if isinstance(flt, dict):
+        out: set[str] = set()
+        for k, v in flt.items():
+            out |= set().union(*map(filter_paths, v)) if k.startswith("$") else {k}
+        return out
+    return set()
+
+
 def test_vector_search_pipeline_shape() -> None:
     pipeline = build_vector_search_pipeline(
         SCOPE, np.array([0.5, 0.0, 0.0, 1.0], dtype=np.float32), 5, {"kind": "content"},
-        "vancetope_rag_vectors_4", 100,
+        exact=False, num_candidates=100,
     )  # fmt: skip
-    assert len(pipeline) == 2
+    assert len(pipeline) == 2 and next(iter(pipeline[0])) == "$vectorSearch"  # first stage
     search = pipeline[0]["$vectorSearch"]
     assert search == {
-        "index": "vancetope_rag_vectors_4",
-        "path": "embedding_4",
+        "index": "vancetope_rag_vectors",
+        "path": "embedding",
         "queryVector": [0.5, 0.0, 0.0, 1.0],
         "numCandidates": 100,
         "limit": 5,
@@ -105,22 +130,91 @@ def test_vector_search_pipeline_shape() -> None:
     project = pipeline[1]["$project"]
     assert project["score"] == {"$meta": "vectorSearchScore"}
     for field in ["chunkId", "tenantId", "projectId", "ragId", "sourceRef", "kind", "path",
-                  "text", "metadata"]:  # fmt: skip
+                  "text", "metadata", "gen"]:  # fmt: skip
         assert project[field] == 1
-    assert "embedding_4" not in project  # vectors never travel back
+    assert "embedding" not in project  # vectors never travel back
+
+
+@pytest.mark.parametrize("filters", [None, {"kind": "summary"}, {"!path": ["a", "b"]},
+                                     {"sourceRef": "d", "!kind": "summary", "path": "p"}])
+def test_every_search_filter_field_is_declared_in_the_index(filters: Any) -> None:
+    for exact in (True, False):
+        (stage, _) = build_vector_search_pipeline(SCOPE, [1.0, 0, 0, 0], 3, filters, exact=exact)
+        assert filter_paths(stage["$vectorSearch"]["filter"]) <= declared_filter_paths()
+    (probe, _) = build_probe_pipeline(SCOPE, "d1", 7, 3, 4)
+    assert filter_paths(probe["$vectorSearch"]["filter"]) <= declared_filter_paths()
+    tokens = {k for k, v in ix.text_index_definition()["mappings"]["fields"].items()
+              if v["type"] in ("token", "number")}  # fmt: skip
+    text = build_text_search_pipeline(SCOPE, "q", 3, filters)[0]["$search"]["compound"]
+    assert {c["equals"]["path"] for c in text["filter"] if "equals" in c} <= tokens
+
+
+def test_exact_search_has_no_num_candidates_and_approximate_is_bounded() -> None:
+    (exact, _) = build_vector_search_pipeline(SCOPE, [1.0, 0, 0, 0], 7, None, exact=True)
+    assert exact["$vectorSearch"]["exact"] is True
+    assert "numCandidates" not in exact["$vectorSearch"]
+    for limit in (1, 7, 499, 500, 9_999, MAX_NUM_CANDIDATES):
+        (ann, _) = build_vector_search_pipeline(SCOPE, [1.0, 0, 0, 0], limit, None, exact=False)
+        stage = ann["$vectorSearch"]
+        assert "exact" not in stage
+        assert stage["limit"] <= stage["numCandidates"] <= MAX_NUM_CANDIDATES
 
 
 def test_vector_search_pipeline_scope_without_filters() -> None:
-    (stage, _) = build_vector_search_pipeline(SCOPE, [1.0, 0, 0, 0], 1, None, "i", 100)
+    (stage, _) = build_vector_search_pipeline(SCOPE, [1.0, 0, 0, 0], 1, None, exact=False)
     assert stage["$vectorSearch"]["filter"] == {"$and": SCOPE_CLAUSES}
 
 
 @pytest.mark.parametrize(
-    ("top_k", "candidates"), [(0, 100), (101, 100), (5, MAX_NUM_CANDIDATES + 1)]
-)
-def test_vector_search_pipeline_limits(top_k: int, candidates: int) -> None:
+    ("limit", "candidates"), [(0, 100), (101, 100), (5, MAX_NUM_CANDIDATES + 1),
+                              (MAX_NUM_CANDIDATES + 1, MAX_NUM_CANDIDATES)]
+)  # fmt: skip
+def test_vector_search_pipeline_limits(limit: int, candidates: int) -> None:
     with pytest.raises(InvalidInputError):
-        build_vector_search_pipeline(SCOPE, [1.0, 0, 0, 0], top_k, None, "i", candidates)
+        build_vector_search_pipeline(
+            SCOPE, [1.0, 0, 0, 0], limit, None, exact=False, num_candidates=candidates
+        )
+
+
+def test_probe_pipeline_counts_one_generation_of_one_source_exactly() -> None:
+    (stage, project) = build_probe_pipeline(SCOPE, "doc-1", 42, 12_000, 4)
+    search = stage["$vectorSearch"]
+    assert search["exact"] is True and "numCandidates" not in search
+    assert search["limit"] == MAX_NUM_CANDIDATES and len(search["queryVector"]) == 4
+    assert search["filter"] == {"$and": [*SCOPE_CLAUSES, {"sourceRef": {"$eq": "doc-1"}},
+                                         {"gen": {"$eq": 42}}]}  # fmt: skip
+    assert project == {"$project": {"_id": 1}}
+    text = build_text_probe_pipeline(SCOPE, "doc-1", 42, 3)
+    assert text[0]["$search"]["compound"]["filter"][-1] == {"equals": {"path": "gen",
+                                                                       "value": 42}}  # fmt: skip
+    assert text[1] == {"$limit": 3}
+
+
+# -- $search (the lexical half) --------------------------------------------------------------
+
+
+def test_text_search_pipeline_shape() -> None:
+    pipeline = build_text_search_pipeline(
+        SCOPE, "eventual consistency", 20, {"kind": "content", "!path": ["a.md", "b.md"]}
+    )
+    assert [next(iter(stage)) for stage in pipeline] == ["$search", "$limit", "$project"]
+    search = pipeline[0]["$search"]
+    assert search["index"] == "vancetope_rag_text"
+    assert search["compound"] == {
+        "filter": [
+            {"equals": {"path": "tenantId", "value": "tenant-a"}},
+            {"equals": {"path": "projectId", "value": "proj-1"}},
+            {"equals": {"path": "ragId", "value": "rag-a"}},
+            {"equals": {"path": "kind", "value": "content"}},
+            {"compound": {"mustNot": [{"in": {"path": "path", "value": ["a.md", "b.md"]}}]}},
+        ],
+        "must": [{"text": {"query": "eventual consistency", "path": "text"}}],
+    }
+    # scope and filters select inside the search: never a $match after it
+    assert all("$match" not in stage for stage in pipeline)
+    assert pipeline[1] == {"$limit": 20}
+    project = pipeline[2]["$project"]
+    assert project["lexical"] == {"$meta": "searchScore"} and project["embedding"] == 1
 
 
 def test_num_candidates() -> None:
@@ -157,10 +251,11 @@ def test_rank_exact_is_the_true_top_k() -> None:
     assert len(rank_exact(matrix[:0], query, 5)[0]) == 0
 
 
-def _row(chunk_id: str, *, score: float = 0.9, seq: int = 1, rag: str = "rag-a") -> dict[str, Any]:
+def _row(chunk_id: str, *, score: float = 0.9, gen: int = 1, rag: str = "rag-a",
+         source: str = "d1") -> dict[str, Any]:  # fmt: skip
     return {"chunkId": chunk_id, "tenantId": "tenant-a", "projectId": "proj-1", "ragId": rag,
-            "sourceRef": "d1", "kind": "content", "path": "a.md", "text": chunk_id,
-            "metadata": {"n": 1}, "seq": seq, "score": score}  # fmt: skip
+            "sourceRef": source, "kind": "content", "path": "a.md", "text": chunk_id,
+            "metadata": {"n": 1}, "gen": gen, "score": score}  # fmt: skip
 
 
 def test_atlas_hits_keep_scope_and_one_copy_per_chunk() -> None:
@@ -171,31 +266,94 @@ def test_atlas_hits_keep_scope_and_one_copy_per_chunk() -> None:
     assert hits[0].metadata == {"n": 1} and hits[0].rag_id == "rag-a"
 
 
-def test_rank_rows_exact_counts_a_staged_copy_once() -> None:
+def test_the_newest_generation_per_source_wins_whatever_the_scores() -> None:
     rows = [
-        {"_id": 1, "chunkId": "a", "embedding_4": [1.0, 0.0, 0.0, 0.0]},
-        {"_id": 2, "chunkId": "a", "embedding_4": [1.0, 0.0, 0.0, 0.0]},  # staged copy
-        {"_id": 3, "chunkId": "b", "embedding_4": [0.0, 1.0, 0.0, 0.0]},
-        {"_id": 4, "chunkId": "c", "embedding_4": [1.0, 1.0, 0.0, 0.0]},
+        _row("c1", score=1.0, gen=3),  # old generation, best score: stale
+        _row("o1", score=0.9, gen=1, source="d2"),  # another source's only generation
+        _row("c1", score=0.6, gen=5),
+        _row("c2", score=0.55, gen=5),
+        _row("c0", score=0.5, gen=3),
+    ]
+    assert [(h.chunk_id, h.score) for h in atlas_hits(rows, SCOPE)] == [
+        ("o1", pytest.approx(0.8)), ("c1", pytest.approx(0.2)), ("c2", pytest.approx(0.1))]
+    # while the new generation is not yet visible, the old one answers
+    assert [h.chunk_id for h in atlas_hits(rows[:1] + rows[4:], SCOPE)] == ["c1", "c0"]
+    assert [r["chunkId"] for r in newest_generation([])] == []
+
+
+def test_keep_newest_trusts_a_newer_generation_than_it_was_told() -> None:
+    rows = [_row("a", gen=1), _row("b", gen=2), _row("c", gen=2, source="d2")]
+    assert [r["chunkId"] for r in keep_newest(rows, {"d1": 2, "d2": 1})] == ["b", "c"]
+    assert [r["chunkId"] for r in keep_newest(rows, {"d1": 3})] == ["c"]  # d1 moved on
+
+
+def test_rank_rows_exact_ranks_the_newest_generation_once() -> None:
+    def row(oid: int, cid: str, vec: list[float], gen: int) -> dict[str, Any]:
+        v = encode_vector(np.asarray(vec, dtype=np.float32))
+        return {"_id": oid, "chunkId": cid, "sourceRef": "d1", "gen": gen, "embedding": v}
+
+    rows = [
+        row(1, "a", [1.0, 0.0, 0.0, 0.0], 1),  # superseded copy of a
+        row(2, "a", [0.0, 0.0, 1.0, 0.0], 2),
+        row(3, "b", [0.0, 1.0, 0.0, 0.0], 2),
+        {"_id": 4, "chunkId": "c", "sourceRef": "d1", "gen": 2,
+         "embedding": [1.0, 1.0, 0.0, 0.0]},
     ]
     query = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
-    chosen = rank_rows_exact(rows, "embedding_4", query, 2)
-    assert [oid for oid, _ in chosen] in ([1, 4], [2, 4])
-    assert [round(score, 4) for _, score in chosen] == [1.0, round(float(np.sqrt(0.5)), 4)]
-    assert len(rank_rows_exact(rows, "embedding_4", query, 10)) == 3
-    assert rank_rows_exact([], "embedding_4", query, 3) == []
+    chosen = rank_rows_exact(rows, query, 2)
+    assert [r["_id"] for r, _ in chosen] == [4, 2] or [r["_id"] for r, _ in chosen] == [4, 3]
+    assert round(chosen[0][1], 4) == round(float(np.sqrt(0.5)), 4)
+    assert len(rank_rows_exact(rows, query, 10)) == 3
+    assert rank_rows_exact([], query, 3) == []
+
+
+def test_vectors_are_binary_float32_and_both_forms_decode() -> None:
+    vec = np.array([0.25, -1.5, 3.0, 1e-3], dtype=np.float32)
+    encoded = encode_vector(vec)
+    assert isinstance(encoded, Binary) and encoded.subtype == 9
+    assert encoded == Binary.from_vector(vec.tolist(), BinaryVectorDtype.FLOAT32)
+    assert len(bytes(encoded)) == 2 + 4 * 4  # vs 8 bytes + key per element as doubles
+    np.testing.assert_array_equal(decode_vector(encoded), vec)
+    np.testing.assert_array_equal(decode_vector([0.25, -1.5, 3.0, 1e-3]), vec)
+    assert decode_vector(None) is None
+    assert decode_vector(Binary(b"\x03\x00\x01", 9)) is None  # an int8 vector: not ours
 
 
 def test_chunk_documents_are_validated_before_any_write() -> None:
     ok = Chunk("c1", "rag-a", "d1", "text", [1.0, 0.0, 0.0, 0.0], metadata={"when": "x"})
-    (doc,) = chunk_documents(SCOPE, [ok], seq=7, live=False)
-    assert doc["embedding_4"] == [1.0, 0.0, 0.0, 0.0] and doc["dim"] == 4
-    assert (doc["seq"], doc["ord"], doc["live"]) == (7, 0, False)
+    (doc,) = chunk_documents(SCOPE, [ok])
+    assert isinstance(doc["embedding"], Binary)  # binary vectors in writes
+    np.testing.assert_array_equal(decode_vector(doc["embedding"]), [1.0, 0.0, 0.0, 0.0])
+    assert (doc["gen"], doc["ord"]) == (0, 0) and "dim" not in doc
     assert {k: doc[k] for k in ("tenantId", "projectId", "ragId")} == scope_match(SCOPE)
     with pytest.raises(InvalidInputError, match="another RAG"):
-        chunk_documents(SCOPE, [Chunk("c", "rag-b", "d", "t", [1.0, 0, 0, 0])], seq=1, live=True)
+        chunk_documents(SCOPE, [Chunk("c", "rag-b", "d", "t", [1.0, 0, 0, 0])])
     with pytest.raises(InvalidInputError, match="appears twice"):
-        chunk_documents(SCOPE, [ok, ok], seq=1, live=True)
+        chunk_documents(SCOPE, [ok, ok])
+    huge = Chunk("big", "rag-a", "d1", "x" * (17 * 2**20), [1.0, 0.0, 0.0, 0.0])
+    with pytest.raises(InvalidInputError, match="16 MiB"):
+        chunk_documents(SCOPE, [ok, huge])
+
+
+def test_count_pipeline_takes_the_newest_generation_before_other_filters() -> None:
+    pipeline = count_pipeline(SCOPE, {"sourceRef": "d1", "!kind": "summary"})
+    assert pipeline[0] == {"$match": {**scope_match(SCOPE), "sourceRef": {"$eq": "d1"}}}
+    assert [next(iter(s)) for s in pipeline] == ["$match", "$group", "$sort", "$group", "$group"]
+    counted = pipeline[1]["$group"]["n"]["$sum"]["$cond"][0]
+    assert {"$eq": [{"$in": ["$kind", ["summary"]]}, False]} in counted["$and"]
+
+
+def test_fetch_limit_leaves_room_for_old_generations_within_atlas_caps() -> None:
+    assert fetch_limit(5) == 18 and fetch_limit(1) == 10
+    assert fetch_limit(MAX_NUM_CANDIDATES) == MAX_NUM_CANDIDATES
+
+
+def test_exact_search_for_small_or_selective_scopes() -> None:
+    assert prefer_exact(50, 10)  # small: exhaustive costs little
+    assert prefer_exact(10_000, 50_000)
+    assert not prefer_exact(20_000, 100_000)  # 20 %: ANN
+    assert prefer_exact(20_000, 1_000_000)  # 2 %: selective, ANN would lose recall
+    assert not prefer_exact(200_000, 10_000_000)  # selective but too big to scan
     assert chunk_match(SCOPE, ["c1"], {"kind": "summary"}) == {
         **scope_match(SCOPE), "kind": {"$eq": "summary"}, "chunkId": {"$in": ["c1"]}
     }  # fmt: skip
@@ -243,29 +401,44 @@ def test_claim_filter_on_an_injected_clock() -> None:
     }
 
 
-def test_claim_filter_equality_prefix_matches_the_spec_index() -> None:
-    (claim_index,) = [
-        m for m in ix.control_index_models()["documents"] if m.document["name"] == ix.CLAIM_INDEX
-    ]
-    keys = list(claim_index.document["key"])
-    assert keys == ["tenantId", "projectId", "ragDirty", "ragClaimedBy"]
+def index_keys(name: str) -> list[str]:
+    (model,) = [m for m in ix.control_index_models()["documents"] if m.document["name"] == name]
+    return list(model.document["key"])
+
+
+def test_the_claim_index_follows_the_claim_query_in_esr_order() -> None:
+    """Equality fields first, then the sort fields, in the query's order: the server walks
+    dirty documents in claim order instead of sorting all of them (the range conditions —
+    lease expiry, retry time — are checked on the documents it walks)."""
     flt = q.claim_filter("t", "p", 60, q.ServerTime())
-    assert [k for k in keys if k in flt] == keys[:3]  # equality prefix, claimedBy in the $or
+    equality = [k for k, v in flt.items() if not k.startswith("$") and not isinstance(v, dict)]
+    assert equality == ["tenantId", "projectId", "ragDirty"]
+    keys = index_keys(ix.CLAIM_ORDER_INDEX)
+    assert keys == equality + [field for field, _ in q.CLAIM_SORT]
     assert q.CLAIM_SORT == [("updatedAt", 1), ("_id", 1)]
+    # the spec's index (§3.2) stays for the equality prefix
+    assert index_keys(ix.CLAIM_INDEX) == ["tenantId", "projectId", "ragDirty", "ragClaimedBy"]
 
 
-def test_claim_update() -> None:
-    assert q.claim_update("w-$1", q.ServerTime()) == [
+def test_claim_update_carries_the_token() -> None:
+    assert q.claim_update("w-$1", 17, q.ServerTime()) == [
         {
             "$set": {
                 "ragClaimedBy": {"$literal": "w-$1"},
                 "ragClaimedAt": "$$NOW",
+                "ragClaimToken": {"$literal": 17},
                 "indexState": {"$literal": "processing"},
             }
         }
     ]
-    (stage,) = q.claim_update("w1", q.ClockTime(AT))
+    (stage,) = q.claim_update("w1", 3, q.ClockTime(AT))
     assert stage["$set"]["ragClaimedAt"] == {"$literal": NAIVE_AT}
+    assert q.claim_holder("t", "p", "d", "w") == {"tenantId": "t", "projectId": "p", "_id": "d",
+                                                  "ragClaimedBy": "w"}  # fmt: skip
+    assert q.claim_holder("t", "p", "d", "w", 9)["ragClaimToken"] == 9
+    for pipeline in (q.mark_clean_update(1, IndexState.INDEXED, None, q.ServerTime()),
+                     q.release_update("e", 1, 3, q.ServerTime())):  # fmt: skip
+        assert pipeline[-1]["$set"]["ragClaimToken"] == {"$literal": None}
 
 
 def test_release_update_on_both_clocks() -> None:
@@ -323,180 +496,6 @@ def test_bson_times_are_utc_milliseconds() -> None:
     assert q.ms_instant(1_800_000_000.1234567).microsecond == 123_000
 
 
-# -- index specs -----------------------------------------------------------------------------
-
-
-def index_specs() -> dict[str, dict[str, dict[str, Any]]]:
-    models = {**ix.control_index_models(), "chunks": ix.chunk_index_models()}
-    return {coll: {m.document["name"]: dict(m.document) for m in ms} for coll, ms in models.items()}
-
-
-def test_btree_index_specs() -> None:
-    specs = index_specs()
-    claim = specs["documents"]["tenant_project_rag_claim_idx"]
-    assert list(claim["key"].items()) == [
-        ("tenantId", 1), ("projectId", 1), ("ragDirty", 1), ("ragClaimedBy", 1)
-    ]  # fmt: skip
-    unique = {
-        (coll, tuple(spec["key"])) for coll, by_name in specs.items()
-        for spec in by_name.values() if spec.get("unique")
-    }  # fmt: skip
-    assert unique == {
-        ("projects", ("tenantId", "projectId")),
-        ("documents", ("tenantId", "projectId", "path")),
-        ("rags", ("tenantId", "projectId", "name")),
-        ("settings", ("tenantId", "projectId", "key")),
-        ("embedding_cache", ("modelKey", "textHash")),
-        ("chunks", ("tenantId", "projectId", "ragId", "chunkId")),
-    }
-    live = specs["chunks"]["chunks_live_id_uniq"]
-    assert live["partialFilterExpression"] == {"live": True}
-
-
-def test_vector_index_definition() -> None:
-    assert ix.vector_index_definition(384) == {
-        "fields": [
-            {"type": "vector", "path": "embedding_384", "numDimensions": 384,
-             "similarity": "cosine"},
-            {"type": "filter", "path": "tenantId"},
-            {"type": "filter", "path": "projectId"},
-            {"type": "filter", "path": "ragId"},
-            {"type": "filter", "path": "kind"},
-            {"type": "filter", "path": "path"},
-            {"type": "filter", "path": "sourceRef"},
-        ]
-    }  # fmt: skip
-    model = ix.vector_index_model(8).document
-    assert model["name"] == "vancetope_rag_vectors_8" and model["type"] == "vectorSearch"
-    assert model["definition"] == ix.vector_index_definition(8)
-    with pytest.raises(StoreError):
-        ix.vector_index_definition(0)
-    # every key a ChunkFilter may use, and the scope, is a pre-filter field
-    filter_paths = {f["path"] for f in ix.vector_index_definition(8)["fields"][1:]}
-    assert filter_paths >= {"tenantId", "projectId", "ragId", "kind", "path", "sourceRef"}
-
-
-def test_definition_coverage_and_merge() -> None:
-    wanted = ix.vector_index_definition(8)
-    tuned = {"fields": [{**wanted["fields"][0], "quantization": "scalar"}, *wanted["fields"][1:]]}
-    assert ix.definition_covers(tuned, wanted)  # an operator's tuning is not undone
-    old = {"fields": [{**wanted["fields"][0], "quantization": "scalar"},
-                      {"type": "filter", "path": "tenantId"}]}  # fmt: skip
-    assert not ix.definition_covers(old, wanted)
-    merged = ix.merge_definition(old, wanted)
-    assert ix.definition_covers(merged, wanted)
-    assert merged["fields"][0].get("quantization") == "scalar"
-    assert len(merged["fields"]) == len(wanted["fields"])
-
-
-# -- index management against a scripted collection ------------------------------------------
-
-
-class ScriptedCollection:
-    """Answers ``list_search_indexes`` from a script of index states, one per call."""
-
-    name = "chunks"
-
-    def __init__(self, states: list[dict[str, Any] | None]) -> None:
-        self.states = states
-        self.calls = 0
-        self.created: list[Any] = []
-        self.updated: list[tuple[str, Any]] = []
-        self.create_error: Exception | None = None
-
-    def list_search_indexes(self, name: str | None = None) -> list[dict[str, Any]]:
-        state = self.states[min(self.calls, len(self.states) - 1)]
-        self.calls += 1
-        return [] if state is None else [state]
-
-    def create_search_index(self, model: Any) -> str:
-        if self.create_error:
-            raise self.create_error
-        self.created.append(model)
-        return str(model.document["name"])
-
-    def update_search_index(self, name: str, definition: Any) -> None:
-        self.updated.append((name, definition))
-
-
-def entry(status: str, queryable: bool, dim: int = 8, **extra: Any) -> dict[str, Any]:
-    return {
-        "name": ix.vector_index_name(dim),
-        "status": status,
-        "queryable": queryable,
-        "latestDefinition": ix.vector_index_definition(dim),
-        **extra,
-    }
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
-def test_ensure_creates_then_waits_until_queryable() -> None:
-    coll = ScriptedCollection([None, entry("PENDING", False), entry("BUILDING", False),
-                               entry("READY", True)])  # fmt: skip
-    t = FakeTime()
-    ix.ensure_vector_search_index(coll, 8, timeout_s=60, poll_s=2, sleep=t.sleep,
-                                  monotonic=t.monotonic)  # fmt: skip
-    assert [m.document["name"] for m in coll.created] == ["vancetope_rag_vectors_8"]
-    assert t.slept == [2, 2]
-
-
-def test_ensure_leaves_a_matching_index_alone_and_updates_an_outdated_one() -> None:
-    ready = ScriptedCollection([entry("READY", True)])
-    assert ix.create_vector_search_index(ready, 8) is False
-    assert ready.created == [] and ready.updated == []
-
-    outdated = ScriptedCollection(
-        [entry("READY", True, latestDefinition={"fields": [{"type": "vector",
-         "path": "embedding_8", "numDimensions": 8, "similarity": "cosine"}]})]
-    )  # fmt: skip
-    assert ix.create_vector_search_index(outdated, 8) is True
-    ((name, definition),) = outdated.updated
-    assert name == "vancetope_rag_vectors_8"
-    assert ix.definition_covers(definition, ix.vector_index_definition(8))
-
-
-def test_a_concurrent_creator_winning_is_not_an_error() -> None:
-    coll = ScriptedCollection([None])
-    coll.create_error = OperationFailure("Index already exists", code=68)
-    assert ix.create_vector_search_index(coll, 8) is False
-    coll.create_error = OperationFailure("not authorized", code=13)
-    with pytest.raises(OperationFailure):
-        ix.create_vector_search_index(coll, 8)
-
-
-def test_wait_times_out_with_a_clear_error() -> None:
-    coll = ScriptedCollection([entry("BUILDING", False)])
-    t = FakeTime()
-    with pytest.raises(StoreError, match=r"not queryable after 10s \(status BUILDING\)"):
-        ix.wait_until_queryable(coll, 8, timeout_s=10, poll_s=1, sleep=t.sleep,
-                                monotonic=t.monotonic)  # fmt: skip
-    assert t.now == pytest.approx(10)
-
-
-def test_wait_reports_a_failed_build() -> None:
-    coll = ScriptedCollection([entry("FAILED", False, message="bad numDimensions")])
-    with pytest.raises(StoreError, match="failed to build: bad numDimensions"):
-        ix.wait_until_queryable(coll, 8, sleep=lambda s: None)
-
-
-def test_a_stale_but_queryable_index_serves_queries() -> None:
-    """Atlas marks an index being rebuilt STALE yet queryable: no need to wait."""
-    coll = ScriptedCollection([entry("STALE", True)])
-    ix.wait_until_queryable(coll, 8, sleep=lambda s: pytest.fail("should not wait"))
-
-
 # -- URI handling ----------------------------------------------------------------------------
 
 
@@ -514,3 +513,10 @@ def test_uri_passwords_are_redacted() -> None:
         "mongodb+srv://app:***@c.example.net/db?x=1"
     )
     assert redact_uri("mongodb://localhost/db") == "mongodb://localhost/db"
+
+
+def test_the_client_gets_an_overall_timeout_unless_the_uri_sets_one() -> None:
+    assert client_options("mongodb+srv://c.example.net/db") == {
+        "appname": "vancetope-rag", "timeoutMS": 30_000}  # fmt: skip
+    assert "timeoutMS" not in client_options("mongodb://h/db?timeoutMS=5000")
+    assert "timeoutMS" not in client_options("mongodb://h/db?replicaSet=rs&TIMEOUTMS=0")

@@ -7,10 +7,15 @@ Opt-in: set ``VANCETOPE_RAG_TEST_MONGODB_URI``, e.g.
         pytest -m mongodb tests/contract
 
 With the variable set, ``conftest.STORE_FACTORIES`` also runs the whole store contract suite
-on the server (``[mongodb]`` ids; ``$vectorSearch`` with the vector index created and awaited,
-leases on the injected clock). This file adds what only a real server shows: leases measured
-on the server's ``$$NOW``, workers in separate clients racing for claims, the Atlas index
-lifecycle, and Atlas scores against exact cosine similarity.
+on the server (``[mongodb]`` ids: indexes made by ``initialize(wait=True)``, leases on the
+injected clock, and no settling after writes — the suite calls ``settle`` only where it relies
+on search having caught up, so everything in between sees the real lag). This file adds what
+only a real server shows: leases on the server's ``$$NOW``, workers in separate clients racing
+for claims, Atlas scores against exact cosine similarity, queries during replacements, a
+definition update followed by a filter on the new field, a query while an index builds, a
+user without search rights (``VANCETOPE_RAG_TEST_MONGODB_RESTRICTED_URI``: a user with only
+``read`` on the database), a document over 16 MiB, ``readPreference=secondary`` in the URI,
+and a scope over 10,000 chunks.
 """
 
 from __future__ import annotations
@@ -32,21 +37,22 @@ from mongo_support import (
     SKIP_REASON,
     real_database,
     real_mongo_store,
+    real_settle,
     real_uri,
-    visible_to_vector_search,
 )
+from pymongo.errors import OperationFailure
+from pymongo.operations import SearchIndexModel
 
 from vancetope_rag.domain.records import Chunk, IndexState, ProjectStatus
+from vancetope_rag.errors import InvalidInputError, StoreError
+from vancetope_rag.store import mongo_indexes as ix
+from vancetope_rag.store import mongo_queries as mq
 from vancetope_rag.store.mongo import MongoStore, open_mongo_store
 from vancetope_rag.store.mongo_chunks import MongoChunkStore
-from vancetope_rag.store.mongo_indexes import (
-    create_vector_search_index,
-    vector_index_definition,
-    vector_index_name,
-)
-from vancetope_rag.store.mongo_queries import scope_match
 from vancetope_rag.store.port import ControlStore
 from vancetope_rag.store.types import NewDocument, RagScope
+
+RESTRICTED_URI_ENV = "VANCETOPE_RAG_TEST_MONGODB_RESTRICTED_URI"
 
 pytestmark = [
     pytest.mark.mongodb,
@@ -204,27 +210,29 @@ def test_workers_in_separate_clients_never_claim_the_same_document(
     assert server.control.document_state_counts(T, P)["indexed"] == 60
 
 
-# -- Atlas Vector Search ---------------------------------------------------------------------
+# -- Atlas Search ----------------------------------------------------------------------------
 
 
 def chunks_of(store: MongoStore) -> MongoChunkStore:
-    inner = getattr(store.chunks, "inner", store.chunks)
-    assert isinstance(inner, MongoChunkStore)
-    return inner
+    assert isinstance(store.chunks, MongoChunkStore)
+    return store.chunks
+
+
+def wait_for(predicate: Any, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.25)
 
 
 @needs_atlas
-def test_the_vector_index_is_created_once_and_queryable(server: MongoStore) -> None:
-    chunks = chunks_of(server)
-    chunks.ensure_vector_index(DIM, wait=True)
-    (info,) = [
-        i for i in chunks.collection.list_search_indexes(vector_index_name(DIM))
-        if i["name"] == vector_index_name(DIM)
-    ]  # fmt: skip
-    assert info["queryable"] is True and info.get("type", "vectorSearch") == "vectorSearch"
-    assert create_vector_search_index(chunks.collection, DIM) is False  # nothing to change
-    fields = {(f["type"], f["path"]) for f in info["latestDefinition"]["fields"]}
-    assert fields >= {(f["type"], f["path"]) for f in vector_index_definition(DIM)["fields"]}
+def test_init_makes_both_search_indexes_ready(server: MongoStore) -> None:
+    statuses = server.initialize(dimensions=[DIM], wait=True, timeout_s=900)
+    names = {(s.collection, s.name) for s in statuses}
+    assert {(f"chunks_{DIM}", ix.VECTOR_INDEX), (f"chunks_{DIM}", ix.TEXT_INDEX)} <= names
+    assert all(s.ready and s.status == "READY" for s in statuses)
+    collection = server.database[f"chunks_{DIM}"]
+    assert ix.ensure_search_index(collection, ix.search_index_models(DIM)[0]) == "unchanged"
 
 
 @needs_atlas
@@ -240,6 +248,7 @@ def test_atlas_scores_match_exact_cosine(server: MongoStore) -> None:
     server.chunks.add_chunks(other, [
         Chunk(f"x{i}", other.rag_id, "doc-0", "intruder", v.tolist()) for i, v in enumerate(vecs)
     ])  # fmt: skip
+    real_settle(server)
     exact = MongoChunkStore(server.database, vector_search="exact")
     q = vecs[3].tolist()
     for filters in [None, {"kind": "summary"}, {"!path": "p1.md"}]:
@@ -248,12 +257,175 @@ def test_atlas_scores_match_exact_cosine(server: MongoStore) -> None:
         assert [h.chunk_id for h in got] == [h.chunk_id for h in want], filters
         assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-4)
     assert server.chunks.query(scope, q, 1)[0].score == pytest.approx(1.0, abs=1e-4)
-    assert visible_to_vector_search(chunks_of(server), scope) == sorted(
-        d["_id"] for d in chunks_of(server).collection.find(scope_match(scope))
-    )
+
+
+@needs_atlas
+def test_queries_during_replacements_never_see_zero_chunks(server: MongoStore) -> None:
+    """The real lag: replace a source again and again while another client queries it."""
+    scope = RagScope(T, P, "rag-swap", DIM)
+    vecs = np.random.default_rng(8).standard_normal((2, DIM)).tolist()
+    server.chunks.add_chunks(scope, [Chunk("v0", scope.rag_id, "doc-1", "v0", vecs[0])])
+    real_settle(server)
+    reader = pod_atlas()
+    empty: list[int] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            hits = reader.chunks.query(scope, vecs[1], 5)
+            if not [h for h in hits if h.source_ref == "doc-1"]:
+                empty.append(1)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    try:
+        for v in range(1, 8):
+            server.chunks.replace_source(
+                scope, "doc-1", [Chunk(f"v{v}", scope.rag_id, "doc-1", f"v{v}", vecs[v % 2])]
+            )
+            time.sleep(0.3)
+            server.chunks.sweep()
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+        reader.close()
+    assert not empty, f"{len(empty)} queries saw the source with zero chunks"
+    wait_for(lambda: server.chunks.sweep() >= 0 and server.chunks.count_chunks(scope) == 1
+             and server.database[f"chunks_{DIM}"].count_documents(mq.scope_match(scope)) == 1)
+
+
+@needs_atlas
+def test_a_definition_update_then_a_filter_on_the_new_field(server: MongoStore) -> None:
+    """An index made before ``gen`` was a filter field: init updates it; until the rebuild is
+    READY, Atlas serves the old definition (a filter on gen may be refused), queries keep
+    working and the sweep waits; after init --wait the filter works."""
+    dim = 12
+    scope = RagScope(T, P, "rag-def", dim)
+    name = ix.chunk_collection(dim)
+    ix.ensure_collection(server.database, name)
+    collection = server.database[name]
+    for info in collection.list_search_indexes():
+        collection.drop_search_index(info["name"])
+    wait_for(lambda: not list(collection.list_search_indexes()), 600)
+    old = ix.vector_index_definition(dim)
+    old["fields"] = [f for f in old["fields"] if f["path"] != "gen"]
+    collection.create_search_index(SearchIndexModel(definition=old, name=ix.VECTOR_INDEX,
+                                                    type="vectorSearch"))  # fmt: skip
+    wait_for(lambda: ix.is_ready(ix.find_search_index(collection, ix.VECTOR_INDEX)), 900)
+    vec = [1.0] * dim
+    server.chunks.add_chunks(scope, [Chunk("a", scope.rag_id, "doc-1", "a", vec)])
+    server.chunks.replace_source(scope, "doc-1", [Chunk("b", scope.rag_id, "doc-1", "b", vec)])
+    server.initialize(dimensions=[dim])  # updates the definition, does not wait
+    probe = mq.build_probe_pipeline(scope, "doc-1", 1, 1, dim)
+    while not ix.is_ready(ix.find_search_index(collection, ix.VECTOR_INDEX)):
+        try:
+            list(collection.aggregate(probe))
+        except OperationFailure as exc:  # the old definition is still served
+            assert "filter" in str(exc)
+        server.chunks.sweep()  # never raises: it waits for the rebuild
+        hits = server.chunks.query(scope, vec, 3)
+        assert [h.chunk_id for h in hits] in (["a"], ["b"], [])
+        time.sleep(1)
+    server.initialize(dimensions=[dim], wait=True, timeout_s=900)
+    list(collection.aggregate(probe))  # the new field filters now
+    wait_for(lambda: server.chunks.sweep() >= 0
+             and collection.count_documents(mq.scope_match(scope)) == 1)
+    assert [h.chunk_id for h in server.chunks.query(scope, vec, 3)] == ["b"]
+
+
+@needs_atlas
+def test_a_query_while_an_index_builds_fails_fast(server: MongoStore) -> None:
+    dim = 10
+    collection = server.database[ix.chunk_collection(dim)]
+    ix.ensure_collection(server.database, collection.name)
+    for info in collection.list_search_indexes():
+        collection.drop_search_index(info["name"])
+    wait_for(lambda: not list(collection.list_search_indexes()), 600)
+    scope = RagScope(T, P, "rag-build", dim)
+    fresh = MongoChunkStore(server.database, vector_search="atlas")
+    with pytest.raises(StoreError, match="does not exist; run"):
+        fresh.query(scope, [1.0] * dim, 3)
+    fresh.prepare_dimension(dim)  # what creating a RAG of this dimension does: no wait
+    started = time.monotonic()
+    try:
+        fresh.query(scope, [1.0] * dim, 3)
+    except StoreError as exc:
+        assert "still being built" in exc.message
+    assert time.monotonic() - started < 10  # failed (or answered) fast, never waited
+    server.initialize(dimensions=[dim], wait=True, timeout_s=900)
+    assert fresh.dimension_ready(dim)
+
+
+@pytest.mark.skipif(not os.environ.get(RESTRICTED_URI_ENV), reason=f"set {RESTRICTED_URI_ENV}")
+def test_a_user_without_search_rights(server: MongoStore) -> None:
+    _, name = real_database()
+    restricted = open_mongo_store(os.environ[RESTRICTED_URI_ENV], database=name)
+    try:
+        with pytest.raises(StoreError, match=r"privilege|not authorized"):
+            restricted.initialize(dimensions=[14])
+        assert restricted.chunks.vector_search in ("atlas", "auto")  # no silent fallback
+    finally:
+        restricted.close()
+
+
+def test_a_document_over_16_mib_is_refused_before_the_driver(server: MongoStore) -> None:
+    big = "x" * (17 * 2**20)
+    with pytest.raises(InvalidInputError, match="16 MiB"):
+        server.control.insert_document(NewDocument(T, P, "big.md", "text/plain", big))
+    scope = RagScope(T, P, "rag-big", DIM)
+    with pytest.raises(InvalidInputError, match="16 MiB"):
+        server.chunks.add_chunks(scope, [Chunk("big", scope.rag_id, "d", big, [1.0] * DIM)])
+    assert server.control.insert_document(NewDocument(T, P, "ok.md", "text/plain", "ok"))
+    assert server.chunks.count_chunks(scope) == 0
+
+
+def test_read_preference_secondary_in_the_uri(server: MongoStore) -> None:
+    """Control reads go to the primary whatever the URI says: a claim and a read of what
+    was just written see it at once."""
+    _, name = real_database()
+    sep = "&" if "?" in real_uri() else "?"
+    store = open_mongo_store(f"{real_uri()}{sep}readPreference=secondaryPreferred",
+                             database=name, server_clock=True)  # fmt: skip
+    try:
+        doc = store.control.insert_document(NewDocument(T, P, "rp.md", "text/plain", "x",
+                                                        rag_dirty=True))  # fmt: skip
+        (claimed,) = store.control.claim_for_rag_index(T, P, "w-rp", 1, 60)
+        assert claimed.id == doc.id and store.control.holds_claim(T, P, doc.id, "w-rp")
+        scope = RagScope(T, P, "rag-rp", DIM)
+        store.chunks.add_chunks(scope, [Chunk("c", scope.rag_id, "d", "c", [1.0] * DIM)])
+        assert store.chunks.count_chunks(scope) == 1
+    finally:
+        store.close()
+
+
+@needs_atlas
+def test_a_scope_over_ten_thousand_chunks(server: MongoStore) -> None:
+    scope = RagScope(T, P, "rag-large", DIM)
+    vecs = np.random.default_rng(9).standard_normal((10_500, DIM)).astype(np.float32)
+    batch = [Chunk(f"c{i}", scope.rag_id, f"doc-{i % 50}", f"t{i}", v.tolist())
+             for i, v in enumerate(vecs)]  # fmt: skip
+    for start in range(0, len(batch), 1000):
+        server.chunks.add_chunks(scope, batch[start : start + 1000])
+    real_settle(server, timeout_s=600)
+    q = vecs[17].tolist()
+    hits = server.chunks.query(scope, q, 10)  # over EXACT_MAX_CHUNKS: approximate
+    exact = MongoChunkStore(server.database, vector_search="exact").query(scope, q, 10)
+    assert hits[0].chunk_id == "c17"
+    recall = len({h.chunk_id for h in hits} & {h.chunk_id for h in exact}) / 10
+    assert recall >= 0.8
+    assert len(server.chunks.query(scope, q, mq.MAX_NUM_CANDIDATES)) == mq.MAX_NUM_CANDIDATES
+    with pytest.raises(InvalidInputError, match="at most 10000"):
+        server.chunks.query(scope, q, mq.MAX_NUM_CANDIDATES + 1)
+    assert server.chunks.count_chunks(scope) == 10_500
 
 
 @needs_atlas
 def test_auto_mode_finds_atlas_search(server: MongoStore) -> None:
-    probe: Any = MongoChunkStore(server.database, vector_search="auto")
+    probe = MongoChunkStore(server.database, vector_search="auto")
     assert probe.uses_atlas() is True
+
+
+def pod_atlas() -> MongoStore:
+    """Another process' view in Atlas mode: its own client on the same database."""
+    _, name = real_database()
+    return open_mongo_store(real_uri(), database=name, vector_search="atlas")

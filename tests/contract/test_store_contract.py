@@ -932,7 +932,9 @@ def test_the_newest_generation_wins_over_a_better_score(
 def test_counts_and_listings_show_the_newest_generation_at_once(
     chunks: ChunkStore, scope: RagScope
 ) -> None:
-    chunks.add_chunks(scope, [chunk(scope, "c", unit(0)), chunk(scope, "s", unit(1), kind="summary")])
+    chunks.add_chunks(
+        scope, [chunk(scope, "c", unit(0)), chunk(scope, "s", unit(1), kind="summary")]
+    )
     chunks.replace_source(scope, "doc-1", [chunk(scope, "c2", unit(2))])  # the summary went
     assert chunks.count_chunks(scope) == 1
     assert chunks.count_chunks(scope, filters={"kind": "summary"}) == 0

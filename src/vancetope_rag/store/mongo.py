@@ -20,7 +20,7 @@ replacement is safe without transactions (see :mod:`.mongo_chunks`).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlparse, urlunparse
@@ -64,6 +64,9 @@ class MongoStore:
     database: Any
     client: Any
     owns_client: bool = field(default=True)
+    #: How ``initialize(wait=True)`` passes time (injected by tests).
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+    monotonic: Callable[[], float] = field(default=time.monotonic, repr=False)
 
     def initialize(
         self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
@@ -73,7 +76,13 @@ class MongoStore:
         ``wait``, block until every search index is READY (not merely queryable)."""
         assert isinstance(self.chunks, MongoChunkStore)
         return mongo_setup.initialize(
-            self.database, self.chunks, dimensions=dimensions, wait=wait, timeout_s=timeout_s
+            self.database,
+            self.chunks,
+            dimensions=dimensions,
+            wait=wait,
+            timeout_s=timeout_s,
+            sleep=self.sleep,
+            monotonic=self.monotonic,
         )
 
     def close(self) -> None:

@@ -73,7 +73,8 @@ class MongoChunkStore:
         vector_search: VectorSearchMode = "auto",
     ) -> None:
         self.db = database
-        self.search = SearchSupport(database, search_database or database, mode=vector_search)
+        search_db = search_database if search_database is not None else database
+        self.search = SearchSupport(database, search_db, mode=vector_search)
         self.counters = database["counters"]
         self.swaps = database[ix.SWAPS]
         #: Set by the opener when chunks of an older layout wait for ``init`` to move them.
@@ -314,11 +315,11 @@ class MongoChunkStore:
         """Delete older generations of sources whose newest one search sees entirely."""
         removed = 0
         records = list(self.swaps.find({}).sort([("at", 1)]).limit(limit))
-        grouped: dict[tuple[str, str, str, str, int], list[Any]] = {}
+        grouped: dict[tuple[str, str, str, str, int], list[tuple[Any, int]]] = {}
         for r in records:
             key = (r["tenantId"], r["projectId"], r["ragId"], r["sourceRef"], int(r["dim"]))
-            grouped.setdefault(key, []).append(r["_id"])
-        for (tenant, project, rag, source_ref, dim), ids in grouped.items():
+            grouped.setdefault(key, []).append((r["_id"], int(r["gen"])))
+        for (tenant, project, rag, source_ref, dim), notes in grouped.items():
             scope = RagScope(tenant, project, rag, dim)
             collection = self.search.collection(dim)
             source = {**mq.scope_match(scope), "sourceRef": source_ref}
@@ -327,5 +328,7 @@ class MongoChunkStore:
                 continue  # not yet: the old generation keeps answering
             if newest is not None:
                 removed += self._drop_older(collection, source, newest)
-            self.swaps.delete_many({"_id": {"$in": ids}})
+            # a note of a generation still being written (newer than any chunk) stays
+            done = [oid for oid, gen in notes if newest is None or gen <= newest]
+            self.swaps.delete_many({"_id": {"$in": done}})
         return removed

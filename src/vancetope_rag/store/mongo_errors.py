@@ -73,18 +73,21 @@ def is_unauthorized(exc: BaseException) -> bool:
 def store_error(exc: PyMongoError, action: str) -> StoreError:
     """A :class:`StoreError` telling the user what went wrong while ``action`` and what to do."""
     reason = scrub(str(exc))
-    if isinstance(exc, ServerSelectionTimeoutError | ConnectionFailure | AutoReconnect):
-        hint = (
-            "MongoDB could not be reached; check the store URI, the network and the cluster's "
-            "state (Atlas: is this machine's IP on the access list?), then retry"
-        )
+    unreachable = (
+        "MongoDB could not be reached; check the store URI, the network and the cluster's "
+        "state (Atlas: is this machine's IP on the access list?), then retry"
+    )
+    if isinstance(exc, ServerSelectionTimeoutError):
+        hint = unreachable
     elif isinstance(exc, NetworkTimeout | ExecutionTimeout | WaitQueueTimeoutError) or (
-        error_code(exc) in _TIMEOUT_CODES
+        error_code(exc) in _TIMEOUT_CODES or getattr(exc, "timeout", False)
     ):
         hint = (
             "MongoDB did not answer within the client's timeout (the URI's timeoutMS); the "
             "cluster may be overloaded — retry, or raise timeoutMS in the store URI"
         )
+    elif isinstance(exc, ConnectionFailure | AutoReconnect):
+        hint = unreachable
     elif is_unauthorized(exc):
         hint = (
             "the database user lacks a privilege for this; grant it readWrite on the store's "

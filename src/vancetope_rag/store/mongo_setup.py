@@ -19,7 +19,8 @@ interrupted migration is simply run again.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pymongo.errors import BulkWriteError
@@ -147,6 +148,8 @@ def initialize(
     dimensions: Iterable[int] = (),
     wait: bool = False,
     timeout_s: float = 600.0,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> list[IndexStatus]:
     """Collections, B-tree and search indexes for every dimension; migrate version 1; with
     ``wait``, block until every search index is READY. Idempotent."""
@@ -167,5 +170,7 @@ def initialize(
             for c in collections
         ]  # fmt: skip
     if wait:
-        return ix.wait_until_ready(collections, timeout_s=timeout_s)
+        return ix.wait_until_ready(
+            collections, timeout_s=timeout_s, sleep=sleep, monotonic=monotonic
+        )
     return [s for c in collections for s in ix.search_index_statuses(c)]
