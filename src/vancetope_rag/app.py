@@ -6,7 +6,7 @@ CLI, REST API and the pluggy plugin all start here; nothing else opens a store.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ from typing import Any
 import pluggy
 
 from vancetope_rag.config import EngineConfig
-from vancetope_rag.domain.records import Document
+from vancetope_rag.domain.records import Document, IndexStatus
 from vancetope_rag.embeddings import EmbeddingRegistry
 from vancetope_rag.extract import ExtractorRegistry
 from vancetope_rag.metrics import Metrics
@@ -207,6 +207,23 @@ class RagApp:
             register=register, app=self, tenant_id=tenant_id, project_id=project_id
         )
         return tools
+
+    def init_store(
+        self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
+    ) -> list[IndexStatus]:
+        """Prepare the store for production: collections, regular and search indexes for every
+        embedding dimension of the RAG catalog (plus ``dimensions``, e.g. the model a first
+        deployment will use), migrating an older layout. With ``wait``, return only once every
+        search index is READY (Atlas builds them in the background).
+
+        Run it on every deployment (idempotent); the embedded SQLite store needs no extra
+        step, but accepts it. Queries never create or wait for indexes.
+
+        Raises:
+            StoreError: the server refused (tier limit, missing privilege) or, with ``wait``,
+                an index failed or was not READY within ``timeout_s``.
+        """
+        return self.store.initialize(dimensions=dimensions, wait=wait, timeout_s=timeout_s)
 
     def close(self) -> None:
         self.scheduler.stop()

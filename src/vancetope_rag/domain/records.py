@@ -158,3 +158,19 @@ class RagStatus:
             "createdAt": self.created_at.isoformat() if self.created_at else None,
             "documents": dict(self.documents),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStatus:
+    """One index a store's ``initialize`` created or checked, as the operator should see it.
+
+    ``status`` is the store's own word (Atlas: ``PENDING``, ``BUILDING``, ``READY``,
+    ``FAILED``…; SQLite: ``READY``); ``ready`` is true once queries use its final definition.
+    """
+
+    collection: str
+    name: str
+    kind: str
+    status: str
+    ready: bool
+    detail: str = ""

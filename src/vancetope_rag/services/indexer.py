@@ -224,18 +224,21 @@ class ProjectRagIndexer:
         indexed_hash: str | None = None,
     ) -> None:
         """Fenced write: replace chunks + mark clean, only while the lease is still ours.
-        ``nodes`` None: the chunks are already right, only mark clean."""
+        ``nodes`` None: the chunks are already right, only mark clean; empty: remove them.
+
+        Where the store has no transactions (MongoDB), the claim token fences instead: the
+        chunks are written as generation ``rag_claim_token`` (a newer claim's write is never
+        superseded by this one) and the clean mark only lands while that claim holds."""
         t, p = doc.tenant_id, doc.project_id
+        token = doc.rag_claim_token
         try:
             with self.control.transaction():
                 if not self.control.holds_claim(t, p, doc.id, worker_id):
                     result.lost_lease += 1
                     return
-                if nodes:
-                    self.rags.write_source(rag, doc.id, nodes)
-                elif nodes is not None:
-                    self.rags.remove_by_source(rag, doc.id)
-                self.control.mark_rag_clean(
+                if nodes is not None:
+                    self.rags.write_source(rag, doc.id, nodes, generation=token)
+                marked = self.control.mark_rag_clean(
                     t,
                     p,
                     doc.id,
@@ -243,7 +246,11 @@ class ProjectRagIndexer:
                     doc.rag_version,
                     state=state,
                     indexed_hash=indexed_hash,
+                    claim_token=token,
                 )
+            if not marked:  # the lease went to another claim between the check and now
+                result.lost_lease += 1
+                return
         except Exception as exc:
             self._fail(doc, worker_id, exc, result)
             return

@@ -157,6 +157,9 @@ class RagService:
             chunk_size=size,
             chunk_overlap=overlap,
         )
+        # the chunk collection and search indexes of a new dimension are made now (no wait):
+        # the indexer holds this RAG's documents until they are READY
+        self.chunks.prepare_dimension(record.embedding_dimension)
         return self.control.insert_rag(record)
 
     def _chunking(
@@ -222,6 +225,15 @@ class RagService:
 
     def chunk_count(self, rag: RagRecord) -> int:
         return self.chunks.count_chunks(RagScope.of(rag))
+
+    def index_ready(self, rag: RagRecord) -> bool:
+        """Are the store's search indexes for this RAG's dimension built (READY)?"""
+        return self.chunks.dimension_ready(rag.embedding_dimension)
+
+    def sweep_chunks(self) -> int:
+        """Remove chunk generations that newer, now searchable ones replaced (see
+        ``ChunkStore.sweep``); the indexer runs it each tick, never a query."""
+        return self.chunks.sweep()
 
     def source_chunk_count(self, rag: RagRecord, source_ref: str) -> int:
         return self.chunks.count_chunks(RagScope.of(rag), filters={"sourceRef": source_ref})

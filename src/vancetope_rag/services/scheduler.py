@@ -73,10 +73,19 @@ class ProjectRagIndexScheduler:
         if not snapshot.embeddings_enabled():
             return "tenant_disabled"
         try:
-            self.project_rags.indexable_rag(t, p, snapshot)
+            rag = self.project_rags.indexable_rag(t, p, snapshot)
+            ready = self.project_rags.rags.index_ready(rag)
         except Exception as exc:
             if warn:
                 log.warning("project %s/%s not indexed this tick: %s", t, p, error_text(exc))
+            return "skipped"
+        if not ready:
+            # a RAG of a new dimension: its search indexes are still building (or init was
+            # never run); its documents wait, keeping their attempts
+            if warn:
+                log.info("project %s/%s waits for the store's search indexes of dimension %s "
+                         "(run `vancetope-rag init --wait` to build them)", t, p,
+                         rag.embedding_dimension)  # fmt: skip
             return "skipped"
         return None
 
@@ -98,7 +107,15 @@ class ProjectRagIndexScheduler:
                 continue
             result.claimed += len(docs)
             result.add(self.indexer.index_batch(t, p, docs, self.worker_id))
+        self._sweep()
         return result
+
+    def _sweep(self) -> None:
+        """Old chunk generations go once search sees the new ones (a no-op on SQLite)."""
+        try:
+            self.project_rags.rags.sweep_chunks()
+        except RagError as exc:
+            log.warning("sweeping old chunk generations failed (retried next tick): %s", exc)
 
     def pending(self) -> int:
         """Documents of this node's indexable projects still waiting or being processed."""

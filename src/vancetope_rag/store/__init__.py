@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from vancetope_rag.domain.records import IndexStatus
 from vancetope_rag.errors import MissingDependencyError, StoreError
 from vancetope_rag.store.port import ChunkStore, ControlStore, Store
-from vancetope_rag.store.types import Clock, IndexStatus, RagScope
+from vancetope_rag.store.types import Clock, RagScope
 
 __all__ = ["ChunkStore", "ControlStore", "RagScope", "SqliteStore", "Store", "open_store"]
 

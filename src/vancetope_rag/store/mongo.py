@@ -28,13 +28,14 @@ from urllib.parse import unquote, urlparse, urlunparse
 from pymongo import ReadPreference
 from pymongo.errors import PyMongoError
 
+from vancetope_rag.domain.records import IndexStatus
 from vancetope_rag.errors import StoreError
 from vancetope_rag.store import mongo_setup
 from vancetope_rag.store.mongo_chunks import MongoChunkStore, VectorSearchMode
 from vancetope_rag.store.mongo_control import MongoControlStore
 from vancetope_rag.store.mongo_errors import guard_errors, store_error
 from vancetope_rag.store.port import ChunkStore, ControlStore
-from vancetope_rag.store.types import Clock, IndexStatus
+from vancetope_rag.store.types import Clock
 
 __all__ = [
     "DEFAULT_DATABASE",

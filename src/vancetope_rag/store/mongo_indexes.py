@@ -22,9 +22,9 @@ from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 from pymongo.operations import SearchIndexModel
 
+from vancetope_rag.domain.records import IndexStatus
 from vancetope_rag.errors import StoreError
 from vancetope_rag.secrets import get_logger
-from vancetope_rag.store.types import IndexStatus
 
 log = get_logger(__name__)
 

@@ -25,12 +25,12 @@ from typing import Any
 
 from pymongo.errors import BulkWriteError
 
+from vancetope_rag.domain.records import IndexStatus
 from vancetope_rag.errors import StoreError
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.store import mongo_indexes as ix
 from vancetope_rag.store.mongo_chunks import MongoChunkStore
 from vancetope_rag.store.mongo_queries import decode_vector, encode_vector
-from vancetope_rag.store.types import IndexStatus
 
 log = get_logger(__name__)
 

@@ -23,6 +23,7 @@ from vancetope_rag.domain.records import (
     Document,
     Hit,
     IndexState,
+    IndexStatus,
     Project,
     ProjectStatus,
     RagRecord,
@@ -30,7 +31,6 @@ from vancetope_rag.domain.records import (
 from vancetope_rag.store.types import (
     UNSET,
     ChunkFilter,
-    IndexStatus,
     NewDocument,
     RagScope,
     _Unset,

@@ -57,18 +57,3 @@ class _Unset:
 
 UNSET = _Unset()
 
-
-@dataclass(frozen=True, slots=True)
-class IndexStatus:
-    """One index a store's ``initialize`` created or checked, as the operator should see it.
-
-    ``status`` is the store's own word (Atlas: ``PENDING``, ``BUILDING``, ``READY``,
-    ``FAILED``…; SQLite: ``READY``); ``ready`` is true once queries use its final definition.
-    """
-
-    collection: str
-    name: str
-    kind: str
-    status: str
-    ready: bool
-    detail: str = ""
