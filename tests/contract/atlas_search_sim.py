@@ -172,9 +172,20 @@ class Bm25:
 
 
 def _check_paths(op: str, spec: Mapping[str, Any], types: Mapping[str, str]) -> None:
+    """``text`` needs a ``string`` field; ``equals``/``in`` need a ``token`` field for string
+    values and a field of the value's type otherwise (``number`` for numbers)."""
     path = spec.get("path")
     paths = path if isinstance(path, list) else [path]
-    need = "string" if op == "text" else "token"
+    value = spec.get("value")
+    sample = value[0] if isinstance(value, list) and value else value
+    if op == "text":
+        need = "string"
+    elif isinstance(sample, bool):
+        need = "boolean"
+    elif isinstance(sample, int | float):
+        need = "number"
+    else:
+        need = "token"
     for p in paths:
         if op == "exists":
             if p not in types:

@@ -104,6 +104,8 @@ def test_a_query_before_init_fails_fast_and_creates_nothing(fake_clock: Any) -> 
     start = fake_clock.now
     with pytest.raises(StoreError, match="does not exist; run `vancetope-rag --store <uri> init"):
         store.chunks.query(SCOPE, unit(0), 3)
+    with pytest.raises(StoreError, match="'vancetope_rag_text' on 'chunks_8' does not exist"):
+        store.chunks.lexical_query(SCOPE, "words", 3, vector=unit(0))
     assert cluster.indexes.get(("vancetope_rag_test", "chunks_8"), {}) == {}
     assert fake_clock.now == start and cluster.searches == []  # no wait, no search sent
 
@@ -368,6 +370,10 @@ def test_control_reads_use_the_primary_and_search_reads_local(fake_clock: Any) -
     chunk_reads = [r for r in cluster.reads if r.collection == "chunks_8"
                    and not (r.pipeline and "$vectorSearch" in r.pipeline[0])]  # fmt: skip
     assert chunk_reads and all(r.read_preference == "primary" for r in chunk_reads)
-    searches = [r for r in cluster.reads if r.pipeline and "$vectorSearch" in r.pipeline[0]]
-    assert searches and all(r.read_concern == "local" for r in searches)
+    store.chunks.lexical_query(SCOPE, "text", 3, vector=unit(0))
+    searches = [r for r in cluster.reads if r.pipeline and ({"$vectorSearch", "$search"}
+                                                             & set(r.pipeline[0]))]  # fmt: skip
+    assert {next(iter(r.pipeline[0])) for r in searches if r.pipeline} == {
+        "$vectorSearch", "$search"}  # fmt: skip
+    assert all(r.read_concern == "local" for r in searches)
     assert all(r.read_preference is None for r in searches)  # the URI's own preference

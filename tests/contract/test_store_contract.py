@@ -1033,6 +1033,80 @@ def test_index_management_on_every_store(
     assert store.chunks.sweep() == 0
 
 
+# -- lexical (full-text) search --------------------------------------------------------------
+
+
+def text_chunk(scope: RagScope, cid: str, text: str, vec: Sequence[float], **kw: str) -> Chunk:
+    return Chunk(cid, scope.rag_id, kw.get("source", "doc-1"), text, list(vec),
+                 kind=kw.get("kind", "content"), path=kw.get("path", "a.md"))  # fmt: skip
+
+
+def test_lexical_query_ranks_by_relevance_and_scores_by_cosine(
+    chunks: ChunkStore, scope: RagScope, settle: Settle
+) -> None:
+    chunks.add_chunks(scope, [
+        text_chunk(scope, "both", "Cats purr and cats sleep.", unit(0)),
+        text_chunk(scope, "one", "The cat sat; dogs purr never.", unit(1), source="doc-2"),
+        text_chunk(scope, "none", "Nothing about it here.", unit(2), kind="summary"),
+        text_chunk(scope, "code", "def purr_loudly(): return CATS", unit(3), path="x.py"),
+    ])  # fmt: skip
+    settle()
+    hits = chunks.lexical_query(scope, "cats purr", 10, vector=unit(0))
+    assert hits[0].chunk_id == "both" and "none" not in ids(hits)
+    assert set(ids(hits)) <= {"both", "one", "code"}
+    assert all(h.lexical_score is not None and h.lexical_score > 0 for h in hits)
+    assert [h.lexical_score for h in hits] == sorted((h.lexical_score or 0 for h in hits),
+                                                      reverse=True)  # fmt: skip
+    scores = {h.chunk_id: h.score for h in hits}
+    assert scores["both"] == pytest.approx(1.0, abs=1e-5)  # the cosine, not the relevance
+    assert scores["one"] == pytest.approx(0.0, abs=1e-5)
+    assert ids(chunks.lexical_query(scope, "cats purr", 1, vector=unit(0))) == ["both"]
+    assert ids(chunks.lexical_query(scope, "purr", 10, vector=unit(0),
+                                    filters={"sourceRef": "doc-2"})) == ["one"]  # fmt: skip
+    assert "code" not in ids(chunks.lexical_query(scope, "purr", 10, vector=unit(0),
+                                                  filters={"!path": "x.py"}))  # fmt: skip
+    assert chunks.lexical_query(scope, "zebra", 10, vector=unit(0)) == []
+    assert chunks.lexical_query(scope, "  ?! ", 10, vector=unit(0)) == []
+    with pytest.raises(DimensionMismatchError):
+        chunks.lexical_query(scope, "cats", 3, vector=[1.0, 0.0])
+    with pytest.raises(InvalidInputError):
+        chunks.lexical_query(scope, "cats", 3, vector=unit(0), filters={"text": "x"})
+
+
+def test_lexical_hits_are_tenant_scoped(
+    control: ControlStore, chunks: ChunkStore, settle: Settle
+) -> None:
+    """A term that exists only in another tenant finds nothing, even under a forged scope."""
+    a = RagScope.of(control.insert_rag(rag_record(TA, P, "_documents", rag_id="rag-a")))
+    b = RagScope.of(control.insert_rag(rag_record(TB, P, "_documents", rag_id="rag-b")))
+    chunks.add_chunks(a, [text_chunk(a, "a1", "quarterly revenue forecast", unit(0))])
+    chunks.add_chunks(b, [text_chunk(b, "b1", "zanzibar merger secret", unit(0)),
+                          text_chunk(b, "b2", "quarterly zanzibar plan", unit(1))])  # fmt: skip
+    settle()
+    assert chunks.lexical_query(a, "zanzibar merger", 10, vector=unit(0)) == []
+    assert ids(chunks.lexical_query(a, "quarterly", 10, vector=unit(0))) == ["a1"]
+    assert sorted(ids(chunks.lexical_query(b, "zanzibar", 10, vector=unit(0)))) == ["b1", "b2"]
+    for forged in forged_scopes(a, b):
+        assert chunks.lexical_query(forged, "zanzibar quarterly", 10, vector=unit(0)) == []
+
+
+def test_lexical_query_sees_one_generation_of_a_replaced_source(
+    chunks: ChunkStore, scope: RagScope, settle: Settle
+) -> None:
+    chunks.add_chunks(scope, [text_chunk(scope, "v1", "alpha release notes", unit(0))])
+    settle()
+    chunks.replace_source(scope, "doc-1", [text_chunk(scope, "v2", "beta release notes", unit(1))])
+    before = ids(chunks.lexical_query(scope, "release notes", 5, vector=unit(0)))
+    assert before in (["v1"], ["v2"])  # the old generation until search sees the new one
+    settle()
+    assert ids(chunks.lexical_query(scope, "release notes", 5, vector=unit(0))) == ["v2"]
+    # a word only the old generation holds finds it until the sweep (the search returned no
+    # newer row of that source to prefer); the indexer sweeps every tick
+    chunks.sweep()
+    settle()
+    assert chunks.lexical_query(scope, "alpha", 5, vector=unit(0)) == []
+
+
 # -- tenant isolation (acceptance criterion) -------------------------------------------------
 
 

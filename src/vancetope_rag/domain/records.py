@@ -125,6 +125,15 @@ class Hit:
     rag_id: str = ""
     chunk_id: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: The store's full-text relevance (BM25; ``searchScore`` on Atlas), when the lexical
+    #: side found the chunk.
+    lexical_score: float | None = None
+    #: 1-based rank in the dense (vector) candidate list, None when not in it.
+    dense_rank: int | None = None
+    #: 1-based rank in the lexical candidate list, None when not in it.
+    lexical_rank: int | None = None
+    #: Reciprocal-rank fusion score: what orders hybrid results (never compared to minScore).
+    fused_score: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {

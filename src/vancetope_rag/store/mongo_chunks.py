@@ -46,7 +46,14 @@ from vancetope_rag.store import mongo_indexes as ix
 from vancetope_rag.store import mongo_queries as mq
 from vancetope_rag.store.mongo_errors import guard_errors
 from vancetope_rag.store.mongo_search import SearchSupport, VectorSearchMode
-from vancetope_rag.store.shared import check_top_k, checked_vector, chunk_id_taken_error
+from vancetope_rag.store.mongo_text import build_text_search_pipeline
+from vancetope_rag.store.shared import (
+    check_top_k,
+    checked_vector,
+    chunk_id_taken_error,
+    rank_bm25,
+    words,
+)
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
 log = logging.getLogger(__name__)
@@ -302,6 +309,48 @@ class MongoChunkStore:
             )
         }
         return [mq.hit_from_bson(found[r["_id"]], s) for r, s in chosen if r["_id"] in found]
+
+    def lexical_query(
+        self,
+        scope: RagScope,
+        text: str,
+        top_k: int,
+        *,
+        vector: Sequence[float],
+        filters: ChunkFilter | None = None,
+    ) -> list[Hit]:
+        check_top_k(top_k)
+        query = checked_vector(vector, scope.dimension)
+        mq.translate_filters(filters)
+        if top_k > mq.MAX_NUM_CANDIDATES:
+            raise InvalidInputError(f"top_k is at most {mq.MAX_NUM_CANDIDATES}, not {top_k}")
+        if not words(text):
+            return []
+        fields = {name: 1 for name in (*mq.HIT_FIELDS, ix.VECTOR_FIELD)}
+        if not self.uses_atlas():  # BM25 over the scope's chunks as they are now
+            rows = mq.newest_generation(
+                self._collection(scope).find(mq.chunk_match(scope, None, filters), fields)
+            )
+            ranked = rank_bm25(rows, text, top_k)
+            return [mq.hit_from_bson(r, mq.cosine(r.get(ix.VECTOR_FIELD), query), lexical=s)
+                    for r, s in ranked]  # fmt: skip
+        self._collection(scope)
+        self.search.require_queryable(scope.dimension, ix.TEXT_INDEX)
+        search = self.search.search_collection(scope.dimension)
+        limit = mq.fetch_limit(top_k)
+        wanted = (scope.tenant_id, scope.project_id, scope.rag_id)
+        while True:
+            rows = list(search.aggregate(build_text_search_pipeline(scope, text, limit, filters)))
+            kept = mq.newest_generation(
+                r for r in rows if (r["tenantId"], r["projectId"], r["ragId"]) == wanted
+            )
+            if len(kept) >= top_k or len(rows) < limit or limit >= mq.MAX_NUM_CANDIDATES:
+                return [
+                    mq.hit_from_bson(r, mq.cosine(r.get(ix.VECTOR_FIELD), query),
+                                     lexical=float(r["lexical"]))
+                    for r in kept[:top_k]
+                ]  # fmt: skip
+            limit = min(mq.MAX_NUM_CANDIDATES, limit * 4)
 
     # -- index management (never in the query path) ------------------------------------
 

@@ -367,8 +367,9 @@ def cosine(vector: Any, query: np.ndarray) -> float:
 # -- codecs ----------------------------------------------------------------------------------
 
 
-def hit_from_bson(row: Mapping[str, Any], score: float) -> Hit:
+def hit_from_bson(row: Mapping[str, Any], score: float, lexical: float | None = None) -> Hit:
     return Hit(
+        lexical_score=lexical,
         score=score,
         text=row["text"],
         source_ref=row["sourceRef"],

@@ -1,5 +1,5 @@
-"""Pure builders for full-text (BM25) search on MongoDB: Atlas ``$search`` and a client-side
-fallback for servers without Atlas Search.
+"""Pure builders for full-text (BM25) search on Atlas: the ``$search`` stages. (Servers
+without Atlas Search rank with :func:`vancetope_rag.store.shared.rank_bm25`.)
 
 The ``$search`` stage puts the scope (tenant, project, RAG) and the chunk filters in the
 ``compound.filter`` clauses — inside the search, so they select before ranking and limiting —
@@ -9,18 +9,12 @@ nothing but lose everything). The text goes in a ``must`` ``text`` clause over t
 
 from __future__ import annotations
 
-import math
-import re
-from collections import Counter
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vancetope_rag.store.mongo_indexes import TEXT_FIELD, TEXT_INDEX, VECTOR_FIELD
 from vancetope_rag.store.mongo_queries import HIT_FIELDS
 from vancetope_rag.store.shared import iter_filter
 from vancetope_rag.store.types import ChunkFilter, RagScope
-
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def scope_clauses(scope: RagScope) -> list[dict[str, Any]]:
@@ -83,34 +77,3 @@ def build_text_probe_pipeline(
         {"$limit": max(1, count)},
         {"$project": {"_id": 1}},
     ]
-
-
-def words(text: object) -> list[str]:
-    """Lower-cased word tokens (letters, digits, underscore), like the standard analyzer."""
-    return _WORD.findall(text.lower()) if isinstance(text, str) else []
-
-
-def rank_bm25(
-    rows: Sequence[Mapping[str, Any]], query: str, top_k: int, *, k1: float = 1.2, b: float = 0.75
-) -> list[tuple[Mapping[str, Any], float]]:
-    """``(row, BM25 score)`` of the ``top_k`` rows whose ``text`` shares a word with ``query``,
-    best first: the fallback when the server has no Atlas Search (statistics over ``rows``)."""
-    terms = set(words(query))
-    if not rows or not terms:
-        return []
-    counts = [Counter(words(r.get(TEXT_FIELD))) for r in rows]
-    lengths = [sum(c.values()) for c in counts]
-    avg = (sum(lengths) / len(lengths)) or 1.0
-    df = {t: sum(1 for c in counts if c[t]) for t in terms}
-    n = len(rows)
-    scored: list[tuple[Mapping[str, Any], float]] = []
-    for row, tf, length in zip(rows, counts, lengths, strict=True):
-        score = 0.0
-        for t in terms:
-            if tf[t]:
-                idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
-                score += idf * tf[t] * (k1 + 1) / (tf[t] + k1 * (1 - b + b * length / avg))
-        if score > 0:
-            scored.append((row, score))
-    scored.sort(key=lambda t: -t[1])
-    return scored[:top_k]

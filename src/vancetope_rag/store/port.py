@@ -245,6 +245,21 @@ class ChunkStore(Protocol):
         writes the index has seen; per source, only the newest generation found is kept."""
         ...
 
+    def lexical_query(
+        self,
+        scope: RagScope,
+        text: str,
+        top_k: int,
+        *,
+        vector: Sequence[float],
+        filters: ChunkFilter | None = None,
+    ) -> list[Hit]:
+        """The ``top_k`` chunks of the scope by full-text relevance (BM25) to ``text``, best
+        first. Each ``Hit.score`` is that chunk's cosine similarity to ``vector`` (so the caller
+        can gate lexical-only hits on minScore); ``Hit.lexical_score`` is the store's relevance
+        score. A text with no searchable word finds nothing."""
+        ...
+
     # index management: never called in the query path
 
     def prepare_dimension(self, dimension: int) -> None:

@@ -8,6 +8,7 @@ nothing even if it leaked.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,8 @@ from vancetope_rag.store.shared import (
     checked_vector,
     chunk_id_taken_error,
     foreign_chunk_error,
+    rank_bm25,
+    words,
 )
 from vancetope_rag.store.sqlite_db import SqliteDatabase
 from vancetope_rag.store.sqlite_rows import chunk_filter_sql, chunk_row, insert_sql, row_to_hit
@@ -248,6 +251,35 @@ class SqliteChunkStore:
             for rid, score in zip(rowids.tolist(), scores.tolist(), strict=True)
             if rid in by_rowid  # deleted between the generation read and now
         ]
+
+    def lexical_query(
+        self,
+        scope: RagScope,
+        text: str,
+        top_k: int,
+        *,
+        vector: Sequence[float],
+        filters: ChunkFilter | None = None,
+    ) -> list[Hit]:
+        """BM25 over the scope's chunk texts, ranked in Python (a scan of the scope)."""
+        check_top_k(top_k)
+        query = np.frombuffer(_vector_blob(vector, scope.dimension), dtype=np.float32)
+        where, params = chunk_filter_sql(filters)
+        if not words(text):
+            return []
+        table = self.db.ensure_vec_table(scope.dimension)
+        rows = self.db.query_dicts(
+            f"SELECT c.*, v.embedding AS vector FROM chunks c JOIN {table} v "
+            "ON v.rowid = c.rowid WHERE c.tenant_id = ? AND c.project_id = ? AND c.rag_id = ?"
+            f"{where}",
+            (scope.tenant_id, scope.project_id, scope.rag_id, *params),
+        )
+        hits: list[Hit] = []
+        for row, relevance in rank_bm25(rows, text, top_k):
+            v = np.frombuffer(row["vector"], dtype=np.float32)
+            cos = float(v @ query / (np.linalg.norm(v) * np.linalg.norm(query)))
+            hits.append(replace(row_to_hit(row, cos), lexical_score=relevance))
+        return hits
 
     def query(
         self,
