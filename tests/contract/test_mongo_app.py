@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from atlas_double import AtlasCluster
 from click.testing import CliRunner
-from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S
+from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SWEEP_GRACE_S
 
 from fakes import P, T
 from vancetope_rag.app import RagApp
@@ -30,7 +30,8 @@ AppFactory = Callable[..., RagApp]
 def atlas_app(make_app: AppFactory, clock: Any) -> tuple[RagApp, AtlasCluster, MongoStore]:
     cluster = AtlasCluster(clock=clock, lag_s=ATLAS_LAG_S, build_s=ATLAS_BUILD_S)
     store = open_mongo_store("mongodb://atlas.example.net/rag", clock=clock,
-                             client=cluster.client(), server_clock=False)  # fmt: skip
+                             client=cluster.client(), server_clock=False,
+                             sweep_grace_s=ATLAS_SWEEP_GRACE_S)  # fmt: skip
     store.sleep, store.monotonic = clock.advance, clock
     app = make_app(store=store, clock=clock)
     app.bring(T, P)

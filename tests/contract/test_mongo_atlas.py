@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from atlas_double import AtlasCluster
 from atlas_search_sim import failure
-from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, atlas_store
+from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SWEEP_GRACE_S, atlas_store
 from pymongo.errors import OperationFailure
 from pymongo.operations import SearchIndexModel
 
@@ -52,7 +52,8 @@ def fresh(clock: Any, **cluster_options: Any) -> tuple[MongoStore, AtlasCluster]
     """A store on a new double, not initialised."""
     cluster = AtlasCluster(clock=clock, lag_s=ATLAS_LAG_S, build_s=ATLAS_BUILD_S,
                            **cluster_options)  # fmt: skip
-    store = open_mongo_store(URI, clock=clock, client=cluster.client(), server_clock=False)
+    store = open_mongo_store(URI, clock=clock, client=cluster.client(), server_clock=False,
+                             sweep_grace_s=ATLAS_SWEEP_GRACE_S)  # fmt: skip
     store.sleep = clock.advance
     store.monotonic = clock
     return store, cluster
@@ -202,7 +203,9 @@ def test_every_moment_of_a_swap_shows_the_source(atlas: Any, fake_clock: Any) ->
     assert store.database["chunk_swaps"].count_documents({}) == 0
 
 
-def test_the_sweep_waits_until_search_sees_the_new_generation(atlas: Any) -> None:
+def test_the_sweep_waits_until_search_sees_the_new_generation(
+    atlas: Any, fake_clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store, cluster = atlas
     chunks = chunks_of(store)
     chunks.add_chunks(SCOPE, [chunk("old", unit(0))])
@@ -210,6 +213,9 @@ def test_the_sweep_waits_until_search_sees_the_new_generation(atlas: Any) -> Non
     assert chunks.sweep() == 0  # not visible yet: the old generation keeps answering
     assert store.database["chunks_8"].count_documents({}) == 2
     assert ids(chunks.query(SCOPE, unit(0), 3)) == []  # "old" not visible either: it was new
+    fake_clock.advance(ATLAS_LAG_S + 0.01)  # visible to the probe, but within the grace time
+    assert chunks.search.visible(SCOPE, "doc-1", chunks.next_generation() - 1)
+    assert chunks.sweep() == 0  # another search node may still lag the one probed
     cluster.settle()
     assert chunks.sweep() == 1
     assert ids(chunks.query(SCOPE, unit(0), 3)) == ["new"]

@@ -134,6 +134,7 @@ def open_mongo_store(
     database: str | None = None,
     vector_search: VectorSearchMode = "auto",
     server_clock: bool | None = None,
+    sweep_grace_s: float = 10.0,
 ) -> MongoStore:
     """Open the MongoDB store a URI names.
 
@@ -148,6 +149,8 @@ def open_mongo_store(
             MongoDB without Atlas Search), or ``auto`` (Atlas when the server has search).
         server_clock: measure leases on the server's ``$$NOW``. Default: yes, unless a clock
             was injected or the client is mongomock (which has no ``$$NOW``).
+        sweep_grace_s: how long a replaced chunk generation stays at least, after search sees
+            its replacement (other search nodes may lag the one the sweep probed).
 
     Raises:
         StoreError: bad URI, unreachable server, or a schema newer than this package.
@@ -170,7 +173,11 @@ def open_mongo_store(
         # control reads go to the primary whatever the URI's readPreference says
         db = client.get_database(name, read_preference=ReadPreference.PRIMARY)
         chunks = MongoChunkStore(
-            db, search_database=client.get_database(name), vector_search=vector_search
+            db,
+            search_database=client.get_database(name),
+            vector_search=vector_search,
+            clock=clock,
+            sweep_grace_s=sweep_grace_s,
         )
         mongo_setup.open_schema(db, shown, chunks)
     except BaseException as exc:

@@ -22,8 +22,10 @@ chunks for that window. So every chunk carries ``gen``, the generation of its so
 * ``count_chunks`` / ``get_chunks`` read the collection (primary): the newest generation
   written, at once.
 * :meth:`MongoChunkStore.sweep` (run by the indexer's ticks) deletes a source's older
-  generations once a search probe sees all of the newest. Without Atlas Search (exact
-  ranking reads the collection, no lag) they are deleted at once.
+  generations once a search probe sees all of the newest *and* the swap is older than
+  ``sweep_grace_s``: the probe ran on one search node, and with several (Atlas Search Nodes)
+  another may still lag behind it. Without Atlas Search (exact ranking reads the
+  collection, no lag) they are deleted at once.
 * ``add_chunks`` writes into a source's newest generation, so adding never hides chunks.
 
 A crash between steps leaves an extra generation the next write or sweep removes.
@@ -32,8 +34,9 @@ A crash between steps leaves an extra generation the next write or sweep removes
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -54,7 +57,7 @@ from vancetope_rag.store.shared import (
     rank_bm25,
     words,
 )
-from vancetope_rag.store.types import ChunkFilter, RagScope
+from vancetope_rag.store.types import ChunkFilter, Clock, RagScope
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,8 @@ class MongoChunkStore:
         search_database: the database search stages run on (the URI's read preference);
             defaults to ``database``.
         vector_search: ``atlas``, ``exact``, or ``auto`` (Atlas when the server has search).
+        clock: when swaps are recorded and how old they are (seconds since the epoch).
+        sweep_grace_s: how long an old generation outlives its replacement at least.
     """
 
     def __init__(
@@ -78,8 +83,12 @@ class MongoChunkStore:
         *,
         search_database: Any = None,
         vector_search: VectorSearchMode = "auto",
+        clock: Clock = time.time,
+        sweep_grace_s: float = 10.0,
     ) -> None:
         self.db = database
+        self.clock = clock
+        self.sweep_grace_s = sweep_grace_s
         search_db = search_database if search_database is not None else database
         self.search = SearchSupport(database, search_db, mode=vector_search)
         self.counters = database["counters"]
@@ -196,7 +205,7 @@ class MongoChunkStore:
             collection.delete_many({**source, "gen": gen})
         # the swap is recorded first: a crash after the insert still leaves the sweeper a note
         self.swaps.insert_one({**source, "dim": scope.dimension, "gen": gen,
-                               "at": datetime.now(UTC)})  # fmt: skip
+                               "at": self._instant()})  # fmt: skip
         for doc in docs:
             doc["gen"] = gen
         self._insert(collection, scope, docs)
@@ -210,6 +219,11 @@ class MongoChunkStore:
         removed = int(collection.delete_many({**source, "gen": {"$lt": gen}}).deleted_count)
         self.swaps.delete_many({**source, "gen": {"$lte": gen}})
         return removed
+
+    def _instant(self, seconds_ago: float = 0.0) -> datetime:
+        """The store clock's now (minus ``seconds_ago``) as BSON stores it: naive UTC ms."""
+        at = datetime.fromtimestamp(self.clock(), UTC) - timedelta(seconds=seconds_ago)
+        return at.replace(tzinfo=None, microsecond=at.microsecond // 1000 * 1000)
 
     def remove_by_source(self, scope: RagScope, source_ref: str) -> int:
         source = {**mq.scope_match(scope), "sourceRef": source_ref}
@@ -363,7 +377,9 @@ class MongoChunkStore:
     def sweep(self, *, limit: int = 100) -> int:
         """Delete older generations of sources whose newest one search sees entirely."""
         removed = 0
-        records = list(self.swaps.find({}).sort([("at", 1)]).limit(limit))
+        grace = self.sweep_grace_s if self.uses_atlas() else 0.0
+        due = {"at": {"$lte": self._instant(grace)}}
+        records = list(self.swaps.find(due).sort([("at", 1)]).limit(limit))
         grouped: dict[tuple[str, str, str, str, int], list[tuple[Any, int]]] = {}
         for r in records:
             key = (r["tenantId"], r["projectId"], r["ragId"], r["sourceRef"], int(r["dim"]))
