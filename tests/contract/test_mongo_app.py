@@ -148,3 +148,24 @@ def test_cli_init_on_the_embedded_store(tmp_path: Path) -> None:
     assert '"status": "READY"' in result.output and "vec_chunks_384" in result.output
     bad = runner.invoke(cli, ["--store", store, "init", "--dimension", "0"])
     assert bad.exit_code != 0
+
+
+def test_cli_init_and_index_on_atlas(
+    make_app: AppFactory, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``index`` refuses to report "indexed 0" while the search indexes build; ``init --wait``
+    builds them (the CLI reaches the store only through the app)."""
+    app, _cluster, _ = atlas_app(make_app, clock)
+    monkeypatch.setattr(RagApp, "open", staticmethod(lambda *args, **kwargs: app))
+    app.documents.create(T, P, "documents/a.md", "Alpha text.")
+    runner = CliRunner()
+    base = ["--store", "mongodb://atlas.example.net/rag", "--tenant", T, "--project", P]
+    result = runner.invoke(cli, [*base, "index"])
+    assert result.exit_code == 1 and "not READY yet" in result.output
+    result = runner.invoke(cli, [*base, "init"])
+    assert result.exit_code == 0 and "chunks_256       vancetope_rag_vectors" in result.output
+    assert "still building" in result.output
+    result = runner.invoke(cli, [*base, "init", "--wait", "--json"])
+    assert result.exit_code == 0 and '"ready": true' in result.output
+    result = runner.invoke(cli, [*base, "index"])
+    assert result.exit_code == 0 and "indexed 1 documents" in result.output

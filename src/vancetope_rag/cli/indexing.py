@@ -56,7 +56,12 @@ def index_cmd(c: Ctx, until_idle: bool, as_json: bool) -> None:
         c.bring_up("index")
         # Embeddings off or a misconfigured provider is an error here, not a silent
         # "indexed 0": the scheduler only warns and skips such projects.
-        app.project_rags.indexable_rag(c.tenant, c.project)
+        rag = app.project_rags.indexable_rag(c.tenant, c.project)
+        if not app.rags.index_ready(rag):  # the scheduler would skip the project quietly
+            fail(
+                f"the store's search indexes for dimension {rag.embedding_dimension} are not "
+                "READY yet; run `vancetope-rag --store <uri> init --wait`, then index again"
+            )
         sched = app.scheduler
         total_start = sched.pending()
         show_bar = not as_json and sys.stderr.isatty() and total_start > 0
