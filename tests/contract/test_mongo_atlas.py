@@ -258,6 +258,9 @@ def test_old_generations_never_shrink_an_answer(atlas: Any) -> None:
     assert hits[1].score == pytest.approx(0.49, abs=1e-4)  # the new generation's vectors
     limits = [s["$vectorSearch"]["limit"] for s in cluster.searches[before:]]
     assert limits[0] == mq.fetch_limit(5) and len(limits) == 2 and limits[1] > limits[0]
+    # what the service's over-fetch may ask for: capped at Atlas's 10,000, never refused
+    assert len(chunks.query(SCOPE, unit(0), 40_000)) == 20
+    assert cluster.searches[-1]["$vectorSearch"]["limit"] == mq.MAX_NUM_CANDIDATES
 
 
 # -- exact or approximate --------------------------------------------------------------------

@@ -18,6 +18,7 @@ from pymongo.errors import OperationFailure
 
 from vancetope_rag.domain.records import Chunk, RagRecord
 from vancetope_rag.errors import InvalidInputError, StoreError
+from vancetope_rag.store import mongo_queries as mq
 from vancetope_rag.store import open_store
 from vancetope_rag.store.mongo import MongoStore, open_mongo_store
 from vancetope_rag.store.mongo_chunks import MongoChunkStore
@@ -182,11 +183,18 @@ def test_vectors_are_stored_as_binary_float32(chunks: MongoChunkStore, mstore: M
     assert mstore.database["chunks_16"].count_documents({}) == 1  # a collection per dimension
 
 
-def test_top_k_over_atlas_cap_is_refused_with_a_clear_error(chunks: MongoChunkStore) -> None:
-    chunks.add_chunks(SCOPE, [chunk("a", unit(0))])
-    assert len(chunks.query(SCOPE, unit(0), 10_000)) == 1
-    with pytest.raises(InvalidInputError, match="at most 10000"):
-        chunks.query(SCOPE, unit(0), 10_001)
+def test_top_k_is_capped_at_atlas_limit(
+    chunks: MongoChunkStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Atlas returns at most 10,000 results; the exact path answers the same (the limit is
+    lowered here so the test needs 60 chunks, not 10,050)."""
+    chunks.add_chunks(SCOPE, [chunk(f"c{i}", unit(i)) for i in range(3)])
+    assert len(chunks.query(SCOPE, unit(0), 10_001)) == 3
+    monkeypatch.setattr(mq, "MAX_NUM_CANDIDATES", 50)
+    many = RagScope("ta", "p", "rag-many", 2)
+    chunks.add_chunks(many, [Chunk(f"m{i}", "rag-many", "d", "t", [1.0, i / 100])
+                             for i in range(60)])  # fmt: skip
+    assert len(chunks.query(many, [1.0, 0.0], 200)) == 50
 
 
 # -- chunk swap without search lag -----------------------------------------------------------

@@ -284,11 +284,9 @@ class MongoChunkStore:
         check_top_k(top_k)
         query = checked_vector(vector, scope.dimension)
         mq.translate_filters(filters)  # unknown keys fail the same way in both modes
-        if top_k > mq.MAX_NUM_CANDIDATES:
-            raise InvalidInputError(
-                f"top_k is at most {mq.MAX_NUM_CANDIDATES} on MongoDB (Atlas Vector Search "
-                f"returns at most that many results), not {top_k}"
-            )
+        # Atlas returns at most 10,000 results: a larger top_k gets the best 10,000 (fewer
+        # than asked reads as "no more", which is what the service's over-fetch expects)
+        top_k = min(top_k, mq.MAX_NUM_CANDIDATES)
         if not self.uses_atlas():
             return self._exact_query(scope, query, top_k, filters)
         self._collection(scope)
@@ -336,8 +334,7 @@ class MongoChunkStore:
         check_top_k(top_k)
         query = checked_vector(vector, scope.dimension)
         mq.translate_filters(filters)
-        if top_k > mq.MAX_NUM_CANDIDATES:
-            raise InvalidInputError(f"top_k is at most {mq.MAX_NUM_CANDIDATES}, not {top_k}")
+        top_k = min(top_k, mq.MAX_NUM_CANDIDATES)  # as in query
         if not words(text):
             return []
         fields = {name: 1 for name in (*mq.HIT_FIELDS, ix.VECTOR_FIELD)}
