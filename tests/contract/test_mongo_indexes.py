@@ -301,3 +301,19 @@ def test_a_document_over_16_mib_is_refused_before_the_driver() -> None:
     check_bson_size({"text": "x" * (15 * 2**20)}, "chunk")
     with pytest.raises(InvalidInputError, match=r"16\.0 MiB|16 MiB"):
         check_bson_size({"text": "x" * (16 * 2**20)}, "chunk 'c1'")
+
+
+def test_a_collection_not_created_yet_has_no_search_index() -> None:
+    class Raising(ScriptedCollection):
+        def __init__(self, error: Exception) -> None:
+            super().__init__([None])
+            self.error = error
+
+        def list_search_indexes(self, name: str | None = None) -> list[dict[str, Any]]:
+            raise self.error
+
+    assert ix.find_search_index(Raising(OperationFailure("ns missing", code=26)), "x") is None
+    status = ix.index_status(Raising(OperationFailure("ns missing", code=26)), "x", "search")
+    assert (status.status, status.ready) == ("MISSING", False)
+    with pytest.raises(OperationFailure):
+        ix.find_search_index(Raising(OperationFailure("not authorized", code=13)), "x")

@@ -367,3 +367,11 @@ def test_a_schema_1_store_is_migrated_by_init_and_nothing_is_stranded(fake_clock
     assert isinstance(db["chunks_8"].find_one()["embedding"], Binary)
     assert store.initialize()  # running it again is harmless
     assert db["chunks_8"].count_documents({}) == 3
+
+
+def test_a_missing_collection_is_not_a_missing_search(mstore: MongoStore) -> None:
+    """Listing search indexes of a collection not created yet answers NamespaceNotFound on
+    some servers: Atlas Search is there, the index is simply missing."""
+    missing = OperationFailure("ns does not exist", code=26)
+    db = Answering(mstore.database, missing)
+    assert SearchSupport(db, db, mode="auto").uses_atlas() is True

@@ -266,10 +266,20 @@ def merge_definition(existing: Any, wanted: Mapping[str, Any]) -> dict[str, Any]
 # -- Atlas Search index management (I/O) ------------------------------------------------------
 
 
+#: NamespaceNotFound: listing the search indexes of a collection that does not exist yet.
+_NO_NAMESPACE = 26
+
+
 def find_search_index(collection: Any, name: str) -> Mapping[str, Any] | None:
-    for info in collection.list_search_indexes(name):
-        if info.get("name") == name:
-            return dict(info)
+    """The ``$listSearchIndexes`` entry of ``name``; None when it (or the collection) is
+    missing."""
+    try:
+        for info in collection.list_search_indexes(name):
+            if info.get("name") == name:
+                return dict(info)
+    except OperationFailure as exc:
+        if exc.code != _NO_NAMESPACE:
+            raise
     return None
 
 

@@ -91,13 +91,17 @@ class SearchSupport:
         """Resolve ``auto`` once: does this server have Atlas Search?"""
         if self.mode == "auto":
             try:
-                list(self.db["counters"].list_search_indexes())
+                # the schema collection exists once the store is open
+                list(self.db["schema"].list_search_indexes())
                 mode: VectorSearchMode = "atlas"
             except OperationFailure as exc:
-                if not search_unsupported(exc):
+                if exc.code == 26:  # NamespaceNotFound: the stage itself is understood
+                    mode = "atlas"
+                elif search_unsupported(exc):
+                    log.warning("no Atlas Search on this server (%s); ranking exactly", exc)
+                    mode = "exact"
+                else:
                     raise store_error(exc, "checking for Atlas Search") from exc
-                log.warning("no Atlas Search on this server (%s); ranking vectors exactly", exc)
-                mode = "exact"
             except (NotImplementedError, TypeError, AttributeError) as exc:  # mongomock
                 log.warning("no Atlas Search in this client (%s); ranking vectors exactly", exc)
                 mode = "exact"
