@@ -8,9 +8,12 @@ Modules:
 * SQLite: ``sqlite_db`` (connections, migrations, transactions), ``sqlite_control`` and
   ``sqlite_chunks`` (the two adapters), ``sqlite_rows`` (pure codecs and SQL pieces),
   ``vector_cache`` (the in-process exact index).
-* MongoDB: ``mongo`` (open and compose), ``mongo_control`` and ``mongo_chunks`` (the two
-  adapters, thin I/O), ``mongo_updates`` and ``mongo_queries`` (their pure builders),
-  ``mongo_indexes`` (index management).
+* MongoDB: ``mongo`` (open, compose, connection semantics), ``mongo_control`` and
+  ``mongo_chunks`` (the two adapters, thin I/O), ``mongo_updates``, ``mongo_queries`` and
+  ``mongo_text`` (their pure builders), ``mongo_search`` (what the server's Atlas Search can
+  do, cached per process), ``mongo_indexes`` (index definitions and management),
+  ``mongo_setup`` (schema versions, ``initialize``, migration), ``mongo_errors`` (driver
+  failures as StoreErrors, the 16 MiB check). Deployment notes: ``docs/stores.md``.
 * ``llamaindex_store`` — ``RagVectorStore``: any ChunkStore as a LlamaIndex vector store.
 """
 
