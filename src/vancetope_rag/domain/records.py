@@ -115,7 +115,9 @@ class Chunk:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A query result: higher score = more similar (cosine similarity)."""
+    """A query result. ``score`` is always the cosine similarity between the query and the
+    chunk (what ``minScore`` gates on, in every retrieval mode); the lexical and fused fields
+    say how a hybrid query ranked it."""
 
     score: float
     text: str
@@ -125,8 +127,8 @@ class Hit:
     rag_id: str = ""
     chunk_id: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
-    #: The store's full-text relevance (BM25; ``searchScore`` on Atlas), when the lexical
-    #: side found the chunk.
+    #: The store's full-text relevance (BM25 on SQLite, ``searchScore`` on Atlas), when the
+    #: lexical side found the chunk.
     lexical_score: float | None = None
     #: 1-based rank in the dense (vector) candidate list, None when not in it.
     dense_rank: int | None = None
@@ -136,13 +138,18 @@ class Hit:
     fused_score: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "path": self.path,
             "kind": self.kind,
             "score": round(self.score, 4),
             "text": self.text,
             "sourceRef": self.source_ref,
         }
+        if self.fused_score is not None:
+            out["fusedScore"] = round(self.fused_score, 6)
+            out["denseRank"] = self.dense_rank
+            out["lexicalRank"] = self.lexical_rank
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,9 +69,9 @@ def sqlite_path_from_uri(uri: str) -> str:
 def open_store(uri: str, *, clock: Clock = time.time, vector_cache: bool = True) -> Store:
     """Open the store a URI names. A plain file path is read as a SQLite store.
 
-    ``vector_cache`` (SQLite): answer unfiltered queries from an in-process exact index kept
-    coherent with the file (see :mod:`vancetope_rag.store.vector_cache`); off, every query
-    goes to sqlite-vec.
+    ``vector_cache`` (SQLite): answer unfiltered queries from in-process indexes kept coherent
+    with the file (vectors: :mod:`vancetope_rag.store.vector_cache`; BM25:
+    :mod:`vancetope_rag.store.lexical_index`); off, every query goes to sqlite-vec and FTS5.
     """
     if not uri or not uri.strip():
         raise StoreError("no store URI given; pass --store or set VANCETOPE_RAG_STORE")
@@ -92,11 +92,16 @@ def open_store(uri: str, *, clock: Clock = time.time, vector_cache: bool = True)
             f"unsupported store URI scheme {scheme!r}; use sqlite:///path/rag.db or "
             "mongodb://host/db"
         )
+    from vancetope_rag.store.lexical_index import LexicalCache
     from vancetope_rag.store.sqlite_chunks import SqliteChunkStore
     from vancetope_rag.store.sqlite_control import SqliteControlStore
     from vancetope_rag.store.sqlite_db import SqliteDatabase
     from vancetope_rag.store.vector_cache import VectorCache
 
     db = SqliteDatabase(Path(path))
-    chunks = SqliteChunkStore(db, cache=VectorCache() if vector_cache else None)
+    chunks = SqliteChunkStore(
+        db,
+        cache=VectorCache() if vector_cache else None,
+        lexical_cache=LexicalCache() if vector_cache else None,
+    )
     return SqliteStore(control=SqliteControlStore(db, clock=clock), chunks=chunks)

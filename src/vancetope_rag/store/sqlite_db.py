@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from vancetope_rag.errors import StoreError
+from vancetope_rag.store.lexical import scope_token
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: Ordered migrations; index i brings the schema from version i to i + 1. Never edit a shipped
 #: entry: add a new one.
@@ -124,6 +125,21 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (tenant_id, project_id, rag_id, source_ref)
     ) WITHOUT ROWID;
     """,
+    # 4: the lexical (BM25) index of chunk texts, backfilled from the chunks already stored.
+    # Contentless (the text stays in `chunks` only) with deletes by rowid; `scope` holds one
+    # token per chunk naming its tenant, project and RAG (store/lexical.py, scope_token).
+    # Two counters: a store-wide chunk generation (statistics caches) and the rowid high-water
+    # mark: chunk rowids are never reused, so an in-process index can trust them.
+    """
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        scope, text, content='', contentless_delete=1,
+        tokenize="porter unicode61 remove_diacritics 2 tokenchars '_'"
+    );
+    INSERT INTO chunks_fts (rowid, scope, text)
+        SELECT rowid, vtr_scope_token(tenant_id, project_id, rag_id), text FROM chunks;
+    INSERT INTO counters (name, value) SELECT 'chunk_rowid', coalesce(max(rowid), 0) FROM chunks;
+    INSERT INTO counters (name, value) VALUES ('chunk_generation', 0);
+    """,
 )
 
 
@@ -194,6 +210,8 @@ class SqliteDatabase:
             conn.load_extension(self._sqlite_vec.loadable_path())
             conn.enable_load_extension(False)
             conn.set_busy_timeout(self._busy_timeout_ms)
+            # used by migration 3's backfill; the same function the chunk writes call
+            conn.create_scalar_function("vtr_scope_token", scope_token, 3, deterministic=True)
             self._refuse_foreign(conn)  # before WAL mode, which rewrites the file header
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -224,6 +242,24 @@ class SqliteDatabase:
             self._local.pid = os.getpid()
             self._local.depth = 0
         return conn
+
+    @property
+    def apsw(self) -> Any:
+        """The apsw module (its constants and exception classes)."""
+        return self._apsw
+
+    def fts5_tokenizer(self, name: str, args: list[str]) -> Any:
+        """An FTS5 tokenizer of this thread's connection, callable from Python."""
+        conn = self.conn
+        cache: dict[tuple[str, tuple[str, ...]], Any] = getattr(self._local, "tokenizers", {})
+        if getattr(self._local, "tokenizers_conn", None) is not conn:
+            cache = {}
+            self._local.tokenizers_conn = conn
+        key = (name, tuple(args))
+        if key not in cache:
+            cache[key] = conn.fts5_tokenizer(name, list(args))
+            self._local.tokenizers = cache
+        return cache[key]
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -184,9 +184,10 @@ def row_to_project(r: Mapping[str, Any]) -> Project:
     )
 
 
-def row_to_hit(row: Mapping[str, Any], score: float) -> Hit:
+def row_to_hit(row: Mapping[str, Any], score: float, lexical_score: float | None = None) -> Hit:
     return Hit(
         score=score,
+        lexical_score=lexical_score,
         text=row["text"],
         source_ref=row["source_ref"],
         kind=row["kind"],

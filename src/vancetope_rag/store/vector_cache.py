@@ -39,8 +39,8 @@ Key = tuple[str, str, str]  # tenant, project, rag id
 @dataclass
 class _Entry:
     generation: int
-    rowids: npt.NDArray[np.int64]
-    matrix: npt.NDArray[np.float32]  # rows L2-normalised
+    rowids: npt.NDArray[np.int64]  # ascending
+    matrix: npt.NDArray[np.float32]  # rows L2-normalised, in rowid order
     loaded_at: float
     quantized: _Int8Rows | None = None
 
@@ -107,6 +107,10 @@ def _cap_blas_threads() -> None:
 Loader = Callable[[], tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
 
 
+def _unit(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    return (vector / (float(np.linalg.norm(vector)) or 1.0)).astype(np.float32)
+
+
 class VectorCache:
     """LRU of per-RAG matrices, bounded by the total number of rows held."""
 
@@ -136,34 +140,12 @@ class VectorCache:
         load: Loader,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
         """(rowids, cosine scores) best first, or None: the caller should ask sqlite-vec."""
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None and entry.generation == generation:
-                self._entries.move_to_end(key)
-            elif entry is not None and self._clock() - entry.loaded_at < self.reload_cooldown_s:
-                return None  # being written right now: don't reload on every query
-            else:
-                entry = None
+        entry = self._current(key, generation, load)
         if entry is None:
-            rowids, matrix = load()
-            if len(rowids) > self.max_rows:
-                return None
-            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-            norms[norms == 0] = 1.0
-            matrix = np.ascontiguousarray(matrix / norms, dtype=np.float32)
-            entry = _Entry(generation, rowids, matrix, self._clock())
-            if len(rowids) >= self.quantize_min_rows:
-                torch = _load_torch()
-                if torch is not None:
-                    entry.quantized = _Int8Rows(torch, matrix)
-            with self._lock:
-                self.reloads += 1
-                self._entries[key] = entry
-                self._entries.move_to_end(key)
-                self._evict()
+            return None
         if len(entry.rowids) == 0:
             return entry.rowids, np.zeros(0, dtype=np.float32)
-        q = (vector / (float(np.linalg.norm(vector)) or 1.0)).astype(np.float32)
+        q = _unit(vector)
         k = min(top_k, len(entry.rowids))
         _cap_blas_threads()
         if entry.quantized is not None and k * 8 < len(entry.rowids):
@@ -174,6 +156,58 @@ class VectorCache:
         top = np.argpartition(-exact, k - 1)[:k] if k < len(exact) else np.arange(len(exact))
         order = top[np.argsort(-exact[top], kind="stable")]
         return entry.rowids[idx[order]], exact[order]
+
+    def cosines(
+        self,
+        key: Key,
+        generation: int,
+        rowids: npt.NDArray[np.int64],
+        vector: npt.NDArray[np.float32],
+        load: Loader,
+    ) -> npt.NDArray[np.float32] | None:
+        """Cosine similarity of ``vector`` to each of ``rowids`` (NaN for a rowid the RAG does
+        not hold), or None: the caller should ask sqlite-vec. What the lexical side of a
+        hybrid query uses: a ``vec0`` point lookup costs ~0.2 ms per row at 100k chunks."""
+        entry = self._current(key, generation, load)
+        if entry is None:
+            return None
+        out = np.full(len(rowids), np.nan, dtype=np.float32)
+        if len(entry.rowids) == 0 or len(rowids) == 0:
+            return out
+        at = np.minimum(np.searchsorted(entry.rowids, rowids), len(entry.rowids) - 1)
+        held = entry.rowids[at] == rowids
+        _cap_blas_threads()
+        out[held] = entry.matrix[at[held]] @ _unit(vector)
+        return out
+
+    def _current(self, key: Key, generation: int, load: Loader) -> _Entry | None:
+        """The RAG's entry at ``generation``, loading it if due; None to fall back."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry.generation == generation:
+                self._entries.move_to_end(key)
+                return entry
+            if entry is not None and self._clock() - entry.loaded_at < self.reload_cooldown_s:
+                return None  # being written right now: don't reload on every query
+        rowids, matrix = load()
+        if len(rowids) > self.max_rows:
+            return None
+        order = np.argsort(rowids, kind="stable")  # sorted by rowid: cosines() looks rows up
+        rowids, matrix = rowids[order], matrix[order]
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        matrix = np.ascontiguousarray(matrix / norms, dtype=np.float32)
+        entry = _Entry(generation, rowids, matrix, self._clock())
+        if len(rowids) >= self.quantize_min_rows:
+            torch = _load_torch()
+            if torch is not None:
+                entry.quantized = _Int8Rows(torch, matrix)
+        with self._lock:
+            self.reloads += 1
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            self._evict()
+        return entry
 
     @staticmethod
     def _quantized_top(

@@ -1,0 +1,162 @@
+"""Lexical (BM25) retrieval rules shared by the SQLite adapter's two lexical paths: the query
+terms, the FTS5 expression, the scope token and the BM25 formula exactly as FTS5 computes it.
+
+Pure functions (no I/O). The tokenizer is SQLite FTS5's own (``porter unicode61
+remove_diacritics 2 tokenchars '_'``), reached from Python through apsw, so the terms a query
+is split into here are the ones FTS5 itself sees: English stemming (``cells`` finds ``cell``),
+accents folded, and ``snake_case`` identifiers kept whole for code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "BM25_B",
+    "BM25_K1",
+    "FTS5_TOKENIZE",
+    "MAX_QUERY_TERMS",
+    "STOPWORDS",
+    "TOKENIZER_ARGS",
+    "QueryTerm",
+    "bm25_idf",
+    "match_expression",
+    "query_terms",
+    "scope_token",
+    "sqlite_varints",
+]
+
+#: The ``tokenize=`` option of the FTS5 table (schema v3). Changing it needs a new migration
+#: that rebuilds the table; the in-process index must then follow (tests compare them).
+FTS5_TOKENIZE = "porter unicode61 remove_diacritics 2 tokenchars '_'"
+#: The same tokenizer as apsw's ``Connection.fts5_tokenizer(name, args)`` takes it.
+TOKENIZER_ARGS: tuple[str, list[str]] = (
+    "porter",
+    ["unicode61", "remove_diacritics", "2", "tokenchars", "_"],
+)
+
+#: FTS5's ``bm25()`` constants (``fts5_aux.c``).
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+#: A query keeps at most this many distinct terms: a pasted page must not become a query of
+#: thousands of OR-ed terms (the FTS5 path's cost grows with every posting list it merges).
+MAX_QUERY_TERMS = 64
+
+#: English function words dropped from queries (never all of them: a query made only of
+#: stopwords keeps them). Their IDF is near zero, and their posting lists are the longest.
+_STOPWORD_TEXT = """a about above after again against all am an and any are as at be because
+    been before being below between both but by can could did do does doing down during each
+    few for from further had has have having he her here hers herself him himself his how i
+    if in into is it its itself just me more most my myself no nor not now of off on once
+    only or other our ours ourselves out over own same she should so some such than that the
+    their theirs them themselves then there these they this those through to too under until
+    up very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+#: ``tokenize(text)`` → ``(start, end, token)`` per token, offsets in UTF-8 bytes of ``text``.
+Tokenize = Callable[[str], Sequence[tuple[int, int, str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class QueryTerm:
+    """One term of a lexical query: the query text it came from and the token FTS5 makes of it."""
+
+    #: The exact substring of the query (one token span), quoted into the FTS5 expression.
+    span: str
+    #: The token FTS5 produces for it (stemmed, folded): what the in-process index looks up.
+    token: str
+
+
+def query_terms(
+    text: str, tokenize: Tokenize, *, max_terms: int = MAX_QUERY_TERMS
+) -> list[QueryTerm]:
+    """The distinct terms of a query, in order of first appearance, stopwords dropped.
+
+    Stopwords are recognised on the lower-cased span, and dropped only when something else
+    remains. Each term keeps the query's own span rather than the token: FTS5's stemmer is not
+    idempotent (``agreed`` → ``agre``, but ``agre`` → ``agr``), so quoting the span makes FTS5
+    derive the very token listed here.
+
+    Args:
+        text: The user's query.
+        tokenize: The FTS5 tokenizer (query mode), see :data:`Tokenize`.
+        max_terms: Keep at most this many distinct terms (the first ones).
+
+    Returns:
+        The terms; empty when the text has no token at all (punctuation only).
+    """
+    raw = text.encode("utf-8", errors="replace")
+    terms: list[QueryTerm] = []
+    seen: set[str] = set()
+    for start, end, token in tokenize(text):
+        if not token or token in seen:
+            continue
+        seen.add(token)
+        terms.append(QueryTerm(raw[start:end].decode("utf-8", errors="replace"), token))
+    content = [t for t in terms if t.span.lower() not in STOPWORDS]
+    return (content or terms)[:max_terms]
+
+
+def _quoted(value: str) -> str:
+    return '"' + value.replace('"', '""') + '"'
+
+
+def match_expression(scope: str, terms: Sequence[QueryTerm]) -> str:
+    """The FTS5 ``MATCH`` expression: the scope token AND any of the terms in the text column.
+
+    Every term is a quoted string, so nothing in user text is FTS5 syntax (``NEAR``, ``*``,
+    ``:``, ``^``, ``AND`` are all plain words inside quotes). Putting the scope in the
+    expression lets FTS5 intersect posting lists instead of ranking every tenant's matches.
+
+    Args:
+        scope: :func:`scope_token` of the RAG.
+        terms: At least one term (see :func:`query_terms`).
+    """
+    if not terms:
+        raise ValueError("a lexical query needs at least one term")
+    ors = " OR ".join(_quoted(t.span) for t in terms)
+    return f"scope : {_quoted(scope)} AND text : ({ors})"
+
+
+def scope_token(tenant_id: str, project_id: str, rag_id: str) -> str:
+    """The token that marks a chunk's tenant, project and RAG in the FTS5 index.
+
+    Digits only: every tokenizer keeps a digit string whole and the stemmer leaves it alone.
+    64 bits of SHA-256; a collision could only add another scope's rows as candidates, which
+    the join back to ``chunks`` (tenant, project and RAG re-checked) drops.
+    """
+    key = "\x1f".join((tenant_id, project_id, rag_id)).encode("utf-8", errors="surrogatepass")
+    return str(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
+
+
+def bm25_idf(n_rows: int, n_hit: int) -> float:
+    """FTS5's IDF of a term found in ``n_hit`` of ``n_rows`` rows (at least 1e-6)."""
+    idf = math.log((n_rows - n_hit + 0.5) / (n_hit + 0.5))
+    return idf if idf > 0.0 else 1e-6
+
+
+def sqlite_varints(blob: bytes) -> list[int]:
+    """Decode a run of SQLite varints (1-9 bytes, big-endian 7-bit groups; the 9th byte
+    carries 8 bits), as FTS5 writes its averages record: row count, then tokens per column."""
+    values: list[int] = []
+    i, n = 0, len(blob)
+    while i < n:
+        value = 0
+        for j in range(9):
+            if i >= n:
+                raise ValueError("truncated varint")
+            byte = blob[i]
+            i += 1
+            if j == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        values.append(value)
+    return values
