@@ -99,6 +99,7 @@ class RagApp:
             settings,
             default_chunk_size=config.chunk_size,
             default_chunk_overlap=config.chunk_overlap,
+            fusion=config.fusion(),
         )
         documents = DocumentService(control, chunks)
         importer = DocumentImporter(documents, extractors, max_chars=config.extract_max_chars)

@@ -26,7 +26,16 @@ __all__ = ["RagParams", "Recipe", "load_recipe", "parse_recipe"]
 #: ``source`` of a recipe that was not read from a file.
 STRING_SOURCE = "<string>"
 
-_RAG_KEYS = ("autoInject", "minScore", "topK", "maxPerDocument", "template", "templateFile")
+_RAG_KEYS = (
+    "autoInject",
+    "minScore",
+    "topK",
+    "maxPerDocument",
+    "retrievalMode",
+    "maxTokens",
+    "template",
+    "templateFile",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +46,10 @@ class RagParams:
     min_score: float | None = None
     top_k: int | None = None
     max_per_document: int | None = None
+    #: ``dense`` or ``hybrid`` (``rag.retrieval.mode`` decides when None).
+    retrieval_mode: str | None = None
+    #: Token budget of the ``<rag-context>`` block (``rag.autoInject.maxTokens`` when None).
+    max_tokens: int | None = None
     #: Jinja2 source of the ``<rag-context>`` template (from ``template`` or ``templateFile``).
     template: str | None = None
 
@@ -163,6 +176,10 @@ def _parse_rag(
         max_per_document=_integer(
             rag.get("maxPerDocument"), "rag.maxPerDocument", where("maxPerDocument")
         ),
+        retrieval_mode=_choice(
+            rag.get("retrievalMode"), "rag.retrieval.mode", where("retrievalMode")
+        ),
+        max_tokens=_integer(rag.get("maxTokens"), "rag.autoInject.maxTokens", where("maxTokens")),
         template=template,
     )
 
@@ -175,6 +192,15 @@ def _integer(value: object, setting: str, where: str) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
         return value
     raise RecipeError(f"{where} must be an integer from {low} to {high}, got {value!r}")
+
+
+def _choice(value: object, setting: str, where: str) -> str | None:
+    choices = SETTINGS[setting].choices
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().lower() in choices:
+        return value.strip().lower()
+    raise RecipeError(f"{where} must be one of {', '.join(choices)}, got {value!r}")
 
 
 def _number(value: object, setting: str, where: str) -> float | None:

@@ -237,6 +237,9 @@ def test_settings_registry_matches_spec() -> None:
         "rag.topK": None,
         "rag.minScore": None,
         "rag.maxPerDocument": None,
+        "rag.retrieval.mode": "dense",
+        "rag.autoInject.maxTokens": None,
+        "rag.autoInject.whenToolsPresent": "inject",
     }
     assert [key for key, spec in SETTINGS.items() if spec.secret] == ["ai.embedding.apiKey"]
     assert all(spec.key == key and spec.description for key, spec in SETTINGS.items())
@@ -302,6 +305,10 @@ def test_parse_setting_value_accepts(key: str, raw: object, expected: object) ->
         ("rag.minScore", "nan", "a number from -1 to 1"),
         ("rag.minScore", True, "a number from -1 to 1"),
         ("rag.maxPerDocument", "-1", "an integer from 1 to 100"),
+        ("rag.retrieval.mode", "sparse", "one of dense, hybrid"),
+        ("rag.retrieval.mode", 1, "one of dense, hybrid"),
+        ("rag.autoInject.whenToolsPresent", "never", "one of inject, skip"),
+        ("rag.autoInject.maxTokens", "10", "an integer from 50 to 100000"),
     ],
 )
 def test_parse_setting_value_rejects(key: str, raw: object, accepted: str) -> None:
@@ -310,6 +317,20 @@ def test_parse_setting_value_rejects(key: str, raw: object, accepted: str) -> No
     assert key in str(info.value)
     assert accepted in str(info.value)
     assert isinstance(info.value, InvalidInputError)
+
+
+@pytest.mark.parametrize(
+    ("key", "raw", "value"),
+    [
+        ("rag.retrieval.mode", " Hybrid ", "hybrid"),
+        ("rag.retrieval.mode", "dense", "dense"),
+        ("rag.autoInject.whenToolsPresent", "SKIP", "skip"),
+        ("rag.autoInject.maxTokens", "1500", 1500),
+        ("rag.autoInject.maxTokens", "", None),
+    ],
+)
+def test_parse_choice_and_budget_settings(key: str, raw: object, value: object) -> None:
+    assert parse_setting_value(key, raw) == value
 
 
 def test_unknown_key_lists_known_keys() -> None:

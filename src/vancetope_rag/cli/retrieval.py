@@ -15,6 +15,12 @@ from vancetope_rag.cli.base import Ctx, cli, emit, errors_to_exit, pass_ctx
 @click.option("--top-k", type=click.IntRange(1, 1000), default=5, show_default=True)
 @click.option("--min-score", type=click.FloatRange(-1, 1), default=None)
 @click.option("--max-per-doc", type=click.IntRange(1, 1000), default=None)
+@click.option(
+    "--mode",
+    type=click.Choice(["dense", "hybrid"], case_sensitive=False),
+    default=None,
+    help="Retrieval mode; default: the project's rag.retrieval.mode setting.",
+)
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
 def query_cmd(
@@ -24,21 +30,27 @@ def query_cmd(
     top_k: int,
     min_score: float | None,
     max_per_doc: int | None,
+    mode: str | None,
     as_json: bool,
 ) -> None:
-    """Hits for TEXT, best first."""
+    """Hits for TEXT, best first (the score shown is the cosine similarity)."""
     with errors_to_exit():
         app = c.app
         rag = app.rags.get(c.tenant, c.project, rag_name)
         hits = app.rags.query(
-            rag, text, top_k=top_k, min_score=min_score, max_per_doc=max_per_doc
+            rag, text, top_k=top_k, min_score=min_score, max_per_doc=max_per_doc, mode=mode
         )
     if as_json:
         emit([h.to_json() for h in hits])
         return
     for h in hits:
         marker = " [summary]" if h.kind == "summary" else ""
-        click.echo(f"{h.score:.3f}  {h.path or h.source_ref}{marker}")
+        ranks = ""
+        if h.fused_score is not None:
+            dense = f"#{h.dense_rank}" if h.dense_rank else "-"
+            lexical = f"#{h.lexical_rank}" if h.lexical_rank else "-"
+            ranks = f"  (dense {dense}, lexical {lexical})"
+        click.echo(f"{h.score:.3f}  {h.path or h.source_ref}{marker}{ranks}")
         click.echo("       " + h.text[:200].replace("\n", " "))
 
 

@@ -1,18 +1,145 @@
-"""Which hits a query returns: argument checks, the ``minScore`` threshold, the per-document
-cap and the over-fetch that keeps ``topK`` filled when the cap drops hits.
+"""Which hits a query returns: argument checks, the retrieval mode, reciprocal-rank fusion of
+the dense and lexical candidate lists, the ``minScore`` threshold, the per-document cap and the
+over-fetch that keeps ``topK`` filled when the cap drops hits.
 
 Pure rules, no I/O: the store's ranked answer comes in through a ``fetch`` callable, so the
-whole policy is unit-tested without a store.
+whole policy is unit-tested without a store. The same rules serve every store: each returns a
+dense and a lexical candidate list, and fusion, the cosine gate and the cap run here.
+
+``minScore`` means the same in both modes: each hit is gated on its own cosine similarity
+(``Hit.score``), whichever list found it. Fused scores only order the hits.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from vancetope_rag.domain.records import Hit
 from vancetope_rag.errors import InvalidInputError
 
-__all__ = ["MAX_TOP_K", "check_query_args", "collect_hits", "first_fetch", "select_hits"]
+__all__ = [
+    "MAX_TOP_K",
+    "Candidates",
+    "FusionParams",
+    "RetrievalMode",
+    "check_query_args",
+    "collect_hits",
+    "first_fetch",
+    "fuse",
+    "parse_retrieval_mode",
+    "select_hits",
+]
+
+
+class RetrievalMode(enum.StrEnum):
+    """How a query ranks chunks: vector similarity alone, or fused with full-text relevance."""
+
+    DENSE = "dense"
+    HYBRID = "hybrid"
+
+
+def parse_retrieval_mode(value: object, *, where: str = "mode") -> RetrievalMode:
+    """A retrieval mode from user input (any case, surrounding whitespace allowed).
+
+    Raises:
+        InvalidInputError: ``value`` is not ``dense`` or ``hybrid``.
+    """
+    if isinstance(value, str):
+        try:
+            return RetrievalMode(value.strip().lower())
+        except ValueError:
+            pass
+    accepted = ", ".join(m.value for m in RetrievalMode)
+    raise InvalidInputError(f"{where} must be one of {accepted}, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class FusionParams:
+    """Reciprocal-rank fusion: a chunk scores ``w_dense / (k + dense rank) + w_lexical / (k +
+    lexical rank)`` (a list that did not find it adds nothing).
+
+    ``depth``: each side returns at least this many candidates, whatever ``topK``, so a
+    chunk's fused score does not depend on how many hits the caller wanted.
+    """
+
+    k: float = 20.0
+    dense_weight: float = 1.0
+    lexical_weight: float = 1.0
+    depth: int = 100
+
+    def __post_init__(self) -> None:
+        if not self.k > 0 or self.dense_weight < 0 or self.lexical_weight < 0 or self.depth < 1:
+            raise InvalidInputError(
+                "fusion needs k > 0, weights >= 0 and a depth of at least 1, got "
+                f"k={self.k}, weights={self.dense_weight}/{self.lexical_weight}, "
+                f"depth={self.depth}"
+            )
+
+
+def fuse(dense: Sequence[Hit], lexical: Sequence[Hit], params: FusionParams) -> list[Hit]:
+    """Merge two ranked candidate lists of one RAG by reciprocal rank.
+
+    Hits are matched by ``chunk_id``. Each returned hit keeps its cosine ``score`` and carries
+    ``dense_rank`` / ``lexical_rank`` (1-based, None when that list lacks it),
+    ``lexical_score`` and ``fused_score``. Order: fused score, then cosine, then chunk id
+    (deterministic for equal scores).
+    """
+    merged: dict[str, Hit] = {}
+    fused: dict[str, float] = {}
+    for rank, hit in enumerate(dense, 1):
+        if hit.chunk_id in merged:
+            continue
+        merged[hit.chunk_id] = dataclasses.replace(hit, dense_rank=rank, lexical_rank=None)
+        fused[hit.chunk_id] = params.dense_weight / (params.k + rank)
+    for rank, hit in enumerate(lexical, 1):
+        seen = merged.get(hit.chunk_id)
+        if seen is not None and seen.lexical_rank is not None:
+            continue
+        if seen is None:
+            merged[hit.chunk_id] = dataclasses.replace(hit, dense_rank=None, lexical_rank=rank)
+            fused[hit.chunk_id] = 0.0
+        else:
+            merged[hit.chunk_id] = dataclasses.replace(
+                seen, lexical_rank=rank, lexical_score=hit.lexical_score
+            )
+        fused[hit.chunk_id] += params.lexical_weight / (params.k + rank)
+    order = sorted(merged, key=lambda cid: (-fused[cid], -merged[cid].score, cid))
+    return [dataclasses.replace(merged[cid], fused_score=fused[cid]) for cid in order]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """One round of a store's answer for :func:`collect_hits`.
+
+    Attributes:
+        hits: The candidates in the order hits are selected (cosine order for a dense query,
+            fused order for a hybrid one).
+        complete: The RAG has no chunk beyond these (asking for more cannot add one).
+        cosine_floor: No chunk left out scores a higher cosine than this; None if unknown.
+    """
+
+    hits: Sequence[Hit]
+    complete: bool
+    cosine_floor: float | None
+
+    @classmethod
+    def dense(cls, ranked: Sequence[Hit], asked: int) -> Candidates:
+        """The store's ``asked`` best chunks by cosine, best first."""
+        return cls(ranked, len(ranked) < asked, ranked[-1].score if ranked else None)
+
+    @classmethod
+    def hybrid(
+        cls, dense: Sequence[Hit], lexical: Sequence[Hit], asked: int, params: FusionParams
+    ) -> Candidates:
+        """Both lists of one round (``asked`` per side), fused. Every chunk missing from the
+        dense list scores at most its last cosine, so that is the floor."""
+        return cls(
+            fuse(dense, lexical, params), len(dense) < asked, dense[-1].score if dense else None
+        )
+
 
 #: The largest ``topK`` a caller may ask for.
 MAX_TOP_K = 1000
@@ -22,7 +149,9 @@ MAX_TOP_K = 1000
 #: and returning fewer hits beats scanning the whole RAG.
 _FETCH_FACTOR, _FETCH_SLACK = 20, 1000
 
-Fetch = Callable[[int], Sequence[Hit]]
+#: ``fetch(n)``: the store's answer with ``n`` candidates (per side): a ranked list of hits
+#: (dense, best first) or :class:`Candidates`.
+Fetch = Callable[[int], "Sequence[Hit] | Candidates"]
 
 
 def check_query_args(top_k: object, min_score: object, max_per_doc: object) -> None:
@@ -59,16 +188,17 @@ def first_fetch(top_k: int, max_per_doc: int | None) -> int:
 def select_hits(
     ranked: Sequence[Hit], top_k: int, min_score: float | None, max_per_doc: int | None
 ) -> list[Hit]:
-    """The hits to return from candidates ranked best first.
+    """The hits to return from candidates in selection order.
 
-    Stops at the first hit scoring below ``min_score`` (the rest score lower still), skips
-    hits of a document that already has ``max_per_doc`` of them, and keeps at most ``top_k``.
+    Skips every hit whose own cosine is below ``min_score`` (in a fused order a lower one may
+    follow a higher one) and hits of a document that already has ``max_per_doc`` of them, and
+    keeps at most ``top_k``.
     """
     hits: list[Hit] = []
     per_doc: dict[str, int] = {}
     for hit in ranked:
         if min_score is not None and hit.score < min_score:
-            break
+            continue
         if max_per_doc is not None:
             seen = per_doc.get(hit.source_ref, 0)
             if seen >= max_per_doc:
@@ -81,37 +211,45 @@ def select_hits(
 
 
 def _exhausted(
-    ranked: Sequence[Hit], fetched: int, top_k: int, min_score: float | None, found: int
+    found: Candidates, fetched: int, top_k: int, min_score: float | None, selected: int
 ) -> bool:
     """Whether asking the store for more candidates cannot add a hit (or is not worth it)."""
-    if found == top_k or len(ranked) < fetched:  # full, or the RAG has no more chunks
+    if selected == top_k or found.complete:  # full, or the RAG has no more chunks
         return True
-    if ranked and min_score is not None and ranked[-1].score < min_score:
-        return True  # everything further down scores lower still
+    floor = found.cosine_floor
+    if floor is not None and min_score is not None and floor < min_score:
+        return True  # every chunk left out scores below the threshold
     return fetched >= _FETCH_FACTOR * top_k + _FETCH_SLACK
 
 
 def collect_hits(
-    fetch: Fetch, *, top_k: int, min_score: float | None = None, max_per_doc: int | None = None
+    fetch: Fetch,
+    *,
+    top_k: int,
+    min_score: float | None = None,
+    max_per_doc: int | None = None,
+    min_fetch: int = 0,
 ) -> list[Hit]:
-    """Up to ``top_k`` hits, best first, scoring at least ``min_score``, at most
-    ``max_per_doc`` per source; over-fetches (4x per round) while the cap leaves ``top_k``
-    unfilled and more candidates may help.
+    """Up to ``top_k`` hits in the candidates' order, each with a cosine of at least
+    ``min_score``, at most ``max_per_doc`` per source; over-fetches (4x per round) while the
+    cap leaves ``top_k`` unfilled and more candidates may help.
 
     Args:
-        fetch: ``fetch(n)`` returns the store's ``n`` best candidates, best first.
+        fetch: ``fetch(n)`` returns the store's answer with ``n`` candidates (per side).
         top_k: How many hits to return at most (checked by :func:`check_query_args`).
         min_score: Cosine threshold; ``None`` keeps every hit.
         max_per_doc: Cap per ``source_ref``; ``None`` for no cap.
+        min_fetch: Ask for at least this many candidates (a hybrid query's fusion depth).
 
     Returns:
         The selected hits, best first.
     """
     check_query_args(top_k, min_score, max_per_doc)
-    fetched = first_fetch(top_k, max_per_doc)
+    fetched = max(first_fetch(top_k, max_per_doc), min_fetch)
     while True:
-        ranked = fetch(fetched)
-        hits = select_hits(ranked, top_k, min_score, max_per_doc)
-        if _exhausted(ranked, fetched, top_k, min_score, len(hits)):
+        answer = fetch(fetched)
+        found = answer if isinstance(answer, Candidates) else Candidates.dense(answer, fetched)
+        hits = select_hits(found.hits, top_k, min_score, max_per_doc)
+        if _exhausted(found, fetched, top_k, min_score, len(hits)):
             return hits
         fetched *= 4

@@ -47,6 +47,7 @@ class SettingKind(enum.StrEnum):
     URL = "url"
     INT = "int"
     FLOAT = "float"
+    CHOICE = "choice"  # one of SettingSpec.choices, any case
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,8 @@ class SettingSpec:
     #: Inclusive bounds for ``INT``/``FLOAT`` settings.
     minimum: float | None = None
     maximum: float | None = None
+    #: The accepted values of a ``CHOICE`` setting (lower case).
+    choices: tuple[str, ...] = ()
 
 
 def _specs(*specs: SettingSpec) -> Mapping[str, SettingSpec]:
@@ -144,6 +147,30 @@ SETTINGS: Mapping[str, SettingSpec] = _specs(
         minimum=1,
         maximum=100,
         description="At most this many hits from one document.",
+    ),
+    SettingSpec(
+        "rag.retrieval.mode",
+        SettingKind.CHOICE,
+        "dense",
+        choices=("dense", "hybrid"),
+        description="dense: vector similarity; hybrid: fused with full-text (BM25) relevance.",
+    ),
+    SettingSpec(
+        "rag.autoInject.maxTokens",
+        SettingKind.INT,
+        None,
+        nullable=True,
+        minimum=50,
+        maximum=100_000,
+        description="Token budget of the <rag-context> block; empty means the built-in default.",
+    ),
+    SettingSpec(
+        "rag.autoInject.whenToolsPresent",
+        SettingKind.CHOICE,
+        "inject",
+        choices=("inject", "skip"),
+        description="skip: no block when the turn's model has rag_query as a tool, unless the "
+        "recipe itself says ON.",
     ),
 )
 
@@ -264,6 +291,11 @@ def parse_setting_value(key: str, raw: object) -> object:
         if real is not None and math.isfinite(real) and _in_bounds(spec, real):
             return real
         raise _bad(spec, _bounds(spec, "a number"), raw)
+
+    if kind is SettingKind.CHOICE:
+        if text is not None and text.lower() in spec.choices:
+            return text.lower()
+        raise _bad(spec, "one of " + ", ".join(spec.choices), raw)
 
     raise AssertionError(f"unhandled setting kind {kind!r}")  # pragma: no cover
 

@@ -36,6 +36,8 @@ class RetrievalParams:
     top_k: int
     min_score: float
     max_per_doc: int
+    mode: str = "dense"
+    max_tokens: int = 1500
 
 
 class RagAutoInjectService:
@@ -83,6 +85,8 @@ class RagAutoInjectService:
             max_per_doc=int(
                 pick(r.max_per_document, "rag.maxPerDocument", c.retrieval_max_per_doc)
             ),
+            mode=r.retrieval_mode or str(eff["rag.retrieval.mode"]),
+            max_tokens=int(pick(r.max_tokens, "rag.autoInject.maxTokens", c.autoinject_max_tokens)),
         )
 
     def decide(
@@ -136,6 +140,7 @@ class RagAutoInjectService:
                 min_score=p.min_score,
                 max_per_doc=p.max_per_doc,
                 snapshot=snapshot,
+                mode=p.mode,
             )
         except Exception as exc:
             log.warning(

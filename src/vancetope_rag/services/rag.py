@@ -12,7 +12,12 @@ from llama_index.core import Document as LIDocument
 from llama_index.core.schema import BaseNode, MetadataMode
 
 from vancetope_rag.domain.records import ChunkKind, Hit, RagRecord, is_reserved_name
-from vancetope_rag.domain.retrieval import check_query_args, collect_hits
+from vancetope_rag.domain.retrieval import (
+    FusionParams,
+    RetrievalMode,
+    check_query_args,
+    parse_retrieval_mode,
+)
 from vancetope_rag.embeddings import (
     CachedEmbedding,
     EmbeddingRegistry,
@@ -23,6 +28,7 @@ from vancetope_rag.embeddings import (
 from vancetope_rag.errors import InvalidInputError, RagNotFoundError, ReservedNameError
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.chunking import ingestion_pipeline
+from vancetope_rag.services.retrieval import Retriever
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
 from vancetope_rag.store.llamaindex_store import KIND_KEY, PATH_KEY, SOURCE_KEY, RagVectorStore
 from vancetope_rag.store.port import ChunkStore, ControlStore
@@ -70,6 +76,7 @@ class RagService:
         *,
         default_chunk_size: int | None = None,
         default_chunk_overlap: int | None = None,
+        fusion: FusionParams | None = None,
     ) -> None:
         self.control = control
         self.chunks = chunks
@@ -77,6 +84,7 @@ class RagService:
         self.settings = settings
         self.default_chunk_size = default_chunk_size
         self.default_chunk_overlap = default_chunk_overlap
+        self.retriever = Retriever(chunks, fusion or FusionParams())
 
     # -- embedding ---------------------------------------------------------------------
 
@@ -351,12 +359,37 @@ class RagService:
         max_per_doc: int | None = None,
         filters: ChunkFilter | None = None,
         snapshot: SettingsSnapshot | None = None,
+        mode: RetrievalMode | str | None = None,
     ) -> list[Hit]:
-        """Embed ``text`` with the RAG's pinned model and return the best hits
-        (``snapshot``: the project's settings, when the caller already read them)."""
+        """Embed ``text`` with the RAG's pinned model and return the best hits.
+
+        Args:
+            rag: The RAG to search.
+            text: The query.
+            top_k: How many hits at most.
+            min_score: Cosine threshold, applied to every hit's own cosine in both modes.
+            max_per_doc: At most this many hits per source.
+            filters: Chunk metadata filter.
+            snapshot: The project's settings, when the caller already read them.
+            mode: ``dense`` or ``hybrid``; None uses ``rag.retrieval.mode`` of the project.
+        """
         text = _check_text(text, "query")
         check_query_args(top_k, min_score, max_per_doc)  # before paying for an embedding
+        if mode is None:
+            snapshot = snapshot or self.settings.snapshot(rag.tenant_id, rag.project_id)
+            mode = snapshot.effective["rag.retrieval.mode"]
+        resolved = parse_retrieval_mode(mode)
         vector = self.model_for(rag, snapshot).embed_model.get_query_embedding(text)
+        if resolved is RetrievalMode.HYBRID:
+            return self.retriever.hybrid(
+                RagScope.of(rag),
+                text,
+                vector,
+                top_k=top_k,
+                min_score=min_score,
+                max_per_doc=max_per_doc,
+                filters=filters,
+            )
         return self.query_vector(
             rag, vector, top_k=top_k, min_score=min_score, max_per_doc=max_per_doc, filters=filters
         )
@@ -371,11 +404,12 @@ class RagService:
         max_per_doc: int | None = None,
         filters: ChunkFilter | None = None,
     ) -> list[Hit]:
-        """The best hits for an already embedded query (see :func:`collect_hits`)."""
-        scope = RagScope.of(rag)
-        return collect_hits(
-            lambda n: self.chunks.query(scope, vector, n, filters=filters),
+        """The best hits for an already embedded query, by cosine similarity."""
+        return self.retriever.dense(
+            RagScope.of(rag),
+            vector,
             top_k=top_k,
             min_score=min_score,
             max_per_doc=max_per_doc,
+            filters=filters,
         )

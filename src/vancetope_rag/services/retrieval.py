@@ -1,0 +1,85 @@
+"""Retriever: a RAG's hits for an embedded query, in dense or hybrid mode, through the domain's
+post-filter (:mod:`vancetope_rag.domain.retrieval`) over any :class:`ChunkStore`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from vancetope_rag.domain.records import Hit
+from vancetope_rag.domain.retrieval import Candidates, FusionParams, collect_hits
+from vancetope_rag.secrets import get_logger
+from vancetope_rag.store.port import ChunkStore
+from vancetope_rag.store.types import ChunkFilter, RagScope
+
+log = get_logger(__name__)
+
+
+class Retriever:
+    """Asks the store for candidate lists and selects hits from them."""
+
+    def __init__(self, chunks: ChunkStore, fusion: FusionParams) -> None:
+        self.chunks = chunks
+        self.fusion = fusion
+        self._lexical_missing_logged = False
+
+    def dense(
+        self,
+        scope: RagScope,
+        vector: Sequence[float],
+        *,
+        top_k: int,
+        min_score: float | None,
+        max_per_doc: int | None,
+        filters: ChunkFilter | None,
+    ) -> list[Hit]:
+        """The best hits by cosine similarity (see :func:`collect_hits`)."""
+        return collect_hits(
+            lambda n: self.chunks.query(scope, vector, n, filters=filters),
+            top_k=top_k,
+            min_score=min_score,
+            max_per_doc=max_per_doc,
+        )
+
+    def hybrid(
+        self,
+        scope: RagScope,
+        text: str,
+        vector: Sequence[float],
+        *,
+        top_k: int,
+        min_score: float | None,
+        max_per_doc: int | None,
+        filters: ChunkFilter | None,
+    ) -> list[Hit]:
+        """The best hits by reciprocal-rank fusion of the store's dense and lexical lists
+        (each at least ``fusion.depth`` deep), every hit gated on its own cosine."""
+
+        def fetch(n: int) -> Candidates:
+            dense = self.chunks.query(scope, vector, n, filters=filters)
+            lexical = self._lexical(scope, text, n, vector, filters)
+            return Candidates.hybrid(dense, lexical, n, self.fusion)
+
+        return collect_hits(
+            fetch,
+            top_k=top_k,
+            min_score=min_score,
+            max_per_doc=max_per_doc,
+            min_fetch=self.fusion.depth,
+        )
+
+    def _lexical(
+        self,
+        scope: RagScope,
+        text: str,
+        n: int,
+        vector: Sequence[float],
+        filters: ChunkFilter | None,
+    ) -> list[Hit]:
+        try:
+            return self.chunks.lexical_query(scope, text, n, vector=vector, filters=filters)
+        except NotImplementedError as exc:
+            # A store without full-text search yet: the dense side still answers.
+            if not self._lexical_missing_logged:
+                self._lexical_missing_logged = True
+                log.warning("hybrid retrieval answers with its dense side only: %s", exc)
+            return []
