@@ -359,6 +359,214 @@ def _log(msg: str) -> None:
     print(f"[scifact {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+def _indexed_project(app: Any, tenant: str, n_docs: int) -> str | None:
+    """A project of ``tenant`` whose ``n_docs`` documents are all indexed (``--reuse``)."""
+    for proj in app.store.control.list_projects(tenant_id=tenant):
+        counts = app.store.control.document_state_counts(tenant, proj.project_id)
+        complete = counts.get("indexed") == n_docs and sum(counts.values()) == n_docs
+        if complete and app.project_rags.find_default_rag(tenant, proj.project_id) is not None:
+            return str(proj.project_id)
+    return None
+
+
+def _create_and_index(
+    app: Any,
+    tenant: str,
+    project: str,
+    rag: Any,
+    corpus: Mapping[str, tuple[str, str]],
+    doc_ids: Sequence[str],
+    doc_to_cid: dict[str, str],
+    contents: dict[str, str],
+    args: argparse.Namespace,
+    load_s: float,
+) -> dict[str, Any]:
+    """Create one document per abstract, index them with the real indexer, time it."""
+    t0 = time.perf_counter()
+    for cid in doc_ids:
+        content = doc_text(*corpus[cid])
+        doc = app.documents.create(tenant, project, doc_path(cid), content, mime_type="text/plain")
+        doc_to_cid[doc.id] = cid
+        contents[doc.id] = content
+    create_s = time.perf_counter() - t0
+    _log(f"created {len(doc_ids)} documents in {create_s:.1f}s")
+
+    # -- indexing ----------------------------------------------------------------------
+    progress = {"done": 0, "last": time.perf_counter()}
+
+    load_samples: list[float] = []
+
+    def on_tick(tick: Any, left: int) -> None:
+        progress["done"] += tick.indexed + tick.failed
+        la = _loadavg()
+        if la:
+            load_samples.append(float(la.split()[0]))
+        now = time.perf_counter()
+        if now - progress["last"] >= 15 or left == 0:
+            progress["last"] = now
+            _log(f"indexed {progress['done']}/{len(doc_ids)} ({left} pending)")
+
+    t0 = time.perf_counter()
+    total = app.scheduler.run_until_idle(on_tick=on_tick)
+    index_s = time.perf_counter() - t0
+    chunk_count = app.rags.chunk_count(rag)
+    counts = app.store.control.document_state_counts(tenant, project)
+    indexing = {
+        "documents": len(doc_ids),
+        "indexed": total.indexed,
+        "failed": total.failed,
+        "errors": dict(list(total.errors.items())[:5]),
+        "state_counts": counts,
+        "chunks": chunk_count,
+        "embedded_texts": total.embedded_texts,
+        "cache_hits": total.cache_hits,
+        "wall_s": index_s,
+        "docs_per_s": len(doc_ids) / index_s if index_s else float("nan"),
+        "chunks_per_s": chunk_count / index_s if index_s else float("nan"),
+        "create_documents_s": create_s,
+        "model_load_s": load_s,
+        "batch_size": args.batch_size,
+        # 1-minute load average sampled after every tick: > cores means other work
+        # competed for the CPU and the throughput above is pessimistic.
+        "loadavg_1m_mean": statistics.fmean(load_samples) if load_samples else None,
+        "loadavg_1m_max": max(load_samples) if load_samples else None,
+        "chunk_size": rag.chunk_size,
+        "chunk_overlap": rag.chunk_overlap,
+    }
+    _log(
+        f"indexing: {total.indexed} docs, {chunk_count} chunks in {index_s:.1f}s "
+        f"({indexing['docs_per_s']:.1f} docs/s, {indexing['chunks_per_s']:.1f} chunks/s)"
+    )
+    return indexing
+
+
+def _evaluate_mode(
+    app: Any,
+    tenant: str,
+    project: str,
+    rag: Any,
+    mode: str,
+    queries: Mapping[str, str],
+    qrels: Mapping[str, Mapping[str, int]],
+    doc_to_cid: Mapping[str, str],
+    n_docs: int,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """The test claims through ``app.rags.query(..., mode=mode)`` (document level: top_k
+    documents, max_per_doc=1) and the off-topic turns through the real AutoInject step."""
+    from vancetope_rag.domain.cascade import AutoInject
+    from vancetope_rag.recipes import RagParams
+
+    subset = args.limit is not None
+    _log(f"mode {mode}: querying")
+
+    def doc_run(top_k: int) -> tuple[dict[str, Any], dict[str, list[tuple[str, float]]], Any]:
+        run: dict[str, dict[str, float]] = {}
+        hits_by_q: dict[str, list[tuple[str, float]]] = {}
+        latencies: list[float] = []
+        sanity = {"path_mismatch": 0, "duplicates": 0, "short": 0}
+        for qid in qrels:
+            t0 = time.perf_counter()
+            hits = app.rags.query(rag, queries[qid], top_k=top_k, max_per_doc=1, mode=mode)
+            latencies.append(time.perf_counter() - t0)
+            ranked: list[tuple[str, float]] = []  # (corpus id, cosine) in the hits' order
+            for h in hits:
+                hit_cid = doc_to_cid.get(h.source_ref)
+                if hit_cid is None or h.path != doc_path(hit_cid):
+                    sanity["path_mismatch"] += 1
+                elif any(c == hit_cid for c, _ in ranked):
+                    sanity["duplicates"] += 1
+                else:
+                    ranked.append((hit_cid, float(h.score)))
+            if len(ranked) < min(top_k, n_docs):
+                sanity["short"] += 1
+            # trec_eval orders by score: a dense run's score is the cosine; a hybrid run's
+            # order is the fused one, so its score is minus the position.
+            if mode == "dense":
+                run[qid] = dict(ranked)
+            else:
+                run[qid] = {c: -float(i) for i, (c, _) in enumerate(ranked)}
+            hits_by_q[qid] = ranked
+        return run, hits_by_q, (latencies, sanity)
+
+    run, hits_by_q, (latencies, sanity) = doc_run(args.top_k)
+    metrics = evaluate(qrels, run)
+    # What AutoInject-sized queries see: top 10 documents (a shallower candidate list).
+    run10, _, _ = doc_run(10)
+    ndcg10_shallow = evaluate(qrels, run10, recall_ks=(10,))["ndcg@10"]
+    order_diff = sum(1 for q, r in hits_by_q.items() if [c for c, _ in r[:10]] != rank(run[q])[:10])
+    retrieval = {
+        "mode": mode,
+        "queries": len(qrels),
+        "top_k": args.top_k,
+        **metrics,
+        "ndcg@10_top_k10": ndcg10_shallow,
+        "published_ndcg@10": PUBLISHED_NDCG10,
+        "published_recall@100": PUBLISHED_RECALL100,
+        "target_ndcg@10": TARGET_NDCG10,
+        "passes_target": (not subset) and metrics.get("ndcg@10", 0.0) >= TARGET_NDCG10,
+        "query_ms_mean": 1000 * statistics.fmean(latencies),
+        "query_ms_p50": 1000 * percentile(latencies, 50),
+        "query_ms_p95": 1000 * percentile(latencies, 95),
+        "sanity": {
+            "hits_not_mapping_to_a_corpus_doc": sanity["path_mismatch"],
+            "duplicate_documents_in_a_list": sanity["duplicates"],
+            "queries_with_fewer_than_top_k_docs": sanity["short"],
+            "queries_where_hit_order_differs_from_score_order": order_diff,
+        },
+    }
+    _log(f"mode {mode}: {metrics}, nDCG@10 at top_k=10 {ndcg10_shallow:.4f}")
+
+    top1: list[tuple[float, bool]] = []
+    top5: list[tuple[float, bool]] = []
+    for qid, ranked in hits_by_q.items():
+        rels = qrels[qid]
+        for j, (cid, cos) in enumerate(ranked[:5]):
+            relevant = rels.get(cid, 0) > 0
+            top5.append((cos, relevant))
+            if j == 0:
+                top1.append((cos, relevant))
+    noise: list[float] = []
+    probes: list[dict[str, Any]] = []
+    recipe = RagParams(auto_inject=AutoInject.ON, retrieval_mode=mode)
+    injected = 0
+    for probe in OFF_TOPIC_PROBES:
+        # The best cosine among what this mode retrieves (no threshold), and whether the real
+        # AutoInject step (default minScore, topK, cap) would add a block for the turn.
+        hits = app.rags.query(rag, probe, top_k=5, max_per_doc=2, mode=mode)
+        best = max(hits, key=lambda h: h.score) if hits else None
+        score = float(best.score) if best else -1.0
+        noise.append(score)
+        decision = app.autoinject.decide(tenant, project, [probe], recipe)
+        injected += decision.block is not None
+        probes.append(
+            {
+                "probe": probe,
+                "score": score,
+                "injected": decision.block is not None,
+                "corpus_id": doc_to_cid.get(best.source_ref) if best else None,
+                "chunk": best.text[:160] if best else None,
+            }
+        )
+    probes.sort(key=lambda d: -d["score"])
+    calibration = {
+        "top1_relevant": summarize([s for s, r in top1 if r]),
+        "top1_not_relevant": summarize([s for s, r in top1 if not r]),
+        "top5_relevant": summarize([s for s, r in top5 if r]),
+        "top5_not_relevant": summarize([s for s, r in top5 if not r]),
+        "off_topic_top1": summarize(noise),
+        "off_topic_probes": probes,
+        "off_topic_injected": injected,
+        "min_score": app.config.retrieval_min_score,
+        "table_top5": threshold_table(top5, THRESHOLDS, noise=noise),
+        "table_top1": threshold_table(top1, THRESHOLDS, noise=noise),
+        "queries_with_relevant_in_top5": sum(
+            1 for q, r in hits_by_q.items() if any(qrels[q].get(c, 0) > 0 for c, _ in r[:5])
+        ),
+    }
+    return {"retrieval": retrieval, "calibration": calibration}
+
+
 def _run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.threads:
@@ -391,6 +599,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
         store_uri = f"sqlite:///{Path(tmp.name) / 'rag.db'}"
     tenant = "bench"
     project = f"scifact-{int(time.time())}"
+    reused = False
     config = EngineConfig(
         store=store_uri,
         node_id="bench-node",
@@ -401,6 +610,11 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"subset": subset, "store": store_uri if args.store else "temp"}
     app = RagApp.open(config)
     try:
+        if args.reuse:
+            found = _indexed_project(app, tenant, len(doc_ids))
+            if found is not None:
+                project, reused = found, True
+                _log(f"reusing project {project}: its {len(doc_ids)} documents are indexed")
         app.settings.set(tenant, None, "ai.embedding.provider", "embedded")
         t0 = time.perf_counter()
         app.lifecycle.bring(tenant, project)
@@ -416,67 +630,18 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
             f"{rag.chunk_size} overlap={rag.chunk_overlap} window={loaded.max_input_tokens}"
         )
 
-        # -- documents ---------------------------------------------------------------------
-        t0 = time.perf_counter()
         doc_to_cid: dict[str, str] = {}
         contents: dict[str, str] = {}
-        for cid in doc_ids:
-            content = doc_text(*corpus[cid])
-            doc = app.documents.create(
-                tenant, project, doc_path(cid), content, mime_type="text/plain"
+        if reused:
+            for doc in app.documents.list_documents(tenant, project):
+                cid = doc.path.rsplit("/", 1)[-1].removesuffix(".txt")
+                doc_to_cid[doc.id] = cid
+                contents[doc.id] = doc.content
+            result["indexing"] = None
+        else:
+            result["indexing"] = _create_and_index(
+                app, tenant, project, rag, corpus, doc_ids, doc_to_cid, contents, args, load_s
             )
-            doc_to_cid[doc.id] = cid
-            contents[doc.id] = content
-        create_s = time.perf_counter() - t0
-        _log(f"created {len(doc_ids)} documents in {create_s:.1f}s")
-
-        # -- indexing ----------------------------------------------------------------------
-        progress = {"done": 0, "last": time.perf_counter()}
-
-        load_samples: list[float] = []
-
-        def on_tick(tick: Any, left: int) -> None:
-            progress["done"] += tick.indexed + tick.failed
-            la = _loadavg()
-            if la:
-                load_samples.append(float(la.split()[0]))
-            now = time.perf_counter()
-            if now - progress["last"] >= 15 or left == 0:
-                progress["last"] = now
-                _log(f"indexed {progress['done']}/{len(doc_ids)} ({left} pending)")
-
-        t0 = time.perf_counter()
-        total = app.scheduler.run_until_idle(on_tick=on_tick)
-        index_s = time.perf_counter() - t0
-        chunk_count = app.rags.chunk_count(rag)
-        counts = app.store.control.document_state_counts(tenant, project)
-        indexing = {
-            "documents": len(doc_ids),
-            "indexed": total.indexed,
-            "failed": total.failed,
-            "errors": dict(list(total.errors.items())[:5]),
-            "state_counts": counts,
-            "chunks": chunk_count,
-            "embedded_texts": total.embedded_texts,
-            "cache_hits": total.cache_hits,
-            "wall_s": index_s,
-            "docs_per_s": len(doc_ids) / index_s if index_s else float("nan"),
-            "chunks_per_s": chunk_count / index_s if index_s else float("nan"),
-            "create_documents_s": create_s,
-            "model_load_s": load_s,
-            "batch_size": args.batch_size,
-            # 1-minute load average sampled after every tick: > cores means other work
-            # competed for the CPU and the throughput above is pessimistic.
-            "loadavg_1m_mean": statistics.fmean(load_samples) if load_samples else None,
-            "loadavg_1m_max": max(load_samples) if load_samples else None,
-            "chunk_size": rag.chunk_size,
-            "chunk_overlap": rag.chunk_overlap,
-        }
-        _log(
-            f"indexing: {total.indexed} docs, {chunk_count} chunks in {index_s:.1f}s "
-            f"({indexing['docs_per_s']:.1f} docs/s, {indexing['chunks_per_s']:.1f} chunks/s)"
-        )
-        result["indexing"] = indexing
 
         # -- chunk checks (model tokenizer, special tokens included) -----------------------
         hf_tok = loaded.embed_model._model.tokenizer  # type: ignore[attr-defined]
@@ -521,99 +686,14 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
         }
         _log(f"chunks: {result['chunks']}")
 
-        # -- queries -----------------------------------------------------------------------
-        run: dict[str, dict[str, float]] = {}
-        hits_by_q: dict[str, list[tuple[str, float]]] = {}
-        latencies: list[float] = []
-        path_mismatch = 0
-        duplicate_docs = 0
-        short_lists = 0
-        for i, qid in enumerate(qrels, 1):
-            t0 = time.perf_counter()
-            hits = app.rags.query(rag, queries[qid], top_k=args.top_k, max_per_doc=1)
-            latencies.append(time.perf_counter() - t0)
-            ranked: list[tuple[str, float]] = []
-            scores: dict[str, float] = {}
-            for h in hits:
-                hit_cid = doc_to_cid.get(h.source_ref)
-                if hit_cid is None or h.path != doc_path(hit_cid):
-                    path_mismatch += 1
-                    continue
-                if hit_cid in scores:
-                    duplicate_docs += 1
-                    continue
-                scores[hit_cid] = float(h.score)
-                ranked.append((hit_cid, float(h.score)))
-            if len(ranked) < min(args.top_k, len(doc_ids)):
-                short_lists += 1
-            run[qid] = scores
-            hits_by_q[qid] = ranked
-            if i % 100 == 0:
-                _log(f"queried {i}/{len(qrels)}")
-        metrics = evaluate(qrels, run)
-        # Order check: our hits are already best first; rank() re-sorts by score as trec_eval
-        # would. Count queries where the two orders differ in the top 10.
-        order_diff = sum(
-            1 for q, r in hits_by_q.items() if [c for c, _ in r[:10]] != rank(run[q])[:10]
-        )
-        result["retrieval"] = {
-            "queries": len(qrels),
-            "top_k": args.top_k,
-            **metrics,
-            "published_ndcg@10": PUBLISHED_NDCG10,
-            "published_recall@100": PUBLISHED_RECALL100,
-            "target_ndcg@10": TARGET_NDCG10,
-            "passes_target": (not subset) and metrics.get("ndcg@10", 0.0) >= TARGET_NDCG10,
-            "query_ms_mean": 1000 * statistics.fmean(latencies),
-            "query_ms_p50": 1000 * percentile(latencies, 50),
-            "query_ms_p95": 1000 * percentile(latencies, 95),
-            "sanity": {
-                "hits_not_mapping_to_a_corpus_doc": path_mismatch,
-                "duplicate_documents_in_a_list": duplicate_docs,
-                "queries_with_fewer_than_top_k_docs": short_lists,
-                "queries_where_hit_order_differs_from_score_order": order_diff,
-            },
-        }
-        _log(f"retrieval: {metrics}")
-
-        # -- calibration (issue 4) ---------------------------------------------------------
-        top1: list[tuple[float, bool]] = []
-        top5: list[tuple[float, bool]] = []
-        for qid, ranked in hits_by_q.items():
-            rels = qrels[qid]
-            for j, (cid, s) in enumerate(ranked[:5]):
-                relevant = rels.get(cid, 0) > 0
-                top5.append((s, relevant))
-                if j == 0:
-                    top1.append((s, relevant))
-        noise: list[float] = []
-        probes: list[dict[str, Any]] = []
-        for probe in OFF_TOPIC_PROBES:
-            hits = app.rags.query(rag, probe, top_k=1, max_per_doc=1)
-            score = float(hits[0].score) if hits else -1.0
-            noise.append(score)
-            probes.append(
-                {
-                    "probe": probe,
-                    "score": score,
-                    "corpus_id": doc_to_cid.get(hits[0].source_ref) if hits else None,
-                    "chunk": hits[0].text[:160] if hits else None,
-                }
+        # -- queries and calibration, per retrieval mode ------------------------------------
+        result["modes"] = {}
+        for mode in args.modes:
+            result["modes"][mode] = _evaluate_mode(
+                app, tenant, project, rag, mode, queries, qrels, doc_to_cid, len(doc_ids), args
             )
-        probes.sort(key=lambda d: -d["score"])
-        result["calibration"] = {
-            "top1_relevant": summarize([s for s, r in top1 if r]),
-            "top1_not_relevant": summarize([s for s, r in top1 if not r]),
-            "top5_relevant": summarize([s for s, r in top5 if r]),
-            "top5_not_relevant": summarize([s for s, r in top5 if not r]),
-            "off_topic_top1": summarize(noise),
-            "off_topic_probes": probes,
-            "table_top5": threshold_table(top5, THRESHOLDS, noise=noise),
-            "table_top1": threshold_table(top1, THRESHOLDS, noise=noise),
-            "queries_with_relevant_in_top5": sum(
-                1 for q, r in hits_by_q.items() if any(qrels[q].get(c, 0) > 0 for c, _ in r[:5])
-            ),
-        }
+        first = result["modes"][args.modes[0]]
+        result["retrieval"], result["calibration"] = first["retrieval"], first["calibration"]
 
         # -- optional: the MTEB setup on this machine (whole document, truncated at 256) ----
         if args.compare_direct:
@@ -671,59 +751,31 @@ def _fmt_opt(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.2f}"
 
 
-def render_text(r: Mapping[str, Any]) -> str:
-    ix, ch, rt, cal = r["indexing"], r["chunks"], r["retrieval"], r["calibration"]
+def _render_retrieval(r: Mapping[str, Any], rt: Mapping[str, Any]) -> list[str]:
+    verdict = "n/a, subset" if r["subset"] else "PASS" if rt["passes_target"] else "FAIL"
     lines = [
-        "SciFact retrieval quality — vancetope-rag, embedded all-MiniLM-L6-v2"
-        + ("  [SUBSET: --limit, not comparable]" if r["subset"] else ""),
-        f"  command      {r['command']}",
-        f"  code         vancetope-rag {r['machine'].get('commit')}",
-        f"  machine      {machine_line(r['machine'])}",
-        f"  load avg     start {r['machine'].get('loadavg_start')}, "
-        f"end {r['machine'].get('loadavg_end')}",
-        "",
-        f"Retrieval (document-level: max chunk score, top_k={rt['top_k']}, max_per_doc=1)",
+        f"Retrieval, mode {rt.get('mode', 'dense')} (document-level: best chunk per document, "
+        f"top_k={rt['top_k']}, max_per_doc=1)",
         f"  queries      {rt['queries']}",
-        f"  nDCG@10      {rt['ndcg@10']:.4f}   (published {rt['published_ndcg@10']}, "
-        f"target >= {rt['target_ndcg@10']}: "
-        f"{'n/a, subset' if r['subset'] else 'PASS' if rt['passes_target'] else 'FAIL'})",
+        f"  nDCG@10      {rt['ndcg@10']:.4f}   (published dense {rt['published_ndcg@10']}, "
+        f"target >= {rt['target_ndcg@10']}: {verdict})",
         f"  Recall@10    {rt['recall@10']:.4f}",
-        f"  Recall@100   {rt['recall@100']:.4f}   (published {rt['published_recall@100']})",
+        f"  Recall@100   {rt['recall@100']:.4f}   (published dense {rt['published_recall@100']})",
+    ]
+    if "ndcg@10_top_k10" in rt:
+        lines.append(f"  nDCG@10 at top_k=10 (AutoInject-sized query): {rt['ndcg@10_top_k10']:.4f}")
+    lines += [
         f"  query time   mean {rt['query_ms_mean']:.1f} ms, p50 {rt['query_ms_p50']:.1f} ms, "
         f"p95 {rt['query_ms_p95']:.1f} ms (embed + search)",
         f"  sanity       {rt['sanity']}",
     ]
-    if "direct" in r:
-        d = r["direct"]
-        lines.append(
-            f"  direct MTEB-style (whole doc truncated at {ch['window']} tokens, exact numpy): "
-            f"nDCG@10 {d['ndcg@10']:.4f}, R@10 {d['recall@10']:.4f}, R@100 {d['recall@100']:.4f} "
-            f"({d['embed_s']:.0f} s to embed)"
-        )
-    lines += [
-        "",
-        f"Indexing (app.scheduler.run_until_idle, indexer_batch_size={ix['batch_size']})",
-        f"  documents    {ix['documents']} (indexed {ix['indexed']}, failed {ix['failed']})",
-        f"  chunks       {ix['chunks']} (chunk_size {ix['chunk_size']}, overlap "
-        f"{ix['chunk_overlap']} model tokens)",
-        f"  wall time    {ix['wall_s']:.1f} s  ->  {ix['docs_per_s']:.1f} docs/s, "
-        f"{ix['chunks_per_s']:.1f} chunks/s",
-        f"  CPU load     1-min load average during indexing: mean "
-        f"{_fmt_opt(ix.get('loadavg_1m_mean'))}, max {_fmt_opt(ix.get('loadavg_1m_max'))} "
-        f"on {r['machine']['cores']} cores (above the core count = other work competed)",
-        f"  embedded     {ix['embedded_texts']} texts, {ix['cache_hits']} cache hits; "
-        f"model load {ix['model_load_s']:.1f} s, "
-        f"document creation {ix['create_documents_s']:.1f} s",
-        f"  max tokens   {ch['max_tokens_with_special']} per chunk incl. 2 special tokens "
-        f"(window {ch['window']}; chunks over it: {ch['over_window']}); "
-        f"mean {ch['mean_tokens_with_special']:.1f}",
-        f"  chunks/doc   {ch['chunks_per_doc']}; documents longer than the window: "
-        f"{ch['docs_longer_than_window']} (median doc {ch['doc_tokens_p50']:.0f} tokens, "
-        f"max {ch['doc_tokens_max']})",
-        f"  coverage     docs without chunks {ch['docs_without_chunks']}, docs with words "
-        f"missing from their chunks {ch['docs_losing_words']}",
-        "",
-        "AutoInject minScore calibration (cosine scores of the same run)",
+    return lines
+
+
+def _render_calibration(rt: Mapping[str, Any], cal: Mapping[str, Any]) -> list[str]:
+    lines = [
+        f"AutoInject minScore calibration, mode {rt.get('mode', 'dense')} (cosine scores of the "
+        "same run)",
         _fmt_summary("top-1 relevant", cal["top1_relevant"]),
         _fmt_summary("top-1 not relevant", cal["top1_not_relevant"]),
         _fmt_summary("top-5 relevant", cal["top5_relevant"]),
@@ -733,6 +785,14 @@ def render_text(r: Mapping[str, Any]) -> str:
             f"    off-topic {d['score']:.3f}  {d['probe']!r} -> {d['corpus_id']}"
             for d in cal.get("off_topic_probes", [])[:3]
         ),
+    ]
+    if "off_topic_injected" in cal:
+        n = len(cal["off_topic_probes"])
+        lines.append(
+            f"  off-topic turns through AutoInject at the default minScore {cal['min_score']}: "
+            f"{n - cal['off_topic_injected']}/{n} dropped, {cal['off_topic_injected']} injected"
+        )
+    lines += [
         f"  queries with a relevant doc in the top 5: {cal['queries_with_relevant_in_top5']}"
         f"/{rt['queries']}",
         "",
@@ -745,6 +805,62 @@ def render_text(r: Mapping[str, Any]) -> str:
             f"{a['precision']:9.3f} | {a['recall']:19.3f} | {b['precision']:10.3f} | "
             f"{b['recall']:12.3f} | {a['noise_pass']:6.1%}"
         )
+    return lines
+
+
+def render_text(r: Mapping[str, Any]) -> str:
+    ix, ch = r["indexing"], r["chunks"]
+    modes = r.get("modes") or {
+        "dense": {"retrieval": r["retrieval"], "calibration": r["calibration"]}
+    }
+    lines = [
+        "SciFact retrieval quality — vancetope-rag, embedded all-MiniLM-L6-v2"
+        + ("  [SUBSET: --limit, not comparable]" if r["subset"] else ""),
+        f"  command      {r['command']}",
+        f"  code         vancetope-rag {r['machine'].get('commit')}",
+        f"  machine      {machine_line(r['machine'])}",
+        f"  load avg     start {r['machine'].get('loadavg_start')}, "
+        f"end {r['machine'].get('loadavg_end')}",
+    ]
+    for m in modes.values():
+        lines += ["", *_render_retrieval(r, m["retrieval"])]
+    if "direct" in r:
+        d = r["direct"]
+        lines.append(
+            f"  direct MTEB-style (whole doc truncated at {ch['window']} tokens, exact numpy): "
+            f"nDCG@10 {d['ndcg@10']:.4f}, R@10 {d['recall@10']:.4f}, R@100 {d['recall@100']:.4f} "
+            f"({d['embed_s']:.0f} s to embed)"
+        )
+    lines.append("")
+    if ix is None:
+        lines.append("Indexing: reused an indexed store (--reuse), not measured in this run")
+    else:
+        lines += [
+            f"Indexing (app.scheduler.run_until_idle, indexer_batch_size={ix['batch_size']})",
+            f"  documents    {ix['documents']} (indexed {ix['indexed']}, failed {ix['failed']})",
+            f"  chunks       {ix['chunks']} (chunk_size {ix['chunk_size']}, overlap "
+            f"{ix['chunk_overlap']} model tokens)",
+            f"  wall time    {ix['wall_s']:.1f} s  ->  {ix['docs_per_s']:.1f} docs/s, "
+            f"{ix['chunks_per_s']:.1f} chunks/s",
+            f"  CPU load     1-min load average during indexing: mean "
+            f"{_fmt_opt(ix.get('loadavg_1m_mean'))}, max {_fmt_opt(ix.get('loadavg_1m_max'))} "
+            f"on {r['machine']['cores']} cores (above the core count = other work competed)",
+            f"  embedded     {ix['embedded_texts']} texts, {ix['cache_hits']} cache hits; "
+            f"model load {ix['model_load_s']:.1f} s, "
+            f"document creation {ix['create_documents_s']:.1f} s",
+        ]
+    lines += [
+        f"  max tokens   {ch['max_tokens_with_special']} per chunk incl. 2 special tokens "
+        f"(window {ch['window']}; chunks over it: {ch['over_window']}); "
+        f"mean {ch['mean_tokens_with_special']:.1f}",
+        f"  chunks/doc   {ch['chunks_per_doc']}; documents longer than the window: "
+        f"{ch['docs_longer_than_window']} (median doc {ch['doc_tokens_p50']:.0f} tokens, "
+        f"max {ch['doc_tokens_max']})",
+        f"  coverage     docs without chunks {ch['docs_without_chunks']}, docs with words "
+        f"missing from their chunks {ch['docs_losing_words']}",
+    ]
+    for m in modes.values():
+        lines += ["", *_render_calibration(m["retrieval"], m["calibration"])]
     return "\n".join(lines)
 
 
@@ -758,6 +874,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--threads", type=int, default=None, help="torch intra-op threads (default: torch's)"
     )
+    parser.add_argument(
+        "--mode",
+        default="dense,hybrid",
+        help="retrieval modes to measure on the one index, comma-separated (dense, hybrid)",
+    )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --store: reuse a bench project whose documents are all indexed already "
+        "(skips ~15 minutes of indexing; the indexing section is then absent)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--compare-direct",
@@ -770,6 +897,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be positive")
+    args.modes = [m.strip() for m in args.mode.split(",") if m.strip()]
+    if not args.modes or any(m not in ("dense", "hybrid") for m in args.modes):
+        parser.error("--mode takes dense, hybrid or both (dense,hybrid)")
     if args.render:
         saved = json.loads(Path(args.render).read_text(encoding="utf-8"))
         print(render_text(saved))

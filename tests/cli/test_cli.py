@@ -56,7 +56,12 @@ def test_import_index_query_context_status(run, docs: Path) -> None:
 
     hits = json.loads(run("query", "do cats sleep a lot", "--json").stdout)
     assert hits[0]["path"] == "documents/notes/cats.md"
-    assert set(hits[0]) == {"path", "kind", "score", "text", "sourceRef"}
+    base = {"path", "kind", "score", "text", "sourceRef"}
+    # hybrid by default: the fusion's ranks ride along; dense answers with the plain fields
+    assert set(hits[0]) == base | {"fusedScore", "denseRank", "lexicalRank"}
+    assert hits[0]["denseRank"] == 1 and hits[0]["lexicalRank"] == 1
+    dense = json.loads(run("query", "do cats sleep a lot", "--mode", "dense", "--json").stdout)
+    assert set(dense[0]) == base and dense[0]["path"] == "documents/notes/cats.md"
 
     status = json.loads(run("status", "--json").stdout)
     assert status["exists"] is True and status["chunkCount"] == 3

@@ -237,7 +237,7 @@ def test_settings_registry_matches_spec() -> None:
         "rag.topK": None,
         "rag.minScore": None,
         "rag.maxPerDocument": None,
-        "rag.retrieval.mode": "dense",
+        "rag.retrieval.mode": "hybrid",
         "rag.autoInject.maxTokens": None,
         "rag.autoInject.whenToolsPresent": "inject",
     }
