@@ -172,3 +172,35 @@ def test_no_chunk_exceeds_the_embedded_model_window(embedded_app: RagApp) -> Non
     lengths = [len(tok(n.get_content())["input_ids"]) for n in grouped["doc"]]
     assert len(lengths) > 10
     assert max(lengths) <= 256
+
+
+def test_query_mode_comes_from_the_cascade_unless_given(app: RagApp) -> None:
+    rag = app.rags.create(T, P, "notes")
+    app.rags.add_text(rag, "zebra", "Zebras graze on the savanna grass.")
+    app.rags.add_text(rag, "cluster", "The cluster runs three pods with leases.")
+    hybrid = app.rags.query(rag, "zebra savanna", top_k=2)  # the default mode: hybrid
+    assert hybrid[0].source_ref == "zebra" and hybrid[0].fused_score is not None
+    assert hybrid[0].dense_rank == 1 and hybrid[0].lexical_rank == 1
+    app.settings.set(T, P, "rag.retrieval.mode", "dense")
+    dense = app.rags.query(rag, "zebra savanna", top_k=2)
+    assert dense[0].source_ref == "zebra" and dense[0].fused_score is None
+    explicit = app.rags.query(rag, "zebra savanna", top_k=2, mode="HYBRID")
+    assert explicit[0].fused_score is not None
+    assert explicit[0].score == pytest.approx(dense[0].score)  # score stays the cosine
+    with pytest.raises(InvalidInputError, match="dense, hybrid"):
+        app.rags.query(rag, "zebra", mode="sparse")
+
+
+def test_hybrid_finds_what_only_the_words_match_and_gates_it_on_its_cosine(
+    app: RagApp,
+) -> None:
+    rag = app.rags.create(T, P, "notes")
+    for i in range(30):
+        app.rags.add_text(rag, f"filler-{i}", f"Filler note number {i} about gardening tools.")
+    app.rags.add_text(rag, "code", "Call parse_config before the scheduler starts.")
+    hits = app.rags.query(rag, "parse_config", top_k=3, mode="hybrid")
+    assert hits[0].source_ref == "code" and hits[0].lexical_rank == 1
+    best = app.rags.query(rag, "parse_config", top_k=1, mode="dense")[0].score
+    gate = best + 0.01  # above every chunk's own cosine: nothing may pass, in either mode
+    assert app.rags.query(rag, "parse_config", top_k=3, min_score=gate, mode="hybrid") == []
+    assert app.rags.query(rag, "parse_config", top_k=3, min_score=gate, mode="dense") == []

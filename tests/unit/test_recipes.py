@@ -34,6 +34,8 @@ params:
     minScore: 0.35
     topK: 5
     maxPerDocument: 2
+    retrievalMode: Hybrid
+    maxTokens: 800
     template: "{% for h in hits %}{{ h.label }} {% endfor %}"
 """,
     )
@@ -45,6 +47,8 @@ params:
             min_score=0.35,
             top_k=5,
             max_per_document=2,
+            retrieval_mode="hybrid",
+            max_tokens=800,
             template="{% for h in hits %}{{ h.label }} {% endfor %}",
         ),
         source=str(path),
@@ -146,6 +150,16 @@ ERROR_CASES = [
         "inside the recipe's directory",
     ),
     ("name: x\nparams:\n  rag: [1, 2]\n", "params.rag", "must be a mapping"),
+    (
+        "name: x\nparams:\n  rag:\n    retrievalMode: sparse\n",
+        "params.rag.retrievalMode",
+        "one of dense, hybrid",
+    ),
+    (
+        "name: x\nparams:\n  rag:\n    maxTokens: 10\n",
+        "params.rag.maxTokens",
+        "from 50 to 100000",
+    ),
     ("name: x\nparams: 3\n", "params", "must be a mapping"),
     ("name: x\nparams: {}\nengineParams: {}\n", "engineParams", "not both"),
     ("description: no name\n", "name", "non-empty string"),

@@ -1,0 +1,356 @@
+"""The SQLite lexical index: FTS5 and the in-process index agree, user text cannot inject FTS5
+syntax, the v3 migration backfills old stores, and chunk rows and lexical rows never disagree
+(fault injection inside the transaction, and a writer killed in the middle of one)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import uuid
+from pathlib import Path
+from typing import Any
+
+import apsw
+import numpy as np
+import pytest
+import sqlite_vec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vancetope_rag.domain.records import Chunk
+from vancetope_rag.store import SqliteStore, open_store
+from vancetope_rag.store.lexical import scope_token
+from vancetope_rag.store.sqlite_chunks import SqliteChunkStore
+from vancetope_rag.store.sqlite_db import MIGRATIONS, SqliteDatabase
+from vancetope_rag.store.sqlite_lexical import SqliteLexical
+from vancetope_rag.store.types import RagScope
+
+DIM = 4
+WORDS = [
+    "cell",
+    "cells",
+    "celled",
+    "running",
+    "runs",
+    "run",
+    "protein",
+    "proteins",
+    "gene",
+    "genes",
+    "tumour",
+    "tumor",
+    "café",
+    "cafe",
+    "naïve",
+    "the",
+    "of",
+    "and",
+    "data",
+    "parse_config",
+    "x",
+    "y",
+    "z",
+    "Ünïcödé",
+    "2024",
+    "e-mail",
+    "don't",
+    "co2",
+    "ß",
+]
+
+
+def _chunks(store: Any) -> SqliteChunkStore:
+    chunks = store.chunks
+    assert isinstance(chunks, SqliteChunkStore)
+    return chunks
+
+
+def _text(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 25)))
+
+
+def _add(store: Any, scope: RagScope, text: str, source: str = "s") -> str:
+    cid = uuid.uuid4().hex
+    vec = [1.0, 0.5, 0.25, 0.125]
+    store.chunks.add_chunks(scope, [Chunk(cid, scope.rag_id, source, text, vec)])
+    return cid
+
+
+SCOPES = [
+    RagScope("t1", "p1", "r1", DIM),
+    RagScope("t2", "p1", "r1", DIM),  # same RAG id, other tenant
+    RagScope("t1", "p2", "r2", DIM),
+]
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> tuple[SqliteStore, SqliteStore]:
+    """The same file opened twice: with the in-process indexes, and FTS5/sqlite-vec only."""
+    uri = f"sqlite:///{tmp_path / 'rag.db'}"
+    cached, plain = open_store(uri), open_store(uri, vector_cache=False)
+    lexical_cache = _chunks(cached).lexical.cache
+    assert lexical_cache is not None and _chunks(plain).lexical.cache is None
+    lexical_cache.reload_cooldown_s = 0.0  # refresh on every generation change
+    yield cached, plain  # type: ignore[misc]
+    cached.close()
+    plain.close()
+
+
+def _both(pair: tuple[Any, Any], scope: RagScope, query: str, k: int = 15) -> tuple[Any, Any]:
+    out = []
+    for store in pair:
+        lexical = _chunks(store).lexical
+        out.append(lexical.search(scope, lexical.terms(query), k))
+    return out[0], out[1]
+
+
+def test_in_process_index_ranks_exactly_as_fts5(pair: tuple[SqliteStore, SqliteStore]) -> None:
+    """Random corpora over three scopes, with writes, deletes and replacements between rounds
+    (the in-process index refreshes incrementally and merges): the same rows, the same order,
+    the same scores bit for bit."""
+    cached, _ = pair
+    rng = random.Random(7)
+    for scope in SCOPES:
+        for i in range(40):
+            _add(cached, scope, _text(rng), source=f"s{i % 6}")
+    compared = 0
+    for round_ in range(6):
+        for _ in range(40):
+            query = _text(rng) or "cell"
+            for scope in SCOPES:
+                fast, fts = _both(pair, scope, query)
+                assert [r for r, _ in fast] == [r for r, _ in fts], query
+                assert [s for _, s in fast] == [s for _, s in fts], query
+                compared += bool(fts)
+        # change things between rounds: deletes, replacements, additions in every scope
+        for scope in SCOPES:
+            cached.chunks.remove_by_source(scope, f"s{round_}")
+            for _ in range(rng.randint(1, 12)):
+                _add(cached, scope, _text(rng), source=f"s{rng.randint(0, 5)}")
+    assert compared > 300
+    cache = _chunks(cached).lexical.cache
+    assert cache is not None and cache.reloads >= 6  # it answered, refreshed and merged
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(query=st.text(max_size=80))
+def test_arbitrary_unicode_queries_are_safe_and_agree(
+    pair: tuple[SqliteStore, SqliteStore], query: str
+) -> None:
+    """No user text is FTS5 syntax: nothing raises, nothing leaves the scope, both paths agree."""
+    cached, _ = pair
+    if not _chunks(cached).count_chunks(SCOPES[0]):
+        rng = random.Random(3)
+        for scope in SCOPES[:2]:
+            for _ in range(25):
+                _add(cached, scope, _text(rng))
+        _add(cached, SCOPES[0], 'NEAR(a b) "quoted" col:umn AND OR NOT * ^start {scope}')
+    fast, fts = _both(pair, SCOPES[0], query + ' scope : "x" OR NEAR(')
+    assert fast == fts
+    own = {h.chunk_id for h in cached.chunks.get_chunks(SCOPES[0])}
+    hits = cached.chunks.lexical_query(SCOPES[0], query, 50, vector=[1.0, 0, 0, 0])
+    assert {h.chunk_id for h in hits} <= own
+
+
+def test_syntax_words_are_plain_words(pair: tuple[SqliteStore, SqliteStore]) -> None:
+    cached, _ = pair
+    cid = _add(cached, SCOPES[0], "We met NEAR the river AND ate.")
+    _add(cached, SCOPES[1], "river near another tenant")
+    for query in ("NEAR(river", 'scope : "1" OR river', "text:river*", '"river" ^', "r*"):
+        hits = cached.chunks.lexical_query(SCOPES[0], query, 10, vector=[1.0, 0, 0, 0])
+        assert [h.chunk_id for h in hits] in ([cid], []), query
+    assert [h.chunk_id for h in cached.chunks.lexical_query(
+        SCOPES[0], "NEAR AND", 10, vector=[1.0, 0, 0, 0]
+    )] == [cid]  # fmt: skip
+
+
+def test_large_first_load_builds_in_the_background(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'rag.db'}")
+    cache = _chunks(store).lexical.cache
+    assert cache is not None
+    cache.sync_build_max_rows = 5
+    rng = random.Random(1)
+    for _ in range(12):
+        _add(store, SCOPES[0], _text(rng) + " cell")
+    lexical = _chunks(store).lexical
+    terms = lexical.terms("cells running")
+    first = lexical.search(SCOPES[0], terms, 5)  # FTS5 answers while the index builds
+    assert cache.wait_idle(30) and cache.reloads == 1
+    assert lexical.search(SCOPES[0], terms, 5) == first
+    store.close()
+
+
+def test_chunk_rowids_are_never_reused(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'rag.db'}")
+    chunks = _chunks(store)
+    _add(store, SCOPES[0], "first text", source="a")
+    _add(store, SCOPES[0], "second text", source="b")
+    top = chunks.db.query("SELECT max(rowid) FROM chunks")[0][0]
+    chunks.remove_by_source(SCOPES[0], "b")  # the highest rowid goes away
+    _add(store, SCOPES[0], "third text", source="c")
+    assert chunks.db.query("SELECT max(rowid) FROM chunks")[0][0] == top + 1
+    store.close()
+
+
+# -- migration -----------------------------------------------------------------------------
+
+
+def _v2_store(path: Path) -> None:
+    """A store file as schema v2 wrote it: migrations 1-2, chunk rows and vec0 vectors the way
+    the old ``_insert_rows`` stored them (SQLite-assigned rowids, no lexical index)."""
+    conn = apsw.Connection(str(path))
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    with conn:
+        conn.execute(MIGRATIONS[0])
+        conn.execute(MIGRATIONS[1])
+        conn.execute(
+            "CREATE VIRTUAL TABLE vec_chunks_4 USING vec0(rag_id TEXT PARTITION KEY, "
+            "embedding float[4] distance_metric=cosine, kind TEXT)"
+        )
+        for i, (tenant, text) in enumerate(
+            [("t1", "Zebras graze on grass."), ("t1", "Clusters run pods."), ("t2", "Zebra")]
+        ):
+            conn.execute(
+                "INSERT INTO chunks (id, tenant_id, project_id, rag_id, source_ref, kind, path, "
+                "text, metadata, dim) VALUES (?, ?, 'p1', 'r1', ?, 'content', NULL, ?, '{}', 4)",
+                (f"c{i}", tenant, f"s{i}", text),
+            )
+            vec = np.asarray([1.0, i, 0.0, 0.5], dtype=np.float32).tobytes()
+            conn.execute(
+                "INSERT INTO vec_chunks_4 (rowid, rag_id, embedding, kind) "
+                "VALUES (?, 'r1', ?, 'content')",
+                (conn.last_insert_rowid(), vec),
+            )
+        conn.execute("INSERT INTO rag_generations (rag_id, generation) VALUES ('r1', 3)")
+        conn.execute("PRAGMA user_version=2")
+    conn.close()
+
+
+def test_v2_store_is_migrated_and_backfilled(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    _v2_store(path)
+    store = open_store(f"sqlite:///{path}")
+    chunks = _chunks(store)
+    assert chunks.db.query("PRAGMA user_version")[0][0] == 3
+    hits = chunks.lexical_query(SCOPES[0], "zebra grazing", 5, vector=[1.0, 0, 0, 0.5])
+    assert [h.chunk_id for h in hits] == ["c0"]
+    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert [h.chunk_id for h in chunks.lexical_query(SCOPES[1], "zebra", 5, vector=[1.0] * 4)] == [
+        "c2"
+    ]
+    # new chunks continue above the old rowids, in both indexes
+    cid = _add(store, SCOPES[0], "A zebra foal.")
+    found = chunks.lexical_query(SCOPES[0], "zebra", 5, vector=[1.0, 0, 0, 0])
+    assert {h.chunk_id for h in found} == {"c0", cid}
+    store.close()
+
+
+def test_the_migration_keeps_the_tokenizer_the_code_uses(tmp_path: Path) -> None:
+    from vancetope_rag.store.lexical import FTS5_TOKENIZE, TOKENIZER_ARGS
+
+    db = SqliteDatabase(tmp_path / "rag.db")
+    (sql,) = db.query("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'")[0]
+    assert FTS5_TOKENIZE in sql
+    assert " ".join([TOKENIZER_ARGS[0], *TOKENIZER_ARGS[1]]).replace(" _", " '_'") == FTS5_TOKENIZE
+    db.close()
+
+
+# -- the chunk row and its lexical row live and die together -------------------------------
+
+
+def _fts_rows(chunks: SqliteChunkStore, scope: RagScope) -> int:
+    token = scope_token(scope.tenant_id, scope.project_id, scope.rag_id)
+    return int(
+        chunks.db.query(
+            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (f'scope : "{token}"',)
+        )[0][0]
+    )
+
+
+def test_a_failing_lexical_insert_writes_no_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'rag.db'}")
+    chunks = _chunks(store)
+    _add(store, SCOPES[0], "kept before the fault")
+
+    def fail(self: SqliteLexical, scope: RagScope, rows: Any) -> None:
+        # the chunk rows and vectors of this batch are written by now, in the transaction
+        assert chunks.db.query("SELECT count(*) FROM chunks")[0][0] == 3
+        raise apsw.IOError("disk I/O error (injected)")
+
+    monkeypatch.setattr(SqliteLexical, "insert", fail)
+    with pytest.raises(apsw.IOError):
+        chunks.add_chunks(
+            SCOPES[0],
+            [Chunk(f"c{i}", "r1", "s", f"lost text {i}", [1.0, 0, 0, 0]) for i in range(2)],
+        )
+    monkeypatch.undo()
+    assert chunks.count_chunks(SCOPES[0]) == 1 and _fts_rows(chunks, SCOPES[0]) == 1
+    assert chunks.query(SCOPES[0], [1.0, 0, 0, 0], 10)[0].text == "kept before the fault"
+    assert chunks.lexical_query(SCOPES[0], "lost", 5, vector=[1.0, 0, 0, 0]) == []
+    store.close()
+
+
+def test_deletes_leave_both_indexes_in_one_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'rag.db'}")
+    chunks = _chunks(store)
+    for i in range(3):
+        _add(store, SCOPES[0], f"doomed text {i}", source="doomed")
+    _add(store, SCOPES[0], "survivor text", source="other")
+
+    def fail(self: SqliteLexical, rowids: Any) -> None:
+        raise apsw.IOError("disk I/O error (injected)")
+
+    monkeypatch.setattr(SqliteLexical, "delete", fail)
+    with pytest.raises(apsw.IOError):
+        chunks.remove_by_source(SCOPES[0], "doomed")
+    monkeypatch.undo()
+    # the failed delete removed nothing: rows, vectors and lexical entries all still there
+    assert chunks.count_chunks(SCOPES[0]) == 4 and _fts_rows(chunks, SCOPES[0]) == 4
+    assert len(chunks.lexical_query(SCOPES[0], "doomed", 5, vector=[1.0, 0, 0, 0])) == 3
+    assert chunks.remove_by_source(SCOPES[0], "doomed") == 3
+    assert chunks.count_chunks(SCOPES[0]) == 1 and _fts_rows(chunks, SCOPES[0]) == 1
+    assert chunks.lexical_query(SCOPES[0], "doomed", 5, vector=[1.0, 0, 0, 0]) == []
+    store.close()
+
+
+def _writer_killed_mid_transaction(path: str) -> None:  # runs in a child process
+    store = open_store(f"sqlite:///{path}")
+    real_insert = SqliteLexical.insert
+
+    def insert_then_die(self: SqliteLexical, scope: RagScope, rows: Any) -> None:
+        real_insert(self, scope, rows)  # chunk rows, vectors and lexical rows all written...
+        os.kill(os.getpid(), signal.SIGKILL)  # ...and the process dies before COMMIT
+
+    SqliteLexical.insert = insert_then_die  # type: ignore[method-assign]
+    store.chunks.add_chunks(
+        SCOPES[0], [Chunk(f"k{i}", "r1", "s", f"killed text {i}", [1.0, 0, 0, 0]) for i in range(3)]
+    )
+
+
+def test_a_writer_killed_mid_transaction_leaves_both_indexes_agreeing(tmp_path: Path) -> None:
+    path = str(tmp_path / "rag.db")
+    store = open_store(f"sqlite:///{path}")
+    _add(store, SCOPES[0], "committed text")
+    ctx = multiprocessing.get_context("spawn")
+    child = ctx.Process(target=_writer_killed_mid_transaction, args=(path,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == -signal.SIGKILL
+    chunks = _chunks(store)
+    assert chunks.count_chunks(SCOPES[0]) == 1 and _fts_rows(chunks, SCOPES[0]) == 1
+    assert chunks.lexical_query(SCOPES[0], "killed", 5, vector=[1.0, 0, 0, 0]) == []
+    assert int(chunks.db.query("SELECT count(*) FROM chunks")[0][0]) == 1
+    # the store goes on: the next write lands in both indexes
+    _add(store, SCOPES[0], "killed text written again")
+    assert len(chunks.lexical_query(SCOPES[0], "killed", 5, vector=[1.0, 0, 0, 0])) == 1
+    assert _fts_rows(chunks, SCOPES[0]) == 2
+    store.close()
