@@ -178,14 +178,17 @@ class RagApp:
         project_id: str,
         user_messages: Sequence[str],
         recipe: RagParams | None = None,
+        tools: Sequence[Any] | None = None,
     ) -> list[str]:
-        """System messages every plugin wants added to this turn, in plugin order."""
+        """System messages every plugin wants added to this turn, in plugin order
+        (``tools``: the tools the turn's model was given, when the host knows them)."""
         results = self.plugins.hook.pre_turn(
             app=self,
             tenant_id=tenant_id,
             project_id=project_id,
             user_messages=list(user_messages),
             recipe=recipe,
+            tools=None if tools is None else list(tools),
         )
         # pluggy calls the last registered plugin first; give messages in registration order.
         return [m for result in reversed(results) if result for m in result]

@@ -135,13 +135,17 @@ def pre_turn(
     project_id: str,
     user_messages: Sequence[str],
     recipe: RagParams | None,
+    tools: Sequence[Any] | None,
 ) -> list[str] | None:
     """Before the LLM call of a turn: return system message texts to add (or None).
 
-    Results of all plugins are concatenated in plugin registration order (the default plugin's
-    first). The default plugin returns the ``<rag-context>`` block when AutoInject is on and
-    something relevant was found; it never raises for retrieval failures (the turn goes on
-    without the block).
+    ``tools`` are the tools the turn's model was given (LlamaIndex tools, names or
+    OpenAI-style tool dicts), None when the host did not say. Results of all plugins are
+    concatenated in plugin registration order (the default plugin's first). The default
+    plugin returns the ``<rag-context>`` block when AutoInject is on and something relevant
+    was found (with ``rag.autoInject.whenToolsPresent=skip``, a cascade ON defers to a
+    ``rag_query`` tool); it never raises for retrieval failures (the turn goes on without
+    the block).
     """
 
 

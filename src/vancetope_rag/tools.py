@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from llama_index.core.tools import FunctionTool
 
+from vancetope_rag.domain.citations import cite
 from vancetope_rag.domain.context_block import neutralise_tags
-from vancetope_rag.domain.records import RagRecord
+from vancetope_rag.domain.records import DEFAULT_RAG_NAME, RagRecord
 from vancetope_rag.errors import InvalidInputError, RagError
 from vancetope_rag.extract import extract_text
 from vancetope_rag.secrets import get_logger, redact
 from vancetope_rag.services.rag import SourceText
+from vancetope_rag.services.retrieval import citable_hits
 from vancetope_rag.workspace import read_workspace_file
 
 if TYPE_CHECKING:
@@ -198,21 +200,20 @@ class RagTools:
         if top_k is None:  # not `or 5`: topK=0 is an error, not the default
             top_k = 5
         hits = self.app.rags.query(rag, query, top_k=top_k)
-        labels: dict[str, str] = {}
-        out = []
-        for h in hits:
-            key = h.path or h.source_ref
-            label = labels.setdefault(key, f"S{len(labels) + 1}")
-            out.append(
-                {
-                    "label": label,
-                    "path": h.path,
-                    "sourceRef": h.source_ref,
-                    "kind": h.kind,
-                    "score": round(h.score, 4),
-                    "text": neutralise_tags(h.text),
-                }
-            )
+        # The same citation rule and numbering as the <rag-context> block.
+        hits = citable_hits(self.app.store.control, rag, hits)
+        out = [
+            {
+                "label": c.label,
+                "source": neutralise_tags(c.source),
+                "path": c.hit.path,
+                "sourceRef": c.hit.source_ref,
+                "kind": c.hit.kind,
+                "score": round(c.hit.score, 4),
+                "text": neutralise_tags(c.hit.text),
+            }
+            for c in cite(hits, project_rag=rag.name == DEFAULT_RAG_NAME)
+        ]
         return {"ragId": rag.id, "hits": out}
 
     def rag_delete(self, ragId: str) -> dict[str, Any]:

@@ -57,11 +57,14 @@ def test_same_path_reuses_label_and_source_ref_fallback() -> None:
         "  Multi-Pod cluster with Mongo-centric state. …\n"
         "- [S1] documents/notes/topic.md (score 0.50)\n"
         "  More.\n"
-        "- [S3] manual-note (score 0.40)\n"
+        "- [S3] manual:manual-note (score 0.40)\n"
         "  Pasted text.\n"
         "\n"
         "</rag-context>"
     )
+    # a manual RAG's path-less hit is labelled by its sourceRef alone
+    block = render_context_block([manual], project_rag=False)
+    assert block is not None and "- [S1] manual-note (score 0.40)" in block
 
 
 def test_no_hits_is_none() -> None:
@@ -120,7 +123,7 @@ def test_custom_template_sees_hits_and_sources() -> None:
     )
     manual = Hit(score=0.25, text="t", source_ref="manual")
     assert render_context_block([TOPIC, ARCH_SUMMARY, manual], template) == (
-        "S1=documents/notes/topic.md;S2=documents/architecture.md;S3=manual;"
+        "S1=documents/notes/topic.md;S2=documents/architecture.md;S3=manual:manual;"
         "|S1:content:0.8:documents/notes/topic.md:doc:1:"
         "Vancetope is a Think-Tool, not a productivity tool. …;"
         "S2:summary:0.7:documents/architecture.md:doc:2#summary:"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vancetope_rag.hookspecs import hookimpl
 
@@ -19,6 +19,7 @@ def pre_turn(
     project_id: str,
     user_messages: Sequence[str],
     recipe: RagParams | None,
+    tools: Sequence[Any] | None,
 ) -> list[str] | None:
-    block = app.autoinject.context_block(tenant_id, project_id, user_messages, recipe)
+    block = app.autoinject.context_block(tenant_id, project_id, user_messages, recipe, tools)
     return [block] if block else None

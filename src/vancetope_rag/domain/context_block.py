@@ -11,8 +11,9 @@ Template variables:
 * ``sources``: list of :class:`ContextSource` (``label``, ``source``, ``path``,
   ``source_ref``), one per distinct source, in order of first appearance.
 
-``label`` is ``S1``, ``S2``... numbered by first appearance of the source (its path, else its
-source ref), so every hit of one document carries the same label and the model can cite it.
+``label`` is ``S1``, ``S2``... numbered by first appearance of the source, so every hit of one
+document carries the same label and the model can cite it; what a label names is the rule of
+:mod:`vancetope_rag.domain.citations` (the ``rag_query`` tool numbers with the same code).
 ``text`` is already cleaned: trailing whitespace stripped, runs of blank lines collapsed, and
 ``<rag-context>`` tags neutralised (see :func:`neutralise_tags`).
 """
@@ -28,6 +29,7 @@ import jinja2
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
+from vancetope_rag.domain.citations import cite
 from vancetope_rag.domain.records import Hit
 from vancetope_rag.errors import InvalidInputError
 
@@ -140,24 +142,24 @@ def compile_template(source: str) -> jinja2.Template:
         ) from None
 
 
-def _views(hits: Sequence[Hit]) -> tuple[list[ContextHit], list[ContextSource]]:
+def _views(
+    hits: Sequence[Hit], *, project_rag: bool
+) -> tuple[list[ContextHit], list[ContextSource]]:
     sources: dict[str, ContextSource] = {}
     views: list[ContextHit] = []
-    for hit in hits:
-        key = hit.path if hit.path is not None else hit.source_ref
-        found = sources.get(key)
-        if found is None:
-            found = ContextSource(
-                label=f"S{len(sources) + 1}",
-                source=_clean_label(key),
+    for cited in cite(hits, project_rag=project_rag):
+        hit = cited.hit
+        if cited.label not in sources:
+            sources[cited.label] = ContextSource(
+                label=cited.label,
+                source=_clean_label(cited.source),
                 path=hit.path,
                 source_ref=hit.source_ref,
             )
-            sources[key] = found
         views.append(
             ContextHit(
-                label=found.label,
-                source=found.source,
+                label=cited.label,
+                source=sources[cited.label].source,
                 path=hit.path,
                 source_ref=hit.source_ref,
                 kind=hit.kind,
@@ -169,14 +171,20 @@ def _views(hits: Sequence[Hit]) -> tuple[list[ContextHit], list[ContextSource]]:
 
 
 def render_context_block(
-    hits: Sequence[Hit], template: str | jinja2.Template | None = None
+    hits: Sequence[Hit],
+    template: str | jinja2.Template | None = None,
+    *,
+    project_rag: bool = True,
 ) -> str | None:
     """Render the ``<rag-context>`` system message for a turn.
 
     Args:
-        hits: The hits to show, already filtered by ``minScore`` and in display order.
+        hits: The hits to show, already filtered by ``minScore`` and in display order; from
+            the project RAG, already resolved to their documents' current paths
+            (:func:`~vancetope_rag.domain.citations.current_document_hits`).
         template: Template text or a template from :func:`compile_template`; ``None`` uses
             :data:`DEFAULT_TEMPLATE`.
+        project_rag: The hits come from ``_documents`` (labels follow its citation rule).
 
     Returns:
         The message text, or ``None`` when there are no hits or the template renders only
@@ -191,7 +199,7 @@ def render_context_block(
         compiled = template
     else:
         compiled = compile_template(DEFAULT_TEMPLATE if template is None else template)
-    views, sources = _views(hits)
+    views, sources = _views(hits, project_rag=project_rag)
     try:
         text = compiled.render(hits=views, sources=sources)
     except jinja2.UndefinedError as exc:

@@ -123,11 +123,18 @@ class RagContextLLM(FunctionCallingLLM):
 
     # -- the injection ------------------------------------------------------------------
 
-    def turn_messages(self, messages: Sequence[ChatMessage]) -> list[str]:
-        """The system message texts ``pre_turn`` gives for this input ([] on any failure)."""
+    def turn_messages(
+        self, messages: Sequence[ChatMessage], tools: Sequence[BaseTool] | None = None
+    ) -> list[str]:
+        """The system message texts ``pre_turn`` gives for this input ([] on any failure);
+        ``tools``: the tools of this call (the ``*_with_tools`` methods pass theirs)."""
         try:
             return self._app.pre_turn(
-                self.tenant_id, self.project_id, last_user_turn(messages), self._recipe
+                self.tenant_id,
+                self.project_id,
+                last_user_turn(messages),
+                self._recipe,
+                tools=None if tools is None else list(tools),
             )
         except Exception as exc:  # a plugin's bug must not cost the user the answer
             log.warning(
@@ -139,28 +146,38 @@ class RagContextLLM(FunctionCallingLLM):
             )
             return []
 
-    def _inject(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
-        return inject_system_messages(messages, self.turn_messages(messages))
+    def _inject(
+        self, messages: Sequence[ChatMessage], tools: Sequence[BaseTool] | None = None
+    ) -> list[ChatMessage]:
+        return inject_system_messages(messages, self.turn_messages(messages, tools))
 
-    async def _ainject(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    async def _ainject(
+        self, messages: Sequence[ChatMessage], tools: Sequence[BaseTool] | None = None
+    ) -> list[ChatMessage]:
         # Retrieval is blocking (embedding, SQLite); keep it off the event loop.
-        blocks = await asyncio.to_thread(self.turn_messages, messages)
+        blocks = await asyncio.to_thread(self.turn_messages, messages, tools)
         return inject_system_messages(messages, blocks)
 
     def _inject_turn(
-        self, user_msg: str | ChatMessage | None, chat_history: list[ChatMessage] | None
+        self,
+        user_msg: str | ChatMessage | None,
+        chat_history: list[ChatMessage] | None,
+        tools: Sequence[BaseTool],
     ) -> list[ChatMessage]:
         """Inject into a ``(user_msg, chat_history)`` pair: the blocks go into the history."""
         history = list(chat_history or [])
         full = [*history, *self._as_messages(user_msg)]
-        return inject_system_messages(history, self.turn_messages(full))
+        return inject_system_messages(history, self.turn_messages(full, tools))
 
     async def _ainject_turn(
-        self, user_msg: str | ChatMessage | None, chat_history: list[ChatMessage] | None
+        self,
+        user_msg: str | ChatMessage | None,
+        chat_history: list[ChatMessage] | None,
+        tools: Sequence[BaseTool],
     ) -> list[ChatMessage]:
         history = list(chat_history or [])
         full = [*history, *self._as_messages(user_msg)]
-        blocks = await asyncio.to_thread(self.turn_messages, full)
+        blocks = await asyncio.to_thread(self.turn_messages, full, tools)
         return inject_system_messages(history, blocks)
 
     @staticmethod
@@ -181,19 +198,23 @@ class RagContextLLM(FunctionCallingLLM):
 
     # -- chat: injected -----------------------------------------------------------------
 
+    # A ``tools`` keyword (what LLMs that take tools in chat() are given) is passed on to
+    # pre_turn too, so AutoInject knows the model may retrieve for itself.
+
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        return self.llm.chat(self._inject(messages), **kwargs)
+        return self.llm.chat(self._inject(messages, kwargs.get("tools")), **kwargs)
 
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
-        return self.llm.stream_chat(self._inject(messages), **kwargs)
+        return self.llm.stream_chat(self._inject(messages, kwargs.get("tools")), **kwargs)
 
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        return await self.llm.achat(await self._ainject(messages), **kwargs)
+        return await self.llm.achat(await self._ainject(messages, kwargs.get("tools")), **kwargs)
 
     async def astream_chat(
         self, messages: Sequence[ChatMessage], **kwargs: Any
     ) -> ChatResponseAsyncGen:
-        return await self.llm.astream_chat(await self._ainject(messages), **kwargs)
+        injected = await self._ainject(messages, kwargs.get("tools"))
+        return await self.llm.astream_chat(injected, **kwargs)
 
     # -- completion: passed through ------------------------------------------------------
 
@@ -234,7 +255,7 @@ class RagContextLLM(FunctionCallingLLM):
         return inner.chat_with_tools(
             tools,
             user_msg=user_msg,
-            chat_history=self._inject_turn(user_msg, chat_history),
+            chat_history=self._inject_turn(user_msg, chat_history, tools),
             verbose=verbose,
             allow_parallel_tool_calls=allow_parallel_tool_calls,
             tool_required=tool_required,
@@ -255,7 +276,7 @@ class RagContextLLM(FunctionCallingLLM):
         return await inner.achat_with_tools(
             tools,
             user_msg=user_msg,
-            chat_history=await self._ainject_turn(user_msg, chat_history),
+            chat_history=await self._ainject_turn(user_msg, chat_history, tools),
             verbose=verbose,
             allow_parallel_tool_calls=allow_parallel_tool_calls,
             tool_required=tool_required,
@@ -276,7 +297,7 @@ class RagContextLLM(FunctionCallingLLM):
         return inner.stream_chat_with_tools(
             tools,
             user_msg=user_msg,
-            chat_history=self._inject_turn(user_msg, chat_history),
+            chat_history=self._inject_turn(user_msg, chat_history, tools),
             verbose=verbose,
             allow_parallel_tool_calls=allow_parallel_tool_calls,
             tool_required=tool_required,
@@ -297,7 +318,7 @@ class RagContextLLM(FunctionCallingLLM):
         return await inner.astream_chat_with_tools(
             tools,
             user_msg=user_msg,
-            chat_history=await self._ainject_turn(user_msg, chat_history),
+            chat_history=await self._ainject_turn(user_msg, chat_history, tools),
             verbose=verbose,
             allow_parallel_tool_calls=allow_parallel_tool_calls,
             tool_required=tool_required,

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vancetope_rag.config import EngineConfig
+from vancetope_rag.domain.budget import fit_to_budget
 from vancetope_rag.domain.cascade import explain_auto_inject
 from vancetope_rag.domain.context_block import render_context_block
 from vancetope_rag.domain.records import Hit
@@ -15,7 +16,9 @@ from vancetope_rag.recipes import RagParams
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
+from vancetope_rag.services.retrieval import citable_hits
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot
+from vancetope_rag.services.tokens import count_tokens
 
 log = get_logger(__name__)
 
@@ -95,10 +98,22 @@ class RagAutoInjectService:
         project_id: str,
         user_messages: Sequence[str],
         recipe: RagParams | None = None,
+        tools: Sequence[object] | None = None,
     ) -> InjectionDecision:
+        """What the pre-turn step does for this turn, and why.
+
+        Args:
+            tenant_id: Tenant of the conversation.
+            project_id: Project whose ``_documents`` RAG is queried.
+            user_messages: The turn's user messages.
+            recipe: The recipe's ``params.rag``.
+            tools: The tools the turn's model was given (LlamaIndex tools, tool names or
+                OpenAI-style tool dicts); with ``rag.autoInject.whenToolsPresent=skip`` a
+                cascade ON defers to a ``rag_query`` tool.
+        """
         started = time.perf_counter()
         try:
-            return self._decide(tenant_id, project_id, user_messages, recipe)
+            return self._decide(tenant_id, project_id, user_messages, recipe, tools)
         finally:
             self.metrics.pre_turn_seconds.observe(time.perf_counter() - started)
 
@@ -108,6 +123,7 @@ class RagAutoInjectService:
         project_id: str,
         user_messages: Sequence[str],
         recipe: RagParams | None,
+        tools: Sequence[object] | None,
     ) -> InjectionDecision:
         snapshot = self.settings.snapshot(tenant_id, project_id)  # one read for the whole turn
         project_value, tenant_value = snapshot.auto_inject_scopes()
@@ -116,6 +132,14 @@ class RagAutoInjectService:
         )
         if not enabled:
             return InjectionDecision(False, decided_by, "autoInject is off")
+        if (
+            decided_by in ("project", "tenant")
+            and snapshot.effective["rag.autoInject.whenToolsPresent"] == "skip"
+            and RAG_QUERY_TOOL in tool_names(tools)
+        ):
+            # The model can retrieve for itself; an explicit recipe ON still injects.
+            reason = "the model has the rag_query tool (rag.autoInject.whenToolsPresent=skip)"
+            return InjectionDecision(False, decided_by, reason)
         if not self.config.rag_enabled:
             return InjectionDecision(False, "engine", "RAG_ENABLED is false for this engine")
         if not snapshot.project_rag_enabled():
@@ -149,13 +173,28 @@ class RagAutoInjectService:
             return InjectionDecision(True, decided_by, f"retrieval failed: {exc}")
         if not hits:
             return InjectionDecision(True, decided_by, f"no hit scored {p.min_score} or more")
+        try:
+            hits = citable_hits(self.rags.control, rag, hits)  # one store call per turn
+        except Exception as exc:
+            log.warning("AutoInject skipped: resolving the cited documents failed: %s", exc)
+            return InjectionDecision(True, decided_by, f"retrieval failed: {exc}")
+        if not hits:
+            return InjectionDecision(True, decided_by, "every hit's document was deleted")
         template = (recipe.template if recipe else None) or self.default_template
         try:
-            block = render_context_block(hits, template)
+            block, shown = fit_to_budget(
+                hits,
+                lambda some: render_context_block(some, template, project_rag=True),
+                count_tokens,
+                p.max_tokens,
+            )
         except Exception as exc:
             log.warning("AutoInject skipped: the context template failed: %s", exc)
             return InjectionDecision(True, decided_by, f"template failed: {exc}", tuple(hits))
-        return InjectionDecision(True, decided_by, "injected", tuple(hits), block)
+        if block is None:
+            reason = f"not even the best excerpt fits rag.autoInject.maxTokens={p.max_tokens}"
+            return InjectionDecision(True, decided_by, reason, tuple(hits))
+        return InjectionDecision(True, decided_by, "injected", tuple(shown), block)
 
     def context_block(
         self,
@@ -163,6 +202,31 @@ class RagAutoInjectService:
         project_id: str,
         user_messages: Sequence[str],
         recipe: RagParams | None = None,
+        tools: Sequence[object] | None = None,
     ) -> str | None:
         """The ``<rag-context>`` system message for this turn, or None (silent skip)."""
-        return self.decide(tenant_id, project_id, user_messages, recipe).block
+        return self.decide(tenant_id, project_id, user_messages, recipe, tools).block
+
+
+#: The tool whose presence lets AutoInject defer (``rag.autoInject.whenToolsPresent``).
+RAG_QUERY_TOOL = "rag_query"
+
+
+def tool_names(tools: Sequence[object] | None) -> set[str]:
+    """The names of a turn's tools: LlamaIndex tools (``metadata.name``), objects with a
+    ``name``, plain names, or OpenAI-style dicts (``{"name": …}`` or
+    ``{"function": {"name": …}}``)."""
+    names: set[str] = set()
+    for tool in tools or ():
+        name: object = None
+        if isinstance(tool, str):
+            name = tool
+        elif isinstance(tool, dict):
+            function = tool.get("function")
+            name = function.get("name") if isinstance(function, dict) else tool.get("name")
+        else:
+            metadata = getattr(tool, "metadata", None)
+            name = getattr(metadata, "name", None) or getattr(tool, "name", None)
+        if isinstance(name, str):
+            names.add(name)
+    return names

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vancetope_rag.domain.records import Hit
+from vancetope_rag.domain.citations import current_document_hits
+from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Hit, RagRecord
 from vancetope_rag.domain.retrieval import Candidates, FusionParams, collect_hits
 from vancetope_rag.secrets import get_logger
-from vancetope_rag.store.port import ChunkStore
+from vancetope_rag.store.port import ChunkStore, ControlStore
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
 log = get_logger(__name__)
@@ -83,3 +84,14 @@ class Retriever:
                 self._lexical_missing_logged = True
                 log.warning("hybrid retrieval answers with its dense side only: %s", exc)
             return []
+
+
+def citable_hits(control: ControlStore, rag: RagRecord, hits: Sequence[Hit]) -> list[Hit]:
+    """The hits as they may be cited now. In the project RAG, each names its document as it
+    exists now (one store call for all hits): a moved document shows its new path, a deleted
+    one's hits are dropped, chunks added by hand keep no path (``manual:`` labels). Manual
+    RAGs' hits are returned as they are."""
+    if rag.name != DEFAULT_RAG_NAME or not hits:
+        return list(hits)
+    paths = control.document_paths(rag.tenant_id, rag.project_id, [h.source_ref for h in hits])
+    return current_document_hits(hits, paths)

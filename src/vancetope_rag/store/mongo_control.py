@@ -195,6 +195,13 @@ class MongoControlStore:
         found = self.documents.find_one(q.scope_filter(tenant_id, project_id, _id=document_id))
         return q.document_from_bson(found) if found else None
 
+    def document_paths(
+        self, tenant_id: str, project_id: str, document_ids: Sequence[str]
+    ) -> dict[str, str]:
+        flt = q.scope_filter(tenant_id, project_id)
+        flt["_id"] = {"$in": list(dict.fromkeys(document_ids))}
+        return {str(d["_id"]): str(d["path"]) for d in self.documents.find(flt, {"path": 1})}
+
     def get_document_by_path(self, tenant_id: str, project_id: str, path: str) -> Document | None:
         found = self.documents.find_one(q.scope_filter(tenant_id, project_id, path=path))
         return q.document_from_bson(found) if found else None

@@ -97,6 +97,13 @@ class ControlStore(Protocol):
         self, tenant_id: str, project_id: str, *, path_prefix: str | None = None
     ) -> list[Document]: ...
 
+    def document_paths(
+        self, tenant_id: str, project_id: str, document_ids: Sequence[str]
+    ) -> dict[str, str]:
+        """The current path of each of ``document_ids`` that exists in the project (one call
+        for a whole turn's citations)."""
+        ...
+
     def delete_document(self, tenant_id: str, project_id: str, document_id: str) -> bool: ...
 
     def mark_dirty(self, tenant_id: str, project_id: str, document_ids: Sequence[str]) -> int:

@@ -169,6 +169,18 @@ class SqliteControlStore:
             (document_id, tenant_id, project_id),
         )
 
+    def document_paths(
+        self, tenant_id: str, project_id: str, document_ids: Sequence[str]
+    ) -> dict[str, str]:
+        ids = list(dict.fromkeys(document_ids))
+        marks = ",".join("?" * len(ids))
+        rows = self.db.query(
+            f"SELECT id, path FROM documents WHERE tenant_id = ? AND project_id = ? "
+            f"AND id IN ({marks})",
+            (tenant_id, project_id, *ids),
+        )
+        return {str(r[0]): str(r[1]) for r in rows}
+
     def get_document_by_path(self, tenant_id: str, project_id: str, path: str) -> Document | None:
         return self._first(
             row_to_document,
