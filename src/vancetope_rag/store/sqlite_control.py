@@ -175,9 +175,11 @@ class SqliteControlStore:
         ids = list(dict.fromkeys(document_ids))
         marks = ",".join("?" * len(ids))
         rows = self.db.query(
-            f"SELECT id, path FROM documents WHERE tenant_id = ? AND project_id = ? "
-            f"AND id IN ({marks})",
-            (tenant_id, project_id, *ids),
+            # Unary +: with the scope columns usable SQLite walks the project's documents
+            # (29 ms at 50k) instead of looking the ids up.
+            f"SELECT id, path FROM documents WHERE id IN ({marks}) "
+            "AND +tenant_id = ? AND +project_id = ?",
+            (*ids, tenant_id, project_id),
         )
         return {str(r[0]): str(r[1]) for r in rows}
 
