@@ -16,7 +16,7 @@ For each size (default 10k and 100k chunks in ``_documents`` on the embedded SQL
   sqlite-vec; the query-embedding time alone is reported too.
 
     python bench/pre_turn.py [--sizes 10000,100000] [--turns 300] [--mode dense,hybrid]
-                             [--sqlite-vec] [--json]
+                             [--sqlite-vec] [--threads N] [--json]
 """
 
 from __future__ import annotations
@@ -64,6 +64,9 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=300)
     ap.add_argument("--mode", default="dense,hybrid", help="retrieval modes, alternated")
     ap.add_argument("--sqlite-vec", action="store_true", help="also dense via sqlite-vec")
+    ap.add_argument(
+        "--threads", type=int, default=None, help="torch intra-op threads (default: torch's)"
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -71,6 +74,10 @@ def main() -> None:
     if not modes or any(m not in ("dense", "hybrid") for m in modes):
         ap.error("--mode takes dense, hybrid or both")
 
+    if args.threads:  # on a shared machine 1 thread is steadier (docs/benchmarks.md)
+        import torch
+
+        torch.set_num_threads(args.threads)
     from vancetope_rag import EngineConfig, RagApp
     from vancetope_rag.domain.records import Chunk
     from vancetope_rag.recipes import RagParams
