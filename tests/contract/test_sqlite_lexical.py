@@ -23,7 +23,7 @@ from vancetope_rag.domain.records import Chunk
 from vancetope_rag.store import SqliteStore, open_store
 from vancetope_rag.store.lexical import scope_token
 from vancetope_rag.store.sqlite_chunks import SqliteChunkStore
-from vancetope_rag.store.sqlite_db import MIGRATIONS, SqliteDatabase
+from vancetope_rag.store.sqlite_db import MIGRATIONS, SCHEMA_VERSION, SqliteDatabase
 from vancetope_rag.store.sqlite_lexical import SqliteLexical
 from vancetope_rag.store.types import RagScope
 
@@ -236,7 +236,7 @@ def test_v2_store_is_migrated_and_backfilled(tmp_path: Path) -> None:
     _v2_store(path)
     store = open_store(f"sqlite:///{path}")
     chunks = _chunks(store)
-    assert chunks.db.query("PRAGMA user_version")[0][0] == 3
+    assert chunks.db.query("PRAGMA user_version")[0][0] == SCHEMA_VERSION == 4
     hits = chunks.lexical_query(SCOPES[0], "zebra grazing", 5, vector=[1.0, 0, 0, 0.5])
     assert [h.chunk_id for h in hits] == ["c0"]
     assert hits[0].score == pytest.approx(1.0, abs=1e-5)

@@ -8,11 +8,8 @@ from collections.abc import Sequence
 from vancetope_rag.domain.citations import current_document_hits
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Hit, RagRecord
 from vancetope_rag.domain.retrieval import Candidates, FusionParams, collect_hits
-from vancetope_rag.secrets import get_logger
 from vancetope_rag.store.port import ChunkStore, ControlStore
 from vancetope_rag.store.types import ChunkFilter, RagScope
-
-log = get_logger(__name__)
 
 
 class Retriever:
@@ -21,7 +18,6 @@ class Retriever:
     def __init__(self, chunks: ChunkStore, fusion: FusionParams) -> None:
         self.chunks = chunks
         self.fusion = fusion
-        self._lexical_missing_logged = False
 
     def dense(
         self,
@@ -57,7 +53,7 @@ class Retriever:
 
         def fetch(n: int) -> Candidates:
             dense = self.chunks.query(scope, vector, n, filters=filters)
-            lexical = self._lexical(scope, text, n, vector, filters)
+            lexical = self.chunks.lexical_query(scope, text, n, vector=vector, filters=filters)
             return Candidates.hybrid(dense, lexical, n, self.fusion)
 
         return collect_hits(
@@ -67,23 +63,6 @@ class Retriever:
             max_per_doc=max_per_doc,
             min_fetch=self.fusion.depth,
         )
-
-    def _lexical(
-        self,
-        scope: RagScope,
-        text: str,
-        n: int,
-        vector: Sequence[float],
-        filters: ChunkFilter | None,
-    ) -> list[Hit]:
-        try:
-            return self.chunks.lexical_query(scope, text, n, vector=vector, filters=filters)
-        except NotImplementedError as exc:
-            # A store without full-text search yet: the dense side still answers.
-            if not self._lexical_missing_logged:
-                self._lexical_missing_logged = True
-                log.warning("hybrid retrieval answers with its dense side only: %s", exc)
-            return []
 
 
 def citable_hits(control: ControlStore, rag: RagRecord, hits: Sequence[Hit]) -> list[Hit]:

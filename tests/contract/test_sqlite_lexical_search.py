@@ -1,17 +1,18 @@
-"""Store contract for full-text search (``ChunkStore.lexical_query``), through the port only.
-
-Runs on every adapter of ``conftest.STORE_FACTORIES``. An adapter whose ``lexical_query`` is not
-implemented yet (MongoDB until the Atlas issue brings ``$search``) is skipped with that reason.
-"""
+"""Full-text search on the SQLite store through the port (``ChunkStore.lexical_query``): what
+its FTS5 tokenizer and query rules do (stemming, identifiers, stopwords, punctuation), scoping,
+and deletes. Runs with the in-process indexes and with FTS5 / sqlite-vec alone. What every
+store must do alike is in the contract suite (``test_store_contract.py``, lexical section)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from vancetope_rag.domain.records import Chunk, Hit, RagRecord
+from vancetope_rag.store import open_store
 from vancetope_rag.store.port import ChunkStore, Store
 from vancetope_rag.store.types import RagScope
 
@@ -70,14 +71,18 @@ def _fill(chunks: ChunkStore, scope: RagScope, texts: dict[str, str], prefix: st
 def _lexical(
     chunks: ChunkStore, scope: RagScope, text: str, k: int = 10, **kw: object
 ) -> list[Hit]:
-    try:
-        return chunks.lexical_query(scope, text, k, vector=_vec(0), **kw)  # type: ignore[arg-type]
-    except NotImplementedError:
-        pytest.skip("lexical search on MongoDB comes with the Atlas issue")
+    return chunks.lexical_query(scope, text, k, vector=_vec(0), **kw)  # type: ignore[arg-type]
 
 
 def ids(hits: Sequence[Hit]) -> list[str]:
     return [h.chunk_id for h in hits]
+
+
+@pytest.fixture(params=[True, False], ids=["in-process", "fts5-only"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    opened = open_store(f"sqlite:///{tmp_path / 'rag.db'}", vector_cache=request.param)
+    yield opened
+    opened.close()
 
 
 @pytest.fixture
