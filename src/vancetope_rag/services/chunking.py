@@ -33,11 +33,14 @@ class FitToWindow(TransformComponent):
                     chunk_size=size, chunk_overlap=0, tokenizer=self.tokenizer
                 )
                 parts = splitter.get_nodes_from_documents([node])  # type: ignore[list-item]
-                if all(
-                    len(self.tokenizer(p.get_content(metadata_mode=MetadataMode.NONE)))
-                    <= self.max_tokens
-                    for p in parts
-                ) or size <= 16:
+                if (
+                    all(
+                        len(self.tokenizer(p.get_content(metadata_mode=MetadataMode.NONE)))
+                        <= self.max_tokens
+                        for p in parts
+                    )
+                    or size <= 16
+                ):
                     break
                 size = max(16, int(size * 0.8))
             out.extend(parts)

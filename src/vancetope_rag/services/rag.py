@@ -361,18 +361,10 @@ class RagService:
         snapshot: SettingsSnapshot | None = None,
         mode: RetrievalMode | str | None = None,
     ) -> list[Hit]:
-        """Embed ``text`` with the RAG's pinned model and return the best hits.
-
-        Args:
-            rag: The RAG to search.
-            text: The query.
-            top_k: How many hits at most.
-            min_score: Cosine threshold, applied to every hit's own cosine in both modes.
-            max_per_doc: At most this many hits per source.
-            filters: Chunk metadata filter.
-            snapshot: The project's settings, when the caller already read them.
-            mode: ``dense`` or ``hybrid``; None uses ``rag.retrieval.mode`` of the project.
-        """
+        """Embed ``text`` with the RAG's pinned model and return the best hits, ``dense`` or
+        ``hybrid`` (``mode`` None: the project's ``rag.retrieval.mode``); ``min_score`` gates
+        every hit's own cosine in both modes (``snapshot``: the project's settings, when the
+        caller already read them)."""
         text = _check_text(text, "query")
         check_query_args(top_k, min_score, max_per_doc)  # before paying for an embedding
         if mode is None:
@@ -380,19 +372,11 @@ class RagService:
             mode = snapshot.effective["rag.retrieval.mode"]
         resolved = parse_retrieval_mode(mode)
         vector = self.model_for(rag, snapshot).embed_model.get_query_embedding(text)
-        if resolved is RetrievalMode.HYBRID:
-            return self.retriever.hybrid(
-                RagScope.of(rag),
-                text,
-                vector,
-                top_k=top_k,
-                min_score=min_score,
-                max_per_doc=max_per_doc,
-                filters=filters,
-            )
-        return self.query_vector(
-            rag, vector, top_k=top_k, min_score=min_score, max_per_doc=max_per_doc, filters=filters
-        )
+        hybrid = resolved is RetrievalMode.HYBRID
+        return (self.retriever.hybrid if hybrid else self.retriever.dense_text)(
+            RagScope.of(rag), text, vector, top_k=top_k, min_score=min_score,
+            max_per_doc=max_per_doc, filters=filters,
+        )  # fmt: skip
 
     def query_vector(
         self,

@@ -28,75 +28,37 @@ import dataclasses
 import logging
 import threading
 import time
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from vancetope_rag.store.lexical import BM25_B, BM25_K1, bm25_idf
+from vancetope_rag.store.lexical_postings import (
+    CollectionStats,
+    FloatArray,
+    IntArray,
+    RowArray,
+    Segment,
+    TokenizeDocument,
+    postings_of,
+    rank,
+)
+
+__all__ = ["CollectionStats", "LexicalCache"]
 
 Key = tuple[str, str, str]  # tenant, project, rag id
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 #: ``load_rowids()``: every chunk rowid of the RAG (any order).
 LoadRowids = Callable[[], Iterable[int]]
 #: ``load_texts(rowids)``: ``(rowid, text)`` of those chunks.
 LoadTexts = Callable[[Sequence[int]], Iterable[tuple[int, str]]]
-#: ``tokenize(text)``: the FTS5 tokens of a chunk text (document mode), in order.
-TokenizeDocument = Callable[[str], Sequence[str]]
 
 #: Merge the delta and the deletions into the main segment past this fraction of it.
 _MERGE_FRACTION = 0.25
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class CollectionStats:
-    """FTS5's statistics for one query: rows and tokens of the whole table (every column,
-    every scope, as ``bm25()`` counts them) and each term's document frequency in the text
-    column."""
-
-    n_rows: int
-    total_tokens: int
-    doc_freq: Mapping[str, int]
-
-    @property
-    def avgdl(self) -> float:
-        return self.total_tokens / self.n_rows if self.n_rows else 0.0
-
-
-@dataclass
-class _Segment:
-    """Column-major postings of some rows: term id → (row positions, frequencies)."""
-
-    ptr: IntArray  # len(vocab) + 1
-    rows: npt.NDArray[np.int32]  # positions in the entry's row arrays
-    tf: FloatArray
-
-    @classmethod
-    def build(
-        cls, rows: npt.NDArray[np.int32], terms: IntArray, tf: FloatArray, n_terms: int
-    ) -> _Segment:
-        order = np.argsort(terms, kind="stable")
-        counts = np.bincount(terms, minlength=n_terms)
-        ptr = np.zeros(n_terms + 1, dtype=np.int64)
-        np.cumsum(counts, out=ptr[1:])
-        return cls(ptr, rows[order], tf[order])
-
-    def postings(self, term: int) -> tuple[npt.NDArray[np.int32], FloatArray]:
-        if term + 1 >= len(self.ptr):
-            return np.zeros(0, dtype=np.int32), np.zeros(0)
-        a, b = int(self.ptr[term]), int(self.ptr[term + 1])
-        return self.rows[a:b], self.tf[a:b]
-
-    def coo(self) -> tuple[npt.NDArray[np.int32], IntArray, FloatArray]:
-        """(rows, terms, frequencies) of every posting."""
-        terms = np.repeat(np.arange(len(self.ptr) - 1, dtype=np.int64), np.diff(self.ptr))
-        return self.rows, terms, self.tf
 
 
 @dataclass
@@ -107,44 +69,13 @@ class _Entry:
     rowids: IntArray  # main rows then delta rows
     lengths: FloatArray  # tokens per row in every column (text + the scope token)
     alive: npt.NDArray[np.bool_]
-    main: _Segment
+    main: Segment
     n_main: int
-    delta: _Segment | None = None
+    delta: Segment | None = None
 
     @property
     def dead(self) -> int:
         return int(len(self.alive) - np.count_nonzero(self.alive))
-
-
-def _postings_of(
-    texts: Iterable[tuple[int, str]],
-    tokenize: TokenizeDocument,
-    vocab: dict[str, int],
-    first_row: int,
-) -> tuple[list[int], FloatArray, npt.NDArray[np.int32], IntArray, FloatArray]:
-    """Tokenize chunk texts: their rowids and lengths, and their postings in COO form."""
-    rowids: list[int] = []
-    lengths: list[float] = []
-    rows: list[int] = []
-    terms: list[int] = []
-    freqs: list[int] = []
-    for rowid, text in texts:
-        tokens = tokenize(text)
-        row = first_row + len(rowids)
-        rowids.append(rowid)
-        lengths.append(len(tokens) + 1.0)  # + the scope column's one token, as FTS5 counts
-        for token, n in Counter(tokens).items():
-            term = vocab.setdefault(token, len(vocab))
-            rows.append(row)
-            terms.append(term)
-            freqs.append(n)
-    return (
-        rowids,
-        np.asarray(lengths, dtype=np.float64),
-        np.asarray(rows, dtype=np.int32),
-        np.asarray(terms, dtype=np.int64),
-        np.asarray(freqs, dtype=np.float64),
-    )
 
 
 class LexicalCache:
@@ -196,7 +127,9 @@ class LexicalCache:
         entry = self._current(key, generation, load_rowids, load_texts, tokenize)
         if entry is None:
             return None
-        return self._rank(entry, terms, stats, top_k)
+        segments = (entry.main, entry.delta)
+        return rank(segments, entry.rowids, entry.lengths, entry.alive, entry.vocab, terms,
+                    stats, top_k)  # fmt: skip
 
     # -- loading -------------------------------------------------------------------------
 
@@ -281,7 +214,7 @@ class LexicalCache:
         tokenize: TokenizeDocument,
     ) -> _Entry:
         vocab: dict[str, int] = {}
-        rowids, lengths, rows, terms, tf = _postings_of(
+        rowids, lengths, rows, terms, tf = postings_of(
             load_texts(np.sort(wanted).tolist()), tokenize, vocab, 0
         )
         return self._entry(vocab, rowids, lengths, rows, terms, tf)
@@ -291,7 +224,7 @@ class LexicalCache:
         vocab: dict[str, int],
         rowids: Sequence[int],
         lengths: FloatArray,
-        rows: npt.NDArray[np.int32],
+        rows: RowArray,
         terms: IntArray,
         tf: FloatArray,
     ) -> _Entry:
@@ -303,7 +236,7 @@ class LexicalCache:
             rowids=ids,
             lengths=lengths,
             alive=np.ones(len(ids), dtype=np.bool_),
-            main=_Segment.build(rows, terms, tf, len(vocab)),
+            main=Segment.build(rows, terms, tf, len(vocab)),
             n_main=len(ids),
         )
 
@@ -336,13 +269,13 @@ class LexicalCache:
         entry: _Entry, new: IntArray, load_texts: LoadTexts, tokenize: TokenizeDocument
     ) -> None:
         first = len(entry.rowids)
-        rowids, lengths, rows, terms, tf = _postings_of(
+        rowids, lengths, rows, terms, tf = postings_of(
             load_texts(new.tolist()), tokenize, entry.vocab, first
         )
         old_rows, old_terms, old_tf = (
             entry.delta.coo() if entry.delta is not None else (rows[:0], terms[:0], tf[:0])
         )
-        entry.delta = _Segment.build(
+        entry.delta = Segment.build(
             np.concatenate([old_rows, rows]),
             np.concatenate([old_terms, terms]),
             np.concatenate([old_tf, tf]),
@@ -371,7 +304,7 @@ class LexicalCache:
         rows, terms, tf = position[rows[live]].astype(np.int32), terms[live], tf[live]
         rowids = entry.rowids[keep].tolist()
         lengths = entry.lengths[keep]
-        add_ids, add_lengths, add_rows, add_terms, add_tf = _postings_of(
+        add_ids, add_lengths, add_rows, add_terms, add_tf = postings_of(
             load_texts(new.tolist()), tokenize, vocab, len(rowids)
         )
         return self._entry(
@@ -390,36 +323,3 @@ class LexicalCache:
             total -= len(old.rowids)
 
     # -- ranking ---------------------------------------------------------------------------
-
-    @staticmethod
-    def _rank(
-        entry: _Entry, terms: Sequence[str], stats: CollectionStats, top_k: int
-    ) -> tuple[IntArray, FloatArray]:
-        scores = np.zeros(len(entry.rowids), dtype=np.float64)
-        avgdl = stats.avgdl
-        # FTS5 adds the phrases' terms in expression order; so does this loop, with the
-        # same operations in the same order, so the float results are the same bits.
-        norm = BM25_K1 * (1 - BM25_B + BM25_B * entry.lengths / avgdl) if avgdl else None
-        for token in terms:
-            term = entry.vocab.get(token)
-            if term is None or norm is None:
-                continue
-            idf = bm25_idf(stats.n_rows, stats.doc_freq.get(token, 0))
-            for segment in (entry.main, entry.delta):
-                if segment is None:
-                    continue
-                rows, tf = segment.postings(term)
-                if len(rows):
-                    scores[rows] += idf * ((tf * (BM25_K1 + 1.0)) / (tf + norm[rows]))
-        scores[~entry.alive] = 0.0
-        found = np.flatnonzero(scores > 0.0)
-        if len(found) == 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
-        k = min(top_k, len(found))
-        if k < len(found):
-            # the k-th best score, then every row at least that good (ties kept for the sort)
-            kth = np.partition(scores[found], len(found) - k)[len(found) - k]
-            found = found[scores[found] >= kth]
-        rowids = entry.rowids[found]
-        order = np.lexsort((rowids, -scores[found]))[:k]
-        return rowids[order], scores[found][order]
