@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -53,7 +54,8 @@ def main() -> None:
     rng = np.random.default_rng(0)
     print(f"BM25 top-{args.top_k} over {len(queries)} SciFact claims (median ms per query)")
     for size in (int(s) for s in args.sizes.split(",")):
-        uri = f"sqlite:///{tempfile.mkdtemp(prefix='vrag-lexical-')}/rag.db"
+        tmp = tempfile.mkdtemp(prefix="vrag-lexical-")
+        uri = f"sqlite:///{tmp}/rag.db"
         cached, fts = open_store(uri), open_store(uri, vector_cache=False)
         scope = RagScope("bench", "lexical", "rag", 384)
         for start in range(0, size, 5000):
@@ -105,6 +107,7 @@ def main() -> None:
         )
         cached.close()
         fts.close()
+        shutil.rmtree(tmp, ignore_errors=True)
     with open("/proc/loadavg", encoding="utf-8") as fh:
         print(f"load average at the end: {' '.join(fh.read().split()[:3])}")
     print(machine_line())

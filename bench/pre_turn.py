@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -176,6 +177,7 @@ def main() -> None:
         if plain is not None:
             plain.close()
         app.close()
+        shutil.rmtree(tmp, ignore_errors=True)  # 0.4 GB at 100k chunks
 
     results["machine"] = machine_line()
     if args.json:
