@@ -180,16 +180,8 @@ class RagTools:
                 f"{len(docs)} documents match; narrow pathPrefix (at most {MAX_BULK_DOCUMENTS})"
             )
         sources = {d.id: [SourceText(d.content, path=d.path)] for d in docs}
-        grouped, stats = (
-            self.app.rags.embed_sources(rag, sources) if sources else ({}, None)
-        )
-        for ref, nodes in grouped.items():
-            self.app.rags.write_source(rag, ref, nodes)
-        return {
-            "ragId": rag.id,
-            "documentsAdded": len(docs),
-            "chunks": stats.chunks if stats else 0,
-        }
+        stats = self.app.rags.replace_sources(rag, sources)
+        return {"ragId": rag.id, "documentsAdded": len(docs), "chunks": stats.chunks}
 
     def rag_query(self, ragId: str, query: str, topK: int = 5) -> dict[str, Any]:
         """Search a RAG; returns the best-matching excerpts with source labels and scores."""

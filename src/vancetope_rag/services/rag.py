@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 from collections.abc import Mapping, Sequence
@@ -11,7 +12,14 @@ from typing import Any
 from llama_index.core import Document as LIDocument
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from vancetope_rag.domain.records import ChunkKind, Hit, RagRecord, is_reserved_name
+from vancetope_rag.domain.citations import documents_label
+from vancetope_rag.domain.records import (
+    DEFAULT_RAG_NAME,
+    ChunkKind,
+    Hit,
+    RagRecord,
+    is_reserved_name,
+)
 from vancetope_rag.domain.retrieval import check_query_args, collect_hits
 from vancetope_rag.embeddings import (
     CachedEmbedding,
@@ -316,25 +324,50 @@ class RagService:
         kind: str = ChunkKind.CONTENT.value,
         path: str | None = None,
     ) -> IngestStats:
-        """Chunk, embed and add a text to the RAG (existing chunks of the source stay)."""
+        """Chunk, embed and add a text to the RAG (existing chunks of the source stay).
+
+        A manual write: in ``_documents`` the chunk keeps no path (see :meth:`manual_parts`).
+        """
         text = _check_text(text)
         ref = source_ref or uuid.uuid4().hex
         meta = dict(metadata or {})
         path = path if path is not None else meta.pop("path", None)
         kind = str(meta.pop("kind", kind))
-        grouped, stats = self.embed_sources(
-            rag, {ref: [SourceText(text=text, kind=kind, path=path, metadata=meta)]}
-        )
+        parts = self.manual_parts(rag, [SourceText(text=text, kind=kind, path=path, metadata=meta)])
+        grouped, stats = self.embed_sources(rag, {ref: parts})
         self.vector_store(rag).add(grouped[ref])
         return stats
 
     def replace_source(
         self, rag: RagRecord, source_ref: str, parts: Sequence[SourceText]
     ) -> IngestStats:
-        """Index ``parts`` as the complete new content of ``source_ref``."""
-        grouped, stats = self.embed_sources(rag, {source_ref: parts})
-        self.write_source(rag, source_ref, grouped[source_ref])
+        """Index ``parts`` as the complete new content of ``source_ref`` (a manual write)."""
+        return self.replace_sources(rag, {source_ref: parts})
+
+    def replace_sources(
+        self, rag: RagRecord, sources: Mapping[str, Sequence[SourceText]]
+    ) -> IngestStats:
+        """Manual writes of many sources: one embedding run, then each source replaced."""
+        manual = {ref: self.manual_parts(rag, parts) for ref, parts in sources.items()}
+        grouped, stats = self.embed_sources(rag, manual) if manual else ({}, IngestStats())
+        for ref, nodes in grouped.items():
+            self.write_source(rag, ref, nodes)
         return stats
+
+    @staticmethod
+    def manual_parts(rag: RagRecord, parts: Sequence[SourceText]) -> list[SourceText]:
+        """What a manual write (a tool, not the indexer) stores: in ``_documents`` no path,
+        neither the argument nor a ``path`` metadata key. That RAG's hits are cited by the
+        current path of the document their source ref names (:func:`documents_label`), so a
+        caller can never plant a chunk under a document's name."""
+        if rag.name != DEFAULT_RAG_NAME:
+            return list(parts)
+        return [
+            dataclasses.replace(
+                p, path=None, metadata={k: v for k, v in p.metadata.items() if k != "path"}
+            )
+            for p in parts
+        ]
 
     def remove_by_source(self, rag: RagRecord, source_ref: str) -> int:
         return self.chunks.remove_by_source(RagScope.of(rag), source_ref)
@@ -373,9 +406,22 @@ class RagService:
     ) -> list[Hit]:
         """The best hits for an already embedded query (see :func:`collect_hits`)."""
         scope = RagScope.of(rag)
-        return collect_hits(
+        hits = collect_hits(
             lambda n: self.chunks.query(scope, vector, n, filters=filters),
             top_k=top_k,
             min_score=min_score,
             max_per_doc=max_per_doc,
         )
+        if rag.name == DEFAULT_RAG_NAME and hits:
+            hits = self._cite_documents(rag, hits)
+        return hits
+
+    def _cite_documents(self, rag: RagRecord, hits: list[Hit]) -> list[Hit]:
+        """``_documents`` hits with ``path`` set to their label (:func:`documents_label`):
+        every surface (the block, the tools, the CLI) shows a path as its citation."""
+        paths = self.control.document_paths(
+            rag.tenant_id, rag.project_id, [h.source_ref for h in hits]
+        )
+        return [
+            dataclasses.replace(h, path=documents_label(h.source_ref, paths)) for h in hits
+        ]

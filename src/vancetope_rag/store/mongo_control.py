@@ -210,6 +210,16 @@ class MongoControlStore:
         cursor = self.documents.find(flt).sort([("path", 1)])
         return [q.document_from_bson(d) for d in cursor]
 
+    def document_paths(
+        self, tenant_id: str, project_id: str, document_ids: Sequence[str]
+    ) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for part in unique_batches(document_ids, 500):
+            flt = q.scope_filter(tenant_id, project_id, _id={"$in": part})
+            for d in self.documents.find(flt, {"path": 1}):
+                found[str(d["_id"])] = str(d["path"])
+        return found
+
     def delete_document(self, tenant_id: str, project_id: str, document_id: str) -> bool:
         result = self.documents.delete_one(q.scope_filter(tenant_id, project_id, _id=document_id))
         return bool(result.deleted_count)

@@ -97,6 +97,13 @@ class ControlStore(Protocol):
         self, tenant_id: str, project_id: str, *, path_prefix: str | None = None
     ) -> list[Document]: ...
 
+    def document_paths(
+        self, tenant_id: str, project_id: str, document_ids: Sequence[str]
+    ) -> dict[str, str]:
+        """Current path by id of those ``document_ids`` that are documents of the project
+        (without loading their content; ids that are no document are left out)."""
+        ...
+
     def delete_document(self, tenant_id: str, project_id: str, document_id: str) -> bool: ...
 
     def mark_dirty(self, tenant_id: str, project_id: str, document_ids: Sequence[str]) -> int:
@@ -217,6 +224,15 @@ class ChunkStore(Protocol):
     ) -> int: ...
 
     def drop_rag(self, scope: RagScope) -> int: ...
+
+    def source_refs(self, scope: RagScope) -> list[str]:
+        """The distinct source refs of the RAG's chunks, sorted."""
+        ...
+
+    def chunk_rags(self, tenant_id: str, project_id: str) -> dict[str, int]:
+        """Every RAG id holding chunks in the project, with its vector dimension: finds
+        chunks left behind by a RAG whose catalog row is gone."""
+        ...
 
     def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
         """Chunks of the scope as last written (read from the primary, not from a search

@@ -184,6 +184,22 @@ class SqliteChunkStore:
     def sweep(self, *, limit: int = 100) -> int:
         return 0  # a swap is one transaction: nothing is ever left to sweep
 
+    def source_refs(self, scope: RagScope) -> list[str]:
+        rows = self.db.query(
+            "SELECT DISTINCT source_ref FROM chunks WHERE tenant_id = ? AND project_id = ? "
+            "AND rag_id = ? ORDER BY source_ref",
+            (scope.tenant_id, scope.project_id, scope.rag_id),
+        )
+        return [r[0] for r in rows]
+
+    def chunk_rags(self, tenant_id: str, project_id: str) -> dict[str, int]:
+        rows = self.db.query(
+            "SELECT rag_id, max(dim) FROM chunks WHERE tenant_id = ? AND project_id = ? "
+            "GROUP BY rag_id",
+            (tenant_id, project_id),
+        )
+        return {r[0]: int(r[1]) for r in rows}
+
     def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
         where, params = chunk_filter_sql(filters)
         rows = self.db.query(

@@ -187,6 +187,20 @@ class SqliteControlStore:
         sql += " ORDER BY path"
         return [row_to_document(r) for r in self.db.query_dicts(sql, params)]
 
+    def document_paths(
+        self, tenant_id: str, project_id: str, document_ids: Sequence[str]
+    ) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for part in unique_batches(document_ids, 500):
+            marks = ",".join("?" * len(part))
+            for doc_id, path in self.db.query(
+                "SELECT id, path FROM documents WHERE tenant_id = ? AND project_id = ? "
+                f"AND id IN ({marks})",
+                (tenant_id, project_id, *part),
+            ):
+                found[doc_id] = path
+        return found
+
     def delete_document(self, tenant_id: str, project_id: str, document_id: str) -> bool:
         with self.db.transaction():
             return bool(
