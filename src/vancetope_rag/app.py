@@ -99,9 +99,10 @@ class RagApp:
             settings,
             default_chunk_size=config.chunk_size,
             default_chunk_overlap=config.chunk_overlap,
+            max_text_chars=config.max_text_chars,
         )
         documents = DocumentService(control, chunks)
-        importer = DocumentImporter(documents, extractors, max_chars=config.extract_max_chars)
+        importer = DocumentImporter(documents, extractors, max_text_chars=config.max_text_chars)
         project_rags = ProjectRagService(control, rags, documents, settings)
         lifecycle = ProjectLifecycle(control, project_rags)
         indexer = ProjectRagIndexer(

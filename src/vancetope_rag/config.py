@@ -104,8 +104,14 @@ class EngineConfig(BaseSettings):
         le=100,
         validation_alias=_env("VANCETOPE_RAG_RETRIEVAL_MAX_PER_DOC", "RAG_RETRIEVAL_MAX_PER_DOC"),
     )
-    extract_max_chars: int = Field(
-        default=2_000_000, ge=1000, validation_alias=_env("VANCETOPE_RAG_EXTRACT_MAX_CHARS")
+    max_text_chars: int = Field(
+        default=2_000_000,
+        ge=1000,
+        le=10_000_000,  # extract.HARD_MAX_CHARS: no text is ever held longer than that
+        validation_alias=_env("VANCETOPE_RAG_MAX_TEXT_CHARS", "VANCETOPE_RAG_EXTRACT_MAX_CHARS"),
+        description="The longest text taken anywhere, in characters: the rag_* tools and the "
+        "REST API refuse longer text; a longer document (document_saved, import) is indexed "
+        "up to it and marked truncated. VANCETOPE_RAG_EXTRACT_MAX_CHARS is an alias.",
     )
     workspaces_dir: str | None = Field(
         default=None,

@@ -42,6 +42,12 @@ class InvalidInputError(RagError, ValueError):
     code = "INVALID_INPUT"
 
 
+class TextTooLongError(InvalidInputError):
+    """A text is longer than the engine's limit (``VANCETOPE_RAG_MAX_TEXT_CHARS``)."""
+
+    code = "TEXT_TOO_LONG"
+
+
 class RagNotFoundError(RagError, LookupError):
     """No RAG with that id or name exists in the caller's tenant and project."""
 

@@ -115,7 +115,8 @@ class RagTools:
         sourceRef: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Add a text to a RAG. sourceRef groups chunks (e.g. a URL or file name)."""
+        """Add a text to a RAG. sourceRef groups chunks (e.g. a URL or file name). Texts
+        longer than the engine's limit are refused: split them."""
         rag = self._rag(ragId)
         if metadata is not None and not isinstance(metadata, dict):
             raise InvalidInputError("metadata must be an object of string keys")
@@ -139,7 +140,7 @@ class RagTools:
         extracted = extract_text(
             data,
             path=rel,
-            max_chars=self.app.config.extract_max_chars,
+            max_chars=self.app.config.max_text_chars,
             registry=self.app.extractors,
         )
         ref = sourceRef or f"workspace:{rel}"
@@ -161,7 +162,13 @@ class RagTools:
         if not doc.content.strip():
             raise InvalidInputError(f"document {doc.path!r} is empty")
         stats = self.app.rags.replace_source(rag, doc.id, [SourceText(doc.content, path=doc.path)])
-        return {"ragId": rag.id, "documentId": doc.id, "path": doc.path, "chunks": stats.chunks}
+        return {
+            "ragId": rag.id,
+            "documentId": doc.id,
+            "path": doc.path,
+            "chunks": stats.chunks,
+            "truncated": bool(stats.truncated),  # indexed up to the text limit
+        }
 
     def rag_add_path(self, ragId: str, pathPrefix: str) -> dict[str, Any]:
         """Add every project document whose path starts with pathPrefix to a RAG."""
@@ -181,7 +188,12 @@ class RagTools:
             )
         sources = {d.id: [SourceText(d.content, path=d.path)] for d in docs}
         stats = self.app.rags.replace_sources(rag, sources)
-        return {"ragId": rag.id, "documentsAdded": len(docs), "chunks": stats.chunks}
+        return {
+            "ragId": rag.id,
+            "documentsAdded": len(docs),
+            "chunks": stats.chunks,
+            "documentsTruncated": stats.truncated,
+        }
 
     def rag_query(self, ragId: str, query: str, topK: int = 5) -> dict[str, Any]:
         """Search a RAG; returns the best-matching excerpts with source labels and scores."""

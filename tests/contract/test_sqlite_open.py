@@ -189,7 +189,8 @@ def test_two_handles_on_one_file_see_each_others_writes(tmp_path: Path) -> None:
 
 
 def test_schema_v1_store_is_migrated_in_place(tmp_path: Path) -> None:
-    """A store written by schema version 1 opens, keeps its rows and gains the v2 column."""
+    """A store written by schema version 1 opens, keeps its rows and gains the columns of
+    the later versions (v2: rag_indexed_hash, v3: truncated)."""
     from vancetope_rag.store.sqlite_db import MIGRATIONS
 
     path = tmp_path / "v1.db"
@@ -208,5 +209,7 @@ def test_schema_v1_store_is_migrated_in_place(tmp_path: Path) -> None:
         doc = store.control.get_document("t", "p", "d1")
         assert doc is not None and doc.content == "hello"
         assert doc.rag_indexed_hash is None
+        assert doc.truncated is False
+        assert store.control.count_truncated("t", "p") == 0
     finally:
         store.close()

@@ -29,6 +29,7 @@ from vancetope_rag.api.auth import (
     issue_token,
 )
 from vancetope_rag.api.errors import install_error_handlers
+from vancetope_rag.api.limits import BodyLimit
 from vancetope_rag.api.router import build_router
 from vancetope_rag.api.web import install_web_ui
 
@@ -97,4 +98,6 @@ def create_api(app: RagApp) -> FastAPI:
         )
         return response
 
+    # Added last, so outermost: an oversized body is refused before anything reads it.
+    api.add_middleware(BodyLimit, max_text_chars=app.config.max_text_chars)
     return api

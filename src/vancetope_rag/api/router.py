@@ -59,6 +59,7 @@ def document_json(app: RagApp, doc: Document, secrets: list[str | None]) -> dict
         "ragDirty": doc.rag_dirty,
         "state": doc.index_state.value,
         "attempts": doc.index_attempts,
+        "truncated": doc.truncated,
         "lastError": redact(error, secrets) if error else None,
         "indexedAt": _iso(doc.indexed_at),
         "updatedAt": _iso(doc.updated_at),

@@ -33,9 +33,16 @@ def import_cmd(c: Ctx, directory: Path, prefix: str, as_json: bool) -> None:
         return
     for s in summary.skipped_files:
         click.echo(f"skipped {s.path}: {s.reason}", err=True)
+    for path in summary.over_limit:
+        click.echo(
+            f"over the limit {path}: only its first {summary.max_text_chars:,} characters will "
+            "be indexed (VANCETOPE_RAG_MAX_TEXT_CHARS)",
+            err=True,
+        )
+    over = f", {len(summary.over_limit)} over the text limit" if summary.over_limit else ""
     click.echo(
         f"imported {directory}: {summary.created} created, {summary.updated} updated, "
-        f"{summary.unchanged} unchanged, {summary.skipped} skipped"
+        f"{summary.unchanged} unchanged, {summary.skipped} skipped{over}"
     )
 
 

@@ -123,13 +123,20 @@ class ProjectRagIndexer:
         """Spec §4.3 for one claimed document."""
         return self.index_batch(doc.tenant_id, doc.project_id, [doc], worker_id)
 
-    def _parts(self, doc: Document, include_summaries: bool) -> list[SourceText]:
+    def _parts(self, doc: Document, include_summaries: bool) -> tuple[list[SourceText], bool]:
+        """What to index of a document, each text cut at the engine's limit, and whether one
+        was cut (the document is the host's: it is kept whole, only its index stops there)."""
+        texts = [(doc.content, ChunkKind.CONTENT.value)]
+        if include_summaries and doc.summary:
+            texts.append((doc.summary, ChunkKind.SUMMARY.value))
         parts: list[SourceText] = []
-        if doc.content.strip():
-            parts.append(SourceText(doc.content, ChunkKind.CONTENT.value, doc.path))
-        if include_summaries and doc.summary and doc.summary.strip():
-            parts.append(SourceText(doc.summary, ChunkKind.SUMMARY.value, doc.path))
-        return parts
+        truncated = False
+        for text, kind in texts:
+            if text.strip():
+                kept, cut = self.rags.clip(text)
+                truncated = truncated or cut
+                parts.append(SourceText(kept, kind, doc.path))
+        return parts, truncated
 
     def index_batch(
         self, tenant_id: str, project_id: str, docs: Sequence[Document], worker_id: str
@@ -159,10 +166,13 @@ class ProjectRagIndexer:
         include = bool(snapshot.effective["rag.project.includeSummaries"])
         sources: dict[str, list[SourceText]] = {}
         by_id: dict[str, Document] = {}
+        clipped: set[str] = set()
         for doc in docs:
             by_id[doc.id] = doc
             if self.documents.is_rag_eligible(doc):
-                sources[doc.id] = self._parts(doc, include)
+                sources[doc.id], cut = self._parts(doc, include)
+                if cut:
+                    clipped.add(doc.id)
             else:
                 self._commit(rag, doc, worker_id, [], IndexState.NONE, result)
         to_embed: dict[str, list[SourceText]] = {}
@@ -174,7 +184,14 @@ class ProjectRagIndexer:
             elif self._chunks_intact(rag, doc, fp):
                 # The chunks were built from exactly this (a no-op reindex): mark it clean.
                 self._commit(
-                    rag, doc, worker_id, None, IndexState.INDEXED, result, doc.rag_indexed_hash
+                    rag,
+                    doc,
+                    worker_id,
+                    None,
+                    IndexState.INDEXED,
+                    result,
+                    doc.rag_indexed_hash,
+                    truncated=ref in clipped,
                 )
                 result.unchanged += 1
             else:
@@ -196,7 +213,16 @@ class ProjectRagIndexer:
                     self._fail(by_id[ref], worker_id, exc, result)
         for ref, nodes in grouped.items():
             recorded = f"{fingerprint(rag, to_embed[ref])}:{len(nodes)}"
-            self._commit(rag, by_id[ref], worker_id, nodes, IndexState.INDEXED, result, recorded)
+            self._commit(
+                rag,
+                by_id[ref],
+                worker_id,
+                nodes,
+                IndexState.INDEXED,
+                result,
+                recorded,
+                truncated=ref in clipped,
+            )
         return result
 
     def _chunks_intact(self, rag: RagRecord, doc: Document, fp: str) -> bool:
@@ -222,13 +248,16 @@ class ProjectRagIndexer:
         state: IndexState,
         result: BatchResult,
         indexed_hash: str | None = None,
+        *,
+        truncated: bool = False,
     ) -> None:
         """Fenced write: replace chunks + mark clean, only while the lease is still ours.
         ``nodes`` None: the chunks are already right, only mark clean; empty: remove them.
 
         Where the store has no transactions (MongoDB), the claim token fences instead: the
         chunks are written as generation ``rag_claim_token`` (a newer claim's write is never
-        superseded by this one) and the clean mark only lands while that claim holds."""
+        superseded by this one) and the clean mark only lands while that claim holds.
+        ``truncated``: a text was indexed only up to the limit."""
         t, p = doc.tenant_id, doc.project_id
         token = doc.rag_claim_token
         try:
@@ -247,6 +276,7 @@ class ProjectRagIndexer:
                     state=state,
                     indexed_hash=indexed_hash,
                     claim_token=token,
+                    truncated=truncated,
                 )
             if not marked:  # the lease went to another claim between the check and now
                 result.lost_lease += 1

@@ -202,8 +202,9 @@ class ProjectRagService:
     def status(self, tenant_id: str, project_id: str) -> RagStatus:
         rag = self.find_default_rag(tenant_id, project_id)
         counts = self.control.document_state_counts(tenant_id, project_id)
+        truncated = self.control.count_truncated(tenant_id, project_id)
         if rag is None:
-            return RagStatus(exists=False, documents=counts)
+            return RagStatus(exists=False, documents=counts, truncated_documents=truncated)
         return RagStatus(
             exists=True,
             rag_id=rag.id,
@@ -212,6 +213,7 @@ class ProjectRagService:
             chunk_count=self.rags.chunk_count(rag),
             created_at=rag.created_at,
             documents=counts,
+            truncated_documents=truncated,
         )
 
 

@@ -28,7 +28,12 @@ from vancetope_rag.embeddings import (
     LoadedModel,
     check_dimension,
 )
-from vancetope_rag.errors import InvalidInputError, RagNotFoundError, ReservedNameError
+from vancetope_rag.errors import (
+    InvalidInputError,
+    RagNotFoundError,
+    ReservedNameError,
+    TextTooLongError,
+)
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.chunking import ingestion_pipeline
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
@@ -56,6 +61,12 @@ class IngestStats:
     chunks: int = 0
     embedded_texts: int = 0
     cache_hits: int = 0
+    #: Sources of a manual write whose text was indexed only up to the limit.
+    truncated: int = 0
+
+
+#: The text limit when none is configured (``EngineConfig.max_text_chars``'s default).
+DEFAULT_MAX_TEXT_CHARS = 2_000_000
 
 
 def _check_text(text: object, what: str = "text") -> str:
@@ -78,13 +89,39 @@ class RagService:
         *,
         default_chunk_size: int | None = None,
         default_chunk_overlap: int | None = None,
+        max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
     ) -> None:
         self.control = control
+        self.max_text_chars = max_text_chars
         self.chunks = chunks
         self.registry = registry
         self.settings = settings
         self.default_chunk_size = default_chunk_size
         self.default_chunk_overlap = default_chunk_overlap
+
+    # -- the text limit ----------------------------------------------------------------
+
+    def check_text_size(self, text: str, what: str = "text") -> str:
+        """``text`` when it is within the engine's limit; a caller's text over it is refused.
+
+        Raises:
+            TextTooLongError: ``text`` is longer than ``max_text_chars``; the message names
+                the limit and its setting.
+        """
+        if len(text) > self.max_text_chars:
+            raise TextTooLongError(
+                f"{what} has {len(text):,} characters, more than the limit of "
+                f"{self.max_text_chars:,} characters (VANCETOPE_RAG_MAX_TEXT_CHARS); "
+                "split it into smaller parts"
+            )
+        return text
+
+    def clip(self, text: str) -> tuple[str, bool]:
+        """A document's text cut at the limit, and whether it was cut (documents are the
+        host's: they are indexed up to the limit, never refused)."""
+        if len(text) <= self.max_text_chars:
+            return text, False
+        return text[: self.max_text_chars], True
 
     # -- embedding ---------------------------------------------------------------------
 
@@ -328,7 +365,7 @@ class RagService:
 
         A manual write: in ``_documents`` the chunk keeps no path (see :meth:`manual_parts`).
         """
-        text = _check_text(text)
+        text = self.check_text_size(_check_text(text))
         ref = source_ref or uuid.uuid4().hex
         meta = dict(metadata or {})
         path = path if path is not None else meta.pop("path", None)
@@ -347,12 +384,19 @@ class RagService:
     def replace_sources(
         self, rag: RagRecord, sources: Mapping[str, Sequence[SourceText]]
     ) -> IngestStats:
-        """Manual writes of many sources: one embedding run, then each source replaced."""
-        manual = {ref: self.manual_parts(rag, parts) for ref, parts in sources.items()}
+        """Manual writes of many sources: one embedding run, then each source replaced.
+        Texts (a document's, a file's) are indexed up to the limit; ``truncated`` counts the
+        sources cut there."""
+        manual: dict[str, list[SourceText]] = {}
+        truncated = 0
+        for ref, parts in sources.items():
+            clipped = [(p, *self.clip(p.text)) for p in self.manual_parts(rag, parts)]
+            manual[ref] = [dataclasses.replace(p, text=text) for p, text, _ in clipped]
+            truncated += any(cut for _, _, cut in clipped)
         grouped, stats = self.embed_sources(rag, manual) if manual else ({}, IngestStats())
         for ref, nodes in grouped.items():
             self.write_source(rag, ref, nodes)
-        return stats
+        return dataclasses.replace(stats, truncated=truncated)
 
     @staticmethod
     def manual_parts(rag: RagRecord, parts: Sequence[SourceText]) -> list[SourceText]:
@@ -387,7 +431,7 @@ class RagService:
     ) -> list[Hit]:
         """Embed ``text`` with the RAG's pinned model and return the best hits
         (``snapshot``: the project's settings, when the caller already read them)."""
-        text = _check_text(text, "query")
+        text = self.check_text_size(_check_text(text, "query"), "query")
         check_query_args(top_k, min_score, max_per_doc)  # before paying for an embedding
         vector = self.model_for(rag, snapshot).embed_model.get_query_embedding(text)
         return self.query_vector(

@@ -273,10 +273,13 @@ class MongoControlStore:
         state: IndexState,
         indexed_hash: str | None = None,
         claim_token: int | None = None,
+        truncated: bool = False,
     ) -> bool:
         result = self.documents.update_one(
             q.claim_holder(tenant_id, project_id, document_id, worker_id, claim_token),
-            q.mark_clean_update(version, state, indexed_hash, self._time()),
+            q.mark_clean_update(
+                version, state, indexed_hash, self._time(), truncated=truncated
+            ),
         )
         return bool(result.matched_count)
 
@@ -307,6 +310,10 @@ class MongoControlStore:
             ]
         )
         return state_counts((row["_id"], row["n"]) for row in rows)
+
+    def count_truncated(self, tenant_id: str, project_id: str) -> int:
+        flt = q.scope_filter(tenant_id, project_id, truncated=True)
+        return int(self.documents.count_documents(flt))
 
     # -- RAG catalog -------------------------------------------------------------------
 

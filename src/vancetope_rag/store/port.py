@@ -134,9 +134,11 @@ class ControlStore(Protocol):
         state: IndexState,
         indexed_hash: str | None = None,
         claim_token: int | None = None,
+        truncated: bool = False,
     ) -> bool:
         """Finish a claim. Clears ``rag_dirty`` only when nothing changed since ``version``;
-        records ``indexed_hash``, the fingerprint of what the chunks were built from.
+        records ``indexed_hash``, the fingerprint of what the chunks were built from, and
+        ``truncated``, whether a text was indexed only up to the engine's limit.
         With ``claim_token``, changes nothing unless the document's current claim is that
         one (a worker whose lease was taken over and given again finishes nothing)."""
         ...
@@ -156,6 +158,10 @@ class ControlStore(Protocol):
         ...
 
     def document_state_counts(self, tenant_id: str, project_id: str) -> dict[str, int]: ...
+
+    def count_truncated(self, tenant_id: str, project_id: str) -> int:
+        """Documents whose last indexing pass stopped at the text limit."""
+        ...
 
     # RAG catalog
     def insert_rag(self, rag: RagRecord) -> RagRecord: ...

@@ -263,6 +263,7 @@ class SqliteControlStore:
         state: IndexState,
         indexed_hash: str | None = None,
         claim_token: int | None = None,
+        truncated: bool = False,
     ) -> bool:
         now = self._clock()
         held = (document_id, tenant_id, project_id, worker_id)
@@ -270,14 +271,14 @@ class SqliteControlStore:
         with self.db.transaction():
             changed = self.db.execute(
                 "UPDATE documents SET rag_claimed_by = NULL, rag_claimed_at = NULL, "
-                "rag_claim_token = NULL, rag_indexed_hash = ?, "
+                "rag_claim_token = NULL, rag_indexed_hash = ?, truncated = ?, "
                 "rag_dirty = CASE WHEN rag_version = ? THEN 0 ELSE 1 END, "
                 "index_state = CASE WHEN rag_version = ? THEN ? ELSE 'pending' END, "
                 "index_attempts = 0, index_last_error = NULL, index_next_attempt_at = NULL, "
                 "indexed_at = ? "
                 "WHERE id = ? AND tenant_id = ? AND project_id = ? AND rag_claimed_by = ?"
                 f"{fenced}",
-                (indexed_hash, version, version, state.value, now, *held),
+                (indexed_hash, int(truncated), version, version, state.value, now, *held),
             )
         return bool(changed)
 
@@ -315,6 +316,14 @@ class SqliteControlStore:
             (tenant_id, project_id),
         )
         return state_counts(rows)
+
+    def count_truncated(self, tenant_id: str, project_id: str) -> int:
+        rows = self.db.query(
+            "SELECT count(*) FROM documents WHERE tenant_id = ? AND project_id = ? "
+            "AND truncated = 1",
+            (tenant_id, project_id),
+        )
+        return int(rows[0][0])
 
     # -- RAG catalog -------------------------------------------------------------------
 

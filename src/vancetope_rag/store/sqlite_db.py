@@ -16,7 +16,7 @@ from typing import Any
 
 from vancetope_rag.errors import StoreError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: Ordered migrations; index i brings the schema from version i to i + 1. Never edit a shipped
 #: entry: add a new one.
@@ -123,6 +123,10 @@ MIGRATIONS: tuple[str, ...] = (
         generation INTEGER NOT NULL,
         PRIMARY KEY (tenant_id, project_id, rag_id, source_ref)
     ) WITHOUT ROWID;
+    """,
+    # 4: the last indexing pass took a text only up to the engine's limit (max_text_chars).
+    """
+    ALTER TABLE documents ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0;
     """,
 )
 

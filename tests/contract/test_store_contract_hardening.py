@@ -1,5 +1,6 @@
-"""Store contract, the garbage collection reads: a RAG's distinct source refs, the RAG ids that
-hold chunks in a project, and documents' current paths by id (issue 8, defect 2).
+"""Store contract of issue 8's additions: the garbage collection reads (a RAG's distinct source
+refs, the RAG ids that hold chunks in a project, documents' current paths by id) and the
+``truncated`` mark of a document indexed up to the text limit.
 
 Runs once per adapter of ``conftest.STORE_FACTORIES``, through the port only.
 """
@@ -7,8 +8,9 @@ Runs once per adapter of ``conftest.STORE_FACTORIES``, through the port only.
 from __future__ import annotations
 
 import pytest
-from test_store_contract import DIM, TA, TB, P, chunk, new_doc, rag_record, unit
+from test_store_contract import DIM, TA, TB, TTL, P, chunk, new_doc, rag_record, unit
 
+from vancetope_rag.domain.records import IndexState
 from vancetope_rag.store.port import ChunkStore, ControlStore, Store
 from vancetope_rag.store.types import RagScope
 
@@ -77,3 +79,23 @@ def test_document_paths_by_id_are_scoped(control: ControlStore) -> None:
     assert control.document_paths(TA, P, [one.id]) == {one.id: "documents/renamed.md"}
     many = [f"missing-{i}" for i in range(1200)] + [two.id]  # more than one batch
     assert control.document_paths(TA, P, many) == {two.id: "documents/two.md"}
+
+
+def test_truncated_is_recorded_by_mark_clean_and_counted(control: ControlStore) -> None:
+    docs = [control.insert_document(new_doc(f"documents/{i}.md", dirty=True)) for i in range(3)]
+    assert not any(d.truncated for d in docs)
+    assert control.count_truncated(TA, P) == 0
+    claimed = control.claim_for_rag_index(TA, P, "w1", 10, TTL)
+    for d in claimed:
+        control.mark_rag_clean(
+            TA, P, d.id, "w1", d.rag_version, state=IndexState.INDEXED, truncated=d.id == docs[0].id
+        )
+    fresh = {d.id: d for d in control.list_documents(TA, P)}
+    assert [fresh[d.id].truncated for d in docs] == [True, False, False]
+    assert control.count_truncated(TA, P) == 1
+    assert control.count_truncated(TB, P) == 0
+    control.mark_dirty(TA, P, [docs[0].id])  # dirty again: the mark stays until the next pass
+    assert control.count_truncated(TA, P) == 1
+    (again,) = control.claim_for_rag_index(TA, P, "w1", 10, TTL)
+    control.mark_rag_clean(TA, P, again.id, "w1", again.rag_version, state=IndexState.INDEXED)
+    assert control.count_truncated(TA, P) == 0
