@@ -88,7 +88,9 @@ class RagApp:
             context_template = pm.hook.context_template()
         if config.torch_threads is not None:
             _set_torch_threads(config.torch_threads)
-        store = store or open_store(config.store, clock=clock)
+        store = store or open_store(
+            config.store, clock=clock, busy_timeout_s=config.store_busy_timeout_s
+        )
         metrics = Metrics()
         control, chunks = store.control, store.chunks
         settings = SettingsService(control)

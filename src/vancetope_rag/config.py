@@ -63,6 +63,22 @@ class EngineConfig(BaseSettings):
     claim_ttl_s: float = Field(
         default=600.0, gt=0, validation_alias=_env("VANCETOPE_RAG_CLAIM_TTL_S")
     )
+    store_busy_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        validation_alias=_env("VANCETOPE_RAG_STORE_BUSY_TIMEOUT_S"),
+        description="SQLite: how long a statement waits for another process's lock before "
+        "it fails (a store error).",
+    )
+    max_store_failures: int = Field(
+        default=5,
+        ge=1,
+        le=10_000,
+        validation_alias=_env("VANCETOPE_RAG_MAX_STORE_FAILURES"),
+        description="Consecutive indexer ticks the store may fail before the background "
+        "indexer stops (`worker` then exits with status 1, for its supervisor to see).",
+    )
     max_attempts: int = Field(
         default=5, ge=1, le=100, validation_alias=_env("VANCETOPE_RAG_MAX_ATTEMPTS")
     )

@@ -90,6 +90,18 @@ class StoreError(RagError):
     code = "STORE_ERROR"
 
 
+class StoreCorruptError(StoreError):
+    """The store's data is damaged; it must be restored from a backup."""
+
+    code = "STORE_CORRUPT"
+
+
+class StoreFullError(StoreError):
+    """The store has no room left (disk full, or a size limit reached)."""
+
+    code = "STORE_FULL"
+
+
 class EmbeddingError(RagError):
     """The embedding provider failed or is misconfigured."""
 

@@ -134,13 +134,24 @@ def test_newer_schema_version_is_refused(tmp_path: Path) -> None:
     assert snapshot(tmp_path) == before
 
 
-def test_plain_path_and_empty_file_open_as_a_new_store(tmp_path: Path) -> None:
+def test_plain_path_opens_a_new_store(tmp_path: Path) -> None:
     path = tmp_path / "rag.db"
-    path.touch()  # an operator may create the file before the first start
     store = open_store(str(path))
     store.control.upsert_project("t", "p", status=ProjectStatus.RUNNING, home_node=None)
     store.close()
     assert open_store(uri(path)).control.get_project("t", "p") is not None
+
+
+def test_an_empty_file_is_refused_not_taken_for_a_new_store(tmp_path: Path) -> None:
+    """A 0-byte file is what `touch` makes, and what a store truncated by accident looks
+    like: taking it as a new store would hide the loss (issue 8, defect 4)."""
+    path = tmp_path / "rag.db"
+    path.touch()
+    error = open_fails(uri(path), expect="the file is empty (0 bytes)")
+    assert "restore it from a backup" in str(error) and "delete it" in str(error)
+    assert path.stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["rag.db"]
+    path.unlink()  # what the message says to do for a new store
+    open_store(uri(path)).close()
 
 
 def test_reopening_keeps_everything(tmp_path: Path) -> None:

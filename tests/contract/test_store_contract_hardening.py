@@ -99,3 +99,22 @@ def test_truncated_is_recorded_by_mark_clean_and_counted(control: ControlStore) 
     (again,) = control.claim_for_rag_index(TA, P, "w1", 10, TTL)
     control.mark_rag_clean(TA, P, again.id, "w1", again.rag_version, state=IndexState.INDEXED)
     assert control.count_truncated(TA, P) == 0
+
+
+def test_a_release_that_counts_no_attempt_never_fails_the_document(
+    control: ControlStore, fake_clock
+) -> None:  # type: ignore[no-untyped-def]
+    (doc,) = [control.insert_document(new_doc("documents/a.md", dirty=True))]
+    for _ in range(5):
+        (claimed,) = control.claim_for_rag_index(TA, P, "w1", 10, TTL)
+        state = control.release_rag_claim(
+            TA, P, claimed.id, "w1", error="store full", retry_delay_s=5, max_attempts=2,
+            count_attempt=False,
+        )  # fmt: skip
+        assert state is IndexState.PENDING
+        fresh = control.get_document(TA, P, doc.id)
+        assert fresh is not None
+        assert (fresh.index_attempts, fresh.rag_dirty, fresh.rag_claimed_by) == (0, True, None)
+        assert fresh.index_last_error == "store full"
+        assert control.claim_for_rag_index(TA, P, "w1", 10, TTL) == []  # waits its delay
+        fake_clock.advance(6)

@@ -132,7 +132,8 @@ def worker_cmd(c: Ctx) -> None:
         click.echo(f"worker {scheduler.worker_id} serving node {app.config.node_id}", err=True)
         while not stop.wait(0.5):
             if not scheduler.running:
-                fail("the indexer thread stopped unexpectedly")
+                scheduler.stop()  # gives back what claims it can
+                fail(scheduler.fatal_error or "the indexer thread stopped unexpectedly")
         scheduler.stop()
 
 

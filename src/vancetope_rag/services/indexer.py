@@ -20,9 +20,10 @@ from llama_index.core.schema import BaseNode
 
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import ChunkKind, Document, IndexState, RagRecord
-from vancetope_rag.errors import RagError
+from vancetope_rag.errors import RagError, StoreError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import get_logger, redact
+from vancetope_rag.services.claims import ClaimReleaser, Release
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import IngestStats, RagService, SourceText
@@ -43,6 +44,11 @@ class BatchResult:
     embedded_texts: int = 0
     cache_hits: int = 0
     errors: dict[str, str] = field(default_factory=dict)
+    #: Failures of the store itself (not of a document), and the last one's message.
+    store_errors: int = 0
+    store_error: str | None = None
+    #: Documents of the batch whose claim was finished or given back.
+    handled: set[str] = field(default_factory=set)
 
     def add(self, other: BatchResult) -> None:
         self.indexed += other.indexed
@@ -54,6 +60,14 @@ class BatchResult:
         self.embedded_texts += other.embedded_texts
         self.cache_hits += other.cache_hits
         self.errors.update(other.errors)
+        self.store_errors += other.store_errors
+        self.store_error = other.store_error or self.store_error
+        self.handled |= other.handled
+
+    @property
+    def progressed(self) -> bool:
+        """Some document got done (indexed, removed or confirmed unchanged)."""
+        return bool(self.indexed or self.removed or self.unchanged)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -112,6 +126,7 @@ class ProjectRagIndexer:
         self.settings = settings
         self.config = config
         self.metrics = metrics
+        self.releaser = ClaimReleaser(control)
 
     def retry_delay(self, attempts: int) -> float:
         """Exponential backoff with jitter, capped."""
@@ -141,16 +156,36 @@ class ProjectRagIndexer:
     def index_batch(
         self, tenant_id: str, project_id: str, docs: Sequence[Document], worker_id: str
     ) -> BatchResult:
+        """Index a claimed batch. Never raises: whatever fails (the store included) fails
+        the documents not done yet, and their claims are given back (or kept for retry)."""
         result = BatchResult()
+        try:
+            self._index_batch(tenant_id, project_id, docs, worker_id, result)
+        except Exception as exc:
+            if not isinstance(exc, RagError):
+                log.exception("indexing a batch of %s/%s failed", tenant_id, project_id)
+            for doc in docs:
+                if doc.id not in result.handled:
+                    self._fail(doc, worker_id, exc, result)
+        return result
+
+    def _index_batch(
+        self,
+        tenant_id: str,
+        project_id: str,
+        docs: Sequence[Document],
+        worker_id: str,
+        result: BatchResult,
+    ) -> None:
         if not docs:
-            return result
+            return
         # Kill switch flipped between claim and now: give the claims back without counting a
         # failure or warning (provider ``none`` is a decision, not an error; spec §6.1).
         snapshot = self.settings.snapshot(tenant_id, project_id)
         if not snapshot.embeddings_enabled():
             for doc in docs:
-                self._release_quietly(doc, worker_id)
-            return result
+                self._release_quietly(doc, worker_id, result)
+            return
         try:
             rag = self.project_rags.ensure_default_rag(
                 tenant_id, project_id, strict=True, snapshot=snapshot
@@ -158,11 +193,11 @@ class ProjectRagIndexer:
         except Exception as exc:  # provider misconfigured: every document fails alike
             for doc in docs:
                 self._fail(doc, worker_id, exc, result)
-            return result
+            return
         if rag is None:  # embeddings switched off between claim and now
             for doc in docs:
-                self._release_quietly(doc, worker_id)
-            return result
+                self._release_quietly(doc, worker_id, result)
+            return
         include = bool(snapshot.effective["rag.project.includeSummaries"])
         sources: dict[str, list[SourceText]] = {}
         by_id: dict[str, Document] = {}
@@ -197,7 +232,7 @@ class ProjectRagIndexer:
             else:
                 to_embed[ref] = parts
         if not to_embed:
-            return result
+            return
         try:
             grouped, stats = self.rags.embed_sources(rag, to_embed)
             self._count(stats, result)
@@ -223,7 +258,7 @@ class ProjectRagIndexer:
                 recorded,
                 truncated=ref in clipped,
             )
-        return result
+        return
 
     def _chunks_intact(self, rag: RagRecord, doc: Document, fp: str) -> bool:
         """The document's chunks were built from exactly these inputs and nobody has added or
@@ -264,6 +299,7 @@ class ProjectRagIndexer:
             with self.control.transaction():
                 if not self.control.holds_claim(t, p, doc.id, worker_id):
                     result.lost_lease += 1
+                    result.handled.add(doc.id)
                     return
                 if nodes is not None:
                     self.rags.write_source(rag, doc.id, nodes, generation=token)
@@ -284,6 +320,7 @@ class ProjectRagIndexer:
         except Exception as exc:
             self._fail(doc, worker_id, exc, result)
             return
+        result.handled.add(doc.id)
         self.metrics.indexer_runs.labels(outcome="success").inc()
         if state is IndexState.NONE:
             result.removed += 1
@@ -292,31 +329,46 @@ class ProjectRagIndexer:
             result.chunks += len(nodes or ())
 
     def _fail(self, doc: Document, worker_id: str, exc: BaseException, result: BatchResult) -> None:
+        """Count a failed document and give its claim back. A failure of the store is not the
+        document's: it costs no attempt, and the next pass retries it after the interval."""
         error = error_text(exc)
+        store = isinstance(exc, StoreError)
         log.warning("indexing %s (%s) failed: %s", doc.path, doc.id, error)
         self.metrics.indexer_runs.labels(outcome="failed").inc()
         result.failed += 1
         result.errors[doc.id] = error
-        try:
-            self.control.release_rag_claim(
+        result.handled.add(doc.id)
+        if store:
+            result.store_errors += 1
+            result.store_error = error
+        self.releaser.release(
+            Release(
                 doc.tenant_id,
                 doc.project_id,
                 doc.id,
                 worker_id,
                 error=error,
-                retry_delay_s=self.retry_delay(doc.index_attempts),
+                retry_delay_s=(
+                    self.config.indexer_interval_s
+                    if store
+                    else self.retry_delay(doc.index_attempts)
+                ),
                 max_attempts=self.config.max_attempts,
+                count_attempt=not store,
             )
-        except Exception:  # the lease TTL recovers it
-            log.exception("could not release the claim on %s", doc.id)
+        )
 
-    def _release_quietly(self, doc: Document, worker_id: str) -> None:
-        self.control.release_rag_claim(
-            doc.tenant_id,
-            doc.project_id,
-            doc.id,
-            worker_id,
-            error="embeddings switched off",
-            retry_delay_s=self.config.indexer_interval_s,
-            max_attempts=1_000_000,
+    def _release_quietly(self, doc: Document, worker_id: str, result: BatchResult) -> None:
+        result.handled.add(doc.id)
+        self.releaser.release(
+            Release(
+                doc.tenant_id,
+                doc.project_id,
+                doc.id,
+                worker_id,
+                error="embeddings switched off",
+                retry_delay_s=self.config.indexer_interval_s,
+                max_attempts=1_000_000,
+                count_attempt=False,
+            )
         )

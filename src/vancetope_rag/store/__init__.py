@@ -66,12 +66,19 @@ def sqlite_path_from_uri(uri: str) -> str:
     return path
 
 
-def open_store(uri: str, *, clock: Clock = time.time, vector_cache: bool = True) -> Store:
+def open_store(
+    uri: str,
+    *,
+    clock: Clock = time.time,
+    vector_cache: bool = True,
+    busy_timeout_s: float = 30.0,
+) -> Store:
     """Open the store a URI names. A plain file path is read as a SQLite store.
 
     ``vector_cache`` (SQLite): answer unfiltered queries from an in-process exact index kept
     coherent with the file (see :mod:`vancetope_rag.store.vector_cache`); off, every query
-    goes to sqlite-vec.
+    goes to sqlite-vec. ``busy_timeout_s`` (SQLite): how long a statement waits for a lock
+    another process holds before it fails with a :class:`StoreError`.
     """
     if not uri or not uri.strip():
         raise StoreError("no store URI given; pass --store or set VANCETOPE_RAG_STORE")
@@ -97,6 +104,6 @@ def open_store(uri: str, *, clock: Clock = time.time, vector_cache: bool = True)
     from vancetope_rag.store.sqlite_db import SqliteDatabase
     from vancetope_rag.store.vector_cache import VectorCache
 
-    db = SqliteDatabase(Path(path))
+    db = SqliteDatabase(Path(path), busy_timeout_ms=max(1, int(busy_timeout_s * 1000)))
     chunks = SqliteChunkStore(db, cache=VectorCache() if vector_cache else None)
     return SqliteStore(control=SqliteControlStore(db, clock=clock), chunks=chunks)

@@ -293,10 +293,13 @@ class MongoControlStore:
         error: str,
         retry_delay_s: float,
         max_attempts: int,
+        count_attempt: bool = True,
     ) -> IndexState:
         found = self.documents.find_one_and_update(
             q.claim_holder(tenant_id, project_id, document_id, worker_id),
-            q.release_update(error, retry_delay_s, max_attempts, self._time()),
+            q.release_update(
+                error, retry_delay_s, max_attempts, self._time(), count_attempt=count_attempt
+            ),
             projection={"indexState": 1},
             return_document=ReturnDocument.AFTER,
         )

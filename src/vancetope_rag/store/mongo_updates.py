@@ -213,12 +213,20 @@ def mark_clean_update(
 
 
 def release_update(
-    error: str, retry_delay_s: float, max_attempts: int, time: TimeSource
+    error: str,
+    retry_delay_s: float,
+    max_attempts: int,
+    time: TimeSource,
+    *,
+    count_attempt: bool = True,
 ) -> Pipeline:
-    """Give a claim back after a failure: retry later, or FAILED after ``max_attempts``."""
+    """Give a claim back after a failure: retry later, or FAILED after ``max_attempts``.
+    ``count_attempt`` False: a failure that was not the document's (the store's) costs it
+    no attempt."""
     gave_up = {"$gte": ["$indexAttempts", max_attempts]}
+    step = 1 if count_attempt else 0
     return [
-        {"$set": {"indexAttempts": {"$add": [{"$ifNull": ["$indexAttempts", 0]}, 1]}}},
+        {"$set": {"indexAttempts": {"$add": [{"$ifNull": ["$indexAttempts", 0]}, step]}}},
         {
             "$set": {
                 "ragClaimedBy": lit(None),

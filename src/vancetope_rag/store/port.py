@@ -153,8 +153,11 @@ class ControlStore(Protocol):
         error: str,
         retry_delay_s: float,
         max_attempts: int,
+        count_attempt: bool = True,
     ) -> IndexState:
-        """Give a claim back after a failure; after ``max_attempts`` the state is FAILED."""
+        """Give a claim back after a failure; after ``max_attempts`` the state is FAILED.
+        ``count_attempt`` False: the failure was not the document's (the store failed), so
+        it costs no attempt; the document waits ``retry_delay_s`` and is tried again."""
         ...
 
     def document_state_counts(self, tenant_id: str, project_id: str) -> dict[str, int]: ...

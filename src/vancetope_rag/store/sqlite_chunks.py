@@ -24,6 +24,7 @@ from vancetope_rag.store.shared import (
     words,
 )
 from vancetope_rag.store.sqlite_db import SqliteDatabase
+from vancetope_rag.store.sqlite_errors import ConstraintViolation
 from vancetope_rag.store.sqlite_rows import chunk_filter_sql, chunk_row, insert_sql, row_to_hit
 from vancetope_rag.store.types import ChunkFilter, RagScope
 from vancetope_rag.store.vector_cache import VectorCache
@@ -58,20 +59,18 @@ class SqliteChunkStore:
     def _insert(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
         try:
             return self._insert_rows(scope, chunks)
-        except self.db._apsw.ConstraintError as exc:
-            raise chunk_id_taken_error(scope, exc) from exc
+        except ConstraintViolation as exc:
+            raise chunk_id_taken_error(scope, exc.detail) from exc
 
     def _insert_rows(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
         table = self.db.ensure_vec_table(scope.dimension)
-        conn = self.db.conn
         ids: list[str] = []
         for ch in chunks:
             if ch.rag_id != scope.rag_id:
                 raise foreign_chunk_error()
             blob = _vector_blob(ch.embedding, scope.dimension)
-            conn.execute(*insert_sql("chunks", chunk_row(scope, ch)))
-            rowid = conn.last_insert_rowid()
-            conn.execute(
+            rowid = self.db.insert(*insert_sql("chunks", chunk_row(scope, ch)))
+            self.db.execute(
                 f"INSERT INTO {table} (rowid, rag_id, embedding, kind) VALUES (?, ?, ?, ?)",
                 (rowid, scope.rag_id, blob, ch.kind),
             )
@@ -88,12 +87,11 @@ class SqliteChunkStore:
                 (scope.tenant_id, scope.project_id, scope.rag_id, *params),
             )
         ]
-        conn = self.db.conn
         for start in range(0, len(rowids), 500):
             part = rowids[start : start + 500]
             marks = ",".join("?" * len(part))
-            conn.execute(f"DELETE FROM {table} WHERE rowid IN ({marks})", part)
-            conn.execute(f"DELETE FROM chunks WHERE rowid IN ({marks})", part)
+            self.db.execute(f"DELETE FROM {table} WHERE rowid IN ({marks})", part)
+            self.db.execute(f"DELETE FROM chunks WHERE rowid IN ({marks})", part)
         return len(rowids)
 
     # -- port --------------------------------------------------------------------------

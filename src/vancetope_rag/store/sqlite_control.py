@@ -28,6 +28,7 @@ from vancetope_rag.store.shared import (
     vector_to_bytes,
 )
 from vancetope_rag.store.sqlite_db import SqliteDatabase
+from vancetope_rag.store.sqlite_errors import ConstraintViolation
 from vancetope_rag.store.sqlite_rows import (
     DIRTY_SETS,
     document_row,
@@ -119,7 +120,7 @@ class SqliteControlStore:
         try:
             with self.db.transaction():
                 self.db.execute(*insert_sql("documents", row))
-        except self.db._apsw.ConstraintError as exc:
+        except ConstraintViolation as exc:
             raise path_exists_error(doc) from exc
         created = self.get_document(doc.tenant_id, doc.project_id, doc_id)
         assert created is not None
@@ -154,7 +155,7 @@ class SqliteControlStore:
                     "WHERE id = ? AND tenant_id = ? AND project_id = ?",
                     (*params, document_id, tenant_id, project_id),
                 )
-        except self.db._apsw.ConstraintError as exc:
+        except ConstraintViolation as exc:
             raise path_taken_error(path, document_id) from exc
         if not changed:
             raise document_not_found_error(tenant_id, project_id, document_id)
@@ -292,20 +293,22 @@ class SqliteControlStore:
         error: str,
         retry_delay_s: float,
         max_attempts: int,
+        count_attempt: bool = True,
     ) -> IndexState:
         now = self._clock()
         held = (document_id, tenant_id, project_id, worker_id)
+        n = 1 if count_attempt else 0
         with self.db.transaction():
             rows = self.db.query(
                 "UPDATE documents SET rag_claimed_by = NULL, rag_claimed_at = NULL, "
-                "rag_claim_token = NULL, index_attempts = index_attempts + 1, "
+                "rag_claim_token = NULL, index_attempts = index_attempts + ?, "
                 "index_last_error = ?, "
-                "index_state = CASE WHEN index_attempts + 1 >= ? THEN 'failed' ELSE 'pending' END, "
-                "rag_dirty = CASE WHEN index_attempts + 1 >= ? THEN 0 ELSE 1 END, "
-                "index_next_attempt_at = CASE WHEN index_attempts + 1 >= ? THEN NULL ELSE ? END "
+                "index_state = CASE WHEN index_attempts + ? >= ? THEN 'failed' ELSE 'pending' END, "
+                "rag_dirty = CASE WHEN index_attempts + ? >= ? THEN 0 ELSE 1 END, "
+                "index_next_attempt_at = CASE WHEN index_attempts + ? >= ? THEN NULL ELSE ? END "
                 "WHERE id = ? AND tenant_id = ? AND project_id = ? AND rag_claimed_by = ? "
                 "RETURNING index_state",
-                (capped_error(error), *[max_attempts] * 3, now + retry_delay_s, *held),
+                (n, capped_error(error), *[n, max_attempts] * 3, now + retry_delay_s, *held),
             )
         return IndexState(rows[0][0]) if rows else IndexState.PENDING
 
@@ -332,7 +335,7 @@ class SqliteControlStore:
         try:
             with self.db.transaction():
                 self.db.execute(*insert_sql("rags", rag_row(rag, created)))
-        except self.db._apsw.ConstraintError as exc:
+        except ConstraintViolation as exc:
             raise rag_exists_error(rag) from exc
         stored = self.get_rag(rag.tenant_id, rag.project_id, rag.id)
         assert stored is not None
@@ -417,7 +420,7 @@ class SqliteControlStore:
         if not items:
             return
         with self.db.transaction():
-            self.db.conn.executemany(
+            self.db.executemany(
                 "INSERT OR IGNORE INTO embedding_cache (model_key, text_hash, vector) "
                 "VALUES (?, ?, ?)",
                 [(model_key, h, vector_to_bytes(v)) for h, v in items.items()],
