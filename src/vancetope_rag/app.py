@@ -15,7 +15,9 @@ import pluggy
 
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import Document, IndexStatus
+from vancetope_rag.domain.texts import check_id
 from vancetope_rag.embeddings import EmbeddingRegistry
+from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.extract import ExtractorRegistry
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.plugins import get_plugin_manager
@@ -136,16 +138,29 @@ class RagApp:
         )
 
     # -- the host contract, as plain methods -------------------------------------------
+    # Every method checks the ids first (one rule, :func:`check_id`): a bad id is an
+    # InvalidInputError before any hook or store sees it.
+
+    @staticmethod
+    def check_ids(tenant_id: object, project_id: object) -> None:
+        """Refuse ids that cannot name a tenant or a project (see :func:`check_id`)."""
+        check_id(tenant_id, "tenant id")
+        check_id(project_id, "project id")
 
     def bring(self, tenant_id: str, project_id: str, *, home_node: str | None = None) -> None:
+        self.check_ids(tenant_id, project_id)
+        if home_node is not None:
+            check_id(home_node, "home node")
         self.plugins.hook.project_bring(
             app=self, tenant_id=tenant_id, project_id=project_id, home_node=home_node
         )
 
     def suspend(self, tenant_id: str, project_id: str) -> None:
+        self.check_ids(tenant_id, project_id)
         self.plugins.hook.project_suspend(app=self, tenant_id=tenant_id, project_id=project_id)
 
     def close_project(self, tenant_id: str, project_id: str) -> None:
+        self.check_ids(tenant_id, project_id)
         self.plugins.hook.project_close(app=self, tenant_id=tenant_id, project_id=project_id)
 
     def document_saved(
@@ -158,6 +173,7 @@ class RagApp:
         mime_type: str | None = None,
         rag_enabled: str | None = None,
     ) -> Document | None:
+        self.check_ids(tenant_id, project_id)
         doc: Document | None = self.plugins.hook.document_saved(
             app=self,
             tenant_id=tenant_id,
@@ -170,6 +186,7 @@ class RagApp:
         return doc
 
     def document_deleted(self, tenant_id: str, project_id: str, path: str) -> None:
+        self.check_ids(tenant_id, project_id)
         self.plugins.hook.document_deleted(
             app=self, tenant_id=tenant_id, project_id=project_id, path=path
         )
@@ -182,6 +199,11 @@ class RagApp:
         recipe: RagParams | None = None,
     ) -> list[str]:
         """System messages every plugin wants added to this turn, in plugin order."""
+        self.check_ids(tenant_id, project_id)
+        if isinstance(user_messages, str | bytes) or not isinstance(user_messages, Sequence):
+            raise InvalidInputError("user_messages must be a list of the turn's user texts")
+        if recipe is not None and not isinstance(recipe, RagParams):
+            raise InvalidInputError("recipe must be RagParams (see vancetope_rag.recipes)")
         results = self.plugins.hook.pre_turn(
             app=self,
             tenant_id=tenant_id,
@@ -204,6 +226,7 @@ class RagApp:
 
     def tools(self, tenant_id: str, project_id: str) -> list[Any]:
         """Agent tools bound to this tenant and project (the ``rag_*`` tools and plugins')."""
+        self.check_ids(tenant_id, project_id)
         tools: list[Any] = []
         register: Callable[[Any], None] = tools.append
         self.plugins.hook.register_tools(

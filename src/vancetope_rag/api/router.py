@@ -80,6 +80,7 @@ class WriteGate:
     ) -> ProjectScope:
         principal = self.verifier.principal(authorization)
         principal.may_write(tenant, project)  # spec §7: WRITE for status read and reindex
+        RagApp.check_ids(tenant, project)  # a token may name ids no project can have
         return ProjectScope(tenant, project, principal)
 
 

@@ -83,9 +83,13 @@ def emit(data: object) -> None:
 
 
 def check_ident(value: str, what: str) -> str:
-    if not value or not value.strip() or len(value) > 200 or any(c in value for c in "\x00/\\"):
-        raise click.BadParameter(f"{what} must be 1-200 characters without '/', '\\' or NUL")
-    return value
+    """A tenant or project option, by the one id rule (:func:`check_id`); usage error else."""
+    from vancetope_rag.domain.texts import check_id
+
+    try:
+        return check_id(value, what)
+    except RagError as exc:
+        raise click.BadParameter(exc.message) from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -36,6 +36,7 @@ from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
 
 from vancetope_rag.domain.records import RagRecord
 from vancetope_rag.embeddings import CachedEmbedding, LoadedModel
+from vancetope_rag.errors import InvalidInputError
 
 #: A document longer than this goes to the splitter in segments of at most this many characters.
 SEGMENT_CHARS = 16_000
@@ -205,6 +206,44 @@ class FitToWindow(TransformComponent):
                 size = max(16, int(size * 0.8))
             out.extend(parts)
         return out
+
+
+def chunking_for(
+    loaded: LoadedModel,
+    chunk_size: int | None,
+    chunk_overlap: int | None,
+    *,
+    default_size: int | None = None,
+    default_overlap: int | None = None,
+) -> tuple[int, int]:
+    """(chunk size, overlap) for a new RAG: the caller's, else the engine's, else what fits
+    the model's window; refused when the model would silently drop a chunk's tail.
+
+    Raises:
+        InvalidInputError: A size under 16 or over the model's window, or an overlap not
+            below the size.
+    """
+    model_size, model_overlap = loaded.default_chunking()
+    size = chunk_size if chunk_size is not None else default_size or model_size
+    if chunk_overlap is not None:
+        overlap = chunk_overlap
+    elif default_overlap is not None:
+        overlap = default_overlap
+    else:
+        overlap = min(model_overlap, size // 4)
+    if not isinstance(size, int) or size < 16:
+        raise InvalidInputError(f"chunkSize must be an integer of at least 16, got {size!r}")
+    if size > loaded.max_chunk_tokens:
+        raise InvalidInputError(
+            f"chunkSize {size} exceeds what {loaded.model} reads ({loaded.max_chunk_tokens} "
+            f"tokens); text past that would be silently dropped. Use at most "
+            f"{loaded.max_chunk_tokens}."
+        )
+    if not isinstance(overlap, int) or not 0 <= overlap < size:
+        raise InvalidInputError(
+            f"chunkOverlap must be an integer from 0 to {size - 1}, got {overlap!r}"
+        )
+    return size, overlap
 
 
 def ingestion_pipeline(

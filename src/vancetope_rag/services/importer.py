@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vancetope_rag.domain.eligibility import guess_mime_type, is_textual
+from vancetope_rag.domain.texts import has_lone_surrogate
 from vancetope_rag.errors import ExtractionError, RagError
 from vancetope_rag.extract import HARD_MAX_CHARS, ExtractorRegistry, extract_text
 from vancetope_rag.services.documents import DocumentService
@@ -96,7 +97,12 @@ def walk_directory(root: Path) -> Iterator[ImportSource]:
                 continue
             full = Path(dirpath) / name
             rel = full.relative_to(root).as_posix()
-            if full.is_symlink():
+            if has_lone_surrogate(rel):
+                # Undecodable bytes come back from the OS as lone surrogates: such a name
+                # cannot be a document path (not text); skip it, show it with \x escapes.
+                shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                yield ImportSource(shown, skip_reason="the file name is not valid UTF-8; rename it")
+            elif full.is_symlink():
                 yield ImportSource(rel, skip_reason="symbolic link (not followed)")
             elif not full.is_file():
                 yield ImportSource(rel, skip_reason="not a regular file")

@@ -21,6 +21,7 @@ from vancetope_rag.domain.records import (
     is_reserved_name,
 )
 from vancetope_rag.domain.retrieval import check_query_args, collect_hits
+from vancetope_rag.domain.texts import TextLimit, check_label, check_metadata, check_text
 from vancetope_rag.embeddings import (
     CachedEmbedding,
     EmbeddingRegistry,
@@ -28,14 +29,9 @@ from vancetope_rag.embeddings import (
     LoadedModel,
     check_dimension,
 )
-from vancetope_rag.errors import (
-    InvalidInputError,
-    RagNotFoundError,
-    ReservedNameError,
-    TextTooLongError,
-)
+from vancetope_rag.errors import InvalidInputError, RagNotFoundError, ReservedNameError
 from vancetope_rag.secrets import get_logger
-from vancetope_rag.services.chunking import ingestion_pipeline
+from vancetope_rag.services.chunking import chunking_for, ingestion_pipeline
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
 from vancetope_rag.store.llamaindex_store import KIND_KEY, PATH_KEY, SOURCE_KEY, RagVectorStore
 from vancetope_rag.store.port import ChunkStore, ControlStore
@@ -43,7 +39,8 @@ from vancetope_rag.store.types import ChunkFilter, RagScope
 
 log = get_logger(__name__)
 
-_NAME = re.compile(r"^[\w][\w .-]{0,99}$")
+# fullmatch, not `$`: `$` also matches before a trailing newline ("notes\n" was accepted).
+_NAME = re.compile(r"\w[\w .-]{0,99}")
 
 
 @dataclass(frozen=True)
@@ -69,14 +66,6 @@ class IngestStats:
 DEFAULT_MAX_TEXT_CHARS = 2_000_000
 
 
-def _check_text(text: object, what: str = "text") -> str:
-    if not isinstance(text, str):
-        raise InvalidInputError(f"{what} must be a string")
-    if not text.strip():
-        raise InvalidInputError(f"{what} is empty; give some text to index or query")
-    return text.replace("\x00", "")
-
-
 class RagService:
     """Create/list/delete RAGs, add and remove text, query — all scoped by tenant + project."""
 
@@ -92,7 +81,7 @@ class RagService:
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
     ) -> None:
         self.control = control
-        self.max_text_chars = max_text_chars
+        self.limit = TextLimit(max_text_chars)
         self.chunks = chunks
         self.registry = registry
         self.settings = settings
@@ -102,26 +91,12 @@ class RagService:
     # -- the text limit ----------------------------------------------------------------
 
     def check_text_size(self, text: str, what: str = "text") -> str:
-        """``text`` when it is within the engine's limit; a caller's text over it is refused.
-
-        Raises:
-            TextTooLongError: ``text`` is longer than ``max_text_chars``; the message names
-                the limit and its setting.
-        """
-        if len(text) > self.max_text_chars:
-            raise TextTooLongError(
-                f"{what} has {len(text):,} characters, more than the limit of "
-                f"{self.max_text_chars:,} characters (VANCETOPE_RAG_MAX_TEXT_CHARS); "
-                "split it into smaller parts"
-            )
-        return text
+        """``text`` when within the engine's limit (:meth:`TextLimit.check`)."""
+        return self.limit.check(text, what)
 
     def clip(self, text: str) -> tuple[str, bool]:
-        """A document's text cut at the limit, and whether it was cut (documents are the
-        host's: they are indexed up to the limit, never refused)."""
-        if len(text) <= self.max_text_chars:
-            return text, False
-        return text[: self.max_text_chars], True
+        """A document's text cut at the engine's limit (:meth:`TextLimit.clip`)."""
+        return self.limit.clip(text)
 
     # -- embedding ---------------------------------------------------------------------
 
@@ -167,7 +142,7 @@ class RagService:
         snapshot: SettingsSnapshot | None = None,
     ) -> RagRecord:
         """Create a RAG pinned to the project's current embedding model."""
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise InvalidInputError(
                 f"invalid RAG name {name!r}: use 1-100 letters, digits, spaces, '_', '-' or '.'",
                 rag_name=str(name),
@@ -178,6 +153,9 @@ class RagService:
                 "choose a name without the leading underscore",
                 rag_name=name,
             )
+        for label, value, longest in (("title", title, 200), ("description", description, 2000)):
+            if value is not None:
+                check_label(value, label, longest)
         snapshot = snapshot or self.settings.snapshot(tenant_id, project_id)
         if not snapshot.embeddings_enabled():
             raise embeddings_disabled(
@@ -188,7 +166,13 @@ class RagService:
                 rag_name=name,
             )
         loaded = self.registry.load(snapshot.embedding())
-        size, overlap = self._chunking(loaded, chunk_size, chunk_overlap)
+        size, overlap = chunking_for(
+            loaded,
+            chunk_size,
+            chunk_overlap,
+            default_size=self.default_chunk_size,
+            default_overlap=self.default_chunk_overlap,
+        )
         record = RagRecord(
             id=uuid.uuid4().hex,
             tenant_id=tenant_id,
@@ -206,31 +190,6 @@ class RagService:
         # the indexer holds this RAG's documents until they are READY
         self.chunks.prepare_dimension(record.embedding_dimension)
         return self.control.insert_rag(record)
-
-    def _chunking(
-        self, loaded: LoadedModel, chunk_size: int | None, chunk_overlap: int | None
-    ) -> tuple[int, int]:
-        default_size, default_overlap = loaded.default_chunking()
-        size = chunk_size if chunk_size is not None else self.default_chunk_size or default_size
-        if chunk_overlap is not None:
-            overlap = chunk_overlap
-        elif self.default_chunk_overlap is not None:
-            overlap = self.default_chunk_overlap
-        else:
-            overlap = min(default_overlap, size // 4)
-        if not isinstance(size, int) or size < 16:
-            raise InvalidInputError(f"chunkSize must be an integer of at least 16, got {size!r}")
-        if size > loaded.max_chunk_tokens:
-            raise InvalidInputError(
-                f"chunkSize {size} exceeds what {loaded.model} reads ({loaded.max_chunk_tokens} "
-                f"tokens); text past that would be silently dropped. Use at most "
-                f"{loaded.max_chunk_tokens}."
-            )
-        if not isinstance(overlap, int) or not 0 <= overlap < size:
-            raise InvalidInputError(
-                f"chunkOverlap must be an integer from 0 to {size - 1}, got {overlap!r}"
-            )
-        return size, overlap
 
     def get(self, tenant_id: str, project_id: str, ref: str) -> RagRecord:
         """A RAG by id or name, inside the tenant's project only."""
@@ -312,7 +271,7 @@ class RagService:
                     PATH_KEY: part.path,
                     SOURCE_KEY: source_ref,
                 }
-                doc = LIDocument(text=_check_text(part.text), metadata=meta)
+                doc = LIDocument(text=check_text(part.text), metadata=meta)
                 doc.excluded_embed_metadata_keys = list(meta)
                 doc.excluded_llm_metadata_keys = list(meta)
                 docs.append(doc)
@@ -365,9 +324,11 @@ class RagService:
 
         A manual write: in ``_documents`` the chunk keeps no path (see :meth:`manual_parts`).
         """
-        text = self.check_text_size(_check_text(text))
-        ref = source_ref or uuid.uuid4().hex
-        meta = dict(metadata or {})
+        text = self.check_text_size(check_text(text))
+        ref = uuid.uuid4().hex if source_ref is None else check_label(source_ref, "sourceRef", 1024)
+        if not ref.strip():
+            ref = uuid.uuid4().hex
+        meta: dict[str, Any] = check_metadata(metadata)
         path = path if path is not None else meta.pop("path", None)
         kind = str(meta.pop("kind", kind))
         parts = self.manual_parts(rag, [SourceText(text=text, kind=kind, path=path, metadata=meta)])
@@ -390,6 +351,7 @@ class RagService:
         manual: dict[str, list[SourceText]] = {}
         truncated = 0
         for ref, parts in sources.items():
+            check_label(ref, "sourceRef", 1024)
             clipped = [(p, *self.clip(p.text)) for p in self.manual_parts(rag, parts)]
             manual[ref] = [dataclasses.replace(p, text=text) for p, text, _ in clipped]
             truncated += any(cut for _, _, cut in clipped)
@@ -431,7 +393,7 @@ class RagService:
     ) -> list[Hit]:
         """Embed ``text`` with the RAG's pinned model and return the best hits
         (``snapshot``: the project's settings, when the caller already read them)."""
-        text = self.check_text_size(_check_text(text, "query"), "query")
+        text = self.check_text_size(check_text(text, "query"), "query")
         check_query_args(top_k, min_score, max_per_doc)  # before paying for an embedding
         vector = self.model_for(rag, snapshot).embed_model.get_query_embedding(text)
         return self.query_vector(
