@@ -150,6 +150,11 @@ class EngineConfig(BaseSettings):
     jwt_secret: SecretStr | None = Field(
         default=None, validation_alias=_env("VANCETOPE_RAG_JWT_SECRET")
     )
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        validation_alias=_env("VANCETOPE_RAG_METRICS_TOKEN"),
+        description="When set, GET /metrics needs 'Authorization: Bearer <token>'.",
+    )
 
     def allowed_plugins(self) -> list[str] | None:
         if self.plugins is None:

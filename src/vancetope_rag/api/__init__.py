@@ -88,6 +88,9 @@ def create_api(app: RagApp) -> FastAPI:
         response = await call_next(request)
         if request.url.path.startswith("/brain/"):
             response.headers.setdefault("Cache-Control", "no-store")
+        # Every answer (JSON, static files, errors), not only the page: a browser must never
+        # guess another type than the one declared.
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
         # The path only: the query string may hold a token (the UI's ?token=).
         access_log.info(
             "%s %s %d %.1fms",
