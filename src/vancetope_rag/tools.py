@@ -21,7 +21,7 @@ from vancetope_rag.domain.records import RagRecord
 from vancetope_rag.errors import InvalidInputError, RagError
 from vancetope_rag.extract import extract_text
 from vancetope_rag.secrets import get_logger, redact
-from vancetope_rag.services.rag import SourceText
+from vancetope_rag.services.sources import SourceText
 from vancetope_rag.workspace import read_workspace_file
 
 if TYPE_CHECKING:

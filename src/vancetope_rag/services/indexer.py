@@ -26,8 +26,9 @@ from vancetope_rag.secrets import get_logger, redact
 from vancetope_rag.services.claims import ClaimReleaser, Release
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.projects import ProjectRagService
-from vancetope_rag.services.rag import IngestStats, RagService, SourceText
+from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsService
+from vancetope_rag.services.sources import IngestStats, SourceText
 from vancetope_rag.store.port import ControlStore
 
 log = get_logger(__name__)

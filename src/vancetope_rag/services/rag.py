@@ -6,7 +6,6 @@ import dataclasses
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index.core import Document as LIDocument
@@ -33,6 +32,12 @@ from vancetope_rag.errors import InvalidInputError, RagNotFoundError, ReservedNa
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.chunking import chunking_for, ingestion_pipeline
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
+from vancetope_rag.services.sources import (
+    DEFAULT_MAX_TEXT_CHARS,
+    IngestStats,
+    SourceText,
+    manual_parts,
+)
 from vancetope_rag.store.llamaindex_store import KIND_KEY, PATH_KEY, SOURCE_KEY, RagVectorStore
 from vancetope_rag.store.port import ChunkStore, ControlStore
 from vancetope_rag.store.types import ChunkFilter, RagScope
@@ -41,29 +46,6 @@ log = get_logger(__name__)
 
 # fullmatch, not `$`: `$` also matches before a trailing newline ("notes\n" was accepted).
 _NAME = re.compile(r"\w[\w .-]{0,99}")
-
-
-@dataclass(frozen=True)
-class SourceText:
-    """One text to index under a source (a document's content or its summary)."""
-
-    text: str
-    kind: str = ChunkKind.CONTENT.value
-    path: str | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class IngestStats:
-    chunks: int = 0
-    embedded_texts: int = 0
-    cache_hits: int = 0
-    #: Sources of a manual write whose text was indexed only up to the limit.
-    truncated: int = 0
-
-
-#: The text limit when none is configured (``EngineConfig.max_text_chars``'s default).
-DEFAULT_MAX_TEXT_CHARS = 2_000_000
 
 
 class RagService:
@@ -362,18 +344,8 @@ class RagService:
 
     @staticmethod
     def manual_parts(rag: RagRecord, parts: Sequence[SourceText]) -> list[SourceText]:
-        """What a manual write (a tool, not the indexer) stores: in ``_documents`` no path,
-        neither the argument nor a ``path`` metadata key. That RAG's hits are cited by the
-        current path of the document their source ref names (:func:`documents_label`), so a
-        caller can never plant a chunk under a document's name."""
-        if rag.name != DEFAULT_RAG_NAME:
-            return list(parts)
-        return [
-            dataclasses.replace(
-                p, path=None, metadata={k: v for k, v in p.metadata.items() if k != "path"}
-            )
-            for p in parts
-        ]
+        """What a manual write stores (:func:`.sources.manual_parts`)."""
+        return manual_parts(rag, parts)
 
     def remove_by_source(self, rag: RagRecord, source_ref: str) -> int:
         return self.chunks.remove_by_source(RagScope.of(rag), source_ref)
