@@ -15,7 +15,9 @@ import pluggy
 
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import Document, IndexStatus
+from vancetope_rag.domain.texts import check_id
 from vancetope_rag.embeddings import EmbeddingRegistry
+from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.extract import ExtractorRegistry
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.plugins import get_plugin_manager
@@ -88,7 +90,9 @@ class RagApp:
             context_template = pm.hook.context_template()
         if config.torch_threads is not None:
             _set_torch_threads(config.torch_threads)
-        store = store or open_store(config.store, clock=clock)
+        store = store or open_store(
+            config.store, clock=clock, busy_timeout_s=config.store_busy_timeout_s
+        )
         metrics = Metrics()
         control, chunks = store.control, store.chunks
         settings = SettingsService(control)
@@ -100,9 +104,10 @@ class RagApp:
             default_chunk_size=config.chunk_size,
             default_chunk_overlap=config.chunk_overlap,
             fusion=config.fusion(),
+            max_text_chars=config.max_text_chars,
         )
         documents = DocumentService(control, chunks)
-        importer = DocumentImporter(documents, extractors, max_chars=config.extract_max_chars)
+        importer = DocumentImporter(documents, extractors, max_text_chars=config.max_text_chars)
         project_rags = ProjectRagService(control, rags, documents, settings)
         lifecycle = ProjectLifecycle(control, project_rags)
         indexer = ProjectRagIndexer(
@@ -134,16 +139,29 @@ class RagApp:
         )
 
     # -- the host contract, as plain methods -------------------------------------------
+    # Every method checks the ids first (one rule, :func:`check_id`): a bad id is an
+    # InvalidInputError before any hook or store sees it.
+
+    @staticmethod
+    def check_ids(tenant_id: object, project_id: object) -> None:
+        """Refuse ids that cannot name a tenant or a project (see :func:`check_id`)."""
+        check_id(tenant_id, "tenant id")
+        check_id(project_id, "project id")
 
     def bring(self, tenant_id: str, project_id: str, *, home_node: str | None = None) -> None:
+        self.check_ids(tenant_id, project_id)
+        if home_node is not None:
+            check_id(home_node, "home node")
         self.plugins.hook.project_bring(
             app=self, tenant_id=tenant_id, project_id=project_id, home_node=home_node
         )
 
     def suspend(self, tenant_id: str, project_id: str) -> None:
+        self.check_ids(tenant_id, project_id)
         self.plugins.hook.project_suspend(app=self, tenant_id=tenant_id, project_id=project_id)
 
     def close_project(self, tenant_id: str, project_id: str) -> None:
+        self.check_ids(tenant_id, project_id)
         self.plugins.hook.project_close(app=self, tenant_id=tenant_id, project_id=project_id)
 
     def document_saved(
@@ -156,6 +174,7 @@ class RagApp:
         mime_type: str | None = None,
         rag_enabled: str | None = None,
     ) -> Document | None:
+        self.check_ids(tenant_id, project_id)
         doc: Document | None = self.plugins.hook.document_saved(
             app=self,
             tenant_id=tenant_id,
@@ -168,6 +187,7 @@ class RagApp:
         return doc
 
     def document_deleted(self, tenant_id: str, project_id: str, path: str) -> None:
+        self.check_ids(tenant_id, project_id)
         self.plugins.hook.document_deleted(
             app=self, tenant_id=tenant_id, project_id=project_id, path=path
         )
@@ -182,6 +202,11 @@ class RagApp:
     ) -> list[str]:
         """System messages every plugin wants added to this turn, in plugin order
         (``tools``: the tools the turn's model was given, when the host knows them)."""
+        self.check_ids(tenant_id, project_id)
+        if isinstance(user_messages, str | bytes) or not isinstance(user_messages, Sequence):
+            raise InvalidInputError("user_messages must be a list of the turn's user texts")
+        if recipe is not None and not isinstance(recipe, RagParams):
+            raise InvalidInputError("recipe must be RagParams (see vancetope_rag.recipes)")
         results = self.plugins.hook.pre_turn(
             app=self,
             tenant_id=tenant_id,
@@ -205,6 +230,7 @@ class RagApp:
 
     def tools(self, tenant_id: str, project_id: str) -> list[Any]:
         """Agent tools bound to this tenant and project (the ``rag_*`` tools and plugins')."""
+        self.check_ids(tenant_id, project_id)
         tools: list[Any] = []
         register: Callable[[Any], None] = tools.append
         self.plugins.hook.register_tools(

@@ -65,6 +65,22 @@ class EngineConfig(BaseSettings):
     claim_ttl_s: float = Field(
         default=600.0, gt=0, validation_alias=_env("VANCETOPE_RAG_CLAIM_TTL_S")
     )
+    store_busy_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        validation_alias=_env("VANCETOPE_RAG_STORE_BUSY_TIMEOUT_S"),
+        description="SQLite: how long a statement waits for another process's lock before "
+        "it fails (a store error).",
+    )
+    max_store_failures: int = Field(
+        default=5,
+        ge=1,
+        le=10_000,
+        validation_alias=_env("VANCETOPE_RAG_MAX_STORE_FAILURES"),
+        description="Consecutive indexer ticks the store may fail before the background "
+        "indexer stops (`worker` then exits with status 1, for its supervisor to see).",
+    )
     max_attempts: int = Field(
         default=5, ge=1, le=100, validation_alias=_env("VANCETOPE_RAG_MAX_ATTEMPTS")
     )
@@ -138,8 +154,14 @@ class EngineConfig(BaseSettings):
         validation_alias=_env("VANCETOPE_RAG_AUTOINJECT_MAX_TOKENS"),
         description="Default token budget of the <rag-context> block (cl100k_base tokens).",
     )
-    extract_max_chars: int = Field(
-        default=2_000_000, ge=1000, validation_alias=_env("VANCETOPE_RAG_EXTRACT_MAX_CHARS")
+    max_text_chars: int = Field(
+        default=2_000_000,
+        ge=1000,
+        le=10_000_000,  # extract.HARD_MAX_CHARS: no text is ever held longer than that
+        validation_alias=_env("VANCETOPE_RAG_MAX_TEXT_CHARS", "VANCETOPE_RAG_EXTRACT_MAX_CHARS"),
+        description="The longest text taken anywhere, in characters: the rag_* tools and the "
+        "REST API refuse longer text; a longer document (document_saved, import) is indexed "
+        "up to it and marked truncated. VANCETOPE_RAG_EXTRACT_MAX_CHARS is an alias.",
     )
     workspaces_dir: str | None = Field(
         default=None,
@@ -161,6 +183,11 @@ class EngineConfig(BaseSettings):
     )
     jwt_secret: SecretStr | None = Field(
         default=None, validation_alias=_env("VANCETOPE_RAG_JWT_SECRET")
+    )
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        validation_alias=_env("VANCETOPE_RAG_METRICS_TOKEN"),
+        description="When set, GET /metrics needs 'Authorization: Bearer <token>'.",
     )
 
     def fusion(self) -> FusionParams:

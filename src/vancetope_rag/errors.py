@@ -42,6 +42,12 @@ class InvalidInputError(RagError, ValueError):
     code = "INVALID_INPUT"
 
 
+class TextTooLongError(InvalidInputError):
+    """A text is longer than the engine's limit (``VANCETOPE_RAG_MAX_TEXT_CHARS``)."""
+
+    code = "TEXT_TOO_LONG"
+
+
 class RagNotFoundError(RagError, LookupError):
     """No RAG with that id or name exists in the caller's tenant and project."""
 
@@ -82,6 +88,18 @@ class StoreError(RagError):
     """The store cannot be opened or used (bad URI, unwritable path, corrupt file...)."""
 
     code = "STORE_ERROR"
+
+
+class StoreCorruptError(StoreError):
+    """The store's data is damaged; it must be restored from a backup."""
+
+    code = "STORE_CORRUPT"
+
+
+class StoreFullError(StoreError):
+    """The store has no room left (disk full, or a size limit reached)."""
+
+    code = "STORE_FULL"
 
 
 class EmbeddingError(RagError):

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from vancetope_rag.domain.cascade import AutoInject, parse_auto_inject
-from vancetope_rag.domain.context_block import compile_template
+from vancetope_rag.domain.context_block import check_template_cost, compile_template
 from vancetope_rag.domain.settings import SETTINGS
 from vancetope_rag.errors import InvalidInputError, RecipeError, SettingError
 
@@ -236,6 +236,7 @@ def _template(
         return None
     try:
         compile_template(text)
+        check_template_cost(text)
     except InvalidInputError as exc:
         raise RecipeError(f"{where(key)}: {exc.message}") from None
     return text

@@ -22,8 +22,7 @@ from vancetope_rag.domain.records import DEFAULT_RAG_NAME, RagRecord
 from vancetope_rag.errors import InvalidInputError, RagError
 from vancetope_rag.extract import extract_text
 from vancetope_rag.secrets import get_logger, redact
-from vancetope_rag.services.rag import SourceText
-from vancetope_rag.services.retrieval import citable_hits
+from vancetope_rag.services.sources import SourceText
 from vancetope_rag.workspace import read_workspace_file
 
 if TYPE_CHECKING:
@@ -117,7 +116,8 @@ class RagTools:
         sourceRef: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Add a text to a RAG. sourceRef groups chunks (e.g. a URL or file name)."""
+        """Add a text to a RAG. sourceRef groups chunks (e.g. a URL or file name). Texts
+        longer than the engine's limit are refused: split them."""
         rag = self._rag(ragId)
         if metadata is not None and not isinstance(metadata, dict):
             raise InvalidInputError("metadata must be an object of string keys")
@@ -141,7 +141,7 @@ class RagTools:
         extracted = extract_text(
             data,
             path=rel,
-            max_chars=self.app.config.extract_max_chars,
+            max_chars=self.app.config.max_text_chars,
             registry=self.app.extractors,
         )
         ref = sourceRef or f"workspace:{rel}"
@@ -163,7 +163,13 @@ class RagTools:
         if not doc.content.strip():
             raise InvalidInputError(f"document {doc.path!r} is empty")
         stats = self.app.rags.replace_source(rag, doc.id, [SourceText(doc.content, path=doc.path)])
-        return {"ragId": rag.id, "documentId": doc.id, "path": doc.path, "chunks": stats.chunks}
+        return {
+            "ragId": rag.id,
+            "documentId": doc.id,
+            "path": doc.path,
+            "chunks": stats.chunks,
+            "truncated": bool(stats.truncated),  # indexed up to the text limit
+        }
 
     def rag_add_path(self, ragId: str, pathPrefix: str) -> dict[str, Any]:
         """Add every project document whose path starts with pathPrefix to a RAG."""
@@ -182,15 +188,12 @@ class RagTools:
                 f"{len(docs)} documents match; narrow pathPrefix (at most {MAX_BULK_DOCUMENTS})"
             )
         sources = {d.id: [SourceText(d.content, path=d.path)] for d in docs}
-        grouped, stats = (
-            self.app.rags.embed_sources(rag, sources) if sources else ({}, None)
-        )
-        for ref, nodes in grouped.items():
-            self.app.rags.write_source(rag, ref, nodes)
+        stats = self.app.rags.replace_sources(rag, sources)
         return {
             "ragId": rag.id,
             "documentsAdded": len(docs),
-            "chunks": stats.chunks if stats else 0,
+            "chunks": stats.chunks,
+            "documentsTruncated": stats.truncated,
         }
 
     def rag_query(self, ragId: str, query: str, topK: int = 5) -> dict[str, Any]:
@@ -199,9 +202,8 @@ class RagTools:
         top_k = _opt_int(topK, "topK")
         if top_k is None:  # not `or 5`: topK=0 is an error, not the default
             top_k = 5
+        # Hits as they may be cited now; the same label rule and numbering as the block.
         hits = self.app.rags.query(rag, query, top_k=top_k)
-        # The same citation rule and numbering as the <rag-context> block.
-        hits = citable_hits(self.app.store.control, rag, hits)
         out = [
             {
                 "label": c.label,

@@ -1,9 +1,10 @@
 """The path jail behind ``rag_add_workspace_file``: only regular files inside the workspace.
 
 The user's path is checked lexically first (no absolute paths, ``..``, backslashes, control
-characters or dot-components), then canonically: after resolving symlinks the file must still
-be inside the root, outside any dot-directory, and a regular file. Reading re-checks the open
-file descriptor so a file swapped between the check and the read is refused.
+characters or dot-components), then opened race-free: walked from a directory file descriptor
+of the root one component at a time, never resolved by name and opened afterwards. Symlinks are
+followed by hand and only while they stay inside the root and outside dot-directories; the
+file must be a regular file with one hard link, and ``file.txt/`` (a trailing slash) is refused.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ _O_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)  # a FIFO swapped in must not bl
 _O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
 _O_BINARY: int = getattr(os, "O_BINARY", 0)
 _READ_CHUNK = 1 << 20
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _O_NOFOLLOW | _O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | _O_BINARY
+#: Symlinks followed for one path before it counts as a loop (Linux's own limit).
+_MAX_SYMLINKS = 40
 
 
 def _show(user_path: str) -> str:
@@ -95,37 +100,13 @@ def _lexical_parts(user_path: object) -> tuple[str, list[str]]:
     return user_path, parts
 
 
-def _canonical_root(root: str | os.PathLike[str]) -> str:
-    real_root = os.path.realpath(os.fspath(root))
+def _canonical_root(root: str | os.PathLike[str]) -> tuple[str, tuple[str, ...]]:
+    """The root's canonical path and the prefixes an absolute symlink inside may name it by."""
+    given = os.path.abspath(os.fspath(root))
+    real_root = os.path.realpath(given)
     if not os.path.isdir(real_root):
         raise InvalidInputError("the workspace root is not an existing directory")
-    return real_root
-
-
-def _resolve(root: str | os.PathLike[str], raw_path: object) -> tuple[str, str, os.stat_result]:
-    """Return (canonical path, normalised relative path, stat of the file)."""
-    user_path, parts = _lexical_parts(raw_path)
-    real_root = _canonical_root(root)
-    real = os.path.realpath(os.path.join(real_root, *parts))
-    try:
-        inside = os.path.commonpath([real_root, real]) == real_root
-    except ValueError:  # different drives on Windows
-        inside = False
-    if not inside:
-        raise _refuse(user_path, "it resolves (through a symlink) to a place outside the workspace")
-    relative = os.path.relpath(real, real_root)
-    if relative == os.curdir:
-        raise _refuse(user_path, "it resolves to the workspace root itself, not a file")
-    if any(part.startswith(".") for part in pathlib.PurePath(relative).parts):
-        raise _refuse(user_path, "it resolves (through a symlink) to a dotfile or dot-directory")
-    try:
-        info = os.stat(real)
-    except (FileNotFoundError, NotADirectoryError):
-        raise _not_found(user_path) from None
-    except OSError as exc:
-        raise _refuse(user_path, f"it cannot be inspected ({_os_reason(exc)})") from None
-    _check_regular(user_path, info)
-    return real, "/".join(parts), info
+    return real_root, tuple(dict.fromkeys((real_root, given)))
 
 
 def _os_reason(exc: OSError) -> str:
@@ -136,11 +117,150 @@ def _os_reason(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
-def _check_regular(user_path: str, info: os.stat_result) -> None:
+def _wants_directory(user_path: str) -> bool:
+    """``notes/`` and ``notes/.`` name a directory: on a file they are an error, as in POSIX."""
+    last = user_path.rstrip().rsplit("/", 1)
+    return len(last) == 2 and last[1] in ("", ".")
+
+
+def _link_parts(
+    target: str, prefixes: tuple[str, ...], here: list[str], user_path: str
+) -> list[str]:
+    """Components, from the root, that a symlink in directory ``here`` points to."""
+    if target.startswith("/"):
+        for prefix in prefixes:
+            if target == prefix or target.startswith(prefix.rstrip("/") + "/"):
+                return target[len(prefix) :].split("/")
+        raise _refuse(user_path, "it resolves (through a symlink) to a place outside the workspace")
+    return [*here, *target.split("/")]
+
+
+class _Walk:
+    """Opens a path below a directory fd of the root, one component at a time.
+
+    Every directory is opened ``O_DIRECTORY | O_NOFOLLOW`` relative to its parent's fd and the
+    file ``O_NOFOLLOW | O_NONBLOCK``, so nothing is resolved by name twice: a directory
+    swapped for a symlink between two steps is seen as a symlink, never followed blindly.
+    Symlinks are followed by hand (read with ``readlink``, spliced into the remaining path,
+    walked again from the root), so one that stays inside the workspace works and one that
+    leaves it, or reaches a dot-directory, is refused. ``..`` can only come from a symlink's
+    target; it moves up the components walked so far, never above the root.
+    """
+
+    def __init__(self, root_fd: int, prefixes: tuple[str, ...], user_path: str) -> None:
+        self.root_fd = root_fd
+        self.prefixes = prefixes
+        self.user_path = user_path
+        self.fd = root_fd  # the directory reached so far
+        self.here: list[str] = []  # its components below the root (no symlinks among them)
+
+    def _enter(self, fd: int, name: str) -> None:
+        if self.fd != self.root_fd:
+            os.close(self.fd)
+        self.fd = fd
+        self.here.append(name)
+
+    def _restart(self) -> None:
+        if self.fd != self.root_fd:
+            os.close(self.fd)
+        self.fd, self.here = self.root_fd, []
+
+    def close(self) -> None:
+        self._restart()
+
+    def open(self, parts: list[str], wants_dir: bool) -> tuple[int, list[str]]:
+        """The fd of the file ``parts`` names and its symlink-free components."""
+        pending = list(parts)
+        hops = 0
+        via_link = False
+        while pending:
+            name = pending.pop(0)
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if not self.here:
+                    raise _refuse(self.user_path, _OUTSIDE)
+                pending = [*self.here[:-1], *pending]
+                self._restart()
+                continue
+            if name.startswith("."):
+                raise _refuse(
+                    self.user_path,
+                    "it resolves (through a symlink) to a dotfile or dot-directory"
+                    if via_link
+                    else f"dotfiles and dot-directories are not allowed ({name!r})",
+                )
+            last = not any(p not in ("", ".") for p in pending)
+            as_file = last and not wants_dir
+            try:
+                fd = os.open(name, _FILE_FLAGS if as_file else _DIR_FLAGS, dir_fd=self.fd)
+            except OSError as exc:
+                target = self._symlink_target(name, exc, trailing_slash=last and wants_dir)
+                hops += 1
+                if hops > _MAX_SYMLINKS:
+                    raise _refuse(self.user_path, "it is a symlink loop") from None
+                pending = [*_link_parts(target, self.prefixes, self.here, self.user_path), *pending]
+                via_link = True
+                self._restart()
+                continue
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode) and not last:
+                self._enter(fd, name)
+                continue
+            try:
+                _check_final(self.user_path, info, wants_dir)
+            except BaseException:
+                os.close(fd)
+                raise
+            return fd, [*self.here, name]
+        raise _refuse(self.user_path, "it resolves to the workspace root itself, not a file")
+
+    def _symlink_target(self, name: str, exc: OSError, *, trailing_slash: bool) -> str:
+        """The target of symlink ``name``; any other failure of opening it as an error."""
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+            try:
+                return os.readlink(name, dir_fd=self.fd)
+            except OSError:
+                pass  # not a symlink: a file where a directory was expected
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            if exc.errno == errno.ENOTDIR and trailing_slash:
+                raise _refuse(self.user_path, _TRAILING_SLASH) from None
+            raise _not_found(self.user_path) from None
+        raise _refuse(self.user_path, f"it cannot be opened ({_os_reason(exc)})") from None
+
+
+_OUTSIDE = "it resolves (through a symlink) to a place outside the workspace"
+_TRAILING_SLASH = "a trailing '/' names a directory, but it is a file"
+
+
+def _check_final(user_path: str, info: os.stat_result, wants_dir: bool) -> None:
     if stat.S_ISDIR(info.st_mode):
         raise _refuse(user_path, "it is a directory; name a file inside it")
+    if wants_dir:
+        raise _refuse(user_path, _TRAILING_SLASH)
     if not stat.S_ISREG(info.st_mode):
         raise _refuse(user_path, "it is not a regular file (device, FIFO or socket)")
+    if info.st_nlink != 1:
+        # A hard link is the same file under two names; the other may be outside the workspace.
+        raise _refuse(user_path, "it has more than one hard link")
+
+
+def _open_file(root: str | os.PathLike[str], raw_path: object) -> tuple[int, str, str, list[str]]:
+    """(fd of the file, canonical root, normalised user path, symlink-free components)."""
+    user_path, parts = _lexical_parts(raw_path)
+    real_root, prefixes = _canonical_root(root)
+    try:
+        root_fd = os.open(real_root, _DIR_FLAGS)
+    except OSError as exc:
+        reason = _os_reason(exc)
+        raise InvalidInputError(f"the workspace root cannot be opened ({reason})") from None
+    walk = _Walk(root_fd, prefixes, user_path)
+    try:
+        fd, resolved = walk.open(parts, _wants_directory(user_path))
+    finally:
+        walk.close()
+        os.close(root_fd)
+    return fd, real_root, "/".join(parts), resolved
 
 
 def resolve_workspace_path(root: str | os.PathLike[str], user_path: str) -> pathlib.Path:
@@ -151,27 +271,31 @@ def resolve_workspace_path(root: str | os.PathLike[str], user_path: str) -> path
         user_path: The untrusted path from the tool call, relative to ``root``.
 
     Returns:
-        The canonical absolute path of the file (symlinks resolved).
+        The canonical absolute path of the file (symlinks resolved). Only for display: to
+        read the file, use :func:`read_workspace_file`, which never opens a path by name.
 
     Raises:
         PathNotAllowedError: The path is not a string, empty, absolute, uses ``\\``, ``~``,
             ``..``, control characters or dot-components, is too long, leaves the root or
-            reaches a dot-directory through a symlink, or is not a regular file.
+            reaches a dot-directory through a symlink, names a file with a trailing ``/``, or
+            is not a regular file with a single hard link.
         DocumentNotFoundError: The path is acceptable but no such file exists.
         InvalidInputError: ``root`` is not an existing directory.
     """
-    real, _, _ = _resolve(root, user_path)
-    return pathlib.Path(real)
+    fd, real_root, _, resolved = _open_file(root, user_path)
+    os.close(fd)
+    return pathlib.Path(real_root, *resolved)
 
 
 def read_workspace_file(
     root: str | os.PathLike[str], user_path: str, *, max_bytes: int
 ) -> tuple[str, bytes]:
-    """Read a file from the workspace through the path jail.
+    """Read a file from the workspace through the path jail, race-free.
 
-    The file is opened with ``O_NOFOLLOW`` and checked again with ``fstat``: it must still be
-    a regular file and the same file (device and inode) that was resolved, which narrows the
-    window for swapping in a symlink or another file between the check and the read.
+    The path is walked from a directory fd of the root one component at a time (see
+    :class:`_Walk`); what is read is the file descriptor that walk opened, checked with
+    ``fstat``: a regular file with one hard link. No path is resolved and then opened again,
+    so swapping a directory for a symlink meanwhile cannot lead the read out of the root.
 
     Args:
         root: The workspace root directory.
@@ -183,8 +307,7 @@ def read_workspace_file(
         components dropped) and the file's bytes.
 
     Raises:
-        PathNotAllowedError: See :func:`resolve_workspace_path`, or the file changed between
-            the check and the read.
+        PathNotAllowedError: See :func:`resolve_workspace_path`.
         DocumentNotFoundError: No such file exists.
         ExtractionError: The file is larger than ``max_bytes``.
         InvalidInputError: ``max_bytes`` is not a positive integer or ``root`` is not a
@@ -192,22 +315,9 @@ def read_workspace_file(
     """
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
         raise InvalidInputError(f"max_bytes must be a positive integer, got {max_bytes!r}")
-    real, relative, expected = _resolve(root, user_path)
-    flags = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | _O_BINARY
-    try:
-        fd = os.open(real, flags)
-    except FileNotFoundError:
-        raise _not_found(user_path) from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symlink swapped in after the check
-            raise _refuse(user_path, "it was replaced by a symlink while being opened") from None
-        raise _refuse(user_path, f"it cannot be opened ({_os_reason(exc)})") from None
+    fd, _, relative, _ = _open_file(root, user_path)
     with os.fdopen(fd, "rb", buffering=0) as handle:
-        info = os.fstat(handle.fileno())
-        _check_regular(user_path, info)
-        if (info.st_dev, info.st_ino) != (expected.st_dev, expected.st_ino):
-            raise _refuse(user_path, "the file changed while it was being opened")
-        if info.st_size > max_bytes:
+        if os.fstat(handle.fileno()).st_size > max_bytes:
             raise _too_large(user_path, max_bytes)
         chunks: list[bytes] = []
         size = 0

@@ -46,7 +46,9 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
         "chunkCount",
         "createdAt",
         "documents",
+        "truncatedDocuments",
     }
+    assert data["truncatedDocuments"] == 0
     rag = api_app.project_rags.find_default_rag(T, "p1")
     assert rag is not None
     assert data["exists"] is True and data["ragId"] == rag.id

@@ -192,3 +192,26 @@ def test_without_token_the_page_asks_for_one(page: sync_api.Page) -> None:
     expect(page.locator("#alert")).to_be_hidden()
     expect(page.locator("#token-card")).to_be_hidden()
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+/ui/t1/p1", page.url)
+
+
+def test_a_document_indexed_up_to_the_text_limit_says_so(
+    page: sync_api.Page, ui_app: RagApp
+) -> None:
+    """Issue 8, defect 3: a truncated document is marked in the table and counted in the
+    status card. (The limit is lowered on the running app: its default is 2 M characters.)"""
+    from vancetope_rag.domain.texts import TextLimit
+
+    expect = sync_api.expect
+    ui_app.rags.limit = TextLimit(1000)
+    ui_app.documents.create(T, "p1", "documents/long.md", "long notes " * 200)
+    ui_app.scheduler.run_until_idle(timeout_s=30)
+    page.goto(f"/ui/t1/p1?token={make_token()}")
+    row = page.locator('#documents-table tr[data-path="documents/long.md"]')
+    expect(row.locator(".doc-state")).to_have_text(
+        "indexed (truncated: indexed up to the text limit)"
+    )
+    other = page.locator(f'#documents-table tr[data-path="{PATHS[0]}"]')
+    expect(other.locator(".doc-state")).to_have_text("indexed")
+    expect(page.locator('#state-counts li[data-state="truncated"]')).to_have_text(
+        "indexed up to the text limit: 1"
+    )

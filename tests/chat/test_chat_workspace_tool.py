@@ -11,6 +11,7 @@ import pytest
 
 from fakes import P, T, call_tool
 from vancetope_rag.app import RagApp
+from vancetope_rag.errors import InvalidInputError
 
 SECRET_MARKER = "SECRET-MARKER-c0ffee-91d2"
 LEGIT_TEXT = "Workspace notes: the quarterly review covers zebra migration."
@@ -175,10 +176,10 @@ def test_ids_cannot_move_the_workspace_root(
     other.mkdir(parents=True)
     (other / "b.md").write_text(f"tenant t2 file {SECRET_MARKER}")
     (tmp_path / "ws" / T / P).mkdir(parents=True)
-    app = make_app(config={"workspaces_dir": str(tmp_path / "ws")}, tenant=tenant)
+    app = make_app(config={"workspaces_dir": str(tmp_path / "ws")}, tenant=T)
     assert app.workspace_root(tenant, project) is None
-    app.bring(tenant, project)
-    tools = app.tools(tenant, project)
-    for path in ("t2/p1/b.md", "p1/b.md", "b.md"):
-        result = call_tool(tools, "rag_add_workspace_file", ragId="_documents", path=path)
-        assert "no workspace folder configured" in result["error"]
+    # and such ids are no ids at all: every host method refuses them (issue 8, defect 5)
+    with pytest.raises(InvalidInputError, match="must be 1-200 characters"):
+        app.bring(tenant, project)
+    with pytest.raises(InvalidInputError):
+        app.tools(tenant, project)

@@ -134,13 +134,24 @@ def test_newer_schema_version_is_refused(tmp_path: Path) -> None:
     assert snapshot(tmp_path) == before
 
 
-def test_plain_path_and_empty_file_open_as_a_new_store(tmp_path: Path) -> None:
+def test_plain_path_opens_a_new_store(tmp_path: Path) -> None:
     path = tmp_path / "rag.db"
-    path.touch()  # an operator may create the file before the first start
     store = open_store(str(path))
     store.control.upsert_project("t", "p", status=ProjectStatus.RUNNING, home_node=None)
     store.close()
     assert open_store(uri(path)).control.get_project("t", "p") is not None
+
+
+def test_an_empty_file_is_refused_not_taken_for_a_new_store(tmp_path: Path) -> None:
+    """A 0-byte file is what `touch` makes, and what a store truncated by accident looks
+    like: taking it as a new store would hide the loss (issue 8, defect 4)."""
+    path = tmp_path / "rag.db"
+    path.touch()
+    error = open_fails(uri(path), expect="the file is empty (0 bytes)")
+    assert "restore it from a backup" in str(error) and "delete it" in str(error)
+    assert path.stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["rag.db"]
+    path.unlink()  # what the message says to do for a new store
+    open_store(uri(path)).close()
 
 
 def test_reopening_keeps_everything(tmp_path: Path) -> None:
@@ -189,7 +200,8 @@ def test_two_handles_on_one_file_see_each_others_writes(tmp_path: Path) -> None:
 
 
 def test_schema_v1_store_is_migrated_in_place(tmp_path: Path) -> None:
-    """A store written by schema version 1 opens, keeps its rows and gains the v2 column."""
+    """A store written by schema version 1 opens, keeps its rows and gains the columns of
+    the later versions (v2: rag_indexed_hash, v3: truncated)."""
     from vancetope_rag.store.sqlite_db import MIGRATIONS
 
     path = tmp_path / "v1.db"
@@ -208,5 +220,7 @@ def test_schema_v1_store_is_migrated_in_place(tmp_path: Path) -> None:
         doc = store.control.get_document("t", "p", "d1")
         assert doc is not None and doc.content == "hello"
         assert doc.rag_indexed_hash is None
+        assert doc.truncated is False
+        assert store.control.count_truncated("t", "p") == 0
     finally:
         store.close()

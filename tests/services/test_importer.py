@@ -35,7 +35,7 @@ def test_directory_import_creates_updates_and_skips(app: RagApp, tmp_path: Path)
 
 
 def test_one_bad_file_loses_nothing_else(app: RagApp) -> None:
-    importer = DocumentImporter(app.documents, app.extractors, max_chars=1000, max_bytes=10)
+    importer = DocumentImporter(app.documents, app.extractors, max_text_chars=1000, max_bytes=10)
     summary = importer.import_sources(
         T,
         P,
@@ -62,7 +62,7 @@ def test_extracts_through_the_given_registry(app: RagApp, registered: bool) -> N
     registry = ExtractorRegistry()
     if registered:
         registry.register(["message/rfc822"], lambda data, path: data.decode().upper())
-    importer = DocumentImporter(app.documents, registry, max_chars=1000)
+    importer = DocumentImporter(app.documents, registry, max_text_chars=1000)
     summary = importer.import_sources(T, P, [ImportSource("hi.eml", data=b"hello")])
     doc = app.documents.get_by_path(T, P, "documents/hi.eml")
     if registered:

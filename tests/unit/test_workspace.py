@@ -199,35 +199,73 @@ def test_max_bytes_must_be_positive(workspace: pathlib.Path, max_bytes: int) -> 
         read_workspace_file(workspace, "a.md", max_bytes=max_bytes)
 
 
-def test_symlink_swapped_in_after_the_check_is_refused(
+def test_symlink_swapped_in_just_before_the_open_is_refused(
     workspace: pathlib.Path, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     target = workspace / "a.md"
     real_open = os.open
 
-    def swap_then_open(path: Any, flags: int, *args: Any) -> int:
-        target.unlink()
-        target.symlink_to(tmp_path / "outside" / "secret.txt")
-        return real_open(path, flags, *args)
+    def swap_then_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if path == "a.md":
+            target.unlink()
+            target.symlink_to(tmp_path / "outside" / "secret.txt")
+        return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", swap_then_open)
-    with pytest.raises(PathNotAllowedError, match="replaced by a symlink") as info:
+    with pytest.raises(PathNotAllowedError, match="outside the workspace") as info:
         read_workspace_file(workspace, "a.md", max_bytes=1000)
     assert SECRET not in str(info.value)
 
 
-def test_file_replaced_after_the_check_is_refused(
-    workspace: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+def test_directory_swapped_for_a_symlink_mid_walk_is_refused(
+    workspace: pathlib.Path, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    target = workspace / "a.md"
+    """The walk holds the fd of each directory it entered; a name is never resolved twice."""
+    (tmp_path / "outside" / "b").write_text(SECRET)
     real_open = os.open
 
-    def replace_then_open(path: Any, flags: int, *args: Any) -> int:
-        replacement = workspace / "replacement"
-        replacement.write_text("other")
-        os.replace(replacement, target)
-        return real_open(path, flags, *args)
+    def swap_then_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if path == "a" and (workspace / "a").is_dir() and not (workspace / "a").is_symlink():
+            (workspace / "a").rename(workspace / "a_parked")
+            (workspace / "a").symlink_to(tmp_path / "outside")
+        return real_open(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(os, "open", replace_then_open)
-    with pytest.raises(PathNotAllowedError, match="changed"):
-        read_workspace_file(workspace, "a.md", max_bytes=1000)
+    monkeypatch.setattr(os, "open", swap_then_open)
+    with pytest.raises(PathNotAllowedError, match="outside the workspace") as info:
+        read_workspace_file(workspace, "a/b", max_bytes=1000)
+    assert SECRET not in str(info.value)
+
+
+def test_a_file_with_a_second_hard_link_is_refused(
+    workspace: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    os.link(tmp_path / "outside" / "secret.txt", workspace / "hard.txt")
+    with pytest.raises(PathNotAllowedError, match="more than one hard link") as info:
+        read_workspace_file(workspace, "hard.txt", max_bytes=1000)
+    assert SECRET not in str(info.value)
+
+
+@pytest.mark.parametrize("user_path", ["a.md/", "a.md/.", "notes/todo.md/", "link_in/"])
+def test_a_trailing_slash_on_a_file_is_refused(workspace: pathlib.Path, user_path: str) -> None:
+    with pytest.raises(PathNotAllowedError, match="trailing '/'"):
+        read_workspace_file(workspace, user_path, max_bytes=1000)
+
+
+def test_relative_symlinks_inside_the_root_are_followed(workspace: pathlib.Path) -> None:
+    (workspace / "deep" / "up").symlink_to("../notes")
+    (workspace / "deep" / "nested" / "rel.md").symlink_to("../../a.md")
+    assert read_workspace_file(workspace, "deep/up/todo.md", max_bytes=100)[1] == b"# todo\n"
+    assert read_workspace_file(workspace, "deep/nested/rel.md", max_bytes=100)[1] == b"alpha"
+    assert (
+        resolve_workspace_path(workspace, "deep/up/todo.md")
+        == (workspace / "notes" / "todo.md").resolve()
+    )
+
+
+@pytest.mark.parametrize("target", ["../outside/secret.txt", "../../x", "notes/../../outside"])
+def test_relative_symlinks_leaving_the_root_are_refused(
+    workspace: pathlib.Path, target: str
+) -> None:
+    (workspace / "rel_out").symlink_to(target)
+    with pytest.raises(PathNotAllowedError, match="outside the workspace"):
+        read_workspace_file(workspace, "rel_out", max_bytes=1000)

@@ -29,6 +29,7 @@ from vancetope_rag.api.auth import (
     issue_token,
 )
 from vancetope_rag.api.errors import install_error_handlers
+from vancetope_rag.api.limits import BodyLimit
 from vancetope_rag.api.router import build_router
 from vancetope_rag.api.web import install_web_ui
 
@@ -87,6 +88,9 @@ def create_api(app: RagApp) -> FastAPI:
         response = await call_next(request)
         if request.url.path.startswith("/brain/"):
             response.headers.setdefault("Cache-Control", "no-store")
+        # Every answer (JSON, static files, errors), not only the page: a browser must never
+        # guess another type than the one declared.
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
         # The path only: the query string may hold a token (the UI's ?token=).
         access_log.info(
             "%s %s %d %.1fms",
@@ -97,4 +101,6 @@ def create_api(app: RagApp) -> FastAPI:
         )
         return response
 
+    # Added last, so outermost: an oversized body is refused before anything reads it.
+    api.add_middleware(BodyLimit, max_text_chars=app.config.max_text_chars)
     return api

@@ -21,6 +21,9 @@ WRITE = "WRITE"
 ALL_PROJECTS = "*"
 #: RFC 7518 §3.2: an HS256 key must be at least as long as the hash output (256 bits).
 MIN_SECRET_BYTES = 32
+#: A random secret of 32 bytes has many different characters (hex: up to 16, and at least 8
+#: with overwhelming probability); a repeated character or two is a placeholder, not a key.
+MIN_SECRET_DISTINCT = 8
 #: Tolerated clock skew between the token issuer and this process.
 LEEWAY_S = 30
 MAX_TOKEN_CHARS = 8192
@@ -73,10 +76,18 @@ def check_secret(secret: str | None) -> str:
             "VANCETOPE_RAG_JWT_SECRET to a random string of at least "
             f"{MIN_SECRET_BYTES} bytes (e.g. `openssl rand -hex 32`)"
         )
-    if len(secret.encode()) < MIN_SECRET_BYTES:
+    # Blanks around the value (a quoting slip) add no strength: count what is left.
+    core = secret.strip()
+    if len(core.encode("utf-8", "surrogatepass")) < MIN_SECRET_BYTES:
         raise ApiConfigError(
-            f"VANCETOPE_RAG_JWT_SECRET is shorter than {MIN_SECRET_BYTES} bytes, too weak for "
-            "HS256; use a random string, e.g. `openssl rand -hex 32`"
+            f"VANCETOPE_RAG_JWT_SECRET is shorter than {MIN_SECRET_BYTES} bytes (blanks not "
+            "counted), too weak for HS256; use a random string, e.g. `openssl rand -hex 32`"
+        )
+    if len(set(core)) < MIN_SECRET_DISTINCT:
+        # 32 spaces, or 'a' * 40: long enough, but anyone guesses it.
+        raise ApiConfigError(
+            f"VANCETOPE_RAG_JWT_SECRET has fewer than {MIN_SECRET_DISTINCT} different "
+            "characters: it is not random; use e.g. `openssl rand -hex 32`"
         )
     return secret
 

@@ -30,6 +30,7 @@ _STATUS: tuple[tuple[type[e.RagError], int], ...] = (
     (e.ProjectClosedError, 409),
     (e.RagNotFoundError, 404),
     (e.DocumentNotFoundError, 404),
+    (e.TextTooLongError, 413),
     (e.InvalidInputError, 400),
     (e.ReservedNameError, 400),
     (e.PathNotAllowedError, 400),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -11,7 +12,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict, Field
 
-from vancetope_rag.api.auth import Principal, TokenVerifier
+from vancetope_rag.api.auth import AuthError, Principal, TokenVerifier
 from vancetope_rag.api.errors import redact
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import Document, IndexState
@@ -39,6 +40,21 @@ class DocumentUpdateRequest(BaseModel):
     )
 
 
+def check_metrics_token(token: str, authorization: str | None) -> None:
+    """Raise a 401 :class:`AuthError` unless ``authorization`` is ``Bearer <token>``;
+    compared in constant time, so the answer's timing says nothing about the token."""
+    scheme, _, given = (authorization or "").strip().partition(" ")
+    ok = scheme.lower() == "bearer" and hmac.compare_digest(
+        given.strip().encode("utf-8", "surrogatepass"), token.encode("utf-8", "surrogatepass")
+    )
+    if not ok:
+        raise AuthError(
+            401,
+            "UNAUTHENTICATED",
+            "/metrics needs the header 'Authorization: Bearer <VANCETOPE_RAG_METRICS_TOKEN>'",
+        )
+
+
 def override_wire(value: bool | None) -> str:
     return "auto" if value is None else ("on" if value else "off")
 
@@ -59,6 +75,7 @@ def document_json(app: RagApp, doc: Document, secrets: list[str | None]) -> dict
         "ragDirty": doc.rag_dirty,
         "state": doc.index_state.value,
         "attempts": doc.index_attempts,
+        "truncated": doc.truncated,
         "lastError": redact(error, secrets) if error else None,
         "indexedAt": _iso(doc.indexed_at),
         "updatedAt": _iso(doc.updated_at),
@@ -79,6 +96,7 @@ class WriteGate:
     ) -> ProjectScope:
         principal = self.verifier.principal(authorization)
         principal.may_write(tenant, project)  # spec §7: WRITE for status read and reindex
+        RagApp.check_ids(tenant, project)  # a token may name ids no project can have
         return ProjectScope(tenant, project, principal)
 
 
@@ -148,9 +166,14 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
         )
         return document_json(app, doc, secrets_of(scope.tenant, scope.project))
 
+    token = app.config.metrics_token.get_secret_value() if app.config.metrics_token else None
+
     @router.get("/metrics", tags=["ops"], response_class=Response)
-    def metrics() -> Response:
-        """Prometheus exposition (indexer outcomes, AutoInject latency; no tenant labels)."""
+    def metrics(authorization: Annotated[str | None, Header()] = None) -> Response:
+        """Prometheus exposition (indexer outcomes, AutoInject latency; no tenant labels).
+        With ``VANCETOPE_RAG_METRICS_TOKEN`` set, only for ``Authorization: Bearer <it>``."""
+        if token:
+            check_metrics_token(token, authorization)
         return Response(app.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     return router

@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 from vancetope_rag.errors import RagError
+from vancetope_rag.secrets import get_logger, redact
+
+log = get_logger(__name__)
 
 if TYPE_CHECKING:
     from vancetope_rag.app import RagApp
@@ -61,13 +64,18 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 @contextmanager
 def errors_to_exit() -> Iterator[None]:
-    """Every error a user can act on becomes ``error: <message>`` and exit code 1."""
+    """Every error becomes ``error: <message>`` and exit code 1, never a traceback: a user
+    can act on a RagError's message; anything else is a bug, shown in one line (its
+    traceback is logged at debug level: run with -vv to see it)."""
     try:
         yield
     except RagError as exc:
-        fail(exc.message)
+        fail(redact(exc.message))
     except (ValueError, OSError) as exc:  # pydantic config errors, unreadable files
-        fail(str(exc))
+        fail(redact(str(exc)))
+    except Exception as exc:
+        log.debug("unexpected error", exc_info=True)
+        fail(f"internal error: {type(exc).__name__}; run with -vv for the details")
 
 
 def emit(data: object) -> None:
@@ -75,9 +83,13 @@ def emit(data: object) -> None:
 
 
 def check_ident(value: str, what: str) -> str:
-    if not value or not value.strip() or len(value) > 200 or any(c in value for c in "\x00/\\"):
-        raise click.BadParameter(f"{what} must be 1-200 characters without '/', '\\' or NUL")
-    return value
+    """A tenant or project option, by the one id rule (:func:`check_id`); usage error else."""
+    from vancetope_rag.domain.texts import check_id
+
+    try:
+        return check_id(value, what)
+    except RagError as exc:
+        raise click.BadParameter(exc.message) from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -33,9 +33,16 @@ def import_cmd(c: Ctx, directory: Path, prefix: str, as_json: bool) -> None:
         return
     for s in summary.skipped_files:
         click.echo(f"skipped {s.path}: {s.reason}", err=True)
+    for path in summary.over_limit:
+        click.echo(
+            f"over the limit {path}: only its first {summary.max_text_chars:,} characters will "
+            "be indexed (VANCETOPE_RAG_MAX_TEXT_CHARS)",
+            err=True,
+        )
+    over = f", {len(summary.over_limit)} over the text limit" if summary.over_limit else ""
     click.echo(
         f"imported {directory}: {summary.created} created, {summary.updated} updated, "
-        f"{summary.unchanged} unchanged, {summary.skipped} skipped"
+        f"{summary.unchanged} unchanged, {summary.skipped} skipped{over}"
     )
 
 
@@ -125,7 +132,8 @@ def worker_cmd(c: Ctx) -> None:
         click.echo(f"worker {scheduler.worker_id} serving node {app.config.node_id}", err=True)
         while not stop.wait(0.5):
             if not scheduler.running:
-                fail("the indexer thread stopped unexpectedly")
+                scheduler.stop()  # gives back what claims it can
+                fail(scheduler.fatal_error or "the indexer thread stopped unexpectedly")
         scheduler.stop()
 
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.hookspecs import hookimpl
-from vancetope_rag.services.documents import parse_override
+from vancetope_rag.services.documents import check_path, parse_override
 
 if TYPE_CHECKING:
     from vancetope_rag.app import RagApp
@@ -40,17 +40,20 @@ def document_saved(
 ) -> Document:
     if not isinstance(content, str):
         raise InvalidInputError("document content must be text")
+    # Every argument is checked before anything is written: a bad override must not leave
+    # a created document behind.
+    override = None if rag_enabled is None else parse_override(rag_enabled)
     result = app.documents.upsert_by_path(
         tenant_id, project_id, path, content, mime_type=mime_type
     )
     doc = result.document
-    if rag_enabled is not None and parse_override(rag_enabled) != doc.rag_enabled:
+    if rag_enabled is not None and override != doc.rag_enabled:
         doc = app.documents.set_rag_enabled_override(tenant_id, project_id, doc.id, rag_enabled)
     return doc
 
 
 @hookimpl
 def document_deleted(app: RagApp, tenant_id: str, project_id: str, path: str) -> None:
-    doc = app.documents.get_by_path(tenant_id, project_id, path)
+    doc = app.documents.get_by_path(tenant_id, project_id, check_path(path))
     if doc is not None:
         app.documents.delete(tenant_id, project_id, doc.id)

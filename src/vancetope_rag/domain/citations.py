@@ -6,7 +6,8 @@ now: the caller first resolves each hit's document by id (the chunk's ``sourceRe
 the hit's ``path`` to the document's current path, dropping hits whose document is gone
 (:func:`current_document_hits`). A ``_documents`` chunk that names no document was added by
 hand and is labelled ``manual:<sourceRef>``: a caller's ``metadata.path`` never becomes a
-label there. In manual RAGs, a hit is labelled by its path, else its sourceRef.
+label there (:func:`documents_label`). In manual RAGs, a hit is labelled by its path, else its
+sourceRef.
 """
 
 from __future__ import annotations
@@ -17,10 +18,31 @@ from dataclasses import dataclass
 
 from vancetope_rag.domain.records import Hit
 
-__all__ = ["MANUAL_PREFIX", "Cited", "cite", "current_document_hits", "source_of"]
+__all__ = [
+    "MANUAL_PREFIX",
+    "Cited",
+    "cite",
+    "current_document_hits",
+    "documents_label",
+    "source_of",
+]
 
 #: The label prefix of a chunk added by hand to the project RAG.
 MANUAL_PREFIX = "manual:"
+
+
+def documents_label(source_ref: str, document_paths: Mapping[str, str]) -> str:
+    """The citation label of a ``_documents`` chunk: the current path of the document whose id
+    is ``source_ref``, else ``manual:<source_ref>``. Whatever path or metadata the chunk was
+    stored with is never used: that is what a caller could forge.
+
+    Args:
+        source_ref: The chunk's source ref (the indexer writes the document id there).
+        document_paths: Current path by document id, for the project's documents among the
+            hits' source refs (ids that are no document are simply absent).
+    """
+    path = document_paths.get(source_ref)
+    return path if path is not None else MANUAL_PREFIX + source_ref
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,16 +86,15 @@ def current_document_hits(hits: Sequence[Hit], paths: Mapping[str, str]) -> list
         paths: Current path of every document among the hits' sourceRefs that still exists.
 
     Returns:
-        The hits in order, each with ``path`` set to its document's current path (a moved
-        document shows its new path). A hit whose document is gone is dropped when the
-        indexer wrote it (it carries a path: the document was deleted since); a chunk added by
-        hand (no path) is kept, with no path, and is cited as ``manual:<sourceRef>``.
+        The hits in order, each with ``path`` set to its label (:func:`documents_label`): its
+        document's current path (a moved document shows its new path), or ``manual:<sourceRef>``
+        for a chunk added by hand (stored without a path). A hit whose document is gone is
+        dropped when the indexer wrote it (it carries a path: the document was deleted since).
     """
     out: list[Hit] = []
     for hit in hits:
-        current = paths.get(hit.source_ref)
-        if current is not None:
-            out.append(hit if hit.path == current else dataclasses.replace(hit, path=current))
-        elif hit.path is None:
-            out.append(hit)
+        if hit.source_ref not in paths and hit.path is not None:
+            continue
+        label = documents_label(hit.source_ref, paths)
+        out.append(hit if hit.path == label else dataclasses.replace(hit, path=label))
     return out

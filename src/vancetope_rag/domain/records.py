@@ -76,6 +76,9 @@ class Document:
     #: ``mark_rag_clean``, so a worker whose lease expired can neither supersede a newer
     #: claim's chunks nor finish that claim. None when not claimed.
     rag_claim_token: int | None = None
+    #: The last indexing pass took only the first ``max_text_chars`` characters of a text
+    #: (content or summary) longer than the engine's limit.
+    truncated: bool = False
     content_hash: str = ""
     created_at: datetime | None = None
     updated_at: datetime | None = None
@@ -163,6 +166,8 @@ class RagStatus:
     chunk_count: int = 0
     created_at: datetime | None = None
     documents: dict[str, int] = field(default_factory=dict)
+    #: Documents indexed only up to the engine's text limit.
+    truncated_documents: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -173,6 +178,7 @@ class RagStatus:
             "chunkCount": self.chunk_count,
             "createdAt": self.created_at.isoformat() if self.created_at else None,
             "documents": dict(self.documents),
+            "truncatedDocuments": self.truncated_documents,
         }
 
 

@@ -16,7 +16,6 @@ from vancetope_rag.recipes import RagParams
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
-from vancetope_rag.services.retrieval import citable_hits
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot
 from vancetope_rag.services.tokens import count_tokens
 
@@ -173,13 +172,6 @@ class RagAutoInjectService:
             return InjectionDecision(True, decided_by, f"retrieval failed: {exc}")
         if not hits:
             return InjectionDecision(True, decided_by, f"no hit scored {p.min_score} or more")
-        try:
-            hits = citable_hits(self.rags.control, rag, hits)  # one store call per turn
-        except Exception as exc:
-            log.warning("AutoInject skipped: resolving the cited documents failed: %s", exc)
-            return InjectionDecision(True, decided_by, f"retrieval failed: {exc}")
-        if not hits:
-            return InjectionDecision(True, decided_by, "every hit's document was deleted")
         template = (recipe.template if recipe else None) or self.default_template
         try:
             block, shown = fit_to_budget(

@@ -8,6 +8,7 @@ from typing import Literal
 
 from vancetope_rag.domain.eligibility import guess_mime_type, is_rag_eligible
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Document, IndexState
+from vancetope_rag.domain.texts import check_label, has_lone_surrogate
 from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError
 from vancetope_rag.store.port import ChunkStore, ControlStore
 from vancetope_rag.store.types import UNSET, NewDocument, RagScope, _Unset
@@ -24,18 +25,20 @@ def parse_override(value: object) -> bool | None:
 
 
 def check_path(path: object) -> str:
-    """A document path: relative, '/'-separated, no '..', no empty parts."""
+    """A document path: relative, '/'-separated, no '..', no empty parts, valid Unicode."""
     if not isinstance(path, str) or not path.strip():
         raise InvalidInputError("a document path is required, e.g. documents/notes/topic.md")
+    if len(path) > 1024:
+        raise InvalidInputError("document path is longer than 1024 characters")
     if "\x00" in path or "\\" in path:
         raise InvalidInputError(f"document path {path!r} contains NUL or backslash")
+    if has_lone_surrogate(path):
+        raise InvalidInputError(f"document path {path!r} is not valid Unicode (lone surrogate)")
     if path.startswith("/"):
         raise InvalidInputError(f"document path {path!r} must be relative to the project")
     norm = posixpath.normpath(path)
     if norm != path.rstrip("/") or norm.startswith("..") or "/../" in f"/{norm}/":
         raise InvalidInputError(f"document path {path!r} is not normalised; use {norm!r}")
-    if len(path) > 1024:
-        raise InvalidInputError("document path is longer than 1024 characters")
     return path
 
 
@@ -53,6 +56,9 @@ class DocumentService:
         self.chunks = chunks
 
     def get(self, tenant_id: str, project_id: str, document_id: str) -> Document:
+        if not isinstance(document_id, str) or not document_id:
+            shown = f"{document_id!r:.80}"
+            raise InvalidInputError(f"a document id must be a non-empty string, got {shown}")
         doc = self.control.get_document(tenant_id, project_id, document_id)
         if doc is None:
             raise DocumentNotFoundError(
@@ -98,6 +104,13 @@ class DocumentService:
         path = check_path(path)
         if not isinstance(content, str):
             raise InvalidInputError("document content must be text")
+        if has_lone_surrogate(content):
+            raise InvalidInputError(
+                f"the content of {path!r} contains a lone surrogate (an unpaired UTF-16 half), "
+                "which is not valid Unicode text"
+            )
+        if mime_type is not None:
+            check_label(mime_type, "mimeType", 255)
         mime = mime_type or guess_mime_type(path)
         return self.control.insert_document(
             NewDocument(
@@ -129,6 +142,9 @@ class DocumentService:
         before = self.get(tenant_id, project_id, document_id)
         if not isinstance(path, _Unset):
             path = check_path(path)
+        for name, value in (("content", content), ("summary", summary)):
+            if isinstance(value, str) and has_lone_surrogate(value):
+                raise InvalidInputError(f"the {name} contains a lone surrogate (not valid Unicode)")
         changed = (
             (not isinstance(content, _Unset) and content != before.content)
             or (not isinstance(path, _Unset) and path != before.path)
@@ -158,6 +174,10 @@ class DocumentService:
         self, tenant_id: str, project_id: str, path: str, content: str, *, mime_type: str | None
     ) -> UpsertResult:
         """Create the document at ``path`` or update it if its content changed (imports)."""
+        if not isinstance(content, str):
+            raise InvalidInputError("document content must be text")
+        if mime_type is not None:
+            check_label(mime_type, "mimeType", 255)
         existing = self.get_by_path(tenant_id, project_id, check_path(path))
         if existing is None:
             doc = self.create(tenant_id, project_id, path, content, mime_type=mime_type)

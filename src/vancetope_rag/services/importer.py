@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vancetope_rag.domain.eligibility import guess_mime_type, is_textual
+from vancetope_rag.domain.texts import has_lone_surrogate
 from vancetope_rag.errors import ExtractionError, RagError
-from vancetope_rag.extract import ExtractorRegistry, extract_text
+from vancetope_rag.extract import HARD_MAX_CHARS, ExtractorRegistry, extract_text
 from vancetope_rag.services.documents import DocumentService
 
 #: Files larger than this are skipped (a document is held in memory whole).
@@ -66,6 +67,10 @@ class ImportSummary:
     updated: int = 0
     unchanged: int = 0
     skipped_files: list[SkippedFile] = field(default_factory=list)
+    #: Imported files whose text is longer than the text limit: indexed only up to it.
+    over_limit: list[str] = field(default_factory=list)
+    #: The text limit (characters) the import was measured against.
+    max_text_chars: int = 0
 
     @property
     def skipped(self) -> int:
@@ -78,6 +83,8 @@ class ImportSummary:
             "unchanged": self.unchanged,
             "skipped": self.skipped,
             "skippedFiles": [{"path": s.path, "reason": s.reason} for s in self.skipped_files],
+            "overLimit": list(self.over_limit),
+            "maxTextChars": self.max_text_chars,
         }
 
 
@@ -90,7 +97,12 @@ def walk_directory(root: Path) -> Iterator[ImportSource]:
                 continue
             full = Path(dirpath) / name
             rel = full.relative_to(root).as_posix()
-            if full.is_symlink():
+            if has_lone_surrogate(rel):
+                # Undecodable bytes come back from the OS as lone surrogates: such a name
+                # cannot be a document path (not text); skip it, show it with \x escapes.
+                shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                yield ImportSource(shown, skip_reason="the file name is not valid UTF-8; rename it")
+            elif full.is_symlink():
                 yield ImportSource(rel, skip_reason="symbolic link (not followed)")
             elif not full.is_file():
                 yield ImportSource(rel, skip_reason="not a regular file")
@@ -106,12 +118,12 @@ class DocumentImporter:
         documents: DocumentService,
         extractors: ExtractorRegistry,
         *,
-        max_chars: int,
+        max_text_chars: int,
         max_bytes: int = MAX_IMPORT_BYTES,
     ) -> None:
         self.documents = documents
         self.extractors = extractors
-        self.max_chars = max_chars
+        self.max_text_chars = max_text_chars
         self.max_bytes = max_bytes
 
     def import_directory(
@@ -131,27 +143,36 @@ class DocumentImporter:
         """Import ``sources`` one by one; a file that fails is skipped with its reason."""
         if prefix and not prefix.endswith("/"):
             prefix += "/"
-        summary = ImportSummary()
+        summary = ImportSummary(max_text_chars=self.max_text_chars)
         for source in sources:
             if source.skip_reason is not None:
                 summary.skipped_files.append(SkippedFile(source.path, source.skip_reason))
                 continue
             try:
-                action = self._import_one(tenant_id, project_id, source, prefix + source.path)
+                action, over = self._import_one(
+                    tenant_id, project_id, source, prefix + source.path
+                )
             except (RagError, OSError) as exc:
                 reason = exc.message if isinstance(exc, RagError) else str(exc)
                 summary.skipped_files.append(SkippedFile(source.path, reason or "unknown"))
                 continue
             setattr(summary, action, getattr(summary, action) + 1)
+            if over:
+                summary.over_limit.append(source.path)
         return summary
 
-    def _import_one(self, tenant_id: str, project_id: str, source: ImportSource, path: str) -> str:
+    def _import_one(
+        self, tenant_id: str, project_id: str, source: ImportSource, path: str
+    ) -> tuple[str, bool]:
+        """Import one file; returns the action and whether its text is over the limit."""
         mime = guess_mime_type(source.path)
+        # The document is the file's whole text (up to the extraction's hard cap); the
+        # indexer indexes it up to the text limit and marks it truncated.
         extracted = extract_text(
             source.read(self.max_bytes),
             path=source.path,
             mime_type=mime,
-            max_chars=self.max_chars,
+            max_chars=HARD_MAX_CHARS,
             registry=self.extractors,
         )
         # Extracted text (a PDF's, a notebook's) is stored as text; the indexer reads text.
@@ -159,4 +180,4 @@ class DocumentImporter:
         result = self.documents.upsert_by_path(
             tenant_id, project_id, path, extracted.text, mime_type=stored_mime
         )
-        return result.action
+        return result.action, extracted.truncated or extracted.chars > self.max_text_chars

@@ -20,13 +20,15 @@ from llama_index.core.schema import BaseNode
 
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import ChunkKind, Document, IndexState, RagRecord
-from vancetope_rag.errors import RagError
+from vancetope_rag.errors import RagError, StoreError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import get_logger, redact
+from vancetope_rag.services.claims import ClaimReleaser, Release
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.projects import ProjectRagService
-from vancetope_rag.services.rag import IngestStats, RagService, SourceText
+from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsService
+from vancetope_rag.services.sources import IngestStats, SourceText
 from vancetope_rag.store.port import ControlStore
 
 log = get_logger(__name__)
@@ -43,6 +45,11 @@ class BatchResult:
     embedded_texts: int = 0
     cache_hits: int = 0
     errors: dict[str, str] = field(default_factory=dict)
+    #: Failures of the store itself (not of a document), and the last one's message.
+    store_errors: int = 0
+    store_error: str | None = None
+    #: Documents of the batch whose claim was finished or given back.
+    handled: set[str] = field(default_factory=set)
 
     def add(self, other: BatchResult) -> None:
         self.indexed += other.indexed
@@ -54,6 +61,14 @@ class BatchResult:
         self.embedded_texts += other.embedded_texts
         self.cache_hits += other.cache_hits
         self.errors.update(other.errors)
+        self.store_errors += other.store_errors
+        self.store_error = other.store_error or self.store_error
+        self.handled |= other.handled
+
+    @property
+    def progressed(self) -> bool:
+        """Some document got done (indexed, removed or confirmed unchanged)."""
+        return bool(self.indexed or self.removed or self.unchanged)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -112,6 +127,7 @@ class ProjectRagIndexer:
         self.settings = settings
         self.config = config
         self.metrics = metrics
+        self.releaser = ClaimReleaser(control)
 
     def retry_delay(self, attempts: int) -> float:
         """Exponential backoff with jitter, capped."""
@@ -123,27 +139,54 @@ class ProjectRagIndexer:
         """Spec §4.3 for one claimed document."""
         return self.index_batch(doc.tenant_id, doc.project_id, [doc], worker_id)
 
-    def _parts(self, doc: Document, include_summaries: bool) -> list[SourceText]:
+    def _parts(self, doc: Document, include_summaries: bool) -> tuple[list[SourceText], bool]:
+        """What to index of a document, each text cut at the engine's limit, and whether one
+        was cut (the document is the host's: it is kept whole, only its index stops there)."""
+        texts = [(doc.content, ChunkKind.CONTENT.value)]
+        if include_summaries and doc.summary:
+            texts.append((doc.summary, ChunkKind.SUMMARY.value))
         parts: list[SourceText] = []
-        if doc.content.strip():
-            parts.append(SourceText(doc.content, ChunkKind.CONTENT.value, doc.path))
-        if include_summaries and doc.summary and doc.summary.strip():
-            parts.append(SourceText(doc.summary, ChunkKind.SUMMARY.value, doc.path))
-        return parts
+        truncated = False
+        for text, kind in texts:
+            if text.strip():
+                kept, cut = self.rags.clip(text)
+                truncated = truncated or cut
+                parts.append(SourceText(kept, kind, doc.path))
+        return parts, truncated
 
     def index_batch(
         self, tenant_id: str, project_id: str, docs: Sequence[Document], worker_id: str
     ) -> BatchResult:
+        """Index a claimed batch. Never raises: whatever fails (the store included) fails
+        the documents not done yet, and their claims are given back (or kept for retry)."""
         result = BatchResult()
+        try:
+            self._index_batch(tenant_id, project_id, docs, worker_id, result)
+        except Exception as exc:
+            if not isinstance(exc, RagError):
+                log.exception("indexing a batch of %s/%s failed", tenant_id, project_id)
+            for doc in docs:
+                if doc.id not in result.handled:
+                    self._fail(doc, worker_id, exc, result)
+        return result
+
+    def _index_batch(
+        self,
+        tenant_id: str,
+        project_id: str,
+        docs: Sequence[Document],
+        worker_id: str,
+        result: BatchResult,
+    ) -> None:
         if not docs:
-            return result
+            return
         # Kill switch flipped between claim and now: give the claims back without counting a
         # failure or warning (provider ``none`` is a decision, not an error; spec §6.1).
         snapshot = self.settings.snapshot(tenant_id, project_id)
         if not snapshot.embeddings_enabled():
             for doc in docs:
-                self._release_quietly(doc, worker_id)
-            return result
+                self._release_quietly(doc, worker_id, result)
+            return
         try:
             rag = self.project_rags.ensure_default_rag(
                 tenant_id, project_id, strict=True, snapshot=snapshot
@@ -151,18 +194,21 @@ class ProjectRagIndexer:
         except Exception as exc:  # provider misconfigured: every document fails alike
             for doc in docs:
                 self._fail(doc, worker_id, exc, result)
-            return result
+            return
         if rag is None:  # embeddings switched off between claim and now
             for doc in docs:
-                self._release_quietly(doc, worker_id)
-            return result
+                self._release_quietly(doc, worker_id, result)
+            return
         include = bool(snapshot.effective["rag.project.includeSummaries"])
         sources: dict[str, list[SourceText]] = {}
         by_id: dict[str, Document] = {}
+        clipped: set[str] = set()
         for doc in docs:
             by_id[doc.id] = doc
             if self.documents.is_rag_eligible(doc):
-                sources[doc.id] = self._parts(doc, include)
+                sources[doc.id], cut = self._parts(doc, include)
+                if cut:
+                    clipped.add(doc.id)
             else:
                 self._commit(rag, doc, worker_id, [], IndexState.NONE, result)
         to_embed: dict[str, list[SourceText]] = {}
@@ -174,13 +220,20 @@ class ProjectRagIndexer:
             elif self._chunks_intact(rag, doc, fp):
                 # The chunks were built from exactly this (a no-op reindex): mark it clean.
                 self._commit(
-                    rag, doc, worker_id, None, IndexState.INDEXED, result, doc.rag_indexed_hash
+                    rag,
+                    doc,
+                    worker_id,
+                    None,
+                    IndexState.INDEXED,
+                    result,
+                    doc.rag_indexed_hash,
+                    truncated=ref in clipped,
                 )
                 result.unchanged += 1
             else:
                 to_embed[ref] = parts
         if not to_embed:
-            return result
+            return
         try:
             grouped, stats = self.rags.embed_sources(rag, to_embed)
             self._count(stats, result)
@@ -196,8 +249,17 @@ class ProjectRagIndexer:
                     self._fail(by_id[ref], worker_id, exc, result)
         for ref, nodes in grouped.items():
             recorded = f"{fingerprint(rag, to_embed[ref])}:{len(nodes)}"
-            self._commit(rag, by_id[ref], worker_id, nodes, IndexState.INDEXED, result, recorded)
-        return result
+            self._commit(
+                rag,
+                by_id[ref],
+                worker_id,
+                nodes,
+                IndexState.INDEXED,
+                result,
+                recorded,
+                truncated=ref in clipped,
+            )
+        return
 
     def _chunks_intact(self, rag: RagRecord, doc: Document, fp: str) -> bool:
         """The document's chunks were built from exactly these inputs and nobody has added or
@@ -222,19 +284,23 @@ class ProjectRagIndexer:
         state: IndexState,
         result: BatchResult,
         indexed_hash: str | None = None,
+        *,
+        truncated: bool = False,
     ) -> None:
         """Fenced write: replace chunks + mark clean, only while the lease is still ours.
         ``nodes`` None: the chunks are already right, only mark clean; empty: remove them.
 
         Where the store has no transactions (MongoDB), the claim token fences instead: the
         chunks are written as generation ``rag_claim_token`` (a newer claim's write is never
-        superseded by this one) and the clean mark only lands while that claim holds."""
+        superseded by this one) and the clean mark only lands while that claim holds.
+        ``truncated``: a text was indexed only up to the limit."""
         t, p = doc.tenant_id, doc.project_id
         token = doc.rag_claim_token
         try:
             with self.control.transaction():
                 if not self.control.holds_claim(t, p, doc.id, worker_id):
                     result.lost_lease += 1
+                    result.handled.add(doc.id)
                     return
                 if nodes is not None:
                     self.rags.write_source(rag, doc.id, nodes, generation=token)
@@ -247,6 +313,7 @@ class ProjectRagIndexer:
                     state=state,
                     indexed_hash=indexed_hash,
                     claim_token=token,
+                    truncated=truncated,
                 )
             if not marked:  # the lease went to another claim between the check and now
                 result.lost_lease += 1
@@ -254,6 +321,7 @@ class ProjectRagIndexer:
         except Exception as exc:
             self._fail(doc, worker_id, exc, result)
             return
+        result.handled.add(doc.id)
         self.metrics.indexer_runs.labels(outcome="success").inc()
         if state is IndexState.NONE:
             result.removed += 1
@@ -262,31 +330,46 @@ class ProjectRagIndexer:
             result.chunks += len(nodes or ())
 
     def _fail(self, doc: Document, worker_id: str, exc: BaseException, result: BatchResult) -> None:
+        """Count a failed document and give its claim back. A failure of the store is not the
+        document's: it costs no attempt, and the next pass retries it after the interval."""
         error = error_text(exc)
+        store = isinstance(exc, StoreError)
         log.warning("indexing %s (%s) failed: %s", doc.path, doc.id, error)
         self.metrics.indexer_runs.labels(outcome="failed").inc()
         result.failed += 1
         result.errors[doc.id] = error
-        try:
-            self.control.release_rag_claim(
+        result.handled.add(doc.id)
+        if store:
+            result.store_errors += 1
+            result.store_error = error
+        self.releaser.release(
+            Release(
                 doc.tenant_id,
                 doc.project_id,
                 doc.id,
                 worker_id,
                 error=error,
-                retry_delay_s=self.retry_delay(doc.index_attempts),
+                retry_delay_s=(
+                    self.config.indexer_interval_s
+                    if store
+                    else self.retry_delay(doc.index_attempts)
+                ),
                 max_attempts=self.config.max_attempts,
+                count_attempt=not store,
             )
-        except Exception:  # the lease TTL recovers it
-            log.exception("could not release the claim on %s", doc.id)
+        )
 
-    def _release_quietly(self, doc: Document, worker_id: str) -> None:
-        self.control.release_rag_claim(
-            doc.tenant_id,
-            doc.project_id,
-            doc.id,
-            worker_id,
-            error="embeddings switched off",
-            retry_delay_s=self.config.indexer_interval_s,
-            max_attempts=1_000_000,
+    def _release_quietly(self, doc: Document, worker_id: str, result: BatchResult) -> None:
+        result.handled.add(doc.id)
+        self.releaser.release(
+            Release(
+                doc.tenant_id,
+                doc.project_id,
+                doc.id,
+                worker_id,
+                error="embeddings switched off",
+                retry_delay_s=self.config.indexer_interval_s,
+                max_attempts=1_000_000,
+                count_attempt=False,
+            )
         )

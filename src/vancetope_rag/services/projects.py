@@ -22,6 +22,7 @@ from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
 from vancetope_rag.store.port import ControlStore
+from vancetope_rag.store.types import RagScope
 
 log = get_logger(__name__)
 
@@ -164,15 +165,46 @@ class ProjectRagService:
                 )
             self.rags.registry.load(snapshot.embedding())
             self.dispose_default_rag(tenant_id, project_id)
-        self.ensure_default_rag(tenant_id, project_id, strict=True)
+        rag = self.ensure_default_rag(tenant_id, project_id, strict=True)
+        self.collect_garbage(tenant_id, project_id, rag)
         queued = self.documents.mark_all_for_reindex(tenant_id, project_id)
         return ReindexResult(rebuild=rebuild, documents_queued=queued)
+
+    def collect_garbage(self, tenant_id: str, project_id: str, rag: RagRecord | None) -> int:
+        """Remove chunks no document or RAG owns; returns how many.
+
+        * in ``_documents``, chunks whose source ref is no current document of the project:
+          manual writes (spec §9: "only as a quick test") and chunks of documents deleted
+          behind the services' back; no indexer pass would ever overwrite them;
+        * chunks of RAG ids with no catalog row any more (a RAG row deleted by direct
+          database access, spec §10): unreachable, but still stored.
+
+        Chunks are listed before their owners are looked up, so a document or RAG created
+        meanwhile (its chunks come after its row) is never taken for garbage.
+        """
+        removed = 0
+        chunk_rags = self.rags.chunks.chunk_rags(tenant_id, project_id)
+        for rag_id, dim in chunk_rags.items():
+            if self.control.get_rag(tenant_id, project_id, rag_id) is None:
+                removed += self.rags.chunks.drop_rag(RagScope(tenant_id, project_id, rag_id, dim))
+        if rag is not None:
+            scope = RagScope.of(rag)
+            refs = self.rags.chunks.source_refs(scope)
+            live = self.control.document_paths(tenant_id, project_id, refs)
+            stale = [r for r in refs if r not in live]
+            for start in range(0, len(stale), 500):
+                batch = stale[start : start + 500]
+                removed += self.rags.chunks.remove_chunks(scope, filters={"sourceRef": batch})
+        if removed:
+            log.info("project %s/%s: removed %d orphaned chunks", tenant_id, project_id, removed)
+        return removed
 
     def status(self, tenant_id: str, project_id: str) -> RagStatus:
         rag = self.find_default_rag(tenant_id, project_id)
         counts = self.control.document_state_counts(tenant_id, project_id)
+        truncated = self.control.count_truncated(tenant_id, project_id)
         if rag is None:
-            return RagStatus(exists=False, documents=counts)
+            return RagStatus(exists=False, documents=counts, truncated_documents=truncated)
         return RagStatus(
             exists=True,
             rag_id=rag.id,
@@ -181,6 +213,7 @@ class ProjectRagService:
             chunk_count=self.rags.chunk_count(rag),
             created_at=rag.created_at,
             documents=counts,
+            truncated_documents=truncated,
         )
 
 

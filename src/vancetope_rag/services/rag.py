@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index.core import Document as LIDocument
@@ -18,6 +18,7 @@ from vancetope_rag.domain.retrieval import (
     check_query_args,
     parse_retrieval_mode,
 )
+from vancetope_rag.domain.texts import TextLimit, check_label, check_metadata, check_text
 from vancetope_rag.embeddings import (
     CachedEmbedding,
     EmbeddingRegistry,
@@ -27,41 +28,23 @@ from vancetope_rag.embeddings import (
 )
 from vancetope_rag.errors import InvalidInputError, RagNotFoundError, ReservedNameError
 from vancetope_rag.secrets import get_logger
-from vancetope_rag.services.chunking import ingestion_pipeline
-from vancetope_rag.services.retrieval import Retriever
+from vancetope_rag.services.chunking import chunking_for, ingestion_pipeline
+from vancetope_rag.services.retrieval import Retriever, citable_hits
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
+from vancetope_rag.services.sources import (
+    DEFAULT_MAX_TEXT_CHARS,
+    IngestStats,
+    SourceText,
+    manual_parts,
+)
 from vancetope_rag.store.llamaindex_store import KIND_KEY, PATH_KEY, SOURCE_KEY, RagVectorStore
 from vancetope_rag.store.port import ChunkStore, ControlStore
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
 log = get_logger(__name__)
 
-_NAME = re.compile(r"^[\w][\w .-]{0,99}$")
-
-
-@dataclass(frozen=True)
-class SourceText:
-    """One text to index under a source (a document's content or its summary)."""
-
-    text: str
-    kind: str = ChunkKind.CONTENT.value
-    path: str | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class IngestStats:
-    chunks: int = 0
-    embedded_texts: int = 0
-    cache_hits: int = 0
-
-
-def _check_text(text: object, what: str = "text") -> str:
-    if not isinstance(text, str):
-        raise InvalidInputError(f"{what} must be a string")
-    if not text.strip():
-        raise InvalidInputError(f"{what} is empty; give some text to index or query")
-    return text.replace("\x00", "")
+# fullmatch, not `$`: `$` also matches before a trailing newline ("notes\n" was accepted).
+_NAME = re.compile(r"\w[\w .-]{0,99}")
 
 
 class RagService:
@@ -77,14 +60,26 @@ class RagService:
         default_chunk_size: int | None = None,
         default_chunk_overlap: int | None = None,
         fusion: FusionParams | None = None,
+        max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
     ) -> None:
         self.control = control
+        self.limit = TextLimit(max_text_chars)
         self.chunks = chunks
         self.registry = registry
         self.settings = settings
         self.default_chunk_size = default_chunk_size
         self.default_chunk_overlap = default_chunk_overlap
         self.retriever = Retriever(chunks, fusion or FusionParams())
+
+    # -- the text limit ----------------------------------------------------------------
+
+    def check_text_size(self, text: str, what: str = "text") -> str:
+        """``text`` when within the engine's limit (:meth:`TextLimit.check`)."""
+        return self.limit.check(text, what)
+
+    def clip(self, text: str) -> tuple[str, bool]:
+        """A document's text cut at the engine's limit (:meth:`TextLimit.clip`)."""
+        return self.limit.clip(text)
 
     # -- embedding ---------------------------------------------------------------------
 
@@ -130,7 +125,7 @@ class RagService:
         snapshot: SettingsSnapshot | None = None,
     ) -> RagRecord:
         """Create a RAG pinned to the project's current embedding model."""
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise InvalidInputError(
                 f"invalid RAG name {name!r}: use 1-100 letters, digits, spaces, '_', '-' or '.'",
                 rag_name=str(name),
@@ -141,6 +136,9 @@ class RagService:
                 "choose a name without the leading underscore",
                 rag_name=name,
             )
+        for label, value, longest in (("title", title, 200), ("description", description, 2000)):
+            if value is not None:
+                check_label(value, label, longest)
         snapshot = snapshot or self.settings.snapshot(tenant_id, project_id)
         if not snapshot.embeddings_enabled():
             raise embeddings_disabled(
@@ -151,7 +149,13 @@ class RagService:
                 rag_name=name,
             )
         loaded = self.registry.load(snapshot.embedding())
-        size, overlap = self._chunking(loaded, chunk_size, chunk_overlap)
+        size, overlap = chunking_for(
+            loaded,
+            chunk_size,
+            chunk_overlap,
+            default_size=self.default_chunk_size,
+            default_overlap=self.default_chunk_overlap,
+        )
         record = RagRecord(
             id=uuid.uuid4().hex,
             tenant_id=tenant_id,
@@ -169,31 +173,6 @@ class RagService:
         # the indexer holds this RAG's documents until they are READY
         self.chunks.prepare_dimension(record.embedding_dimension)
         return self.control.insert_rag(record)
-
-    def _chunking(
-        self, loaded: LoadedModel, chunk_size: int | None, chunk_overlap: int | None
-    ) -> tuple[int, int]:
-        default_size, default_overlap = loaded.default_chunking()
-        size = chunk_size if chunk_size is not None else self.default_chunk_size or default_size
-        if chunk_overlap is not None:
-            overlap = chunk_overlap
-        elif self.default_chunk_overlap is not None:
-            overlap = self.default_chunk_overlap
-        else:
-            overlap = min(default_overlap, size // 4)
-        if not isinstance(size, int) or size < 16:
-            raise InvalidInputError(f"chunkSize must be an integer of at least 16, got {size!r}")
-        if size > loaded.max_chunk_tokens:
-            raise InvalidInputError(
-                f"chunkSize {size} exceeds what {loaded.model} reads ({loaded.max_chunk_tokens} "
-                f"tokens); text past that would be silently dropped. Use at most "
-                f"{loaded.max_chunk_tokens}."
-            )
-        if not isinstance(overlap, int) or not 0 <= overlap < size:
-            raise InvalidInputError(
-                f"chunkOverlap must be an integer from 0 to {size - 1}, got {overlap!r}"
-            )
-        return size, overlap
 
     def get(self, tenant_id: str, project_id: str, ref: str) -> RagRecord:
         """A RAG by id or name, inside the tenant's project only."""
@@ -275,7 +254,7 @@ class RagService:
                     PATH_KEY: part.path,
                     SOURCE_KEY: source_ref,
                 }
-                doc = LIDocument(text=_check_text(part.text), metadata=meta)
+                doc = LIDocument(text=check_text(part.text), metadata=meta)
                 doc.excluded_embed_metadata_keys = list(meta)
                 doc.excluded_llm_metadata_keys = list(meta)
                 docs.append(doc)
@@ -324,25 +303,50 @@ class RagService:
         kind: str = ChunkKind.CONTENT.value,
         path: str | None = None,
     ) -> IngestStats:
-        """Chunk, embed and add a text to the RAG (existing chunks of the source stay)."""
-        text = _check_text(text)
-        ref = source_ref or uuid.uuid4().hex
-        meta = dict(metadata or {})
+        """Chunk, embed and add a text to the RAG (existing chunks of the source stay).
+
+        A manual write: in ``_documents`` the chunk keeps no path (see :meth:`manual_parts`).
+        """
+        text = self.check_text_size(check_text(text))
+        ref = uuid.uuid4().hex if source_ref is None else check_label(source_ref, "sourceRef", 1024)
+        if not ref.strip():
+            ref = uuid.uuid4().hex
+        meta: dict[str, Any] = check_metadata(metadata)
         path = path if path is not None else meta.pop("path", None)
         kind = str(meta.pop("kind", kind))
-        grouped, stats = self.embed_sources(
-            rag, {ref: [SourceText(text=text, kind=kind, path=path, metadata=meta)]}
-        )
+        parts = self.manual_parts(rag, [SourceText(text=text, kind=kind, path=path, metadata=meta)])
+        grouped, stats = self.embed_sources(rag, {ref: parts})
         self.vector_store(rag).add(grouped[ref])
         return stats
 
     def replace_source(
         self, rag: RagRecord, source_ref: str, parts: Sequence[SourceText]
     ) -> IngestStats:
-        """Index ``parts`` as the complete new content of ``source_ref``."""
-        grouped, stats = self.embed_sources(rag, {source_ref: parts})
-        self.write_source(rag, source_ref, grouped[source_ref])
-        return stats
+        """Index ``parts`` as the complete new content of ``source_ref`` (a manual write)."""
+        return self.replace_sources(rag, {source_ref: parts})
+
+    def replace_sources(
+        self, rag: RagRecord, sources: Mapping[str, Sequence[SourceText]]
+    ) -> IngestStats:
+        """Manual writes of many sources: one embedding run, then each source replaced.
+        Texts (a document's, a file's) are indexed up to the limit; ``truncated`` counts the
+        sources cut there."""
+        manual: dict[str, list[SourceText]] = {}
+        truncated = 0
+        for ref, parts in sources.items():
+            check_label(ref, "sourceRef", 1024)
+            clipped = [(p, *self.clip(p.text)) for p in self.manual_parts(rag, parts)]
+            manual[ref] = [dataclasses.replace(p, text=text) for p, text, _ in clipped]
+            truncated += any(cut for _, _, cut in clipped)
+        grouped, stats = self.embed_sources(rag, manual) if manual else ({}, IngestStats())
+        for ref, nodes in grouped.items():
+            self.write_source(rag, ref, nodes)
+        return dataclasses.replace(stats, truncated=truncated)
+
+    @staticmethod
+    def manual_parts(rag: RagRecord, parts: Sequence[SourceText]) -> list[SourceText]:
+        """What a manual write stores (:func:`.sources.manual_parts`)."""
+        return manual_parts(rag, parts)
 
     def remove_by_source(self, rag: RagRecord, source_ref: str) -> int:
         return self.chunks.remove_by_source(RagScope.of(rag), source_ref)
@@ -364,8 +368,9 @@ class RagService:
         """Embed ``text`` with the RAG's pinned model and return the best hits, ``dense`` or
         ``hybrid`` (``mode`` None: the project's ``rag.retrieval.mode``); ``min_score`` gates
         every hit's own cosine in both modes (``snapshot``: the project's settings, when the
-        caller already read them)."""
-        text = _check_text(text, "query")
+        caller already read them). ``_documents`` hits come as they may be cited now
+        (:func:`~vancetope_rag.services.retrieval.citable_hits`)."""
+        text = self.check_text_size(check_text(text, "query"), "query")
         check_query_args(top_k, min_score, max_per_doc)  # before paying for an embedding
         if mode is None:
             snapshot = snapshot or self.settings.snapshot(rag.tenant_id, rag.project_id)
@@ -373,10 +378,11 @@ class RagService:
         resolved = parse_retrieval_mode(mode)
         vector = self.model_for(rag, snapshot).embed_model.get_query_embedding(text)
         hybrid = resolved is RetrievalMode.HYBRID
-        return (self.retriever.hybrid if hybrid else self.retriever.dense_text)(
+        hits = (self.retriever.hybrid if hybrid else self.retriever.dense_text)(
             RagScope.of(rag), text, vector, top_k=top_k, min_score=min_score,
             max_per_doc=max_per_doc, filters=filters,
         )  # fmt: skip
+        return citable_hits(self.control, rag, hits)
 
     def query_vector(
         self,
@@ -388,8 +394,9 @@ class RagService:
         max_per_doc: int | None = None,
         filters: ChunkFilter | None = None,
     ) -> list[Hit]:
-        """The best hits for an already embedded query, by cosine similarity."""
-        return self.retriever.dense(
+        """The best hits for an already embedded query, by cosine similarity
+        (``_documents`` hits as they may be cited now, as in :meth:`query`)."""
+        hits = self.retriever.dense(
             RagScope.of(rag),
             vector,
             top_k=top_k,
@@ -397,3 +404,4 @@ class RagService:
             max_per_doc=max_per_doc,
             filters=filters,
         )
+        return citable_hits(self.control, rag, hits)

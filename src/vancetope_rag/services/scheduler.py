@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import IndexState
-from vancetope_rag.errors import RagError
+from vancetope_rag.errors import RagError, StoreError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.indexer import BatchResult, ProjectRagIndexer, error_text
@@ -58,6 +58,8 @@ class ProjectRagIndexScheduler:
         self._sleep = sleep
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: Why the background thread gave up (consecutive store failures), else None.
+        self.fatal_error: str | None = None
 
     def blocked(self, tenant_id: str, project_id: str, *, warn: bool = True) -> str | None:
         """Why this project is not indexed now (the metric outcome), or None when it is.
@@ -90,7 +92,11 @@ class ProjectRagIndexScheduler:
         return None
 
     def tick(self) -> TickResult:
+        """One pass over this node's projects. Claims the store refused to take back earlier
+        are given back first. A store failure inside a project is counted in
+        ``store_errors`` (the project is skipped); one before any project raises."""
         result = TickResult()
+        self.indexer.releaser.retry()
         for project in self.control.projects_for_node(self.config.node_id):
             t, p = project.tenant_id, project.project_id
             result.projects += 1
@@ -104,6 +110,9 @@ class ProjectRagIndexScheduler:
                 )
             except RagError as exc:
                 log.warning("project %s/%s skipped this tick: %s", t, p, exc)
+                if isinstance(exc, StoreError):
+                    result.store_errors += 1
+                    result.store_error = exc.message
                 continue
             result.claimed += len(docs)
             result.add(self.indexer.index_batch(t, p, docs, self.worker_id))
@@ -194,6 +203,20 @@ class ProjectRagIndexScheduler:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        self._give_back()
+
+    def _give_back(self) -> None:
+        """Last try to give back claims the store refused (else their lease expires)."""
+        try:
+            left = self.indexer.releaser.retry()
+        except Exception:  # the store may be gone altogether
+            left = self.indexer.releaser.pending
+        if left:
+            log.warning(
+                "%d claims could not be given back; their lease (%gs) frees them",
+                left,
+                self.config.claim_ttl_s,
+            )
 
     @property
     def running(self) -> bool:
@@ -202,12 +225,28 @@ class ProjectRagIndexScheduler:
     def _loop(self) -> None:
         if self._stop.wait(self.config.indexer_initial_delay_s):
             return
+        failures = 0  # consecutive ticks the store failed
         while not self._stop.is_set():
+            store_error: str | None = None
             try:
                 tick = self.tick()
+                if tick.store_errors and not tick.progressed:
+                    store_error = tick.store_error
+            except StoreError as exc:
+                log.warning("indexer tick failed: %s", exc.message)
+                store_error = exc.message
+                tick = TickResult()
             except Exception:
                 log.exception("indexer tick failed")
                 tick = TickResult()
+            failures = failures + 1 if store_error else 0
+            if failures >= self.config.max_store_failures:
+                self.fatal_error = (
+                    f"the store failed {failures} indexer ticks in a row; last error: "
+                    f"{store_error}"
+                )
+                log.error("background indexer stops: %s", self.fatal_error)
+                return
             # A full batch means more is waiting: go again at once instead of idling.
             busy = tick.claimed >= self.config.indexer_batch_size
             if self._stop.wait(0 if busy else self.config.indexer_interval_s):

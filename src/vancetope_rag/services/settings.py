@@ -12,6 +12,7 @@ from vancetope_rag.domain.settings import (
     mask_secret,
     resolve_setting,
 )
+from vancetope_rag.domain.texts import check_id
 from vancetope_rag.embeddings import PROVIDER_NONE, EmbeddingSettings
 from vancetope_rag.errors import EmbeddingDisabledError, SettingError
 from vancetope_rag.secrets import register_secret
@@ -67,6 +68,7 @@ class SettingsService:
         self._control = control
 
     def _scope_values(self, tenant_id: str, project_id: str | None) -> dict[str, Any]:
+        _check_scope(tenant_id, project_id)
         raw = self._control.get_settings(tenant_id, project_id)
         return {k: decode_setting(k, v) for k, v in raw.items() if k in SETTINGS}
 
@@ -109,6 +111,7 @@ class SettingsService:
 
     def set(self, tenant_id: str, project_id: str | None, key: str, value: object) -> None:
         """Set a value at tenant scope (project None) or project scope; None unsets it."""
+        _check_scope(tenant_id, project_id)
         if value is None:
             if key not in SETTINGS:
                 raise SettingError(f"unknown setting {key!r}")
@@ -117,6 +120,14 @@ class SettingsService:
         if SETTINGS.get(key) is not None and SETTINGS[key].secret and isinstance(value, str):
             register_secret(value)
         self._control.set_setting(tenant_id, project_id, key, encode_setting(key, value))
+
+
+def _check_scope(tenant_id: str, project_id: str | None) -> None:
+    """Project ``None`` is the tenant scope; any other project id must be a valid id (the
+    store keeps the tenant scope under project '', so '' must never be taken as a project)."""
+    check_id(tenant_id, "tenant id")
+    if project_id is not None:
+        check_id(project_id, "project id")
 
 
 def embeddings_disabled(

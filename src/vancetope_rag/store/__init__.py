@@ -66,12 +66,20 @@ def sqlite_path_from_uri(uri: str) -> str:
     return path
 
 
-def open_store(uri: str, *, clock: Clock = time.time, vector_cache: bool = True) -> Store:
+def open_store(
+    uri: str,
+    *,
+    clock: Clock = time.time,
+    vector_cache: bool = True,
+    busy_timeout_s: float = 30.0,
+) -> Store:
     """Open the store a URI names. A plain file path is read as a SQLite store.
 
     ``vector_cache`` (SQLite): answer unfiltered queries from in-process indexes kept coherent
     with the file (vectors: :mod:`vancetope_rag.store.vector_cache`; BM25:
     :mod:`vancetope_rag.store.lexical_index`); off, every query goes to sqlite-vec and FTS5.
+    ``busy_timeout_s`` (SQLite): how long a statement waits for a lock another process holds
+    before it fails with a :class:`StoreError`.
     """
     if not uri or not uri.strip():
         raise StoreError("no store URI given; pass --store or set VANCETOPE_RAG_STORE")
@@ -98,7 +106,7 @@ def open_store(uri: str, *, clock: Clock = time.time, vector_cache: bool = True)
     from vancetope_rag.store.sqlite_db import SqliteDatabase
     from vancetope_rag.store.vector_cache import VectorCache
 
-    db = SqliteDatabase(Path(path))
+    db = SqliteDatabase(Path(path), busy_timeout_ms=max(1, int(busy_timeout_s * 1000)))
     chunks = SqliteChunkStore(
         db,
         cache=VectorCache() if vector_cache else None,

@@ -250,6 +250,20 @@ class MongoChunkStore:
 
     # -- reads (the collection as written, on the primary) -----------------------------
 
+    def source_refs(self, scope: RagScope) -> list[str]:
+        refs = self._collection(scope).distinct("sourceRef", mq.scope_match(scope))
+        return sorted(str(r) for r in refs)
+
+    def chunk_rags(self, tenant_id: str, project_id: str) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for name in self.db.list_collection_names():  # one collection per dimension
+            dim = ix.dimension_of(name)
+            if dim is not None:
+                flt = {"tenantId": tenant_id, "projectId": project_id}
+                for rag_id in self.db[name].distinct("ragId", flt):
+                    found[str(rag_id)] = dim
+        return found
+
     def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
         rows = list(self._collection(scope).aggregate(mq.count_pipeline(scope, filters)))
         return int(rows[0]["n"]) if rows else 0

@@ -195,13 +195,6 @@ class MongoControlStore:
         found = self.documents.find_one(q.scope_filter(tenant_id, project_id, _id=document_id))
         return q.document_from_bson(found) if found else None
 
-    def document_paths(
-        self, tenant_id: str, project_id: str, document_ids: Sequence[str]
-    ) -> dict[str, str]:
-        flt = q.scope_filter(tenant_id, project_id)
-        flt["_id"] = {"$in": list(dict.fromkeys(document_ids))}
-        return {str(d["_id"]): str(d["path"]) for d in self.documents.find(flt, {"path": 1})}
-
     def get_document_by_path(self, tenant_id: str, project_id: str, path: str) -> Document | None:
         found = self.documents.find_one(q.scope_filter(tenant_id, project_id, path=path))
         return q.document_from_bson(found) if found else None
@@ -216,6 +209,16 @@ class MongoControlStore:
             flt["path"] = {"$regex": "^" + re.escape(path_prefix)}
         cursor = self.documents.find(flt).sort([("path", 1)])
         return [q.document_from_bson(d) for d in cursor]
+
+    def document_paths(
+        self, tenant_id: str, project_id: str, document_ids: Sequence[str]
+    ) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for part in unique_batches(document_ids, 500):
+            flt = q.scope_filter(tenant_id, project_id, _id={"$in": part})
+            for d in self.documents.find(flt, {"path": 1}):
+                found[str(d["_id"])] = str(d["path"])
+        return found
 
     def delete_document(self, tenant_id: str, project_id: str, document_id: str) -> bool:
         result = self.documents.delete_one(q.scope_filter(tenant_id, project_id, _id=document_id))
@@ -270,10 +273,13 @@ class MongoControlStore:
         state: IndexState,
         indexed_hash: str | None = None,
         claim_token: int | None = None,
+        truncated: bool = False,
     ) -> bool:
         result = self.documents.update_one(
             q.claim_holder(tenant_id, project_id, document_id, worker_id, claim_token),
-            q.mark_clean_update(version, state, indexed_hash, self._time()),
+            q.mark_clean_update(
+                version, state, indexed_hash, self._time(), truncated=truncated
+            ),
         )
         return bool(result.matched_count)
 
@@ -287,10 +293,13 @@ class MongoControlStore:
         error: str,
         retry_delay_s: float,
         max_attempts: int,
+        count_attempt: bool = True,
     ) -> IndexState:
         found = self.documents.find_one_and_update(
             q.claim_holder(tenant_id, project_id, document_id, worker_id),
-            q.release_update(error, retry_delay_s, max_attempts, self._time()),
+            q.release_update(
+                error, retry_delay_s, max_attempts, self._time(), count_attempt=count_attempt
+            ),
             projection={"indexState": 1},
             return_document=ReturnDocument.AFTER,
         )
@@ -304,6 +313,10 @@ class MongoControlStore:
             ]
         )
         return state_counts((row["_id"], row["n"]) for row in rows)
+
+    def count_truncated(self, tenant_id: str, project_id: str) -> int:
+        flt = q.scope_filter(tenant_id, project_id, truncated=True)
+        return int(self.documents.count_documents(flt))
 
     # -- RAG catalog -------------------------------------------------------------------
 

@@ -103,7 +103,6 @@ def filter_expression(filters: ChunkFilter | None) -> dict[str, Any]:
         terms.append({"$eq": [test, False]} if negated else test)
     return {"$and": terms} if terms else {"$literal": True}
 
-
 def vector_search_filter(scope: RagScope, filters: ChunkFilter | None) -> dict[str, Any]:
     """The ``$vectorSearch`` pre-filter: always tenant, project and RAG, then the filters."""
     clauses: list[dict[str, Any]] = [

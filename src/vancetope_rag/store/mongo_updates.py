@@ -184,7 +184,12 @@ def dirty_stage() -> dict[str, Any]:
 
 
 def mark_clean_update(
-    version: int, state: IndexState, indexed_hash: str | None, time: TimeSource
+    version: int,
+    state: IndexState,
+    indexed_hash: str | None,
+    time: TimeSource,
+    *,
+    truncated: bool = False,
 ) -> Pipeline:
     """Finish a claim; stays dirty (PENDING) when the version moved on during the claim."""
     same = {"$eq": ["$ragVersion", version]}
@@ -195,6 +200,7 @@ def mark_clean_update(
                 "ragClaimedAt": lit(None),
                 "ragClaimToken": lit(None),
                 "ragIndexedHash": lit(indexed_hash),
+                "truncated": lit(truncated),
                 "ragDirty": {"$cond": [same, lit(False), lit(True)]},
                 "indexState": {"$cond": [same, lit(state.value), lit(IndexState.PENDING.value)]},
                 "indexAttempts": lit(0),
@@ -207,12 +213,20 @@ def mark_clean_update(
 
 
 def release_update(
-    error: str, retry_delay_s: float, max_attempts: int, time: TimeSource
+    error: str,
+    retry_delay_s: float,
+    max_attempts: int,
+    time: TimeSource,
+    *,
+    count_attempt: bool = True,
 ) -> Pipeline:
-    """Give a claim back after a failure: retry later, or FAILED after ``max_attempts``."""
+    """Give a claim back after a failure: retry later, or FAILED after ``max_attempts``.
+    ``count_attempt`` False: a failure that was not the document's (the store's) costs it
+    no attempt."""
     gave_up = {"$gte": ["$indexAttempts", max_attempts]}
+    step = 1 if count_attempt else 0
     return [
-        {"$set": {"indexAttempts": {"$add": [{"$ifNull": ["$indexAttempts", 0]}, 1]}}},
+        {"$set": {"indexAttempts": {"$add": [{"$ifNull": ["$indexAttempts", 0]}, step]}}},
         {
             "$set": {
                 "ragClaimedBy": lit(None),
@@ -256,6 +270,7 @@ def new_document_update(doc: NewDocument, content_hash: str, time: TimeSource) -
         "indexNextAttemptAt": None,
         "indexedAt": None,
         "ragIndexedHash": None,
+        "truncated": False,
         "contentHash": content_hash,
     }
     stage = {k: lit(v) for k, v in fields.items()}
@@ -320,6 +335,7 @@ def document_from_bson(d: Mapping[str, Any]) -> Document:
         indexed_at=from_bson_time(d.get("indexedAt")),
         rag_indexed_hash=d.get("ragIndexedHash"),
         rag_claim_token=d.get("ragClaimToken"),
+        truncated=bool(d.get("truncated", False)),
         content_hash=d.get("contentHash", ""),
         created_at=from_bson_time(d.get("createdAt")),
         updated_at=from_bson_time(d.get("updatedAt")),

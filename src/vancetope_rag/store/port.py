@@ -100,8 +100,8 @@ class ControlStore(Protocol):
     def document_paths(
         self, tenant_id: str, project_id: str, document_ids: Sequence[str]
     ) -> dict[str, str]:
-        """The current path of each of ``document_ids`` that exists in the project (one call
-        for a whole turn's citations)."""
+        """Current path by id of those ``document_ids`` that are documents of the project
+        (without loading their content; ids that are no document are left out)."""
         ...
 
     def delete_document(self, tenant_id: str, project_id: str, document_id: str) -> bool: ...
@@ -134,9 +134,11 @@ class ControlStore(Protocol):
         state: IndexState,
         indexed_hash: str | None = None,
         claim_token: int | None = None,
+        truncated: bool = False,
     ) -> bool:
         """Finish a claim. Clears ``rag_dirty`` only when nothing changed since ``version``;
-        records ``indexed_hash``, the fingerprint of what the chunks were built from.
+        records ``indexed_hash``, the fingerprint of what the chunks were built from, and
+        ``truncated``, whether a text was indexed only up to the engine's limit.
         With ``claim_token``, changes nothing unless the document's current claim is that
         one (a worker whose lease was taken over and given again finishes nothing)."""
         ...
@@ -151,11 +153,18 @@ class ControlStore(Protocol):
         error: str,
         retry_delay_s: float,
         max_attempts: int,
+        count_attempt: bool = True,
     ) -> IndexState:
-        """Give a claim back after a failure; after ``max_attempts`` the state is FAILED."""
+        """Give a claim back after a failure; after ``max_attempts`` the state is FAILED.
+        ``count_attempt`` False: the failure was not the document's (the store failed), so
+        it costs no attempt; the document waits ``retry_delay_s`` and is tried again."""
         ...
 
     def document_state_counts(self, tenant_id: str, project_id: str) -> dict[str, int]: ...
+
+    def count_truncated(self, tenant_id: str, project_id: str) -> int:
+        """Documents whose last indexing pass stopped at the text limit."""
+        ...
 
     # RAG catalog
     def insert_rag(self, rag: RagRecord) -> RagRecord: ...
@@ -224,6 +233,15 @@ class ChunkStore(Protocol):
     ) -> int: ...
 
     def drop_rag(self, scope: RagScope) -> int: ...
+
+    def source_refs(self, scope: RagScope) -> list[str]:
+        """The distinct source refs of the RAG's chunks, sorted."""
+        ...
+
+    def chunk_rags(self, tenant_id: str, project_id: str) -> dict[str, int]:
+        """Every RAG id holding chunks in the project, with its vector dimension: finds
+        chunks left behind by a RAG whose catalog row is gone."""
+        ...
 
     def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
         """Chunks of the scope as last written (read from the primary, not from a search

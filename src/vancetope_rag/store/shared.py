@@ -40,7 +40,8 @@ ERROR_TEXT_MAX = 2000
 
 def content_hash(text: str) -> str:
     """The fingerprint stored with a document's content (hex SHA-256 of its UTF-8)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # surrogatepass: the hash never fails; storing text with a lone surrogate is refused later
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def capped_error(text: str) -> str:

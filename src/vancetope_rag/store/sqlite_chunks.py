@@ -25,6 +25,7 @@ from vancetope_rag.store.shared import (
 )
 from vancetope_rag.store.sqlite_db import SqliteDatabase
 from vancetope_rag.store.sqlite_lexical import SqliteLexical
+from vancetope_rag.store.sqlite_errors import ConstraintViolation
 from vancetope_rag.store.sqlite_rows import chunk_filter_sql, chunk_row, insert_sql, row_to_hit
 from vancetope_rag.store.types import ChunkFilter, RagScope
 from vancetope_rag.store.vector_cache import VectorCache
@@ -68,27 +69,26 @@ class SqliteChunkStore:
     def _insert(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
         try:
             return self._insert_rows(scope, chunks)
-        except self.db._apsw.ConstraintError as exc:
-            raise chunk_id_taken_error(scope, exc) from exc
+        except ConstraintViolation as exc:
+            raise chunk_id_taken_error(scope, exc.detail) from exc
 
     def _insert_rows(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
         table = self.db.ensure_vec_table(scope.dimension)
-        conn = self.db.conn
         if any(ch.rag_id != scope.rag_id for ch in chunks):
             raise foreign_chunk_error()
         blobs = [_vector_blob(ch.embedding, scope.dimension) for ch in chunks]
         # Rowids from a high-water mark, never reused: a rowid names one text forever, which
         # the in-process lexical index relies on when it refreshes incrementally.
-        (last,) = conn.execute(
+        ((last,),) = self.db.query(
             "UPDATE counters SET value = value + ? WHERE name = 'chunk_rowid' RETURNING value",
             (len(chunks),),
-        ).fetchone()
+        )
         texts: list[tuple[int, str]] = []
         for rowid, ch, blob in zip(
             range(last - len(chunks) + 1, last + 1), chunks, blobs, strict=True
         ):
-            conn.execute(*insert_sql("chunks", {"rowid": rowid, **chunk_row(scope, ch)}))
-            conn.execute(
+            self.db.execute(*insert_sql("chunks", {"rowid": rowid, **chunk_row(scope, ch)}))
+            self.db.execute(
                 f"INSERT INTO {table} (rowid, rag_id, embedding, kind) VALUES (?, ?, ?, ?)",
                 (rowid, scope.rag_id, blob, ch.kind),
             )
@@ -106,12 +106,11 @@ class SqliteChunkStore:
                 (scope.tenant_id, scope.project_id, scope.rag_id, *params),
             )
         ]
-        conn = self.db.conn
         for start in range(0, len(rowids), 500):
             part = rowids[start : start + 500]
             marks = ",".join("?" * len(part))
-            conn.execute(f"DELETE FROM {table} WHERE rowid IN ({marks})", part)
-            conn.execute(f"DELETE FROM chunks WHERE rowid IN ({marks})", part)
+            self.db.execute(f"DELETE FROM {table} WHERE rowid IN ({marks})", part)
+            self.db.execute(f"DELETE FROM chunks WHERE rowid IN ({marks})", part)
             self.lexical.delete(part)
         return len(rowids)
 
@@ -202,6 +201,22 @@ class SqliteChunkStore:
 
     def sweep(self, *, limit: int = 100) -> int:
         return 0  # a swap is one transaction: nothing is ever left to sweep
+
+    def source_refs(self, scope: RagScope) -> list[str]:
+        rows = self.db.query(
+            "SELECT DISTINCT source_ref FROM chunks WHERE tenant_id = ? AND project_id = ? "
+            "AND rag_id = ? ORDER BY source_ref",
+            (scope.tenant_id, scope.project_id, scope.rag_id),
+        )
+        return [r[0] for r in rows]
+
+    def chunk_rags(self, tenant_id: str, project_id: str) -> dict[str, int]:
+        rows = self.db.query(
+            "SELECT rag_id, max(dim) FROM chunks WHERE tenant_id = ? AND project_id = ? "
+            "GROUP BY rag_id",
+            (tenant_id, project_id),
+        )
+        return {r[0]: int(r[1]) for r in rows}
 
     def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
         where, params = chunk_filter_sql(filters)

@@ -24,10 +24,9 @@ from vancetope_rag.store.shared import (
     rag_exists_error,
     state_counts,
     unique_batches,
-    vector_from_bytes,
-    vector_to_bytes,
 )
 from vancetope_rag.store.sqlite_db import SqliteDatabase
+from vancetope_rag.store.sqlite_errors import ConstraintViolation
 from vancetope_rag.store.sqlite_rows import (
     DIRTY_SETS,
     document_paths_sql,
@@ -39,12 +38,13 @@ from vancetope_rag.store.sqlite_rows import (
     row_to_project,
     row_to_rag,
 )
+from vancetope_rag.store.sqlite_settings import SqliteSettingsAndCache
 from vancetope_rag.store.types import UNSET, Clock, NewDocument, _Unset
 
 T = TypeVar("T")
 
 
-class SqliteControlStore:
+class SqliteControlStore(SqliteSettingsAndCache):
     """:class:`~vancetope_rag.store.port.ControlStore` on a :class:`SqliteDatabase`."""
 
     def __init__(self, db: SqliteDatabase, *, clock: Clock = time.time) -> None:
@@ -120,7 +120,7 @@ class SqliteControlStore:
         try:
             with self.db.transaction():
                 self.db.execute(*insert_sql("documents", row))
-        except self.db._apsw.ConstraintError as exc:
+        except ConstraintViolation as exc:
             raise path_exists_error(doc) from exc
         created = self.get_document(doc.tenant_id, doc.project_id, doc_id)
         assert created is not None
@@ -155,7 +155,7 @@ class SqliteControlStore:
                     "WHERE id = ? AND tenant_id = ? AND project_id = ?",
                     (*params, document_id, tenant_id, project_id),
                 )
-        except self.db._apsw.ConstraintError as exc:
+        except ConstraintViolation as exc:
             raise path_taken_error(path, document_id) from exc
         if not changed:
             raise document_not_found_error(tenant_id, project_id, document_id)
@@ -169,12 +169,6 @@ class SqliteControlStore:
             "SELECT * FROM documents WHERE id = ? AND tenant_id = ? AND project_id = ?",
             (document_id, tenant_id, project_id),
         )
-
-    def document_paths(
-        self, tenant_id: str, project_id: str, document_ids: Sequence[str]
-    ) -> dict[str, str]:
-        rows = self.db.query(*document_paths_sql(tenant_id, project_id, document_ids))
-        return {str(r[0]): str(r[1]) for r in rows}
 
     def get_document_by_path(self, tenant_id: str, project_id: str, path: str) -> Document | None:
         return self._first(
@@ -193,6 +187,15 @@ class SqliteControlStore:
             params += [len(path_prefix), path_prefix]
         sql += " ORDER BY path"
         return [row_to_document(r) for r in self.db.query_dicts(sql, params)]
+
+    def document_paths(
+        self, tenant_id: str, project_id: str, document_ids: Sequence[str]
+    ) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for part in unique_batches(document_ids, 500):
+            for doc_id, path in self.db.query(*document_paths_sql(tenant_id, project_id, part)):
+                found[str(doc_id)] = str(path)
+        return found
 
     def delete_document(self, tenant_id: str, project_id: str, document_id: str) -> bool:
         with self.db.transaction():
@@ -256,6 +259,7 @@ class SqliteControlStore:
         state: IndexState,
         indexed_hash: str | None = None,
         claim_token: int | None = None,
+        truncated: bool = False,
     ) -> bool:
         now = self._clock()
         held = (document_id, tenant_id, project_id, worker_id)
@@ -263,14 +267,14 @@ class SqliteControlStore:
         with self.db.transaction():
             changed = self.db.execute(
                 "UPDATE documents SET rag_claimed_by = NULL, rag_claimed_at = NULL, "
-                "rag_claim_token = NULL, rag_indexed_hash = ?, "
+                "rag_claim_token = NULL, rag_indexed_hash = ?, truncated = ?, "
                 "rag_dirty = CASE WHEN rag_version = ? THEN 0 ELSE 1 END, "
                 "index_state = CASE WHEN rag_version = ? THEN ? ELSE 'pending' END, "
                 "index_attempts = 0, index_last_error = NULL, index_next_attempt_at = NULL, "
                 "indexed_at = ? "
                 "WHERE id = ? AND tenant_id = ? AND project_id = ? AND rag_claimed_by = ?"
                 f"{fenced}",
-                (indexed_hash, version, version, state.value, now, *held),
+                (indexed_hash, int(truncated), version, version, state.value, now, *held),
             )
         return bool(changed)
 
@@ -284,20 +288,22 @@ class SqliteControlStore:
         error: str,
         retry_delay_s: float,
         max_attempts: int,
+        count_attempt: bool = True,
     ) -> IndexState:
         now = self._clock()
         held = (document_id, tenant_id, project_id, worker_id)
+        n = 1 if count_attempt else 0
         with self.db.transaction():
             rows = self.db.query(
                 "UPDATE documents SET rag_claimed_by = NULL, rag_claimed_at = NULL, "
-                "rag_claim_token = NULL, index_attempts = index_attempts + 1, "
+                "rag_claim_token = NULL, index_attempts = index_attempts + ?, "
                 "index_last_error = ?, "
-                "index_state = CASE WHEN index_attempts + 1 >= ? THEN 'failed' ELSE 'pending' END, "
-                "rag_dirty = CASE WHEN index_attempts + 1 >= ? THEN 0 ELSE 1 END, "
-                "index_next_attempt_at = CASE WHEN index_attempts + 1 >= ? THEN NULL ELSE ? END "
+                "index_state = CASE WHEN index_attempts + ? >= ? THEN 'failed' ELSE 'pending' END, "
+                "rag_dirty = CASE WHEN index_attempts + ? >= ? THEN 0 ELSE 1 END, "
+                "index_next_attempt_at = CASE WHEN index_attempts + ? >= ? THEN NULL ELSE ? END "
                 "WHERE id = ? AND tenant_id = ? AND project_id = ? AND rag_claimed_by = ? "
                 "RETURNING index_state",
-                (capped_error(error), *[max_attempts] * 3, now + retry_delay_s, *held),
+                (n, capped_error(error), *[n, max_attempts] * 3, now + retry_delay_s, *held),
             )
         return IndexState(rows[0][0]) if rows else IndexState.PENDING
 
@@ -309,6 +315,14 @@ class SqliteControlStore:
         )
         return state_counts(rows)
 
+    def count_truncated(self, tenant_id: str, project_id: str) -> int:
+        rows = self.db.query(
+            "SELECT count(*) FROM documents WHERE tenant_id = ? AND project_id = ? "
+            "AND truncated = 1",
+            (tenant_id, project_id),
+        )
+        return int(rows[0][0])
+
     # -- RAG catalog -------------------------------------------------------------------
 
     def insert_rag(self, rag: RagRecord) -> RagRecord:
@@ -316,7 +330,7 @@ class SqliteControlStore:
         try:
             with self.db.transaction():
                 self.db.execute(*insert_sql("rags", rag_row(rag, created)))
-        except self.db._apsw.ConstraintError as exc:
+        except ConstraintViolation as exc:
             raise rag_exists_error(rag) from exc
         stored = self.get_rag(rag.tenant_id, rag.project_id, rag.id)
         assert stored is not None
@@ -354,55 +368,4 @@ class SqliteControlStore:
                     "DELETE FROM rags WHERE id = ? AND tenant_id = ? AND project_id = ?",
                     (rag_id, tenant_id, project_id),
                 )
-            )
-
-    # -- settings ----------------------------------------------------------------------
-
-    def get_settings(self, tenant_id: str, project_id: str | None) -> dict[str, str]:
-        rows = self.db.query(
-            "SELECT key, value FROM settings WHERE tenant_id = ? AND project_id = ?",
-            (tenant_id, project_id or ""),
-        )
-        return {k: v for k, v in rows}
-
-    def set_setting(
-        self, tenant_id: str, project_id: str | None, key: str, value: str | None
-    ) -> None:
-        with self.db.transaction():
-            if value is None:
-                self.db.execute(
-                    "DELETE FROM settings WHERE tenant_id = ? AND project_id = ? AND key = ?",
-                    (tenant_id, project_id or "", key),
-                )
-            else:
-                self.db.execute(
-                    "INSERT INTO settings (tenant_id, project_id, key, value) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (tenant_id, project_id, key) DO UPDATE SET value = excluded.value",
-                    (tenant_id, project_id or "", key, value),
-                )
-
-    # -- embedding cache ---------------------------------------------------------------
-
-    def get_cached_embeddings(
-        self, model_key: str, text_hashes: Sequence[str]
-    ) -> dict[str, list[float]]:
-        found: dict[str, list[float]] = {}
-        for part in unique_batches(text_hashes, 500):
-            marks = ",".join("?" * len(part))
-            for h, blob in self.db.query(
-                f"SELECT text_hash, vector FROM embedding_cache WHERE model_key = ? "
-                f"AND text_hash IN ({marks})",
-                (model_key, *part),
-            ):
-                found[h] = vector_from_bytes(blob)
-        return found
-
-    def put_cached_embeddings(self, model_key: str, items: Mapping[str, Sequence[float]]) -> None:
-        if not items:
-            return
-        with self.db.transaction():
-            self.db.conn.executemany(
-                "INSERT OR IGNORE INTO embedding_cache (model_key, text_hash, vector) "
-                "VALUES (?, ?, ?)",
-                [(model_key, h, vector_to_bytes(v)) for h, v in items.items()],
             )

@@ -3,6 +3,11 @@
 Connections are per thread (apsw connections are safe to share, but a transaction is per
 connection, so sharing one would mix transactions of different threads). Several processes may
 open the same file: WAL mode plus ``BEGIN IMMEDIATE`` for every write transaction.
+
+This class is the adapters' only way to the database, and the one place where an apsw error
+becomes a :class:`~vancetope_rag.errors.StoreError` (:func:`.sqlite_errors.store_error`). A
+failed transaction is rolled back and forgets the schema it cached (the ``vec0`` tables made
+in it), whether the failure came from a statement or from ``COMMIT`` itself.
 """
 
 from __future__ import annotations
@@ -12,135 +17,14 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from vancetope_rag.errors import StoreError
+from vancetope_rag.errors import StoreCorruptError, StoreError
 from vancetope_rag.store.lexical import scope_token
+from vancetope_rag.store.sqlite_errors import store_error
+from vancetope_rag.store.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 
-SCHEMA_VERSION = 4
-
-#: Ordered migrations; index i brings the schema from version i to i + 1. Never edit a shipped
-#: entry: add a new one.
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE projects (
-        tenant_id TEXT NOT NULL,
-        project_id TEXT NOT NULL,
-        status TEXT NOT NULL,
-        home_node TEXT,
-        created_at REAL NOT NULL,
-        PRIMARY KEY (tenant_id, project_id)
-    );
-    CREATE TABLE documents (
-        id TEXT PRIMARY KEY,
-        tenant_id TEXT NOT NULL,
-        project_id TEXT NOT NULL,
-        path TEXT NOT NULL,
-        mime_type TEXT NOT NULL,
-        content TEXT NOT NULL,
-        summary TEXT,
-        rag_enabled INTEGER,
-        rag_dirty INTEGER NOT NULL DEFAULT 0,
-        rag_claimed_by TEXT,
-        rag_claimed_at REAL,
-        rag_version INTEGER NOT NULL DEFAULT 0,
-        index_state TEXT NOT NULL DEFAULT 'none',
-        index_attempts INTEGER NOT NULL DEFAULT 0,
-        index_last_error TEXT,
-        index_next_attempt_at REAL,
-        indexed_at REAL,
-        content_hash TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL,
-        UNIQUE (tenant_id, project_id, path)
-    );
-    CREATE INDEX tenant_project_rag_claim_idx
-        ON documents (tenant_id, project_id, rag_dirty, rag_claimed_by);
-    CREATE TABLE rags (
-        id TEXT PRIMARY KEY,
-        tenant_id TEXT NOT NULL,
-        project_id TEXT NOT NULL,
-        name TEXT NOT NULL,
-        title TEXT,
-        description TEXT,
-        embedding_provider TEXT NOT NULL,
-        embedding_model TEXT NOT NULL,
-        embedding_dimension INTEGER NOT NULL,
-        chunk_size INTEGER NOT NULL,
-        chunk_overlap INTEGER NOT NULL,
-        created_at REAL NOT NULL,
-        UNIQUE (tenant_id, project_id, name)
-    );
-    CREATE TABLE settings (
-        tenant_id TEXT NOT NULL,
-        project_id TEXT NOT NULL DEFAULT '',
-        key TEXT NOT NULL,
-        value TEXT NOT NULL,
-        PRIMARY KEY (tenant_id, project_id, key)
-    );
-    CREATE TABLE embedding_cache (
-        model_key TEXT NOT NULL,
-        text_hash TEXT NOT NULL,
-        vector BLOB NOT NULL,
-        PRIMARY KEY (model_key, text_hash)
-    ) WITHOUT ROWID;
-    CREATE TABLE chunks (
-        rowid INTEGER PRIMARY KEY,
-        id TEXT NOT NULL UNIQUE,
-        tenant_id TEXT NOT NULL,
-        project_id TEXT NOT NULL,
-        rag_id TEXT NOT NULL,
-        source_ref TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        path TEXT,
-        text TEXT NOT NULL,
-        metadata TEXT NOT NULL DEFAULT '{}',
-        dim INTEGER NOT NULL
-    );
-    CREATE INDEX chunks_scope_idx ON chunks (tenant_id, project_id, rag_id, source_ref);
-    -- bumped in the same transaction as every chunk write of a RAG: lets in-process caches
-    -- of that RAG's vectors know they are stale with one cheap read.
-    CREATE TABLE rag_generations (
-        rag_id TEXT PRIMARY KEY,
-        generation INTEGER NOT NULL
-    );
-    """,
-    # 2: what a document's chunks were built from (content, summary, RAG, chunking), so a
-    # reindex with nothing changed marks it clean without rewriting its chunks.
-    """
-    ALTER TABLE documents ADD COLUMN rag_indexed_hash TEXT;
-    """,
-    # 3: fencing tokens. A claim draws a token from one increasing sequence; the indexer
-    # writes a source's chunks under it, and a write older than the source's last is dropped
-    # (the same port semantics as the MongoDB store, which has no transactions to rely on).
-    """
-    ALTER TABLE documents ADD COLUMN rag_claim_token INTEGER;
-    CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-    CREATE TABLE source_generations (
-        tenant_id TEXT NOT NULL,
-        project_id TEXT NOT NULL,
-        rag_id TEXT NOT NULL,
-        source_ref TEXT NOT NULL,
-        generation INTEGER NOT NULL,
-        PRIMARY KEY (tenant_id, project_id, rag_id, source_ref)
-    ) WITHOUT ROWID;
-    """,
-    # 4: the lexical (BM25) index of chunk texts, backfilled from the chunks already stored.
-    # Contentless (the text stays in `chunks` only) with deletes by rowid; `scope` holds one
-    # token per chunk naming its tenant, project and RAG (store/lexical.py, scope_token).
-    # Two counters: a store-wide chunk generation (statistics caches) and the rowid high-water
-    # mark: chunk rowids are never reused, so an in-process index can trust them.
-    """
-    CREATE VIRTUAL TABLE chunks_fts USING fts5(
-        scope, text, content='', contentless_delete=1,
-        tokenize="porter unicode61 remove_diacritics 2 tokenchars '_'"
-    );
-    INSERT INTO chunks_fts (rowid, scope, text)
-        SELECT rowid, vtr_scope_token(tenant_id, project_id, rag_id), text FROM chunks;
-    INSERT INTO counters (name, value) SELECT 'chunk_rowid', coalesce(max(rowid), 0) FROM chunks;
-    INSERT INTO counters (name, value) VALUES ('chunk_generation', 0);
-    """,
-)
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqliteDatabase"]
 
 
 def _load_apsw() -> Any:
@@ -189,7 +73,16 @@ class SqliteDatabase:
                 )
             with open(p, "rb") as fh:
                 head = fh.read(16)
-            if head and head != b"SQLite format 3\x00":
+            if not head:
+                # What `touch` makes, and what a store truncated by accident looks like:
+                # taking it as a new store would hide the loss and bury a restore under new
+                # writes. The store creates its file itself; an empty one is not ours to fill.
+                raise StoreError(
+                    f"cannot open store {self.path!r}: the file is empty (0 bytes). If it was "
+                    "a store, it has been truncated: restore it from a backup. If it was "
+                    "created for a new store, delete it: vancetope-rag creates the file itself"
+                )
+            if head != b"SQLite format 3\x00":
                 raise StoreError(
                     f"cannot open store {self.path!r}: the file exists but is not a SQLite "
                     "database; pass another --store or move the file away"
@@ -219,7 +112,7 @@ class SqliteDatabase:
         except BaseException as exc:
             conn.close()
             if isinstance(exc, apsw.Error):
-                raise StoreError(f"cannot open store {self.path!r}: {exc}") from exc
+                raise self._error(exc) from exc
             raise
         return conn
 
@@ -241,6 +134,10 @@ class SqliteDatabase:
             self._local.conn = conn
             self._local.pid = os.getpid()
             self._local.depth = 0
+            self._local.vec_tables = set()
+            self._local.file_id = self._file_id()
+        elif self._file_id() != self._local.file_id:
+            self._file_gone()
         return conn
 
     @property
@@ -260,12 +157,60 @@ class SqliteDatabase:
             cache[key] = conn.fts5_tokenizer(name, list(args))
             self._local.tokenizers = cache
         return cache[key]
+    def _file_id(self) -> tuple[int, int, bool]:
+        """(device, inode, empty) of the store file; a missing file raises."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            self._file_gone()
+        return st.st_dev, st.st_ino, st.st_size == 0
+
+    def _file_gone(self) -> NoReturn:
+        """The file under an open connection was removed, replaced or truncated. SQLite
+        would go on answering from its WAL and caches, or fail with a busy or corrupt error
+        much later; stop at once instead, and say what happened."""
+        raise StoreCorruptError(
+            f"store {self.path!r} was removed, replaced or truncated while in use; stop every "
+            "process using it and restore it from a backup"
+        )
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+    # -- errors ------------------------------------------------------------------------
+
+    def _error(self, exc: BaseException) -> Exception:
+        return store_error(self._apsw, exc, self.path)
+
+    @contextmanager
+    def _mapped(self) -> Iterator[None]:
+        """Run a statement: an apsw error (or text SQLite cannot encode) leaves as a RagError."""
+        try:
+            yield
+        except (self._apsw.Error, UnicodeEncodeError) as exc:
+            raise self._error(exc) from exc
+
+    def _forget(self, conn: Any) -> None:
+        """After a failed transaction: roll back what is left and drop cached schema state.
+
+        SQLite rolls some failures back itself (a full disk at COMMIT), leaves others open (a
+        deferred constraint at COMMIT); either way nothing of the transaction stays, so no
+        ``vec0`` table it created may be remembered. A connection that cannot even roll back
+        is closed; the next use opens a fresh one.
+        """
+        self._local.depth = 0
+        self._local.vec_tables = set()
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        except self._apsw.Error:
+            try:
+                conn.close()
+            finally:
+                self._local.conn = None
 
     # -- transactions ------------------------------------------------------------------
 
@@ -281,34 +226,53 @@ class SqliteDatabase:
             finally:
                 self._local.depth = depth
             return
-        conn.execute("BEGIN IMMEDIATE")
+        with self._mapped():
+            conn.execute("BEGIN IMMEDIATE")
         self._local.depth = 1
         try:
             yield conn
-        except BaseException:
-            self._local.depth = 0
-            conn.execute("ROLLBACK")
-            # a vec0 table created in this transaction is gone again: forget it was made
-            self._local.vec_tables = set()
+        except BaseException as exc:
+            self._forget(conn)
+            if isinstance(exc, self._apsw.Error | UnicodeEncodeError):
+                raise self._error(exc) from exc
             raise
         self._local.depth = 0
-        conn.execute("COMMIT")
+        try:
+            conn.execute("COMMIT")
+        except self._apsw.Error as exc:
+            self._forget(conn)
+            raise self._error(exc) from exc
 
     def query(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
-        return list(self.conn.execute(sql, params))
+        with self._mapped():
+            return list(self.conn.execute(sql, params))
 
     def query_dicts(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
-        cur = self.conn.execute(sql, params)
-        try:
-            names = [d[0] for d in cur.get_description()]
-        except self._apsw.ExecutionCompleteError:  # no row at all
-            return []
-        return [dict(zip(names, r, strict=True)) for r in cur]
+        with self._mapped():
+            cur = self.conn.execute(sql, params)
+            try:
+                names = [d[0] for d in cur.get_description()]
+            except self._apsw.ExecutionCompleteError:  # no row at all
+                return []
+            return [dict(zip(names, r, strict=True)) for r in cur]
 
     def execute(self, sql: str, params: Any = ()) -> int:
-        conn = self.conn
-        conn.execute(sql, params)
-        return int(conn.changes())
+        """Run one statement; the number of rows it changed."""
+        with self._mapped():
+            conn = self.conn
+            conn.execute(sql, params)
+            return int(conn.changes())
+
+    def insert(self, sql: str, params: Any = ()) -> int:
+        """Run one ``INSERT``; the rowid of the new row."""
+        with self._mapped():
+            conn = self.conn
+            conn.execute(sql, params)
+            return int(conn.last_insert_rowid())
+
+    def executemany(self, sql: str, rows: Any) -> None:
+        with self._mapped():
+            self.conn.executemany(sql, rows)
 
     # -- schema ------------------------------------------------------------------------
 
@@ -326,18 +290,19 @@ class SqliteDatabase:
                     conn.execute(MIGRATIONS[step])
                 if version != SCHEMA_VERSION:
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except apsw.NotADBError as exc:
-            raise StoreError(
-                f"cannot open store {self.path!r}: the file is not a SQLite database "
-                "(corrupt or another format)"
-            ) from exc
-        except apsw.CorruptError as exc:
-            raise StoreError(f"store {self.path!r} is corrupt: {exc}") from exc
-        except (apsw.CantOpenError, apsw.ReadOnlyError, apsw.PermissionsError) as exc:
-            raise StoreError(
-                f"cannot open store {self.path!r} for writing: {exc}; check the path and "
-                "its permissions"
-            ) from exc
+        except StoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, apsw.NotADBError):
+                raise StoreError(
+                    f"cannot open store {self.path!r}: the file is not a SQLite database "
+                    "(corrupt or another format)"
+                ) from cause
+            if isinstance(cause, apsw.CantOpenError | apsw.ReadOnlyError | apsw.PermissionsError):
+                raise StoreError(
+                    f"cannot open store {self.path!r} for writing: {cause}; check the path "
+                    "and its permissions"
+                ) from cause
+            raise
 
     def next_generation(self) -> int:
         """The next number of the store's one increasing sequence (claim tokens and source
@@ -353,13 +318,14 @@ class SqliteDatabase:
         if not 1 <= dim <= 8192:
             raise StoreError(f"unsupported embedding dimension {dim}")
         name = f"vec_chunks_{dim}"
-        created: set[int] = getattr(self._local, "vec_tables", set())
+        conn = self.conn  # first: opening a connection starts with an empty cache
+        created: set[int] = self._local.vec_tables
         if dim not in created:
-            self.conn.execute(
-                f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING vec0("
-                f"rag_id TEXT PARTITION KEY, embedding float[{dim}] distance_metric=cosine, "
-                "kind TEXT)"
-            )
+            with self._mapped():
+                conn.execute(
+                    f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING vec0("
+                    f"rag_id TEXT PARTITION KEY, embedding float[{dim}] distance_metric=cosine, "
+                    "kind TEXT)"
+                )
             created.add(dim)
-            self._local.vec_tables = created
         return name

@@ -51,14 +51,14 @@ class SqliteLexical:
     def insert(self, scope: RagScope, rows: Sequence[tuple[int, str]]) -> None:
         """Index chunk texts under their rowids."""
         token = scope_token(scope.tenant_id, scope.project_id, scope.rag_id)
-        self.db.conn.executemany(
+        self.db.executemany(
             "INSERT INTO chunks_fts (rowid, scope, text) VALUES (?, ?, ?)",
             [(rowid, token, text) for rowid, text in rows],
         )
 
     def delete(self, rowids: Sequence[int]) -> None:
         marks = ",".join("?" * len(rowids))
-        self.db.conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", tuple(rowids))
+        self.db.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", tuple(rowids))
 
     # -- search ------------------------------------------------------------------------------
 

@@ -168,6 +168,7 @@ def row_to_document(r: Mapping[str, Any]) -> Document:
         indexed_at=_dt(r["indexed_at"]),
         rag_indexed_hash=r["rag_indexed_hash"],
         rag_claim_token=r["rag_claim_token"],
+        truncated=bool(r["truncated"]),
         content_hash=r["content_hash"],
         created_at=_dt(r["created_at"]),
         updated_at=_dt(r["updated_at"]),

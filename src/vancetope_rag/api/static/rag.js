@@ -128,6 +128,12 @@
       li.textContent = state + ": " + count;
       list.appendChild(li);
     }
+    if (status.truncatedDocuments) {
+      const li = document.createElement("li");
+      li.dataset.state = "truncated";
+      li.textContent = "indexed up to the text limit: " + status.truncatedDocuments;
+      list.appendChild(li);
+    }
   }
 
   function renderFailed(failed) {
@@ -145,7 +151,11 @@
   }
 
   function stateText(doc) {
-    return doc.state + (doc.ragDirty ? " (queued)" : "");
+    return (
+      doc.state +
+      (doc.ragDirty ? " (queued)" : "") +
+      (doc.truncated ? " (truncated: indexed up to the text limit)" : "")
+    );
   }
 
   function overrideControl(doc, row) {

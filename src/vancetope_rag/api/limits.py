@@ -1,0 +1,94 @@
+"""The request body limit of the REST API, derived from the engine's text limit.
+
+A pure ASGI middleware, outermost: a body over the limit is refused before any route, parser
+or other middleware reads it, with the API's JSON error shape (413, ``TEXT_TOO_LONG``).
+Bodies sent without a ``Content-Length`` (chunked) are read up to the limit and replayed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: Room for a request's JSON framing and other fields beside its text.
+FRAMING_BYTES = 64 * 1024
+#: UTF-8 needs at most this many bytes per character.
+BYTES_PER_CHAR = 4
+
+
+def max_body_bytes(max_text_chars: int) -> int:
+    """The largest body that can carry a text within the limit, with its framing."""
+    return BYTES_PER_CHAR * max_text_chars + FRAMING_BYTES
+
+
+class BodyLimit:
+    """Refuse request bodies larger than :func:`max_body_bytes` of the text limit."""
+
+    def __init__(self, app: ASGIApp, *, max_text_chars: int) -> None:
+        self.app = app
+        self.max_text_chars = max_text_chars
+        self.max_bytes = max_body_bytes(max_text_chars)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or ()).get(b"content-length")
+        if length is not None:
+            if length.strip().isdigit() and int(length) > self.max_bytes:
+                await self._refuse(send)
+                return
+            await self.app(scope, receive, send)
+            return
+        body, more, first = b"", True, None
+        while more:  # no declared length: read up to the limit, then replay what was read
+            message = await receive()
+            if message["type"] != "http.request":
+                first = message
+                break
+            body += message.get("body", b"")
+            more = bool(message.get("more_body", False))
+            if len(body) > self.max_bytes:
+                await self._refuse(send)
+                return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                if first is not None:
+                    return first
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Send) -> None:
+        payload = json.dumps(
+            {
+                "error": f"the request body is larger than {self.max_bytes:,} bytes; texts are "
+                f"limited to {self.max_text_chars:,} characters (VANCETOPE_RAG_MAX_TEXT_CHARS)",
+                "code": "TEXT_TOO_LONG",
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(payload)).encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": payload})

@@ -1,0 +1,135 @@
+"""The SQLite store's schema: its version and the migrations that reach it, in order.
+
+Pure data; :mod:`.sqlite_db` runs them in one transaction when it opens a file.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 5
+
+#: Ordered migrations; index i brings the schema from version i to i + 1. Never edit a shipped
+#: entry: add a new one.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE projects (
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        home_node TEXT,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (tenant_id, project_id)
+    );
+    CREATE TABLE documents (
+        id TEXT PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        path TEXT NOT NULL,
+        mime_type TEXT NOT NULL,
+        content TEXT NOT NULL,
+        summary TEXT,
+        rag_enabled INTEGER,
+        rag_dirty INTEGER NOT NULL DEFAULT 0,
+        rag_claimed_by TEXT,
+        rag_claimed_at REAL,
+        rag_version INTEGER NOT NULL DEFAULT 0,
+        index_state TEXT NOT NULL DEFAULT 'none',
+        index_attempts INTEGER NOT NULL DEFAULT 0,
+        index_last_error TEXT,
+        index_next_attempt_at REAL,
+        indexed_at REAL,
+        content_hash TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        UNIQUE (tenant_id, project_id, path)
+    );
+    CREATE INDEX tenant_project_rag_claim_idx
+        ON documents (tenant_id, project_id, rag_dirty, rag_claimed_by);
+    CREATE TABLE rags (
+        id TEXT PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        title TEXT,
+        description TEXT,
+        embedding_provider TEXT NOT NULL,
+        embedding_model TEXT NOT NULL,
+        embedding_dimension INTEGER NOT NULL,
+        chunk_size INTEGER NOT NULL,
+        chunk_overlap INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        UNIQUE (tenant_id, project_id, name)
+    );
+    CREATE TABLE settings (
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL DEFAULT '',
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (tenant_id, project_id, key)
+    );
+    CREATE TABLE embedding_cache (
+        model_key TEXT NOT NULL,
+        text_hash TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (model_key, text_hash)
+    ) WITHOUT ROWID;
+    CREATE TABLE chunks (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        rag_id TEXT NOT NULL,
+        source_ref TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        path TEXT,
+        text TEXT NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        dim INTEGER NOT NULL
+    );
+    CREATE INDEX chunks_scope_idx ON chunks (tenant_id, project_id, rag_id, source_ref);
+    -- bumped in the same transaction as every chunk write of a RAG: lets in-process caches
+    -- of that RAG's vectors know they are stale with one cheap read.
+    CREATE TABLE rag_generations (
+        rag_id TEXT PRIMARY KEY,
+        generation INTEGER NOT NULL
+    );
+    """,
+    # 2: what a document's chunks were built from (content, summary, RAG, chunking), so a
+    # reindex with nothing changed marks it clean without rewriting its chunks.
+    """
+    ALTER TABLE documents ADD COLUMN rag_indexed_hash TEXT;
+    """,
+    # 3: fencing tokens. A claim draws a token from one increasing sequence; the indexer
+    # writes a source's chunks under it, and a write older than the source's last is dropped
+    # (the same port semantics as the MongoDB store, which has no transactions to rely on).
+    """
+    ALTER TABLE documents ADD COLUMN rag_claim_token INTEGER;
+    CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+    CREATE TABLE source_generations (
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        rag_id TEXT NOT NULL,
+        source_ref TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, project_id, rag_id, source_ref)
+    ) WITHOUT ROWID;
+    """,
+    # 4: the last indexing pass took a text only up to the engine's limit (max_text_chars).
+    """
+    ALTER TABLE documents ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0;
+    """,
+    # 5: the lexical (BM25) index of chunk texts, backfilled from the chunks already stored.
+    # Contentless (the text stays in `chunks` only) with deletes by rowid; `scope` holds one
+    # token per chunk naming its tenant, project and RAG (store/lexical.py, scope_token).
+    # Two counters: a store-wide chunk generation (statistics caches) and the rowid high-water
+    # mark: chunk rowids are never reused, so an in-process index can trust them.
+    """
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        scope, text, content='', contentless_delete=1,
+        tokenize="porter unicode61 remove_diacritics 2 tokenchars '_'"
+    );
+    INSERT INTO chunks_fts (rowid, scope, text)
+        SELECT rowid, vtr_scope_token(tenant_id, project_id, rag_id), text FROM chunks;
+    INSERT INTO counters (name, value) SELECT 'chunk_rowid', coalesce(max(rowid), 0) FROM chunks;
+    INSERT INTO counters (name, value) VALUES ('chunk_generation', 0);
+    """,
+)
