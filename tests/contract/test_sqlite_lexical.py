@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vancetope_rag.domain.records import Chunk
+from vancetope_rag.errors import StoreError
 from vancetope_rag.store import SqliteStore, open_store
 from vancetope_rag.store.lexical import scope_token
 from vancetope_rag.store.sqlite_chunks import SqliteChunkStore
@@ -236,7 +237,7 @@ def test_v2_store_is_migrated_and_backfilled(tmp_path: Path) -> None:
     _v2_store(path)
     store = open_store(f"sqlite:///{path}")
     chunks = _chunks(store)
-    assert chunks.db.query("PRAGMA user_version")[0][0] == SCHEMA_VERSION == 4
+    assert chunks.db.query("PRAGMA user_version")[0][0] == SCHEMA_VERSION
     hits = chunks.lexical_query(SCOPES[0], "zebra grazing", 5, vector=[1.0, 0, 0, 0.5])
     assert [h.chunk_id for h in hits] == ["c0"]
     assert hits[0].score == pytest.approx(1.0, abs=1e-5)
@@ -285,7 +286,7 @@ def test_a_failing_lexical_insert_writes_no_chunk(
         raise apsw.IOError("disk I/O error (injected)")
 
     monkeypatch.setattr(SqliteLexical, "insert", fail)
-    with pytest.raises(apsw.IOError):
+    with pytest.raises(StoreError, match="I/O error"):  # the store's error mapping (issue 8)
         chunks.add_chunks(
             SCOPES[0],
             [Chunk(f"c{i}", "r1", "s", f"lost text {i}", [1.0, 0, 0, 0]) for i in range(2)],
@@ -310,7 +311,7 @@ def test_deletes_leave_both_indexes_in_one_transaction(
         raise apsw.IOError("disk I/O error (injected)")
 
     monkeypatch.setattr(SqliteLexical, "delete", fail)
-    with pytest.raises(apsw.IOError):
+    with pytest.raises(StoreError, match="I/O error"):
         chunks.remove_by_source(SCOPES[0], "doomed")
     monkeypatch.undo()
     # the failed delete removed nothing: rows, vectors and lexical entries all still there
