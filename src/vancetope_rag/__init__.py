@@ -11,6 +11,7 @@ from vancetope_rag.config import EngineConfig
 from vancetope_rag.default_plugins.extractors import html_to_text
 from vancetope_rag.domain.cascade import AutoInject, resolve_auto_inject
 from vancetope_rag.domain.context_block import render_context_block
+from vancetope_rag.domain.migration import Migration, MigrationState
 from vancetope_rag.domain.records import (
     DEFAULT_RAG_NAME,
     Document,
@@ -19,6 +20,7 @@ from vancetope_rag.domain.records import (
     Project,
     ProjectStatus,
     RagRecord,
+    RagState,
     RagStatus,
 )
 from vancetope_rag.embeddings import (
@@ -36,10 +38,12 @@ from vancetope_rag.errors import (
     ExtractionError,
     InvalidInputError,
     MissingDependencyError,
+    NoRebuildError,
     PathNotAllowedError,
     RagAlreadyExistsError,
     RagError,
     RagNotFoundError,
+    RebuildRunningError,
     RecipeError,
     ReservedNameError,
     SettingError,
@@ -84,7 +88,10 @@ __all__ = [
     "IndexState",
     "InvalidInputError",
     "LoadedModel",
+    "Migration",
+    "MigrationState",
     "MissingDependencyError",
+    "NoRebuildError",
     "PathNotAllowedError",
     "Project",
     "ProjectStatus",
@@ -94,8 +101,10 @@ __all__ = [
     "RagNotFoundError",
     "RagParams",
     "RagRecord",
+    "RagState",
     "RagStatus",
     "RagVectorStore",
+    "RebuildRunningError",
     "Recipe",
     "RecipeError",
     "RegisterExtractor",

@@ -84,6 +84,18 @@ class ProjectClosedError(RagError):
     code = "PROJECT_CLOSED"
 
 
+class RebuildRunningError(RagError):
+    """A rebuild of that RAG is already running (or switching over); wait or cancel it."""
+
+    code = "REBUILD_RUNNING"
+
+
+class NoRebuildError(RagError, LookupError):
+    """There is no running rebuild to cancel."""
+
+    code = "NO_REBUILD_RUNNING"
+
+
 class StoreError(RagError):
     """The store cannot be opened or used (bad URI, unwritable path, corrupt file...)."""
 

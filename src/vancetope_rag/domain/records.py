@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from vancetope_rag.domain.migration import ProjectProgress
+
 #: Name of the system-owned default RAG of every project.
 DEFAULT_RAG_NAME = "_documents"
 
@@ -30,6 +32,14 @@ class IndexState(enum.StrEnum):
     PROCESSING = "processing"  # claimed by a worker
     INDEXED = "indexed"  # chunks match the current content
     FAILED = "failed"  # gave up after max attempts; see last_error
+
+
+class RagState(enum.StrEnum):
+    """Which generation of a RAG name a catalog entry is (see :mod:`.migration`)."""
+
+    LIVE = "live"  # what every reader uses; one per tenant, project and name
+    SHADOW = "shadow"  # being filled by a rebuild, invisible to readers
+    RETIRED = "retired"  # replaced by a rebuild; its chunks go after a grace time
 
 
 class ChunkKind(enum.StrEnum):
@@ -100,6 +110,14 @@ class RagRecord:
     title: str | None = None
     description: str | None = None
     created_at: datetime | None = None
+    state: RagState = RagState.LIVE
+    #: 1 for a RAG as created; each rebuild's shadow is one more than the generation it
+    #: replaces.
+    generation: int = 1
+    #: The RAG id a shadow replaces (None for a first generation).
+    replaces: str | None = None
+    #: When a rebuild retired this generation (None unless RETIRED).
+    retired_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +186,8 @@ class RagStatus:
     documents: dict[str, int] = field(default_factory=dict)
     #: Documents indexed only up to the engine's text limit.
     truncated_documents: int = 0
+    #: The indexer's work and the latest rebuild, with rates and ETAs.
+    progress: ProjectProgress | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -179,6 +199,7 @@ class RagStatus:
             "createdAt": self.created_at.isoformat() if self.created_at else None,
             "documents": dict(self.documents),
             "truncatedDocuments": self.truncated_documents,
+            "progress": self.progress.to_json() if self.progress else None,
         }
 
 

@@ -140,6 +140,15 @@ SETTINGS: Mapping[str, SettingSpec] = _specs(
         description="Hits scoring below this cosine similarity are dropped.",
     ),
     SettingSpec(
+        "rag.rebuild.maxFailureRatio",
+        SettingKind.FLOAT,
+        0.05,
+        minimum=0.0,
+        maximum=1.0,
+        description="A rebuild onto a new model is abandoned, keeping the live index, when "
+        "more than this share of its documents fail for good.",
+    ),
+    SettingSpec(
         "rag.maxPerDocument",
         SettingKind.INT,
         None,

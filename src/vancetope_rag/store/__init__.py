@@ -2,18 +2,21 @@
 
 Modules:
 
-* ``port`` — the Protocols the services use; ``types`` — the values they take (scopes,
-  filters, new documents, ``UNSET``); ``shared`` — what every adapter does alike (argument
-  checks, the document change set, the errors worded once).
+* ``port`` (and ``port_migrations``) — the Protocols the services use; ``types`` — the
+  values they take (scopes, filters, new documents, ``UNSET``); ``shared`` — what every
+  adapter does alike (argument checks, the document change set, the errors worded once).
 * SQLite: ``sqlite_db`` (connections, migrations, transactions), ``sqlite_control`` and
-  ``sqlite_chunks`` (the two adapters), ``sqlite_rows`` (pure codecs and SQL pieces),
-  ``vector_cache`` (the in-process exact index).
-* MongoDB: ``mongo`` (open, compose, connection semantics), ``mongo_control`` and
-  ``mongo_chunks`` (the two adapters, thin I/O), ``mongo_updates``, ``mongo_queries`` and
-  ``mongo_text`` (their pure builders), ``mongo_search`` (what the server's Atlas Search can
-  do, cached per process), ``mongo_indexes`` (index definitions and management),
-  ``mongo_setup`` (schema versions, ``initialize``, migration), ``mongo_errors`` (driver
-  failures as StoreErrors, the 16 MiB check). Deployment notes: ``docs/stores.md``.
+  ``sqlite_chunks`` (the two adapters), ``sqlite_catalog`` (the RAG catalog and its
+  generations), ``sqlite_migrations`` (rebuilds), ``sqlite_rows`` (pure codecs and SQL
+  pieces), ``vector_cache`` (the in-process exact index).
+* MongoDB: ``mongo`` (open, compose, connection semantics), ``mongo_control``,
+  ``mongo_chunks`` and ``mongo_migrations`` (the adapters, thin I/O), ``mongo_catalog``
+  (RAG generations and the live pointers), ``mongo_updates``, ``mongo_queries``,
+  ``mongo_text``, ``mongo_probes`` and ``mongo_rebuilds`` (their pure builders),
+  ``mongo_search`` (what the server's Atlas Search can do, cached per process),
+  ``mongo_indexes`` (index definitions and management), ``mongo_setup`` (schema versions,
+  ``initialize``, migration), ``mongo_errors`` (driver failures as StoreErrors, the 16 MiB
+  check). Deployment notes: ``docs/stores.md``.
 * ``llamaindex_store`` — ``RagVectorStore``: any ChunkStore as a LlamaIndex vector store.
 """
 
@@ -27,18 +30,27 @@ from urllib.parse import unquote, urlparse
 
 from vancetope_rag.domain.records import IndexStatus
 from vancetope_rag.errors import MissingDependencyError, StoreError
-from vancetope_rag.store.port import ChunkStore, ControlStore, Store
+from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore, Store
 from vancetope_rag.store.types import Clock, RagScope
 
-__all__ = ["ChunkStore", "ControlStore", "RagScope", "SqliteStore", "Store", "open_store"]
+__all__ = [
+    "ChunkStore",
+    "ControlStore",
+    "MigrationStore",
+    "RagScope",
+    "SqliteStore",
+    "Store",
+    "open_store",
+]
 
 
 @dataclass
 class SqliteStore:
-    """The embedded store: control plane and chunks in one SQLite file."""
+    """The embedded store: control plane, chunks and migrations in one SQLite file."""
 
     control: ControlStore
     chunks: ChunkStore
+    migrations: MigrationStore
 
     def initialize(
         self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
@@ -104,6 +116,7 @@ def open_store(
     from vancetope_rag.store.sqlite_chunks import SqliteChunkStore
     from vancetope_rag.store.sqlite_control import SqliteControlStore
     from vancetope_rag.store.sqlite_db import SqliteDatabase
+    from vancetope_rag.store.sqlite_migrations import SqliteMigrationStore
     from vancetope_rag.store.vector_cache import VectorCache
 
     db = SqliteDatabase(Path(path), busy_timeout_ms=max(1, int(busy_timeout_s * 1000)))
@@ -112,4 +125,8 @@ def open_store(
         cache=VectorCache() if vector_cache else None,
         lexical_cache=LexicalCache() if vector_cache else None,
     )
-    return SqliteStore(control=SqliteControlStore(db, clock=clock), chunks=chunks)
+    return SqliteStore(
+        control=SqliteControlStore(db, clock=clock),
+        chunks=chunks,
+        migrations=SqliteMigrationStore(db, clock=clock),
+    )

@@ -3,9 +3,10 @@
 ``open_mongo_store("mongodb+srv://user:pw@cluster.example.net/vancetope_rag")`` connects,
 checks the schema version and creates the B-tree indexes of the control plane. Collections:
 ``projects``, ``documents``, ``rags``, ``settings``, ``embedding_cache``, ``counters``,
-``chunk_swaps``, ``schema`` (one version document) and one ``chunks_<dim>`` per embedding
-dimension. Search indexes are made by :meth:`MongoStore.initialize` (the ``init`` command)
-and when a RAG of a new dimension is created — never by a query or a write.
+``chunk_swaps``, ``rag_names`` (live pointers), ``migrations``, ``migration_items``,
+``schema`` (one version document) and one ``chunks_<dim>`` per embedding dimension. Search
+indexes are made by :meth:`MongoStore.initialize` (the ``init`` command) and when a RAG of
+a new dimension is created — never by a query or a write.
 
 Connection semantics are pinned here, whatever the URI says: control reads (claims,
 ``holds_claim``, chunk counts and listings) go to the primary; search stages keep the URI's
@@ -34,7 +35,8 @@ from vancetope_rag.store import mongo_setup
 from vancetope_rag.store.mongo_chunks import MongoChunkStore, VectorSearchMode
 from vancetope_rag.store.mongo_control import MongoControlStore
 from vancetope_rag.store.mongo_errors import guard_errors, store_error
-from vancetope_rag.store.port import ChunkStore, ControlStore
+from vancetope_rag.store.mongo_migrations import MongoMigrationStore
+from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore
 from vancetope_rag.store.types import Clock
 
 __all__ = [
@@ -58,10 +60,11 @@ DEFAULT_TIMEOUT_MS = 30_000
 @guard_errors
 @dataclass
 class MongoStore:
-    """The MongoDB store: control plane and chunks over one client."""
+    """The MongoDB store: control plane, chunks and migrations over one client."""
 
     control: ControlStore
     chunks: ChunkStore
+    migrations: MigrationStore
     database: Any
     client: Any
     owns_client: bool = field(default=True)
@@ -187,6 +190,14 @@ def open_mongo_store(
             raise store_error(exc, f"opening store {shown!r}") from exc
         raise
     control = MongoControlStore(db, uri=shown, clock=clock, server_clock=server_clock)
+    migrations = MongoMigrationStore(
+        db, control.catalog, time_source=control.time_source, now=control.now
+    )
     return MongoStore(
-        control=control, chunks=chunks, database=db, client=client, owns_client=owns_client
+        control=control,
+        chunks=chunks,
+        migrations=migrations,
+        database=db,
+        client=client,
+        owns_client=owns_client,
     )

@@ -385,6 +385,9 @@ class MongoChunkStore:
     def dimension_ready(self, dimension: int) -> bool:
         return self.search.ready(dimension)
 
+    def visible(self, scope: RagScope) -> bool:
+        return self.search.sees_scope(scope, self._collection(scope))
+
     def sweep(self, *, limit: int = 100) -> int:
         """Delete older generations of sources whose newest one search sees entirely."""
         removed = 0

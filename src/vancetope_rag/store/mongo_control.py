@@ -36,6 +36,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 from vancetope_rag.domain.records import Document, IndexState, Project, ProjectStatus, RagRecord
 from vancetope_rag.store import mongo_indexes as ix
 from vancetope_rag.store import mongo_updates as q
+from vancetope_rag.store.mongo_catalog import MongoRagCatalog
 from vancetope_rag.store.mongo_errors import check_bson_size, guard_errors
 from vancetope_rag.store.shared import (
     DocumentChanges,
@@ -43,7 +44,6 @@ from vancetope_rag.store.shared import (
     document_not_found_error,
     path_exists_error,
     path_taken_error,
-    rag_exists_error,
     state_counts,
     unique_batches,
     vector_from_bytes,
@@ -77,6 +77,7 @@ class MongoControlStore:
         self.settings = database["settings"]
         self.embedding_cache = database["embedding_cache"]
         self.counters = database["counters"]
+        self.catalog = MongoRagCatalog(database, self.now)
 
     # -- time --------------------------------------------------------------------------
 
@@ -90,6 +91,10 @@ class MongoControlStore:
 
     def _time(self) -> q.TimeSource:
         return q.ServerTime() if self.server_clock else q.ClockTime(q.ms_instant(self._clock()))
+
+    def time_source(self) -> q.TimeSource:
+        """What "now" is in filters and update pipelines (shared with the migration store)."""
+        return self._time()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -318,34 +323,25 @@ class MongoControlStore:
         flt = q.scope_filter(tenant_id, project_id, truncated=True)
         return int(self.documents.count_documents(flt))
 
-    # -- RAG catalog -------------------------------------------------------------------
+    # -- RAG catalog (live generations, through the name pointers: see .mongo_catalog) ------
 
     def insert_rag(self, rag: RagRecord) -> RagRecord:
-        record = q.rag_to_bson(rag, rag.created_at or self.now())
-        try:
-            self.rags.insert_one(record)
-        except DuplicateKeyError as exc:
-            raise rag_exists_error(rag) from exc
-        return q.rag_from_bson(record)
+        return self.catalog.insert_live(rag)
 
     def get_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        found = self.rags.find_one(q.scope_filter(tenant_id, project_id, _id=rag_id))
-        return q.rag_from_bson(found) if found else None
+        return self.catalog.get_live(tenant_id, project_id, rag_id)
 
     def find_rag(self, tenant_id: str, project_id: str, name: str) -> RagRecord | None:
-        found = self.rags.find_one(q.scope_filter(tenant_id, project_id, name=name))
-        return q.rag_from_bson(found) if found else None
+        return self.catalog.find_live(tenant_id, project_id, name)
 
     def list_rags(self, tenant_id: str, project_id: str) -> list[RagRecord]:
-        cursor = self.rags.find(q.scope_filter(tenant_id, project_id)).sort([("name", 1)])
-        return [q.rag_from_bson(d) for d in cursor]
+        return self.catalog.list_live(tenant_id, project_id)
 
     def rag_dimensions(self) -> set[int]:
         return {int(d) for d in self.rags.distinct("embeddingDimension") if d}
 
     def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
-        result = self.rags.delete_one(q.scope_filter(tenant_id, project_id, _id=rag_id))
-        return bool(result.deleted_count)
+        return self.catalog.delete(tenant_id, project_id, rag_id)
 
     # -- settings (projectId null = tenant-wide) ---------------------------------------
 

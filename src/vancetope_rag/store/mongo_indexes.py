@@ -40,6 +40,12 @@ VECTOR_FIELD = "embedding"
 TEXT_FIELD = "text"
 #: Pending generation swaps the sweeper works through (see :mod:`.mongo_chunks`).
 SWAPS = "chunk_swaps"
+#: One document per live RAG name: which generation readers use (switched in one write).
+RAG_NAMES = "rag_names"
+MIGRATIONS = "migrations"
+MIGRATION_ITEMS = "migration_items"
+#: The unique name index of schema 2 (a name had one RAG); schema 3 drops it.
+LEGACY_RAG_NAME_INDEX = "tenant_project_name_uniq"
 
 #: Fields a search stage may pre-filter on: ``filter`` fields of the vector index, ``token``
 #: fields of the text index. ``gen`` lets the sweeper probe one generation of one source.
@@ -72,10 +78,27 @@ def control_index_models() -> dict[str, list[IndexModel]]:
             _model(["tenantId", "projectId", "path"], "tenant_project_path_uniq", unique=True),
             _model(["tenantId", "projectId", "ragDirty", "ragClaimedBy"], CLAIM_INDEX),
             _model(CLAIM_ORDER_KEYS, CLAIM_ORDER_INDEX),
+            _model(["tenantId", "projectId", "indexedAt"], "tenant_project_indexed_at_idx"),
         ],
         "rags": [
-            _model(["tenantId", "projectId", "name"], "tenant_project_name_uniq", unique=True),
+            # a name has several generations (live, shadow, retired): uniqueness of the live
+            # one is the rag_names pointer's
+            _model(["tenantId", "projectId", "name", "generation"], "tenant_project_name_idx"),
             _model(["embeddingDimension"], "embedding_dimension_idx"),
+        ],
+        RAG_NAMES: [
+            _model(["tenantId", "projectId", "name"], "tenant_project_name_uniq", unique=True),
+        ],
+        MIGRATIONS: [
+            _model(["tenantId", "projectId", "ragName"], "one_active_migration_uniq",
+                   unique=True, partialFilterExpression={"active": True}),
+            _model(["tenantId", "projectId", "ragName", "createdAt"], "migration_history_idx"),
+        ],
+        MIGRATION_ITEMS: [
+            _model(["migrationId", "documentId"], "migration_document_uniq", unique=True),
+            _model(["migrationId", "state", "nextAttemptAt"], "migration_claim_idx"),
+            _model(["tenantId", "projectId", "documentId"], "migration_item_document_idx"),
+            _model(["migrationId", "completedAt"], "migration_activity_idx"),
         ],
         "settings": [
             _model(["tenantId", "projectId", "key"], "tenant_project_key_uniq", unique=True),

@@ -31,6 +31,7 @@ from pymongo.read_concern import ReadConcern
 from vancetope_rag.errors import StoreError
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.store import mongo_indexes as ix
+from vancetope_rag.store import mongo_probes as mp
 from vancetope_rag.store import mongo_queries as mq
 from vancetope_rag.store.mongo_errors import search_unsupported, store_error
 from vancetope_rag.store.mongo_text import build_text_probe_pipeline
@@ -202,3 +203,29 @@ class SearchSupport:
             log.info("cannot probe generation %s of %s yet: %s", gen, source_ref, exc)
             return False
 
+
+    def sees_scope(self, scope: RagScope, collection: Any) -> bool:
+        """Do ``$vectorSearch`` (and ``$search``, when its index serves) see the newest
+        generation of every source of the scope, as written to ``collection``? A probe per
+        group of sources (:mod:`.mongo_probes`); always true without Atlas Search."""
+        if not self.uses_atlas():
+            return True
+        by_source = mp.written(collection.aggregate(mp.generation_counts_pipeline(scope)))
+        if not by_source:
+            return True
+        try:
+            self.require_queryable(scope.dimension, ix.TEXT_INDEX)
+            text = True
+        except StoreError:  # no text index (yet): nothing to wait for there
+            text = False
+        search = self.search_collection(scope.dimension)
+        try:
+            for group in mp.source_groups(by_source):
+                limit = sum(by_source[s][2] for s in group)
+                for pipeline in mp.scope_probe_pipelines(scope, group, limit, text=text):
+                    if not mp.sees_all(by_source, group, search.aggregate(pipeline)):
+                        return False
+        except OperationFailure as exc:
+            log.info("cannot probe %s yet: %s", scope.rag_id, exc)
+            return False
+        return True

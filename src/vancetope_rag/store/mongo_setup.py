@@ -8,6 +8,10 @@ Schema versions of the MongoDB store:
 2. One ``chunks_<dim>`` collection per dimension: binary float32 ``embedding``, source
    generations ``gen``, a vector and a text search index per collection (see
    :mod:`.mongo_indexes`).
+3. Generations of a RAG name (rebuilds without downtime): ``rags`` loses its unique name
+   index, ``rag_names`` points at the live generation of each name (see
+   :mod:`.mongo_catalog`), ``migrations`` and ``migration_items`` record rebuilds. Done on
+   open (:func:`~.mongo_catalog.upgrade_catalog`): every existing RAG gets its pointer.
 
 Opening a version-1 store that holds chunks does not strand them: the control plane works,
 chunk operations fail with a :class:`StoreError` that says to run ``init``, and ``init``
@@ -29,13 +33,14 @@ from vancetope_rag.domain.records import IndexStatus
 from vancetope_rag.errors import StoreError
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.store import mongo_indexes as ix
+from vancetope_rag.store.mongo_catalog import upgrade_catalog
 from vancetope_rag.store.mongo_chunks import MongoChunkStore
 from vancetope_rag.store.mongo_queries import decode_vector, encode_vector
 
 log = get_logger(__name__)
 
 #: Version of the document shapes in the database; a newer one is refused on open.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA_ID = "vancetope_rag"
 LEGACY_CHUNKS = "chunks"
 _BATCH = 500
@@ -66,6 +71,8 @@ def open_schema(database: Any, shown_uri: str, chunks: MongoChunkStore) -> None:
             f"store {shown_uri!r} has schema version {version}, newer than this vancetope-rag "
             f"understands ({SCHEMA_VERSION}); upgrade the package"
         )
+    if version < 3:
+        upgrade_catalog(database)  # before the indexes: it drops one they would conflict with
     ix.ensure_control_indexes(database)
     if version < SCHEMA_VERSION:
         if has_legacy_chunks(database):

@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from vancetope_rag.domain.records import Document, IndexState, Project, ProjectStatus, RagRecord
+from vancetope_rag.domain.records import (
+    Document,
+    IndexState,
+    Project,
+    ProjectStatus,
+    RagRecord,
+    RagState,
+)
 from vancetope_rag.store.shared import DocumentChanges, capped_error
 from vancetope_rag.store.types import NewDocument
 
@@ -356,6 +363,10 @@ def rag_to_bson(rag: RagRecord, created_at: datetime) -> dict[str, Any]:
         "chunkSize": rag.chunk_size,
         "chunkOverlap": rag.chunk_overlap,
         "createdAt": to_bson_time(created_at),
+        "state": rag.state.value,
+        "generation": rag.generation,
+        "replaces": rag.replaces,
+        "retiredAt": to_bson_time(rag.retired_at) if rag.retired_at else None,
     }
 
 
@@ -373,6 +384,11 @@ def rag_from_bson(d: Mapping[str, Any]) -> RagRecord:
         chunk_size=int(d["chunkSize"]),
         chunk_overlap=int(d["chunkOverlap"]),
         created_at=from_bson_time(d.get("createdAt")),
+        # schema 2 had no generations: every entry was live
+        state=RagState(d.get("state", RagState.LIVE.value)),
+        generation=int(d.get("generation", 1)),
+        replaces=d.get("replaces"),
+        retired_at=from_bson_time(d.get("retiredAt")),
     )
 
 

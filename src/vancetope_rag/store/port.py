@@ -5,6 +5,8 @@ Two parts, both scoped by tenant and project on every call:
 * :class:`ControlStore` — projects, documents with dirty flags and leases, the RAG catalog,
   cascade settings and the embedding cache.
 * :class:`ChunkStore` — chunk vectors per RAG.
+* :class:`MigrationStore` (:mod:`.port_migrations`) — generations of a RAG name and the
+  rebuilds between them, with the reads progress reporting needs.
   :class:`vancetope_rag.store.llamaindex_store.RagVectorStore` wraps any ChunkStore as a
   LlamaIndex ``BasePydanticVectorStore`` bound to one RAG.
 
@@ -18,6 +20,8 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+__all__ = ["ChunkStore", "ControlStore", "MigrationStore", "Store"]
+
 from vancetope_rag.domain.records import (
     Chunk,
     Document,
@@ -28,6 +32,7 @@ from vancetope_rag.domain.records import (
     ProjectStatus,
     RagRecord,
 )
+from vancetope_rag.store.port_migrations import MigrationStore
 from vancetope_rag.store.types import (
     UNSET,
     ChunkFilter,
@@ -166,19 +171,31 @@ class ControlStore(Protocol):
         """Documents whose last indexing pass stopped at the text limit."""
         ...
 
-    # RAG catalog
-    def insert_rag(self, rag: RagRecord) -> RagRecord: ...
+    # RAG catalog: readers see LIVE generations only (shadows and retired ones through
+    # MigrationStore); a name is unique among the live RAGs of a project
+    def insert_rag(self, rag: RagRecord) -> RagRecord:
+        """Create a live RAG; raises ``RagAlreadyExistsError`` when the name is taken."""
+        ...
 
-    def get_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None: ...
+    def get_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
+        """The RAG with that id if it is the live generation of its name, else None."""
+        ...
 
-    def find_rag(self, tenant_id: str, project_id: str, name: str) -> RagRecord | None: ...
+    def find_rag(self, tenant_id: str, project_id: str, name: str) -> RagRecord | None:
+        """The live RAG of that name."""
+        ...
 
-    def list_rags(self, tenant_id: str, project_id: str) -> list[RagRecord]: ...
+    def list_rags(self, tenant_id: str, project_id: str) -> list[RagRecord]:
+        """The live RAGs of the project, by name."""
+        ...
 
-    def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool: ...
+    def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
+        """Delete a catalog entry of any state (its chunks are the caller's business)."""
+        ...
 
     def rag_dimensions(self) -> set[int]:
-        """Every embedding dimension of the RAG catalog, across tenants (for ``init``)."""
+        """Every embedding dimension of the RAG catalog (every state), across tenants (for
+        ``init``: a rebuild's shadow needs its dimension's indexes too)."""
         ...
 
     # cascade settings (values are stored encoded; see domain.settings)
@@ -285,6 +302,12 @@ class ChunkStore(Protocol):
         score. A text with no searchable word finds nothing."""
         ...
 
+    def visible(self, scope: RagScope) -> bool:
+        """Does search see the newest generation of every source of the scope yet? (Always
+        on stores whose queries read the data itself; a probe on Atlas.) A rebuild's shadow
+        becomes live only once it is."""
+        ...
+
     # index management: never called in the query path
 
     def prepare_dimension(self, dimension: int) -> None:
@@ -303,10 +326,11 @@ class ChunkStore(Protocol):
 
 
 class Store(Protocol):
-    """A store opened from a URI: its control plane and its chunk store."""
+    """A store opened from a URI: its control plane, chunk store and migrations."""
 
     control: ControlStore
     chunks: ChunkStore
+    migrations: MigrationStore
 
     def initialize(
         self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0

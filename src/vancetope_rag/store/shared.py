@@ -24,6 +24,7 @@ from vancetope_rag.errors import (
     DocumentNotFoundError,
     InvalidInputError,
     RagAlreadyExistsError,
+    RebuildRunningError,
 )
 from vancetope_rag.store.types import (
     FILTER_KEYS,
@@ -137,6 +138,17 @@ def rag_exists_error(rag: RagRecord) -> RagAlreadyExistsError:
         tenant_id=rag.tenant_id,
         project_id=rag.project_id,
         rag_name=rag.name,
+    )
+
+
+def rebuild_running_error(tenant_id: str, project_id: str, rag_name: str) -> RebuildRunningError:
+    """A second rebuild of a RAG while one is still running or switching over."""
+    return RebuildRunningError(
+        f"a rebuild of {rag_name!r} is already running in project {project_id!r}; wait for "
+        "it to finish (status shows its progress) or cancel it (reindex --cancel)",
+        tenant_id=tenant_id,
+        project_id=project_id,
+        rag_name=rag_name,
     )
 
 

@@ -24,8 +24,8 @@ from vancetope_rag.store.shared import (
     foreign_chunk_error,
 )
 from vancetope_rag.store.sqlite_db import SqliteDatabase
-from vancetope_rag.store.sqlite_lexical import SqliteLexical
 from vancetope_rag.store.sqlite_errors import ConstraintViolation
+from vancetope_rag.store.sqlite_lexical import SqliteLexical
 from vancetope_rag.store.sqlite_rows import chunk_filter_sql, chunk_row, insert_sql, row_to_hit
 from vancetope_rag.store.types import ChunkFilter, RagScope
 from vancetope_rag.store.vector_cache import VectorCache
@@ -217,6 +217,9 @@ class SqliteChunkStore:
             (tenant_id, project_id),
         )
         return {r[0]: int(r[1]) for r in rows}
+
+    def visible(self, scope: RagScope) -> bool:
+        return True  # queries read the committed rows themselves
 
     def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
         where, params = chunk_filter_sql(filters)

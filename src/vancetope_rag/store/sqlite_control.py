@@ -13,7 +13,12 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from vancetope_rag.domain.records import Document, IndexState, Project, ProjectStatus, RagRecord
+from vancetope_rag.domain.records import (
+    Document,
+    IndexState,
+    Project,
+    ProjectStatus,
+)
 from vancetope_rag.store.shared import (
     DocumentChanges,
     capped_error,
@@ -21,10 +26,10 @@ from vancetope_rag.store.shared import (
     document_not_found_error,
     path_exists_error,
     path_taken_error,
-    rag_exists_error,
     state_counts,
     unique_batches,
 )
+from vancetope_rag.store.sqlite_catalog import SqliteRagCatalog
 from vancetope_rag.store.sqlite_db import SqliteDatabase
 from vancetope_rag.store.sqlite_errors import ConstraintViolation
 from vancetope_rag.store.sqlite_rows import (
@@ -33,10 +38,8 @@ from vancetope_rag.store.sqlite_rows import (
     document_row,
     document_update_sql,
     insert_sql,
-    rag_row,
     row_to_document,
     row_to_project,
-    row_to_rag,
 )
 from vancetope_rag.store.sqlite_settings import SqliteSettingsAndCache
 from vancetope_rag.store.types import UNSET, Clock, NewDocument, _Unset
@@ -44,8 +47,10 @@ from vancetope_rag.store.types import UNSET, Clock, NewDocument, _Unset
 T = TypeVar("T")
 
 
-class SqliteControlStore(SqliteSettingsAndCache):
-    """:class:`~vancetope_rag.store.port.ControlStore` on a :class:`SqliteDatabase`."""
+class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
+    """:class:`~vancetope_rag.store.port.ControlStore` on a :class:`SqliteDatabase` (the RAG
+    catalog comes from :class:`~.sqlite_catalog.SqliteRagCatalog`, settings and the embedding
+    cache from :class:`~.sqlite_settings.SqliteSettingsAndCache`)."""
 
     def __init__(self, db: SqliteDatabase, *, clock: Clock = time.time) -> None:
         self.db = db
@@ -322,50 +327,3 @@ class SqliteControlStore(SqliteSettingsAndCache):
             (tenant_id, project_id),
         )
         return int(rows[0][0])
-
-    # -- RAG catalog -------------------------------------------------------------------
-
-    def insert_rag(self, rag: RagRecord) -> RagRecord:
-        created = rag.created_at.timestamp() if rag.created_at else self._clock()
-        try:
-            with self.db.transaction():
-                self.db.execute(*insert_sql("rags", rag_row(rag, created)))
-        except ConstraintViolation as exc:
-            raise rag_exists_error(rag) from exc
-        stored = self.get_rag(rag.tenant_id, rag.project_id, rag.id)
-        assert stored is not None
-        return stored
-
-    def get_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        return self._first(
-            row_to_rag,
-            "SELECT * FROM rags WHERE id = ? AND tenant_id = ? AND project_id = ?",
-            (rag_id, tenant_id, project_id),
-        )
-
-    def find_rag(self, tenant_id: str, project_id: str, name: str) -> RagRecord | None:
-        return self._first(
-            row_to_rag,
-            "SELECT * FROM rags WHERE name = ? AND tenant_id = ? AND project_id = ?",
-            (name, tenant_id, project_id),
-        )
-
-    def list_rags(self, tenant_id: str, project_id: str) -> list[RagRecord]:
-        rows = self.db.query_dicts(
-            "SELECT * FROM rags WHERE tenant_id = ? AND project_id = ? ORDER BY name",
-            (tenant_id, project_id),
-        )
-        return [row_to_rag(r) for r in rows]
-
-    def rag_dimensions(self) -> set[int]:
-        rows = self.db.query("SELECT DISTINCT embedding_dimension FROM rags")
-        return {int(r[0]) for r in rows}
-
-    def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
-        with self.db.transaction():
-            return bool(
-                self.db.execute(
-                    "DELETE FROM rags WHERE id = ? AND tenant_id = ? AND project_id = ?",
-                    (rag_id, tenant_id, project_id),
-                )
-            )

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from vancetope_rag.domain.migration import ItemState, Migration, MigrationItem, MigrationState
 from vancetope_rag.domain.records import (
     Chunk,
     Document,
@@ -18,6 +19,7 @@ from vancetope_rag.domain.records import (
     Project,
     ProjectStatus,
     RagRecord,
+    RagState,
 )
 from vancetope_rag.store.shared import DocumentChanges, iter_filter
 from vancetope_rag.store.types import ChunkFilter, NewDocument, RagScope
@@ -124,6 +126,10 @@ def rag_row(rag: RagRecord, created_at: float) -> dict[str, Any]:
         "chunk_size": rag.chunk_size,
         "chunk_overlap": rag.chunk_overlap,
         "created_at": created_at,
+        "state": rag.state.value,
+        "generation": rag.generation,
+        "replaces": rag.replaces,
+        "retired_at": rag.retired_at.timestamp() if rag.retired_at else None,
     }
 
 
@@ -143,7 +149,7 @@ def chunk_row(scope: RagScope, chunk: Chunk) -> dict[str, Any]:
     }
 
 
-def _dt(ts: float | None) -> datetime | None:
+def dt(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
 
 
@@ -159,19 +165,19 @@ def row_to_document(r: Mapping[str, Any]) -> Document:
         rag_enabled=None if r["rag_enabled"] is None else bool(r["rag_enabled"]),
         rag_dirty=bool(r["rag_dirty"]),
         rag_claimed_by=r["rag_claimed_by"],
-        rag_claimed_at=_dt(r["rag_claimed_at"]),
+        rag_claimed_at=dt(r["rag_claimed_at"]),
         rag_version=r["rag_version"],
         index_state=IndexState(r["index_state"]),
         index_attempts=r["index_attempts"],
         index_last_error=r["index_last_error"],
-        index_next_attempt_at=_dt(r["index_next_attempt_at"]),
-        indexed_at=_dt(r["indexed_at"]),
+        index_next_attempt_at=dt(r["index_next_attempt_at"]),
+        indexed_at=dt(r["indexed_at"]),
         rag_indexed_hash=r["rag_indexed_hash"],
         rag_claim_token=r["rag_claim_token"],
         truncated=bool(r["truncated"]),
         content_hash=r["content_hash"],
-        created_at=_dt(r["created_at"]),
-        updated_at=_dt(r["updated_at"]),
+        created_at=dt(r["created_at"]),
+        updated_at=dt(r["updated_at"]),
     )
 
 
@@ -188,7 +194,11 @@ def row_to_rag(r: Mapping[str, Any]) -> RagRecord:
         embedding_dimension=r["embedding_dimension"],
         chunk_size=r["chunk_size"],
         chunk_overlap=r["chunk_overlap"],
-        created_at=_dt(r["created_at"]),
+        created_at=dt(r["created_at"]),
+        state=RagState(r["state"]),
+        generation=int(r["generation"]),
+        replaces=r["replaces"],
+        retired_at=dt(r["retired_at"]),
     )
 
 
@@ -198,7 +208,7 @@ def row_to_project(r: Mapping[str, Any]) -> Project:
         project_id=r["project_id"],
         status=ProjectStatus(r["status"]),
         home_node=r["home_node"],
-        created_at=_dt(r["created_at"]),
+        created_at=dt(r["created_at"]),
     )
 
 
@@ -213,4 +223,39 @@ def row_to_hit(row: Mapping[str, Any], score: float, lexical_score: float | None
         rag_id=row["rag_id"],
         chunk_id=row["id"],
         metadata=json.loads(row["metadata"]),
+    )
+
+
+def row_to_migration(r: Mapping[str, Any]) -> Migration:
+    return Migration(
+        id=r["id"],
+        tenant_id=r["tenant_id"],
+        project_id=r["project_id"],
+        rag_name=r["rag_name"],
+        from_rag_id=r["from_rag_id"],
+        to_rag_id=r["to_rag_id"],
+        from_model=r["from_model"],
+        to_model=r["to_model"],
+        state=MigrationState(r["state"]),
+        reason=r["reason"],
+        max_failure_ratio=float(r["max_failure_ratio"]),
+        created_at=dt(r["created_at"]),
+        finished_at=dt(r["finished_at"]),
+    )
+
+
+def row_to_item(r: Mapping[str, Any]) -> MigrationItem:
+    return MigrationItem(
+        migration_id=r["migration_id"],
+        tenant_id=r["tenant_id"],
+        project_id=r["project_id"],
+        document_id=r["document_id"],
+        state=ItemState(r["state"]),
+        attempts=int(r["attempts"]),
+        last_error=r["last_error"],
+        claimed_by=r["claimed_by"],
+        claim_token=r["claim_token"],
+        doc_version=r["doc_version"],
+        indexed_hash=r["indexed_hash"],
+        completed_at=dt(r["completed_at"]),
     )

@@ -5,7 +5,7 @@ Pure data; :mod:`.sqlite_db` runs them in one transaction when it opens a file.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: Ordered migrations; index i brings the schema from version i to i + 1. Never edit a shipped
 #: entry: add a new one.
@@ -131,5 +131,78 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT rowid, vtr_scope_token(tenant_id, project_id, rag_id), text FROM chunks;
     INSERT INTO counters (name, value) SELECT 'chunk_rowid', coalesce(max(rowid), 0) FROM chunks;
     INSERT INTO counters (name, value) VALUES ('chunk_generation', 0);
+    """,
+    # 6: rebuilds without downtime. A RAG name has generations (live, shadow, retired): the
+    # table is rebuilt because its inline UNIQUE (tenant, project, name) must hold for live
+    # RAGs only. Migrations record each rebuild, migration_items are its per-document queue
+    # (claimed like documents); indexed_at is indexed for the progress rate.
+    """
+    CREATE TABLE rags_v6 (
+        id TEXT PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        title TEXT,
+        description TEXT,
+        embedding_provider TEXT NOT NULL,
+        embedding_model TEXT NOT NULL,
+        embedding_dimension INTEGER NOT NULL,
+        chunk_size INTEGER NOT NULL,
+        chunk_overlap INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        state TEXT NOT NULL DEFAULT 'live',
+        generation INTEGER NOT NULL DEFAULT 1,
+        replaces TEXT,
+        retired_at REAL
+    );
+    INSERT INTO rags_v6 (id, tenant_id, project_id, name, title, description,
+        embedding_provider, embedding_model, embedding_dimension, chunk_size, chunk_overlap,
+        created_at)
+    SELECT id, tenant_id, project_id, name, title, description, embedding_provider,
+        embedding_model, embedding_dimension, chunk_size, chunk_overlap, created_at FROM rags;
+    DROP TABLE rags;
+    ALTER TABLE rags_v6 RENAME TO rags;
+    CREATE UNIQUE INDEX rags_live_name_uniq ON rags (tenant_id, project_id, name)
+        WHERE state = 'live';
+    CREATE INDEX rags_name_idx ON rags (tenant_id, project_id, name, generation);
+    CREATE TABLE migrations (
+        id TEXT PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        rag_name TEXT NOT NULL,
+        from_rag_id TEXT NOT NULL,
+        to_rag_id TEXT NOT NULL,
+        from_model TEXT NOT NULL,
+        to_model TEXT NOT NULL,
+        state TEXT NOT NULL,
+        reason TEXT,
+        max_failure_ratio REAL NOT NULL,
+        created_at REAL NOT NULL,
+        finished_at REAL
+    );
+    CREATE UNIQUE INDEX migrations_active_uniq ON migrations (tenant_id, project_id, rag_name)
+        WHERE state IN ('running', 'switching');
+    CREATE INDEX migrations_name_idx ON migrations (tenant_id, project_id, rag_name, created_at);
+    CREATE TABLE migration_items (
+        migration_id TEXT NOT NULL,
+        document_id TEXT NOT NULL,
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT,
+        next_attempt_at REAL,
+        claimed_by TEXT,
+        claimed_at REAL,
+        claim_token INTEGER,
+        doc_version INTEGER,
+        indexed_hash TEXT,
+        completed_at REAL,
+        PRIMARY KEY (migration_id, document_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX migration_items_claim_idx ON migration_items (migration_id, state);
+    CREATE INDEX migration_items_document_idx
+        ON migration_items (tenant_id, project_id, document_id);
+    CREATE INDEX documents_indexed_at_idx ON documents (tenant_id, project_id, indexed_at);
     """,
 )

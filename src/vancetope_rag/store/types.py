@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
-from vancetope_rag.domain.records import RagRecord
+from vancetope_rag.domain.records import IndexState, RagRecord
 
 #: Seconds since the epoch, injected so tests control time (``time.time`` in production).
 Clock = Callable[[], float]
@@ -46,6 +47,19 @@ class NewDocument:
     summary: str | None = None
     rag_enabled: bool | None = None
     rag_dirty: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentHead:
+    """A document without its texts: what a rebuild's reconciliation compares."""
+
+    id: str
+    path: str
+    mime_type: str
+    rag_enabled: bool | None
+    rag_version: int
+    index_state: IndexState
+    indexed_at: datetime | None
 
 
 class _Unset:
