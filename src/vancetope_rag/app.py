@@ -26,6 +26,7 @@ from vancetope_rag.services.autoinject import RagAutoInjectService
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.importer import DocumentImporter
 from vancetope_rag.services.indexer import ProjectRagIndexer
+from vancetope_rag.services.migration import MigrationService
 from vancetope_rag.services.projects import ProjectLifecycle, ProjectRagService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.scheduler import ProjectRagIndexScheduler
@@ -56,6 +57,7 @@ class RagApp:
     documents: DocumentService
     importer: DocumentImporter
     project_rags: ProjectRagService
+    migrations: MigrationService
     lifecycle: ProjectLifecycle
     indexer: ProjectRagIndexer
     scheduler: ProjectRagIndexScheduler
@@ -106,9 +108,12 @@ class RagApp:
             fusion=config.fusion(),
             max_text_chars=config.max_text_chars,
         )
-        documents = DocumentService(control, chunks)
+        documents = DocumentService(control, chunks, store.migrations)
         importer = DocumentImporter(documents, extractors, max_text_chars=config.max_text_chars)
-        project_rags = ProjectRagService(control, rags, documents, settings)
+        migrations = MigrationService(
+            control, store.migrations, rags, documents, settings, config, metrics
+        )
+        project_rags = ProjectRagService(control, rags, documents, settings, migrations)
         lifecycle = ProjectLifecycle(control, project_rags)
         indexer = ProjectRagIndexer(
             control, rags, documents, project_rags, settings, config, metrics
@@ -130,6 +135,7 @@ class RagApp:
             documents=documents,
             importer=importer,
             project_rags=project_rags,
+            migrations=migrations,
             lifecycle=lifecycle,
             indexer=indexer,
             scheduler=scheduler,

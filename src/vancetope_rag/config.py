@@ -90,6 +90,13 @@ class EngineConfig(BaseSettings):
     retry_backoff_max_s: float = Field(
         default=3600.0, ge=0, validation_alias=_env("VANCETOPE_RAG_RETRY_BACKOFF_MAX_S")
     )
+    retired_grace_s: float = Field(
+        default=300.0,
+        ge=0,
+        validation_alias=_env("VANCETOPE_RAG_RETIRED_GRACE_S"),
+        description="How long a generation a rebuild replaced keeps its chunks: a reader "
+        "that looked the RAG up just before the switch still finds them.",
+    )
     chunk_size: int | None = Field(
         default=None,
         ge=16,

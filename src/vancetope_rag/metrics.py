@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 OUTCOMES = ("success", "failed", "skipped", "tenant_disabled")
+REBUILD_OUTCOMES = ("completed", "failed", "cancelled")
 
 
 class Metrics:
@@ -19,6 +20,14 @@ class Metrics:
         )
         for outcome in OUTCOMES:
             self.indexer_runs.labels(outcome=outcome)
+        self.rebuilds = Counter(
+            "vance_rag_rebuilds",
+            "Rebuilds onto a new embedding model ended by this process, by outcome.",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for outcome in REBUILD_OUTCOMES:
+            self.rebuilds.labels(outcome=outcome)
         self.pre_turn_seconds = Histogram(
             "vance_rag_autoinject_seconds",
             "Latency of the AutoInject pre-turn step.",

@@ -1,4 +1,9 @@
-"""DocumentService: project documents and the dirty-flag maintenance of spec §4.2."""
+"""DocumentService: project documents and the dirty-flag maintenance of spec §4.2.
+
+Every change that queues a document for the indexer also re-queues it for a running rebuild
+(in the same transaction where the store has them), so the new generation a rebuild fills
+never misses an edit made while it runs; a rebuild checks again before it switches.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vancetope_rag.domain.eligibility import guess_mime_type, is_rag_eligible
-from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Document, IndexState
+from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Document, IndexState, RagState
 from vancetope_rag.domain.texts import check_label, has_lone_surrogate
 from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError
-from vancetope_rag.store.port import ChunkStore, ControlStore
+from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore
 from vancetope_rag.store.types import UNSET, NewDocument, RagScope, _Unset
 
 RagOverride = Literal["auto", "on", "off"]
@@ -51,9 +56,12 @@ class UpsertResult:
 class DocumentService:
     """Creates, updates and deletes documents; keeps ``ragDirty`` right (spec §4.2)."""
 
-    def __init__(self, control: ControlStore, chunks: ChunkStore) -> None:
+    def __init__(
+        self, control: ControlStore, chunks: ChunkStore, migrations: MigrationStore
+    ) -> None:
         self.control = control
         self.chunks = chunks
+        self.migrations = migrations
 
     def get(self, tenant_id: str, project_id: str, document_id: str) -> Document:
         if not isinstance(document_id, str) or not document_id:
@@ -112,18 +120,23 @@ class DocumentService:
         if mime_type is not None:
             check_label(mime_type, "mimeType", 255)
         mime = mime_type or guess_mime_type(path)
-        return self.control.insert_document(
-            NewDocument(
-                tenant_id=tenant_id,
-                project_id=project_id,
-                path=path,
-                mime_type=mime,
-                content=content,
-                summary=summary,
-                rag_enabled=rag_enabled,
-                rag_dirty=is_rag_eligible(path, mime, rag_enabled),
+        dirty = is_rag_eligible(path, mime, rag_enabled)
+        with self.control.transaction():
+            doc = self.control.insert_document(
+                NewDocument(
+                    tenant_id=tenant_id,
+                    project_id=project_id,
+                    path=path,
+                    mime_type=mime,
+                    content=content,
+                    summary=summary,
+                    rag_enabled=rag_enabled,
+                    rag_dirty=dirty,
+                )
             )
-        )
+            if dirty:
+                self.migrations.requeue_documents(tenant_id, project_id, [doc.id])
+        return doc
 
     def update(
         self,
@@ -158,17 +171,21 @@ class DocumentService:
         relevant = self.is_rag_eligible(before) or is_rag_eligible(
             after_path, after_mime, after_override
         )
-        return self.control.update_document(
-            tenant_id,
-            project_id,
-            document_id,
-            content=content,
-            path=path,
-            mime_type=mime_type,
-            summary=summary,
-            rag_enabled=rag_enabled,
-            mark_dirty=changed and relevant,
-        )
+        with self.control.transaction():
+            doc = self.control.update_document(
+                tenant_id,
+                project_id,
+                document_id,
+                content=content,
+                path=path,
+                mime_type=mime_type,
+                summary=summary,
+                rag_enabled=rag_enabled,
+                mark_dirty=changed and relevant,
+            )
+            if changed and relevant:
+                self.migrations.requeue_documents(tenant_id, project_id, [document_id])
+        return doc
 
     def upsert_by_path(
         self, tenant_id: str, project_id: str, path: str, content: str, *, mime_type: str | None
@@ -199,9 +216,12 @@ class DocumentService:
         """Spec §8.1 tristate: ``auto`` (filter decides), ``on`` (always), ``off`` (never)."""
         override = parse_override(value)
         self.get(tenant_id, project_id, document_id)
-        return self.control.update_document(
-            tenant_id, project_id, document_id, rag_enabled=override, mark_dirty=True
-        )
+        with self.control.transaction():
+            doc = self.control.update_document(
+                tenant_id, project_id, document_id, rag_enabled=override, mark_dirty=True
+            )
+            self.migrations.requeue_documents(tenant_id, project_id, [document_id])
+        return doc
 
     def set_summary(
         self, tenant_id: str, project_id: str, document_id: str, summary: str | None
@@ -212,25 +232,39 @@ class DocumentService:
 
     def mark_rag_dirty(self, tenant_id: str, project_id: str, document_id: str) -> Document:
         """Queue one document for the indexer (the summary driver calls this, spec §4.2)."""
-        if not self.control.mark_dirty(tenant_id, project_id, [document_id]):
+        if not self.mark_dirty(tenant_id, project_id, [document_id]):
             raise DocumentNotFoundError(
                 f"no document {document_id!r} in project {project_id!r}", document_id=document_id
             )
         return self.get(tenant_id, project_id, document_id)
 
+    def mark_dirty(self, tenant_id: str, project_id: str, document_ids: list[str]) -> int:
+        """Queue documents for the indexer and for a running rebuild."""
+        with self.control.transaction():
+            marked = self.control.mark_dirty(tenant_id, project_id, document_ids)
+            self.migrations.requeue_documents(tenant_id, project_id, document_ids)
+        return marked
+
+    def reindex_candidates(self, tenant_id: str, project_id: str) -> list[str]:
+        """Ids of every eligible document (and of every one that may still have chunks)."""
+        return [
+            d.id
+            for d in self.migrations.document_heads(tenant_id, project_id)
+            if is_rag_eligible(d.path, d.mime_type, d.rag_enabled) or d.indexed_at is not None
+        ]
+
     def mark_all_for_reindex(self, tenant_id: str, project_id: str) -> int:
         """Queue every eligible document (and every one that may still have chunks)."""
-        ids = [
-            d.id
-            for d in self.list_documents(tenant_id, project_id)
-            if self.is_rag_eligible(d) or d.indexed_at is not None
-        ]
-        return self.control.mark_dirty(tenant_id, project_id, ids)
+        ids = self.reindex_candidates(tenant_id, project_id)
+        return self.mark_dirty(tenant_id, project_id, ids)
 
     def delete(self, tenant_id: str, project_id: str, document_id: str) -> bool:
-        """Delete the document and, in the same step, its chunks in ``_documents``."""
+        """Delete the document and, in the same step, its chunks in ``_documents`` — the live
+        generation and a rebuild's new one — and its place in a rebuild's queue."""
         with self.control.transaction():
-            rag = self.control.find_rag(tenant_id, project_id, DEFAULT_RAG_NAME)
-            if rag is not None:
-                self.chunks.remove_by_source(RagScope.of(rag), document_id)
+            for rag in self.migrations.rag_generations(tenant_id, project_id, DEFAULT_RAG_NAME):
+                if rag.state is not RagState.RETIRED:
+                    self.chunks.remove_by_source(RagScope.of(rag), document_id)
+            for m in self.migrations.active_migrations(tenant_id, project_id):
+                self.migrations.remove_items(m.id, [document_id])
             return self.control.delete_document(tenant_id, project_id, document_id)

@@ -11,7 +11,7 @@ or undoes the others.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,27 +139,39 @@ class DocumentImporter:
         sources: Iterable[ImportSource],
         *,
         prefix: str = "documents/",
+        on_file: Callable[[ImportSource], None] | None = None,
     ) -> ImportSummary:
-        """Import ``sources`` one by one; a file that fails is skipped with its reason."""
+        """Import ``sources`` one by one; a file that fails is skipped with its reason.
+        ``on_file`` is called after each one (a progress bar)."""
         if prefix and not prefix.endswith("/"):
             prefix += "/"
         summary = ImportSummary(max_text_chars=self.max_text_chars)
         for source in sources:
-            if source.skip_reason is not None:
-                summary.skipped_files.append(SkippedFile(source.path, source.skip_reason))
-                continue
-            try:
-                action, over = self._import_one(
-                    tenant_id, project_id, source, prefix + source.path
-                )
-            except (RagError, OSError) as exc:
-                reason = exc.message if isinstance(exc, RagError) else str(exc)
-                summary.skipped_files.append(SkippedFile(source.path, reason or "unknown"))
-                continue
-            setattr(summary, action, getattr(summary, action) + 1)
-            if over:
-                summary.over_limit.append(source.path)
+            self._import_source(tenant_id, project_id, source, prefix, summary)
+            if on_file is not None:
+                on_file(source)
         return summary
+
+    def _import_source(
+        self,
+        tenant_id: str,
+        project_id: str,
+        source: ImportSource,
+        prefix: str,
+        summary: ImportSummary,
+    ) -> None:
+        if source.skip_reason is not None:
+            summary.skipped_files.append(SkippedFile(source.path, source.skip_reason))
+            return
+        try:
+            action, over = self._import_one(tenant_id, project_id, source, prefix + source.path)
+        except (RagError, OSError) as exc:
+            reason = exc.message if isinstance(exc, RagError) else str(exc)
+            summary.skipped_files.append(SkippedFile(source.path, reason or "unknown"))
+            return
+        setattr(summary, action, getattr(summary, action) + 1)
+        if over:
+            summary.over_limit.append(source.path)
 
     def _import_one(
         self, tenant_id: str, project_id: str, source: ImportSource, path: str

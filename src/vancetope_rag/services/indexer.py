@@ -101,6 +101,13 @@ def fingerprint(rag: RagRecord, parts: Sequence[SourceText]) -> str:
     return h.hexdigest()
 
 
+def retry_delay(config: EngineConfig, attempts: int) -> float:
+    """Exponential backoff with jitter, capped (the indexer's and a rebuild's retries)."""
+    base = config.retry_backoff_s * (2 ** max(0, attempts))
+    capped: float = min(config.retry_backoff_max_s, base)
+    return capped * random.uniform(0.8, 1.2)
+
+
 def error_text(exc: BaseException) -> str:
     """What the store and the log keep of a failure: redacted, capped."""
     text = exc.message if isinstance(exc, RagError) else f"{type(exc).__name__}: {exc}"
@@ -131,9 +138,7 @@ class ProjectRagIndexer:
 
     def retry_delay(self, attempts: int) -> float:
         """Exponential backoff with jitter, capped."""
-        base = self.config.retry_backoff_s * (2 ** max(0, attempts))
-        capped: float = min(self.config.retry_backoff_max_s, base)
-        return capped * random.uniform(0.8, 1.2)
+        return retry_delay(self.config, attempts)
 
     def reindex_document(self, doc: Document, worker_id: str) -> BatchResult:
         """Spec §4.3 for one claimed document."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from vancetope_rag.domain.migration import Migration
 from vancetope_rag.domain.records import (
     DEFAULT_RAG_NAME,
     Project,
@@ -24,6 +26,9 @@ from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, e
 from vancetope_rag.store.port import ControlStore
 from vancetope_rag.store.types import RagScope
 
+if TYPE_CHECKING:  # the migration service builds on the indexer, which builds on this
+    from vancetope_rag.services.migration import MigrationService
+
 log = get_logger(__name__)
 
 
@@ -31,9 +36,16 @@ log = get_logger(__name__)
 class ReindexResult:
     rebuild: bool
     documents_queued: int
+    #: The rebuild started (None for a plain reindex, and for a rebuild of a project that
+    #: had no index yet: that one is created directly).
+    migration: Migration | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {"rebuild": self.rebuild, "documentsQueued": self.documents_queued}
+        return {
+            "rebuild": self.rebuild,
+            "documentsQueued": self.documents_queued,
+            "migration": self.migration.ref_json() if self.migration else None,
+        }
 
 
 def require_open_project(control: ControlStore, tenant_id: str, project_id: str) -> Project:
@@ -69,11 +81,13 @@ class ProjectRagService:
         rags: RagService,
         documents: DocumentService,
         settings: SettingsService,
+        migrations: MigrationService,
     ) -> None:
         self.control = control
         self.rags = rags
         self.documents = documents
         self.settings = settings
+        self.migrations = migrations
 
     def find_default_rag(self, tenant_id: str, project_id: str) -> RagRecord | None:
         return self.control.find_rag(tenant_id, project_id, DEFAULT_RAG_NAME)
@@ -112,11 +126,9 @@ class ProjectRagService:
             return None
 
     def dispose_default_rag(self, tenant_id: str, project_id: str) -> bool:
-        rag = self.find_default_rag(tenant_id, project_id)
-        if rag is None:
-            return False
-        self.rags.delete(tenant_id, project_id, rag.id, system=True)
-        return True
+        """Every generation of ``_documents`` goes, a running rebuild with them."""
+        self.migrations.cancel_all(tenant_id, project_id, "the project was closed")
+        return bool(self.migrations.dispose_all(tenant_id, project_id, DEFAULT_RAG_NAME))
 
     def indexable_rag(
         self, tenant_id: str, project_id: str, snapshot: SettingsSnapshot | None = None
@@ -142,33 +154,50 @@ class ProjectRagService:
         return rag
 
     def reindex(self, tenant_id: str, project_id: str, *, rebuild: bool = False) -> ReindexResult:
-        """Queue every eligible document; ``rebuild`` first drops and re-creates the RAG with
-        the current embedding settings (spec §6.2).
+        """Queue every eligible document; ``rebuild`` instead starts a new generation pinned
+        to the current embedding settings, filled beside the live one, which every reader
+        keeps using until the new one replaces it (spec §6.2 without the downtime). Returns
+        at once; the indexer does the work (``status`` shows its progress).
 
         Raises:
             ProjectNotFoundError: The project was never brought up.
             ProjectClosedError: The project is closed.
-            EmbeddingDisabledError: ``rebuild`` while the kill switch is on: the index would
-                only be dropped, so nothing is touched.
+            EmbeddingDisabledError: ``rebuild`` while the kill switch is on.
             EmbeddingError: ``rebuild`` with a provider that cannot load; nothing is touched.
+            RebuildRunningError: ``rebuild`` while another rebuild runs.
         """
         require_open_project(self.control, tenant_id, project_id)
-        if rebuild:
-            # A rebuild that cannot re-create the RAG must not drop the index first.
-            snapshot = self.settings.snapshot(tenant_id, project_id)
-            if not snapshot.embeddings_enabled():
-                raise embeddings_disabled(
-                    tenant_id,
-                    project_id,
-                    "set a provider before rebuilding, or the index would only be dropped",
-                    rag_name=DEFAULT_RAG_NAME,
-                )
-            self.rags.registry.load(snapshot.embedding())
-            self.dispose_default_rag(tenant_id, project_id)
-        rag = self.ensure_default_rag(tenant_id, project_id, strict=True)
-        self.collect_garbage(tenant_id, project_id, rag)
-        queued = self.documents.mark_all_for_reindex(tenant_id, project_id)
-        return ReindexResult(rebuild=rebuild, documents_queued=queued)
+        if not rebuild:
+            rag = self.ensure_default_rag(tenant_id, project_id, strict=True)
+            self.collect_garbage(tenant_id, project_id, rag)
+            queued = self.documents.mark_all_for_reindex(tenant_id, project_id)
+            return ReindexResult(rebuild=False, documents_queued=queued)
+        snapshot = self.settings.snapshot(tenant_id, project_id)
+        if not snapshot.embeddings_enabled():
+            raise embeddings_disabled(
+                tenant_id,
+                project_id,
+                "set a provider before rebuilding; the index is kept as it is",
+                rag_name=DEFAULT_RAG_NAME,
+            )
+        self.rags.registry.load(snapshot.embedding())  # refuse before anything is written
+        live = self.find_default_rag(tenant_id, project_id)
+        if live is None:  # nothing to keep serving: create the index directly
+            self.ensure_default_rag(tenant_id, project_id, strict=True, snapshot=snapshot)
+            queued = self.documents.mark_all_for_reindex(tenant_id, project_id)
+            return ReindexResult(rebuild=True, documents_queued=queued)
+        self.collect_garbage(tenant_id, project_id, live)  # what the old index holds is not copied
+        started = self.migrations.start(live, snapshot)
+        return ReindexResult(True, started.documents_queued, started.migration)
+
+    def cancel_rebuild(self, tenant_id: str, project_id: str) -> Migration:
+        """Cancel the running rebuild; its new generation goes, the live one stays.
+
+        Raises:
+            NoRebuildError: No rebuild is running.
+            RebuildRunningError: It is switching over already.
+        """
+        return self.migrations.cancel(tenant_id, project_id)
 
     def collect_garbage(self, tenant_id: str, project_id: str, rag: RagRecord | None) -> int:
         """Remove chunks no document or RAG owns; returns how many.
@@ -176,8 +205,9 @@ class ProjectRagService:
         * in ``_documents``, chunks whose source ref is no current document of the project:
           manual writes (spec §9: "only as a quick test") and chunks of documents deleted
           behind the services' back; no indexer pass would ever overwrite them;
-        * chunks of RAG ids with no catalog row any more (a RAG row deleted by direct
-          database access, spec §10): unreachable, but still stored.
+        * chunks of RAG ids with no catalog row any more, in any state (a RAG row deleted by
+          direct database access, spec §10): unreachable, but still stored. A rebuild's new
+          generation and a retired one have rows: their chunks are not garbage.
 
         Chunks are listed before their owners are looked up, so a document or RAG created
         meanwhile (its chunks come after its row) is never taken for garbage.
@@ -185,7 +215,7 @@ class ProjectRagService:
         removed = 0
         chunk_rags = self.rags.chunks.chunk_rags(tenant_id, project_id)
         for rag_id, dim in chunk_rags.items():
-            if self.control.get_rag(tenant_id, project_id, rag_id) is None:
+            if self.migrations.migrations.get_any_rag(tenant_id, project_id, rag_id) is None:
                 removed += self.rags.chunks.drop_rag(RagScope(tenant_id, project_id, rag_id, dim))
         if rag is not None:
             scope = RagScope.of(rag)
@@ -203,8 +233,10 @@ class ProjectRagService:
         rag = self.find_default_rag(tenant_id, project_id)
         counts = self.control.document_state_counts(tenant_id, project_id)
         truncated = self.control.count_truncated(tenant_id, project_id)
+        progress = self.migrations.progress(tenant_id, project_id)
         if rag is None:
-            return RagStatus(exists=False, documents=counts, truncated_documents=truncated)
+            return RagStatus(exists=False, documents=counts, truncated_documents=truncated,
+                             progress=progress)  # fmt: skip
         return RagStatus(
             exists=True,
             rag_id=rag.id,
@@ -214,6 +246,7 @@ class ProjectRagService:
             created_at=rag.created_at,
             documents=counts,
             truncated_documents=truncated,
+            progress=progress,
         )
 
 

@@ -20,6 +20,7 @@ from vancetope_rag.errors import RagError, StoreError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.indexer import BatchResult, ProjectRagIndexer, error_text
+from vancetope_rag.services.migration import MigrationService
 from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store.port import ControlStore
@@ -51,6 +52,7 @@ class ProjectRagIndexScheduler:
         self.control = control
         self.indexer = indexer
         self.project_rags = project_rags
+        self.migrations: MigrationService = project_rags.migrations
         self.settings = settings
         self.config = config
         self.metrics = metrics
@@ -100,24 +102,44 @@ class ProjectRagIndexScheduler:
         for project in self.control.projects_for_node(self.config.node_id):
             t, p = project.tenant_id, project.project_id
             result.projects += 1
-            try:
-                outcome = self.blocked(t, p)
-                if outcome is not None:
-                    self.metrics.indexer_runs.labels(outcome=outcome).inc()
-                    continue
-                docs = self.control.claim_for_rag_index(
-                    t, p, self.worker_id, self.config.indexer_batch_size, self.config.claim_ttl_s
-                )
-            except RagError as exc:
-                log.warning("project %s/%s skipped this tick: %s", t, p, exc)
-                if isinstance(exc, StoreError):
-                    result.store_errors += 1
-                    result.store_error = exc.message
-                continue
-            result.claimed += len(docs)
-            result.add(self.indexer.index_batch(t, p, docs, self.worker_id))
+            self._index_live(t, p, result)
+            self._advance_rebuilds(t, p, result)
         self._sweep()
         return result
+
+    def _index_live(self, t: str, p: str, result: TickResult) -> None:
+        try:
+            outcome = self.blocked(t, p)
+            if outcome is not None:
+                self.metrics.indexer_runs.labels(outcome=outcome).inc()
+                return
+            docs = self.control.claim_for_rag_index(
+                t, p, self.worker_id, self.config.indexer_batch_size, self.config.claim_ttl_s
+            )
+        except RagError as exc:
+            log.warning("project %s/%s skipped this tick: %s", t, p, exc)
+            self._count_store_error(exc, result)
+            return
+        result.claimed += len(docs)
+        result.add(self.indexer.index_batch(t, p, docs, self.worker_id))
+
+    @staticmethod
+    def _count_store_error(exc: RagError, result: TickResult) -> None:
+        if isinstance(exc, StoreError):
+            result.store_errors += 1
+            result.store_error = exc.message
+
+    def _advance_rebuilds(self, t: str, p: str, result: TickResult) -> None:
+        """A rebuild goes on whatever blocks the live RAG's indexing (its old model may be the
+        very thing that no longer loads); it checks the kill switch itself."""
+        try:
+            done, claimed = self.migrations.work(t, p, self.worker_id)
+        except RagError as exc:
+            log.warning("project %s/%s: rebuild not advanced this tick: %s", t, p, exc)
+            self._count_store_error(exc, result)
+            return
+        result.claimed += claimed
+        result.add(done)
 
     def _sweep(self) -> None:
         """Old chunk generations go once search sees the new ones (a no-op on SQLite)."""
@@ -127,16 +149,18 @@ class ProjectRagIndexScheduler:
             log.warning("sweeping old chunk generations failed (retried next tick): %s", exc)
 
     def pending(self) -> int:
-        """Documents of this node's indexable projects still waiting or being processed."""
+        """Documents of this node's indexable projects still waiting or being processed,
+        plus the work of running rebuilds (their queues, and each one's switch)."""
         total = 0
-        for project in self.control.projects_for_node(self.config.node_id):
+        projects = self.control.projects_for_node(self.config.node_id)
+        for project in projects:
             t, p = project.tenant_id, project.project_id
             if self.blocked(t, p, warn=False) is not None:
                 continue
             counts = self.control.document_state_counts(t, p)
             total += counts.get(IndexState.PENDING.value, 0)
             total += counts.get(IndexState.PROCESSING.value, 0)
-        return total
+        return total + self.migrations.pending((r.tenant_id, r.project_id) for r in projects)
 
     def run_until_idle(
         self,
