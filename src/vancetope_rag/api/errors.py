@@ -31,6 +31,8 @@ _STATUS: tuple[tuple[type[e.RagError], int], ...] = (
     (e.RagNotFoundError, 404),
     (e.DocumentNotFoundError, 404),
     (e.TextTooLongError, 413),
+    (e.NoRebuildError, 404),
+    (e.RebuildRunningError, 409),
     (e.InvalidInputError, 400),
     (e.ReservedNameError, 400),
     (e.PathNotAllowedError, 400),

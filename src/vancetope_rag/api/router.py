@@ -1,4 +1,5 @@
-"""The JSON endpoints: spec §7 (status, reindex), failed-document listing, §8.1 override."""
+"""The JSON endpoints: spec §7 (status, reindex, rebuild cancel), failed-document listing,
+§8.1 override."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vancetope_rag.api.auth import AuthError, Principal, TokenVerifier
 from vancetope_rag.api.errors import redact
+from vancetope_rag.api.models import CancelResponse, ReindexResponse, StatusResponse
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import Document, IndexState
 
@@ -115,25 +117,44 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
 
     prefix = "/brain/{tenant}/projects/{project}"
 
-    @router.get(f"{prefix}/rag/status", tags=["rag"])
-    def rag_status(scope: ProjectScope = gate) -> dict[str, Any]:
-        """Spec §7 snapshot of the ``_documents`` RAG plus per-state document counts."""
-        return app.project_rags.status(scope.tenant, scope.project).to_json()
+    @router.get(f"{prefix}/rag/status", tags=["rag"], response_model=StatusResponse)
+    def rag_status(scope: ProjectScope = gate) -> StatusResponse:
+        """Spec §7 snapshot of the ``_documents`` RAG, per-state document counts, and the
+        progress of the indexer and of a rebuild (``progress.busy``: poll while true)."""
+        status = app.project_rags.status(scope.tenant, scope.project)
+        return StatusResponse.model_validate(status.to_json())
 
-    @router.post(f"{prefix}/rag/reindex", tags=["rag"])
+    @router.post(f"{prefix}/rag/reindex", tags=["rag"], response_model=ReindexResponse)
     def rag_reindex(
         rebuild: Annotated[
-            bool, Query(description="true: drop and re-create with the current model first")
+            bool,
+            Query(
+                description="true: build a new generation with the current embedding model "
+                "beside the live one, which keeps answering until the new one replaces it"
+            ),
         ] = False,
         scope: ProjectScope = gate,
-    ) -> dict[str, object]:
-        """Queue every eligible document; ``rebuild=true`` first drops and re-creates.
+    ) -> ReindexResponse:
+        """Queue every eligible document; ``rebuild=true`` starts a rebuild (answers at once
+        with the migration it started; ``status`` shows its progress).
 
-        404 for a project never brought up, 409 for a closed one and for a rebuild the
-        current embedding settings cannot carry out (the service refuses before dropping).
+        404 for a project never brought up; 409 for a closed one, a rebuild the current
+        embedding settings cannot carry out (nothing is touched) and a second rebuild while
+        one runs.
         """
         result = app.project_rags.reindex(scope.tenant, scope.project, rebuild=rebuild)
-        return result.to_json()
+        return ReindexResponse.model_validate(result.to_json())
+
+    @router.delete(f"{prefix}/rag/rebuild", tags=["rag"], response_model=CancelResponse)
+    def rag_cancel_rebuild(scope: ProjectScope = gate) -> CancelResponse:
+        """Cancel the running rebuild: its new generation is disposed, the live one stays as
+        it was. 404 when none runs; 409 once it is switching over (too late to cancel)."""
+        app.project_rags.cancel_rebuild(scope.tenant, scope.project)
+        progress = app.migrations.progress(scope.tenant, scope.project)
+        assert progress.migration is not None
+        return CancelResponse.model_validate(
+            {"cancelled": True, "migration": progress.migration.to_json()}
+        )
 
     @router.get(f"{prefix}/rag/documents", tags=["rag"])
     def rag_documents(

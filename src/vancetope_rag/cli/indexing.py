@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from vancetope_rag.cli import progress as terminal
 from vancetope_rag.cli.base import Ctx, cli, emit, errors_to_exit, fail, pass_ctx
+from vancetope_rag.cli.progress import progress_lines, wait_for_rebuild
 
 if TYPE_CHECKING:
     from vancetope_rag.services.scheduler import TickResult
@@ -24,10 +26,19 @@ if TYPE_CHECKING:
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @pass_ctx
 def import_cmd(c: Ctx, directory: Path, prefix: str, as_json: bool) -> None:
-    """Import the files of DIRECTORY as project documents (changed files only)."""
+    """Import the files of DIRECTORY as project documents (changed files only); a progress
+    bar on a terminal."""
+    from vancetope_rag.services.importer import walk_directory
+
     with errors_to_exit():
         c.bring_up("import")
-        summary = c.app.importer.import_directory(c.tenant, c.project, directory, prefix=prefix)
+        sources = list(walk_directory(directory))
+        show_bar = not as_json and terminal.on_terminal() and bool(sources)
+        with click.progressbar(length=max(len(sources), 1), label="importing", file=sys.stderr,
+                               hidden=not show_bar) as bar:  # fmt: skip
+            summary = c.app.importer.import_sources(
+                c.tenant, c.project, sources, prefix=prefix, on_file=lambda _: bar.update(1)
+            )
     if as_json:
         emit(summary.to_json())
         return
@@ -71,7 +82,7 @@ def index_cmd(c: Ctx, until_idle: bool, as_json: bool) -> None:
             )
         sched = app.scheduler
         total_start = sched.pending()
-        show_bar = not as_json and sys.stderr.isatty() and total_start > 0
+        show_bar = not as_json and terminal.on_terminal() and total_start > 0
         bar = (
             click.progressbar(length=total_start, label="indexing", file=sys.stderr)
             if show_bar
@@ -141,7 +152,8 @@ def worker_cmd(c: Ctx) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
 def status_cmd(c: Ctx, as_json: bool) -> None:
-    """The project RAG's status (spec §7) with per-state document counts."""
+    """The project RAG's status (spec §7): per-state document counts and the progress of the
+    indexer and of a rebuild (the numbers REST's status shows)."""
     with errors_to_exit():
         status = c.app.project_rags.status(c.tenant, c.project)
     data = status.to_json()
@@ -156,23 +168,61 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
             f"{data['chunkCount']} chunks, created {data['createdAt']}"
         )
     click.echo("documents: " + ", ".join(f"{k} {v}" for k, v in status.documents.items()))
+    for line in progress_lines(status.progress):
+        click.echo(line)
 
 
 @cli.command("reindex")
-@click.option("--rebuild", is_flag=True, help="Drop and re-create with the current model first.")
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Build a new generation with the current embedding model beside the live one "
+    "(which keeps answering) and switch to it when it is complete.",
+)
+@click.option("--wait", is_flag=True, help="With --rebuild: index here until the switch.")
+@click.option("--cancel", is_flag=True, help="Cancel the running rebuild (live index kept).")
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
-def reindex_cmd(c: Ctx, rebuild: bool, as_json: bool) -> None:
-    """Queue every eligible document for the indexer.
+def reindex_cmd(c: Ctx, rebuild: bool, wait: bool, cancel: bool, as_json: bool) -> None:
+    """Queue every eligible document for the indexer, or rebuild onto the current model.
 
-    --rebuild is refused, and the index kept, when the current embedding settings cannot
-    re-create it (provider none or misconfigured).
+    --rebuild answers at once (status shows the progress); it is refused, and the index
+    kept, when the current embedding settings cannot build the new generation (provider
+    none or misconfigured) or a rebuild runs already. --wait runs the indexer in this
+    process with a progress bar until the new generation is live (exit 1 if it fails).
     """
+    if cancel and (rebuild or wait):
+        fail("--cancel cannot be combined with --rebuild or --wait")
+    if wait and not rebuild:
+        fail("--wait goes with --rebuild")
     with errors_to_exit():
+        if cancel:
+            ended = c.app.project_rags.cancel_rebuild(c.tenant, c.project)
+            if as_json:
+                emit({"cancelled": True, "migration": ended.ref_json()})
+            else:
+                click.echo(f"cancelled rebuild {ended.id} ({ended.to_model}); the live index "
+                           f"({ended.from_model}) is unchanged")  # fmt: skip
+            return
         c.bring_up("reindex")
         result = c.app.project_rags.reindex(c.tenant, c.project, rebuild=rebuild)
+        if wait:
+            outcome = wait_for_rebuild(c.app, c.tenant, c.project, result.migration,
+                                       bar=not as_json and terminal.on_terminal())  # fmt: skip
     if as_json:
-        emit(result.to_json())
+        emit({**result.to_json(), **({"outcome": outcome.to_json()} if wait else {})})
+    elif result.migration is not None:
+        m = result.migration
+        click.echo(f"rebuild {m.id} started: {m.from_model} -> {m.to_model}, "
+                   f"{result.documents_queued} documents queued; the live index answers "
+                   "until the new one is complete")  # fmt: skip
     else:
-        verb = "rebuilt the RAG and queued" if rebuild else "queued"
+        verb = "created the RAG and queued" if rebuild else "queued"
         click.echo(f"{verb} {result.documents_queued} documents; run `vancetope-rag index`")
+    if wait:
+        if not as_json:
+            for line in progress_lines(outcome):
+                click.echo(line)
+        migration = outcome.migration
+        if migration is not None and migration.migration.state.value != "completed":
+            sys.exit(1)

@@ -15,6 +15,9 @@
     ["off", "Never index"],
   ];
   const $ = (id) => document.getElementById(id);
+  // While work is pending the page refreshes itself every POLL_MS.
+  const POLL_MS = 1500;
+  let pollTimer = null;
 
   // -- token ---------------------------------------------------------------------------
 
@@ -136,6 +139,51 @@
     }
   }
 
+  function progressText(work) {
+    let text = work.done + " of " + work.total + " done";
+    if (work.failed) text += ", " + work.failed + " failed";
+    if (work.pending) text += ", " + work.pending + " pending";
+    if (work.rate) text += " · " + work.rate.toFixed(1) + " docs/s";
+    if (work.pending && work.etaSeconds !== null) {
+      text += " · about " + Math.ceil(work.etaSeconds) + " s left";
+    }
+    return text;
+  }
+
+  function setBar(bar, work) {
+    bar.max = Math.max(work.total, 1);
+    bar.value = work.done + work.failed;
+  }
+
+  function renderProgress(progress) {
+    setBar($("indexing-bar"), progress.indexing);
+    $("indexing-text").textContent = progressText(progress.indexing);
+    const rebuild = progress.migration;
+    $("rebuild-box").hidden = !rebuild;
+    if (!rebuild) return;
+    const running = rebuild.state === "running" || rebuild.state === "switching";
+    $("rebuild-models").textContent = rebuild.fromModel + " → " + rebuild.toModel;
+    setBar($("rebuild-bar"), rebuild);
+    $("rebuild-text").textContent = rebuild.state + ": " + progressText(rebuild);
+    $("rebuild-box").dataset.state = rebuild.state;
+    $("rebuild-reason").textContent = rebuild.reason || "";
+    $("rebuild-reason").hidden = !rebuild.reason;
+    $("rebuild-note").hidden = !running;
+    $("btn-cancel-rebuild").hidden = rebuild.state !== "running";
+  }
+
+  function schedulePoll(busy) {
+    if (pollTimer !== null) {
+      clearTimeout(pollTimer);
+      pollTimer = null;
+    }
+    if (!busy) return;
+    pollTimer = setTimeout(() => {
+      pollTimer = null;
+      refresh().catch(handle);
+    }, POLL_MS);
+  }
+
   function renderFailed(failed) {
     const tbody = $("failed-table").querySelector("tbody");
     tbody.replaceChildren();
@@ -209,8 +257,10 @@
       api("GET", "/rag/documents"),
     ]);
     renderStatus(status);
+    renderProgress(status.progress);
     renderFailed(failed);
     renderDocuments(docs);
+    schedulePoll(status.progress.busy);
     $("refreshed-at").textContent = new Date().toLocaleTimeString();
     $("token-card").hidden = true;
     $("main").hidden = false;
@@ -237,9 +287,22 @@
   async function reindex(rebuild) {
     const result = await api("POST", "/rag/reindex?rebuild=" + rebuild);
     const queued = plural(result.documentsQueued, "document");
-    $("action-result").textContent = rebuild
-      ? "Rebuilt the index with the current embedding model; queued " + queued + "."
-      : "Queued " + queued + " for reindexing.";
+    if (rebuild && result.migration) {
+      $("action-result").textContent =
+        "Rebuild started: " + result.migration.fromModel + " → " + result.migration.toModel +
+        "; " + queued + " queued. The current index answers until the new one is complete.";
+    } else if (rebuild) {
+      $("action-result").textContent = "Created the index; queued " + queued + ".";
+    } else {
+      $("action-result").textContent = "Queued " + queued + " for reindexing.";
+    }
+    await refresh();
+  }
+
+  async function cancelRebuild() {
+    const result = await api("DELETE", "/rag/rebuild");
+    $("action-result").textContent =
+      "Rebuild cancelled; the index stays on " + result.migration.fromModel + ".";
     await refresh();
   }
 
@@ -269,13 +332,18 @@
   $("btn-reindex").addEventListener("click", () => busy(() => reindex(false)));
   $("btn-rebuild").addEventListener("click", () => {
     const ok = window.confirm(
-      "Rebuild the project index?\n\nThe current index is dropped and re-created with the " +
-        "current embedding model; every document is embedded again. Queries find fewer " +
-        "results until the indexer has caught up."
+      "Rebuild the project index with the current embedding model?\n\nEvery document is " +
+        "embedded again into a new index beside the current one, which keeps answering " +
+        "until the new one is complete and replaces it."
     );
     if (ok) busy(() => reindex(true));
   });
   $("btn-refresh").addEventListener("click", () => busy(refresh));
+  $("btn-cancel-rebuild").addEventListener("click", () => {
+    if (window.confirm("Cancel the rebuild? The current index stays as it is.")) {
+      busy(cancelRebuild);
+    }
+  });
   $("btn-forget-token").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
     askForToken("");
