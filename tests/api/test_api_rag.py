@@ -47,8 +47,12 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
         "createdAt",
         "documents",
         "truncatedDocuments",
+        "progress",
     }
     assert data["truncatedDocuments"] == 0
+    assert data["progress"]["busy"] is False and data["progress"]["migration"] is None
+    assert data["progress"]["indexing"] | {"rate": 0} == {
+        "done": 3, "failed": 0, "pending": 0, "total": 3, "rate": 0, "etaSeconds": 0.0}  # fmt: skip
     rag = api_app.project_rags.find_default_rag(T, "p1")
     assert rag is not None
     assert data["exists"] is True and data["ragId"] == rag.id
@@ -78,7 +82,7 @@ def test_reindex_queues_every_eligible_document(client: TestClient, api_app: Rag
     response = client.post(f"{BASE}/rag/reindex", params={"rebuild": "false"}, headers=bearer())
 
     assert response.status_code == 200
-    assert response.json() == {"rebuild": False, "documentsQueued": 3}
+    assert response.json() == {"rebuild": False, "documentsQueued": 3, "migration": None}
     for path in ELIGIBLE:
         assert api_app.documents.get(T, "p1", ids[path]).rag_dirty
     assert not api_app.documents.get(T, "p1", ids["_vance/notes.md"]).rag_dirty
@@ -87,18 +91,60 @@ def test_reindex_queues_every_eligible_document(client: TestClient, api_app: Rag
     assert api_app.project_rags.status(T, "p1").chunk_count == 3
 
 
-def test_rebuild_recreates_the_rag_with_a_new_id(client: TestClient, api_app: RagApp) -> None:
+def test_rebuild_fills_a_new_generation_then_switches(
+    client: TestClient, api_app: RagApp
+) -> None:
     _seed(api_app)
     old_id = client.get(f"{BASE}/rag/status", headers=bearer()).json()["ragId"]
+    api_app.settings.set(T, None, "ai.embedding.model", "hashing-128")
 
     response = client.post(f"{BASE}/rag/reindex?rebuild=true", headers=bearer())
 
-    assert response.json() == {"rebuild": True, "documentsQueued": 3}
+    assert response.status_code == 200
+    body = response.json()
+    migration = body["migration"]
+    assert body == {"rebuild": True, "documentsQueued": 3, "migration": {
+        "id": migration["id"], "fromModel": "hashing:hashing-256",
+        "toModel": "hashing:hashing-128"}}  # fmt: skip
     status = client.get(f"{BASE}/rag/status", headers=bearer()).json()
-    assert status["exists"] and status["ragId"] != old_id
-    assert status["chunkCount"] == 0 and status["documents"]["pending"] == 3
+    # the live generation answers meanwhile, untouched
+    assert (status["ragId"], status["chunkCount"], status["embeddingModel"]) == (
+        old_id, 3, "hashing-256")  # fmt: skip
+    assert status["progress"]["busy"] is True
+    running = status["progress"]["migration"]
+    assert (running["id"], running["state"], running["total"], running["done"]) == (
+        migration["id"], "running", 3, 0)  # fmt: skip
+    again = client.post(f"{BASE}/rag/reindex?rebuild=true", headers=bearer())
+    assert again.status_code == 409 and again.json()["code"] == "REBUILD_RUNNING"
+
     api_app.scheduler.run_until_idle(timeout_s=30)
-    assert client.get(f"{BASE}/rag/status", headers=bearer()).json()["chunkCount"] == 3
+    status = client.get(f"{BASE}/rag/status", headers=bearer()).json()
+    assert status["ragId"] == running["toRagId"] != old_id
+    assert (status["chunkCount"], status["embeddingModel"]) == (3, "hashing-128")
+    done = status["progress"]["migration"]
+    assert (done["state"], done["done"], done["pending"], status["progress"]["busy"]) == (
+        "completed", 3, 0, False)  # fmt: skip
+
+
+def test_cancel_a_rebuild(client: TestClient, api_app: RagApp) -> None:
+    _seed(api_app)
+    old_id = client.get(f"{BASE}/rag/status", headers=bearer()).json()["ragId"]
+    none = client.delete(f"{BASE}/rag/rebuild", headers=bearer())
+    assert none.status_code == 404 and none.json()["code"] == "NO_REBUILD_RUNNING"
+    started = client.post(f"{BASE}/rag/reindex?rebuild=true", headers=bearer()).json()
+
+    response = client.delete(f"{BASE}/rag/rebuild", headers=bearer())
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["cancelled"] is True
+    assert (body["migration"]["id"], body["migration"]["state"]) == (
+        started["migration"]["id"], "cancelled")  # fmt: skip
+    status = client.get(f"{BASE}/rag/status", headers=bearer()).json()
+    assert (status["ragId"], status["chunkCount"]) == (old_id, 3)
+    assert status["progress"]["busy"] is False
+    shadow = body["migration"]["toRagId"]
+    assert api_app.store.migrations.get_any_rag(T, "p1", shadow) is None  # disposed
 
 
 def test_rebuild_with_embeddings_off_keeps_the_index(make_api_app: ApiAppFactory) -> None:

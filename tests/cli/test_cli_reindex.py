@@ -97,7 +97,7 @@ def test_cli_reindex_index_status(make_app: Callable[..., RagApp], store_uri: st
     }
 
     queued = _cli(store_uri, "reindex", "--json")
-    assert queued == {"rebuild": False, "documentsQueued": 5}
+    assert queued == {"rebuild": False, "documentsQueued": 5, "migration": None}
 
     indexed = _cli(store_uri, "index", "--until-idle", "--json")
     assert indexed["indexed"] == 5
@@ -114,16 +114,54 @@ def test_cli_reindex_index_status(make_app: Callable[..., RagApp], store_uri: st
     }
     assert status["chunkCount"] == 6
 
+    live = status["ragId"]
     rebuilt = _cli(store_uri, "reindex", "--rebuild", "--json")
-    assert rebuilt == {"rebuild": True, "documentsQueued": 5}
+    migration = rebuilt["migration"]
+    assert isinstance(migration, dict)
+    assert rebuilt == {"rebuild": True, "documentsQueued": 5, "migration": {
+        "id": migration["id"], "fromModel": "hashing:hashing-256",
+        "toModel": "hashing:hashing-256"}}  # fmt: skip
     status = _cli(store_uri, "status", "--json")
-    assert status["chunkCount"] == 0
-    assert status["documents"]["pending"] == 5  # type: ignore[index]
-    _cli(store_uri, "index", "--json")
+    assert (status["ragId"], status["chunkCount"]) == (live, 6)  # still answering
+    assert status["progress"]["migration"]["state"] == "running"  # type: ignore[index]
+    indexed = _cli(store_uri, "index", "--json")
+    # the same model: every text comes from the embedding cache
+    assert (indexed["indexed"], indexed["embeddedTexts"], indexed["cacheHits"]) == (5, 0, 6)
     status = _cli(store_uri, "status", "--json")
+    assert status["ragId"] == status["progress"]["migration"]["toRagId"] != live  # type: ignore[index]
     assert (status["chunkCount"], status["documents"]["indexed"]) == (6, 5)  # type: ignore[index]
+    assert status["progress"]["migration"]["state"] == "completed"  # type: ignore[index]
 
 
+def test_cli_rebuild_wait_cancel_and_refusals(
+    make_app: Callable[..., RagApp], store_uri: str
+) -> None:
+    app = make_app()
+    _seed(app)
+    base = ["--store", store_uri, "--tenant", T, "--project", P]
+    runner = CliRunner()
+    none = runner.invoke(cli, [*base, "reindex", "--cancel"])
+    assert none.exit_code == 1 and "no rebuild is running" in none.stderr
+    bad = runner.invoke(cli, [*base, "reindex", "--wait"])
+    assert bad.exit_code == 1 and "--wait goes with --rebuild" in bad.stderr
+
+    first = _cli(store_uri, "reindex", "--rebuild", "--json")
+    second = runner.invoke(cli, [*base, "reindex", "--rebuild"])
+    assert second.exit_code == 1 and "already running" in second.stderr
+    cancelled = _cli(store_uri, "reindex", "--cancel", "--json")
+    assert cancelled == {"cancelled": True, "migration": first["migration"]}
+    status = _cli(store_uri, "status", "--json")
+    assert status["progress"]["migration"]["state"] == "cancelled"  # type: ignore[index]
+
+    app.settings.set(T, None, "ai.embedding.model", "hashing-64")
+    waited = runner.invoke(cli, [*base, "reindex", "--rebuild", "--wait"])
+    assert waited.exit_code == 0, waited.output
+    assert "rebuild" in waited.stdout and ": completed, 4 of 4 done, 0 failed" in waited.stdout
+    status = _cli(store_uri, "status", "--json")
+    assert (status["embeddingModel"], status["chunkCount"]) == ("hashing-64", 5)
+    text = runner.invoke(cli, [*base, "status"])
+    assert "indexing: 4 of 4 done" in text.stdout and "-> hashing:hashing-64): completed" in (
+        text.stdout)  # fmt: skip
 
 
 @pytest.mark.parametrize("before", ["closed", "suspended", "unknown"])
@@ -149,3 +187,55 @@ def test_reindex_brings_a_project_that_is_not_running_up_with_a_notice(
     # Running now: no notice the second time.
     again = CliRunner().invoke(cli, [*base, "reindex"])
     assert again.exit_code == 0 and again.stderr == ""
+
+
+def test_progress_bars_on_a_terminal(
+    make_app: Callable[..., RagApp], store_uri: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """``import``, ``index`` and ``reindex --rebuild --wait`` draw bars on a terminal only
+    (here stderr is not one: click prints each bar's label once)."""
+    from vancetope_rag.cli import progress
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(3):
+        (docs / f"{i}.md").write_text(f"note {i}")
+    app = make_app()
+    app.bring(T, P)
+    base = ["--store", store_uri, "--tenant", T, "--project", P]
+    runner = CliRunner()
+    quiet = runner.invoke(cli, [*base, "import", str(docs)])
+    assert quiet.exit_code == 0 and "importing" not in quiet.stderr
+    monkeypatch.setattr(progress, "on_terminal", lambda: True)
+    (docs / "3.md").write_text("note 3")
+    imported = runner.invoke(cli, [*base, "import", str(docs)])
+    assert imported.exit_code == 0 and "importing" in imported.stderr
+    indexed = runner.invoke(cli, [*base, "index"])
+    assert indexed.exit_code == 0 and "indexing" in indexed.stderr
+    app.settings.set(T, None, "ai.embedding.model", "hashing-32")
+    rebuilt = runner.invoke(cli, [*base, "reindex", "--rebuild", "--wait"])
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert "rebuild hashing:hashing-256 -> hashing:hashing-32" in rebuilt.stderr
+    as_json = runner.invoke(cli, [*base, "reindex", "--rebuild", "--wait", "--json"])
+    assert as_json.exit_code == 0 and "rebuild hashing" not in as_json.stderr
+    outcome = json.loads(as_json.stdout)["outcome"]
+    assert outcome["migration"]["state"] == "completed" and outcome["busy"] is False
+
+
+def test_rebuild_wait_exits_1_when_the_rebuild_fails(
+    make_app: Callable[..., RagApp], store_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fakes import ProbeProvider, Refuse, registry
+
+    app = make_app(embeddings=registry(ProbeProvider("refuse", Refuse("401 bad key"))),
+                   config={"max_attempts": 1})  # fmt: skip
+    _seed(app)
+    app.settings.set(T, None, "ai.embedding.provider", "refuse")
+    base = ["--store", store_uri, "--tenant", T, "--project", P]
+    monkeypatch.setattr(RagApp, "open", staticmethod(lambda *a, **k: app))  # its registry
+    result = CliRunner().invoke(cli, [*base, "reindex", "--rebuild", "--wait"])
+    assert result.exit_code == 1
+    assert ": failed, 0 of 4 done, 4 failed" in result.stdout and "401 bad key" in result.stdout
+    status = app.project_rags.status(T, P)
+    assert status.chunk_count == 5  # the live generation is untouched

@@ -38,12 +38,18 @@ def test_btree_index_specs() -> None:
     assert unique == {
         ("projects", ("tenantId", "projectId")),
         ("documents", ("tenantId", "projectId", "path")),
-        ("rags", ("tenantId", "projectId", "name")),
+        # a name has generations (live, shadow, retired); the live one is the pointer's
+        ("rag_names", ("tenantId", "projectId", "name")),
         ("settings", ("tenantId", "projectId", "key")),
         ("embedding_cache", ("modelKey", "textHash")),
         # a chunk id is unique per RAG and generation: a new generation reuses the ids
         ("chunks_8", ("tenantId", "projectId", "ragId", "chunkId", "gen")),
+        # one active rebuild per RAG name (partial: ended migrations drop ``active``)
+        ("migrations", ("tenantId", "projectId", "ragName")),
+        ("migration_items", ("migrationId", "documentId")),
     }
+    active = specs[ix.MIGRATIONS]["one_active_migration_uniq"]
+    assert active["partialFilterExpression"] == {"active": True}
     source = specs["chunks_8"]["chunks_source_gen_idx"]
     assert list(source["key"]) == ["tenantId", "projectId", "ragId", "sourceRef", "gen"]
     assert list(specs[ix.SWAPS]["swap_source_idx"]["key"]) == [

@@ -224,3 +224,38 @@ def test_schema_v1_store_is_migrated_in_place(tmp_path: Path) -> None:
         assert store.control.count_truncated("t", "p") == 0
     finally:
         store.close()
+
+
+def test_schema_v3_store_keeps_its_rags_as_live_generations(tmp_path: Path) -> None:
+    """Migration 4 rebuilds ``rags`` (its inline unique name must hold for live RAGs only):
+    existing RAGs come through as live first generations, names stay unique among live ones,
+    and a shadow of the same name can be stored beside."""
+    from dataclasses import replace
+
+    from vancetope_rag.domain.records import RagState
+    from vancetope_rag.errors import RagAlreadyExistsError
+    from vancetope_rag.store.sqlite_db import MIGRATIONS
+
+    path = tmp_path / "v3.db"
+    conn = apsw.Connection(str(path))
+    for step in MIGRATIONS[:3]:
+        conn.execute(step)
+    conn.execute(
+        "INSERT INTO rags (id, tenant_id, project_id, name, embedding_provider, "
+        "embedding_model, embedding_dimension, chunk_size, chunk_overlap, created_at) VALUES "
+        "('r1', 't', 'p', '_documents', 'hashing', 'hashing-8', 8, 100, 10, 1)"
+    )
+    conn.execute("PRAGMA user_version=3")
+    conn.close()
+
+    store = open_store(f"sqlite:///{path}")
+    try:
+        rag = store.control.find_rag("t", "p", "_documents")
+        assert rag is not None and (rag.id, rag.state, rag.generation) == ("r1", RagState.LIVE, 1)
+        with pytest.raises(RagAlreadyExistsError):
+            store.control.insert_rag(replace(rag, id="r2"))
+        shadow = store.migrations.insert_generation(replace(rag, id="r3", generation=2))
+        assert shadow.state is RagState.SHADOW
+        assert store.control.find_rag("t", "p", "_documents") == rag
+    finally:
+        store.close()

@@ -2,6 +2,7 @@
 
     python sync_worker.py --store URI --node NODE --worker ID --log FILE [--slow SECONDS]
         [--claim-ttl S] [--rounds N --ready PREFIX --go PREFIX] [--timeout S] [--started FILE]
+        [--retired-grace S]
 
 Opens the app on the shared store, logs every committed document (JSONL: round, doc id,
 version, state) to --log, runs ``run_until_idle`` and prints the BatchResult totals as one
@@ -35,6 +36,7 @@ def main() -> None:
     ap.add_argument("--go")
     ap.add_argument("--started")
     ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--retired-grace", type=float, default=300.0)
     args = ap.parse_args()
 
     from llama_index.core.base.embeddings.base import Embedding
@@ -81,6 +83,7 @@ def main() -> None:
         retry_backoff_s=0.0,
         indexer_interval_s=0.05,
         indexer_initial_delay_s=0.0,
+        retired_grace_s=args.retired_grace,
     )
     app = RagApp.open(config, embeddings=registry, worker_id=args.worker)
 

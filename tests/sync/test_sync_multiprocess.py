@@ -17,10 +17,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from synchelpers import chunks, default_rag, states
+from synchelpers import chunk_count, chunks, default_rag, states
 
 from fakes import P, T
 from vancetope_rag.app import RagApp
+from vancetope_rag.domain.records import RagState
+from vancetope_rag.store.types import RagScope
 
 AppFactory = Callable[..., RagApp]
 WORKER = Path(__file__).with_name("sync_worker.py")
@@ -222,3 +224,70 @@ def test_sigkill_mid_batch_loses_nothing(
     assert set(orphaned) <= set(done_by_b)  # re-claimed after the lease expired
     assert totals["indexed"] == len(done_by_b)
     assert totals["lostLease"] == 0
+
+
+def test_sigkill_mid_rebuild_resumes_and_switches_once(
+    make_app: AppFactory, store_uri: str, tmp_path: Path, workers: list[Worker]
+) -> None:
+    """Issue 11: a worker killed while filling the new generation; the next one resumes the
+    rebuild, the live generation answers throughout, the switch happens once, the result
+    equals a clean rebuild and the old generation is gone."""
+    app = make_app()
+    app.bring(T, P)
+    n = 60
+    texts = {f"documents/{i:02}.md": f"rebuild text number {i}" for i in range(n)}
+    for path, text in texts.items():
+        app.documents.create(T, P, path, text)
+    app.scheduler.run_until_idle(timeout_s=60)
+    old = default_rag(app)
+    app.settings.set(T, None, "ai.embedding.model", "hashing-128")
+    migration = app.project_rags.reindex(T, P, rebuild=True).migration
+    assert migration is not None
+    migrations = app.store.migrations
+
+    started = tmp_path / "embedding-started"
+    victim = Worker(
+        tmp_path, store_uri, "worker-a", "node-a",
+        *("--batch", "10", "--slow", "0.4", "--started", str(started)),
+    )  # fmt: skip
+    workers.append(victim)
+
+    def mid_rebuild() -> bool:
+        counts = migrations.item_counts(migration.id)
+        return started.exists() and counts["done"] >= 10 and counts["processing"] > 0
+
+    _wait_for("worker A mid-rebuild", mid_rebuild, [victim])
+    os.kill(victim.proc.pid, signal.SIGKILL)
+    assert victim.wait() == -signal.SIGKILL
+
+    orphaned = [i for i in migrations.list_items(migration.id) if i.claimed_by == "worker-a"]
+    assert orphaned  # killed while holding rebuild claims
+    assert default_rag(app) == old  # readers never noticed
+    assert app.rags.query(old, "rebuild text number 7", top_k=1)[0].path == "documents/07.md"
+
+    rescuer = Worker(
+        tmp_path, store_uri, "worker-b", "node-b",
+        *("--batch", "10", "--claim-ttl", "1.5", "--timeout", "60", "--retired-grace", "0"),
+    )  # fmt: skip
+    workers.append(rescuer)
+    rescuer.result()
+    assert rescuer.wait() == 0, rescuer.stderr()
+
+    new = default_rag(app)
+    assert new.id == migration.to_rag_id and new.embedding_model == "hashing-128"
+    done = migrations.get_migration(T, P, migration.id)
+    assert done is not None and done.state.value == "completed"
+    assert [g.id for g in migrations.rag_generations(T, P)] == [new.id]  # old one gone
+    assert app.store.chunks.count_chunks(RagScope.of(old)) == 0
+    assert all(g.state is RagState.LIVE for g in migrations.rag_generations(T, P))
+    # equal to a clean rebuild onto the same model
+    clean = make_app(config={"store": f"sqlite:///{tmp_path / 'clean.db'}"})
+    clean.settings.set(T, None, "ai.embedding.model", "hashing-128")
+    clean.bring(T, P)
+    for path, text in texts.items():
+        clean.documents.create(T, P, path, text)
+    clean.scheduler.run_until_idle(timeout_s=60)
+    assert chunk_count(app, new) == chunk_count(clean, default_rag(clean)) == n
+    by_path = {c.path: c.text for c in chunks(app, new)}
+    assert by_path == {c.path: c.text for c in chunks(clean, default_rag(clean))}
+    assert states(app) == {"indexed": n}

@@ -7,6 +7,7 @@ from synchelpers import chunk_count, chunks, default_rag, states, ticks_until_id
 
 from fakes import P, T
 from vancetope_rag.app import RagApp
+from vancetope_rag.domain.records import RagState
 from vancetope_rag.errors import (
     EmbeddingConfigError,
     EmbeddingDisabledError,
@@ -34,7 +35,7 @@ def test_reindex_queues_every_eligible_document(app: RagApp) -> None:
     ids = _seed(app)
     rag = default_rag(app)
     result = app.project_rags.reindex(T, P, rebuild=False)
-    assert result.to_json() == {"rebuild": False, "documentsQueued": 4}
+    assert result.to_json() == {"rebuild": False, "documentsQueued": 4, "migration": None}
     assert states(app) == {"pending": 4, "none": 2}
     assert default_rag(app).id == rag.id
     assert chunk_count(app, rag) == 5  # chunks stay visible while queued
@@ -79,22 +80,38 @@ def test_rebuild_moves_to_the_current_model(app: RagApp) -> None:
 
     result = app.project_rags.reindex(T, P, rebuild=True)
 
-    assert result.to_json() == {"rebuild": True, "documentsQueued": 4}
+    assert result.migration is not None
+    assert result.to_json() == {"rebuild": True, "documentsQueued": 4, "migration": {
+        "id": result.migration.id, "fromModel": "hashing:hashing-256",
+        "toModel": "hashing:hashing-128"}}  # fmt: skip
+    # nothing changed for readers yet: the live generation still answers, whole
+    assert default_rag(app) == old
+    assert chunk_count(app, old) == 5
+    assert [r.id for r in app.rags.list_rags(T, P)] == [old.id]
+    assert states(app) == {"indexed": 4, "none": 2}  # the live documents are not re-queued
+
+    run = app.scheduler.run_until_idle(timeout_s=10)
+    assert run.embedded_texts == 5  # re-embedded: the cache is per model
     new = default_rag(app)
-    assert new.id != old.id
+    assert new.id == result.migration.to_rag_id != old.id
     assert (new.embedding_provider, new.embedding_model, new.embedding_dimension) == (
         "hashing",
         "hashing-128",
         128,
     )
-    assert app.store.chunks.count_chunks(RagScope.of(old)) == 0  # old RAG dropped
-    assert chunk_count(app, new) == 0
-    assert [r.id for r in app.rags.list_rags(T, P)] == [new.id]
-
-    run = app.scheduler.run_until_idle(timeout_s=10)
-    assert run.embedded_texts == 5  # re-embedded: the cache is per model
+    assert (new.generation, new.replaces) == (2, old.id)
     assert states(app) == {"indexed": 4, "none": 2}
     assert chunk_count(app, new) == 5
+    assert [r.id for r in app.rags.list_rags(T, P)] == [new.id]
+    # the old generation is retired: a reader that looked it up just before the switch still
+    # finds its chunks until the grace time has passed, then it goes
+    retired = app.store.migrations.get_any_rag(T, P, old.id)
+    assert retired is not None and retired.state is RagState.RETIRED
+    assert app.store.chunks.count_chunks(RagScope.of(old)) == 5
+    app.config.retired_grace_s = 0
+    app.scheduler.tick()
+    assert app.store.migrations.get_any_rag(T, P, old.id) is None
+    assert app.store.chunks.count_chunks(RagScope.of(old)) == 0
     hits = app.rags.query(new, "cherry notes", top_k=1)
     assert hits[0].source_ref == ids[2]
     status = app.project_rags.status(T, P).to_json()
@@ -103,6 +120,10 @@ def test_rebuild_moves_to_the_current_model(app: RagApp) -> None:
         5,
         new.id,
     )
+    # the new generation's chunks are recorded as the documents' own: a reindex is a no-op
+    app.project_rags.reindex(T, P)
+    again = app.scheduler.run_until_idle(timeout_s=10)
+    assert (again.unchanged, again.embedded_texts, again.cache_hits) == (4, 0, 0)
 
 
 def test_rebuild_with_misconfigured_provider_raises_and_keeps_the_index(app: RagApp) -> None:

@@ -236,6 +236,7 @@ def test_settings_registry_matches_spec() -> None:
         "ai.embedding.baseUrl": None,
         "rag.topK": None,
         "rag.minScore": None,
+        "rag.rebuild.maxFailureRatio": 0.05,
         "rag.maxPerDocument": None,
         "rag.retrieval.mode": "hybrid",
         "rag.autoInject.maxTokens": None,
