@@ -227,7 +227,7 @@ def test_schema_v1_store_is_migrated_in_place(tmp_path: Path) -> None:
 
 
 def test_schema_v3_store_keeps_its_rags_as_live_generations(tmp_path: Path) -> None:
-    """Migration 4 rebuilds ``rags`` (its inline unique name must hold for live RAGs only):
+    """Migration 6 rebuilds ``rags`` (its inline unique name must hold for live RAGs only):
     existing RAGs come through as live first generations, names stay unique among live ones,
     and a shadow of the same name can be stored beside."""
     from dataclasses import replace
