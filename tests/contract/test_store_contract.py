@@ -11,16 +11,6 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
-from llama_index.core import VectorStoreIndex
-from llama_index.core.embeddings import MockEmbedding
-from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
-from llama_index.core.vector_stores.types import (
-    FilterCondition,
-    FilterOperator,
-    MetadataFilter,
-    MetadataFilters,
-    VectorStoreQuery,
-)
 
 from vancetope_rag.domain.records import (
     Chunk,
@@ -36,7 +26,6 @@ from vancetope_rag.errors import (
     InvalidInputError,
     RagAlreadyExistsError,
 )
-from vancetope_rag.store.llamaindex_store import RagVectorStore
 from vancetope_rag.store.port import ChunkStore, ControlStore, Store
 from vancetope_rag.store.types import NewDocument, RagScope
 
@@ -1209,131 +1198,3 @@ def test_writes_under_a_forged_scope_stay_out_of_the_real_rag(
     assert chunks.remove_by_source(b, "doc-1") == 6
     assert chunks.count_chunks(forged) == 8
 
-
-# -- LlamaIndex wrapper ----------------------------------------------------------------------
-
-
-def text_node(
-    nid: str,
-    vec: Sequence[float],
-    *,
-    source: str = "doc-1",
-    kind: str = "content",
-    path: str = "a.md",
-) -> TextNode:
-    return TextNode(
-        id_=nid,
-        text=f"text of {nid}",
-        embedding=list(vec),
-        metadata={"kind": kind, "path": path, "sourceRef": source, "lang": "en"},
-    )
-
-
-@pytest.fixture
-def vector_store(chunks: ChunkStore, scope: RagScope, settle: Settle) -> RagVectorStore:
-    vs = RagVectorStore(chunks, scope)
-    vs.add(
-        [
-            text_node("n1", unit(0), source="doc-1", path="a.md"),
-            text_node("n2", unit(1), source="doc-1", kind="summary", path="a.md"),
-            text_node("n3", unit(2), source="doc-2", path="b.md"),
-            text_node("n4", unit(3), source="doc-3", path="c.md"),
-        ]
-    )
-    settle()
-    return vs
-
-
-def eq(key: str, value: str | list[str], op: FilterOperator = FilterOperator.EQ) -> MetadataFilters:
-    return MetadataFilters(filters=[MetadataFilter(key=key, value=value, operator=op)])
-
-
-def test_vector_store_add_and_query(vector_store: RagVectorStore) -> None:
-    res = vector_store.query(VectorStoreQuery(query_embedding=unit(0), similarity_top_k=2))
-    assert res.ids is not None and res.similarities is not None and res.nodes is not None
-    assert res.ids[0] == "n1" and len(res.ids) == 2
-    assert res.similarities[0] == pytest.approx(1.0, abs=1e-5)
-    node = res.nodes[0]
-    assert node.get_content() == "text of n1"
-    assert node.metadata["kind"] == "content" and node.metadata["path"] == "a.md"
-    assert node.metadata["sourceRef"] == "doc-1" and node.metadata["lang"] == "en"
-
-    def query_ids(filters: MetadataFilters) -> list[str]:
-        q = VectorStoreQuery(query_embedding=unit(0), similarity_top_k=10, filters=filters)
-        return sorted(vector_store.query(q).ids or [])
-
-    assert query_ids(eq("kind", "summary")) == ["n2"]
-    assert query_ids(eq("path", ["b.md", "c.md"], FilterOperator.IN)) == ["n3", "n4"]
-    assert query_ids(eq("kind", "summary", FilterOperator.NE)) == ["n1", "n3", "n4"]
-    assert query_ids(eq("sourceRef", ["doc-1"], FilterOperator.NIN)) == ["n3", "n4"]
-    assert query_ids(eq("ref_doc_id", "doc-2")) == ["n3"]
-    both = MetadataFilters(
-        filters=[
-            MetadataFilter(key="sourceRef", value="doc-1"),
-            MetadataFilter(key="kind", value="content"),
-        ]
-    )
-    assert query_ids(both) == ["n1"]
-
-
-def test_vector_store_delete_get_and_delete_nodes(vector_store: RagVectorStore) -> None:
-    assert sorted(n.node_id for n in vector_store.get_nodes()) == ["n1", "n2", "n3", "n4"]
-    assert [n.node_id for n in vector_store.get_nodes(node_ids=["n3"])] == ["n3"]
-    assert [n.node_id for n in vector_store.get_nodes(filters=eq("kind", "summary"))] == ["n2"]
-
-    vector_store.delete("doc-1")
-    assert sorted(n.node_id for n in vector_store.get_nodes()) == ["n3", "n4"]
-    vector_store.delete_nodes(node_ids=["n3"])
-    assert [n.node_id for n in vector_store.get_nodes()] == ["n4"]
-    vector_store.add([text_node("n5", unit(4), path="e.md")])
-    vector_store.delete_nodes(filters=eq("path", "e.md"))
-    assert [n.node_id for n in vector_store.get_nodes()] == ["n4"]
-    vector_store.clear()
-    assert vector_store.get_nodes() == []
-
-
-def test_vector_store_uses_ref_doc_id_as_source(chunks: ChunkStore, scope: RagScope) -> None:
-    vs = RagVectorStore(chunks, scope)
-    node = TextNode(
-        id_="plain",
-        text="plain llama-index node",
-        embedding=unit(0),
-        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id="src-9")},
-    )
-    assert vs.add([node]) == ["plain"]
-    (hit,) = chunks.get_chunks(scope)
-    assert (hit.source_ref, hit.kind) == ("src-9", "content")
-    vs.delete("src-9")
-    assert chunks.count_chunks(scope) == 0
-    with pytest.raises(InvalidInputError):
-        vs.add([TextNode(id_="orphan", text="no source", embedding=unit(0))])
-
-
-def test_vector_store_rejects_unsupported_filters(vector_store: RagVectorStore) -> None:
-    for filters in [
-        eq("kind", "content", FilterOperator.GT),
-        eq("kind", "content", FilterOperator.TEXT_MATCH),
-        eq("lang", "en"),  # not a filterable key
-        MetadataFilters(
-            filters=[MetadataFilter(key="kind", value="a"), MetadataFilter(key="path", value="b")],
-            condition=FilterCondition.OR,
-        ),
-    ]:
-        with pytest.raises(InvalidInputError):
-            vector_store.query(
-                VectorStoreQuery(query_embedding=unit(0), similarity_top_k=3, filters=filters)
-            )
-        with pytest.raises(InvalidInputError):
-            vector_store.get_nodes(filters=filters)
-    with pytest.raises(InvalidInputError):
-        vector_store.query(VectorStoreQuery(query_str="text only", similarity_top_k=3))
-
-
-def test_vector_store_works_under_a_llama_index_retriever(vector_store: RagVectorStore) -> None:
-    index = VectorStoreIndex.from_vector_store(
-        vector_store, embed_model=MockEmbedding(embed_dim=DIM)
-    )
-    results = index.as_retriever(similarity_top_k=2).retrieve("anything")
-    assert len(results) == 2
-    assert {r.node.node_id for r in results} <= {"n1", "n2", "n3", "n4"}
-    assert all(r.node.get_content().startswith("text of ") for r in results)

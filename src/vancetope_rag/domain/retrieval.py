@@ -186,18 +186,24 @@ def first_fetch(top_k: int, max_per_doc: int | None) -> int:
 
 
 def select_hits(
-    ranked: Sequence[Hit], top_k: int, min_score: float | None, max_per_doc: int | None
+    ranked: Sequence[Hit],
+    top_k: int,
+    min_score: float | None,
+    max_per_doc: int | None,
+    keep: Callable[[Hit], bool] | None = None,
 ) -> list[Hit]:
     """The hits to return from candidates in selection order.
 
     Skips every hit whose own cosine is below ``min_score`` (in a fused order a lower one may
-    follow a higher one) and hits of a document that already has ``max_per_doc`` of them, and
-    keeps at most ``top_k``.
+    follow a higher one), hits ``keep`` refuses (the post-filter) and hits of a document that
+    already has ``max_per_doc`` of them, and keeps at most ``top_k``.
     """
     hits: list[Hit] = []
     per_doc: dict[str, int] = {}
     for hit in ranked:
         if min_score is not None and hit.score < min_score:
+            continue
+        if keep is not None and not keep(hit):
             continue
         if max_per_doc is not None:
             seen = per_doc.get(hit.source_ref, 0)
@@ -229,10 +235,12 @@ def collect_hits(
     min_score: float | None = None,
     max_per_doc: int | None = None,
     min_fetch: int = 0,
+    keep: Callable[[Hit], bool] | None = None,
 ) -> list[Hit]:
     """Up to ``top_k`` hits in the candidates' order, each with a cosine of at least
-    ``min_score``, at most ``max_per_doc`` per source; over-fetches (4x per round) while the
-    cap leaves ``top_k`` unfilled and more candidates may help.
+    ``min_score`` and kept by ``keep``, at most ``max_per_doc`` per source; over-fetches (4x
+    per round) while the cap or the filter leaves ``top_k`` unfilled and more candidates may
+    help.
 
     Args:
         fetch: ``fetch(n)`` returns the store's answer with ``n`` candidates (per side).
@@ -240,6 +248,10 @@ def collect_hits(
         min_score: Cosine threshold; ``None`` keeps every hit.
         max_per_doc: Cap per ``source_ref``; ``None`` for no cap.
         min_fetch: Ask for at least this many candidates (a hybrid query's fusion depth).
+        keep: The post-filter: conditions the store could not apply itself (a path prefix,
+            a chunk's own metadata; see :mod:`vancetope_rag.domain.metadata_filters`). Past
+            ``20 * top_k + 1000`` candidates the search stops, so a filter that keeps very
+            few chunks of a large RAG may return fewer than ``top_k`` hits.
 
     Returns:
         The selected hits, best first.
@@ -249,7 +261,7 @@ def collect_hits(
     while True:
         answer = fetch(fetched)
         found = answer if isinstance(answer, Candidates) else Candidates.dense(answer, fetched)
-        hits = select_hits(found.hits, top_k, min_score, max_per_doc)
+        hits = select_hits(found.hits, top_k, min_score, max_per_doc, keep)
         if _exhausted(found, fetched, top_k, min_score, len(hits)):
             return hits
         fetched *= 4

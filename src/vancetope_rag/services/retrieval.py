@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vancetope_rag.domain.citations import current_document_hits
+from vancetope_rag.domain.metadata_filters import HitPredicate
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Hit, RagRecord
 from vancetope_rag.domain.retrieval import Candidates, FusionParams, collect_hits
 from vancetope_rag.store.port import ChunkStore, ControlStore
@@ -28,13 +29,16 @@ class Retriever:
         min_score: float | None,
         max_per_doc: int | None,
         filters: ChunkFilter | None,
+        keep: HitPredicate | None = None,
     ) -> list[Hit]:
-        """The best hits by cosine similarity (see :func:`collect_hits`)."""
+        """The best hits by cosine similarity (see :func:`collect_hits`; ``keep``: the
+        post-filter)."""
         return collect_hits(
             lambda n: self.chunks.query(scope, vector, n, filters=filters),
             top_k=top_k,
             min_score=min_score,
             max_per_doc=max_per_doc,
+            keep=keep,
         )
 
     def dense_text(
@@ -47,11 +51,12 @@ class Retriever:
         min_score: float | None,
         max_per_doc: int | None,
         filters: ChunkFilter | None,
+        keep: HitPredicate | None = None,
     ) -> list[Hit]:
         """:meth:`dense` with the signature of :meth:`hybrid` (the text is not needed)."""
         return self.dense(
             scope, vector, top_k=top_k, min_score=min_score, max_per_doc=max_per_doc,
-            filters=filters,
+            filters=filters, keep=keep,
         )  # fmt: skip
 
     def hybrid(
@@ -64,6 +69,7 @@ class Retriever:
         min_score: float | None,
         max_per_doc: int | None,
         filters: ChunkFilter | None,
+        keep: HitPredicate | None = None,
     ) -> list[Hit]:
         """The best hits by reciprocal-rank fusion of the store's dense and lexical lists
         (each at least ``fusion.depth`` deep), every hit gated on its own cosine."""
@@ -79,6 +85,7 @@ class Retriever:
             min_score=min_score,
             max_per_doc=max_per_doc,
             min_fetch=self.fusion.depth,
+            keep=keep,
         )
 
 

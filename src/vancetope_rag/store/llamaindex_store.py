@@ -2,28 +2,47 @@
 
 This is what lets the package's chunks be used with LlamaIndex's own machinery
 (``VectorStoreIndex.from_vector_store``, retrievers, query engines) while every call stays
-inside the RAG's tenant and project.
+inside the RAG's tenant and project. Nodes come back with their source document as
+``ref_doc_id``; a query honours ``doc_ids``, ``node_ids`` and metadata filters with
+LlamaIndex's operators on the chunk fields and on each chunk's own metadata (the shared
+post-filter of :mod:`vancetope_rag.domain.metadata_filters`, with over-fetch, on every store).
+
+For a project's documents with ``minScore``, ``maxPerDocument``, hybrid ranking and the kill
+switch, use :meth:`RagApp.as_retriever <vancetope_rag.app.RagApp.as_retriever>` instead.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.schema import BaseNode, MetadataMode, TextNode
+from llama_index.core.schema import (
+    BaseNode,
+    MetadataMode,
+    NodeRelationship,
+    RelatedNodeInfo,
+    TextNode,
+)
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
-    FilterCondition,
-    FilterOperator,
-    MetadataFilter,
     MetadataFilters,
     VectorStoreQuery,
+    VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
 from pydantic import PrivateAttr
 
+from vancetope_rag.domain.metadata_filters import (
+    HitPredicate,
+    all_of,
+    compile_filters,
+    pushdown,
+)
 from vancetope_rag.domain.records import Chunk, ChunkKind, Hit
+from vancetope_rag.domain.retrieval import Candidates, Fetch, FusionParams, collect_hits
+from vancetope_rag.domain.texts import check_metadata
 from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.port import ChunkStore
 from vancetope_rag.store.types import ChunkFilter, RagScope
@@ -34,41 +53,25 @@ KIND_KEY = "kind"
 PATH_KEY = "path"
 
 
-def filters_to_chunk_filter(filters: MetadataFilters | None) -> ChunkFilter | None:
-    """Translate LlamaIndex metadata filters (AND of EQ/NE/IN/NIN) to a ChunkFilter."""
-    if filters is None or not filters.filters:
-        return None
-    if filters.condition not in (None, FilterCondition.AND):
-        raise InvalidInputError("only AND-combined metadata filters are supported")
-    out: dict[str, str | Sequence[str]] = {}
-    for f in filters.filters:
-        if not isinstance(f, MetadataFilter):
-            raise InvalidInputError("nested metadata filters are not supported")
-        key = "sourceRef" if f.key in ("sourceRef", "source_ref", "ref_doc_id", "doc_id") else f.key
-        if f.operator in (FilterOperator.EQ, FilterOperator.NE):
-            value: str | list[str] = str(f.value)
-        elif f.operator in (FilterOperator.IN, FilterOperator.NIN):
-            if not isinstance(f.value, list):
-                raise InvalidInputError(f"filter {f.key!r} with {f.operator} needs a list")
-            value = [str(v) for v in f.value]
-        else:
-            raise InvalidInputError(
-                f"filter operator {f.operator} is not supported (use ==, !=, in, nin)"
-            )
-        negated = f.operator in (FilterOperator.NE, FilterOperator.NIN)
-        out[("!" if negated else "") + key] = value
-    return out
-
-
 def hit_to_node(hit: Hit) -> TextNode:
+    """A hit as a LlamaIndex node: the chunk id as ``node_id``, the source (for ``_documents``:
+    the document id) as ``ref_doc_id``, path, kind and the chunk's metadata in ``metadata``
+    (the model sees path and kind beside the text, nothing else)."""
     metadata = {**hit.metadata, KIND_KEY: hit.kind, PATH_KEY: hit.path, SOURCE_KEY: hit.source_ref}
-    node = TextNode(id_=hit.chunk_id, text=hit.text, metadata=metadata)
+    node = TextNode(
+        id_=hit.chunk_id,
+        text=hit.text,
+        metadata=metadata,
+        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=hit.source_ref)},
+    )
     node.excluded_embed_metadata_keys = list(metadata)
     node.excluded_llm_metadata_keys = [k for k in metadata if k not in (PATH_KEY, KIND_KEY)]
     return node
 
 
 def node_to_chunk(node: BaseNode, rag_id: str) -> Chunk:
+    """A node to store. Its metadata must be flat (strings, numbers, booleans, null): a nested
+    value is refused, never dropped, since a filter on it could then never match."""
     embedding = node.get_embedding()
     meta = dict(node.metadata)
     # Our pipeline puts the source in metadata (one source may hold several LlamaIndex
@@ -86,23 +89,51 @@ def node_to_chunk(node: BaseNode, rag_id: str) -> Chunk:
         embedding=list(embedding),
         kind=kind,
         path=None if path is None else str(path),
-        metadata={k: v for k, v in meta.items() if isinstance(v, str | int | float | bool)},
+        metadata=dict(check_metadata(meta)),
+    )
+
+
+def ids_predicate(
+    doc_ids: Sequence[str] | None, node_ids: Sequence[str] | None
+) -> HitPredicate | None:
+    """Keep hits of those source documents and those chunks (LlamaIndex's rule: an empty or
+    absent list does not restrict)."""
+    docs = frozenset(doc_ids) if doc_ids else None
+    nodes = frozenset(node_ids) if node_ids else None
+    if docs is None and nodes is None:
+        return None
+    return lambda h: (
+        (docs is None or h.source_ref in docs) and (nodes is None or h.chunk_id in nodes)
     )
 
 
 class RagVectorStore(BasePydanticVectorStore):
-    """A LlamaIndex vector store holding one RAG's chunks (``stores_text=True``)."""
+    """A LlamaIndex vector store holding one RAG's chunks (``stores_text=True``).
+
+    Queries: ``default`` mode (cosine) and ``hybrid`` (with ``query_str``; ``alpha`` weighs
+    the dense list against the lexical one in the reciprocal-rank fusion). The ``async``
+    methods run the blocking store calls in a worker thread.
+    """
 
     stores_text: bool = True
     flat_metadata: bool = True
 
     _chunks: ChunkStore = PrivateAttr()
     _scope: RagScope = PrivateAttr()
+    _fusion: FusionParams = PrivateAttr()
 
-    def __init__(self, chunks: ChunkStore, scope: RagScope, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        chunks: ChunkStore,
+        scope: RagScope,
+        *,
+        fusion: FusionParams | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self._chunks = chunks
         self._scope = scope
+        self._fusion = fusion or FusionParams()
 
     @classmethod
     def class_name(cls) -> str:
@@ -136,15 +167,27 @@ class RagVectorStore(BasePydanticVectorStore):
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         self._chunks.remove_by_source(self._scope, ref_doc_id)
 
+    def _matching(
+        self, node_ids: Sequence[str] | None, filters: MetadataFilters | None
+    ) -> list[Hit]:
+        keep = compile_filters(filters)
+        hits = self._chunks.get_chunks(
+            self._scope, chunk_ids=node_ids, filters=pushdown(filters) or None
+        )
+        return hits if keep is None else [h for h in hits if keep(h)]
+
     def delete_nodes(
         self,
         node_ids: list[str] | None = None,
         filters: MetadataFilters | None = None,
         **delete_kwargs: Any,
     ) -> None:
-        self._chunks.remove_chunks(
-            self._scope, chunk_ids=node_ids, filters=filters_to_chunk_filter(filters)
-        )
+        if compile_filters(filters) is None:
+            self._chunks.remove_chunks(self._scope, chunk_ids=node_ids)
+            return
+        doomed = [h.chunk_id for h in self._matching(node_ids, filters)]
+        if doomed:
+            self._chunks.remove_chunks(self._scope, chunk_ids=doomed)
 
     def clear(self) -> None:
         self._chunks.drop_rag(self._scope)
@@ -152,22 +195,90 @@ class RagVectorStore(BasePydanticVectorStore):
     def get_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
     ) -> list[BaseNode]:
-        hits = self._chunks.get_chunks(
-            self._scope, chunk_ids=node_ids, filters=filters_to_chunk_filter(filters)
-        )
-        return [hit_to_node(h) for h in hits]
+        return [hit_to_node(h) for h in self._matching(node_ids, filters)]
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        if query.query_embedding is None:
+        """The ``similarity_top_k`` best chunks kept by ``doc_ids``, ``node_ids`` and
+        ``filters``, over-fetching while the post-filter drops candidates.
+
+        Raises:
+            InvalidInputError: No query embedding, a mode other than ``default``/``hybrid``
+                (``hybrid`` without ``query_str``), or an unsupported filter.
+        """
+        vector = query.query_embedding
+        if vector is None:
             raise InvalidInputError("RagVectorStore answers embedding queries only")
-        hits = self._chunks.query(
-            self._scope,
-            query.query_embedding,
-            query.similarity_top_k,
-            filters=filters_to_chunk_filter(query.filters),
-        )
+        ids = ids_predicate(query.doc_ids, query.node_ids)
+        keep = all_of([compile_filters(query.filters), ids])
+        pushed: dict[str, str | Sequence[str]] = dict(pushdown(query.filters))
+        if query.doc_ids and "sourceRef" not in pushed:
+            pushed["sourceRef"] = list(query.doc_ids)
+        store_filter: ChunkFilter | None = pushed or None
+        fetch: Fetch
+        min_fetch = 0
+        if query.mode == VectorStoreQueryMode.DEFAULT:
+
+            def fetch(n: int) -> list[Hit]:
+                return self._chunks.query(self._scope, vector, n, filters=store_filter)
+
+        elif query.mode == VectorStoreQueryMode.HYBRID:
+            fetch, min_fetch = self._hybrid_fetch(query, vector, store_filter)
+        else:
+            raise InvalidInputError(
+                f"query mode {getattr(query.mode, 'value', query.mode)!r} is not supported; "
+                "use 'default' or 'hybrid'"
+            )
+        hits = collect_hits(fetch, top_k=query.similarity_top_k, keep=keep, min_fetch=min_fetch)
         return VectorStoreQueryResult(
             nodes=[hit_to_node(h) for h in hits],
             similarities=[h.score for h in hits],
             ids=[h.chunk_id for h in hits],
         )
+
+    def _hybrid_fetch(
+        self, query: VectorStoreQuery, vector: Sequence[float], filters: ChunkFilter | None
+    ) -> tuple[Fetch, int]:
+        text = query.query_str
+        if not text or not text.strip():
+            raise InvalidInputError("a hybrid query needs query_str beside the embedding")
+        fusion = self._fusion
+        if query.alpha is not None:
+            if not 0.0 <= query.alpha <= 1.0:
+                raise InvalidInputError(f"alpha must be between 0 and 1, got {query.alpha!r}")
+            fusion = FusionParams(fusion.k, query.alpha, 1.0 - query.alpha, fusion.depth)
+
+        def fetch(n: int) -> Candidates:
+            dense = self._chunks.query(self._scope, vector, n, filters=filters)
+            lexical = self._chunks.lexical_query(
+                self._scope, text, n, vector=vector, filters=filters
+            )
+            return Candidates.hybrid(dense, lexical, n, fusion)
+
+        return fetch, fusion.depth
+
+    # -- async: the same calls in a worker thread (apsw and pymongo block) ---------------
+
+    async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
+        return await asyncio.to_thread(self.add, nodes, **kwargs)
+
+    async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        await asyncio.to_thread(self.delete, ref_doc_id, **delete_kwargs)
+
+    async def adelete_nodes(
+        self,
+        node_ids: list[str] | None = None,
+        filters: MetadataFilters | None = None,
+        **delete_kwargs: Any,
+    ) -> None:
+        await asyncio.to_thread(self.delete_nodes, node_ids, filters, **delete_kwargs)
+
+    async def aclear(self) -> None:
+        await asyncio.to_thread(self.clear)
+
+    async def aget_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
+    ) -> list[BaseNode]:
+        return await asyncio.to_thread(self.get_nodes, node_ids, filters)
+
+    async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        return await asyncio.to_thread(self.query, query, **kwargs)
