@@ -5,6 +5,7 @@ CLI, REST API and the pluggy plugin all start here; nothing else opens a store.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -12,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pluggy
+from llama_index.core.base.base_query_engine import BaseQueryEngine
+from llama_index.core.chat_engine.types import BaseChatEngine
+from llama_index.core.llms import LLM
 
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import Document, IndexStatus
@@ -27,6 +31,14 @@ from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.importer import DocumentImporter
 from vancetope_rag.services.indexer import ProjectRagIndexer
 from vancetope_rag.services.migration import MigrationService
+from vancetope_rag.services.project_retriever import (
+    ProjectRagRetriever,
+    RecipeLike,
+    chat_engine,
+    check_retriever_options,
+    query_engine,
+    split_options,
+)
 from vancetope_rag.services.projects import ProjectLifecycle, ProjectRagService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.scheduler import ProjectRagIndexScheduler
@@ -223,6 +235,77 @@ class RagApp:
         )
         # pluggy calls the last registered plugin first; give messages in registration order.
         return [m for result in reversed(results) if result for m in result]
+
+    async def apre_turn(
+        self,
+        tenant_id: str,
+        project_id: str,
+        user_messages: Sequence[str],
+        recipe: RagParams | None = None,
+        tools: Sequence[Any] | None = None,
+    ) -> list[str]:
+        """:meth:`pre_turn` without blocking the event loop: the hooks (the query embedding,
+        the store) run in a worker thread, with the caller's context (instrumentation spans)."""
+        return await asyncio.to_thread(
+            self.pre_turn, tenant_id, project_id, user_messages, recipe, tools
+        )
+
+    # -- LlamaIndex: the project's RAG in the user's own engines -------------------------
+
+    def as_retriever(
+        self,
+        tenant_id: str,
+        project_id: str,
+        recipe: RecipeLike | None = None,
+        **overrides: Any,
+    ) -> ProjectRagRetriever:
+        """A LlamaIndex retriever over the project's ``_documents`` RAG: the same retrieval
+        AutoInject does (see :class:`ProjectRagRetriever` for ``overrides``: ``rag``,
+        ``top_k``, ``min_score``, ``max_per_doc``, ``mode``, ``path_prefix``, ``kinds``,
+        ``filters``).
+
+        Raises:
+            InvalidInputError: A bad id, recipe or override (e.g. ``top_k=0``).
+        """
+        options = check_retriever_options(overrides)
+        return ProjectRagRetriever(
+            self.rags, self.config, tenant_id, project_id, recipe=recipe, **options
+        )
+
+    def as_query_engine(
+        self,
+        tenant_id: str,
+        project_id: str,
+        *,
+        llm: LLM | None = None,
+        recipe: RecipeLike | None = None,
+        **kwargs: Any,
+    ) -> BaseQueryEngine:
+        """LlamaIndex's ``RetrieverQueryEngine`` over :meth:`as_retriever`; its
+        ``source_nodes`` cite the project's documents (``ref_doc_id``, ``metadata["path"]``).
+        ``kwargs``: retriever overrides and the engine's own options (``response_mode``…);
+        ``llm`` None means LlamaIndex's ``Settings.llm``."""
+        options, engine = split_options(kwargs)
+        return query_engine(
+            self.as_retriever(tenant_id, project_id, recipe, **options), llm, **engine
+        )
+
+    def as_chat_engine(
+        self,
+        tenant_id: str,
+        project_id: str,
+        *,
+        llm: LLM | None = None,
+        recipe: RecipeLike | None = None,
+        chat_mode: str = "condense_plus_context",
+        **kwargs: Any,
+    ) -> BaseChatEngine:
+        """LlamaIndex's ``CondensePlusContextChatEngine`` (``chat_mode="context"``:
+        ``ContextChatEngine``) over :meth:`as_retriever`; ``kwargs`` as for
+        :meth:`as_query_engine`."""
+        options, engine = split_options(kwargs)
+        retriever = self.as_retriever(tenant_id, project_id, recipe, **options)
+        return chat_engine(retriever, llm, chat_mode, **engine)
 
     def workspace_root(self, tenant_id: str, project_id: str) -> Path | None:
         """The project's workspace folder, when the engine configures one and it exists."""

@@ -16,7 +16,6 @@ host's memory.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -137,14 +136,34 @@ class RagContextLLM(FunctionCallingLLM):
                 tools=None if tools is None else list(tools),
             )
         except Exception as exc:  # a plugin's bug must not cost the user the answer
-            log.warning(
-                "pre_turn failed for %s/%s; the turn goes on without it: %s: %s",
+            self._warn(exc)
+            return []
+
+    async def aturn_messages(
+        self, messages: Sequence[ChatMessage], tools: Sequence[BaseTool] | None = None
+    ) -> list[str]:
+        """:meth:`turn_messages` through :meth:`RagApp.apre_turn`: retrieval (embedding,
+        store) runs in a worker thread, never on the event loop."""
+        try:
+            return await self._app.apre_turn(
                 self.tenant_id,
                 self.project_id,
-                type(exc).__name__,
-                exc,
+                last_user_turn(messages),
+                self._recipe,
+                tools=None if tools is None else list(tools),
             )
+        except Exception as exc:
+            self._warn(exc)
             return []
+
+    def _warn(self, exc: Exception) -> None:
+        log.warning(
+            "pre_turn failed for %s/%s; the turn goes on without it: %s: %s",
+            self.tenant_id,
+            self.project_id,
+            type(exc).__name__,
+            exc,
+        )
 
     def _inject(
         self, messages: Sequence[ChatMessage], tools: Sequence[BaseTool] | None = None
@@ -154,9 +173,7 @@ class RagContextLLM(FunctionCallingLLM):
     async def _ainject(
         self, messages: Sequence[ChatMessage], tools: Sequence[BaseTool] | None = None
     ) -> list[ChatMessage]:
-        # Retrieval is blocking (embedding, SQLite); keep it off the event loop.
-        blocks = await asyncio.to_thread(self.turn_messages, messages, tools)
-        return inject_system_messages(messages, blocks)
+        return inject_system_messages(messages, await self.aturn_messages(messages, tools))
 
     def _inject_turn(
         self,
@@ -177,8 +194,7 @@ class RagContextLLM(FunctionCallingLLM):
     ) -> list[ChatMessage]:
         history = list(chat_history or [])
         full = [*history, *self._as_messages(user_msg)]
-        blocks = await asyncio.to_thread(self.turn_messages, full, tools)
-        return inject_system_messages(history, blocks)
+        return inject_system_messages(history, await self.aturn_messages(full, tools))
 
     @staticmethod
     def _as_messages(user_msg: str | ChatMessage | None) -> list[ChatMessage]:

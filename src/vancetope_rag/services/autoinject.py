@@ -14,6 +14,13 @@ from vancetope_rag.domain.records import Hit
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.recipes import RagParams
 from vancetope_rag.secrets import get_logger
+from vancetope_rag.services.project_retriever import (
+    PROJECT_RAG_DISABLED,
+    ProjectRagRetriever,
+    RetrievalParams,
+    hits_of,
+    resolve_params,
+)
 from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot
@@ -31,15 +38,6 @@ class InjectionDecision:
     reason: str
     hits: tuple[Hit, ...] = ()
     block: str | None = None
-
-
-@dataclass(frozen=True)
-class RetrievalParams:
-    top_k: int
-    min_score: float
-    max_per_doc: int
-    mode: str = "dense"
-    max_tokens: int = 1500
 
 
 class RagAutoInjectService:
@@ -71,24 +69,20 @@ class RagAutoInjectService:
         snapshot: SettingsSnapshot | None = None,
     ) -> RetrievalParams:
         """Recipe param > cascade setting (project > tenant) > engine configuration."""
-        eff = (snapshot or self.settings.snapshot(tenant_id, project_id)).effective
-        r = recipe or RagParams()
+        snapshot = snapshot or self.settings.snapshot(tenant_id, project_id)
+        return resolve_params(self.config, snapshot, recipe)
 
-        def pick(recipe_value: float | None, key: str, default: float) -> float:
-            if recipe_value is not None:
-                return recipe_value
-            value = eff.get(key)
-            return default if value is None else float(value)
-
-        c = self.config
-        return RetrievalParams(
-            top_k=int(pick(r.top_k, "rag.topK", c.retrieval_top_k)),
-            min_score=pick(r.min_score, "rag.minScore", c.retrieval_min_score),
-            max_per_doc=int(
-                pick(r.max_per_document, "rag.maxPerDocument", c.retrieval_max_per_doc)
-            ),
-            mode=r.retrieval_mode or str(eff["rag.retrieval.mode"]),
-            max_tokens=int(pick(r.max_tokens, "rag.autoInject.maxTokens", c.autoinject_max_tokens)),
+    def retriever(
+        self,
+        tenant_id: str,
+        project_id: str,
+        recipe: RagParams | None = None,
+        snapshot: SettingsSnapshot | None = None,
+    ) -> ProjectRagRetriever:
+        """The retriever of one turn: the project's ``_documents`` with the recipe's and the
+        cascade's parameters (``snapshot``: the settings this turn already read)."""
+        return ProjectRagRetriever(
+            self.rags, self.config, tenant_id, project_id, recipe=recipe, snapshot=snapshot
         )
 
     def decide(
@@ -141,30 +135,20 @@ class RagAutoInjectService:
             return InjectionDecision(False, decided_by, reason)
         if not self.config.rag_enabled:
             return InjectionDecision(False, "engine", "RAG_ENABLED is false for this engine")
-        if not snapshot.project_rag_enabled():
-            return InjectionDecision(False, "project", "rag.project.enabled is false")
+        retriever = self.retriever(tenant_id, project_id, recipe, snapshot)
+        plan = retriever.plan()
+        if plan.reason == PROJECT_RAG_DISABLED:
+            return InjectionDecision(False, "project", plan.reason)
         text = "\n".join(m.strip() for m in user_messages if isinstance(m, str) and m.strip())
         if not text:
             return InjectionDecision(True, decided_by, "no user text in this turn")
-        if not snapshot.embeddings_enabled():
-            # Spec §4.5: provider `none` is the kill switch — a silent skip, not a warning,
-            # even when an old _documents RAG is still there.
-            reason = "embeddings are off for this tenant (ai.embedding.provider=none)"
-            return InjectionDecision(True, decided_by, reason)
-        rag = self.project_rags.find_default_rag(tenant_id, project_id)
-        if rag is None:
-            return InjectionDecision(True, decided_by, "the project has no _documents RAG")
-        p = self.params(tenant_id, project_id, recipe, snapshot)
+        if plan.reason is not None:
+            # Spec §4.5 and §5: the kill switch and a missing RAG are silent skips.
+            return InjectionDecision(True, decided_by, plan.reason)
+        p = plan.params
         try:
-            hits = self.rags.query(
-                rag,
-                text,
-                top_k=p.top_k,
-                min_score=p.min_score,
-                max_per_doc=p.max_per_doc,
-                snapshot=snapshot,
-                mode=p.mode,
-            )
+            # Through LlamaIndex's retrieve(): the same path (and spans) as a query engine.
+            hits = hits_of(retriever.retrieve(text))
         except Exception as exc:
             log.warning(
                 "AutoInject skipped for %s/%s: retrieval failed: %s", tenant_id, project_id, exc

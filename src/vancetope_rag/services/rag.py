@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 import uuid
@@ -11,6 +12,7 @@ from typing import Any
 from llama_index.core import Document as LIDocument
 from llama_index.core.schema import BaseNode, MetadataMode
 
+from vancetope_rag.domain.metadata_filters import HitPredicate
 from vancetope_rag.domain.records import ChunkKind, Hit, RagRecord, is_reserved_name
 from vancetope_rag.domain.retrieval import (
     FusionParams,
@@ -226,7 +228,7 @@ class RagService:
         return self.chunks.count_chunks(RagScope.of(rag), filters={"sourceRef": source_ref})
 
     def vector_store(self, rag: RagRecord) -> RagVectorStore:
-        return RagVectorStore(self.chunks, RagScope.of(rag))
+        return RagVectorStore(self.chunks, RagScope.of(rag), fusion=self.retriever.fusion)
 
     # -- ingestion ---------------------------------------------------------------------
 
@@ -364,11 +366,14 @@ class RagService:
         filters: ChunkFilter | None = None,
         snapshot: SettingsSnapshot | None = None,
         mode: RetrievalMode | str | None = None,
+        keep: HitPredicate | None = None,
     ) -> list[Hit]:
         """Embed ``text`` with the RAG's pinned model and return the best hits, ``dense`` or
         ``hybrid`` (``mode`` None: the project's ``rag.retrieval.mode``); ``min_score`` gates
         every hit's own cosine in both modes (``snapshot``: the project's settings, when the
-        caller already read them). ``_documents`` hits come as they may be cited now
+        caller already read them; ``filters``: what the store applies, ``keep``: the
+        post-filter, see :func:`~vancetope_rag.domain.retrieval.collect_hits`).
+        ``_documents`` hits come as they may be cited now
         (:func:`~vancetope_rag.services.retrieval.citable_hits`)."""
         text = self.check_text_size(check_text(text, "query"), "query")
         check_query_args(top_k, min_score, max_per_doc)  # before paying for an embedding
@@ -380,9 +385,14 @@ class RagService:
         hybrid = resolved is RetrievalMode.HYBRID
         hits = (self.retriever.hybrid if hybrid else self.retriever.dense_text)(
             RagScope.of(rag), text, vector, top_k=top_k, min_score=min_score,
-            max_per_doc=max_per_doc, filters=filters,
+            max_per_doc=max_per_doc, filters=filters, keep=keep,
         )  # fmt: skip
         return citable_hits(self.control, rag, hits)
+
+    async def aquery(self, rag: RagRecord, text: str, **kwargs: Any) -> list[Hit]:
+        """:meth:`query` off the event loop (the model and the store block): in a worker
+        thread, which opens its own store connection."""
+        return await asyncio.to_thread(self.query, rag, text, **kwargs)
 
     def query_vector(
         self,
