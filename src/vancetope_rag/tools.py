@@ -1,5 +1,8 @@
 """The ``rag_*`` agent tools (spec §9) as LlamaIndex ``FunctionTool``s bound to one project.
 
+What the model is told about each tool (when to use it, every parameter) is in
+:mod:`vancetope_rag.tool_schemas`.
+
 Every tool runs inside the tenant and project it was built for: a RAG id from another tenant
 or project is simply not found. Errors come back as a tool result (``{"error": …}``), never
 as an exception that would crash the agent's turn. Secrets are never part of a result.
@@ -23,6 +26,7 @@ from vancetope_rag.errors import InvalidInputError, RagError
 from vancetope_rag.extract import extract_text
 from vancetope_rag.secrets import get_logger, redact
 from vancetope_rag.services.sources import SourceText
+from vancetope_rag.tool_schemas import TOOL_SPECS
 from vancetope_rag.workspace import read_workspace_file
 
 if TYPE_CHECKING:
@@ -251,8 +255,13 @@ def build_tools(
     bound = RagTools(app, tenant_id, project_id, workspace_root)
     tools = []
     for name in TOOL_NAMES:
-        fn = _result(getattr(bound, name))
+        schema, description = TOOL_SPECS[name]
         tools.append(
-            FunctionTool.from_defaults(fn=fn, name=name, description=(fn.__doc__ or "").strip())
+            FunctionTool.from_defaults(
+                fn=_result(getattr(bound, name)),
+                name=name,
+                description=description,
+                fn_schema=schema,
+            )
         )
     return tools

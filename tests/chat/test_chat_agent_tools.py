@@ -222,3 +222,25 @@ def test_function_agent_needs_a_function_calling_llm(agent_app: RagApp) -> None:
     )
     with pytest.raises((ValueError, WorkflowRuntimeError), match="FunctionCallingLLM"):
         _run(agent, "hi")
+
+
+def test_react_agent_queries_the_documents_and_gets_labels(agent_app: RagApp) -> None:
+    steps: list[Step] = [
+        lambda m: answer(
+            "Thought: I should search the project's documents.\nAction: rag_query\n"
+            'Action Input: {"ragId": "_documents", "query": "zebra stripes flies", "topK": 2}'
+        ),
+        lambda m: answer("Thought: I can answer without using any more tools.\nAnswer: [S1]"),
+    ]
+    inner = RecordingLLM(steps)
+    agent = ReActAgent(tools=agent_app.tools(T, P), llm=inner)
+    results, output = _run(agent, "Why do zebras have stripes?")
+    assert output == "[S1]"
+    (queried,) = results
+    assert queried.tool_name == "rag_query"
+    hits = _out(queried)["hits"]
+    assert [h["label"] for h in hits] == ["S1", "S2"][: len(hits)] and hits
+    assert hits[0]["source"] == "documents/zebra.md" and "stripes" in hits[0]["text"]
+    # the ReAct prompt the model saw describes the tool's parameters
+    prompt = inner.calls[0][0].content or ""
+    assert "rag_query" in prompt and "How many excerpts to return at most" in prompt
