@@ -21,7 +21,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQuery,
     VectorStoreQueryMode,
 )
-from test_store_contract import DIM, P, TA, rag_record, random_vectors, unit
+from test_store_contract import DIM, TA, P, rag_record, random_vectors, unit
 
 from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.llamaindex_store import RagVectorStore

@@ -307,7 +307,7 @@ class RagService:
     ) -> IngestStats:
         """Chunk, embed and add a text to the RAG (existing chunks of the source stay).
 
-        A manual write: in ``_documents`` the chunk keeps no path (see :meth:`manual_parts`).
+        A manual write: in ``_documents`` the chunk keeps no path (:func:`.sources.manual_parts`).
         """
         text = self.check_text_size(check_text(text))
         ref = uuid.uuid4().hex if source_ref is None else check_label(source_ref, "sourceRef", 1024)
@@ -316,7 +316,7 @@ class RagService:
         meta: dict[str, Any] = check_metadata(metadata)
         path = path if path is not None else meta.pop("path", None)
         kind = str(meta.pop("kind", kind))
-        parts = self.manual_parts(rag, [SourceText(text=text, kind=kind, path=path, metadata=meta)])
+        parts = manual_parts(rag, [SourceText(text=text, kind=kind, path=path, metadata=meta)])
         grouped, stats = self.embed_sources(rag, {ref: parts})
         self.vector_store(rag).add(grouped[ref])
         return stats
@@ -337,18 +337,13 @@ class RagService:
         truncated = 0
         for ref, parts in sources.items():
             check_label(ref, "sourceRef", 1024)
-            clipped = [(p, *self.clip(p.text)) for p in self.manual_parts(rag, parts)]
+            clipped = [(p, *self.clip(p.text)) for p in manual_parts(rag, parts)]
             manual[ref] = [dataclasses.replace(p, text=text) for p, text, _ in clipped]
             truncated += any(cut for _, _, cut in clipped)
         grouped, stats = self.embed_sources(rag, manual) if manual else ({}, IngestStats())
         for ref, nodes in grouped.items():
             self.write_source(rag, ref, nodes)
         return dataclasses.replace(stats, truncated=truncated)
-
-    @staticmethod
-    def manual_parts(rag: RagRecord, parts: Sequence[SourceText]) -> list[SourceText]:
-        """What a manual write stores (:func:`.sources.manual_parts`)."""
-        return manual_parts(rag, parts)
 
     def remove_by_source(self, rag: RagRecord, source_ref: str) -> int:
         return self.chunks.remove_by_source(RagScope.of(rag), source_ref)
@@ -390,8 +385,7 @@ class RagService:
         return citable_hits(self.control, rag, hits)
 
     async def aquery(self, rag: RagRecord, text: str, **kwargs: Any) -> list[Hit]:
-        """:meth:`query` off the event loop (the model and the store block): in a worker
-        thread, which opens its own store connection."""
+        """:meth:`query` in a worker thread (with its own store connection)."""
         return await asyncio.to_thread(self.query, rag, text, **kwargs)
 
     def query_vector(
