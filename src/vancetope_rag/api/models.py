@@ -1,5 +1,5 @@
-"""Response models of the RAG routes: the wire format, declared (so ``/openapi.json`` has it)
-and checked on the way out.
+"""Response models of the REST API: the wire format, declared (so ``/openapi.json`` has it)
+and checked on the way out, the error body included.
 
 Field names are the wire names (camelCase); the services' ``to_json`` produce exactly these
 shapes, and the routes validate them through these models.
@@ -7,9 +7,11 @@ shapes, and the routes validate them through these models.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from vancetope_rag.domain.records import IndexState
 
 MigrationStateName = Literal["running", "switching", "completed", "failed", "cancelled"]
 
@@ -86,3 +88,57 @@ class ReindexResponse(_Model):
 class CancelResponse(_Model):
     cancelled: bool
     migration: MigrationProgress
+
+
+class DocumentResponse(_Model):
+    """A project document as the RAG sees it, without its content."""
+
+    id: str
+    path: str
+    mimeType: str
+    ragEnabled: Literal["auto", "on", "off"] = Field(
+        description="the spec §8.1 override: auto (the filter decides), on, off"
+    )
+    eligible: bool = Field(description="whether the document belongs in _documents now")
+    ragDirty: bool = Field(description="waiting for the indexer")
+    state: IndexState = Field(description="where the document stands with the indexer")
+    attempts: int = Field(description="indexing attempts of the current version")
+    truncated: bool = Field(description="indexed only up to the engine's text limit")
+    lastError: str | None = Field(description="why the last attempt failed (secrets removed)")
+    indexedAt: str | None
+    updatedAt: str | None
+
+
+class DocumentListResponse(_Model):
+    total: int = Field(description="documents matching the filter, before paging")
+    documents: list[DocumentResponse]
+
+
+class ErrorResponse(_Model):
+    """Every failure's body: a message a user can act on and a stable code."""
+
+    error: str = Field(description="what went wrong and what to do about it")
+    code: str = Field(
+        description="stable machine-readable code, e.g. UNAUTHENTICATED, FORBIDDEN, "
+        "PROJECT_NOT_FOUND, INVALID_REQUEST"
+    )
+
+
+#: What each declared error status means, for the OpenAPI description.
+_ERRORS = {
+    400: "invalid input (an id no project can have, a value out of range)",
+    401: "missing, malformed, invalid or expired bearer token",
+    403: "the token does not grant WRITE on this tenant and project",
+    404: "the project, document or rebuild does not exist",
+    409: "the current state refuses the request (closed project, rebuild running, "
+    "embedding settings that cannot be used)",
+    413: "the request body is larger than the engine's text limit allows",
+    422: "a parameter or body field is missing or invalid",
+    502: "the embedding provider failed",
+    503: "the store is unavailable; retry later",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` of a route: each status with the error body model."""
+    return {s: {"model": ErrorResponse, "description": _ERRORS[s]} for s in statuses}

@@ -8,14 +8,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Request, Security
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict, Field
 
 from vancetope_rag.api.auth import AuthError, Principal, TokenVerifier
 from vancetope_rag.api.errors import redact
-from vancetope_rag.api.models import CancelResponse, ReindexResponse, StatusResponse
+from vancetope_rag.api.models import (
+    CancelResponse,
+    DocumentListResponse,
+    DocumentResponse,
+    ReindexResponse,
+    StatusResponse,
+    error_responses,
+)
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import Document, IndexState
 
@@ -84,6 +93,25 @@ def document_json(app: RagApp, doc: Document, secrets: list[str | None]) -> dict
     }
 
 
+#: The bearer scheme of every project route, as ``/openapi.json`` declares it. The gate reads
+#: the header itself (its messages say what is wrong: missing, malformed, expired, …).
+BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearerAuth",
+    bearerFormat="JWT",
+    description="HS256 JWT with claims sub, tenant, projects (list or '*'), perm (WRITE), exp",
+)
+
+METRICS_BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="metricsToken",
+    description="the VANCETOPE_RAG_METRICS_TOKEN value (only when one is configured)",
+)
+
+Tenant = Annotated[str, Path(description="tenant id (must be the token's tenant)")]
+Project = Annotated[str, Path(description="project id (one of the token's projects)")]
+
+
 class WriteGate:
     """Dependency: a valid bearer token with WRITE on the path's tenant and project."""
 
@@ -92,14 +120,42 @@ class WriteGate:
 
     def __call__(
         self,
-        tenant: str,
-        project: str,
-        authorization: Annotated[str | None, Header()] = None,
+        request: Request,
+        tenant: Tenant,
+        project: Project,
+        _declared: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
     ) -> ProjectScope:
-        principal = self.verifier.principal(authorization)
+        principal = self.verifier.principal(request.headers.get("authorization"))
         principal.may_write(tenant, project)  # spec §7: WRITE for status read and reindex
         RagApp.check_ids(tenant, project)  # a token may name ids no project can have
         return ProjectScope(tenant, project, principal)
+
+
+class KnownQuery:
+    """Dependency: refuse query parameters the route does not declare (422), so a misspelt
+    one (``?rebiuld=true``) is an error instead of a plain reindex."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = frozenset(names)
+
+    def __call__(self, request: Request) -> None:
+        unknown = sorted(set(request.query_params) - self.names)
+        if unknown:
+            accepted = ", ".join(sorted(self.names)) or "none"
+            raise RequestValidationError(
+                [
+                    {
+                        "loc": ("query", name),
+                        "msg": f"unknown parameter; this endpoint accepts: {accepted}",
+                        "type": "unknown_parameter",
+                    }
+                    for name in unknown
+                ]
+            )
+
+
+#: Every project route can answer these (auth, ids, validation, the store).
+COMMON = (400, 401, 403, 422, 503)
 
 
 SecretsOf = Callable[[str, str], list[str | None]]
@@ -117,14 +173,26 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
 
     prefix = "/brain/{tenant}/projects/{project}"
 
-    @router.get(f"{prefix}/rag/status", tags=["rag"], response_model=StatusResponse)
+    @router.get(
+        f"{prefix}/rag/status",
+        tags=["rag"],
+        response_model=StatusResponse,
+        responses=error_responses(*COMMON),
+        dependencies=[Depends(KnownQuery())],
+    )
     def rag_status(scope: ProjectScope = gate) -> StatusResponse:
         """Spec §7 snapshot of the ``_documents`` RAG, per-state document counts, and the
         progress of the indexer and of a rebuild (``progress.busy``: poll while true)."""
         status = app.project_rags.status(scope.tenant, scope.project)
         return StatusResponse.model_validate(status.to_json())
 
-    @router.post(f"{prefix}/rag/reindex", tags=["rag"], response_model=ReindexResponse)
+    @router.post(
+        f"{prefix}/rag/reindex",
+        tags=["rag"],
+        response_model=ReindexResponse,
+        responses=error_responses(*COMMON, 404, 409, 502),
+        dependencies=[Depends(KnownQuery("rebuild"))],
+    )
     def rag_reindex(
         rebuild: Annotated[
             bool,
@@ -145,7 +213,13 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
         result = app.project_rags.reindex(scope.tenant, scope.project, rebuild=rebuild)
         return ReindexResponse.model_validate(result.to_json())
 
-    @router.delete(f"{prefix}/rag/rebuild", tags=["rag"], response_model=CancelResponse)
+    @router.delete(
+        f"{prefix}/rag/rebuild",
+        tags=["rag"],
+        response_model=CancelResponse,
+        responses=error_responses(*COMMON, 404, 409),
+        dependencies=[Depends(KnownQuery())],
+    )
     def rag_cancel_rebuild(scope: ProjectScope = gate) -> CancelResponse:
         """Cancel the running rebuild: its new generation is disposed, the live one stays as
         it was. 404 when none runs; 409 once it is switching over (too late to cancel)."""
@@ -156,7 +230,13 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
             {"cancelled": True, "migration": progress.migration.to_json()}
         )
 
-    @router.get(f"{prefix}/rag/documents", tags=["rag"])
+    @router.get(
+        f"{prefix}/rag/documents",
+        tags=["rag"],
+        response_model=DocumentListResponse,
+        responses=error_responses(*COMMON),
+        dependencies=[Depends(KnownQuery("state", "limit", "offset"))],
+    )
     def rag_documents(
         state: Annotated[
             IndexState | None, Query(description="only documents in this index state")
@@ -164,37 +244,56 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 500,
         offset: Annotated[int, Query(ge=0)] = 0,
         scope: ProjectScope = gate,
-    ) -> dict[str, Any]:
+    ) -> DocumentListResponse:
         """The project's documents with their index state; ``state=failed`` says why."""
         docs = app.documents.list_documents(scope.tenant, scope.project)
         if state is not None:
             docs = [d for d in docs if d.index_state is state]
         known = secrets_of(scope.tenant, scope.project)
-        return {
-            "total": len(docs),
-            "documents": [document_json(app, d, known) for d in docs[offset : offset + limit]],
-        }
+        page = [document_json(app, d, known) for d in docs[offset : offset + limit]]
+        return DocumentListResponse.model_validate({"total": len(docs), "documents": page})
 
-    @router.patch(f"{prefix}/documents/{{documentId}}", tags=["documents"])
+    @router.patch(
+        f"{prefix}/documents/{{documentId}}",
+        tags=["documents"],
+        response_model=DocumentResponse,
+        responses=error_responses(*COMMON, 404, 413),
+        dependencies=[Depends(KnownQuery())],
+    )
     def update_document(
-        document_id: Annotated[str, Path(alias="documentId")],
+        document_id: Annotated[str, Path(alias="documentId", description="the document's id")],
         body: DocumentUpdateRequest,
         scope: ProjectScope = gate,
-    ) -> dict[str, Any]:
+    ) -> DocumentResponse:
         """Spec §8.1 tristate; marks the document dirty so the indexer adjusts its chunks."""
         doc = app.documents.set_rag_enabled_override(
             scope.tenant, scope.project, document_id, body.rag_enabled
         )
-        return document_json(app, doc, secrets_of(scope.tenant, scope.project))
+        known = secrets_of(scope.tenant, scope.project)
+        return DocumentResponse.model_validate(document_json(app, doc, known))
 
     token = app.config.metrics_token.get_secret_value() if app.config.metrics_token else None
+    exposition: dict[int | str, dict[str, Any]] = {
+        200: {
+            "description": "Prometheus text exposition format",
+            "content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
+        }
+    }
+    # Declared only when configured: without a token the endpoint is open.
+    guard = [Security(METRICS_BEARER)] if token else []
 
-    @router.get("/metrics", tags=["ops"], response_class=Response)
-    def metrics(authorization: Annotated[str | None, Header()] = None) -> Response:
+    @router.get(
+        "/metrics",
+        tags=["ops"],
+        response_class=Response,
+        responses={**exposition, **(error_responses(401) if token else {})},
+        dependencies=guard,
+    )
+    def metrics(request: Request) -> Response:
         """Prometheus exposition (indexer outcomes, AutoInject latency; no tenant labels).
         With ``VANCETOPE_RAG_METRICS_TOKEN`` set, only for ``Authorization: Bearer <it>``."""
         if token:
-            check_metrics_token(token, authorization)
+            check_metrics_token(token, request.headers.get("authorization"))
         return Response(app.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     return router
