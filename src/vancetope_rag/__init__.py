@@ -62,7 +62,8 @@ from vancetope_rag.extract import (
 )
 from vancetope_rag.hookspecs import hookimpl
 from vancetope_rag.plugins import get_plugin_manager
-from vancetope_rag.recipes import RagParams, Recipe, load_recipe
+from vancetope_rag.recipes import RagParams, Recipe, load_recipe, parse_recipe
+from vancetope_rag.services.project_retriever import ProjectRagRetriever
 from vancetope_rag.store import open_store
 from vancetope_rag.store.llamaindex_store import RagVectorStore
 
@@ -94,6 +95,7 @@ __all__ = [
     "NoRebuildError",
     "PathNotAllowedError",
     "Project",
+    "ProjectRagRetriever",
     "ProjectStatus",
     "RagAlreadyExistsError",
     "RagApp",
@@ -120,6 +122,7 @@ __all__ = [
     "html_to_text",
     "load_recipe",
     "open_store",
+    "parse_recipe",
     "render_context_block",
     "resolve_auto_inject",
 ]

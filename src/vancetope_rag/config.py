@@ -46,24 +46,36 @@ class EngineConfig(BaseSettings):
         description="Global switch for chat-time injection (AutoInject).",
     )
     indexer_enabled: bool = Field(
-        default=True, validation_alias=_env("VANCETOPE_RAG_INDEXER_ENABLED", "RAG_INDEXER_ENABLED")
+        description="Run the background indexer (scheduler); explicit `index` runs work "
+        "either way.",
+        default=True,
+        validation_alias=_env("VANCETOPE_RAG_INDEXER_ENABLED", "RAG_INDEXER_ENABLED"),
     )
     indexer_interval_s: float = Field(
+        description="Seconds between indexer ticks.",
         default=30.0,
         gt=0,
         validation_alias=_env("VANCETOPE_RAG_INDEXER_INTERVAL_S", "RAG_INDEXER_POLL_SECONDS"),
     )
     indexer_initial_delay_s: float = Field(
-        default=60.0, ge=0, validation_alias=_env("VANCETOPE_RAG_INDEXER_INITIAL_DELAY_S")
+        description="Seconds after start before the first indexer tick.",
+        default=60.0,
+        ge=0,
+        validation_alias=_env("VANCETOPE_RAG_INDEXER_INITIAL_DELAY_S"),
     )
     indexer_batch_size: int = Field(
+        description="Documents claimed per project per tick.",
         default=10,
         ge=1,
         le=1000,
         validation_alias=_env("VANCETOPE_RAG_INDEXER_BATCH_SIZE", "RAG_INDEXER_BATCH"),
     )
     claim_ttl_s: float = Field(
-        default=600.0, gt=0, validation_alias=_env("VANCETOPE_RAG_CLAIM_TTL_S")
+        description="Seconds a worker's claim on a document lasts; then another worker may "
+        "take it.",
+        default=600.0,
+        gt=0,
+        validation_alias=_env("VANCETOPE_RAG_CLAIM_TTL_S"),
     )
     store_busy_timeout_s: float = Field(
         default=30.0,
@@ -82,13 +94,23 @@ class EngineConfig(BaseSettings):
         "indexer stops (`worker` then exits with status 1, for its supervisor to see).",
     )
     max_attempts: int = Field(
-        default=5, ge=1, le=100, validation_alias=_env("VANCETOPE_RAG_MAX_ATTEMPTS")
+        description="Indexing attempts of one document version before it is marked failed.",
+        default=5,
+        ge=1,
+        le=100,
+        validation_alias=_env("VANCETOPE_RAG_MAX_ATTEMPTS"),
     )
     retry_backoff_s: float = Field(
-        default=30.0, ge=0, validation_alias=_env("VANCETOPE_RAG_RETRY_BACKOFF_S")
+        description="First wait before a failed document is retried (doubles each attempt).",
+        default=30.0,
+        ge=0,
+        validation_alias=_env("VANCETOPE_RAG_RETRY_BACKOFF_S"),
     )
     retry_backoff_max_s: float = Field(
-        default=3600.0, ge=0, validation_alias=_env("VANCETOPE_RAG_RETRY_BACKOFF_MAX_S")
+        description="Longest wait between retries of a failed document.",
+        default=3600.0,
+        ge=0,
+        validation_alias=_env("VANCETOPE_RAG_RETRY_BACKOFF_MAX_S"),
     )
     retired_grace_s: float = Field(
         default=300.0,
@@ -104,11 +126,13 @@ class EngineConfig(BaseSettings):
         description="Chunk size in the model's tokens; default: fits the model's window.",
     )
     chunk_overlap: int | None = Field(
+        description="Tokens shared by neighbouring chunks; default: what suits the model.",
         default=None,
         ge=0,
         validation_alias=_env("VANCETOPE_RAG_CHUNK_OVERLAP", "RAG_CHUNK_OVERLAP"),
     )
     retrieval_top_k: int = Field(
+        description="Hits per query when neither a recipe nor rag.topK says.",
         default=5,
         ge=1,
         le=100,
@@ -124,6 +148,7 @@ class EngineConfig(BaseSettings):
         description="Cosine threshold; calibrated for the embedded model (docs/benchmarks.md).",
     )
     retrieval_max_per_doc: int = Field(
+        description="Hits per document when neither a recipe nor rag.maxPerDocument says.",
         default=2,
         ge=1,
         le=100,
@@ -139,9 +164,14 @@ class EngineConfig(BaseSettings):
         description="Reciprocal-rank fusion constant k of hybrid retrieval.",
     )
     retrieval_rrf_dense_weight: float = Field(
-        default=1.0, ge=0, le=100, validation_alias=_env("VANCETOPE_RAG_RETRIEVAL_RRF_DENSE_WEIGHT")
+        description="Weight of the dense (vector) list in hybrid fusion.",
+        default=1.0,
+        ge=0,
+        le=100,
+        validation_alias=_env("VANCETOPE_RAG_RETRIEVAL_RRF_DENSE_WEIGHT"),
     )
     retrieval_rrf_lexical_weight: float = Field(
+        description="Weight of the lexical (BM25) list in hybrid fusion.",
         default=1.0,
         ge=0,
         le=100,
@@ -189,7 +219,10 @@ class EngineConfig(BaseSettings):
         description="Comma-separated entry-point names of plugins to load; unset = all.",
     )
     jwt_secret: SecretStr | None = Field(
-        default=None, validation_alias=_env("VANCETOPE_RAG_JWT_SECRET")
+        description="HS256 secret of the REST API's bearer tokens (at least 32 random bytes); "
+        "the API refuses to start without one.",
+        default=None,
+        validation_alias=_env("VANCETOPE_RAG_JWT_SECRET"),
     )
     metrics_token: SecretStr | None = Field(
         default=None,

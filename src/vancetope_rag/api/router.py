@@ -241,8 +241,8 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
         state: Annotated[
             IndexState | None, Query(description="only documents in this index state")
         ] = None,
-        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 500,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")] = 500,
+        offset: Annotated[int, Query(ge=0, description="documents to skip")] = 0,
         scope: ProjectScope = gate,
     ) -> DocumentListResponse:
         """The project's documents with their index state; ``state=failed`` says why."""

@@ -1,0 +1,183 @@
+"""The docs build check: every Python snippet of ``docs/*.md`` and ``README.md`` runs, and the
+generated parts (configuration, REST API) match the code.
+
+Snippets of one page run in order in one namespace (a page reads as one session), in a fresh
+folder holding links to the repository's ``recipes/`` and ``examples/``. A snippet that needs
+a server or a key is preceded by a marker comment and skipped with that reason:
+
+    <!-- requires: atlas -->        a MongoDB Atlas cluster (VANCETOPE_RAG_TEST_MONGODB_URI)
+    <!-- requires: openai -->       an OpenAI API key
+    <!-- requires: gemini -->       a Gemini API key
+
+Every app a page opens is closed at its end (``RagApp.close``), so no background thread or
+store handle outlives the page.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from vancetope_rag.app import RagApp
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+
+#: What a marker may name, and why such a snippet cannot run here.
+REQUIREMENTS = {
+    "atlas": "needs a MongoDB Atlas cluster",
+    "mongodb": "needs a MongoDB server",
+    "openai": "needs an OpenAI API key",
+    "gemini": "needs a Gemini API key",
+}
+
+_FENCE = re.compile(
+    r"(?:<!--\s*requires:\s*(?P<needs>[\w, -]+?)\s*-->\s*\n)?"
+    r"^(?P<indent>[ \t]*)```python[ \t]*\n(?P<code>.*?)^(?P=indent)```[ \t]*$",
+    re.M | re.S,
+)
+
+
+@dataclass(frozen=True)
+class Snippet:
+    page: Path
+    line: int
+    code: str
+    needs: tuple[str, ...]
+
+
+def snippets(page: Path) -> list[Snippet]:
+    text = page.read_text(encoding="utf-8")
+    out = []
+    for m in _FENCE.finditer(text):
+        indent = m["indent"]
+        code = "".join(
+            line[len(indent) :] if line.startswith(indent) else line
+            for line in m["code"].splitlines(keepends=True)
+        )
+        needs = tuple(n.strip() for n in (m["needs"] or "").split(",") if n.strip())
+        out.append(Snippet(page, text[: m.start("code")].count("\n") + 1, code, needs))
+    return out
+
+
+def _pages_with_snippets() -> list[Path]:
+    return [p for p in PAGES if snippets(p)]
+
+
+@pytest.fixture
+def page_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    for name in ("recipes", "examples"):
+        (tmp_path / name).symlink_to(ROOT / name, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    for key in list(os.environ):  # the snippets say what they configure
+        if key.startswith(("VANCETOPE_RAG_", "RAG_")):
+            monkeypatch.delenv(key)
+    yield tmp_path
+
+
+def test_markers_name_known_requirements() -> None:
+    for page in PAGES:
+        for snippet in snippets(page):
+            unknown = set(snippet.needs) - set(REQUIREMENTS)
+            assert not unknown, f"{page.name}:{snippet.line}: unknown requirement {unknown}"
+
+
+def test_the_pages_have_snippets() -> None:
+    names = {p.name for p in _pages_with_snippets()}
+    expected = {"getting-started.md", "llamaindex.md", "configuration.md", "recipes.md"}
+    assert expected | {"rest-api.md", "plugin-hooks.md", "README.md"} <= names
+
+
+@pytest.mark.parametrize("page", _pages_with_snippets(), ids=lambda p: p.name)
+def test_every_snippet_runs(page: Path, page_dir: Path) -> None:
+    namespace: dict[str, Any] = {"__name__": f"docs_{page.stem.replace('-', '_')}"}
+    skipped: list[str] = []
+    try:
+        for snippet in snippets(page):
+            if snippet.needs:
+                skipped.append(
+                    f"line {snippet.line}: "
+                    + "; ".join(REQUIREMENTS[n] for n in snippet.needs if n in REQUIREMENTS)
+                )
+                continue
+            code = compile(snippet.code, f"{page.name}:{snippet.line}", "exec")
+            try:
+                exec(code, namespace)
+            except Exception as exc:
+                raise AssertionError(
+                    f"{page.name}, snippet at line {snippet.line} failed: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+    finally:
+        for value in list(namespace.values()):
+            if isinstance(value, RagApp):
+                value.close()
+    if skipped and len(skipped) == len(snippets(page)):
+        pytest.skip("; ".join(skipped))
+
+
+def _marked() -> list[Snippet]:
+    return [s for p in PAGES for s in snippets(p) if s.needs]
+
+
+@pytest.mark.parametrize("snippet", _marked(), ids=lambda s: f"{s.page.name}:{s.line}")
+def test_marked_snippets_compile(snippet: Snippet) -> None:
+    """A snippet that cannot run here is still valid Python; the skip says why it did not run."""
+    compile(snippet.code, f"{snippet.page.name}:{snippet.line}", "exec")
+    pytest.skip("; ".join(REQUIREMENTS[n] for n in snippet.needs))
+
+
+def _gen_docs() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "scripts" / "gen_docs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("gen_docs", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("page", ["configuration.md", "rest-api.md"])
+def test_generated_pages_match_the_code(page: str) -> None:
+    gen = _gen_docs()
+    current, fresh = gen.generated_pages()[ROOT / "docs" / page]
+    assert current == fresh, f"docs/{page} is out of date: run `python scripts/gen_docs.py`"
+
+
+def test_configuration_page_lists_every_setting_and_variable() -> None:
+    from vancetope_rag.config import EngineConfig
+    from vancetope_rag.domain.settings import SETTINGS
+
+    text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    for key, spec in SETTINGS.items():
+        assert f"| `{key}` |" in text and spec.description, key
+    for name, field in EngineConfig.model_fields.items():
+        assert f"| `{name}` |" in text, name
+        assert field.description, f"EngineConfig.{name} needs a description for the docs"
+    for env in ("RAG_INDEXER_BATCH", "RAG_RETRIEVAL_MIN_SCORE", "VANCETOPE_RAG_JWT_SECRET"):
+        assert f"`{env}`" in text
+
+
+def test_rest_page_lists_every_route() -> None:
+    gen = _gen_docs()
+    text = (ROOT / "docs" / "rest-api.md").read_text(encoding="utf-8")
+    spec = gen.openapi_spec()
+    for path, ops in spec["paths"].items():
+        for method in ops:
+            assert f"### `{method.upper()} {path}`" in text
+    for name in spec["components"]["schemas"]:
+        assert f"#### `{name}`" in text
+
+
+def test_docs_link_to_pages_that_exist() -> None:
+    for page in PAGES:
+        for target in re.findall(r"\]\(((?!https?:)[^)#]+\.md)(?:#[^)]*)?\)", page.read_text()):
+            assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
