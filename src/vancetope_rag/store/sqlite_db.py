@@ -157,6 +157,7 @@ class SqliteDatabase:
             cache[key] = conn.fts5_tokenizer(name, list(args))
             self._local.tokenizers = cache
         return cache[key]
+
     def _file_id(self) -> tuple[int, int, bool]:
         """(device, inode, empty) of the store file; a missing file raises."""
         try:
@@ -190,7 +191,7 @@ class SqliteDatabase:
         """Run a statement: an apsw error (or text SQLite cannot encode) leaves as a RagError."""
         try:
             yield
-        except (self._apsw.Error, UnicodeEncodeError) as exc:
+        except (self._apsw.Error, UnicodeError) as exc:
             raise self._error(exc) from exc
 
     def _forget(self, conn: Any) -> None:

@@ -46,6 +46,12 @@ def store_error(apsw: Any, exc: BaseException, path: str) -> RagError:
             "text contains a lone surrogate (an unpaired UTF-16 half), which is not valid "
             "Unicode text; remove or replace it"
         )
+    if isinstance(exc, UnicodeDecodeError):
+        # A text column whose bytes are not UTF-8: only damage to the file writes those.
+        return StoreCorruptError(
+            f"{where} is corrupt (a stored text is not valid UTF-8); restore it from a "
+            f"backup, or inspect it with sqlite3 {path} 'PRAGMA integrity_check'"
+        )
     if isinstance(exc, apsw.ConstraintError):
         return ConstraintViolation(f"{where}: a write broke a constraint: {exc}", str(exc))
     if isinstance(exc, apsw.CorruptError | apsw.NotADBError | apsw.FormatError):
