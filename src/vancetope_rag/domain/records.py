@@ -92,6 +92,11 @@ class Document:
     content_hash: str = ""
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    #: What the import's text extraction recorded (JSON of
+    #: :class:`~vancetope_rag.domain.extraction.ExtractionRecord`): the file's and the
+    #: extractor's fingerprints, the sections, a truncation or the failure. None for a
+    #: document whose content the host wrote itself.
+    extraction: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -172,6 +172,8 @@ class MongoControlStore:
         summary: str | _Unset | None = UNSET,
         rag_enabled: bool | _Unset | None = UNSET,
         mark_dirty: bool = False,
+        extraction: str | _Unset | None = UNSET,
+        failed_reason: str | None = None,
     ) -> Document:
         changes = DocumentChanges.from_args(
             path=path,
@@ -180,6 +182,8 @@ class MongoControlStore:
             summary=summary,
             rag_enabled=rag_enabled,
             mark_dirty=mark_dirty,
+            extraction=extraction,
+            failed_reason=failed_reason,
         )
         update = q.document_update(changes, time=self._time())
         # the changed fields alone must fit; a sum over the limit the server refuses itself
@@ -282,9 +286,7 @@ class MongoControlStore:
     ) -> bool:
         result = self.documents.update_one(
             q.claim_holder(tenant_id, project_id, document_id, worker_id, claim_token),
-            q.mark_clean_update(
-                version, state, indexed_hash, self._time(), truncated=truncated
-            ),
+            q.mark_clean_update(version, state, indexed_hash, self._time(), truncated=truncated),
         )
         return bool(result.matched_count)
 

@@ -29,7 +29,7 @@ from vancetope_rag.domain.records import (
     RagRecord,
     RagState,
 )
-from vancetope_rag.store.shared import DocumentChanges, capped_error
+from vancetope_rag.store.shared import DocumentChanges, capped_error, new_document_state
 from vancetope_rag.store.types import NewDocument
 
 Pipeline = list[dict[str, Any]]
@@ -267,13 +267,14 @@ def new_document_update(doc: NewDocument, content_hash: str, time: TimeSource) -
         "content": doc.content,
         "summary": doc.summary,
         "ragEnabled": doc.rag_enabled,
-        "ragDirty": doc.rag_dirty,
+        "ragDirty": doc.rag_dirty and doc.failed_reason is None,
         "ragClaimedBy": None,
         "ragClaimedAt": None,
         "ragVersion": 1,
-        "indexState": (IndexState.PENDING if doc.rag_dirty else IndexState.NONE).value,
+        "indexState": new_document_state(doc).value,
         "indexAttempts": 0,
-        "indexLastError": None,
+        "indexLastError": doc.failed_reason,
+        "extraction": doc.extraction,
         "indexNextAttemptAt": None,
         "indexedAt": None,
         "ragIndexedHash": None,
@@ -293,6 +294,7 @@ _DOCUMENT_FIELDS = {
     "content_hash": "contentHash",
     "summary": "summary",
     "rag_enabled": "ragEnabled",
+    "extraction": "extraction",
 }
 
 
@@ -303,7 +305,29 @@ def document_update(changes: DocumentChanges, *, time: TimeSource) -> Pipeline:
     pipeline: Pipeline = [{"$set": stage}]
     if changes.mark_dirty:
         pipeline.append(dirty_stage())
+    if changes.failed_reason is not None:
+        pipeline.append(failed_stage(changes.failed_reason))
     return pipeline
+
+
+def failed_stage(reason: str) -> dict[str, Any]:
+    """A document whose file could not be read: FAILED with ``reason``, not queued, any claim
+    ended (a new version, so a worker holding one finishes nothing)."""
+    return {
+        "$set": {
+            "ragDirty": lit(False),
+            "ragVersion": {"$add": [{"$ifNull": ["$ragVersion", 0]}, 1]},
+            "ragClaimedBy": lit(None),
+            "ragClaimedAt": lit(None),
+            "ragClaimToken": lit(None),
+            "indexState": lit(IndexState.FAILED.value),
+            "indexAttempts": lit(0),
+            "indexNextAttemptAt": lit(None),
+            "ragIndexedHash": lit(None),
+            "truncated": lit(False),
+            "indexLastError": lit(reason),
+        }
+    }
 
 
 def project_upsert(status: ProjectStatus, home_node: str | None, time: TimeSource) -> Pipeline:
@@ -346,6 +370,7 @@ def document_from_bson(d: Mapping[str, Any]) -> Document:
         content_hash=d.get("contentHash", ""),
         created_at=from_bson_time(d.get("createdAt")),
         updated_at=from_bson_time(d.get("updatedAt")),
+        extraction=d.get("extraction"),
     )
 
 

@@ -88,6 +88,8 @@ class ControlStore(Protocol):
         summary: str | _Unset | None = UNSET,
         rag_enabled: bool | _Unset | None = UNSET,
         mark_dirty: bool = False,
+        extraction: str | _Unset | None = UNSET,
+        failed_reason: str | None = None,
     ) -> Document: ...
 
     def get_document(

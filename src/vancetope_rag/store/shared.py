@@ -68,6 +68,9 @@ class DocumentChanges:
 
     values: Mapping[str, FieldValue]
     mark_dirty: bool = False
+    #: Mark the document FAILED with this reason (its file could not be read), ending any
+    #: claim: a worker that holds one finishes nothing.
+    failed_reason: str | None = None
 
     @classmethod
     def from_args(
@@ -79,6 +82,8 @@ class DocumentChanges:
         summary: str | _Unset | None = UNSET,
         rag_enabled: bool | _Unset | None = UNSET,
         mark_dirty: bool = False,
+        extraction: str | _Unset | None = UNSET,
+        failed_reason: str | None = None,
     ) -> DocumentChanges:
         """The change set of ``ControlStore.update_document``'s keyword arguments."""
         values: dict[str, FieldValue] = {}
@@ -93,7 +98,19 @@ class DocumentChanges:
             values["summary"] = summary
         if not isinstance(rag_enabled, _Unset):
             values["rag_enabled"] = rag_enabled
-        return cls(values, mark_dirty)
+        if not isinstance(extraction, _Unset):
+            values["extraction"] = extraction
+        if failed_reason is not None and mark_dirty:
+            raise ValueError("a change either queues the document or fails it, not both")
+        return cls(values, mark_dirty, failed_reason)
+
+
+def new_document_state(doc: NewDocument) -> IndexState:
+    """A new document's index state: FAILED when its file could not be read, PENDING when
+    it starts queued, else NONE."""
+    if doc.failed_reason is not None:
+        return IndexState.FAILED
+    return IndexState.PENDING if doc.rag_dirty else IndexState.NONE
 
 
 def state_counts(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:

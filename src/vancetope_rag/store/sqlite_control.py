@@ -143,6 +143,8 @@ class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
         summary: str | _Unset | None = UNSET,
         rag_enabled: bool | _Unset | None = UNSET,
         mark_dirty: bool = False,
+        extraction: str | _Unset | None = UNSET,
+        failed_reason: str | None = None,
     ) -> Document:
         changes = DocumentChanges.from_args(
             path=path,
@@ -151,6 +153,8 @@ class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
             summary=summary,
             rag_enabled=rag_enabled,
             mark_dirty=mark_dirty,
+            extraction=extraction,
+            failed_reason=failed_reason,
         )
         sets, params = document_update_sql(changes, self._clock())
         try:

@@ -21,7 +21,7 @@ from vancetope_rag.domain.records import (
     RagRecord,
     RagState,
 )
-from vancetope_rag.store.shared import DocumentChanges, iter_filter
+from vancetope_rag.store.shared import DocumentChanges, iter_filter, new_document_state
 from vancetope_rag.store.types import ChunkFilter, NewDocument, RagScope
 
 #: ``SET`` clauses that queue a document for the indexer: new version, attempts and retry time
@@ -34,6 +34,22 @@ DIRTY_SETS: tuple[str, ...] = (
     "index_attempts = 0",
     "index_next_attempt_at = NULL",
     "index_last_error = NULL",
+)
+
+#: A document whose file could not be read: FAILED with the reason (the last parameter), not
+#: queued, any claim ended (a new version, so a worker holding one finishes nothing).
+FAILED_SETS: tuple[str, ...] = (
+    "rag_dirty = 0",
+    "rag_version = rag_version + 1",
+    "rag_claimed_by = NULL",
+    "rag_claimed_at = NULL",
+    "rag_claim_token = NULL",
+    "index_state = 'failed'",
+    "index_attempts = 0",
+    "index_next_attempt_at = NULL",
+    "rag_indexed_hash = NULL",
+    "truncated = 0",
+    "index_last_error = ?",
 )
 
 _CHUNK_COLUMN = {"kind": "c.kind", "path": "c.path", "sourceRef": "c.source_ref"}
@@ -58,6 +74,9 @@ def document_update_sql(changes: DocumentChanges, updated_at: float) -> tuple[st
         params.append(int(value) if isinstance(value, bool) else value)
     if changes.mark_dirty:
         sets += DIRTY_SETS
+    if changes.failed_reason is not None:
+        sets += FAILED_SETS
+        params.append(changes.failed_reason)
     return ", ".join(sets), params
 
 
@@ -103,9 +122,11 @@ def document_row(doc: NewDocument, doc_id: str, content_hash: str, now: float) -
         "content": doc.content,
         "summary": doc.summary,
         "rag_enabled": None if doc.rag_enabled is None else int(doc.rag_enabled),
-        "rag_dirty": int(doc.rag_dirty),
+        "rag_dirty": int(doc.rag_dirty and doc.failed_reason is None),
         "rag_version": 1,
-        "index_state": (IndexState.PENDING if doc.rag_dirty else IndexState.NONE).value,
+        "index_state": new_document_state(doc).value,
+        "index_last_error": doc.failed_reason,
+        "extraction": doc.extraction,
         "content_hash": content_hash,
         "created_at": now,
         "updated_at": now,
@@ -178,6 +199,7 @@ def row_to_document(r: Mapping[str, Any]) -> Document:
         content_hash=r["content_hash"],
         created_at=dt(r["created_at"]),
         updated_at=dt(r["updated_at"]),
+        extraction=r["extraction"],
     )
 
 

@@ -5,7 +5,7 @@ Pure data; :mod:`.sqlite_db` runs them in one transaction when it opens a file.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: Ordered migrations; index i brings the schema from version i to i + 1. Never edit a shipped
 #: entry: add a new one.
@@ -204,5 +204,9 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX migration_items_document_idx
         ON migration_items (tenant_id, project_id, document_id);
     CREATE INDEX documents_indexed_at_idx ON documents (tenant_id, project_id, indexed_at);
+    """,
+    # 6 -> 7: what an import's text extraction recorded (JSON; issue 13).
+    """
+    ALTER TABLE documents ADD COLUMN extraction TEXT;
     """,
 )

@@ -47,6 +47,11 @@ class NewDocument:
     summary: str | None = None
     rag_enabled: bool | None = None
     rag_dirty: bool = False
+    #: JSON of the import's extraction record (:attr:`Document.extraction`).
+    extraction: str | None = None
+    #: Create the document FAILED with this reason (its file could not be read): no
+    #: content, nothing for the indexer to do until it is fixed.
+    failed_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,4 +75,3 @@ class _Unset:
 
 
 UNSET = _Unset()
-
