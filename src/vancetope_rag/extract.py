@@ -10,8 +10,8 @@ exactly like third-party ones; there is no registry outside the app's, so every 
 from __future__ import annotations
 
 import codecs
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from vancetope_rag.domain.eligibility import (
@@ -28,9 +28,106 @@ from vancetope_rag.errors import (
 
 DEFAULT_MAX_CHARS = 2_000_000
 HARD_MAX_CHARS = 10_000_000
+#: Longest section title kept (a sheet name, a slide title); longer ones are cut.
+MAX_SECTION_TITLE = 120
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of a file: a page, a sheet, a slide, a chapter. Chunks never span two sections,
+    and a chunk's citation label names its section (``reports/q3.xlsx — sheet Maintenance``).
+
+    Attributes:
+        text: The section's text.
+        title: What the label shows, e.g. ``"page 3"``, ``"sheet Maintenance"``,
+            ``"slide 2: Roadmap"``; ``None`` for a file without parts.
+    """
+
+    text: str
+    title: str | None = None
+
+
+@dataclass(frozen=True)
+class ExtractOptions:
+    """The budgets (and OCR backend) one extraction runs with; extractors registered with
+    ``takes_options=True`` receive it as a third argument.
+
+    Attributes:
+        max_chars: Characters kept in all; text past it is cut (and reported truncated).
+        max_pages: PDF pages read.
+        max_slides: Slides of a presentation read.
+        max_sheets: Sheets of a workbook read.
+        max_cells: Non-empty cells of a workbook read, over all sheets.
+        ocr: The OCR/vision backend for pages and images without a text layer, or ``None``
+            (such files then fail with "no text layer").
+    """
+
+    max_chars: int = DEFAULT_MAX_CHARS
+    max_pages: int = 2_000
+    max_slides: int = 1_000
+    max_sheets: int = 100
+    max_cells: int = 1_000_000
+    ocr: OcrConfig | None = None
+
+
+#: The budgets of :class:`ExtractOptions` an extractor may depend on (its fingerprint's part).
+BUDGETS = ("max_pages", "max_slides", "max_sheets", "max_cells")
+
+
+@dataclass(frozen=True)
+class OcrConfig:
+    """Which OCR/vision backend reads page images (``rag.extract.ocr`` and its settings).
+
+    ``engine`` is ``"tesseract"`` (local, ``tesseract-ocr`` + the ``ocr`` extra) or
+    ``"vision"`` (an OpenAI-compatible chat-completions model that reads images).
+    ``api_key`` is a secret: it is left out of :meth:`fingerprint` and of ``repr``.
+    """
+
+    engine: str
+    language: str = "eng"
+    vision_model: str | None = None
+    vision_base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    #: Pages (or images) of one document sent to the backend at most.
+    max_pages: int = 50
+    #: Requests to a vision backend in flight at once, per extraction.
+    concurrency: int = 2
+    #: Seconds one vision request may take.
+    request_timeout_s: float = 60.0
+
+    def fingerprint(self) -> str:
+        """What of the configuration changes an OCR result (the key excluded)."""
+        return "|".join(
+            (self.engine, self.language, self.vision_model or "", self.vision_base_url or "",
+             str(self.max_pages))
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """What an extractor returns when it has more to say than one text.
+
+    Attributes:
+        sections: The file's parts in order (a file without parts: one untitled section).
+        truncated: Why only part of the file was read (a page, slide, sheet or cell budget),
+            or ``None``; the character budget is applied after the extractor returns.
+        ocr: Some of the file has no text layer: its text came (or would have come) from the
+            OCR/vision backend. A change of that backend re-extracts such files only.
+    """
+
+    sections: tuple[Section, ...]
+    truncated: str | None = None
+    ocr: bool = False
+
+    @classmethod
+    def of(cls, text: str) -> Extraction:
+        return cls((Section(text),))
+
 
 #: Extracts text from a file's bytes; the second argument is the file's path (for messages).
-Extractor = Callable[[bytes, str], str]
+#: It returns the text, or an :class:`Extraction` with sections; registered with
+#: ``takes_options=True`` it is called with the :class:`ExtractOptions` as a third argument.
+Extractor = Callable[..., "str | Extraction"]
 
 
 class RegisterExtractor(Protocol):
@@ -43,7 +140,36 @@ class RegisterExtractor(Protocol):
         extractor: Extractor,
         *,
         extensions: Iterable[str] = (),
+        name: str | None = None,
+        version: str = "1",
+        takes_options: bool | Iterable[str] = False,
+        isolated: bool = True,
     ) -> None: ...
+
+
+@dataclass(frozen=True)
+class ExtractorEntry:
+    """A registered extractor: the function and what identifies its output.
+
+    ``name`` and ``version`` go into the extraction fingerprint an import compares: a new
+    version of an extractor re-extracts the files it handles, and only those.
+    """
+
+    extractor: Extractor
+    name: str
+    version: str = "1"
+    takes_options: bool = False
+    #: The :class:`ExtractOptions` budgets its output depends on (``max_pages``...): a
+    #: change of another budget does not re-extract its files.
+    budgets: tuple[str, ...] = ()
+    #: Runs in a worker process under the time and memory limits (False only for
+    #: extractors that are linear in their input, such as strict text decoding).
+    isolated: bool = True
+
+    def __call__(self, data: bytes, path: str, options: ExtractOptions) -> str | Extraction:
+        if self.takes_options:
+            return self.extractor(data, path, options)
+        return self.extractor(data, path)
 
 
 class ExtractorDependencyMissing(ExtractionError, MissingDependencyError):
@@ -53,6 +179,19 @@ class ExtractorDependencyMissing(ExtractionError, MissingDependencyError):
 
     def __init__(self, what: str, extra: str) -> None:
         super().__init__(what, extra)
+
+
+class NoTextLayerError(ExtractionError):
+    """A scan: a PDF without a text layer, or an image, and no OCR/vision backend configured
+    (or it read nothing)."""
+
+    code = "EXTRACT_NO_TEXT_LAYER"
+
+
+class ExtractionTimeoutError(ExtractionError):
+    """The extraction ran past its wall-time budget and was stopped."""
+
+    code = "EXTRACT_TIMEOUT"
 
 
 class UnsupportedTypeError(ExtractionError):
@@ -70,11 +209,17 @@ class ExtractedText:
     """Text extracted from a file.
 
     Attributes:
-        text: The extracted text, cut to the character budget.
+        text: The extracted text, cut to the character budget: the sections' texts joined
+            by blank lines.
         mime_type: The MIME type the extractor was chosen for (parameters removed).
-        truncated: Whether ``text`` was cut to fit the budget.
+        truncated: Whether only part of the file was read (``truncated_reason`` says why).
         chars: Number of characters in ``text``.
         max_chars: The effective budget after clamping to :data:`HARD_MAX_CHARS`.
+        sections: ``(title, start, end)`` of each section in ``text`` (title ``""`` for an
+            untitled one among titled ones); empty when the file has no titled parts.
+        truncated_reason: Which budget cut the file, in words a user can act on.
+        ocr: Some of the text came (or would have come) from OCR/vision.
+        extractor: ``name@version`` of the extractor that read the file.
     """
 
     text: str
@@ -82,6 +227,38 @@ class ExtractedText:
     truncated: bool
     chars: int
     max_chars: int = DEFAULT_MAX_CHARS
+    sections: tuple[tuple[str, int, int], ...] = ()
+    truncated_reason: str | None = None
+    ocr: bool = False
+    extractor: str = ""
+
+    def section_texts(self) -> list[Section]:
+        """The text cut back into its sections (one untitled section without any)."""
+        return sections_of(self.text, self.sections)
+
+
+def sections_of(text: str, spans: Sequence[tuple[str, int, int]]) -> list[Section]:
+    """``text`` cut at ``spans`` (``(title, start, end)``, title ``""`` for an untitled
+    part); no span: one untitled section. Spans past the end of ``text`` (a text cut at a
+    limit since) are cut with it."""
+    if not spans:
+        return [Section(text)]
+    out: list[Section] = []
+    for title, start, end in spans:
+        piece = text[max(0, start) : max(0, end)]
+        if piece.strip():
+            out.append(Section(piece, title or None))
+    return out
+
+
+def clean_title(title: object) -> str | None:
+    """A section title fit for a citation label: one line, no control characters, capped."""
+    if not isinstance(title, str):
+        return None
+    line = " ".join("".join(c if c.isprintable() else " " for c in title).split())
+    if len(line) > MAX_SECTION_TITLE:
+        line = line[: MAX_SECTION_TITLE - 1] + "…"
+    return line or None
 
 
 def _essence(mime_type: str) -> str:
@@ -113,8 +290,8 @@ class ExtractorRegistry:
     """
 
     def __init__(self) -> None:
-        self._by_mime: dict[str, Extractor] = {}
-        self._by_extension: dict[str, Extractor] = {}
+        self._by_mime: dict[str, ExtractorEntry] = {}
+        self._by_extension: dict[str, ExtractorEntry] = {}
 
     def register(
         self,
@@ -122,6 +299,10 @@ class ExtractorRegistry:
         extractor: Extractor,
         *,
         extensions: Iterable[str] = (),
+        name: str | None = None,
+        version: str = "1",
+        takes_options: bool | Iterable[str] = False,
+        isolated: bool = True,
     ) -> None:
         """Register an extractor.
 
@@ -131,15 +312,52 @@ class ExtractorRegistry:
                 :class:`~vancetope_rag.errors.ExtractionError`.
             extensions: File extensions it handles when the MIME type does not match
                 (``".docx"`` or ``"docx"``, case-insensitive).
+            name: What identifies the extractor in an import's fingerprint; defaults to the
+                function's module and name.
+            version: Bump it when the extractor's output changes: files it read before are
+                extracted again by the next import.
+            takes_options: Call it as ``extractor(data, path, options)`` with the
+                :class:`ExtractOptions` (budgets, OCR backend). ``True``: its output may
+                depend on every budget; the names of the budgets it reads
+                (``("max_pages",)``): a change of another budget leaves its files alone.
+            isolated: Run it in an extraction worker process, under the time and memory
+                limits (the default). ``False`` saves the process round trip (~2 ms a file)
+                for an extractor whose cost is linear in its input and that cannot hang.
         """
+        if name is None:
+            module = getattr(extractor, "__module__", None) or "?"
+            name = f"{module}.{getattr(extractor, '__qualname__', type(extractor).__name__)}"
+        budgets: tuple[str, ...]
+        if isinstance(takes_options, bool):
+            budgets = BUDGETS if takes_options else ()
+        else:
+            budgets = tuple(takes_options)
+            unknown = set(budgets) - set(BUDGETS)
+            if unknown:
+                raise InvalidInputError(
+                    f"unknown budgets {sorted(unknown)}; known: {', '.join(BUDGETS)}"
+                )
+        entry = ExtractorEntry(
+            extractor, name, str(version), takes_options is not False, budgets, isolated
+        )
         for mime in mime_types:
-            self._by_mime[_essence(mime)] = extractor
+            self._by_mime[_essence(mime)] = entry
         for ext in extensions:
             ext = ext.lower()
-            self._by_extension[ext if ext.startswith(".") else f".{ext}"] = extractor
+            self._by_extension[ext if ext.startswith(".") else f".{ext}"] = entry
 
     def find(self, mime: str | None, path: str) -> Extractor | None:
         """Return the extractor for a MIME type and path, or ``None`` if none fits.
+
+        Args:
+            mime: The file's MIME type (parameters and case are ignored), or ``None``.
+            path: The file's path; its extension is the fallback key.
+        """
+        entry = self.find_entry(mime, path)
+        return entry.extractor if entry is not None else None
+
+    def find_entry(self, mime: str | None, path: str) -> ExtractorEntry | None:
+        """The registration (extractor, name, version) :meth:`find` picks.
 
         Args:
             mime: The file's MIME type (parameters and case are ignored), or ``None``.
@@ -170,8 +388,13 @@ def extract_text(
     registry: ExtractorRegistry,
     mime_type: str | None = None,
     max_chars: int = DEFAULT_MAX_CHARS,
+    options: ExtractOptions | None = None,
 ) -> ExtractedText:
-    """Extract text from a file's bytes, within a character budget.
+    """Extract text from a file's bytes, within a character budget, in this process.
+
+    This is the extraction itself, with no wall-time limit: imports and tools run it through
+    :class:`~vancetope_rag.services.extraction.ExtractionService`, which runs it in a worker
+    process it can stop.
 
     Args:
         data: The file content.
@@ -179,51 +402,114 @@ def extract_text(
         registry: The extractors to choose from: the app's (``app.extractors``), which
             holds the built-in ones and every plugin's.
         mime_type: The file's MIME type; guessed from ``path`` when ``None``.
-        max_chars: Character budget; clamped to :data:`HARD_MAX_CHARS`.
+        max_chars: Character budget; clamped to :data:`HARD_MAX_CHARS` (and to
+            ``options.max_chars``).
+        options: Budgets and the OCR backend; the defaults when ``None``.
 
     Returns:
-        The text, cut to the budget, and whether it was cut.
+        The text, cut to the budget, its sections, and whether (and why) it was cut.
 
     Raises:
-        UnsupportedTypeError: No extractor handles the type (e.g. ``image/png``).
+        UnsupportedTypeError: No extractor handles the type (e.g. ``application/zip``).
         ExtractorDependencyMissing: The extractor needs an extra that is not installed.
+        NoTextLayerError: A scan, and no OCR/vision backend is configured.
         ExtractionError: The content is not valid for its type (not UTF-8, NUL bytes,
-            broken DOCX, DTD in XML, ...).
+            broken DOCX, DTD in XML, encrypted PDF, ...).
         InvalidInputError: ``max_chars`` is not a positive integer.
     """
     if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
         raise InvalidInputError(f"max_chars must be a positive integer, got {max_chars!r}")
-    budget = min(max_chars, HARD_MAX_CHARS)
+    options = options or ExtractOptions(max_chars=max_chars)
+    budget = min(max_chars, options.max_chars, HARD_MAX_CHARS)
     mime = _essence(mime_type) if mime_type else guess_mime_type(path)
-    extractor = registry.find(mime, path)
-    if extractor is None and mime == OCTET_STREAM:
+    entry = registry.find_entry(mime, path)
+    if entry is None and mime == OCTET_STREAM:
         # Unknown extension: accept it if it is clean UTF-8 text (README-like files).
         text = _sniff_text(data)
         if text is not None:
-            return _budgeted(text, "text/plain", budget)
-    if extractor is None:
+            return _budgeted(Extraction.of(text), "text/plain", budget, "sniffed-text@1")
+    if entry is None:
         raise _unsupported(path, mime, registry)
+    return run_extractor(entry, data, path, mime, options, budget)
+
+
+def run_extractor(
+    entry: ExtractorEntry,
+    data: bytes,
+    path: str,
+    mime: str,
+    options: ExtractOptions,
+    budget: int,
+) -> ExtractedText:
+    """Run one chosen extractor and apply the character budget (what :func:`extract_text`
+    does once it has found the extractor; an extraction worker process runs this)."""
     try:
-        text = extractor(data, path)
+        result = entry(data, path, options)
     except RagError:
         raise
+    except RecursionError:
+        raise extraction_error(
+            path, "the file nests too deeply to be read (a hostile or broken file)"
+        ) from None
+    except MemoryError:
+        raise extraction_error(path, "reading the file needs more memory than allowed") from None
     except Exception as exc:  # a plugin's bug must not escape as a bare error
         raise extraction_error(
             path, f"the {mime} extractor failed: {type(exc).__name__}: {exc}"
         ) from exc
-    if not isinstance(text, str):
+    if isinstance(result, str):
+        result = Extraction.of(result)
+    elif not isinstance(result, Extraction) or not all(
+        isinstance(s, Section) and isinstance(s.text, str) for s in result.sections
+    ):
         raise extraction_error(
-            path, f"the {mime} extractor returned {type(text).__name__}, not str"
+            path, f"the {mime} extractor returned {type(result).__name__}, not str"
         )
-    return _budgeted(text, mime, budget)
+    return _budgeted(result, mime, budget, f"{entry.name}@{entry.version}")
 
 
-def _budgeted(text: str, mime: str, budget: int) -> ExtractedText:
-    truncated = len(text) > budget
-    if truncated:
-        text = text[:budget]
+def _budgeted(result: Extraction, mime: str, budget: int, extractor: str) -> ExtractedText:
+    """Join the sections with blank lines, cut at the character budget (never mid-way through
+    the recorded spans: a cut section ends where the text does)."""
+    parts: list[str] = []
+    spans: list[tuple[str, int, int]] = []
+    at = 0
+    cut = False
+    several = len(result.sections) > 1
+    for section in result.sections:
+        text = section.text.strip("\n") if several else section.text
+        if several and not text.strip():
+            continue
+        sep = "\n\n" if parts else ""
+        if at + len(sep) >= budget:
+            cut = True
+            break
+        room = budget - at - len(sep)
+        if len(text) > room:
+            text, cut = text[:room], True
+        parts.append(sep + text)
+        start = at + len(sep)
+        at = start + len(text)
+        spans.append((clean_title(section.title) or "", start, at))
+        if cut:
+            break
+    text = "".join(parts)
+    if not any(title for title, _, _ in spans):
+        spans = []  # no titled part: the text is one section
+    reason = result.truncated
+    if cut:
+        chars = f"only the first {budget:,} characters were kept (the text limit)"
+        reason = f"{reason}; {chars}" if reason else chars
     return ExtractedText(
-        text=text, mime_type=mime, truncated=truncated, chars=len(text), max_chars=budget
+        text=text,
+        mime_type=mime,
+        truncated=reason is not None,
+        chars=len(text),
+        max_chars=budget,
+        sections=tuple(spans),
+        truncated_reason=reason,
+        ocr=result.ocr,
+        extractor=extractor,
     )
 
 

@@ -241,8 +241,23 @@ def test_settings_registry_matches_spec() -> None:
         "rag.retrieval.mode": "hybrid",
         "rag.autoInject.maxTokens": None,
         "rag.autoInject.whenToolsPresent": "inject",
+        "rag.extract.timeoutSeconds": 120.0,
+        "rag.extract.maxPages": 2_000,
+        "rag.extract.maxSlides": 1_000,
+        "rag.extract.maxSheets": 100,
+        "rag.extract.maxCells": 1_000_000,
+        "rag.extract.ocr": "none",
+        "rag.extract.ocrLanguage": "eng",
+        "rag.extract.vision.model": None,
+        "rag.extract.vision.baseUrl": None,
+        "rag.extract.vision.apiKey": None,
+        "rag.extract.vision.maxPages": 50,
+        "rag.extract.vision.concurrency": 2,
     }
-    assert [key for key, spec in SETTINGS.items() if spec.secret] == ["ai.embedding.apiKey"]
+    assert [key for key, spec in SETTINGS.items() if spec.secret] == [
+        "ai.embedding.apiKey",
+        "rag.extract.vision.apiKey",
+    ]
     assert all(spec.key == key and spec.description for key, spec in SETTINGS.items())
     assert SETTINGS["rag.autoInject.enabled"].kind is SettingKind.AUTO_INJECT
     assert isinstance(SETTINGS, MappingProxyType)  # read-only registry

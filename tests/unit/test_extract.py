@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from fakes import default_extractors
-from vancetope_rag.default_plugins import extractors
+from vancetope_rag.default_plugins import extract_scans, extractors
 from vancetope_rag.errors import ExtractionError, InvalidInputError, MissingDependencyError
 from vancetope_rag.extract import (
     DEFAULT_MAX_CHARS,
@@ -85,7 +85,11 @@ def extract(data: bytes, **kwargs: Any) -> ExtractedText:
 def test_utf8_text() -> None:
     result = extract("héllo wörld ✓\n".encode(), path="a.txt")
     assert result == ExtractedText(
-        text="héllo wörld ✓\n", mime_type="text/plain", truncated=False, chars=14
+        text="héllo wörld ✓\n",
+        mime_type="text/plain",
+        truncated=False,
+        chars=14,
+        extractor="vancetope_rag.extract.decode_text@1",
     )
 
 
@@ -337,8 +341,9 @@ def test_pdf_with_pypdf() -> None:
 @pytest.mark.parametrize(
     ("data", "path", "mime"),
     [
-        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "img.png", None),
-        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "img", "image/png"),
+        # PNG, JPEG, TIFF, WebP and GIF go to OCR (test_extract_scans.py); icons do not.
+        (b"\x00\x00\x01\x00\x01\x00\x10\x10", "favicon.ico", None),
+        (b"\x00\x00\x01\x00\x01\x00\x10\x10", "img", "image/x-icon"),
         (b"\x00\x01\x02binary", "blob.bin", "application/octet-stream"),
         (b"\xff\xfe\xfd", "blob", None),
         (b"PK\x03\x04", "a.zip", None),
@@ -391,7 +396,8 @@ def test_registry_lookup_order() -> None:
     assert registry.find("text/x-whatever", "x.docx") is decode_text
     assert registry.find("application/octet-stream", "x.ipynb") is extractors.extract_ipynb
     assert registry.find("application/x-ipynb+json", "x") is extractors.extract_ipynb
-    assert registry.find("image/png", "x.png") is None
+    assert registry.find("image/png", "x.png") is extract_scans.extract_image
+    assert registry.find("image/x-icon", "x.ico") is None
 
 
 def test_html_to_text_is_the_html_extractor_on_a_string() -> None:

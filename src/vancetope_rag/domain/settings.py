@@ -9,16 +9,16 @@ has a value wins, else the spec default. ``rag.autoInject.enabled`` has an extra
 
 from __future__ import annotations
 
-import enum
 import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from urllib.parse import urlsplit
 
 from vancetope_rag.domain.cascade import parse_auto_inject
+from vancetope_rag.domain.extract_settings import EXTRACT_SETTINGS
+from vancetope_rag.domain.setting_kinds import SettingKind, SettingSpec
 from vancetope_rag.errors import SettingError
 
 __all__ = [
@@ -35,37 +35,6 @@ __all__ = [
 
 #: What :func:`mask_secret` shows instead of a secret's value.
 SECRET_MASK = "********"
-
-
-class SettingKind(enum.StrEnum):
-    """How a setting's value is validated and coerced."""
-
-    BOOL = "bool"
-    AUTO_INJECT = "autoInject"
-    PROVIDER = "provider"  # an open set: plugins add providers
-    STRING = "string"
-    URL = "url"
-    INT = "int"
-    FLOAT = "float"
-    CHOICE = "choice"  # one of SettingSpec.choices, any case
-
-
-@dataclass(frozen=True, slots=True)
-class SettingSpec:
-    """One cascade setting key: its type, spec default and whether its value is a secret."""
-
-    key: str
-    kind: SettingKind
-    default: object
-    secret: bool = False
-    description: str = ""
-    #: Whether ``None`` (JSON ``null``) is a valid value.
-    nullable: bool = False
-    #: Inclusive bounds for ``INT``/``FLOAT`` settings.
-    minimum: float | None = None
-    maximum: float | None = None
-    #: The accepted values of a ``CHOICE`` setting (lower case).
-    choices: tuple[str, ...] = ()
 
 
 def _specs(*specs: SettingSpec) -> Mapping[str, SettingSpec]:
@@ -183,6 +152,7 @@ SETTINGS: Mapping[str, SettingSpec] = _specs(
         description="skip: no block when the turn's model has rag_query as a tool, unless the "
         "recipe itself says ON.",
     ),
+    *EXTRACT_SETTINGS,
 )
 
 _PROVIDER_RE = re.compile(r"^[a-z][a-z0-9_-]*$")

@@ -1,0 +1,109 @@
+"""The cascade settings of text extraction (issue 13): budgets, the time limit, OCR/vision.
+
+Set at tenant or project scope like every other setting; an import reads them once.
+"""
+
+from __future__ import annotations
+
+from vancetope_rag.domain.setting_kinds import SettingKind, SettingSpec
+
+__all__ = ["EXTRACT_SETTINGS"]
+
+EXTRACT_SETTINGS: tuple[SettingSpec, ...] = (
+    SettingSpec(
+        "rag.extract.timeoutSeconds",
+        SettingKind.FLOAT,
+        120.0,
+        minimum=0.5,
+        maximum=3600.0,
+        description="Wall time one file's extraction may take; past it the file is stopped "
+        "and recorded as failed (a hostile file never hangs an import or a tool call).",
+    ),
+    SettingSpec(
+        "rag.extract.maxPages",
+        SettingKind.INT,
+        2_000,
+        minimum=1,
+        maximum=1_000_000,
+        description="PDF pages read per file; the rest is left out and the document marked "
+        "truncated.",
+    ),
+    SettingSpec(
+        "rag.extract.maxSlides",
+        SettingKind.INT,
+        1_000,
+        minimum=1,
+        maximum=1_000_000,
+        description="Slides read per presentation (PPTX, ODP).",
+    ),
+    SettingSpec(
+        "rag.extract.maxSheets",
+        SettingKind.INT,
+        100,
+        minimum=1,
+        maximum=100_000,
+        description="Sheets read per workbook (XLSX, ODS).",
+    ),
+    SettingSpec(
+        "rag.extract.maxCells",
+        SettingKind.INT,
+        1_000_000,
+        minimum=1,
+        maximum=100_000_000,
+        description="Non-empty cells read per workbook, over all its sheets.",
+    ),
+    SettingSpec(
+        "rag.extract.ocr",
+        SettingKind.CHOICE,
+        "none",
+        choices=("none", "tesseract", "vision"),
+        description="What reads scans (PDF pages without a text layer) and images: none "
+        "(they fail with 'no text layer'), tesseract (local OCR, the 'ocr' extra) or vision "
+        "(an OpenAI-compatible vision model, rag.extract.vision.*).",
+    ),
+    SettingSpec(
+        "rag.extract.ocrLanguage",
+        SettingKind.STRING,
+        "eng",
+        description="Tesseract language(s), e.g. 'eng' or 'deu+eng' (installed language packs).",
+    ),
+    SettingSpec(
+        "rag.extract.vision.model",
+        SettingKind.STRING,
+        None,
+        nullable=True,
+        description="Vision model that transcribes page images (chat-completions format).",
+    ),
+    SettingSpec(
+        "rag.extract.vision.baseUrl",
+        SettingKind.URL,
+        None,
+        nullable=True,
+        description="Base URL of the OpenAI-compatible vision endpoint; empty means "
+        "api.openai.com.",
+    ),
+    SettingSpec(
+        "rag.extract.vision.apiKey",
+        SettingKind.STRING,
+        None,
+        secret=True,
+        nullable=True,
+        description="API key of the vision endpoint (write-only, never shown).",
+    ),
+    SettingSpec(
+        "rag.extract.vision.maxPages",
+        SettingKind.INT,
+        50,
+        minimum=1,
+        maximum=10_000,
+        description="Pages or images of one document sent to OCR/vision at most.",
+    ),
+    SettingSpec(
+        "rag.extract.vision.concurrency",
+        SettingKind.INT,
+        2,
+        minimum=1,
+        maximum=16,
+        description="Vision requests in flight at once for one document.",
+    ),
+)

@@ -1,0 +1,109 @@
+"""Extraction in worker processes: a hanging, crashing or memory-hungry extractor ends with a
+clear error in bounded time, and the next extraction works (issue 13)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import hostile_extractors
+from fakes import default_extractors
+from vancetope_rag.errors import ExtractionError
+from vancetope_rag.extract import (
+    ExtractionTimeoutError,
+    ExtractOptions,
+    ExtractorDependencyMissing,
+    ExtractorRegistry,
+    NoTextLayerError,
+)
+from vancetope_rag.extract_sandbox import ExtractionSandbox
+from vancetope_rag.services.extraction import ExtractionPlan, ExtractionService
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> ExtractionSandbox:
+    box = ExtractionSandbox(max_workers=2, memory_bytes=768 * 1024**2)
+    yield box  # type: ignore[misc]
+    box.close()
+
+
+def service(sandbox: ExtractionSandbox, **extractors: object) -> ExtractionService:
+    registry = default_extractors()
+    for ext, fn in extractors.items():
+        registry.register([f"application/x-{ext}"], fn, extensions=[f".{ext}"])  # type: ignore[arg-type]
+    return ExtractionService(registry, sandbox=sandbox)
+
+
+PLAN = ExtractionPlan(ExtractOptions(), timeout_s=1.5)
+
+
+def test_a_hanging_extractor_is_stopped_and_the_next_file_works(
+    sandbox: ExtractionSandbox,
+) -> None:
+    svc = service(sandbox, hang=hostile_extractors.hang)
+    started = time.monotonic()
+    read = svc.extract(b"x", path="loop.hang", mime="application/x-hang", plan=PLAN)
+    assert time.monotonic() - started < 10
+    assert read.failed and read.record.error_code == ExtractionTimeoutError.code
+    assert "rag.extract.timeoutSeconds" in (read.record.error or "")
+    ok = svc.extract(b"# fine", path="ok.md", mime="text/markdown", plan=PLAN)
+    assert ok.text is not None and ok.text.text == "# fine"
+
+
+def test_a_crashing_extractor_is_a_clear_error(sandbox: ExtractionSandbox) -> None:
+    svc = service(sandbox, crash=hostile_extractors.crash)
+    read = svc.extract(b"x", path="boom.crash", mime="application/x-crash", plan=PLAN)
+    assert read.failed and "extraction process ended (exit code 3)" in (read.record.error or "")
+    assert svc.extract(b"a", path="a.txt", mime="text/plain", plan=PLAN).text is not None
+
+
+def test_an_extractor_past_the_memory_limit_fails(sandbox: ExtractionSandbox) -> None:
+    svc = service(sandbox, hog=hostile_extractors.hog)
+    plan = ExtractionPlan(ExtractOptions(), timeout_s=30)
+    read = svc.extract(b"x", path="big.hog", mime="application/x-hog", plan=plan)
+    assert read.failed and "memory" in (read.record.error or "")
+
+
+def test_errors_come_back_as_their_own_class(sandbox: ExtractionSandbox) -> None:
+    registry = ExtractorRegistry()
+    registry.register(["image/png"], _needs_ocr)
+    registry.register(["application/pdf"], _needs_extra)
+    box_entry = registry.find_entry("image/png", "a.png")
+    assert box_entry is not None
+    with pytest.raises(NoTextLayerError, match="no text layer"):
+        sandbox.run(box_entry, b"", "a.png", "image/png", ExtractOptions(), 100, timeout_s=5)
+    entry = registry.find_entry("application/pdf", "a.pdf")
+    assert entry is not None
+    with pytest.raises(ExtractorDependencyMissing) as info:
+        sandbox.run(entry, b"", "a.pdf", "application/pdf", ExtractOptions(), 100, timeout_s=5)
+    assert info.value.extra == "pdf"
+
+
+def test_a_lambda_runs_in_process(sandbox: ExtractionSandbox) -> None:
+    svc = service(sandbox, shout=lambda data, path: data.decode().upper())
+    read = svc.extract(b"hi", path="x.shout", mime="application/x-shout", plan=PLAN)
+    assert read.text is not None and read.text.text == "HI"
+
+
+def test_the_worker_really_runs_elsewhere(sandbox: ExtractionSandbox) -> None:
+    registry = ExtractorRegistry()
+    registry.register(["application/x-pid"], hostile_extractors.pid)
+    entry = registry.find_entry("application/x-pid", "a")
+    assert entry is not None
+    import os
+
+    text = sandbox.run(entry, b"", "a", "application/x-pid", ExtractOptions(), 100, timeout_s=5)
+    assert text.text != str(os.getpid())
+
+
+def _needs_ocr(data: bytes, path: str) -> str:
+    raise NoTextLayerError(f"cannot extract text from {path!r}: no text layer")
+
+
+def _needs_extra(data: bytes, path: str) -> str:
+    raise ExtractorDependencyMissing("PDF text extraction", "pdf")
+
+
+def test_extraction_error_is_the_base(sandbox: ExtractionSandbox) -> None:
+    assert issubclass(ExtractionTimeoutError, ExtractionError)
