@@ -59,11 +59,15 @@ def register_extractors(register: RegisterExtractor) -> None:
     """Add text extractors for file types.
 
     Called once per app, when it opens. Call ``register(mime_types, extractor,
-    extensions=())`` where ``extractor(data: bytes, path: str) -> str`` returns the text or
-    raises :class:`~vancetope_rag.errors.ExtractionError`. A later registration of a MIME type
-    or extension replaces an earlier one; the built-in extractors register first, so a plugin
-    can replace them. The default plugin registers plain text and code, HTML, notebooks, DOCX
-    and PDF.
+    extensions=(), name=None, version="1", takes_options=False)`` where
+    ``extractor(data: bytes, path: str) -> str`` returns the text — or an
+    :class:`~vancetope_rag.extract.Extraction` of sections (pages, sheets, slides) — or raises
+    :class:`~vancetope_rag.errors.ExtractionError`. With ``takes_options`` it also receives the
+    :class:`~vancetope_rag.extract.ExtractOptions` (budgets, OCR backend). Bump ``version``
+    when its output changes: the next import re-reads that type's files. A later registration
+    of a MIME type or extension replaces an earlier one; the built-in extractors register
+    first, so a plugin can replace them. The default plugin registers plain text and code,
+    HTML, notebooks, DOCX, OpenDocument, EPUB, LaTeX, XLSX, PPTX, RTF, PDF and images.
     """
 
 

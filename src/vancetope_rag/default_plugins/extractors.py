@@ -14,10 +14,10 @@ from html.parser import HTMLParser
 from typing import Any
 from xml.etree import ElementTree
 
+from vancetope_rag.default_plugins import extract_books, extract_office, extract_scans
 from vancetope_rag.domain.eligibility import CODE_MIME_WHITELIST
-from vancetope_rag.errors import ExtractionError, RagError
+from vancetope_rag.errors import ExtractionError
 from vancetope_rag.extract import (
-    ExtractorDependencyMissing,
     RegisterExtractor,
     decode_text,
     extraction_error,
@@ -27,6 +27,8 @@ from vancetope_rag.hookspecs import hookimpl
 DOCX_MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 IPYNB_MIME = "application/x-ipynb+json"
 PDF_MIME = "application/pdf"
+#: How an OLE compound file starts: what an encrypted (password-protected) Office file is.
+OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 #: Largest ``word/document.xml`` read from a DOCX, after decompression (zip-bomb guard).
 MAX_DOCX_XML_BYTES = 50 * 1024 * 1024
 
@@ -176,6 +178,11 @@ _DOCX_SKIPPED = frozenset(
 
 def extract_docx(data: bytes, path: str) -> str:
     """Paragraphs of a DOCX's main document, one per line; DTDs and entities are refused."""
+    if data.startswith(OLE_MAGIC):
+        # A password-protected Office file is an OLE container around the encrypted zip.
+        raise extraction_error(
+            path, "the file is encrypted (password-protected); save it without a password"
+        )
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             try:
@@ -238,22 +245,9 @@ def _docx_too_large(path: str) -> ExtractionError:
 # --- PDF --------------------------------------------------------------------------------------
 
 
-def extract_pdf(data: bytes, path: str) -> str:
-    """Text layer of a PDF, pages separated by blank lines; needs the ``pdf`` extra."""
-    try:
-        import pypdf  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        raise ExtractorDependencyMissing("PDF text extraction", "pdf") from None
-    try:
-        reader = pypdf.PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
-            raise extraction_error(path, "the PDF is encrypted")
-        pages = [page.extract_text() or "" for page in reader.pages]
-    except RagError:
-        raise
-    except Exception as exc:  # pypdf raises many types for broken files
-        raise extraction_error(path, f"not a readable PDF ({type(exc).__name__}: {exc})") from None
-    return "\n\n".join(page.strip() for page in pages if page.strip())
+# The PDF extractor lives with the other extractors of pages that may be scans; it is
+# re-exported here, where it used to be.
+extract_pdf = extract_scans.extract_pdf
 
 
 # --- registration -----------------------------------------------------------------------------
@@ -266,10 +260,15 @@ def extract_pdf(data: bytes, path: str) -> str:
 def register_extractors(register: RegisterExtractor) -> None:
     # Order matters: IPYNB_MIME is one of the code/data types decoded as text, and the
     # notebook extractor registered after it replaces that entry.
-    register(("text/*", *sorted(CODE_MIME_WHITELIST)), decode_text)
+    # Strict decoding is linear in the file and cannot hang: no worker-process round trip.
+    register(("text/*", *sorted(CODE_MIME_WHITELIST)), decode_text, isolated=False)
     register(
         ("text/html", "application/xhtml+xml"), extract_html, extensions=(".html", ".htm", ".xhtml")
     )
     register((IPYNB_MIME,), extract_ipynb, extensions=(".ipynb",))
     register((DOCX_MIME,), extract_docx, extensions=(".docx",))
     register((PDF_MIME, "application/x-pdf"), extract_pdf, extensions=(".pdf",))
+    # Office files, books and scans: each module registers its own types.
+    extract_office.register(register)
+    extract_books.register(register)
+    extract_scans.register(register)
