@@ -29,7 +29,7 @@ demo: setup
 	@grep -q '<rag-context>' .demo/context.txt || (echo "demo produced no <rag-context> block" >&2; exit 1)
 
 test: setup
-	@scripts/ensure-chromium.sh
+	@scripts/ensure-system-packages.sh
 	$(BIN)/python -m pytest -q
 
 test-all: setup

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# The web UI test drives Debian's Chromium through Playwright (never a downloaded browser).
-# Installs it when missing and we may; otherwise the browser test skips and says why.
+# Debian packages some tests drive for real: Chromium for the web UI test (through Playwright,
+# never a downloaded browser) and Tesseract for the OCR tests. Installs what is missing when we
+# may; otherwise those tests skip and say why.
 set -u
-if [ -x /usr/bin/chromium ]; then exit 0; fi
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v tesseract >/dev/null 2>&1 || missing+=(tesseract-ocr)
+if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-  echo "installing Debian's chromium for the browser test" >&2
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
-    || echo "could not install chromium; the browser test will be skipped" >&2
+  echo "installing Debian's ${missing[*]} for the browser and OCR tests" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") \
+    >/dev/null 2>&1 || echo "could not install ${missing[*]}; those tests will be skipped" >&2
 else
-  echo "no /usr/bin/chromium and no root apt-get; the browser test will be skipped" >&2
+  echo "missing ${missing[*]} and no root apt-get; the browser/OCR tests will be skipped" >&2
 fi
 exit 0

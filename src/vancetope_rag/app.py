@@ -28,6 +28,7 @@ from vancetope_rag.plugins import get_plugin_manager
 from vancetope_rag.recipes import RagParams
 from vancetope_rag.services.autoinject import RagAutoInjectService
 from vancetope_rag.services.documents import DocumentService
+from vancetope_rag.services.extraction import ExtractionService
 from vancetope_rag.services.importer import DocumentImporter
 from vancetope_rag.services.indexer import ProjectRagIndexer
 from vancetope_rag.services.migration import MigrationService
@@ -63,6 +64,7 @@ class RagApp:
     store: Store
     embeddings: EmbeddingRegistry
     extractors: ExtractorRegistry
+    extraction: ExtractionService
     metrics: Metrics
     settings: SettingsService
     rags: RagService
@@ -121,7 +123,10 @@ class RagApp:
             max_text_chars=config.max_text_chars,
         )
         documents = DocumentService(control, chunks, store.migrations)
-        importer = DocumentImporter(documents, extractors, max_text_chars=config.max_text_chars)
+        extraction = ExtractionService(extractors, settings)
+        importer = DocumentImporter(
+            documents, extractors, max_text_chars=config.max_text_chars, extraction=extraction
+        )
         migrations = MigrationService(
             control, store.migrations, rags, documents, settings, config, metrics
         )
@@ -141,6 +146,7 @@ class RagApp:
             store=store,
             embeddings=embeddings,
             extractors=extractors,
+            extraction=extraction,
             metrics=metrics,
             settings=settings,
             rags=rags,

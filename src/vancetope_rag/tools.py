@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from llama_index.core.tools import FunctionTool
 
-from vancetope_rag.domain.citations import cite
+from vancetope_rag.domain.citations import SECTION_KEY, cite
 from vancetope_rag.domain.context_block import neutralise_tags
+from vancetope_rag.domain.eligibility import guess_mime_type
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, RagRecord
-from vancetope_rag.errors import InvalidInputError, RagError
-from vancetope_rag.extract import extract_text
+from vancetope_rag.errors import ExtractionError, InvalidInputError, RagError
 from vancetope_rag.secrets import get_logger, redact
 from vancetope_rag.services.sources import SourceText
 from vancetope_rag.tool_schemas import TOOL_SPECS
@@ -142,22 +142,30 @@ class RagTools:
         rel, data = read_workspace_file(
             self.workspace_root, path, max_bytes=MAX_WORKSPACE_FILE_BYTES
         )
-        extracted = extract_text(
-            data,
-            path=rel,
-            max_chars=self.app.config.max_text_chars,
-            registry=self.app.extractors,
+        extraction = self.app.extraction
+        plan = extraction.plan(
+            self.tenant_id, self.project_id, max_chars=self.app.config.max_text_chars
         )
+        read = extraction.extract(data, path=rel, mime=guess_mime_type(rel), plan=plan)
+        if read.text is None:
+            raise ExtractionError(read.record.error or f"cannot extract text from {rel!r}")
+        extracted = read.text
+        if not extracted.text.strip():
+            raise ExtractionError(f"no text found in workspace file {rel!r}")
         ref = sourceRef or f"workspace:{rel}"
-        stats = self.app.rags.replace_source(
-            rag, ref, [SourceText(extracted.text, path=rel)]
-        )
+        parts = [
+            SourceText(s.text, path=rel, metadata={SECTION_KEY: s.title} if s.title else {})
+            for s in extracted.section_texts()
+        ]
+        stats = self.app.rags.replace_source(rag, ref, parts)
         return {
             "ragId": rag.id,
             "sourceRef": ref,
             "path": rel,
             "chunks": stats.chunks,
             "truncated": extracted.truncated,
+            "truncatedReason": extracted.truncated_reason,
+            "sections": len(extracted.sections),
         }
 
     def rag_add_document(self, ragId: str, documentId: str) -> dict[str, Any]:

@@ -241,3 +241,31 @@ def test_a_document_indexed_up_to_the_text_limit_says_so(
     expect(page.locator('#state-counts li[data-state="truncated"]')).to_have_text(
         "indexed up to the text limit: 1"
     )
+
+
+def test_unreadable_and_truncated_files_are_shown_with_their_reasons(
+    page: sync_api.Page, ui_app: RagApp
+) -> None:
+    """Issue 13: a file that cannot be read is listed as failed with its reason, and one read
+    only up to a budget says which budget."""
+    import filemakers as fm
+    from vancetope_rag.services.importer import ImportSource
+
+    expect = sync_api.expect
+    ui_app.settings.set(T, "p1", "rag.extract.maxPages", "1")
+    ui_app.importer.import_sources(
+        T,
+        "p1",
+        [
+            ImportSource("scan.png", data=fm.text_image("SCANNED")),
+            ImportSource("two.pdf", data=fm.text_pdf(["page one", "page two"])),
+        ],
+    )
+    ui_app.scheduler.run_until_idle(timeout_s=30)
+    page.goto(f"/ui/t1/p1?token={make_token()}")
+    failed = page.locator("#failed-table tbody tr", has_text="documents/scan.png")
+    expect(failed).to_contain_text("no text layer — configure an OCR/vision extractor")
+    row = page.locator('#documents-table tr[data-path="documents/two.pdf"]')
+    expect(row.locator(".doc-state")).to_have_text(
+        "indexed (truncated: only the first 1 of 2 pages were read (rag.extract.maxPages))"
+    )

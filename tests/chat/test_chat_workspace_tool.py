@@ -131,6 +131,8 @@ def test_legit_file_is_indexed(ws: tuple[RagApp, Path, str]) -> None:
             "path": "notes/ok.md",
             "chunks": 1,
             "truncated": False,
+            "truncatedReason": None,
+            "sections": 0,
         }
     rag = app.rags.get(T, P, rag_id)
     assert app.rags.chunk_count(rag) == 1  # the same source replaced, not duplicated

@@ -45,13 +45,21 @@ def _enable(run) -> None:
 def test_import_index_query_context_status(run, docs: Path) -> None:
     _enable(run)
     imported = json.loads(run("import", str(docs), "--json").stdout)
-    assert imported["created"] == 3
-    assert {s["path"] for s in imported["skippedFiles"]} == {"image.png", "latin1.txt"}
-    reasons = " ".join(s["reason"] for s in imported["skippedFiles"])
-    assert "not UTF-8" in reasons and "image/png" in reasons
+    assert imported["created"] == 3 and imported["skippedFiles"] == []
+    # Files that cannot be read are documents in state failed, with the reason (issue 13).
+    assert {s["path"] for s in imported["failedFiles"]} == {"image.png", "latin1.txt"}
+    reasons = " ".join(s["reason"] for s in imported["failedFiles"])
+    assert "not UTF-8" in reasons and "no text layer" in reasons
+    assert imported["byType"]["png"]["failed"] == 1 and imported["byType"]["md"]["created"] == 1
 
-    summary = json.loads(run("index", "--json").stdout)
-    assert summary["indexed"] == 3 and summary["failed"] == 0
+    indexed = run("index", "--json", ok=False)
+    assert indexed.exit_code == 1  # the project has failed documents: index says so
+    summary = json.loads(indexed.stdout)
+    assert summary["indexed"] == 3 and summary["failed"] == 2
+    assert {f["path"] for f in summary["failures"]} == {
+        "documents/image.png",
+        "documents/latin1.txt",
+    }
     assert summary["embeddedTexts"] == 3 and summary["cacheHits"] == 0
 
     hits = json.loads(run("query", "do cats sleep a lot", "--json").stdout)
@@ -79,11 +87,12 @@ def test_import_index_query_context_status(run, docs: Path) -> None:
 def test_reimport_updates_changed_files_only(run, docs: Path) -> None:
     _enable(run)
     run("import", str(docs))
-    run("index")
+    run("index", ok=False)  # exit 1: two files could not be read
     (docs / "dogs.txt").write_text("Dogs bark, wag their tails and fetch sticks.")
     again = json.loads(run("import", str(docs), "--json").stdout)
     assert (again["created"], again["updated"], again["unchanged"]) == (0, 1, 2)
-    summary = json.loads(run("index", "--json").stdout)
+    assert again["failed"] == 2
+    summary = json.loads(run("index", "--json", ok=False).stdout)
     assert summary["indexed"] == 1 and summary["embeddedTexts"] == 1
 
 

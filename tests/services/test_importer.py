@@ -24,14 +24,21 @@ def test_directory_import_creates_updates_and_skips(app: RagApp, tmp_path: Path)
 
     first = app.importer.import_directory(T, P, root, prefix="documents")
     assert (first.created, first.updated, first.unchanged) == (2, 0, 0)
-    assert {s.path: s.reason for s in first.skipped_files}.keys() == {"link.txt", "pic.png"}
+    assert {s.path for s in first.skipped_files} == {"link.txt"}
     assert "symbolic link" in first.to_json()["skippedFiles"][0]["reason"]  # type: ignore[index]
-    paths = sorted(d.path for d in app.documents.list_documents(T, P))
-    assert paths == ["documents/b.txt", "documents/notes/a.md"]
+    # An image without OCR is no silence: a failed document that says why (issue 13).
+    assert [(f.path, "no text layer" in f.reason) for f in first.failed_files] == [
+        ("pic.png", True)
+    ]
+    docs = {d.path: d for d in app.documents.list_documents(T, P)}
+    assert sorted(docs) == ["documents/b.txt", "documents/notes/a.md", "documents/pic.png"]
+    assert docs["documents/pic.png"].index_state == "failed"
+    assert first.by_type["png"].failed == 1 and first.by_type["md"].created == 1
 
     (root / "b.txt").write_text("beta, changed")
     again = app.importer.import_directory(T, P, root)
-    assert (again.created, again.updated, again.unchanged, again.skipped) == (0, 1, 1, 2)
+    assert (again.created, again.updated, again.unchanged, again.skipped) == (0, 1, 1, 1)
+    assert again.failed == 1
 
 
 def test_one_bad_file_loses_nothing_else(app: RagApp) -> None:
@@ -46,13 +53,16 @@ def test_one_bad_file_loses_nothing_else(app: RagApp) -> None:
             ImportSource("also-ok.md", data=b"also fine"),
         ],
     )
-    assert summary.created == 2
-    reasons = {s.path: s.reason for s in summary.skipped_files}
+    assert summary.created == 2 and not summary.skipped_files
+    reasons = {s.path: s.reason for s in summary.failed_files}
     assert reasons.keys() == {"big.md", "bad.txt"}
     assert "larger than" in reasons["big.md"] and "not UTF-8" in reasons["bad.txt"]
-    assert {d.path for d in app.documents.list_documents(T, P)} == {
-        "documents/ok.md",
-        "documents/also-ok.md",
+    states = {d.path: (d.index_state, d.content) for d in app.documents.list_documents(T, P)}
+    assert states == {
+        "documents/ok.md": ("pending", "fine"),
+        "documents/also-ok.md": ("pending", "also fine"),
+        "documents/big.md": ("failed", ""),
+        "documents/bad.txt": ("failed", ""),
     }
 
 

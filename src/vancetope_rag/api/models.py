@@ -103,7 +103,11 @@ class DocumentResponse(_Model):
     ragDirty: bool = Field(description="waiting for the indexer")
     state: IndexState = Field(description="where the document stands with the indexer")
     attempts: int = Field(description="indexing attempts of the current version")
-    truncated: bool = Field(description="indexed only up to the engine's text limit")
+    truncated: bool = Field(
+        description="indexed only in part: its file was read up to a budget, or its text is "
+        "longer than the engine's limit"
+    )
+    truncatedReason: str | None = Field(description="why it is truncated (None when it is not)")
     lastError: str | None = Field(description="why the last attempt failed (secrets removed)")
     indexedAt: str | None
     updatedAt: str | None

@@ -26,6 +26,7 @@ from vancetope_rag.api.models import (
     error_responses,
 )
 from vancetope_rag.app import RagApp
+from vancetope_rag.domain.extraction import ExtractionRecord
 from vancetope_rag.domain.records import Document, IndexState
 
 MAX_PAGE = 1000
@@ -74,6 +75,17 @@ def _iso(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
 
 
+def truncated_reason(doc: Document) -> str | None:
+    """Why a truncated document is indexed only in part: its file was read up to a budget
+    (pages, slides, sheets, cells), or its text is longer than the engine's limit."""
+    if not doc.truncated:
+        return None
+    record = ExtractionRecord.from_json(doc.extraction)
+    if record is not None and record.truncated and record.content_hash == doc.content_hash:
+        return record.truncated
+    return "indexed up to the text limit"
+
+
 def document_json(app: RagApp, doc: Document, secrets: list[str | None]) -> dict[str, Any]:
     """A document without its content: what the documents list and the PATCH answer show."""
     error = doc.index_last_error
@@ -87,6 +99,7 @@ def document_json(app: RagApp, doc: Document, secrets: list[str | None]) -> dict
         "state": doc.index_state.value,
         "attempts": doc.index_attempts,
         "truncated": doc.truncated,
+        "truncatedReason": truncated_reason(doc),
         "lastError": redact(error, secrets) if error else None,
         "indexedAt": _iso(doc.indexed_at),
         "updatedAt": _iso(doc.updated_at),

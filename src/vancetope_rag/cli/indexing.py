@@ -44,17 +44,32 @@ def import_cmd(c: Ctx, directory: Path, prefix: str, as_json: bool) -> None:
         return
     for s in summary.skipped_files:
         click.echo(f"skipped {s.path}: {s.reason}", err=True)
+    for s in summary.failed_files:
+        click.echo(f"failed {s.path}: {s.reason}", err=True)
+    for s in summary.truncated_files:
+        click.echo(f"truncated {s.path}: {s.reason}", err=True)
     for path in summary.over_limit:
         click.echo(
             f"over the limit {path}: only its first {summary.max_text_chars:,} characters will "
             "be indexed (VANCETOPE_RAG_MAX_TEXT_CHARS)",
             err=True,
         )
+    for kind, n in sorted(summary.by_type.items()):
+        done = [f"{v} {k}" for k, v in n.to_json().items() if v]
+        click.echo(f"  {kind}: {', '.join(done)}")
     over = f", {len(summary.over_limit)} over the text limit" if summary.over_limit else ""
+    cut = f", {len(summary.truncated_files)} truncated" if summary.truncated_files else ""
     click.echo(
         f"imported {directory}: {summary.created} created, {summary.updated} updated, "
-        f"{summary.unchanged} unchanged, {summary.skipped} skipped{over}"
+        f"{summary.unchanged} unchanged, {summary.failed} failed, {summary.skipped} skipped"
+        f"{cut}{over}"
     )
+    if summary.failed_files:
+        click.echo(
+            "failed files are documents in state 'failed' (see `status`); fix them (or the "
+            "settings, e.g. rag.extract.ocr) and import again",
+            err=True,
+        )
 
 
 @cli.command("index")

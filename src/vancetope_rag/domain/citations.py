@@ -20,15 +20,22 @@ from vancetope_rag.domain.records import Hit
 
 __all__ = [
     "MANUAL_PREFIX",
+    "SECTION_KEY",
     "Cited",
     "cite",
     "current_document_hits",
     "documents_label",
+    "section_of",
     "source_of",
 ]
 
 #: The label prefix of a chunk added by hand to the project RAG.
 MANUAL_PREFIX = "manual:"
+#: Chunk metadata key naming the section (page, sheet, slide) a chunk comes from; the label
+#: shows it after the path: ``reports/q3.xlsx — sheet Maintenance``. Written by the indexer
+#: only: a manual write to the project RAG cannot set it.
+SECTION_KEY = "section"
+_SECTION_CHARS = 120
 
 
 def documents_label(source_ref: str, document_paths: Mapping[str, str]) -> str:
@@ -62,8 +69,20 @@ def source_of(hit: Hit, *, project_rag: bool) -> str:
         project_rag: The hit comes from the project's ``_documents`` RAG.
     """
     if project_rag:
-        return hit.path if hit.path is not None else MANUAL_PREFIX + hit.source_ref
-    return hit.path if hit.path is not None else hit.source_ref
+        base = hit.path if hit.path is not None else MANUAL_PREFIX + hit.source_ref
+    else:
+        base = hit.path if hit.path is not None else hit.source_ref
+    section = section_of(hit)
+    return f"{base} — {section}" if section else base
+
+
+def section_of(hit: Hit) -> str | None:
+    """The section a hit's chunk comes from, on one line and capped, or ``None``."""
+    raw = hit.metadata.get(SECTION_KEY) if hit.metadata else None
+    if not isinstance(raw, str):
+        return None
+    line = " ".join("".join(c if c.isprintable() else " " for c in raw).split())
+    return line[:_SECTION_CHARS] or None
 
 
 def cite(hits: Sequence[Hit], *, project_rag: bool) -> list[Cited]:

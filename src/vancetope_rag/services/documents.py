@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vancetope_rag.domain.eligibility import guess_mime_type, is_rag_eligible
+from vancetope_rag.domain.extraction import ExtractionRecord
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Document, IndexState, RagState
 from vancetope_rag.domain.texts import check_label, has_lone_surrogate
 from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError
@@ -108,6 +109,7 @@ class DocumentService:
         mime_type: str | None = None,
         summary: str | None = None,
         rag_enabled: bool | None = None,
+        extraction: str | None = None,
     ) -> Document:
         path = check_path(path)
         if not isinstance(content, str):
@@ -132,6 +134,7 @@ class DocumentService:
                     summary=summary,
                     rag_enabled=rag_enabled,
                     rag_dirty=dirty,
+                    extraction=extraction,
                 )
             )
             if dirty:
@@ -149,10 +152,19 @@ class DocumentService:
         mime_type: str | _Unset = UNSET,
         summary: str | _Unset | None = UNSET,
         rag_enabled: bool | _Unset | None = UNSET,
+        extraction: str | _Unset | None = UNSET,
     ) -> Document:
         """Update fields; sets ``ragDirty`` when content, path, summary or override change
-        for a document that is (or was) eligible."""
+        for a document that is (or was) eligible. New content without an ``extraction``
+        record drops the old one: the host wrote the text, no file was read."""
         before = self.get(tenant_id, project_id, document_id)
+        if (
+            isinstance(extraction, _Unset)
+            and not isinstance(content, _Unset)
+            and content != before.content
+            and before.extraction is not None
+        ):
+            extraction = None
         if not isinstance(path, _Unset):
             path = check_path(path)
         for name, value in (("content", content), ("summary", summary)):
@@ -182,33 +194,111 @@ class DocumentService:
                 summary=summary,
                 rag_enabled=rag_enabled,
                 mark_dirty=changed and relevant,
+                extraction=extraction,
             )
             if changed and relevant:
                 self.migrations.requeue_documents(tenant_id, project_id, [document_id])
         return doc
 
     def upsert_by_path(
-        self, tenant_id: str, project_id: str, path: str, content: str, *, mime_type: str | None
+        self,
+        tenant_id: str,
+        project_id: str,
+        path: str,
+        content: str,
+        *,
+        mime_type: str | None,
+        extraction: str | None = None,
     ) -> UpsertResult:
-        """Create the document at ``path`` or update it if its content changed (imports)."""
+        """Create the document at ``path`` or update it if its content changed (imports).
+
+        ``extraction`` is the import's record of reading the file; it replaces the stored one.
+        Same content under a record whose sections differ still queues the document: its
+        chunks carry the sections."""
         if not isinstance(content, str):
             raise InvalidInputError("document content must be text")
         if mime_type is not None:
             check_label(mime_type, "mimeType", 255)
         existing = self.get_by_path(tenant_id, project_id, check_path(path))
         if existing is None:
-            doc = self.create(tenant_id, project_id, path, content, mime_type=mime_type)
+            doc = self.create(
+                tenant_id, project_id, path, content, mime_type=mime_type, extraction=extraction
+            )
             return UpsertResult(doc, "created")
-        if existing.content == content and (mime_type is None or mime_type == existing.mime_type):
-            return UpsertResult(existing, "unchanged")
+        same_mime = mime_type is None or mime_type == existing.mime_type
+        if existing.content == content and same_mime:
+            if extraction is None or extraction == existing.extraction:
+                return UpsertResult(existing, "unchanged")
+            doc = self._replace_record(existing, extraction)
+            return UpsertResult(doc, "unchanged")
         doc = self.update(
             tenant_id,
             project_id,
             existing.id,
             content=content,
             mime_type=UNSET if mime_type is None else mime_type,
+            extraction=extraction if extraction is not None else UNSET,
         )
         return UpsertResult(doc, "updated")
+
+    def _replace_record(self, doc: Document, extraction: str) -> Document:
+        """Store a new extraction record for unchanged text; queue the document when the
+        sections changed (or it was failed: its file is readable now)."""
+        before = ExtractionRecord.from_json(doc.extraction)
+        after = ExtractionRecord.from_json(extraction)
+        requeue = (
+            before is None
+            or after is None
+            or before.sections != after.sections
+            or doc.index_state is IndexState.FAILED
+        ) and self.is_rag_eligible(doc)
+        with self.control.transaction():
+            updated = self.control.update_document(
+                doc.tenant_id, doc.project_id, doc.id, extraction=extraction, mark_dirty=requeue
+            )
+            if requeue:
+                self.migrations.requeue_documents(doc.tenant_id, doc.project_id, [doc.id])
+        return updated
+
+    def record_unreadable(
+        self,
+        tenant_id: str,
+        project_id: str,
+        path: str,
+        *,
+        mime_type: str,
+        extraction: str,
+        reason: str,
+    ) -> Document:
+        """The document for a file that could not be read: no content, no chunks, state
+        ``failed`` with ``reason``, so the status, the REST API and the UI show it. A later
+        import that can read the file replaces it."""
+        path = check_path(path)
+        check_label(mime_type, "mimeType", 255)
+        with self.control.transaction():
+            existing = self.get_by_path(tenant_id, project_id, path)
+            if existing is None:
+                return self.control.insert_document(
+                    NewDocument(
+                        tenant_id=tenant_id,
+                        project_id=project_id,
+                        path=path,
+                        mime_type=mime_type,
+                        content="",
+                        extraction=extraction,
+                        failed_reason=reason,
+                    )
+                )
+            self._remove_chunks(tenant_id, project_id, existing.id)
+            return self.control.update_document(
+                tenant_id,
+                project_id,
+                existing.id,
+                content="",
+                mime_type=mime_type,
+                extraction=extraction,
+                failed_reason=reason,
+            )
 
     def set_rag_enabled_override(
         self, tenant_id: str, project_id: str, document_id: str, value: RagOverride | str
@@ -262,9 +352,13 @@ class DocumentService:
         """Delete the document and, in the same step, its chunks in ``_documents`` — the live
         generation and a rebuild's new one — and its place in a rebuild's queue."""
         with self.control.transaction():
-            for rag in self.migrations.rag_generations(tenant_id, project_id, DEFAULT_RAG_NAME):
-                if rag.state is not RagState.RETIRED:
-                    self.chunks.remove_by_source(RagScope.of(rag), document_id)
+            self._remove_chunks(tenant_id, project_id, document_id)
             for m in self.migrations.active_migrations(tenant_id, project_id):
                 self.migrations.remove_items(m.id, [document_id])
             return self.control.delete_document(tenant_id, project_id, document_id)
+
+    def _remove_chunks(self, tenant_id: str, project_id: str, document_id: str) -> None:
+        """The document's chunks in ``_documents``: the live generation and a rebuild's."""
+        for rag in self.migrations.rag_generations(tenant_id, project_id, DEFAULT_RAG_NAME):
+            if rag.state is not RagState.RETIRED:
+                self.chunks.remove_by_source(RagScope.of(rag), document_id)

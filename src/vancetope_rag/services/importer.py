@@ -1,25 +1,32 @@
 """Importing files as project documents: walk, size cap, text extraction, upsert, and a
-summary that says which files were skipped and why.
+summary that says, per file type, what was done, and every failure with its reason.
 
 The CLI's ``import`` runs :meth:`DocumentImporter.import_directory`; a surface that receives
 files another way (an upload) hands them to :meth:`DocumentImporter.import_sources`. Text is
-extracted through the app's extractor registry, so file types that plugins register are
-imported like the built-in ones. One file's failure is recorded and skipped; it never stops
-or undoes the others.
+extracted through the app's :class:`~vancetope_rag.services.extraction.ExtractionService`
+(the app's extractor registry, budgets and time limit), so file types that plugins register
+are imported like the built-in ones. A file that cannot be read (a scan without OCR, an
+encrypted or corrupt file, a missing extra, past the time limit) becomes a document in state
+``failed`` with the reason, so the status, the REST API and the UI show it; it never stops or
+undoes the others. Files that are no document at all (symlinks, unsupported types) are
+skipped with their reason.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from vancetope_rag.domain.eligibility import guess_mime_type, is_textual
+from vancetope_rag.domain.extraction import ExtractionRecord, file_hash
 from vancetope_rag.domain.texts import has_lone_surrogate
 from vancetope_rag.errors import ExtractionError, RagError
-from vancetope_rag.extract import HARD_MAX_CHARS, ExtractorRegistry, extract_text
-from vancetope_rag.services.documents import DocumentService
+from vancetope_rag.extract import ExtractorRegistry, UnsupportedTypeError
+from vancetope_rag.services.documents import DocumentService, check_path
+from vancetope_rag.services.extraction import ExtractionPlan, ExtractionService, FileExtraction
 
 #: Files larger than this are skipped (a document is held in memory whole).
 MAX_IMPORT_BYTES = 50 * 1024 * 1024
@@ -60,8 +67,23 @@ class SkippedFile:
 
 
 @dataclass
+class TypeCounts:
+    """What an import did with the files of one type."""
+
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return dict(vars(self))
+
+
+@dataclass
 class ImportSummary:
-    """What an import did: per-action counts and the skipped files with their reasons."""
+    """What an import did: per-action and per-type counts, the files that failed (documents
+    in state ``failed``), were truncated, or were skipped (not documents), with reasons."""
 
     created: int = 0
     updated: int = 0
@@ -71,21 +93,48 @@ class ImportSummary:
     over_limit: list[str] = field(default_factory=list)
     #: The text limit (characters) the import was measured against.
     max_text_chars: int = 0
+    #: Files that could not be read: documents in state ``failed``, with the reason.
+    failed_files: list[SkippedFile] = field(default_factory=list)
+    #: Files read only in part (a page, slide, sheet or cell budget), with the reason.
+    truncated_files: list[SkippedFile] = field(default_factory=list)
+    #: Counts by file type (the extension, else the MIME type).
+    by_type: dict[str, TypeCounts] = field(default_factory=dict)
 
     @property
     def skipped(self) -> int:
         return len(self.skipped_files)
+
+    @property
+    def failed(self) -> int:
+        return len(self.failed_files)
+
+    def count(self, kind: str, action: str) -> None:
+        counts = self.by_type.setdefault(kind, TypeCounts())
+        setattr(counts, action, getattr(counts, action) + 1)
+        if action in ("created", "updated", "unchanged"):
+            setattr(self, action, getattr(self, action) + 1)
 
     def to_json(self) -> dict[str, object]:
         return {
             "created": self.created,
             "updated": self.updated,
             "unchanged": self.unchanged,
+            "failed": self.failed,
             "skipped": self.skipped,
+            "failedFiles": [{"path": s.path, "reason": s.reason} for s in self.failed_files],
+            "truncatedFiles": [{"path": s.path, "reason": s.reason} for s in self.truncated_files],
             "skippedFiles": [{"path": s.path, "reason": s.reason} for s in self.skipped_files],
+            "byType": {k: v.to_json() for k, v in sorted(self.by_type.items())},
             "overLimit": list(self.over_limit),
             "maxTextChars": self.max_text_chars,
         }
+
+
+def file_type(path: str, mime: str) -> str:
+    """What the per-type summary counts a file as: its extension, else its MIME type."""
+    name = path.rsplit("/", 1)[-1]
+    dot = name.rfind(".")
+    return name[dot + 1 :].lower() if dot > 0 else mime
 
 
 def walk_directory(root: Path) -> Iterator[ImportSource]:
@@ -111,7 +160,8 @@ def walk_directory(root: Path) -> Iterator[ImportSource]:
 
 
 class DocumentImporter:
-    """Creates or updates one document per imported file (unchanged files cost nothing)."""
+    """Creates or updates one document per imported file; a file whose bytes and extraction
+    settings are unchanged since it was last read costs a hash, not an extraction."""
 
     def __init__(
         self,
@@ -120,9 +170,11 @@ class DocumentImporter:
         *,
         max_text_chars: int,
         max_bytes: int = MAX_IMPORT_BYTES,
+        extraction: ExtractionService | None = None,
     ) -> None:
         self.documents = documents
         self.extractors = extractors
+        self.extraction = extraction or ExtractionService(extractors)
         self.max_text_chars = max_text_chars
         self.max_bytes = max_bytes
 
@@ -141,13 +193,16 @@ class DocumentImporter:
         prefix: str = "documents/",
         on_file: Callable[[ImportSource], None] | None = None,
     ) -> ImportSummary:
-        """Import ``sources`` one by one; a file that fails is skipped with its reason.
-        ``on_file`` is called after each one (a progress bar)."""
+        """Import ``sources`` one by one. A file that cannot be read becomes a document in
+        state ``failed`` with the reason; one that is no document at all (a symlink, an
+        unsupported type) is skipped with its reason. ``on_file`` is called after each one
+        (a progress bar)."""
         if prefix and not prefix.endswith("/"):
             prefix += "/"
         summary = ImportSummary(max_text_chars=self.max_text_chars)
+        plan = self.extraction.plan(tenant_id, project_id)
         for source in sources:
-            self._import_source(tenant_id, project_id, source, prefix, summary)
+            self._import_source(tenant_id, project_id, source, prefix, plan, summary)
             if on_file is not None:
                 on_file(source)
         return summary
@@ -158,38 +213,100 @@ class DocumentImporter:
         project_id: str,
         source: ImportSource,
         prefix: str,
+        plan: ExtractionPlan,
         summary: ImportSummary,
     ) -> None:
+        mime = guess_mime_type(source.path)
+        kind = file_type(source.path, mime)
         if source.skip_reason is not None:
             summary.skipped_files.append(SkippedFile(source.path, source.skip_reason))
+            summary.count(kind, "skipped")
             return
+        path = prefix + source.path
         try:
-            action, over = self._import_one(tenant_id, project_id, source, prefix + source.path)
+            self._import_one(tenant_id, project_id, source, path, mime, kind, plan, summary)
         except (RagError, OSError) as exc:
             reason = exc.message if isinstance(exc, RagError) else str(exc)
             summary.skipped_files.append(SkippedFile(source.path, reason or "unknown"))
-            return
-        setattr(summary, action, getattr(summary, action) + 1)
-        if over:
-            summary.over_limit.append(source.path)
+            summary.count(kind, "skipped")
 
     def _import_one(
-        self, tenant_id: str, project_id: str, source: ImportSource, path: str
-    ) -> tuple[str, bool]:
-        """Import one file; returns the action and whether its text is over the limit."""
-        mime = guess_mime_type(source.path)
-        # The document is the file's whole text (up to the extraction's hard cap); the
-        # indexer indexes it up to the text limit and marks it truncated.
-        extracted = extract_text(
-            source.read(self.max_bytes),
-            path=source.path,
-            mime_type=mime,
-            max_chars=HARD_MAX_CHARS,
-            registry=self.extractors,
-        )
-        # Extracted text (a PDF's, a notebook's) is stored as text; the indexer reads text.
-        stored_mime = mime if is_textual(mime) else "text/plain"
+        self,
+        tenant_id: str,
+        project_id: str,
+        source: ImportSource,
+        path: str,
+        mime: str,
+        kind: str,
+        plan: ExtractionPlan,
+        summary: ImportSummary,
+    ) -> None:
+        existing = self.documents.get_by_path(tenant_id, project_id, check_path(path))
+        previous = ExtractionRecord.from_json(existing.extraction) if existing else None
+        try:
+            data = source.read(self.max_bytes)
+        except ExtractionError as exc:  # over the size budget: a document that says so
+            reason = f"cannot import {source.path!r}: {exc.message} (the import's size limit)"
+            record = ExtractionRecord(
+                file_hash="", config="", mime_type=mime, error_code="EXTRACT_TOO_LARGE",
+                error=reason,
+            )  # fmt: skip
+            read = FileExtraction(record)
+        else:
+            if existing is not None and self.extraction.is_current(
+                previous, file_hash(data), mime, source.path, plan
+            ):
+                assert previous is not None
+                self._note(source.path, kind, previous, summary, "unchanged")
+                if len(existing.content) > self.max_text_chars:
+                    summary.over_limit.append(source.path)
+                return
+            read = self.extraction.extract(data, path=source.path, mime=mime, plan=plan)
+            if read.record.error_code == UnsupportedTypeError.code:
+                raise UnsupportedTypeError(read.record.error or "", mime_type=mime)
+            if read.text is not None and not read.text.text.strip():
+                read = _no_text(source.path, data, read)
+        if read.text is None:
+            self.documents.record_unreadable(
+                tenant_id, project_id, path, mime_type=_stored_mime(mime),
+                extraction=read.record.to_json(), reason=read.record.error or "unreadable",
+            )  # fmt: skip
+            self._note(source.path, kind, read.record, summary, "failed")
+            return
         result = self.documents.upsert_by_path(
-            tenant_id, project_id, path, extracted.text, mime_type=stored_mime
-        )
-        return result.action, extracted.truncated or extracted.chars > self.max_text_chars
+            tenant_id, project_id, path, read.text.text, mime_type=_stored_mime(mime),
+            extraction=read.record.to_json(),
+        )  # fmt: skip
+        self._note(source.path, kind, read.record, summary, result.action)
+        if read.text.chars > self.max_text_chars:
+            summary.over_limit.append(source.path)
+
+    @staticmethod
+    def _note(
+        path: str, kind: str, record: ExtractionRecord, summary: ImportSummary, action: str
+    ) -> None:
+        """Count a file; one that failed (again) or was truncated is listed with its reason,
+        also when it was unchanged since the last import."""
+        if record.failed:
+            summary.count(kind, "failed")
+            summary.failed_files.append(SkippedFile(path, record.error or ""))
+            return
+        summary.count(kind, action)
+        if record.truncated:
+            summary.truncated_files.append(SkippedFile(path, record.truncated))
+
+
+def _stored_mime(mime: str) -> str:
+    """Extracted text (a PDF's, a notebook's) is stored as text; the indexer reads text."""
+    return mime if is_textual(mime) else "text/plain"
+
+
+def _no_text(path: str, data: bytes, read: FileExtraction) -> FileExtraction:
+    """A file that yields no text fails visibly instead of looking indexed and never found."""
+    reason = (
+        f"cannot import {path!r}: the file is empty"
+        if not data
+        else f"cannot import {path!r}: no text found in the file"
+    )
+    record = dataclasses.replace(read.record, error_code="EXTRACT_NO_TEXT", error=reason)
+    return FileExtraction(record)

@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 from llama_index.core.schema import BaseNode
 
 from vancetope_rag.config import EngineConfig
+from vancetope_rag.domain.extraction import ExtractionRecord
 from vancetope_rag.domain.records import ChunkKind, Document, IndexState, RagRecord
 from vancetope_rag.errors import RagError, StoreError
+from vancetope_rag.extract import sections_of
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import get_logger, redact
 from vancetope_rag.services.claims import ClaimReleaser, Release
@@ -28,7 +30,7 @@ from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsService
-from vancetope_rag.services.sources import IngestStats, SourceText
+from vancetope_rag.services.sources import SECTION_KEY, IngestStats, SourceText
 from vancetope_rag.store.port import ControlStore
 
 log = get_logger(__name__)
@@ -146,17 +148,34 @@ class ProjectRagIndexer:
 
     def _parts(self, doc: Document, include_summaries: bool) -> tuple[list[SourceText], bool]:
         """What to index of a document, each text cut at the engine's limit, and whether one
-        was cut (the document is the host's: it is kept whole, only its index stops there)."""
+        was cut (the document is the host's: it is kept whole, only its index stops there).
+
+        Content read from a file with sections (pages, sheets, slides) is one text per
+        section, so no chunk spans two and each chunk's metadata names its section."""
         texts = [(doc.content, ChunkKind.CONTENT.value)]
         if include_summaries and doc.summary:
             texts.append((doc.summary, ChunkKind.SUMMARY.value))
+        record = ExtractionRecord.from_json(doc.extraction)
+        spans = (
+            record.sections
+            if record is not None and record.content_hash == doc.content_hash
+            else ()
+        )
         parts: list[SourceText] = []
         truncated = False
         for text, kind in texts:
             if text.strip():
                 kept, cut = self.rags.clip(text)
                 truncated = truncated or cut
-                parts.append(SourceText(kept, kind, doc.path))
+                if kind == ChunkKind.CONTENT.value and spans:
+                    parts += [
+                        SourceText(
+                            s.text, kind, doc.path, {SECTION_KEY: s.title} if s.title else {}
+                        )
+                        for s in sections_of(kept, spans)
+                    ]
+                else:
+                    parts.append(SourceText(kept, kind, doc.path))
         return parts, truncated
 
     def index_batch(
@@ -210,9 +229,19 @@ class ProjectRagIndexer:
         clipped: set[str] = set()
         for doc in docs:
             by_id[doc.id] = doc
-            if self.documents.is_rag_eligible(doc):
+            record = ExtractionRecord.from_json(doc.extraction)
+            if record is not None and record.failed and not doc.content:
+                # Its file could not be read (a reindex queued it): it stays failed, with
+                # the reason, until an import can read the file.
+                self._fail_unreadable(doc, worker_id, record.error or "unreadable", result)
+            elif self.documents.is_rag_eligible(doc):
                 sources[doc.id], cut = self._parts(doc, include)
-                if cut:
+                # Truncated: indexed up to the text limit, or its file read up to a budget.
+                if cut or (
+                    record is not None
+                    and record.truncated
+                    and record.content_hash == doc.content_hash
+                ):
                     clipped.add(doc.id)
             else:
                 self._commit(rag, doc, worker_id, [], IndexState.NONE, result)
@@ -361,6 +390,25 @@ class ProjectRagIndexer:
                 ),
                 max_attempts=self.config.max_attempts,
                 count_attempt=not store,
+            )
+        )
+
+    def _fail_unreadable(
+        self, doc: Document, worker_id: str, error: str, result: BatchResult
+    ) -> None:
+        """Give the claim back as failed for good (no retry can read the file)."""
+        result.failed += 1
+        result.errors[doc.id] = error
+        result.handled.add(doc.id)
+        self.releaser.release(
+            Release(
+                doc.tenant_id,
+                doc.project_id,
+                doc.id,
+                worker_id,
+                error=error,
+                retry_delay_s=self.config.indexer_interval_s,
+                max_attempts=1,
             )
         )
 

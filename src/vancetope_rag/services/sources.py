@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from vancetope_rag.domain.citations import SECTION_KEY
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, ChunkKind, RagRecord
 
-__all__ = ["DEFAULT_MAX_TEXT_CHARS", "IngestStats", "SourceText", "manual_parts"]
+__all__ = ["DEFAULT_MAX_TEXT_CHARS", "SECTION_KEY", "IngestStats", "SourceText", "manual_parts"]
 
 #: The text limit when none is configured (``EngineConfig.max_text_chars``'s default).
 DEFAULT_MAX_TEXT_CHARS = 2_000_000
@@ -40,12 +41,14 @@ def manual_parts(rag: RagRecord, parts: Sequence[SourceText]) -> list[SourceText
     neither the argument nor a ``path`` metadata key. That RAG's hits are cited by the
     current path of the document their source ref names
     (:func:`~vancetope_rag.domain.citations.documents_label`), so a caller can never plant a
-    chunk under a document's name."""
+    chunk under a document's name; nor a ``section``, which the label shows too."""
     if rag.name != DEFAULT_RAG_NAME:
         return list(parts)
     return [
         dataclasses.replace(
-            p, path=None, metadata={k: v for k, v in p.metadata.items() if k != "path"}
+            p,
+            path=None,
+            metadata={k: v for k, v in p.metadata.items() if k not in ("path", SECTION_KEY)},
         )
         for p in parts
     ]

@@ -202,7 +202,9 @@
     return (
       doc.state +
       (doc.ragDirty ? " (queued)" : "") +
-      (doc.truncated ? " (truncated: indexed up to the text limit)" : "")
+      (doc.truncated
+        ? " (truncated: " + (doc.truncatedReason || "indexed up to the text limit") + ")"
+        : "")
     );
   }
 
