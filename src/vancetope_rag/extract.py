@@ -271,6 +271,27 @@ def _extension(path: str) -> str:
     return name[dot:].lower() if dot > 0 else ""
 
 
+def error_from_code(code: str, message: str, extra: str | None = None) -> ExtractionError:
+    """The extraction error of class ``code`` (``EXTRACT_NO_TEXT_LAYER``...) with ``message``:
+    how a failure recorded or sent from a worker process is raised again as itself."""
+    classes: dict[str, type[ExtractionError]] = {
+        cls.code: cls
+        for cls in (
+            ExtractionError,
+            ExtractorDependencyMissing,
+            NoTextLayerError,
+            UnsupportedTypeError,
+            ExtractionTimeoutError,
+        )
+    }
+    cls = classes.get(code, ExtractionError)
+    exc = cls.__new__(cls)
+    RagError.__init__(exc, message)
+    if isinstance(exc, MissingDependencyError):
+        exc.extra = extra or ""
+    return exc
+
+
 def extraction_error(path: str, reason: str) -> ExtractionError:
     """The error an extractor raises for content it cannot read, worded like the built-ins'.
 

@@ -24,15 +24,13 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from vancetope_rag.errors import ExtractionError, MissingDependencyError, RagError
+from vancetope_rag.errors import ExtractionError, RagError
 from vancetope_rag.extract import (
     ExtractedText,
     ExtractionTimeoutError,
     ExtractOptions,
-    ExtractorDependencyMissing,
     ExtractorEntry,
-    NoTextLayerError,
-    UnsupportedTypeError,
+    error_from_code,
     run_extractor,
 )
 from vancetope_rag.secrets import get_logger
@@ -43,19 +41,6 @@ log = get_logger(__name__)
 MAX_WORKERS = 2
 #: Address-space limit of a worker process, in bytes.
 WORKER_MEMORY_BYTES = 3 * 1024**3
-
-#: Errors a worker sends back by code, rebuilt as the same class in the caller.
-_ERRORS: dict[str, type[RagError]] = {
-    cls.code: cls
-    for cls in (
-        ExtractionError,
-        ExtractorDependencyMissing,
-        NoTextLayerError,
-        UnsupportedTypeError,
-        ExtractionTimeoutError,
-    )
-}
-
 
 @dataclass(frozen=True)
 class _Job:
@@ -102,15 +87,6 @@ def _memory_message(path: str, memory_bytes: int) -> str:
         f"cannot extract text from {path!r}: reading it needs more than "
         f"{memory_bytes // 1024**2} MiB of memory (a hostile or very large file)"
     )
-
-
-def _rebuild(code: str, message: str, extra: str | None) -> RagError:
-    cls = _ERRORS.get(code, ExtractionError)
-    exc = cls.__new__(cls)
-    RagError.__init__(exc, message)
-    if issubclass(cls, MissingDependencyError):
-        exc.extra = extra or ""  # type: ignore[attr-defined]
-    return exc
 
 
 class _Worker:
@@ -186,6 +162,7 @@ class ExtractionSandbox:
             reply = worker.conn.recv()
             healthy = True
         except (EOFError, OSError, BrokenPipeError):
+            worker.process.join(2)  # the pipe closes before the process is reaped
             code = worker.process.exitcode
             raise ExtractionError(
                 f"cannot extract text from {path!r}: the extraction process ended "
@@ -196,7 +173,7 @@ class ExtractionSandbox:
         if reply[0] == "ok":
             result: ExtractedText = reply[1]
             return result
-        raise _rebuild(reply[1], reply[2], reply[3])
+        raise error_from_code(reply[1], reply[2], reply[3])
 
     def _acquire(self) -> _Worker:
         with self._cond:

@@ -185,3 +185,27 @@ def test_ids_cannot_move_the_workspace_root(
         app.bring(tenant, project)
     with pytest.raises(InvalidInputError):
         app.tools(tenant, project)
+
+
+def test_a_workbook_is_read_by_sheet_and_cited_with_it(ws: tuple[RagApp, Path, str]) -> None:
+    """Issue 13: the tool extracts like an import, with sections in the label."""
+    import filemakers as fm
+
+    app, tmp_path, rag_id = ws
+    book = fm.xlsx({"Intro": [["hello"]], "Maintenance": [["pump seals every 90 days"]]})
+    (tmp_path / "ws" / T / P / "q3.xlsx").write_bytes(book)
+    tools = app.tools(T, P)
+    added = call_tool(tools, "rag_add_workspace_file", ragId=rag_id, path="q3.xlsx")
+    assert added["sections"] == 2 and added["chunks"] == 2
+    hits = call_tool(tools, "rag_query", ragId=rag_id, query="pump seals")["hits"]
+    assert hits[0]["source"] == "q3.xlsx — sheet Maintenance"
+
+
+def test_an_unreadable_file_is_an_error_result(ws: tuple[RagApp, Path, str]) -> None:
+    import filemakers as fm
+
+    app, tmp_path, rag_id = ws
+    (tmp_path / "ws" / T / P / "scan.png").write_bytes(fm.text_image("SCAN"))
+    result = call_tool(app.tools(T, P), "rag_add_workspace_file", ragId=rag_id, path="scan.png")
+    assert result["code"] == "EXTRACT_NO_TEXT_LAYER"
+    assert "configure an OCR/vision extractor" in result["error"]
