@@ -324,3 +324,28 @@ def test_closing_the_project_during_a_rebuild_disposes_every_generation(rapp: Ra
     assert rapp.store.migrations.rag_generations(T, P) == []
     ended = rapp.store.migrations.get_migration(T, P, m.id)
     assert ended is not None and ended.state is MigrationState.CANCELLED
+
+
+def test_a_rebuild_keeps_the_sections_of_files_and_their_failures(rapp: RagApp) -> None:
+    """Issue 13: the new generation is built from the same parts as the live one (a sheet per
+    chunk, labelled), and a file that could not be read stays failed, with no chunks."""
+    import filemakers as fm
+    from vancetope_rag.services.importer import ImportSource
+
+    book = fm.xlsx({"Intro": [["hello there"]], "Maintenance": [["pump seals yearly"]]})
+    rapp.importer.import_sources(
+        T, P, [ImportSource("q3.xlsx", data=book), ImportSource("scan.png", data=b"\x89PNG")]
+    )
+    rapp.scheduler.run_until_idle(timeout_s=10)
+    switch_model(rapp)
+    rapp.project_rags.reindex(T, P, rebuild=True)
+    rapp.scheduler.run_until_idle(timeout_s=10)
+    rag = default_rag(rapp)
+    assert rag.generation == 2 and rag.embedding_model == "hashing-128"
+    doc = rapp.documents.get_by_path(T, P, "documents/q3.xlsx")
+    assert doc is not None
+    sections = {c.metadata.get("section") for c in chunks(rapp, rag, doc.id)}
+    assert sections == {"sheet Intro", "sheet Maintenance"}
+    scan = rapp.documents.get_by_path(T, P, "documents/scan.png")
+    assert scan is not None and scan.index_state.value == "failed"
+    assert chunks(rapp, rag, scan.id) == []

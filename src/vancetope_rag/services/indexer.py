@@ -20,9 +20,8 @@ from llama_index.core.schema import BaseNode
 
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.extraction import ExtractionRecord
-from vancetope_rag.domain.records import ChunkKind, Document, IndexState, RagRecord
+from vancetope_rag.domain.records import Document, IndexState, RagRecord
 from vancetope_rag.errors import RagError, StoreError
-from vancetope_rag.extract import sections_of
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import get_logger, redact
 from vancetope_rag.services.claims import ClaimReleaser, Release
@@ -30,7 +29,7 @@ from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsService
-from vancetope_rag.services.sources import SECTION_KEY, IngestStats, SourceText
+from vancetope_rag.services.sources import IngestStats, SourceText, document_parts
 from vancetope_rag.store.port import ControlStore
 
 log = get_logger(__name__)
@@ -147,36 +146,9 @@ class ProjectRagIndexer:
         return self.index_batch(doc.tenant_id, doc.project_id, [doc], worker_id)
 
     def _parts(self, doc: Document, include_summaries: bool) -> tuple[list[SourceText], bool]:
-        """What to index of a document, each text cut at the engine's limit, and whether one
-        was cut (the document is the host's: it is kept whole, only its index stops there).
-
-        Content read from a file with sections (pages, sheets, slides) is one text per
-        section, so no chunk spans two and each chunk's metadata names its section."""
-        texts = [(doc.content, ChunkKind.CONTENT.value)]
-        if include_summaries and doc.summary:
-            texts.append((doc.summary, ChunkKind.SUMMARY.value))
-        record = ExtractionRecord.from_json(doc.extraction)
-        spans = (
-            record.sections
-            if record is not None and record.content_hash == doc.content_hash
-            else ()
-        )
-        parts: list[SourceText] = []
-        truncated = False
-        for text, kind in texts:
-            if text.strip():
-                kept, cut = self.rags.clip(text)
-                truncated = truncated or cut
-                if kind == ChunkKind.CONTENT.value and spans:
-                    parts += [
-                        SourceText(
-                            s.text, kind, doc.path, {SECTION_KEY: s.title} if s.title else {}
-                        )
-                        for s in sections_of(kept, spans)
-                    ]
-                else:
-                    parts.append(SourceText(kept, kind, doc.path))
-        return parts, truncated
+        """What to index of a document (:func:`.sources.document_parts`): the document is
+        the host's and is kept whole, only its index stops at the text limit."""
+        return document_parts(doc, include_summaries, self.rags.clip)
 
     def index_batch(
         self, tenant_id: str, project_id: str, docs: Sequence[Document], worker_id: str

@@ -10,13 +10,13 @@ whose lease expired (or whose item an edit re-queued) never supersedes a newer p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from llama_index.core.schema import BaseNode
 
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.migration import ItemState, Migration, MigrationItem
-from vancetope_rag.domain.records import ChunkKind, Document, RagRecord
+from vancetope_rag.domain.records import Document, RagRecord
 from vancetope_rag.errors import StoreError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import get_logger
@@ -24,21 +24,10 @@ from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.indexer import BatchResult, error_text, fingerprint, retry_delay
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsSnapshot
-from vancetope_rag.services.sources import SourceText
+from vancetope_rag.services.sources import SourceText, document_parts
 from vancetope_rag.store.port import ControlStore, MigrationStore
 
 log = get_logger(__name__)
-
-
-def document_parts(
-    doc: Document, include_summaries: bool, clip: Callable[[str], tuple[str, bool]]
-) -> list[SourceText]:
-    """The texts of a document its chunks are built from (content, then the summary), each
-    cut at the engine's text limit as the live indexer cuts them."""
-    texts = [(doc.content, ChunkKind.CONTENT.value)]
-    if include_summaries and doc.summary:
-        texts.append((doc.summary, ChunkKind.SUMMARY.value))
-    return [SourceText(clip(text)[0], kind, doc.path) for text, kind in texts if text.strip()]
 
 
 class ShadowIndexer:
@@ -83,7 +72,7 @@ class ShadowIndexer:
                 continue
             docs[doc.id] = doc
             eligible = self.documents.is_rag_eligible(doc)
-            parts = document_parts(doc, include, self.rags.clip) if eligible else []
+            parts = document_parts(doc, include, self.rags.clip)[0] if eligible else []
             if parts:
                 to_embed[doc.id] = parts
             else:

@@ -1,17 +1,26 @@
-"""What gets indexed under a source: its texts, what a write did, and the rule for manual
-writes into ``_documents``. Plain values and one pure function."""
+"""What gets indexed under a source: its texts, what a write did, a document's texts, and the
+rule for manual writes into ``_documents``. Plain values and pure functions."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from vancetope_rag.domain.citations import SECTION_KEY
-from vancetope_rag.domain.records import DEFAULT_RAG_NAME, ChunkKind, RagRecord
+from vancetope_rag.domain.extraction import ExtractionRecord
+from vancetope_rag.domain.records import DEFAULT_RAG_NAME, ChunkKind, Document, RagRecord
+from vancetope_rag.extract import sections_of
 
-__all__ = ["DEFAULT_MAX_TEXT_CHARS", "SECTION_KEY", "IngestStats", "SourceText", "manual_parts"]
+__all__ = [
+    "DEFAULT_MAX_TEXT_CHARS",
+    "SECTION_KEY",
+    "IngestStats",
+    "SourceText",
+    "document_parts",
+    "manual_parts",
+]
 
 #: The text limit when none is configured (``EngineConfig.max_text_chars``'s default).
 DEFAULT_MAX_TEXT_CHARS = 2_000_000
@@ -52,3 +61,38 @@ def manual_parts(rag: RagRecord, parts: Sequence[SourceText]) -> list[SourceText
         )
         for p in parts
     ]
+
+
+def document_parts(
+    doc: Document, include_summaries: bool, clip: Callable[[str], tuple[str, bool]]
+) -> tuple[list[SourceText], bool]:
+    """The texts a document's chunks are built from (content, then the summary), each cut at
+    the engine's text limit by ``clip``, and whether one was cut. The live indexer and a
+    rebuild's both use it, so a rebuild's chunks are the live ones' with another model.
+
+    Content read from a file with sections (pages, sheets, slides) is one text per section,
+    so no chunk spans two and each chunk's metadata names its section; the sections are used
+    only while the document still holds the text they were recorded for.
+    """
+    texts = [(doc.content, ChunkKind.CONTENT.value)]
+    if include_summaries and doc.summary:
+        texts.append((doc.summary, ChunkKind.SUMMARY.value))
+    record = ExtractionRecord.from_json(doc.extraction)
+    spans = (
+        record.sections if record is not None and record.content_hash == doc.content_hash else ()
+    )
+    parts: list[SourceText] = []
+    truncated = False
+    for text, kind in texts:
+        if not text.strip():
+            continue
+        kept, cut = clip(text)
+        truncated = truncated or cut
+        if kind == ChunkKind.CONTENT.value and spans:
+            parts += [
+                SourceText(s.text, kind, doc.path, {SECTION_KEY: s.title} if s.title else {})
+                for s in sections_of(kept, spans)
+            ]
+        else:
+            parts.append(SourceText(kept, kind, doc.path))
+    return parts, truncated
