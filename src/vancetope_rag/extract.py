@@ -1,17 +1,20 @@
-"""Local text extraction with budgets and named errors. No model calls, no network.
+"""Local text extraction with sections, budgets and named errors. No model calls here (the
+OCR/vision backends are the scan extractors' business).
 
 Extractors live in an :class:`ExtractorRegistry` that the app fills through the
-``register_extractors`` hook. The built-in ones (plain text and code, HTML, Jupyter notebooks,
-DOCX, PDF) are a default plugin, :mod:`vancetope_rag.default_plugins.extractors`, registered
-exactly like third-party ones; there is no registry outside the app's, so every caller of
-:func:`extract_text` passes the one it should use (``app.extractors``).
+``register_extractors`` hook. The built-in ones (text and code, HTML, notebooks, office files,
+books, PDFs, images) are a default plugin, :mod:`vancetope_rag.default_plugins.extractors`,
+registered exactly like third-party ones; there is no registry outside the app's, so every
+caller of :func:`extract_text` passes the one it should use (``app.extractors``). The values
+extraction speaks (sections, options, results, errors) are :mod:`.extract_types`, re-exported
+here.
 """
 
 from __future__ import annotations
 
 import codecs
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Protocol
 
 from vancetope_rag.domain.eligibility import (
@@ -19,111 +22,54 @@ from vancetope_rag.domain.eligibility import (
     OCTET_STREAM,
     guess_mime_type,
 )
-from vancetope_rag.errors import (
-    ExtractionError,
-    InvalidInputError,
-    MissingDependencyError,
-    RagError,
+from vancetope_rag.errors import ExtractionError, InvalidInputError, RagError
+from vancetope_rag.extract_types import (
+    BUDGETS,
+    DEFAULT_MAX_CHARS,
+    MAX_SECTION_TITLE,
+    ExtractedText,
+    Extraction,
+    ExtractionTimeoutError,
+    ExtractOptions,
+    ExtractorDependencyMissing,
+    NoTextLayerError,
+    OcrConfig,
+    Section,
+    UnsupportedTypeError,
+    clean_title,
+    error_from_code,
+    sections_of,
 )
 
-DEFAULT_MAX_CHARS = 2_000_000
+__all__ = [
+    "BUDGETS",
+    "DEFAULT_MAX_CHARS",
+    "HARD_MAX_CHARS",
+    "MAX_SECTION_TITLE",
+    "ExtractOptions",
+    "ExtractedText",
+    "Extraction",
+    "ExtractionTimeoutError",
+    "Extractor",
+    "ExtractorDependencyMissing",
+    "ExtractorEntry",
+    "ExtractorRegistry",
+    "NoTextLayerError",
+    "OcrConfig",
+    "RegisterExtractor",
+    "Section",
+    "UnsupportedTypeError",
+    "clean_title",
+    "decode_text",
+    "error_from_code",
+    "extract_text",
+    "extraction_error",
+    "run_extractor",
+    "sections_of",
+]
+
+#: The text an extraction keeps at most, whatever budget it is given.
 HARD_MAX_CHARS = 10_000_000
-#: Longest section title kept (a sheet name, a slide title); longer ones are cut.
-MAX_SECTION_TITLE = 120
-
-
-@dataclass(frozen=True)
-class Section:
-    """One part of a file: a page, a sheet, a slide, a chapter. Chunks never span two sections,
-    and a chunk's citation label names its section (``reports/q3.xlsx — sheet Maintenance``).
-
-    Attributes:
-        text: The section's text.
-        title: What the label shows, e.g. ``"page 3"``, ``"sheet Maintenance"``,
-            ``"slide 2: Roadmap"``; ``None`` for a file without parts.
-    """
-
-    text: str
-    title: str | None = None
-
-
-@dataclass(frozen=True)
-class ExtractOptions:
-    """The budgets (and OCR backend) one extraction runs with; extractors registered with
-    ``takes_options=True`` receive it as a third argument.
-
-    Attributes:
-        max_chars: Characters kept in all; text past it is cut (and reported truncated).
-        max_pages: PDF pages read.
-        max_slides: Slides of a presentation read.
-        max_sheets: Sheets of a workbook read.
-        max_cells: Non-empty cells of a workbook read, over all sheets.
-        ocr: The OCR/vision backend for pages and images without a text layer, or ``None``
-            (such files then fail with "no text layer").
-    """
-
-    max_chars: int = DEFAULT_MAX_CHARS
-    max_pages: int = 2_000
-    max_slides: int = 1_000
-    max_sheets: int = 100
-    max_cells: int = 1_000_000
-    ocr: OcrConfig | None = None
-
-
-#: The budgets of :class:`ExtractOptions` an extractor may depend on (its fingerprint's part).
-BUDGETS = ("max_pages", "max_slides", "max_sheets", "max_cells")
-
-
-@dataclass(frozen=True)
-class OcrConfig:
-    """Which OCR/vision backend reads page images (``rag.extract.ocr`` and its settings).
-
-    ``engine`` is ``"tesseract"`` (local, ``tesseract-ocr`` + the ``ocr`` extra) or
-    ``"vision"`` (an OpenAI-compatible chat-completions model that reads images).
-    ``api_key`` is a secret: it is left out of :meth:`fingerprint` and of ``repr``.
-    """
-
-    engine: str
-    language: str = "eng"
-    vision_model: str | None = None
-    vision_base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    #: Pages (or images) of one document sent to the backend at most.
-    max_pages: int = 50
-    #: Requests to a vision backend in flight at once, per extraction.
-    concurrency: int = 2
-    #: Seconds one vision request may take.
-    request_timeout_s: float = 60.0
-
-    def fingerprint(self) -> str:
-        """What of the configuration changes an OCR result (the key excluded)."""
-        return "|".join(
-            (self.engine, self.language, self.vision_model or "", self.vision_base_url or "",
-             str(self.max_pages))
-        )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Extraction:
-    """What an extractor returns when it has more to say than one text.
-
-    Attributes:
-        sections: The file's parts in order (a file without parts: one untitled section).
-        truncated: Why only part of the file was read (a page, slide, sheet or cell budget),
-            or ``None``; the character budget is applied after the extractor returns.
-        ocr: Some of the file has no text layer: its text came (or would have come) from the
-            OCR/vision backend. A change of that backend re-extracts such files only.
-    """
-
-    sections: tuple[Section, ...]
-    truncated: str | None = None
-    ocr: bool = False
-
-    @classmethod
-    def of(cls, text: str) -> Extraction:
-        return cls((Section(text),))
-
-
 #: Extracts text from a file's bytes; the second argument is the file's path (for messages).
 #: It returns the text, or an :class:`Extraction` with sections; registered with
 #: ``takes_options=True`` it is called with the :class:`ExtractOptions` as a third argument.
@@ -172,95 +118,6 @@ class ExtractorEntry:
         return self.extractor(data, path)
 
 
-class ExtractorDependencyMissing(ExtractionError, MissingDependencyError):
-    """An extractor needs an optional dependency; ``extra`` names what to install."""
-
-    code = "EXTRACT_DEPENDENCY_MISSING"
-
-    def __init__(self, what: str, extra: str) -> None:
-        super().__init__(what, extra)
-
-
-class NoTextLayerError(ExtractionError):
-    """A scan: a PDF without a text layer, or an image, and no OCR/vision backend configured
-    (or it read nothing)."""
-
-    code = "EXTRACT_NO_TEXT_LAYER"
-
-
-class ExtractionTimeoutError(ExtractionError):
-    """The extraction ran past its wall-time budget and was stopped."""
-
-    code = "EXTRACT_TIMEOUT"
-
-
-class UnsupportedTypeError(ExtractionError):
-    """No extractor handles the file's MIME type (images, archives, unknown binaries...)."""
-
-    code = "EXTRACT_UNSUPPORTED_TYPE"
-
-    def __init__(self, message: str, *, mime_type: str) -> None:
-        super().__init__(message)
-        self.mime_type = mime_type
-
-
-@dataclass(frozen=True)
-class ExtractedText:
-    """Text extracted from a file.
-
-    Attributes:
-        text: The extracted text, cut to the character budget: the sections' texts joined
-            by blank lines.
-        mime_type: The MIME type the extractor was chosen for (parameters removed).
-        truncated: Whether only part of the file was read (``truncated_reason`` says why).
-        chars: Number of characters in ``text``.
-        max_chars: The effective budget after clamping to :data:`HARD_MAX_CHARS`.
-        sections: ``(title, start, end)`` of each section in ``text`` (title ``""`` for an
-            untitled one among titled ones); empty when the file has no titled parts.
-        truncated_reason: Which budget cut the file, in words a user can act on.
-        ocr: Some of the text came (or would have come) from OCR/vision.
-        extractor: ``name@version`` of the extractor that read the file.
-    """
-
-    text: str
-    mime_type: str
-    truncated: bool
-    chars: int
-    max_chars: int = DEFAULT_MAX_CHARS
-    sections: tuple[tuple[str, int, int], ...] = ()
-    truncated_reason: str | None = None
-    ocr: bool = False
-    extractor: str = ""
-
-    def section_texts(self) -> list[Section]:
-        """The text cut back into its sections (one untitled section without any)."""
-        return sections_of(self.text, self.sections)
-
-
-def sections_of(text: str, spans: Sequence[tuple[str, int, int]]) -> list[Section]:
-    """``text`` cut at ``spans`` (``(title, start, end)``, title ``""`` for an untitled
-    part); no span: one untitled section. Spans past the end of ``text`` (a text cut at a
-    limit since) are cut with it."""
-    if not spans:
-        return [Section(text)]
-    out: list[Section] = []
-    for title, start, end in spans:
-        piece = text[max(0, start) : max(0, end)]
-        if piece.strip():
-            out.append(Section(piece, title or None))
-    return out
-
-
-def clean_title(title: object) -> str | None:
-    """A section title fit for a citation label: one line, no control characters, capped."""
-    if not isinstance(title, str):
-        return None
-    line = " ".join("".join(c if c.isprintable() else " " for c in title).split())
-    if len(line) > MAX_SECTION_TITLE:
-        line = line[: MAX_SECTION_TITLE - 1] + "…"
-    return line or None
-
-
 def _essence(mime_type: str) -> str:
     return mime_type.split(";", 1)[0].strip().lower()
 
@@ -269,27 +126,6 @@ def _extension(path: str) -> str:
     name = path.replace("\\", "/").rsplit("/", 1)[-1]
     dot = name.rfind(".")
     return name[dot:].lower() if dot > 0 else ""
-
-
-def error_from_code(code: str, message: str, extra: str | None = None) -> ExtractionError:
-    """The extraction error of class ``code`` (``EXTRACT_NO_TEXT_LAYER``...) with ``message``:
-    how a failure recorded or sent from a worker process is raised again as itself."""
-    classes: dict[str, type[ExtractionError]] = {
-        cls.code: cls
-        for cls in (
-            ExtractionError,
-            ExtractorDependencyMissing,
-            NoTextLayerError,
-            UnsupportedTypeError,
-            ExtractionTimeoutError,
-        )
-    }
-    cls = classes.get(code, ExtractionError)
-    exc = cls.__new__(cls)
-    RagError.__init__(exc, message)
-    if isinstance(exc, MissingDependencyError):
-        exc.extra = extra or ""
-    return exc
 
 
 def extraction_error(path: str, reason: str) -> ExtractionError:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from urllib.parse import unquote
 from xml.etree import ElementTree
 
-from vancetope_rag.default_plugins.extract_office import check_zip, read_member, refuse_dtd
+from vancetope_rag.default_plugins.office_common import check_zip, read_member, refuse_dtd
 from vancetope_rag.extract import (
     Extraction,
     ExtractOptions,

@@ -371,6 +371,18 @@ class ProjectRagIndexer:
         """Give the claim back as failed for good (no retry can read the file)."""
         result.failed += 1
         result.errors[doc.id] = error
+        self._give_back(doc, worker_id, result, error, max_attempts=1)
+
+    def _release_quietly(self, doc: Document, worker_id: str, result: BatchResult) -> None:
+        self._give_back(
+            doc, worker_id, result, "embeddings switched off", max_attempts=1_000_000,
+            count_attempt=False,
+        )  # fmt: skip
+
+    def _give_back(
+        self, doc: Document, worker_id: str, result: BatchResult, error: str, *,
+        max_attempts: int, count_attempt: bool = True,
+    ) -> None:  # fmt: skip
         result.handled.add(doc.id)
         self.releaser.release(
             Release(
@@ -380,21 +392,7 @@ class ProjectRagIndexer:
                 worker_id,
                 error=error,
                 retry_delay_s=self.config.indexer_interval_s,
-                max_attempts=1,
-            )
-        )
-
-    def _release_quietly(self, doc: Document, worker_id: str, result: BatchResult) -> None:
-        result.handled.add(doc.id)
-        self.releaser.release(
-            Release(
-                doc.tenant_id,
-                doc.project_id,
-                doc.id,
-                worker_id,
-                error="embeddings switched off",
-                retry_delay_s=self.config.indexer_interval_s,
-                max_attempts=1_000_000,
-                count_attempt=False,
+                max_attempts=max_attempts,
+                count_attempt=count_attempt,
             )
         )
