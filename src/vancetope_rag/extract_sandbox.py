@@ -3,8 +3,10 @@
 A pathological file (a PDF whose object graph loops, a zip bomb, a million nested tags) must
 not hang an import or a chat turn's tool call, and a thread cannot be stopped. So every
 extraction whose extractor can be sent to another process runs in one of a few long-lived
-worker processes (``spawn``ed: they share no lock or thread with the caller); one that passes
-its time limit is killed and replaced, and the call fails with
+worker processes (fresh interpreters started with ``python -c``: they share no lock or thread
+with the caller, and unlike multiprocessing's ``spawn`` they never import the caller's main
+module, so a host script without an ``if __name__ == "__main__"`` guard works); one that
+passes its time limit is killed and replaced, and the call fails with
 :class:`~vancetope_rag.extract.ExtractionTimeoutError`. A worker also runs with an address-space
 limit, so a file that would fill memory fails there instead of taking the host down.
 
@@ -15,13 +17,13 @@ calling process, without the time limit; name a module-level function to get it.
 from __future__ import annotations
 
 import atexit
-import multiprocessing
 import os
 import pickle
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
 from typing import Any
 
 from vancetope_rag.errors import ExtractionError, RagError
@@ -52,7 +54,17 @@ class _Job:
     budget: int
 
 
-def _serve(conn: Connection, memory_bytes: int) -> None:
+def child_main(read_fd: int, write_fd: int) -> None:
+    """A worker process's entry point: take the caller's import path and memory limit from
+    the first message, then serve jobs until the pipe closes."""
+    inbox = Connection(read_fd, writable=False)
+    outbox = Connection(write_fd, readable=False)
+    path, memory_bytes = inbox.recv()
+    sys.path[:] = path  # the caller's: its plugins' extractors import as they do there
+    _serve(inbox, outbox, memory_bytes)
+
+
+def _serve(inbox: Connection, outbox: Connection, memory_bytes: int) -> None:
     """A worker's loop: run jobs until the pipe closes."""
     try:
         import resource
@@ -62,7 +74,7 @@ def _serve(conn: Connection, memory_bytes: int) -> None:
         pass
     while True:
         try:
-            job: _Job = conn.recv()
+            job: _Job = inbox.recv()
         except (EOFError, OSError):
             return
         try:
@@ -77,7 +89,7 @@ def _serve(conn: Connection, memory_bytes: int) -> None:
         except BaseException as exc:  # the worker must answer whatever happens
             reply = ("error", ExtractionError.code, f"{type(exc).__name__}: {exc}", None)
         try:
-            conn.send(reply)
+            outbox.send(reply)
         except (OSError, ValueError):
             return
 
@@ -89,28 +101,52 @@ def _memory_message(path: str, memory_bytes: int) -> str:
     )
 
 
+_CHILD = (
+    "import sys; from vancetope_rag.extract_sandbox import child_main; "
+    "child_main(int(sys.argv[1]), int(sys.argv[2]))"
+)
+
+
 class _Worker:
+    """One worker process and the two pipes to it."""
+
     def __init__(self, memory_bytes: int) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self.conn, child = ctx.Pipe()
-        self.process: BaseProcess = ctx.Process(
-            target=_serve,
-            args=(child, memory_bytes),
-            name="vancetope-rag-extract",
-            daemon=True,
-        )
-        self.process.start()
-        child.close()
+        to_child, inbox_w = os.pipe()
+        outbox_r, from_child = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _CHILD, str(to_child), str(from_child)],
+                pass_fds=(to_child, from_child),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # an extractor's prints must not mix into ours
+            )
+        except BaseException:
+            for fd in (inbox_w, outbox_r):
+                os.close(fd)
+            raise
+        finally:
+            os.close(to_child)
+            os.close(from_child)
+        self.outbox = Connection(inbox_w, readable=False)
+        self.inbox = Connection(outbox_r, writable=False)
+        self.outbox.send((list(sys.path), memory_bytes))
+
+    @property
+    def exitcode(self) -> int | None:
+        return self.process.poll()
 
     def alive(self) -> bool:
-        return self.process.is_alive()
+        return self.process.poll() is None
 
     def kill(self) -> None:
         try:
             self.process.kill()
-            self.process.join(5)
+            self.process.wait(5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
         finally:
-            self.conn.close()
+            self.outbox.close()
+            self.inbox.close()
 
 
 class ExtractionSandbox:
@@ -152,18 +188,20 @@ class ExtractionSandbox:
         worker = self._acquire()
         healthy = False
         try:
-            worker.conn.send(job)
-            if not worker.conn.poll(timeout_s):
+            worker.outbox.send(job)
+            if not worker.inbox.poll(timeout_s):
                 raise ExtractionTimeoutError(
                     f"cannot extract text from {path!r}: extraction took longer than "
                     f"{timeout_s:g} s and was stopped (rag.extract.timeoutSeconds); the file "
                     "may be hostile or too large: split it, or raise the limit"
                 )
-            reply = worker.conn.recv()
+            reply = worker.inbox.recv()
             healthy = True
         except (EOFError, OSError, BrokenPipeError):
-            worker.process.join(2)  # the pipe closes before the process is reaped
-            code = worker.process.exitcode
+            try:  # the pipe closes before the process is reaped
+                code: int | None = worker.process.wait(2)
+            except subprocess.TimeoutExpired:
+                code = None
             raise ExtractionError(
                 f"cannot extract text from {path!r}: the extraction process ended "
                 f"(exit code {code}); the file may be hostile or need more memory than allowed"

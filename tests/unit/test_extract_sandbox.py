@@ -4,6 +4,7 @@ clear error in bounded time, and the next extraction works (issue 13)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +108,31 @@ def _needs_extra(data: bytes, path: str) -> str:
 
 def test_extraction_error_is_the_base(sandbox: ExtractionSandbox) -> None:
     assert issubclass(ExtractionTimeoutError, ExtractionError)
+
+
+def test_a_script_without_a_main_guard_can_import_files(tmp_path: Path) -> None:
+    """A host's plain script (no ``if __name__ == "__main__"``) must not be run again by the
+    worker processes it starts (multiprocessing's spawn re-imports the main module)."""
+    import subprocess
+    import sys
+
+    import filemakers as fm
+
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "a.pdf").write_bytes(fm.text_pdf(["unguarded script text"]))
+    script = tmp_path / "host.py"
+    script.write_text(
+        "from pathlib import Path\n"
+        "from vancetope_rag import EngineConfig, RagApp\n"
+        "print('host starts')\n"
+        f"app = RagApp.open(EngineConfig(store='sqlite:///{tmp_path}/rag.db'))\n"
+        "app.bring('t', 'p')\n"
+        f"s = app.importer.import_directory('t', 'p', Path({str(tmp_path / 'files')!r}))\n"
+        "print('created', s.created, 'failed', [f.reason for f in s.failed_files])\n"
+    )
+    run = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "created 1 failed []" in run.stdout, run.stdout + run.stderr[-2000:]
+    assert run.stdout.count("host starts") == 1
