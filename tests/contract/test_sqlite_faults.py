@@ -85,7 +85,8 @@ def test_a_lone_surrogate_is_invalid_input_not_a_crash(tmp_path: Path) -> None:
         (apsw.ReadOnlyError("attempt to write a readonly database"), StoreError, "permissions"),
         (apsw.CantOpenError("unable to open database file"), StoreError, "permissions"),
         (apsw.IOError("disk I/O error"), StoreError, "truncated or removed"),
-        (apsw.SQLError("no such table: x"), StoreError, "no such table"),
+        (apsw.SQLError("no such table: vec_chunks_7"), StoreError, "no such table"),
+        (apsw.SQLError("no such table: projects"), StoreCorruptError, "truncated while in use"),
         (apsw.ConstraintError("UNIQUE constraint failed"), ConstraintViolation, "constraint"),
     ],
 )

@@ -52,6 +52,15 @@ def store_error(apsw: Any, exc: BaseException, path: str) -> RagError:
             f"{where} is corrupt (a stored text is not valid UTF-8); restore it from a "
             f"backup, or inspect it with sqlite3 {path} 'PRAGMA integrity_check'"
         )
+    missing = str(exc).partition("no such table:")[2].strip()
+    if isinstance(exc, apsw.SQLError) and missing and not missing.startswith("vec_"):
+        # Every table but the per-dimension vec_* ones exists once the store is open (its
+        # schema is migrated then): one that is missing means the file under the connection
+        # is not the store it opened (truncated or replaced under a running worker).
+        return StoreCorruptError(
+            f"{where} was removed, replaced or truncated while in use ({exc}); stop every "
+            "process using it and restore it from a backup"
+        )
     if isinstance(exc, apsw.ConstraintError):
         return ConstraintViolation(f"{where}: a write broke a constraint: {exc}", str(exc))
     if isinstance(exc, apsw.CorruptError | apsw.NotADBError | apsw.FormatError):
