@@ -315,15 +315,32 @@ def test_a_fixed_file_replaces_its_failed_document(app: RagApp, files: Path) -> 
     assert doc.content == "café, now in UTF-8" and doc.index_last_error is None
 
 
-def test_an_indexed_file_that_becomes_unreadable_loses_its_chunks(app: RagApp, files: Path) -> None:
-    (files / "report.pdf").write_bytes(fm.text_pdf(["Harbour dues rise in spring"]))
+def test_an_indexed_file_that_becomes_unreadable_keeps_its_last_text(
+    app: RagApp, files: Path
+) -> None:
+    """A file replaced by a broken or locked copy fails visibly, and what was found before is
+    still found (nothing is lost); a readable version replaces it again."""
+    (files / "report.pdf").write_bytes(fm.text_pdf(["Cover", "Harbour dues rise in spring"]))
     app.importer.import_directory(T, P, files)
     ticks_until_idle(app)
-    assert "Harbour dues" in context(app, "harbour dues spring")
+    assert "report.pdf — page 2" in context(app, "harbour dues spring")
     (files / "report.pdf").write_bytes(fm.encrypted_pdf("Harbour dues rise in spring"))
     summary = app.importer.import_directory(T, P, files)
     assert "encrypted" in summary.failed_files[0].reason
-    assert "Harbour dues" not in context(app, "harbour dues spring")
+    doc = app.documents.get_by_path(T, P, "documents/report.pdf")
+    assert doc is not None and doc.index_state is IndexState.FAILED
+    assert "keeps the text of its last readable version" in (doc.index_last_error or "")
+    assert "report.pdf — page 2" in context(app, "harbour dues spring")
+    # A reindex rebuilds it from the kept text, sections included.
+    app.documents.mark_all_for_reindex(T, P)
+    ticks_until_idle(app)
+    assert "report.pdf — page 2" in context(app, "harbour dues spring")
+    (files / "report.pdf").write_bytes(fm.text_pdf(["Harbour dues fall in autumn"]))
+    assert app.importer.import_directory(T, P, files).updated == 1
+    ticks_until_idle(app)
+    doc = app.documents.get_by_path(T, P, "documents/report.pdf")
+    assert doc is not None and doc.index_state is IndexState.INDEXED
+    assert "autumn" in doc.content and "spring" not in doc.content
 
 
 def test_a_budget_truncates_and_says_so(app: RagApp) -> None:

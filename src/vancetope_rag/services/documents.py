@@ -7,6 +7,7 @@ never misses an edit made while it runs; a rebuild checks again before it switch
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 from dataclasses import dataclass
 from typing import Literal
@@ -270,9 +271,11 @@ class DocumentService:
         extraction: str,
         reason: str,
     ) -> Document:
-        """The document for a file that could not be read: no content, no chunks, state
-        ``failed`` with ``reason``, so the status, the REST API and the UI show it. A later
-        import that can read the file replaces it."""
+        """The document for a file that could not be read: state ``failed`` with ``reason``,
+        so the status, the REST API and the UI show it; a later import that can read the file
+        replaces it. A new document has no content and no chunks. One that held the text of
+        an earlier, readable version keeps it (and its chunks): a file caught half-written
+        or replaced by a broken copy loses nothing that was there."""
         path = check_path(path)
         check_label(mime_type, "mimeType", 255)
         with self.control.transaction():
@@ -289,15 +292,25 @@ class DocumentService:
                         failed_reason=reason,
                     )
                 )
-            self._remove_chunks(tenant_id, project_id, existing.id)
+            if not existing.content:
+                return self.control.update_document(
+                    tenant_id, project_id, existing.id, mime_type=mime_type,
+                    extraction=extraction, failed_reason=reason,
+                )  # fmt: skip
+            before = ExtractionRecord.from_json(existing.extraction)
+            after = ExtractionRecord.from_json(extraction)
+            if before is not None and after is not None:  # the kept text's sections stay
+                kept = dataclasses.replace(
+                    after, sections=before.sections, content_hash=before.content_hash
+                )
+                extraction = kept.to_json()
             return self.control.update_document(
                 tenant_id,
                 project_id,
                 existing.id,
-                content="",
-                mime_type=mime_type,
                 extraction=extraction,
-                failed_reason=reason,
+                failed_reason=f"{reason} (the document keeps the text of its last readable "
+                "version)",
             )
 
     def set_rag_enabled_override(
