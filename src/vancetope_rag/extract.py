@@ -178,8 +178,9 @@ class ExtractorRegistry:
                 depend on every budget; the names of the budgets it reads
                 (``("max_pages",)``): a change of another budget leaves its files alone.
             isolated: Run it in an extraction worker process, under the time and memory
-                limits (the default). ``False`` saves the process round trip (~2 ms a file)
-                for an extractor whose cost is linear in its input and that cannot hang.
+                limits (the default). ``False`` saves the round trip through a pipe
+                (``bench/extraction.py`` measures it) for an extractor whose cost is linear
+                in its input and that cannot hang.
         """
         if name is None:
             module = getattr(extractor, "__module__", None) or "?"
@@ -320,7 +321,9 @@ def run_extractor(
         isinstance(s, Section) and isinstance(s.text, str) for s in result.sections
     ):
         raise extraction_error(
-            path, f"the {mime} extractor returned {type(result).__name__}, not str"
+            path,
+            f"the {mime} extractor returned {type(result).__name__}, not str or an Extraction "
+            "of Sections (a bug in the extractor: report it to its plugin's authors)",
         )
     return _budgeted(result, mime, budget, f"{entry.name}@{entry.version}")
 

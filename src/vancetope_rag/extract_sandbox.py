@@ -33,6 +33,7 @@ from vancetope_rag.extract import (
     ExtractOptions,
     ExtractorEntry,
     error_from_code,
+    extraction_error,
     run_extractor,
 )
 from vancetope_rag.secrets import get_logger
@@ -43,6 +44,7 @@ log = get_logger(__name__)
 MAX_WORKERS = 2
 #: Address-space limit of a worker process, in bytes.
 WORKER_MEMORY_BYTES = 3 * 1024**3
+
 
 @dataclass(frozen=True)
 class _Job:
@@ -87,7 +89,13 @@ def _serve(inbox: Connection, outbox: Connection, memory_bytes: int) -> None:
         except MemoryError:
             reply = ("error", ExtractionError.code, _memory_message(job.path, memory_bytes), None)
         except BaseException as exc:  # the worker must answer whatever happens
-            reply = ("error", ExtractionError.code, f"{type(exc).__name__}: {exc}", None)
+            reason = f"the extraction was interrupted ({type(exc).__name__}: {exc})"
+            reply = (
+                "error",
+                ExtractionError.code,
+                extraction_error(job.path, reason).message,
+                None,
+            )
         try:
             outbox.send(reply)
         except (OSError, ValueError):
@@ -130,10 +138,6 @@ class _Worker:
         self.outbox = Connection(inbox_w, readable=False)
         self.inbox = Connection(outbox_r, writable=False)
         self.outbox.send((list(sys.path), memory_bytes))
-
-    @property
-    def exitcode(self) -> int | None:
-        return self.process.poll()
 
     def alive(self) -> bool:
         return self.process.poll() is None

@@ -10,7 +10,6 @@ import pytest
 
 import hostile_extractors
 from fakes import default_extractors
-from vancetope_rag.errors import ExtractionError
 from vancetope_rag.extract import (
     ExtractionTimeoutError,
     ExtractOptions,
@@ -104,10 +103,6 @@ def _needs_ocr(data: bytes, path: str) -> str:
 
 def _needs_extra(data: bytes, path: str) -> str:
     raise ExtractorDependencyMissing("PDF text extraction", "pdf")
-
-
-def test_extraction_error_is_the_base(sandbox: ExtractionSandbox) -> None:
-    assert issubclass(ExtractionTimeoutError, ExtractionError)
 
 
 def test_a_script_without_a_main_guard_can_import_files(tmp_path: Path) -> None:

@@ -120,16 +120,3 @@ class ExtractionRecord:
             )
         except (ValueError, TypeError, KeyError):
             return None
-
-    def public(self) -> dict[str, Any]:
-        """What the status and the REST API show of it."""
-        return {
-            "extractor": self.extractor,
-            "mimeType": self.mime_type,
-            "size": self.size,
-            "sections": len(self.sections),
-            "ocr": self.ocr,
-            "truncated": self.truncated,
-            "errorCode": self.error_code,
-            "error": self.error,
-        }
