@@ -126,6 +126,12 @@ class NoTextLayerError(ExtractionError):
     code = "EXTRACT_NO_TEXT_LAYER"
 
 
+class NoTextError(ExtractionError):
+    """The file was read and holds no text (an empty file, a document of images only)."""
+
+    code = "EXTRACT_NO_TEXT"
+
+
 class ExtractionTimeoutError(ExtractionError):
     """The extraction ran past its wall-time budget and was stopped."""
 
@@ -208,6 +214,7 @@ def error_from_code(code: str, message: str, extra: str | None = None) -> Extrac
             ExtractionError,
             ExtractorDependencyMissing,
             NoTextLayerError,
+            NoTextError,
             UnsupportedTypeError,
             ExtractionTimeoutError,
         )

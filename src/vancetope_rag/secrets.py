@@ -13,6 +13,8 @@ import logging
 import re
 import threading
 
+from vancetope_rag.errors import RagError
+
 MASK = "********"
 _MIN_SECRET_LEN = 6
 #: Shapes of well-known key formats (OpenAI/compatible ``sk-…``, Google ``AIza…``, bearer JWTs).
@@ -66,3 +68,9 @@ def get_logger(name: str) -> logging.Logger:
     if _FILTER not in logger.filters:
         logger.addFilter(_FILTER)
     return logger
+
+
+def error_text(exc: BaseException) -> str:
+    """What the store, a record and the log keep of a failure: redacted, capped."""
+    text = exc.message if isinstance(exc, RagError) else f"{type(exc).__name__}: {exc}"
+    return redact(text)[:2000]

@@ -24,7 +24,6 @@ from vancetope_rag.domain.context_block import neutralise_tags
 from vancetope_rag.domain.eligibility import guess_mime_type
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, RagRecord
 from vancetope_rag.errors import ExtractionError, InvalidInputError, RagError
-from vancetope_rag.extract import error_from_code
 from vancetope_rag.secrets import get_logger, redact
 from vancetope_rag.services.sources import SourceText
 from vancetope_rag.tool_schemas import TOOL_SPECS
@@ -149,13 +148,8 @@ class RagTools:
         )
         read = extraction.extract(data, path=rel, mime=guess_mime_type(rel), plan=plan)
         if read.text is None:
-            record = read.record
-            raise error_from_code(
-                record.error_code or "", record.error or f"cannot extract text from {rel!r}"
-            )
+            raise read.error or ExtractionError(f"cannot extract text from {rel!r}")
         extracted = read.text
-        if not extracted.text.strip():
-            raise ExtractionError(f"no text found in workspace file {rel!r}")
         ref = sourceRef or f"workspace:{rel}"
         parts = [
             SourceText(s.text, path=rel, metadata={SECTION_KEY: s.title} if s.title else {})

@@ -209,3 +209,6 @@ def test_an_unreadable_file_is_an_error_result(ws: tuple[RagApp, Path, str]) -> 
     result = call_tool(app.tools(T, P), "rag_add_workspace_file", ragId=rag_id, path="scan.png")
     assert result["code"] == "EXTRACT_NO_TEXT_LAYER"
     assert "configure an OCR/vision extractor" in result["error"]
+    (tmp_path / "ws" / T / P / "empty.md").write_bytes(b"")
+    empty = call_tool(app.tools(T, P), "rag_add_workspace_file", ragId=rag_id, path="empty.md")
+    assert empty["code"] == "EXTRACT_NO_TEXT" and "the file is empty" in empty["error"]

@@ -15,19 +15,22 @@ from typing import Any
 
 from vancetope_rag.domain.extraction import ExtractionRecord, config_fingerprint, file_hash
 from vancetope_rag.domain.settings import SETTINGS
-from vancetope_rag.errors import ExtractionError, RagError
+from vancetope_rag.errors import ExtractionError
 from vancetope_rag.extract import (
     HARD_MAX_CHARS,
     ExtractedText,
     ExtractOptions,
     ExtractorEntry,
     ExtractorRegistry,
+    NoTextError,
     NoTextLayerError,
     OcrConfig,
     extract_text,
+    extraction_error,
+    run_extractor,
 )
 from vancetope_rag.extract_sandbox import ExtractionSandbox, shared_sandbox
-from vancetope_rag.secrets import redact, register_secret
+from vancetope_rag.secrets import error_text, register_secret
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store.shared import content_hash
 
@@ -55,10 +58,12 @@ class ExtractionPlan:
 
 @dataclass(frozen=True)
 class FileExtraction:
-    """One file read: the text (``None`` when it failed) and the record the document keeps."""
+    """One file read: the text, or (``text`` None) the error; and the record the document
+    keeps."""
 
     record: ExtractionRecord
     text: ExtractedText | None = None
+    error: ExtractionError | None = None
 
     @property
     def failed(self) -> bool:
@@ -140,21 +145,22 @@ class ExtractionService:
         digest = file_hash(data)
         try:
             text = self._run(entry, data, path, mime, plan)
-        except RagError as exc:
-            if not isinstance(exc, ExtractionError):
-                raise
-            code = exc.code
+            if not text.text.strip():  # read, and nothing in it: fails, never looks indexed
+                what = "the file is empty" if not data else "no text found in the file"
+                raise NoTextError(extraction_error(path, what).message)
+        except ExtractionError as exc:
+            scan = isinstance(exc, NoTextLayerError)
             record = ExtractionRecord(
                 file_hash=digest,
-                config=plan.fingerprint(entry, ocr=isinstance(exc, NoTextLayerError)),
+                config=plan.fingerprint(entry, ocr=scan),
                 extractor=f"{entry.name}@{entry.version}" if entry else "",
                 mime_type=mime,
                 size=len(data),
-                ocr=isinstance(exc, NoTextLayerError),
-                error_code=code,
-                error=redact(exc.message)[:2000],
+                ocr=scan,
+                error_code=exc.code,
+                error=error_text(exc),
             )
-            return FileExtraction(record)
+            return FileExtraction(record, error=exc)
         record = ExtractionRecord(
             file_hash=digest,
             config=plan.fingerprint(entry, ocr=text.ocr),
@@ -177,13 +183,14 @@ class ExtractionService:
         plan: ExtractionPlan,
     ) -> ExtractedText:
         options = plan.options
-        if entry is None or not entry.isolated or not self.isolate:
-            # No extractor (unsupported, or text sniffing of an unknown type), or one that is
-            # linear in its input (strict decoding): nothing to stop, no round trip to pay.
+        if entry is None:  # unsupported, or text sniffing of an unknown type
             return extract_text(
                 data, path=path, registry=self.registry, mime_type=mime,
                 max_chars=options.max_chars, options=options,
             )  # fmt: skip
+        if not entry.isolated or not self.isolate:
+            # Linear in its input (strict decoding): nothing to stop, no round trip to pay.
+            return run_extractor(entry, data, path, mime, options, options.max_chars)
         return self.sandbox.run(
             entry, data, path, mime, options, options.max_chars, timeout_s=plan.timeout_s
         )

@@ -14,7 +14,6 @@ skipped with their reason.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -262,10 +261,8 @@ class DocumentImporter:
                     summary.over_limit.append(source.path)
                 return
             read = self.extraction.extract(data, path=source.path, mime=mime, plan=plan)
-            if read.record.error_code == UnsupportedTypeError.code:
-                raise UnsupportedTypeError(read.record.error or "", mime_type=mime)
-            if read.text is not None and not read.text.text.strip():
-                read = _no_text(source.path, data, read)
+            if isinstance(read.error, UnsupportedTypeError):
+                raise read.error
         if read.text is None:
             self.documents.record_unreadable(
                 tenant_id, project_id, path, mime_type=_stored_mime(mime),
@@ -299,14 +296,3 @@ class DocumentImporter:
 def _stored_mime(mime: str) -> str:
     """Extracted text (a PDF's, a notebook's) is stored as text; the indexer reads text."""
     return mime if is_textual(mime) else "text/plain"
-
-
-def _no_text(path: str, data: bytes, read: FileExtraction) -> FileExtraction:
-    """A file that yields no text fails visibly instead of looking indexed and never found."""
-    reason = (
-        f"cannot import {path!r}: the file is empty"
-        if not data
-        else f"cannot import {path!r}: no text found in the file"
-    )
-    record = dataclasses.replace(read.record, error_code="EXTRACT_NO_TEXT", error=reason)
-    return FileExtraction(record)

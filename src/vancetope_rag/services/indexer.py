@@ -23,7 +23,7 @@ from vancetope_rag.domain.extraction import ExtractionRecord
 from vancetope_rag.domain.records import Document, IndexState, RagRecord
 from vancetope_rag.errors import RagError, StoreError
 from vancetope_rag.metrics import Metrics
-from vancetope_rag.secrets import get_logger, redact
+from vancetope_rag.secrets import error_text, get_logger
 from vancetope_rag.services.claims import ClaimReleaser, Release
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.projects import ProjectRagService
@@ -107,12 +107,6 @@ def retry_delay(config: EngineConfig, attempts: int) -> float:
     base = config.retry_backoff_s * (2 ** max(0, attempts))
     capped: float = min(config.retry_backoff_max_s, base)
     return capped * random.uniform(0.8, 1.2)
-
-
-def error_text(exc: BaseException) -> str:
-    """What the store and the log keep of a failure: redacted, capped."""
-    text = exc.message if isinstance(exc, RagError) else f"{type(exc).__name__}: {exc}"
-    return redact(text)[:2000]
 
 
 class ProjectRagIndexer:

@@ -18,8 +18,8 @@ from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import IndexState
 from vancetope_rag.errors import RagError, StoreError
 from vancetope_rag.metrics import Metrics
-from vancetope_rag.secrets import get_logger
-from vancetope_rag.services.indexer import BatchResult, ProjectRagIndexer, error_text
+from vancetope_rag.secrets import error_text, get_logger
+from vancetope_rag.services.indexer import BatchResult, ProjectRagIndexer
 from vancetope_rag.services.migration import MigrationService
 from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.settings import SettingsService

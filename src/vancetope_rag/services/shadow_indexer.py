@@ -19,9 +19,9 @@ from vancetope_rag.domain.migration import ItemState, Migration, MigrationItem
 from vancetope_rag.domain.records import Document, RagRecord
 from vancetope_rag.errors import StoreError
 from vancetope_rag.metrics import Metrics
-from vancetope_rag.secrets import get_logger
+from vancetope_rag.secrets import error_text, get_logger
 from vancetope_rag.services.documents import DocumentService
-from vancetope_rag.services.indexer import BatchResult, error_text, fingerprint, retry_delay
+from vancetope_rag.services.indexer import BatchResult, fingerprint, retry_delay
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsSnapshot
 from vancetope_rag.services.sources import SourceText, document_parts
