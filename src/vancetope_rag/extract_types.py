@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from vancetope_rag.domain.texts import one_line
 from vancetope_rag.errors import ExtractionError, MissingDependencyError, RagError
 
 #: The character budget of an extraction when none is given.
@@ -199,10 +200,7 @@ def clean_title(title: object) -> str | None:
     """A section title fit for a citation label: one line, no control characters, capped."""
     if not isinstance(title, str):
         return None
-    line = " ".join("".join(c if c.isprintable() else " " for c in title).split())
-    if len(line) > MAX_SECTION_TITLE:
-        line = line[: MAX_SECTION_TITLE - 1] + "…"
-    return line or None
+    return one_line(title, MAX_SECTION_TITLE) or None
 
 
 def error_from_code(code: str, message: str, extra: str | None = None) -> ExtractionError:

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from llama_index.core.tools import FunctionTool
 
-from vancetope_rag.domain.citations import SECTION_KEY, cite
+from vancetope_rag.domain.citations import cite
 from vancetope_rag.domain.context_block import neutralise_tags
 from vancetope_rag.domain.eligibility import guess_mime_type
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, RagRecord
 from vancetope_rag.errors import ExtractionError, InvalidInputError, RagError
 from vancetope_rag.secrets import get_logger, redact
-from vancetope_rag.services.sources import SourceText
+from vancetope_rag.services.sources import SourceText, section_parts
 from vancetope_rag.tool_schemas import TOOL_SPECS
 from vancetope_rag.workspace import read_workspace_file
 
@@ -151,10 +151,7 @@ class RagTools:
             raise read.error or ExtractionError(f"cannot extract text from {rel!r}")
         extracted = read.text
         ref = sourceRef or f"workspace:{rel}"
-        parts = [
-            SourceText(s.text, path=rel, metadata={SECTION_KEY: s.title} if s.title else {})
-            for s in extracted.section_texts()
-        ]
+        parts = section_parts(extracted.section_texts(), rel)
         stats = self.app.rags.replace_source(rag, ref, parts)
         return {
             "ragId": rag.id,

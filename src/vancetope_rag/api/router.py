@@ -81,7 +81,7 @@ def truncated_reason(doc: Document) -> str | None:
     if not doc.truncated:
         return None
     record = ExtractionRecord.from_json(doc.extraction)
-    if record is not None and record.truncated and record.content_hash == doc.content_hash:
+    if record is not None and record.truncated and record.applies_to(doc.content_hash):
         return record.truncated
     return "indexed up to the text limit"
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from vancetope_rag.domain.records import Hit
+from vancetope_rag.domain.texts import one_line
 
 __all__ = [
     "MANUAL_PREFIX",
@@ -81,8 +82,7 @@ def section_of(hit: Hit) -> str | None:
     raw = hit.metadata.get(SECTION_KEY) if hit.metadata else None
     if not isinstance(raw, str):
         return None
-    line = " ".join("".join(c if c.isprintable() else " " for c in raw).split())
-    return line[:_SECTION_CHARS] or None
+    return one_line(raw, _SECTION_CHARS) or None
 
 
 def cite(hits: Sequence[Hit], *, project_rag: bool) -> list[Cited]:

@@ -75,6 +75,11 @@ class ExtractionRecord:
     def failed(self) -> bool:
         return self.error_code is not None
 
+    def applies_to(self, content_hash: str) -> bool:
+        """The record describes this text (its sections and truncation hold for it): the
+        document still holds what the import stored, the host has not rewritten it since."""
+        return self.content_hash == content_hash
+
     def retry_anyway(self) -> bool:
         """The last failure may have been the machine's: try the file again."""
         return self.error_code in RETRIED_FAILURES

@@ -19,6 +19,7 @@ __all__ = [
     "check_metadata",
     "check_text",
     "has_lone_surrogate",
+    "one_line",
 ]
 
 #: The longest tenant or project id.
@@ -32,6 +33,13 @@ def has_lone_surrogate(text: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
+
+
+def one_line(text: str, max_chars: int) -> str:
+    """``text`` on one line for a label: control and other unprintable characters and runs
+    of whitespace become one blank, and past ``max_chars`` it ends with an ellipsis."""
+    line = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return line if len(line) <= max_chars else line[: max_chars - 1] + "…"
 
 
 def _surrogate_error(what: str) -> InvalidInputError:

@@ -202,12 +202,7 @@ class ProjectRagIndexer:
                 self._fail_unreadable(doc, worker_id, record.error or "unreadable", result)
             elif self.documents.is_rag_eligible(doc):
                 sources[doc.id], cut = self._parts(doc, include)
-                # Truncated: indexed up to the text limit, or its file read up to a budget.
-                if cut or (
-                    record is not None
-                    and record.truncated
-                    and record.content_hash == doc.content_hash
-                ):
+                if cut:
                     clipped.add(doc.id)
             else:
                 self._commit(rag, doc, worker_id, [], IndexState.NONE, result)

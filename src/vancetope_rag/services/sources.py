@@ -11,7 +11,7 @@ from typing import Any
 from vancetope_rag.domain.citations import SECTION_KEY
 from vancetope_rag.domain.extraction import ExtractionRecord
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, ChunkKind, Document, RagRecord
-from vancetope_rag.extract import sections_of
+from vancetope_rag.extract import Section, sections_of
 
 __all__ = [
     "DEFAULT_MAX_TEXT_CHARS",
@@ -20,6 +20,7 @@ __all__ = [
     "SourceText",
     "document_parts",
     "manual_parts",
+    "section_parts",
 ]
 
 #: The text limit when none is configured (``EngineConfig.max_text_chars``'s default).
@@ -67,7 +68,8 @@ def document_parts(
     doc: Document, include_summaries: bool, clip: Callable[[str], tuple[str, bool]]
 ) -> tuple[list[SourceText], bool]:
     """The texts a document's chunks are built from (content, then the summary), each cut at
-    the engine's text limit by ``clip``, and whether one was cut. The live indexer and a
+    the engine's text limit by ``clip``, and whether the document is indexed only in part
+    (a text cut there, or its file read only up to a budget). The live indexer and a
     rebuild's both use it, so a rebuild's chunks are the live ones' with another model.
 
     Content read from a file with sections (pages, sheets, slides) is one text per section,
@@ -78,21 +80,26 @@ def document_parts(
     if include_summaries and doc.summary:
         texts.append((doc.summary, ChunkKind.SUMMARY.value))
     record = ExtractionRecord.from_json(doc.extraction)
-    spans = (
-        record.sections if record is not None and record.content_hash == doc.content_hash else ()
-    )
+    current = record if record is not None and record.applies_to(doc.content_hash) else None
+    spans = current.sections if current is not None else ()
     parts: list[SourceText] = []
-    truncated = False
+    # Truncated: a text indexed up to the limit, or the file read only up to a budget.
+    truncated = bool(current is not None and current.truncated)
     for text, kind in texts:
         if not text.strip():
             continue
         kept, cut = clip(text)
         truncated = truncated or cut
         if kind == ChunkKind.CONTENT.value and spans:
-            parts += [
-                SourceText(s.text, kind, doc.path, {SECTION_KEY: s.title} if s.title else {})
-                for s in sections_of(kept, spans)
-            ]
+            parts += section_parts(sections_of(kept, spans), doc.path)
         else:
             parts.append(SourceText(kept, kind, doc.path))
     return parts, truncated
+
+
+def section_parts(sections: Sequence[Section], path: str | None) -> list[SourceText]:
+    """One content text per section, its title in the ``section`` metadata the label shows."""
+    return [
+        SourceText(s.text, path=path, metadata={SECTION_KEY: s.title} if s.title else {})
+        for s in sections
+    ]
