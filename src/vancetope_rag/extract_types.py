@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from vancetope_rag.domain.extract_settings import EXTRACT_SETTINGS
 from vancetope_rag.domain.texts import one_line
 from vancetope_rag.errors import ExtractionError, MissingDependencyError, RagError
 
 #: The character budget of an extraction when none is given.
 DEFAULT_MAX_CHARS = 2_000_000
+#: The settings' defaults: the one source of the budgets an extraction has when none is given.
+_DEFAULT = {spec.key: spec.default for spec in EXTRACT_SETTINGS}
 #: Longest section title kept (a sheet name, a slide title); longer ones are cut.
 MAX_SECTION_TITLE = 120
 
@@ -50,10 +53,10 @@ class ExtractOptions:
     """
 
     max_chars: int = DEFAULT_MAX_CHARS
-    max_pages: int = 2_000
-    max_slides: int = 1_000
-    max_sheets: int = 100
-    max_cells: int = 1_000_000
+    max_pages: int = _DEFAULT["rag.extract.maxPages"]  # type: ignore[assignment]
+    max_slides: int = _DEFAULT["rag.extract.maxSlides"]  # type: ignore[assignment]
+    max_sheets: int = _DEFAULT["rag.extract.maxSheets"]  # type: ignore[assignment]
+    max_cells: int = _DEFAULT["rag.extract.maxCells"]  # type: ignore[assignment]
     ocr: OcrConfig | None = None
 
 
@@ -71,14 +74,14 @@ class OcrConfig:
     """
 
     engine: str
-    language: str = "eng"
+    language: str = _DEFAULT["rag.extract.ocrLanguage"]  # type: ignore[assignment]
     vision_model: str | None = None
     vision_base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     #: Pages (or images) of one document sent to the backend at most.
-    max_pages: int = 50
+    max_pages: int = _DEFAULT["rag.extract.vision.maxPages"]  # type: ignore[assignment]
     #: Requests to a vision backend in flight at once, per extraction.
-    concurrency: int = 2
+    concurrency: int = _DEFAULT["rag.extract.vision.concurrency"]  # type: ignore[assignment]
     #: Seconds one vision request may take.
     request_timeout_s: float = 60.0
 

@@ -15,6 +15,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from vancetope_rag.default_plugins import extract_books, extract_office, extract_scans
+from vancetope_rag.default_plugins.office_common import ENCRYPTED, OLE_MAGIC
 from vancetope_rag.domain.eligibility import CODE_MIME_WHITELIST
 from vancetope_rag.errors import ExtractionError
 from vancetope_rag.extract import (
@@ -27,8 +28,6 @@ from vancetope_rag.hookspecs import hookimpl
 DOCX_MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 IPYNB_MIME = "application/x-ipynb+json"
 PDF_MIME = "application/pdf"
-#: How an OLE compound file starts: what an encrypted (password-protected) Office file is.
-OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 #: Largest ``word/document.xml`` read from a DOCX, after decompression (zip-bomb guard).
 MAX_DOCX_XML_BYTES = 50 * 1024 * 1024
 
@@ -180,9 +179,7 @@ def extract_docx(data: bytes, path: str) -> str:
     """Paragraphs of a DOCX's main document, one per line; DTDs and entities are refused."""
     if data.startswith(OLE_MAGIC):
         # A password-protected Office file is an OLE container around the encrypted zip.
-        raise extraction_error(
-            path, "the file is encrypted (password-protected); save it without a password"
-        )
+        raise extraction_error(path, ENCRYPTED)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             try:
