@@ -76,7 +76,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from vancetope_rag import EngineConfig, RagApp
-    from vancetope_rag.services.sources import SourceText
+    from vancetope_rag.services.indexing.sources import SourceText
     from vancetope_rag.store.types import RagScope
 
     tmp = tempfile.mkdtemp(prefix="vrag-bench-")

@@ -21,7 +21,7 @@ from pydantic import PrivateAttr
 
 from vancetope_rag.default_plugins.hashing import HashingEmbedding
 from vancetope_rag.embeddings import EmbeddingRegistry, EmbeddingSettings, LoadedModel
-from vancetope_rag.extract import ExtractorRegistry
+from vancetope_rag.extraction.registry import ExtractorRegistry
 from vancetope_rag.plugins import get_plugin_manager
 
 #: The tenant and project most tests work in (``make_app`` sets up tenant ``t1``).

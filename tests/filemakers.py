@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import zipfile
 
-from vancetope_rag.extract import ExtractedText
+from vancetope_rag.extraction.registry import ExtractedText
 
 
 def xlsx(sheets: dict[str, list[list[object]]]) -> bytes:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from vancetope_rag.default_plugins.extractors import html_to_text
     from vancetope_rag.domain.cascade import AutoInject, resolve_auto_inject
     from vancetope_rag.domain.context_block import render_context_block
-    from vancetope_rag.domain.migration import Migration, MigrationState
+    from vancetope_rag.domain.rebuilds import Migration, MigrationState
     from vancetope_rag.domain.records import (
         DEFAULT_RAG_NAME,
         Document,
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
         SettingError,
         StoreError,
     )
-    from vancetope_rag.extract import (
+    from vancetope_rag.extraction.registry import (
         ExtractedText,
         Extraction,
         ExtractionTimeoutError,
@@ -73,12 +73,12 @@ if TYPE_CHECKING:
     from vancetope_rag.hookspecs import hookimpl
     from vancetope_rag.plugins import get_plugin_manager
     from vancetope_rag.recipes import RagParams, Recipe, load_recipe, parse_recipe
-    from vancetope_rag.services.project_retriever import ProjectRagRetriever
+    from vancetope_rag.services.retrieval.retriever import ProjectRagRetriever
     from vancetope_rag.store import open_store
     from vancetope_rag.store.llamaindex_store import RagVectorStore
 
-# Names are imported on first use: ``import vancetope_rag.extract`` (an extraction worker
-# process, a plugin) must not pay for LlamaIndex and the app.
+# Names are imported on first use: ``import vancetope_rag.extraction.registry`` (an extraction
+# worker process, a plugin) must not pay for LlamaIndex and the app.
 _EXPORTS: dict[str, str] = {
     "RagApp": "vancetope_rag.app",
     "EngineConfig": "vancetope_rag.config",
@@ -86,8 +86,8 @@ _EXPORTS: dict[str, str] = {
     "AutoInject": "vancetope_rag.domain.cascade",
     "resolve_auto_inject": "vancetope_rag.domain.cascade",
     "render_context_block": "vancetope_rag.domain.context_block",
-    "Migration": "vancetope_rag.domain.migration",
-    "MigrationState": "vancetope_rag.domain.migration",
+    "Migration": "vancetope_rag.domain.rebuilds",
+    "MigrationState": "vancetope_rag.domain.rebuilds",
     "DEFAULT_RAG_NAME": "vancetope_rag.domain.records",
     "Document": "vancetope_rag.domain.records",
     "Hit": "vancetope_rag.domain.records",
@@ -119,28 +119,28 @@ _EXPORTS: dict[str, str] = {
     "ReservedNameError": "vancetope_rag.errors",
     "SettingError": "vancetope_rag.errors",
     "StoreError": "vancetope_rag.errors",
-    "ExtractedText": "vancetope_rag.extract",
-    "Extraction": "vancetope_rag.extract",
-    "ExtractionTimeoutError": "vancetope_rag.extract",
-    "ExtractOptions": "vancetope_rag.extract",
-    "NoTextLayerError": "vancetope_rag.extract",
-    "OcrConfig": "vancetope_rag.extract",
-    "Section": "vancetope_rag.extract",
-    "Extractor": "vancetope_rag.extract",
-    "ExtractorDependencyMissing": "vancetope_rag.extract",
-    "ExtractorRegistry": "vancetope_rag.extract",
-    "RegisterExtractor": "vancetope_rag.extract",
-    "UnsupportedTypeError": "vancetope_rag.extract",
-    "decode_text": "vancetope_rag.extract",
-    "extract_text": "vancetope_rag.extract",
-    "extraction_error": "vancetope_rag.extract",
+    "ExtractedText": "vancetope_rag.extraction.registry",
+    "Extraction": "vancetope_rag.extraction.registry",
+    "ExtractionTimeoutError": "vancetope_rag.extraction.registry",
+    "ExtractOptions": "vancetope_rag.extraction.registry",
+    "NoTextLayerError": "vancetope_rag.extraction.registry",
+    "OcrConfig": "vancetope_rag.extraction.registry",
+    "Section": "vancetope_rag.extraction.registry",
+    "Extractor": "vancetope_rag.extraction.registry",
+    "ExtractorDependencyMissing": "vancetope_rag.extraction.registry",
+    "ExtractorRegistry": "vancetope_rag.extraction.registry",
+    "RegisterExtractor": "vancetope_rag.extraction.registry",
+    "UnsupportedTypeError": "vancetope_rag.extraction.registry",
+    "decode_text": "vancetope_rag.extraction.registry",
+    "extract_text": "vancetope_rag.extraction.registry",
+    "extraction_error": "vancetope_rag.extraction.registry",
     "hookimpl": "vancetope_rag.hookspecs",
     "get_plugin_manager": "vancetope_rag.plugins",
     "RagParams": "vancetope_rag.recipes",
     "Recipe": "vancetope_rag.recipes",
     "load_recipe": "vancetope_rag.recipes",
     "parse_recipe": "vancetope_rag.recipes",
-    "ProjectRagRetriever": "vancetope_rag.services.project_retriever",
+    "ProjectRagRetriever": "vancetope_rag.services.retrieval.retriever",
     "open_store": "vancetope_rag.store",
     "RagVectorStore": "vancetope_rag.store.llamaindex_store",
 }

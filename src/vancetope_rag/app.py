@@ -22,17 +22,20 @@ from vancetope_rag.domain.records import Document, IndexStatus
 from vancetope_rag.domain.texts import check_id
 from vancetope_rag.embeddings import EmbeddingRegistry
 from vancetope_rag.errors import InvalidInputError
-from vancetope_rag.extract import ExtractorRegistry
+from vancetope_rag.extraction.registry import ExtractorRegistry
+from vancetope_rag.extraction.service import ExtractionService
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.plugins import get_plugin_manager
 from vancetope_rag.recipes import RagParams
 from vancetope_rag.services.autoinject import RagAutoInjectService
 from vancetope_rag.services.documents import DocumentService
-from vancetope_rag.services.extraction import ExtractionService
 from vancetope_rag.services.importer import DocumentImporter
-from vancetope_rag.services.indexer import ProjectRagIndexer
-from vancetope_rag.services.migration import MigrationService
-from vancetope_rag.services.project_retriever import (
+from vancetope_rag.services.indexing.indexer import ProjectRagIndexer
+from vancetope_rag.services.indexing.scheduler import ProjectRagIndexScheduler
+from vancetope_rag.services.projects import ProjectLifecycle, ProjectRagService
+from vancetope_rag.services.rag import RagService
+from vancetope_rag.services.rebuilds.service import MigrationService
+from vancetope_rag.services.retrieval.retriever import (
     ProjectRagRetriever,
     RecipeLike,
     chat_engine,
@@ -40,9 +43,6 @@ from vancetope_rag.services.project_retriever import (
     query_engine,
     split_options,
 )
-from vancetope_rag.services.projects import ProjectLifecycle, ProjectRagService
-from vancetope_rag.services.rag import RagService
-from vancetope_rag.services.scheduler import ProjectRagIndexScheduler
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store import Store, open_store
 from vancetope_rag.store.types import Clock

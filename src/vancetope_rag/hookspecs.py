@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from vancetope_rag.app import RagApp
     from vancetope_rag.domain.records import Document
     from vancetope_rag.embeddings import EmbeddingProvider
-    from vancetope_rag.extract import RegisterExtractor
+    from vancetope_rag.extraction.registry import RegisterExtractor
     from vancetope_rag.recipes import RagParams
 
 PROJECT_NAME = "vancetope_rag"
@@ -61,9 +61,10 @@ def register_extractors(register: RegisterExtractor) -> None:
     Called once per app, when it opens. Call ``register(mime_types, extractor,
     extensions=(), name=None, version="1", takes_options=False)`` where
     ``extractor(data: bytes, path: str) -> str`` returns the text — or an
-    :class:`~vancetope_rag.extract.Extraction` of sections (pages, sheets, slides) — or raises
+    :class:`~vancetope_rag.extraction.types.Extraction` of
+    sections (pages, sheets, slides) — or raises
     :class:`~vancetope_rag.errors.ExtractionError`. With ``takes_options`` it also receives the
-    :class:`~vancetope_rag.extract.ExtractOptions` (budgets, OCR backend). Bump ``version``
+    :class:`~vancetope_rag.extraction.types.ExtractOptions` (budgets, OCR backend). Bump ``version``
     when its output changes: the next import re-reads that type's files. A later registration
     of a MIME type or extension replaces an earlier one; the built-in extractors register
     first, so a plugin can replace them. The default plugin registers plain text and code,

@@ -22,7 +22,7 @@ from llama_index.core.workflow import WorkflowRuntimeError
 
 from fakes import P, T, call_tool
 from vancetope_rag.app import RagApp
-from vancetope_rag.integrations.llamaindex import RagContextLLM
+from vancetope_rag.integrations.llamaindex.llm import RagContextLLM
 from vancetope_rag.tools import TOOL_NAMES
 
 # LlamaIndex's workflow runtime inspects pydantic models and uses its own deprecated API.

@@ -12,7 +12,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from fakes import CallLog, P, ProbeProvider, T, registry
 from vancetope_rag.app import RagApp
-from vancetope_rag.integrations.llamaindex import RagContextLLM
+from vancetope_rag.integrations.llamaindex.llm import RagContextLLM
 
 AppFactory = Callable[..., RagApp]
 

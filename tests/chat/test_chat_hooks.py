@@ -12,9 +12,9 @@ from chat_fakes import RecordingLLM, index_docs
 
 from fakes import P, ProbeProvider, T
 from vancetope_rag.app import RagApp
-from vancetope_rag.extract import extract_text
+from vancetope_rag.extraction.registry import extract_text
 from vancetope_rag.hookspecs import hookimpl
-from vancetope_rag.integrations.llamaindex import RagContextLLM
+from vancetope_rag.integrations.llamaindex.llm import RagContextLLM
 from vancetope_rag.plugins import get_plugin_manager
 from vancetope_rag.recipes import RagParams
 

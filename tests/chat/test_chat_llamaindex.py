@@ -19,7 +19,7 @@ from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.hookspecs import hookimpl
 from vancetope_rag.integrations import RagContextLLM as ReExported
-from vancetope_rag.integrations.llamaindex import (
+from vancetope_rag.integrations.llamaindex.llm import (
     INJECTED_KEY,
     RagContextLLM,
     inject_system_messages,
@@ -327,7 +327,7 @@ def test_pre_turn_failure_never_breaks_the_turn(
     index_docs(app)
     inner = RecordingLLM()
     llm = RagContextLLM(inner, app, T, P)
-    with caplog.at_level(logging.WARNING, logger="vancetope_rag.integrations.llamaindex"):
+    with caplog.at_level(logging.WARNING, logger="vancetope_rag.integrations.llamaindex.llm"):
         assert llm.chat([_msg(MessageRole.USER, QUESTION)]).message.content == "ok"
         assert asyncio.run(llm.achat([_msg(MessageRole.USER, QUESTION)])).message.content == "ok"
     assert [_roles(c) for c in inner.calls] == [["user"], ["user"]]

@@ -24,7 +24,7 @@ from fakes import DOCS, P, ProbeProvider, T, registry
 from vancetope_rag.app import RagApp
 from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.recipes import RagParams
-from vancetope_rag.services.project_retriever import HitNodeWithScore, hits_of
+from vancetope_rag.services.retrieval.retriever import HitNodeWithScore, hits_of
 
 AppFactory = Callable[..., RagApp]
 

@@ -10,7 +10,7 @@ from chat_fakes import RecordingLLM, index_docs
 from fakes import P, call_tool
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import RagRecord
-from vancetope_rag.integrations.llamaindex import RagContextLLM
+from vancetope_rag.integrations.llamaindex.llm import RagContextLLM
 
 A, B = "tenant-a", "tenant-b"
 B_MARKER = "bravo-quokka-7f3a"

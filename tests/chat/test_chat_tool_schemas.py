@@ -10,8 +10,8 @@ import pytest
 
 from fakes import P, T
 from vancetope_rag.app import RagApp
-from vancetope_rag.tool_schemas import TOOL_SPECS
 from vancetope_rag.tools import TOOL_NAMES, RagTools
+from vancetope_rag.tools.schemas import TOOL_SPECS
 
 
 @pytest.fixture

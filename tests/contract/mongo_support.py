@@ -28,10 +28,10 @@ from typing import Any
 import pytest
 from atlas_double import AtlasCluster
 
-from vancetope_rag.store import mongo_indexes as ix
-from vancetope_rag.store.mongo import MongoStore, open_mongo_store
-from vancetope_rag.store.mongo_control import MongoControlStore
-from vancetope_rag.store.mongo_queries import MAX_NUM_CANDIDATES
+from vancetope_rag.store.mongo import indexes as ix
+from vancetope_rag.store.mongo.builders.queries import MAX_NUM_CANDIDATES
+from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
+from vancetope_rag.store.mongo.control import MongoControlStore
 from vancetope_rag.store.port import Store
 
 MONGODB_URI_ENV = "VANCETOPE_RAG_TEST_MONGODB_URI"

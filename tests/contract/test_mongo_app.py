@@ -21,7 +21,7 @@ from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.cli import cli
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, IndexState
-from vancetope_rag.store.mongo import MongoStore, open_mongo_store
+from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
 from vancetope_rag.store.types import RagScope
 
 AppFactory = Callable[..., RagApp]

@@ -22,10 +22,10 @@ from pymongo.operations import SearchIndexModel
 
 from vancetope_rag.domain.records import Chunk
 from vancetope_rag.errors import StoreError
-from vancetope_rag.store import mongo_indexes as ix
-from vancetope_rag.store import mongo_queries as mq
-from vancetope_rag.store.mongo import MongoStore, open_mongo_store
-from vancetope_rag.store.mongo_chunks import MongoChunkStore
+from vancetope_rag.store.mongo import indexes as ix
+from vancetope_rag.store.mongo.builders import queries as mq
+from vancetope_rag.store.mongo.chunks import MongoChunkStore
+from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
 from vancetope_rag.store.types import NewDocument, RagScope
 
 DIM = 8

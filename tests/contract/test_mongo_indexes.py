@@ -14,8 +14,8 @@ from pymongo.errors import (
 )
 
 from vancetope_rag.errors import InvalidInputError, StoreError
-from vancetope_rag.store import mongo_indexes as ix
-from vancetope_rag.store.mongo_errors import (
+from vancetope_rag.store.mongo import indexes as ix
+from vancetope_rag.store.mongo.errors import (
     check_bson_size,
     guard_errors,
     scrub,

@@ -18,11 +18,11 @@ from pymongo.errors import OperationFailure
 
 from vancetope_rag.domain.records import Chunk, RagRecord
 from vancetope_rag.errors import InvalidInputError, StoreError
-from vancetope_rag.store import mongo_queries as mq
 from vancetope_rag.store import open_store
-from vancetope_rag.store.mongo import MongoStore, open_mongo_store
-from vancetope_rag.store.mongo_chunks import MongoChunkStore
-from vancetope_rag.store.mongo_search import SearchSupport
+from vancetope_rag.store.mongo.builders import queries as mq
+from vancetope_rag.store.mongo.chunks import MongoChunkStore
+from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
+from vancetope_rag.store.mongo.search import SearchSupport
 from vancetope_rag.store.types import NewDocument, RagScope
 
 mongomock = pytest.importorskip("mongomock")

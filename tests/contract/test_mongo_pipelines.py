@@ -16,10 +16,9 @@ from bson.binary import Binary, BinaryVectorDtype
 
 from vancetope_rag.domain.records import Chunk, IndexState, ProjectStatus
 from vancetope_rag.errors import InvalidInputError, StoreError
-from vancetope_rag.store import mongo_indexes as ix
-from vancetope_rag.store import mongo_updates as q
-from vancetope_rag.store.mongo import client_options, database_from_uri, redact_uri
-from vancetope_rag.store.mongo_queries import (
+from vancetope_rag.store.mongo import indexes as ix
+from vancetope_rag.store.mongo.builders import updates as q
+from vancetope_rag.store.mongo.builders.queries import (
     MAX_NUM_CANDIDATES,
     atlas_hits,
     atlas_score_to_cosine,
@@ -41,7 +40,11 @@ from vancetope_rag.store.mongo_queries import (
     translate_filters,
     vector_search_filter,
 )
-from vancetope_rag.store.mongo_text import build_text_probe_pipeline, build_text_search_pipeline
+from vancetope_rag.store.mongo.builders.text import (
+    build_text_probe_pipeline,
+    build_text_search_pipeline,
+)
+from vancetope_rag.store.mongo.client import client_options, database_from_uri, redact_uri
 from vancetope_rag.store.shared import DocumentChanges
 from vancetope_rag.store.types import NewDocument, RagScope
 

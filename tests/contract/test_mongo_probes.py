@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from atlas_search_sim import check_vector_stage
 
-from vancetope_rag.store import mongo_indexes as ix
-from vancetope_rag.store.mongo_probes import (
+from vancetope_rag.store.mongo import indexes as ix
+from vancetope_rag.store.mongo.builders.probes import (
     generation_counts_pipeline,
     scope_probe_pipelines,
     sees_all,
     source_groups,
     written,
 )
-from vancetope_rag.store.mongo_queries import MAX_NUM_CANDIDATES
+from vancetope_rag.store.mongo.builders.queries import MAX_NUM_CANDIDATES
 from vancetope_rag.store.types import RagScope
 
 SCOPE = RagScope("tenant-a", "proj-1", "rag-a", 4)

@@ -15,10 +15,10 @@ from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SWEEP_GRACE_S
 from fakes import DOCS, P, T
 from turnloop import TurnLoop, check_turns, seed
 from vancetope_rag.app import RagApp
-from vancetope_rag.domain.migration import MigrationState
+from vancetope_rag.domain.rebuilds import MigrationState
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, RagState
-from vancetope_rag.store import mongo_indexes as ix
-from vancetope_rag.store.mongo import MongoStore, open_mongo_store
+from vancetope_rag.store.mongo import indexes as ix
+from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
 from vancetope_rag.store.types import RagScope
 
 AppFactory = Callable[..., RagApp]

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from vancetope_rag.domain.records import Chunk
 from vancetope_rag.errors import StoreError
 from vancetope_rag.store import SqliteStore, open_store
-from vancetope_rag.store.lexical import scope_token
-from vancetope_rag.store.sqlite_chunks import SqliteChunkStore
-from vancetope_rag.store.sqlite_db import MIGRATIONS, SCHEMA_VERSION, SqliteDatabase
-from vancetope_rag.store.sqlite_lexical import SqliteLexical
+from vancetope_rag.store.sqlite.bm25 import scope_token
+from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
+from vancetope_rag.store.sqlite.db import MIGRATIONS, SCHEMA_VERSION, SqliteDatabase
+from vancetope_rag.store.sqlite.fts import SqliteLexical
 from vancetope_rag.store.types import RagScope
 
 DIM = 4
@@ -252,7 +252,7 @@ def test_v2_store_is_migrated_and_backfilled(tmp_path: Path) -> None:
 
 
 def test_the_migration_keeps_the_tokenizer_the_code_uses(tmp_path: Path) -> None:
-    from vancetope_rag.store.lexical import FTS5_TOKENIZE, TOKENIZER_ARGS
+    from vancetope_rag.store.sqlite.bm25 import FTS5_TOKENIZE, TOKENIZER_ARGS
 
     db = SqliteDatabase(tmp_path / "rag.db")
     (sql,) = db.query("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'")[0]

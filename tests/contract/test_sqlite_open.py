@@ -202,7 +202,7 @@ def test_two_handles_on_one_file_see_each_others_writes(tmp_path: Path) -> None:
 def test_schema_v1_store_is_migrated_in_place(tmp_path: Path) -> None:
     """A store written by schema version 1 opens, keeps its rows and gains the columns of
     the later versions (v2: rag_indexed_hash, v3: truncated)."""
-    from vancetope_rag.store.sqlite_db import MIGRATIONS
+    from vancetope_rag.store.sqlite.db import MIGRATIONS
 
     path = tmp_path / "v1.db"
     conn = apsw.Connection(str(path))
@@ -234,7 +234,7 @@ def test_schema_v3_store_keeps_its_rags_as_live_generations(tmp_path: Path) -> N
 
     from vancetope_rag.domain.records import RagState
     from vancetope_rag.errors import RagAlreadyExistsError
-    from vancetope_rag.store.sqlite_db import MIGRATIONS
+    from vancetope_rag.store.sqlite.db import MIGRATIONS
 
     path = tmp_path / "v3.db"
     conn = apsw.Connection(str(path))

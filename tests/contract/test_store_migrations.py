@@ -10,7 +10,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from vancetope_rag.domain.migration import ItemState, Migration, MigrationState
+from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationState
 from vancetope_rag.domain.records import Chunk, RagRecord, RagState
 from vancetope_rag.errors import RagAlreadyExistsError, RebuildRunningError
 from vancetope_rag.store.port import ControlStore, MigrationStore, Store

@@ -19,7 +19,7 @@ from vancetope_rag.errors import (
     InvalidInputError,
     RagAlreadyExistsError,
 )
-from vancetope_rag.store import mongo_updates as q
+from vancetope_rag.store.mongo.builders import updates as q
 from vancetope_rag.store.port import Store
 from vancetope_rag.store.shared import (
     ERROR_TEXT_MAX,
@@ -39,7 +39,7 @@ from vancetope_rag.store.shared import (
     vector_from_bytes,
     vector_to_bytes,
 )
-from vancetope_rag.store.sqlite_rows import DIRTY_SETS, document_update_sql
+from vancetope_rag.store.sqlite.rows import DIRTY_SETS, document_update_sql
 from vancetope_rag.store.types import NewDocument, RagScope
 
 T, P, DIM = "tenant-s", "proj-s", 4

@@ -10,10 +10,10 @@ import pytest
 
 from vancetope_rag.domain.records import Chunk
 from vancetope_rag.store import open_store
-from vancetope_rag.store.sqlite_chunks import SqliteChunkStore
-from vancetope_rag.store.sqlite_db import SqliteDatabase
+from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
+from vancetope_rag.store.sqlite.db import SqliteDatabase
+from vancetope_rag.store.sqlite.vector_cache import VectorCache
 from vancetope_rag.store.types import RagScope
-from vancetope_rag.store.vector_cache import VectorCache
 
 DIM = 16
 SCOPE = RagScope("t1", "p1", "rag-1", DIM)

@@ -12,7 +12,7 @@ from vancetope_rag.app import RagApp
 from vancetope_rag.default_plugins import DEFAULT_PLUGINS
 from vancetope_rag.default_plugins.hashing import HashingProvider
 from vancetope_rag.embeddings import EmbeddingProvider, EmbeddingSettings, LoadedModel
-from vancetope_rag.extract import RegisterExtractor, UnsupportedTypeError, extract_text
+from vancetope_rag.extraction.registry import RegisterExtractor, UnsupportedTypeError, extract_text
 from vancetope_rag.hookspecs import hookimpl
 from vancetope_rag.plugins import get_plugin_manager, plugin_names
 

@@ -24,8 +24,8 @@ import filemakers as fm
 from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.cascade import AutoInject
-from vancetope_rag.domain.extraction import ExtractionRecord
 from vancetope_rag.domain.records import IndexState
+from vancetope_rag.extraction.records import ExtractionRecord
 from vancetope_rag.recipes import RagParams
 from vancetope_rag.services.importer import ImportSource
 
@@ -287,7 +287,7 @@ def test_reimporting_unchanged_files_calls_no_extractor(app: RagApp, files: Path
 
 
 def test_a_new_extractor_version_re_extracts_its_files_only(make_app: Any, files: Path) -> None:
-    from vancetope_rag.extract import decode_text
+    from vancetope_rag.extraction.registry import decode_text
 
     write_tree(files, {"a.md": b"alpha", "b.md": b"beta", "c.odt": fm.odt(["gamma"])})
     app = make_app()

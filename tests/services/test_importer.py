@@ -9,7 +9,7 @@ import pytest
 
 from fakes import P, T
 from vancetope_rag.app import RagApp
-from vancetope_rag.extract import ExtractorRegistry
+from vancetope_rag.extraction.registry import ExtractorRegistry
 from vancetope_rag.services.importer import DocumentImporter, ImportSource
 
 

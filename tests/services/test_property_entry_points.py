@@ -39,7 +39,7 @@ from vancetope_rag.cli import cli
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.errors import RagError
 from vancetope_rag.recipes import RagParams
-from vancetope_rag.store.sqlite_db import SqliteDatabase
+from vancetope_rag.store.sqlite.db import SqliteDatabase
 from vancetope_rag.tools import TOOL_NAMES
 
 SECRET = "property-secret-0123456789abcdefghijk"

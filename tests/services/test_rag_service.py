@@ -14,7 +14,7 @@ from vancetope_rag import (
     ReservedNameError,
 )
 from vancetope_rag.app import RagApp
-from vancetope_rag.services.sources import SourceText
+from vancetope_rag.services.indexing.sources import SourceText
 
 
 @pytest.fixture

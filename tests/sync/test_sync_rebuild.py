@@ -11,7 +11,7 @@ from synchelpers import chunk_count, chunks, default_rag, states
 
 from fakes import DOCS, CallLog, P, ProbeProvider, Refuse, T, call_tool, registry
 from vancetope_rag.app import RagApp
-from vancetope_rag.domain.migration import ItemState, MigrationState
+from vancetope_rag.domain.rebuilds import ItemState, MigrationState
 from vancetope_rag.domain.records import RagState
 from vancetope_rag.errors import EmbeddingDisabledError, NoRebuildError, RebuildRunningError
 from vancetope_rag.store.types import RagScope

@@ -23,7 +23,7 @@ from fakes import DOCS, P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.cli import cli
 from vancetope_rag.errors import StoreFullError
-from vancetope_rag.store.sqlite_db import SqliteDatabase
+from vancetope_rag.store.sqlite.db import SqliteDatabase
 
 
 def _db(app: RagApp) -> SqliteDatabase:

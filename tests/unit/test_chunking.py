@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vancetope_rag.services.chunking import (
+from vancetope_rag.services.indexing.chunking import (
     bounded_splitter,
     segment_text,
     split_fixed_width,

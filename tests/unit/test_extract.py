@@ -18,9 +18,10 @@ import pytest
 
 import filemakers
 from fakes import default_extractors
-from vancetope_rag.default_plugins import extract_scans, extractors
+from vancetope_rag.default_plugins import extractors
+from vancetope_rag.default_plugins.extractors import scans as extract_scans
 from vancetope_rag.errors import ExtractionError, InvalidInputError, MissingDependencyError
-from vancetope_rag.extract import (
+from vancetope_rag.extraction.registry import (
     DEFAULT_MAX_CHARS,
     HARD_MAX_CHARS,
     ExtractedText,

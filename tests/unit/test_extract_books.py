@@ -17,7 +17,7 @@ from fakes import default_extractors
 from filemakers import section, titles
 from vancetope_rag.domain.eligibility import guess_mime_type
 from vancetope_rag.errors import ExtractionError
-from vancetope_rag.extract import (
+from vancetope_rag.extraction.registry import (
     ExtractedText,
     ExtractOptions,
     ExtractorDependencyMissing,

@@ -16,7 +16,7 @@ import pytest
 from fakes import default_extractors
 from filemakers import section, titles
 from vancetope_rag.errors import ExtractionError, MissingDependencyError
-from vancetope_rag.extract import (
+from vancetope_rag.extraction.registry import (
     ExtractedText,
     ExtractOptions,
     ExtractorDependencyMissing,

@@ -10,15 +10,15 @@ import pytest
 
 import hostile_extractors
 from fakes import default_extractors
-from vancetope_rag.extract import (
+from vancetope_rag.extraction.registry import (
     ExtractionTimeoutError,
     ExtractOptions,
     ExtractorDependencyMissing,
     ExtractorRegistry,
     NoTextLayerError,
 )
-from vancetope_rag.extract_sandbox import ExtractionSandbox
-from vancetope_rag.services.extraction import ExtractionPlan, ExtractionService
+from vancetope_rag.extraction.sandbox import ExtractionSandbox
+from vancetope_rag.extraction.service import ExtractionPlan, ExtractionService
 
 
 @pytest.fixture(scope="module")

@@ -28,9 +28,10 @@ from pypdf import PdfReader, PdfWriter
 
 from fakes import default_extractors
 from filemakers import build_pdf, titles
-from vancetope_rag.default_plugins import extract_scans, extractors
+from vancetope_rag.default_plugins import extractors
+from vancetope_rag.default_plugins.extractors import scans as extract_scans
 from vancetope_rag.errors import ExtractionError
-from vancetope_rag.extract import (
+from vancetope_rag.extraction.registry import (
     ExtractedText,
     ExtractOptions,
     ExtractorDependencyMissing,

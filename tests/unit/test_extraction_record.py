@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 from fakes import default_extractors
-from vancetope_rag.domain.extraction import ExtractionRecord, file_hash
-from vancetope_rag.extract import ExtractOptions, OcrConfig
-from vancetope_rag.services.extraction import ExtractionPlan, ExtractionService
+from vancetope_rag.extraction.records import ExtractionRecord, file_hash
+from vancetope_rag.extraction.registry import ExtractOptions, OcrConfig
+from vancetope_rag.extraction.service import ExtractionPlan, ExtractionService
 
 PDF, XLSX, MD = (
     "application/pdf",

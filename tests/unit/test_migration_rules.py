@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from vancetope_rag.domain.migration import (
+from vancetope_rag.domain.rebuilds import (
     Migration,
     MigrationProgress,
     MigrationState,

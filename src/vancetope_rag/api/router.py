@@ -26,8 +26,8 @@ from vancetope_rag.api.models import (
     error_responses,
 )
 from vancetope_rag.app import RagApp
-from vancetope_rag.domain.extraction import ExtractionRecord
 from vancetope_rag.domain.records import Document, IndexState
+from vancetope_rag.extraction.records import ExtractionRecord
 
 MAX_PAGE = 1000
 

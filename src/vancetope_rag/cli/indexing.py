@@ -15,7 +15,7 @@ from vancetope_rag.cli.base import Ctx, cli, emit, errors_to_exit, fail, pass_ct
 from vancetope_rag.cli.progress import progress_lines, wait_for_rebuild
 
 if TYPE_CHECKING:
-    from vancetope_rag.services.scheduler import TickResult
+    from vancetope_rag.services.indexing.scheduler import TickResult
 
 
 @cli.command("import")

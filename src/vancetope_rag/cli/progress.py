@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from vancetope_rag.domain.migration import Migration, Progress, ProjectProgress
+from vancetope_rag.domain.rebuilds import Migration, Progress, ProjectProgress
 from vancetope_rag.errors import RagError
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from vancetope_rag.domain.migration import ProjectProgress
+from vancetope_rag.domain.rebuilds import ProjectProgress
 
 #: Name of the system-owned default RAG of every project.
 DEFAULT_RAG_NAME = "_documents"
@@ -93,7 +93,7 @@ class Document:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     #: What the import's text extraction recorded (JSON of
-    #: :class:`~vancetope_rag.domain.extraction.ExtractionRecord`): the file's and the
+    #: :class:`~vancetope_rag.extraction.records.ExtractionRecord`): the file's and the
     #: extractor's fingerprints, the sections, a truncation or the failure. None for a
     #: document whose content the host wrote itself.
     extraction: str | None = None

@@ -17,9 +17,9 @@ from types import MappingProxyType
 from urllib.parse import urlsplit
 
 from vancetope_rag.domain.cascade import parse_auto_inject
-from vancetope_rag.domain.extract_settings import EXTRACT_SETTINGS
 from vancetope_rag.domain.setting_kinds import SettingKind, SettingSpec
 from vancetope_rag.errors import SettingError
+from vancetope_rag.extraction.settings import EXTRACT_SETTINGS
 
 __all__ = [
     "SECRET_MASK",

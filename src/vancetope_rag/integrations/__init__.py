@@ -6,7 +6,7 @@ other frameworks would live in their own modules and be imported from there.
 
 from __future__ import annotations
 
-from vancetope_rag.integrations.llamaindex import (
+from vancetope_rag.integrations.llamaindex.llm import (
     INJECTED_KEY,
     RagContextLLM,
     inject_system_messages,

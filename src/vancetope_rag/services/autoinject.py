@@ -14,15 +14,15 @@ from vancetope_rag.domain.records import Hit
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.recipes import RagParams
 from vancetope_rag.secrets import get_logger
-from vancetope_rag.services.project_retriever import (
+from vancetope_rag.services.projects import ProjectRagService
+from vancetope_rag.services.rag import RagService
+from vancetope_rag.services.retrieval.retriever import (
     PROJECT_RAG_DISABLED,
     ProjectRagRetriever,
     RetrievalParams,
     hits_of,
     resolve_params,
 )
-from vancetope_rag.services.projects import ProjectRagService
-from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot
 from vancetope_rag.services.tokens import count_tokens
 

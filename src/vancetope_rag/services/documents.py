@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vancetope_rag.domain.eligibility import guess_mime_type, is_rag_eligible
-from vancetope_rag.domain.extraction import ExtractionRecord
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Document, IndexState, RagState
 from vancetope_rag.domain.texts import check_label, has_lone_surrogate
 from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError
+from vancetope_rag.extraction.records import ExtractionRecord
 from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore
 from vancetope_rag.store.types import UNSET, NewDocument, RagScope, _Unset
 

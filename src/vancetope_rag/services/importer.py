@@ -3,7 +3,7 @@ summary that says, per file type, what was done, and every failure with its reas
 
 The CLI's ``import`` runs :meth:`DocumentImporter.import_directory`; a surface that receives
 files another way (an upload) hands them to :meth:`DocumentImporter.import_sources`. Text is
-extracted through the app's :class:`~vancetope_rag.services.extraction.ExtractionService`
+extracted through the app's :class:`~vancetope_rag.extraction.service.ExtractionService`
 (the app's extractor registry, budgets and time limit), so file types that plugins register
 are imported like the built-in ones. A file that cannot be read (a scan without OCR, an
 encrypted or corrupt file, a missing extra, past the time limit) becomes a document in state
@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vancetope_rag.domain.eligibility import guess_mime_type, is_textual
-from vancetope_rag.domain.extraction import ExtractionRecord, file_hash
 from vancetope_rag.domain.texts import has_lone_surrogate
 from vancetope_rag.errors import ExtractionError, RagError
-from vancetope_rag.extract import ExtractorRegistry, UnsupportedTypeError
+from vancetope_rag.extraction.records import ExtractionRecord, file_hash
+from vancetope_rag.extraction.registry import ExtractorRegistry, UnsupportedTypeError
+from vancetope_rag.extraction.service import ExtractionPlan, ExtractionService, FileExtraction
 from vancetope_rag.services.documents import DocumentService, check_path
-from vancetope_rag.services.extraction import ExtractionPlan, ExtractionService, FileExtraction
 
 #: Files larger than this are skipped (a document is held in memory whole).
 MAX_IMPORT_BYTES = 50 * 1024 * 1024

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vancetope_rag.domain.migration import Migration
+from vancetope_rag.domain.rebuilds import Migration
 from vancetope_rag.domain.records import (
     DEFAULT_RAG_NAME,
     Project,
@@ -27,7 +27,7 @@ from vancetope_rag.store.port import ControlStore
 from vancetope_rag.store.types import RagScope
 
 if TYPE_CHECKING:  # the migration service builds on the indexer, which builds on this
-    from vancetope_rag.services.migration import MigrationService
+    from vancetope_rag.services.rebuilds.service import MigrationService
 
 log = get_logger(__name__)
 

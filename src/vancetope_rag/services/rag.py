@@ -30,15 +30,15 @@ from vancetope_rag.embeddings import (
 )
 from vancetope_rag.errors import InvalidInputError, RagNotFoundError, ReservedNameError
 from vancetope_rag.secrets import get_logger
-from vancetope_rag.services.chunking import chunking_for, ingestion_pipeline
-from vancetope_rag.services.retrieval import Retriever, citable_hits
-from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
-from vancetope_rag.services.sources import (
+from vancetope_rag.services.indexing.chunking import chunking_for, ingestion_pipeline
+from vancetope_rag.services.indexing.sources import (
     DEFAULT_MAX_TEXT_CHARS,
     IngestStats,
     SourceText,
     manual_parts,
 )
+from vancetope_rag.services.retrieval.search import Retriever, citable_hits
+from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
 from vancetope_rag.store.llamaindex_store import KIND_KEY, PATH_KEY, SOURCE_KEY, RagVectorStore
 from vancetope_rag.store.port import ChunkStore, ControlStore
 from vancetope_rag.store.types import ChunkFilter, RagScope
@@ -369,7 +369,7 @@ class RagService:
         caller already read them; ``filters``: what the store applies, ``keep``: the
         post-filter, see :func:`~vancetope_rag.domain.retrieval.collect_hits`).
         ``_documents`` hits come as they may be cited now
-        (:func:`~vancetope_rag.services.retrieval.citable_hits`)."""
+        (:func:`~vancetope_rag.services.retrieval.search.citable_hits`)."""
         text = self.check_text_size(check_text(text, "query"), "query")
         check_query_args(top_k, min_score, max_per_doc)  # before paying for an embedding
         if mode is None:

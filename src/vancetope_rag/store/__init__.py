@@ -88,8 +88,8 @@ def open_store(
     """Open the store a URI names. A plain file path is read as a SQLite store.
 
     ``vector_cache`` (SQLite): answer unfiltered queries from in-process indexes kept coherent
-    with the file (vectors: :mod:`vancetope_rag.store.vector_cache`; BM25:
-    :mod:`vancetope_rag.store.lexical_index`); off, every query goes to sqlite-vec and FTS5.
+    with the file (vectors: :mod:`vancetope_rag.store.sqlite.vector_cache`; BM25:
+    :mod:`vancetope_rag.store.sqlite.bm25_index`); off, every query goes to sqlite-vec and FTS5.
     ``busy_timeout_s`` (SQLite): how long a statement waits for a lock another process holds
     before it fails with a :class:`StoreError`.
     """
@@ -100,7 +100,7 @@ def open_store(
         path = sqlite_path_from_uri(uri)
     elif scheme in ("mongodb", "mongodb+srv"):
         try:
-            from vancetope_rag.store.mongo import open_mongo_store
+            from vancetope_rag.store.mongo.client import open_mongo_store
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
             raise MissingDependencyError("the MongoDB store", "mongodb") from exc
         store: Store = open_mongo_store(uri, clock=clock)
@@ -112,12 +112,12 @@ def open_store(
             f"unsupported store URI scheme {scheme!r}; use sqlite:///path/rag.db or "
             "mongodb://host/db"
         )
-    from vancetope_rag.store.lexical_index import LexicalCache
-    from vancetope_rag.store.sqlite_chunks import SqliteChunkStore
-    from vancetope_rag.store.sqlite_control import SqliteControlStore
-    from vancetope_rag.store.sqlite_db import SqliteDatabase
-    from vancetope_rag.store.sqlite_migrations import SqliteMigrationStore
-    from vancetope_rag.store.vector_cache import VectorCache
+    from vancetope_rag.store.sqlite.bm25_index import LexicalCache
+    from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
+    from vancetope_rag.store.sqlite.control import SqliteControlStore
+    from vancetope_rag.store.sqlite.db import SqliteDatabase
+    from vancetope_rag.store.sqlite.rebuilds import SqliteMigrationStore
+    from vancetope_rag.store.sqlite.vector_cache import VectorCache
 
     db = SqliteDatabase(Path(path), busy_timeout_ms=max(1, int(busy_timeout_s * 1000)))
     chunks = SqliteChunkStore(

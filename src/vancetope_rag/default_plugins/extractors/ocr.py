@@ -1,0 +1,262 @@
+"""OCR/vision backends: PNG page images in, their text out (``rag.extract.ocr``).
+
+``tesseract`` runs the local ``tesseract`` binary through ``pytesseract`` (the ``ocr`` extra and
+Debian/Ubuntu's ``tesseract-ocr``); ``vision`` sends each image to an OpenAI-compatible
+chat-completions endpoint with the standard library's HTTP client. The API key never appears in
+an error message: server text quoted in one has it replaced by ``****``.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from vancetope_rag.errors import ExtractionError
+from vancetope_rag.extraction.registry import (
+    ExtractorDependencyMissing,
+    OcrConfig,
+    extraction_error,
+)
+
+DEFAULT_VISION_BASE_URL = "https://api.openai.com/v1"
+#: What the vision model is asked for, with each page image.
+VISION_INSTRUCTION = (
+    "Transcribe all text of this page verbatim, in reading order, as plain text. Keep line "
+    "breaks between paragraphs, lines and table rows. Do not add commentary, descriptions, "
+    "headings or formatting of your own; if the page has no text, answer with nothing."
+)
+#: Largest vision response body read (a transcription is far smaller).
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+#: Characters of a server's error text quoted in a message.
+MAX_QUOTED = 300
+
+
+def recognize(images: Sequence[bytes], config: OcrConfig, path: str) -> list[str]:
+    """The text of each image, in order, read by the backend ``config.engine`` names.
+
+    Args:
+        images: PNG images (one per page or frame).
+        config: The OCR/vision backend and its settings.
+        path: The file the images come from, for messages.
+
+    Returns:
+        One text per image (``""`` where nothing was read).
+
+    Raises:
+        ExtractorDependencyMissing: ``tesseract`` without ``pytesseract`` (the ``ocr`` extra).
+        ExtractionError: The backend is misconfigured, missing or failed (the message says
+            which setting or package to fix; it never contains the API key).
+    """
+    if not images:
+        return []
+    if config.engine == "tesseract":
+        return _run_all(images, config, lambda png: _tesseract(png, config, path))
+    if config.engine == "vision":
+        url = _vision_url(config, path)
+        return _run_all(images, config, lambda png: _vision(png, config, url, path))
+    raise extraction_error(
+        path, f"unknown OCR engine {config.engine!r}; set rag.extract.ocr to tesseract or vision"
+    )
+
+
+def _run_all(images: Sequence[bytes], config: OcrConfig, read: Callable[[bytes], str]) -> list[str]:
+    """``read`` on every image, at most ``config.concurrency`` at once; the first error wins."""
+    workers = max(1, min(int(config.concurrency), len(images)))
+    if workers == 1:
+        return [read(png) for png in images]
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vancetope-ocr")
+    try:
+        futures: list[Future[str]] = [pool.submit(read, png) for png in images]
+        return [future.result() for future in futures]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+# --- tesseract --------------------------------------------------------------------------------
+
+
+def _tesseract(png: bytes, config: OcrConfig, path: str) -> str:
+    try:
+        import pytesseract  # type: ignore[import-not-found, unused-ignore]
+        from PIL import Image
+    except ImportError:
+        raise ExtractorDependencyMissing("OCR with Tesseract", "ocr") from None
+    language = config.language or "eng"
+    packages = " ".join(f"tesseract-ocr-{lang}" for lang in language.split("+") if lang)
+    try:
+        with Image.open(io.BytesIO(png)) as image:
+            text = pytesseract.image_to_string(
+                image, lang=language, timeout=max(1, round(config.request_timeout_s))
+            )
+    except pytesseract.TesseractNotFoundError:
+        raise extraction_error(
+            path,
+            "OCR with Tesseract needs the tesseract program, which is not installed: install "
+            f"Debian/Ubuntu's tesseract-ocr package and the language pack ({packages})",
+        ) from None
+    except pytesseract.TesseractError as exc:
+        detail = str(getattr(exc, "message", "") or exc)
+        if "language" in detail.lower() or "traineddata" in detail.lower():
+            raise extraction_error(
+                path,
+                f"Tesseract has no data for the language {language!r} "
+                f"(rag.extract.ocrLanguage): install Debian/Ubuntu's {packages} package",
+            ) from None
+        raise extraction_error(path, f"Tesseract failed: {_quote(detail, None)}") from None
+    except RuntimeError as exc:  # pytesseract's timeout
+        if "timeout" not in str(exc).lower():
+            raise
+        raise extraction_error(
+            path, f"Tesseract took longer than {config.request_timeout_s:g}s for one page"
+        ) from None
+    return str(text)
+
+
+# --- vision -----------------------------------------------------------------------------------
+
+
+def _vision_url(config: OcrConfig, path: str) -> str:
+    if not config.vision_model:
+        raise extraction_error(
+            path, "the vision OCR engine has no model: set rag.extract.vision.model"
+        )
+    base = (config.vision_base_url or DEFAULT_VISION_BASE_URL).strip().rstrip("/")
+    if urllib.parse.urlsplit(base).scheme not in ("http", "https"):
+        raise extraction_error(
+            path,
+            f"the vision base URL {_shown_url(base)!r} is not an http(s) URL "
+            "(rag.extract.vision.baseUrl)",
+        )
+    return f"{base}/chat/completions"
+
+
+def _vision(png: bytes, config: OcrConfig, url: str, path: str) -> str:
+    image_url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+    body = {
+        "model": config.vision_model,
+        "temperature": 0,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": VISION_INSTRUCTION},
+                    {"type": "image_url", "image_url": {"url": image_url}},
+                ],
+            }
+        ],
+    }
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if config.api_key:
+        headers["Authorization"] = f"Bearer {config.api_key}"
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers=headers, method="POST"
+    )
+    where = _shown_url(url)
+    key = config.api_key
+    try:
+        with urllib.request.urlopen(request, timeout=config.request_timeout_s) as response:
+            raw = response.read(MAX_RESPONSE_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            raise extraction_error(
+                path,
+                f"the vision model refused the API key (rag.extract.vision.apiKey): HTTP "
+                f"{exc.code} from {where}",
+            ) from None
+        detail = _error_detail(exc, key)
+        raise extraction_error(
+            path, f"the vision model at {where} answered HTTP {exc.code}{detail}"
+        ) from None
+    except TimeoutError:
+        raise _timeout(path, where, config) from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError):
+            raise _timeout(path, where, config) from None
+        raise extraction_error(
+            path, f"cannot reach the vision model at {where}: {_quote(str(reason), key)}"
+        ) from None
+    if len(raw) > MAX_RESPONSE_BYTES:
+        raise extraction_error(path, f"the vision model at {where} sent an oversized answer")
+    try:
+        return _message_text(json.loads(raw))
+    except (ValueError, LookupError, TypeError, RecursionError):
+        shown = _quote(raw[:MAX_QUOTED].decode("utf-8", "replace"), key)
+        raise extraction_error(
+            path,
+            f"the vision model at {where} did not answer with a chat completion: {shown!r}",
+        ) from None
+
+
+def _message_text(answer: Any) -> str:
+    """``choices[0].message.content`` of a chat completion: a string or a list of parts."""
+    content = answer["choices"][0]["message"]["content"]
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text") or "")
+            for part in content
+            if isinstance(part, dict) and part.get("type") in ("text", "output_text")
+        )
+    raise TypeError("content is neither text nor a list of parts")
+
+
+def _timeout(path: str, where: str, config: OcrConfig) -> ExtractionError:
+    return extraction_error(
+        path,
+        f"the vision model at {where} did not answer within {config.request_timeout_s:g}s; "
+        "try again later, or lower rag.extract.vision.concurrency",
+    )
+
+
+def _error_detail(exc: urllib.error.HTTPError, key: str | None) -> str:
+    """``": <the server's error message>"`` of an HTTP error response, redacted, or ``""``."""
+    try:
+        raw = exc.read(64 * 1024)
+    except Exception:
+        return ""
+    text = raw.decode("utf-8", "replace")
+    try:
+        parsed = json.loads(text)
+        error = parsed.get("error") if isinstance(parsed, dict) else None
+        message = error.get("message") if isinstance(error, dict) else error
+        if isinstance(message, str) and message:
+            text = message
+    except ValueError:
+        pass
+    text = " ".join(text.split())
+    return f": {_quote(text, key)}" if text else ""
+
+
+def _quote(text: str, key: str | None) -> str:
+    """Server text fit for a message: the key replaced by ``****``, cut short."""
+    if key:
+        text = text.replace(key, "****")
+    if len(text) > MAX_QUOTED:
+        text = text[: MAX_QUOTED - 1] + "…"
+    return text
+
+
+def _shown_url(url: str) -> str:
+    """The URL without user info or query (either may carry a credential)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:  # not a number: left out
+        port = None
+    if port:
+        host = f"{host}:{port}"
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))

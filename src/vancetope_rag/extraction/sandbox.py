@@ -1,0 +1,272 @@
+"""Extraction in worker processes, under a wall-time and a memory limit.
+
+A pathological file (a PDF whose object graph loops, a zip bomb, a million nested tags) must
+not hang an import or a chat turn's tool call, and a thread cannot be stopped. So every
+extraction whose extractor can be sent to another process runs in one of a few long-lived
+worker processes (fresh interpreters started with ``python -c``: they share no lock or thread
+with the caller, and unlike multiprocessing's ``spawn`` they never import the caller's main
+module, so a host script without an ``if __name__ == "__main__"`` guard works); one that
+passes its time limit is killed and replaced, and the call fails with
+:class:`~.registry.ExtractionTimeoutError`. A worker also runs with an address-space
+limit, so a file that would fill memory fails there instead of taking the host down.
+
+An extractor that cannot be pickled (a lambda, a closure a plugin registered) runs in the
+calling process, without the time limit; name a module-level function to get it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from vancetope_rag.errors import ExtractionError, RagError
+from vancetope_rag.extraction.registry import (
+    ExtractedText,
+    ExtractionTimeoutError,
+    ExtractOptions,
+    ExtractorEntry,
+    error_from_code,
+    extraction_error,
+    run_extractor,
+)
+from vancetope_rag.secrets import get_logger
+
+log = get_logger(__name__)
+
+#: Worker processes at most (the machines this runs on have few cores; extraction is CPU work).
+MAX_WORKERS = 2
+#: Address-space limit of a worker process, in bytes.
+WORKER_MEMORY_BYTES = 3 * 1024**3
+
+
+@dataclass(frozen=True)
+class _Job:
+    entry: ExtractorEntry
+    data: bytes
+    path: str
+    mime: str
+    options: ExtractOptions
+    budget: int
+
+
+def child_main(read_fd: int, write_fd: int) -> None:
+    """A worker process's entry point: take the caller's import path and memory limit from
+    the first message, then serve jobs until the pipe closes."""
+    inbox = Connection(read_fd, writable=False)
+    outbox = Connection(write_fd, readable=False)
+    path, memory_bytes = inbox.recv()
+    sys.path[:] = path  # the caller's: its plugins' extractors import as they do there
+    _serve(inbox, outbox, memory_bytes)
+
+
+def _serve(inbox: Connection, outbox: Connection, memory_bytes: int) -> None:
+    """A worker's loop: run jobs until the pipe closes."""
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    except (ImportError, ValueError, OSError):  # not on this platform: no memory limit
+        pass
+    while True:
+        try:
+            job: _Job = inbox.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            reply: tuple[Any, ...] = (
+                "ok",
+                run_extractor(job.entry, job.data, job.path, job.mime, job.options, job.budget),
+            )
+        except RagError as exc:
+            reply = ("error", exc.code, exc.message, getattr(exc, "extra", None))
+        except MemoryError:
+            reply = ("error", ExtractionError.code, _memory_message(job.path, memory_bytes), None)
+        except BaseException as exc:  # the worker must answer whatever happens
+            reason = f"the extraction was interrupted ({type(exc).__name__}: {exc})"
+            reply = (
+                "error",
+                ExtractionError.code,
+                extraction_error(job.path, reason).message,
+                None,
+            )
+        try:
+            outbox.send(reply)
+        except (OSError, ValueError):
+            return
+
+
+def _memory_message(path: str, memory_bytes: int) -> str:
+    return (
+        f"cannot extract text from {path!r}: reading it needs more than "
+        f"{memory_bytes // 1024**2} MiB of memory (a hostile or very large file)"
+    )
+
+
+_CHILD = (
+    "import sys; from vancetope_rag.extraction.sandbox import child_main; "
+    "child_main(int(sys.argv[1]), int(sys.argv[2]))"
+)
+
+
+class _Worker:
+    """One worker process and the two pipes to it."""
+
+    def __init__(self, memory_bytes: int) -> None:
+        to_child, inbox_w = os.pipe()
+        outbox_r, from_child = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _CHILD, str(to_child), str(from_child)],
+                pass_fds=(to_child, from_child),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # an extractor's prints must not mix into ours
+            )
+        except BaseException:
+            for fd in (inbox_w, outbox_r):
+                os.close(fd)
+            raise
+        finally:
+            os.close(to_child)
+            os.close(from_child)
+        self.outbox = Connection(inbox_w, readable=False)
+        self.inbox = Connection(outbox_r, writable=False)
+        self.outbox.send((list(sys.path), memory_bytes))
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        try:
+            self.process.kill()
+            self.process.wait(5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        finally:
+            self.outbox.close()
+            self.inbox.close()
+
+
+class ExtractionSandbox:
+    """A small pool of worker processes that run extractions with a time limit."""
+
+    def __init__(
+        self, max_workers: int = MAX_WORKERS, *, memory_bytes: int = WORKER_MEMORY_BYTES
+    ) -> None:
+        self.max_workers = max_workers
+        self.memory_bytes = memory_bytes
+        self._idle: list[_Worker] = []
+        self._started = 0
+        self._cond = threading.Condition()
+        self._pid = os.getpid()
+
+    def run(
+        self,
+        entry: ExtractorEntry,
+        data: bytes,
+        path: str,
+        mime: str,
+        options: ExtractOptions,
+        budget: int,
+        *,
+        timeout_s: float,
+    ) -> ExtractedText:
+        """Run one extraction in a worker; in this process when ``entry`` cannot be sent.
+
+        Raises:
+            ExtractionTimeoutError: It ran past ``timeout_s`` (the worker was killed).
+            ExtractionError: It failed, or its worker died (a crash, the memory limit).
+        """
+        job = _Job(entry, data, path, mime, options, budget)
+        try:
+            pickle.dumps(entry)
+        except Exception:  # a lambda or closure: no worker can receive it
+            log.debug("extractor %s cannot be pickled; extracting in process", entry.name)
+            return run_extractor(entry, data, path, mime, options, budget)
+        worker = self._acquire()
+        healthy = False
+        try:
+            worker.outbox.send(job)
+            if not worker.inbox.poll(timeout_s):
+                raise ExtractionTimeoutError(
+                    f"cannot extract text from {path!r}: extraction took longer than "
+                    f"{timeout_s:g} s and was stopped (rag.extract.timeoutSeconds); the file "
+                    "may be hostile or too large: split it, or raise the limit"
+                )
+            reply = worker.inbox.recv()
+            healthy = True
+        except (EOFError, OSError, BrokenPipeError):
+            try:  # the pipe closes before the process is reaped
+                code: int | None = worker.process.wait(2)
+            except subprocess.TimeoutExpired:
+                code = None
+            raise ExtractionError(
+                f"cannot extract text from {path!r}: the extraction process ended "
+                f"(exit code {code}); the file may be hostile or need more memory than allowed"
+            ) from None
+        finally:
+            self._release(worker, healthy)
+        if reply[0] == "ok":
+            result: ExtractedText = reply[1]
+            return result
+        raise error_from_code(reply[1], reply[2], reply[3])
+
+    def _acquire(self) -> _Worker:
+        with self._cond:
+            if os.getpid() != self._pid:  # forked: the parent's workers are not ours
+                self._idle, self._started, self._pid = [], 0, os.getpid()
+            while True:
+                while self._idle:
+                    worker = self._idle.pop()
+                    if worker.alive():
+                        return worker
+                    worker.kill()
+                    self._started -= 1
+                if self._started < self.max_workers:
+                    self._started += 1
+                    break
+                self._cond.wait()
+        try:
+            return _Worker(self.memory_bytes)
+        except BaseException:
+            with self._cond:
+                self._started -= 1
+                self._cond.notify()
+            raise
+
+    def _release(self, worker: _Worker, healthy: bool) -> None:
+        with self._cond:
+            if healthy and worker.alive():
+                self._idle.append(worker)
+            else:
+                worker.kill()
+                self._started -= 1
+            self._cond.notify()
+
+    def close(self) -> None:
+        """Stop the idle workers (busy ones stop when their job ends and they are released)."""
+        with self._cond:
+            idle, self._idle = self._idle, []
+            self._started -= len(idle)
+        for worker in idle:
+            worker.kill()
+
+
+_SHARED: ExtractionSandbox | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_sandbox() -> ExtractionSandbox:
+    """The process's sandbox, shared by every app (workers are costly to start)."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            _SHARED = ExtractionSandbox()
+            atexit.register(_SHARED.close)
+        return _SHARED

@@ -1,0 +1,229 @@
+"""What extraction speaks: sections, options and the OCR backend's configuration, what an
+extractor returns, the extracted text, and the named errors. Plain values, no I/O.
+
+Everything here is re-exported by :mod:`vancetope_rag.extraction.registry` (and the public names by
+``vancetope_rag``); import it from there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from vancetope_rag.domain.texts import one_line
+from vancetope_rag.errors import ExtractionError, MissingDependencyError, RagError
+from vancetope_rag.extraction.settings import EXTRACT_SETTINGS
+
+#: The character budget of an extraction when none is given.
+DEFAULT_MAX_CHARS = 2_000_000
+#: The settings' defaults: the one source of the budgets an extraction has when none is given.
+_DEFAULT = {spec.key: spec.default for spec in EXTRACT_SETTINGS}
+#: Longest section title kept (a sheet name, a slide title); longer ones are cut.
+MAX_SECTION_TITLE = 120
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of a file: a page, a sheet, a slide, a chapter. Chunks never span two sections,
+    and a chunk's citation label names its section (``reports/q3.xlsx — sheet Maintenance``).
+
+    Attributes:
+        text: The section's text.
+        title: What the label shows, e.g. ``"page 3"``, ``"sheet Maintenance"``,
+            ``"slide 2: Roadmap"``; ``None`` for a file without parts.
+    """
+
+    text: str
+    title: str | None = None
+
+
+@dataclass(frozen=True)
+class ExtractOptions:
+    """The budgets (and OCR backend) one extraction runs with; extractors registered with
+    ``takes_options=True`` receive it as a third argument.
+
+    Attributes:
+        max_chars: Characters kept in all; text past it is cut (and reported truncated).
+        max_pages: PDF pages read.
+        max_slides: Slides of a presentation read.
+        max_sheets: Sheets of a workbook read.
+        max_cells: Non-empty cells of a workbook read, over all sheets.
+        ocr: The OCR/vision backend for pages and images without a text layer, or ``None``
+            (such files then fail with "no text layer").
+    """
+
+    max_chars: int = DEFAULT_MAX_CHARS
+    max_pages: int = _DEFAULT["rag.extract.maxPages"]  # type: ignore[assignment]
+    max_slides: int = _DEFAULT["rag.extract.maxSlides"]  # type: ignore[assignment]
+    max_sheets: int = _DEFAULT["rag.extract.maxSheets"]  # type: ignore[assignment]
+    max_cells: int = _DEFAULT["rag.extract.maxCells"]  # type: ignore[assignment]
+    ocr: OcrConfig | None = None
+
+
+#: The budgets of :class:`ExtractOptions` an extractor may depend on (its fingerprint's part).
+BUDGETS = ("max_pages", "max_slides", "max_sheets", "max_cells")
+
+
+@dataclass(frozen=True)
+class OcrConfig:
+    """Which OCR/vision backend reads page images (``rag.extract.ocr`` and its settings).
+
+    ``engine`` is ``"tesseract"`` (local, ``tesseract-ocr`` + the ``ocr`` extra) or
+    ``"vision"`` (an OpenAI-compatible chat-completions model that reads images).
+    ``api_key`` is a secret: it is left out of :meth:`fingerprint` and of ``repr``.
+    """
+
+    engine: str
+    language: str = _DEFAULT["rag.extract.ocrLanguage"]  # type: ignore[assignment]
+    vision_model: str | None = None
+    vision_base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    #: Pages (or images) of one document sent to the backend at most.
+    max_pages: int = _DEFAULT["rag.extract.vision.maxPages"]  # type: ignore[assignment]
+    #: Requests to a vision backend in flight at once, per extraction.
+    concurrency: int = _DEFAULT["rag.extract.vision.concurrency"]  # type: ignore[assignment]
+    #: Seconds one vision request may take.
+    request_timeout_s: float = 60.0
+
+    def fingerprint(self) -> str:
+        """What of the configuration changes an OCR result (the key excluded)."""
+        return "|".join(
+            (self.engine, self.language, self.vision_model or "", self.vision_base_url or "",
+             str(self.max_pages))
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """What an extractor returns when it has more to say than one text.
+
+    Attributes:
+        sections: The file's parts in order (a file without parts: one untitled section).
+        truncated: Why only part of the file was read (a page, slide, sheet or cell budget),
+            or ``None``; the character budget is applied after the extractor returns.
+        ocr: Some of the file has no text layer: its text came (or would have come) from the
+            OCR/vision backend. A change of that backend re-extracts such files only.
+    """
+
+    sections: tuple[Section, ...]
+    truncated: str | None = None
+    ocr: bool = False
+
+    @classmethod
+    def of(cls, text: str) -> Extraction:
+        return cls((Section(text),))
+
+
+class ExtractorDependencyMissing(ExtractionError, MissingDependencyError):
+    """An extractor needs an optional dependency; ``extra`` names what to install."""
+
+    code = "EXTRACT_DEPENDENCY_MISSING"
+
+    def __init__(self, what: str, extra: str) -> None:
+        super().__init__(what, extra)
+
+
+class NoTextLayerError(ExtractionError):
+    """A scan: a PDF without a text layer, or an image, and no OCR/vision backend configured
+    (or it read nothing)."""
+
+    code = "EXTRACT_NO_TEXT_LAYER"
+
+
+class NoTextError(ExtractionError):
+    """The file was read and holds no text (an empty file, a document of images only)."""
+
+    code = "EXTRACT_NO_TEXT"
+
+
+class ExtractionTimeoutError(ExtractionError):
+    """The extraction ran past its wall-time budget and was stopped."""
+
+    code = "EXTRACT_TIMEOUT"
+
+
+class UnsupportedTypeError(ExtractionError):
+    """No extractor handles the file's MIME type (images, archives, unknown binaries...)."""
+
+    code = "EXTRACT_UNSUPPORTED_TYPE"
+
+    def __init__(self, message: str, *, mime_type: str) -> None:
+        super().__init__(message)
+        self.mime_type = mime_type
+
+
+@dataclass(frozen=True)
+class ExtractedText:
+    """Text extracted from a file.
+
+    Attributes:
+        text: The extracted text, cut to the character budget: the sections' texts joined
+            by blank lines.
+        mime_type: The MIME type the extractor was chosen for (parameters removed).
+        truncated: Whether only part of the file was read (``truncated_reason`` says why).
+        chars: Number of characters in ``text``.
+        max_chars: The effective budget after clamping to :data:`HARD_MAX_CHARS`.
+        sections: ``(title, start, end)`` of each section in ``text`` (title ``""`` for an
+            untitled one among titled ones); empty when the file has no titled parts.
+        truncated_reason: Which budget cut the file, in words a user can act on.
+        ocr: Some of the text came (or would have come) from OCR/vision.
+        extractor: ``name@version`` of the extractor that read the file.
+    """
+
+    text: str
+    mime_type: str
+    truncated: bool
+    chars: int
+    max_chars: int = DEFAULT_MAX_CHARS
+    sections: tuple[tuple[str, int, int], ...] = ()
+    truncated_reason: str | None = None
+    ocr: bool = False
+    extractor: str = ""
+
+    def section_texts(self) -> list[Section]:
+        """The text cut back into its sections (one untitled section without any)."""
+        return sections_of(self.text, self.sections)
+
+
+def sections_of(text: str, spans: Sequence[tuple[str, int, int]]) -> list[Section]:
+    """``text`` cut at ``spans`` (``(title, start, end)``, title ``""`` for an untitled
+    part); no span: one untitled section. Spans past the end of ``text`` (a text cut at a
+    limit since) are cut with it."""
+    if not spans:
+        return [Section(text)]
+    out: list[Section] = []
+    for title, start, end in spans:
+        piece = text[max(0, start) : max(0, end)]
+        if piece.strip():
+            out.append(Section(piece, title or None))
+    return out
+
+
+def clean_title(title: object) -> str | None:
+    """A section title fit for a citation label: one line, no control characters, capped."""
+    if not isinstance(title, str):
+        return None
+    return one_line(title, MAX_SECTION_TITLE) or None
+
+
+def error_from_code(code: str, message: str, extra: str | None = None) -> ExtractionError:
+    """The extraction error of class ``code`` (``EXTRACT_NO_TEXT_LAYER``...) with ``message``:
+    how a failure recorded or sent from a worker process is raised again as itself."""
+    classes: dict[str, type[ExtractionError]] = {
+        cls.code: cls
+        for cls in (
+            ExtractionError,
+            ExtractorDependencyMissing,
+            NoTextLayerError,
+            NoTextError,
+            UnsupportedTypeError,
+            ExtractionTimeoutError,
+        )
+    }
+    cls = classes.get(code, ExtractionError)
+    exc = cls.__new__(cls)
+    RagError.__init__(exc, message)
+    if isinstance(exc, MissingDependencyError):
+        exc.extra = extra or ""
+    return exc
+

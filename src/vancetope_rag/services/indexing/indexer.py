@@ -1,0 +1,387 @@
+"""ProjectRagIndexer (spec §4.3): brings a claimed batch's chunks in line with its documents.
+
+The scheduler that claims the batches is :mod:`.scheduler`. The indexer
+works on a claimed batch at once: it splits every document, embeds all chunks the cache does
+not hold in one batched model call, then writes each document's chunks and marks it clean in
+one store transaction that first checks the worker still holds the lease (a worker whose lease
+expired never overwrites a newer pass). If the batched call fails, each document is embedded
+alone so one poison document cannot hold back the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from llama_index.core.schema import BaseNode
+
+from vancetope_rag.config import EngineConfig
+from vancetope_rag.domain.records import Document, IndexState, RagRecord
+from vancetope_rag.errors import RagError, StoreError
+from vancetope_rag.extraction.records import ExtractionRecord
+from vancetope_rag.metrics import Metrics
+from vancetope_rag.secrets import error_text, get_logger
+from vancetope_rag.services.documents import DocumentService
+from vancetope_rag.services.indexing.claims import ClaimReleaser, Release
+from vancetope_rag.services.indexing.sources import IngestStats, SourceText, document_parts
+from vancetope_rag.services.projects import ProjectRagService
+from vancetope_rag.services.rag import RagService
+from vancetope_rag.services.settings import SettingsService
+from vancetope_rag.store.port import ControlStore
+
+log = get_logger(__name__)
+
+
+@dataclass
+class BatchResult:
+    indexed: int = 0
+    removed: int = 0
+    failed: int = 0
+    lost_lease: int = 0
+    unchanged: int = 0
+    chunks: int = 0
+    embedded_texts: int = 0
+    cache_hits: int = 0
+    errors: dict[str, str] = field(default_factory=dict)
+    #: Failures of the store itself (not of a document), and the last one's message.
+    store_errors: int = 0
+    store_error: str | None = None
+    #: Documents of the batch whose claim was finished or given back.
+    handled: set[str] = field(default_factory=set)
+
+    def add(self, other: BatchResult) -> None:
+        self.indexed += other.indexed
+        self.removed += other.removed
+        self.failed += other.failed
+        self.lost_lease += other.lost_lease
+        self.unchanged += other.unchanged
+        self.chunks += other.chunks
+        self.embedded_texts += other.embedded_texts
+        self.cache_hits += other.cache_hits
+        self.errors.update(other.errors)
+        self.store_errors += other.store_errors
+        self.store_error = other.store_error or self.store_error
+        self.handled |= other.handled
+
+    @property
+    def progressed(self) -> bool:
+        """Some document got done (indexed, removed or confirmed unchanged)."""
+        return bool(self.indexed or self.removed or self.unchanged)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "indexed": self.indexed,
+            "removed": self.removed,
+            "failed": self.failed,
+            "chunks": self.chunks,
+            "embeddedTexts": self.embedded_texts,
+            "cacheHits": self.cache_hits,
+        }
+
+
+def fingerprint(rag: RagRecord, parts: Sequence[SourceText]) -> str:
+    """What a document's chunks are built from: the RAG (and its pinned model and chunking)
+    and every text with its kind and path. Equal fingerprints → identical chunks."""
+    h = hashlib.sha256()
+    for item in (
+        rag.id,
+        rag.embedding_provider,
+        rag.embedding_model,
+        str(rag.chunk_size),
+        str(rag.chunk_overlap),
+    ):
+        h.update(item.encode() + b"\x00")
+    for part in parts:
+        meta = json.dumps(dict(part.metadata), sort_keys=True, default=str)
+        for item in (part.kind, part.path or "", meta, part.text):
+            h.update(item.encode() + b"\x00")
+        h.update(b"\x01")
+    return h.hexdigest()
+
+
+def retry_delay(config: EngineConfig, attempts: int) -> float:
+    """Exponential backoff with jitter, capped (the indexer's and a rebuild's retries)."""
+    base = config.retry_backoff_s * (2 ** max(0, attempts))
+    capped: float = min(config.retry_backoff_max_s, base)
+    return capped * random.uniform(0.8, 1.2)
+
+
+class ProjectRagIndexer:
+    """Brings the ``_documents`` chunks of claimed documents in line with their content."""
+
+    def __init__(
+        self,
+        control: ControlStore,
+        rags: RagService,
+        documents: DocumentService,
+        project_rags: ProjectRagService,
+        settings: SettingsService,
+        config: EngineConfig,
+        metrics: Metrics,
+    ) -> None:
+        self.control = control
+        self.rags = rags
+        self.documents = documents
+        self.project_rags = project_rags
+        self.settings = settings
+        self.config = config
+        self.metrics = metrics
+        self.releaser = ClaimReleaser(control)
+
+    def retry_delay(self, attempts: int) -> float:
+        """Exponential backoff with jitter, capped."""
+        return retry_delay(self.config, attempts)
+
+    def reindex_document(self, doc: Document, worker_id: str) -> BatchResult:
+        """Spec §4.3 for one claimed document."""
+        return self.index_batch(doc.tenant_id, doc.project_id, [doc], worker_id)
+
+    def _parts(self, doc: Document, include_summaries: bool) -> tuple[list[SourceText], bool]:
+        """What to index of a document (:func:`.sources.document_parts`): the document is
+        the host's and is kept whole, only its index stops at the text limit."""
+        return document_parts(doc, include_summaries, self.rags.clip)
+
+    def index_batch(
+        self, tenant_id: str, project_id: str, docs: Sequence[Document], worker_id: str
+    ) -> BatchResult:
+        """Index a claimed batch. Never raises: whatever fails (the store included) fails
+        the documents not done yet, and their claims are given back (or kept for retry)."""
+        result = BatchResult()
+        try:
+            self._index_batch(tenant_id, project_id, docs, worker_id, result)
+        except Exception as exc:
+            if not isinstance(exc, RagError):
+                log.exception("indexing a batch of %s/%s failed", tenant_id, project_id)
+            for doc in docs:
+                if doc.id not in result.handled:
+                    self._fail(doc, worker_id, exc, result)
+        return result
+
+    def _index_batch(
+        self,
+        tenant_id: str,
+        project_id: str,
+        docs: Sequence[Document],
+        worker_id: str,
+        result: BatchResult,
+    ) -> None:
+        if not docs:
+            return
+        # Kill switch flipped between claim and now: give the claims back without counting a
+        # failure or warning (provider ``none`` is a decision, not an error; spec §6.1).
+        snapshot = self.settings.snapshot(tenant_id, project_id)
+        if not snapshot.embeddings_enabled():
+            for doc in docs:
+                self._release_quietly(doc, worker_id, result)
+            return
+        try:
+            rag = self.project_rags.ensure_default_rag(
+                tenant_id, project_id, strict=True, snapshot=snapshot
+            )
+        except Exception as exc:  # provider misconfigured: every document fails alike
+            for doc in docs:
+                self._fail(doc, worker_id, exc, result)
+            return
+        if rag is None:  # embeddings switched off between claim and now
+            for doc in docs:
+                self._release_quietly(doc, worker_id, result)
+            return
+        include = bool(snapshot.effective["rag.project.includeSummaries"])
+        sources: dict[str, list[SourceText]] = {}
+        by_id: dict[str, Document] = {}
+        clipped: set[str] = set()
+        for doc in docs:
+            by_id[doc.id] = doc
+            record = ExtractionRecord.from_json(doc.extraction)
+            if record is not None and record.failed and not doc.content:
+                # Its file could not be read (a reindex queued it): it stays failed, with
+                # the reason, until an import can read the file.
+                self._fail_unreadable(doc, worker_id, record.error or "unreadable", result)
+            elif self.documents.is_rag_eligible(doc):
+                sources[doc.id], cut = self._parts(doc, include)
+                if cut:
+                    clipped.add(doc.id)
+            else:
+                self._commit(rag, doc, worker_id, [], IndexState.NONE, result)
+        to_embed: dict[str, list[SourceText]] = {}
+        for ref, parts in sources.items():
+            doc = by_id[ref]
+            fp = fingerprint(rag, parts)
+            if not parts:  # eligible but empty: no chunks, nothing to embed
+                self._commit(rag, doc, worker_id, [], IndexState.INDEXED, result, f"{fp}:0")
+            elif self._chunks_intact(rag, doc, fp):
+                # The chunks were built from exactly this (a no-op reindex): mark it clean.
+                self._commit(
+                    rag,
+                    doc,
+                    worker_id,
+                    None,
+                    IndexState.INDEXED,
+                    result,
+                    doc.rag_indexed_hash,
+                    truncated=ref in clipped,
+                )
+                result.unchanged += 1
+            else:
+                to_embed[ref] = parts
+        if not to_embed:
+            return
+        try:
+            grouped, stats = self.rags.embed_sources(rag, to_embed)
+            self._count(stats, result)
+        except Exception as batch_exc:
+            log.info("batch embed failed (%s); embedding documents one by one", batch_exc)
+            grouped = {}
+            for ref, parts in to_embed.items():
+                try:
+                    one, stats = self.rags.embed_sources(rag, {ref: parts})
+                    self._count(stats, result)
+                    grouped.update(one)
+                except Exception as exc:
+                    self._fail(by_id[ref], worker_id, exc, result)
+        for ref, nodes in grouped.items():
+            recorded = f"{fingerprint(rag, to_embed[ref])}:{len(nodes)}"
+            self._commit(
+                rag,
+                by_id[ref],
+                worker_id,
+                nodes,
+                IndexState.INDEXED,
+                result,
+                recorded,
+                truncated=ref in clipped,
+            )
+        return
+
+    def _chunks_intact(self, rag: RagRecord, doc: Document, fp: str) -> bool:
+        """The document's chunks were built from exactly these inputs and nobody has added or
+        removed chunks of its source since (e.g. a manual rag_add_text to ``_documents``,
+        which the next pass must overwrite, spec §9)."""
+        recorded, _, count = (doc.rag_indexed_hash or "").partition(":")
+        if recorded != fp or not count.isdigit():
+            return False
+        return self.rags.source_chunk_count(rag, doc.id) == int(count)
+
+    @staticmethod
+    def _count(stats: IngestStats, result: BatchResult) -> None:
+        result.embedded_texts += stats.embedded_texts
+        result.cache_hits += stats.cache_hits
+
+    def _commit(
+        self,
+        rag: RagRecord,
+        doc: Document,
+        worker_id: str,
+        nodes: Sequence[BaseNode] | None,
+        state: IndexState,
+        result: BatchResult,
+        indexed_hash: str | None = None,
+        *,
+        truncated: bool = False,
+    ) -> None:
+        """Fenced write: replace chunks + mark clean, only while the lease is still ours.
+        ``nodes`` None: the chunks are already right, only mark clean; empty: remove them.
+
+        Where the store has no transactions (MongoDB), the claim token fences instead: the
+        chunks are written as generation ``rag_claim_token`` (a newer claim's write is never
+        superseded by this one) and the clean mark only lands while that claim holds.
+        ``truncated``: a text was indexed only up to the limit."""
+        t, p = doc.tenant_id, doc.project_id
+        token = doc.rag_claim_token
+        try:
+            with self.control.transaction():
+                if not self.control.holds_claim(t, p, doc.id, worker_id):
+                    result.lost_lease += 1
+                    result.handled.add(doc.id)
+                    return
+                if nodes is not None:
+                    self.rags.write_source(rag, doc.id, nodes, generation=token)
+                marked = self.control.mark_rag_clean(
+                    t,
+                    p,
+                    doc.id,
+                    worker_id,
+                    doc.rag_version,
+                    state=state,
+                    indexed_hash=indexed_hash,
+                    claim_token=token,
+                    truncated=truncated,
+                )
+            if not marked:  # the lease went to another claim between the check and now
+                result.lost_lease += 1
+                return
+        except Exception as exc:
+            self._fail(doc, worker_id, exc, result)
+            return
+        result.handled.add(doc.id)
+        self.metrics.indexer_runs.labels(outcome="success").inc()
+        if state is IndexState.NONE:
+            result.removed += 1
+        else:
+            result.indexed += 1
+            result.chunks += len(nodes or ())
+
+    def _fail(self, doc: Document, worker_id: str, exc: BaseException, result: BatchResult) -> None:
+        """Count a failed document and give its claim back. A failure of the store is not the
+        document's: it costs no attempt, and the next pass retries it after the interval."""
+        error = error_text(exc)
+        store = isinstance(exc, StoreError)
+        log.warning("indexing %s (%s) failed: %s", doc.path, doc.id, error)
+        self.metrics.indexer_runs.labels(outcome="failed").inc()
+        result.failed += 1
+        result.errors[doc.id] = error
+        result.handled.add(doc.id)
+        if store:
+            result.store_errors += 1
+            result.store_error = error
+        self.releaser.release(
+            Release(
+                doc.tenant_id,
+                doc.project_id,
+                doc.id,
+                worker_id,
+                error=error,
+                retry_delay_s=(
+                    self.config.indexer_interval_s
+                    if store
+                    else self.retry_delay(doc.index_attempts)
+                ),
+                max_attempts=self.config.max_attempts,
+                count_attempt=not store,
+            )
+        )
+
+    def _fail_unreadable(
+        self, doc: Document, worker_id: str, error: str, result: BatchResult
+    ) -> None:
+        """Give the claim back as failed for good (no retry can read the file)."""
+        result.failed += 1
+        result.errors[doc.id] = error
+        self._give_back(doc, worker_id, result, error, max_attempts=1)
+
+    def _release_quietly(self, doc: Document, worker_id: str, result: BatchResult) -> None:
+        self._give_back(
+            doc, worker_id, result, "embeddings switched off", max_attempts=1_000_000,
+            count_attempt=False,
+        )  # fmt: skip
+
+    def _give_back(
+        self, doc: Document, worker_id: str, result: BatchResult, error: str, *,
+        max_attempts: int, count_attempt: bool = True,
+    ) -> None:  # fmt: skip
+        result.handled.add(doc.id)
+        self.releaser.release(
+            Release(
+                doc.tenant_id,
+                doc.project_id,
+                doc.id,
+                worker_id,
+                error=error,
+                retry_delay_s=self.config.indexer_interval_s,
+                max_attempts=max_attempts,
+                count_attempt=count_attempt,
+            )
+        )

@@ -1,0 +1,44 @@
+"""Progress of a project's indexing work and of its latest rebuild, read from the store.
+
+Rates come from completion times the store keeps (documents' ``indexed_at``, queue items'
+``completed_at``) on the store's clock, so every process — the CLI, the REST API, another
+pod — reports the same numbers.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from vancetope_rag.domain.rebuilds import (
+    RATE_WINDOW_S,
+    ItemState,
+    MigrationProgress,
+    ProjectProgress,
+    progress,
+)
+from vancetope_rag.domain.records import DEFAULT_RAG_NAME, IndexState
+from vancetope_rag.store.port import ControlStore, MigrationStore
+
+
+def project_progress(
+    control: ControlStore, migrations: MigrationStore, tenant_id: str, project_id: str
+) -> ProjectProgress:
+    """The indexer's work on the live ``_documents`` and its latest rebuild (running, or how
+    the last one ended), with rates over the last minute and ETAs."""
+    now = control.now()
+    since = now - timedelta(seconds=RATE_WINDOW_S)
+    counts = control.document_state_counts(tenant_id, project_id)
+    recent, oldest = migrations.indexing_activity(tenant_id, project_id, since)
+    pending = counts[IndexState.PENDING.value] + counts[IndexState.PROCESSING.value]
+    indexing = progress(counts[IndexState.INDEXED.value], counts[IndexState.FAILED.value],
+                        pending, recent, oldest, now)  # fmt: skip
+    m = migrations.latest_migration(tenant_id, project_id, DEFAULT_RAG_NAME)
+    if m is None:
+        return ProjectProgress(indexing)
+    c = migrations.item_counts(m.id)
+    recent, oldest = migrations.item_activity(m.id, since)
+    work = progress(
+        c[ItemState.DONE.value], c[ItemState.FAILED.value],
+        c[ItemState.PENDING.value] + c[ItemState.PROCESSING.value], recent, oldest, now,
+    )  # fmt: skip
+    return ProjectProgress(indexing, MigrationProgress(m, work))

@@ -1,0 +1,277 @@
+"""ProjectRagIndexScheduler (spec §4.4): periodic ticks that claim and index batches.
+
+Each tick serves the projects homed on this node (and podless ones): it skips a project whose
+``rag.project.enabled`` is off, whose tenant switched embeddings off, or whose provider cannot
+make its model, and otherwise claims a batch (lease with TTL) for the indexer. The background
+thread honours ``RAG_INDEXER_ENABLED``; explicit ticks always run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from vancetope_rag.config import EngineConfig
+from vancetope_rag.domain.records import IndexState
+from vancetope_rag.errors import RagError, StoreError
+from vancetope_rag.metrics import Metrics
+from vancetope_rag.secrets import error_text, get_logger
+from vancetope_rag.services.indexing.indexer import BatchResult, ProjectRagIndexer
+from vancetope_rag.services.projects import ProjectRagService
+from vancetope_rag.services.rebuilds.service import MigrationService
+from vancetope_rag.services.settings import SettingsService
+from vancetope_rag.store.port import ControlStore
+
+log = get_logger(__name__)
+
+
+@dataclass
+class TickResult(BatchResult):
+    projects: int = 0
+    claimed: int = 0
+
+
+class ProjectRagIndexScheduler:
+    """Periodic ticks: per project of this node, claim a batch and index it (spec §4.4)."""
+
+    def __init__(
+        self,
+        control: ControlStore,
+        indexer: ProjectRagIndexer,
+        project_rags: ProjectRagService,
+        settings: SettingsService,
+        config: EngineConfig,
+        metrics: Metrics,
+        *,
+        worker_id: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.control = control
+        self.indexer = indexer
+        self.project_rags = project_rags
+        self.migrations: MigrationService = project_rags.migrations
+        self.settings = settings
+        self.config = config
+        self.metrics = metrics
+        self.worker_id = worker_id or f"{config.node_id}:{uuid.uuid4().hex[:8]}"
+        self._sleep = sleep
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        #: Why the background thread gave up (consecutive store failures), else None.
+        self.fatal_error: str | None = None
+
+    def blocked(self, tenant_id: str, project_id: str, *, warn: bool = True) -> str | None:
+        """Why this project is not indexed now (the metric outcome), or None when it is.
+
+        A provider that cannot make the project's model (spec §10: not configured) skips the
+        project without claiming: its documents keep their attempts and are indexed once the
+        setting is corrected, instead of each failing ``max_attempts`` times for it.
+        """
+        t, p = tenant_id, project_id
+        snapshot = self.settings.snapshot(t, p)
+        if not snapshot.project_rag_enabled():
+            return "skipped"
+        if not snapshot.embeddings_enabled():
+            return "tenant_disabled"
+        try:
+            rag = self.project_rags.indexable_rag(t, p, snapshot)
+            ready = self.project_rags.rags.index_ready(rag)
+        except Exception as exc:
+            if warn:
+                log.warning("project %s/%s not indexed this tick: %s", t, p, error_text(exc))
+            return "skipped"
+        if not ready:
+            # a RAG of a new dimension: its search indexes are still building (or init was
+            # never run); its documents wait, keeping their attempts
+            if warn:
+                log.info("project %s/%s waits for the store's search indexes of dimension %s "
+                         "(run `vancetope-rag init --wait` to build them)", t, p,
+                         rag.embedding_dimension)  # fmt: skip
+            return "skipped"
+        return None
+
+    def tick(self) -> TickResult:
+        """One pass over this node's projects. Claims the store refused to take back earlier
+        are given back first. A store failure inside a project is counted in
+        ``store_errors`` (the project is skipped); one before any project raises."""
+        result = TickResult()
+        self.indexer.releaser.retry()
+        for project in self.control.projects_for_node(self.config.node_id):
+            t, p = project.tenant_id, project.project_id
+            result.projects += 1
+            self._index_live(t, p, result)
+            self._advance_rebuilds(t, p, result)
+        self._sweep()
+        return result
+
+    def _index_live(self, t: str, p: str, result: TickResult) -> None:
+        try:
+            outcome = self.blocked(t, p)
+            if outcome is not None:
+                self.metrics.indexer_runs.labels(outcome=outcome).inc()
+                return
+            docs = self.control.claim_for_rag_index(
+                t, p, self.worker_id, self.config.indexer_batch_size, self.config.claim_ttl_s
+            )
+        except RagError as exc:
+            log.warning("project %s/%s skipped this tick: %s", t, p, exc)
+            self._count_store_error(exc, result)
+            return
+        result.claimed += len(docs)
+        result.add(self.indexer.index_batch(t, p, docs, self.worker_id))
+
+    @staticmethod
+    def _count_store_error(exc: RagError, result: TickResult) -> None:
+        if isinstance(exc, StoreError):
+            result.store_errors += 1
+            result.store_error = exc.message
+
+    def _advance_rebuilds(self, t: str, p: str, result: TickResult) -> None:
+        """A rebuild goes on whatever blocks the live RAG's indexing (its old model may be the
+        very thing that no longer loads); it checks the kill switch itself."""
+        try:
+            done, claimed = self.migrations.work(t, p, self.worker_id)
+        except RagError as exc:
+            log.warning("project %s/%s: rebuild not advanced this tick: %s", t, p, exc)
+            self._count_store_error(exc, result)
+            return
+        result.claimed += claimed
+        result.add(done)
+
+    def _sweep(self) -> None:
+        """Old chunk generations go once search sees the new ones (a no-op on SQLite)."""
+        try:
+            self.project_rags.rags.sweep_chunks()
+        except RagError as exc:
+            log.warning("sweeping old chunk generations failed (retried next tick): %s", exc)
+
+    def pending(self) -> int:
+        """Documents of this node's indexable projects still waiting or being processed,
+        plus the work of running rebuilds (their queues, and each one's switch)."""
+        total = 0
+        projects = self.control.projects_for_node(self.config.node_id)
+        for project in projects:
+            t, p = project.tenant_id, project.project_id
+            if self.blocked(t, p, warn=False) is not None:
+                continue
+            counts = self.control.document_state_counts(t, p)
+            total += counts.get(IndexState.PENDING.value, 0)
+            total += counts.get(IndexState.PROCESSING.value, 0)
+        return total + self.migrations.pending((r.tenant_id, r.project_id) for r in projects)
+
+    def run_until_idle(
+        self,
+        *,
+        timeout_s: float | None = None,
+        on_tick: Callable[[TickResult, int], None] | None = None,
+        stop_when_nothing_claimable: bool = False,
+    ) -> TickResult:
+        """Tick until nothing is pending (waiting out retry back-offs and others' leases).
+
+        With ``stop_when_nothing_claimable`` it stops as soon as a tick claims nothing: what
+        is left waits for its retry time or another worker's lease.
+        """
+        total = TickResult()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            tick = self.tick()
+            total.add(tick)
+            total.claimed += tick.claimed
+            total.projects = max(total.projects, tick.projects)
+            left = self.pending()
+            if on_tick is not None:
+                on_tick(tick, left)
+            if left == 0:
+                return total
+            if deadline is not None and time.monotonic() > deadline:
+                return total
+            if tick.claimed == 0 and stop_when_nothing_claimable:
+                return total
+            if tick.claimed == 0:
+                self._sleep(min(1.0, max(0.05, self.config.retry_backoff_s / 4)))
+
+    # -- background thread ---------------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        """Whether :meth:`start` runs the background thread (``RAG_INDEXER_ENABLED``)."""
+        return self.config.indexer_enabled
+
+    def start(self) -> None:
+        """Run ticks in a daemon thread: initial delay, then every interval.
+
+        Does nothing but say so when the engine configuration switches the background indexer
+        off (``RAG_INDEXER_ENABLED=false``): that covers ``worker``, ``serve --with-indexer``
+        and any host that starts the scheduler. Explicit :meth:`tick` /
+        :meth:`run_until_idle` calls (``vancetope-rag index``) are not affected.
+        """
+        if not self.enabled:
+            log.info(
+                "background indexer is off (RAG_INDEXER_ENABLED=false): this process indexes "
+                "nothing on its own; `vancetope-rag index` still runs a pass on demand"
+            )
+            return
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._loop, name="vancetope-rag-indexer", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        self._give_back()
+
+    def _give_back(self) -> None:
+        """Last try to give back claims the store refused (else their lease expires)."""
+        try:
+            left = self.indexer.releaser.retry()
+        except Exception:  # the store may be gone altogether
+            left = self.indexer.releaser.pending
+        if left:
+            log.warning(
+                "%d claims could not be given back; their lease (%gs) frees them",
+                left,
+                self.config.claim_ttl_s,
+            )
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _loop(self) -> None:
+        if self._stop.wait(self.config.indexer_initial_delay_s):
+            return
+        failures = 0  # consecutive ticks the store failed
+        while not self._stop.is_set():
+            store_error: str | None = None
+            try:
+                tick = self.tick()
+                if tick.store_errors and not tick.progressed:
+                    store_error = tick.store_error
+            except StoreError as exc:
+                log.warning("indexer tick failed: %s", exc.message)
+                store_error = exc.message
+                tick = TickResult()
+            except Exception:
+                log.exception("indexer tick failed")
+                tick = TickResult()
+            failures = failures + 1 if store_error else 0
+            if failures >= self.config.max_store_failures:
+                self.fatal_error = (
+                    f"the store failed {failures} indexer ticks in a row; last error: "
+                    f"{store_error}"
+                )
+                log.error("background indexer stops: %s", self.fatal_error)
+                return
+            # A full batch means more is waiting: go again at once instead of idling.
+            busy = tick.claimed >= self.config.indexer_batch_size
+            if self._stop.wait(0 if busy else self.config.indexer_interval_s):
+                return

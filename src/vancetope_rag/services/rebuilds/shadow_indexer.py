@@ -1,0 +1,179 @@
+"""Fills a rebuild's shadow generation from a claimed batch of its queue.
+
+The same steps as :class:`~vancetope_rag.services.indexing.indexer.ProjectRagIndexer` (eligibility,
+split, one batched embedding call through the embedding cache, a fenced write per document),
+but aimed at the shadow RAG and finished on the migration's queue item instead of the
+document: the document's own dirty flag belongs to the live generation, which the indexer
+keeps updating meanwhile. The chunks are written under the item's claim token, so a worker
+whose lease expired (or whose item an edit re-queued) never supersedes a newer pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llama_index.core.schema import BaseNode
+
+from vancetope_rag.config import EngineConfig
+from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem
+from vancetope_rag.domain.records import Document, RagRecord
+from vancetope_rag.errors import StoreError
+from vancetope_rag.metrics import Metrics
+from vancetope_rag.secrets import error_text, get_logger
+from vancetope_rag.services.documents import DocumentService
+from vancetope_rag.services.indexing.indexer import BatchResult, fingerprint, retry_delay
+from vancetope_rag.services.indexing.sources import SourceText, document_parts
+from vancetope_rag.services.rag import RagService
+from vancetope_rag.services.settings import SettingsSnapshot
+from vancetope_rag.store.port import ControlStore, MigrationStore
+
+log = get_logger(__name__)
+
+
+class ShadowIndexer:
+    """Indexes claimed migration items into the migration's shadow RAG."""
+
+    def __init__(
+        self,
+        control: ControlStore,
+        migrations: MigrationStore,
+        rags: RagService,
+        documents: DocumentService,
+        config: EngineConfig,
+        metrics: Metrics,
+    ) -> None:
+        self.control = control
+        self.migrations = migrations
+        self.rags = rags
+        self.documents = documents
+        self.config = config
+        self.metrics = metrics
+
+    def index_items(
+        self,
+        migration: Migration,
+        shadow: RagRecord,
+        items: Sequence[MigrationItem],
+        worker_id: str,
+        snapshot: SettingsSnapshot,
+    ) -> BatchResult:
+        result = BatchResult()
+        if not items:
+            return result
+        include = bool(snapshot.effective["rag.project.includeSummaries"])
+        t, p = migration.tenant_id, migration.project_id
+        to_embed: dict[str, list[SourceText]] = {}
+        docs: dict[str, Document] = {}
+        by_id = {i.document_id: i for i in items}
+        for item in items:
+            doc = self.control.get_document(t, p, item.document_id)
+            if doc is None:  # deleted since it was queued: nothing of it may stay
+                self._commit(shadow, item, None, worker_id, [], result)
+                continue
+            docs[doc.id] = doc
+            eligible = self.documents.is_rag_eligible(doc)
+            parts = document_parts(doc, include, self.rags.clip)[0] if eligible else []
+            if parts:
+                to_embed[doc.id] = parts
+            else:
+                empty = f"{fingerprint(shadow, [])}:0"
+                self._commit(shadow, item, doc, worker_id, [], result, empty)
+        if not to_embed:
+            return result
+        try:
+            grouped, stats = self.rags.embed_sources(shadow, to_embed)
+            result.embedded_texts += stats.embedded_texts
+            result.cache_hits += stats.cache_hits
+        except Exception as batch_exc:  # one poison document must not fail the batch
+            log.info("rebuild batch embed failed (%s); embedding one by one", batch_exc)
+            grouped = {}
+            for ref, parts in to_embed.items():
+                try:
+                    one, stats = self.rags.embed_sources(shadow, {ref: parts})
+                    result.embedded_texts += stats.embedded_texts
+                    result.cache_hits += stats.cache_hits
+                    grouped.update(one)
+                except Exception as exc:
+                    self._fail(by_id[ref], docs[ref], worker_id, exc, result)
+        for ref, nodes in grouped.items():
+            recorded = f"{fingerprint(shadow, to_embed[ref])}:{len(nodes)}"
+            self._commit(shadow, by_id[ref], docs[ref], worker_id, nodes, result, recorded)
+        return result
+
+    def _commit(
+        self,
+        shadow: RagRecord,
+        item: MigrationItem,
+        doc: Document | None,
+        worker_id: str,
+        nodes: Sequence[BaseNode],
+        result: BatchResult,
+        indexed_hash: str | None = None,
+    ) -> None:
+        """Fenced: write the shadow's chunks of the document and finish its item, only while
+        the item's claim (by token) is still ours; in one transaction where the store has
+        them, under the claim token as chunk generation everywhere."""
+        token = item.claim_token
+        assert token is not None, "a claimed item carries its claim token"
+        m_id, d_id = item.migration_id, item.document_id
+        try:
+            with self.control.transaction():
+                if not self.migrations.holds_item(m_id, d_id, worker_id, token):
+                    result.lost_lease += 1
+                    return
+                if doc is None:
+                    self.rags.remove_by_source(shadow, d_id)
+                    self.migrations.remove_items(m_id, [d_id])
+                    result.removed += 1
+                    return
+                self.rags.write_source(shadow, d_id, nodes, generation=token)
+                finished = self.migrations.finish_item(
+                    m_id, d_id, worker_id, token, doc_version=doc.rag_version,
+                    indexed_hash=indexed_hash,
+                )  # fmt: skip
+            if not finished:  # re-queued by an edit, or taken over, meanwhile
+                result.lost_lease += 1
+                return
+        except Exception as exc:
+            if doc is not None:
+                self._fail(item, doc, worker_id, exc, result)
+            return
+        self.metrics.indexer_runs.labels(outcome="success").inc()
+        result.indexed += 1
+        result.chunks += len(nodes)
+
+    def _fail(
+        self,
+        item: MigrationItem,
+        doc: Document,
+        worker_id: str,
+        exc: BaseException,
+        result: BatchResult,
+    ) -> None:
+        error = error_text(exc)
+        log.warning("rebuild: indexing %s (%s) failed: %s", doc.path, doc.id, error)
+        self.metrics.indexer_runs.labels(outcome="failed").inc()
+        result.failed += 1
+        result.errors[doc.id] = error
+        if isinstance(exc, StoreError):
+            # the store's failure, not the document's: no attempt is spent (a rebuild must
+            # not fail for an outage); the lease expires and another pass takes the item
+            result.store_errors += 1
+            result.store_error = error
+            return
+        assert item.claim_token is not None
+        try:
+            state = self.migrations.release_item(
+                item.migration_id,
+                item.document_id,
+                worker_id,
+                item.claim_token,
+                error=error,
+                retry_delay_s=retry_delay(self.config, item.attempts),
+                max_attempts=self.config.max_attempts,
+            )
+        except Exception:  # the lease TTL recovers it
+            log.exception("could not release the rebuild claim on %s", doc.id)
+            return
+        if state is ItemState.FAILED:
+            log.warning("rebuild: %s failed for good with the new model", doc.path)

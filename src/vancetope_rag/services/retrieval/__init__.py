@@ -1,0 +1,2 @@
+"""Retrieval: a RAG's hits for a query (dense or hybrid) and the one retriever every surface
+uses."""

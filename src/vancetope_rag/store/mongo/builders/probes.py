@@ -1,0 +1,103 @@
+"""Pure builders for asking Atlas Search whether it sees a whole RAG yet.
+
+A rebuild's shadow becomes live only when search sees the newest generation of every one of
+its sources (readers would otherwise switch to a generation search shows in part). The
+primary says what was written (:func:`generation_counts_pipeline`); probes filtered to groups
+of sources ask ``$vectorSearch`` (exact, any query vector ranks every match) and ``$search``
+what they see (:func:`scope_probe_pipelines`); :func:`sees_all` compares. A group holds at
+most :data:`~.mongo_queries.MAX_NUM_CANDIDATES` chunks, Atlas's largest answer, so a large
+RAG takes several probes — run once per switch attempt, never by a query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from vancetope_rag.store.mongo.builders.queries import (
+    MAX_NUM_CANDIDATES,
+    scope_match,
+    vector_search_filter,
+)
+from vancetope_rag.store.mongo.builders.text import scope_clauses
+from vancetope_rag.store.mongo.indexes import TEXT_INDEX, VECTOR_FIELD, VECTOR_INDEX
+from vancetope_rag.store.types import RagScope
+
+#: Per source: (newest generation, its chunk count, chunks of every generation).
+Written = Mapping[str, tuple[int, int, int]]
+
+
+def generation_counts_pipeline(scope: RagScope) -> list[dict[str, Any]]:
+    """Chunks per source and generation of a scope, as written (read on the primary)."""
+    return [
+        {"$match": scope_match(scope)},
+        {"$group": {"_id": {"s": "$sourceRef", "g": "$gen"}, "n": {"$sum": 1}}},
+    ]
+
+
+def written(rows: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int, int]]:
+    """:data:`Written` from the rows of :func:`generation_counts_pipeline`."""
+    found: dict[str, tuple[int, int, int]] = {}
+    for row in rows:
+        source, gen, n = row["_id"]["s"], int(row["_id"]["g"]), int(row["n"])
+        newest, count, total = found.get(source, (gen, 0, 0))
+        if gen > newest:
+            newest, count = gen, n
+        elif gen == newest:
+            count = n
+        found[source] = (newest, count, total + n)
+    return found
+
+
+def source_groups(by_source: Written, limit: int = MAX_NUM_CANDIDATES) -> list[list[str]]:
+    """Sources in groups whose chunks (every generation) fit one probe's answer."""
+    groups: list[list[str]] = []
+    size = 0
+    for source in sorted(by_source):
+        n = by_source[source][2]
+        if not groups or size + n > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append(source)
+        size += n
+    return groups
+
+
+def scope_probe_pipelines(
+    scope: RagScope, sources: Sequence[str], limit: int, *, text: bool
+) -> list[list[dict[str, Any]]]:
+    """The ``$vectorSearch`` (and with ``text`` the ``$search``) probe of a source group,
+    each returning ``sourceRef`` and ``gen`` of up to ``limit`` chunks it sees."""
+    limit = max(1, min(limit, MAX_NUM_CANDIDATES))
+    vector = {
+        "index": VECTOR_INDEX,
+        "path": VECTOR_FIELD,
+        "queryVector": [1.0] * scope.dimension,
+        "exact": True,
+        "limit": limit,
+        "filter": {"$and": [*vector_search_filter(scope, None)["$and"],
+                            {"sourceRef": {"$in": list(sources)}}]},
+    }  # fmt: skip
+    fields: dict[str, Any] = {"$project": {"_id": 0, "sourceRef": 1, "gen": 1}}
+    probes: list[list[dict[str, Any]]] = [[{"$vectorSearch": vector}, fields]]
+    if text:
+        clauses = [*scope_clauses(scope), {"in": {"path": "sourceRef", "value": list(sources)}}]
+        probes.append([
+            {"$search": {"index": TEXT_INDEX, "compound": {"filter": clauses}}},
+            {"$limit": limit},
+            fields,
+        ])  # fmt: skip
+    return probes
+
+
+def sees_all(by_source: Written, sources: Sequence[str], seen: Iterable[Mapping[str, Any]]) -> bool:
+    """Does a probe's answer hold every chunk of the newest generation of each source?"""
+    counts: dict[tuple[str, int], int] = {}
+    for row in seen:
+        key = (row["sourceRef"], int(row.get("gen", 0)))
+        counts[key] = counts.get(key, 0) + 1
+    for source in sources:
+        newest, count, _ = by_source[source]
+        if counts.get((source, newest), 0) < min(count, MAX_NUM_CANDIDATES):
+            return False
+    return True

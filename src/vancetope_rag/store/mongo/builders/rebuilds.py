@@ -1,0 +1,56 @@
+"""Pure parts of the MongoDB migration store: document codecs of ``migrations`` and
+``migration_items``, and the fields that put an item back in the queue. No I/O here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
+from vancetope_rag.store.mongo.builders import updates as q
+
+#: What an item is set to when it is (re-)queued: no claim, fresh attempts.
+REQUEUE: dict[str, Any] = {
+    "state": ItemState.PENDING.value,
+    "claimedBy": None,
+    "claimedAt": None,
+    "claimToken": None,
+    "attempts": 0,
+    "lastError": None,
+    "nextAttemptAt": None,
+}
+
+
+def migration_from_bson(d: Mapping[str, Any]) -> Migration:
+    return Migration(
+        id=d["_id"],
+        tenant_id=d["tenantId"],
+        project_id=d["projectId"],
+        rag_name=d["ragName"],
+        from_rag_id=d["fromRagId"],
+        to_rag_id=d["toRagId"],
+        from_model=d["fromModel"],
+        to_model=d["toModel"],
+        state=MigrationState(d["state"]),
+        reason=d.get("reason"),
+        max_failure_ratio=float(d["maxFailureRatio"]),
+        created_at=q.from_bson_time(d.get("createdAt")),
+        finished_at=q.from_bson_time(d.get("finishedAt")),
+    )
+
+
+def item_from_bson(d: Mapping[str, Any]) -> MigrationItem:
+    return MigrationItem(
+        migration_id=d["migrationId"],
+        tenant_id=d["tenantId"],
+        project_id=d["projectId"],
+        document_id=d["documentId"],
+        state=ItemState(d["state"]),
+        attempts=int(d.get("attempts", 0)),
+        last_error=d.get("lastError"),
+        claimed_by=d.get("claimedBy"),
+        claim_token=d.get("claimToken"),
+        doc_version=d.get("docVersion"),
+        indexed_hash=d.get("indexedHash"),
+        completed_at=q.from_bson_time(d.get("completedAt")),
+    )

@@ -1,0 +1,413 @@
+"""Chunk store on MongoDB: one collection per embedding dimension, Atlas Search or exact.
+
+Every chunk document carries its scope (``tenantId``, ``projectId``, ``ragId``) and every
+read, query and delete filters on all three, so a RAG id leaked from another tenant or project
+finds nothing. Chunks of dimension ``d`` live in ``chunks_<d>`` with a binary float32
+``embedding`` (see :mod:`.mongo_indexes`). A thin I/O class: filters, pipelines, ranking and
+codecs come from :mod:`.mongo_queries` and :mod:`.mongo_text`; what is known about the
+server's search, from :mod:`.mongo_search`.
+
+**Generations.** Atlas Search indexes lag the collection (about a second, more under load):
+``$vectorSearch`` finds ids in its index, then reads those documents from the collection.
+Deleting a source's old chunks right after writing new ones would show the source with zero
+chunks for that window. So every chunk carries ``gen``, the generation of its source:
+
+* ``replace_source`` writes the new generation *beside* the old one (a fresh number from the
+  store's ``counters``, or the indexer's claim token) and records a pending swap; a write
+  whose generation is older than one already written is dropped (a late writer never
+  supersedes a newer one).
+* A query keeps, per source, only the newest generation *among the rows the search
+  returned*: while the new one is not yet visible, the old one answers; once it is, the new
+  one does. Queries fetch more rows than ``top_k`` so dropped rows do not shorten answers.
+* ``count_chunks`` / ``get_chunks`` read the collection (primary): the newest generation
+  written, at once.
+* :meth:`MongoChunkStore.sweep` (run by the indexer's ticks) deletes a source's older
+  generations once a search probe sees all of the newest *and* the swap is older than
+  ``sweep_grace_s``: the probe ran on one search node, and with several (Atlas Search Nodes)
+  another may still lag behind it. Without Atlas Search (exact ranking reads the
+  collection, no lag) they are deleted at once.
+* ``add_chunks`` writes into a source's newest generation, so adding never hides chunks.
+
+A crash between steps leaves an extra generation the next write or sweep removes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+from bson import ObjectId
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+from vancetope_rag.domain.records import Chunk, Hit
+from vancetope_rag.errors import InvalidInputError, StoreError
+from vancetope_rag.store.mongo import indexes as ix
+from vancetope_rag.store.mongo.builders import queries as mq
+from vancetope_rag.store.mongo.builders.text import build_text_search_pipeline
+from vancetope_rag.store.mongo.errors import guard_errors
+from vancetope_rag.store.mongo.search import SearchSupport, VectorSearchMode
+from vancetope_rag.store.shared import (
+    check_top_k,
+    checked_vector,
+    chunk_id_taken_error,
+    rank_bm25,
+    words,
+)
+from vancetope_rag.store.types import ChunkFilter, Clock, RagScope
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MongoChunkStore", "VectorSearchMode"]
+
+
+@guard_errors
+class MongoChunkStore:
+    """:class:`~vancetope_rag.store.port.ChunkStore` on ``chunks_<dim>`` collections.
+
+    Args:
+        database: the database, reads on the primary (pymongo, or mongomock in tests).
+        search_database: the database search stages run on (the URI's read preference);
+            defaults to ``database``.
+        vector_search: ``atlas``, ``exact``, or ``auto`` (Atlas when the server has search).
+        clock: when swaps are recorded and how old they are (seconds since the epoch).
+        sweep_grace_s: how long an old generation outlives its replacement at least.
+    """
+
+    def __init__(
+        self,
+        database: Any,
+        *,
+        search_database: Any = None,
+        vector_search: VectorSearchMode = "auto",
+        clock: Clock = time.time,
+        sweep_grace_s: float = 10.0,
+    ) -> None:
+        self.db = database
+        self.clock = clock
+        self.sweep_grace_s = sweep_grace_s
+        search_db = search_database if search_database is not None else database
+        self.search = SearchSupport(database, search_db, mode=vector_search)
+        self.counters = database["counters"]
+        self.swaps = database[ix.SWAPS]
+        #: Set by the opener when chunks of an older layout wait for ``init`` to move them.
+        self.legacy_chunks = False
+
+    @property
+    def vector_search(self) -> VectorSearchMode:
+        return self.search.mode
+
+    def uses_atlas(self) -> bool:
+        return self.search.uses_atlas()
+
+    def _collection(self, scope: RagScope) -> Any:
+        if self.legacy_chunks:
+            raise StoreError(
+                "this store holds chunks in the layout of an older vancetope-rag; run "
+                "`vancetope-rag --store <uri> init` once to move them to per-dimension "
+                "collections (nothing is lost meanwhile)"
+            )
+        return self.search.collection(scope.dimension)
+
+    # -- generations -------------------------------------------------------------------
+
+    def next_generation(self) -> int:
+        """A number greater than every generation and claim token handed out before."""
+        return ix.next_generation(self.counters)
+
+    def _newest(
+        self, collection: Any, scope: RagScope, filters: ChunkFilter | None = None
+    ) -> dict[str, int]:
+        rows = collection.aggregate(mq.newest_generations_pipeline(scope, filters))
+        return {row["_id"]: int(row["gen"]) for row in rows}
+
+    def _check_ids_free(
+        self,
+        collection: Any,
+        scope: RagScope,
+        docs: Sequence[dict[str, Any]],
+        replacing: str | None,
+    ) -> None:
+        """Refuse chunk ids the newest generation of a source holds (but ``replacing``)."""
+        flt = {**mq.scope_match(scope), "chunkId": {"$in": [d["chunkId"] for d in docs]}}
+        if replacing is not None:
+            flt["sourceRef"] = {"$ne": replacing}
+        rows = list(collection.find(flt, {"chunkId": 1, "sourceRef": 1, "gen": 1}))
+        if not rows:
+            return
+        newest = self._newest(collection, scope, {"sourceRef": [r["sourceRef"] for r in rows]})
+        taken = [r for r in rows if int(r.get("gen", 0)) == newest.get(r["sourceRef"])]
+        if taken:
+            raise chunk_id_taken_error(scope, taken[0]["chunkId"])
+
+    def _insert(self, collection: Any, scope: RagScope, docs: list[dict[str, Any]]) -> None:
+        """Insert all or nothing (as one SQL transaction would)."""
+        for doc in docs:
+            doc["_id"] = ObjectId()
+        try:
+            collection.insert_many(docs, ordered=True)
+        except (BulkWriteError, DuplicateKeyError) as exc:
+            collection.delete_many({"_id": {"$in": [d["_id"] for d in docs]}})
+            errors = ix.write_errors(exc)
+            if not ix.all_duplicate_keys(errors):
+                raise
+            raise chunk_id_taken_error(scope, errors[0].get("keyValue") if errors else exc) from exc
+
+    # -- writes ------------------------------------------------------------------------
+
+    def add_chunks(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
+        docs = mq.chunk_documents(scope, chunks)
+        if not docs:
+            return []
+        collection = self._collection(scope)
+        sources = sorted({d["sourceRef"] for d in docs})
+        newest = self._newest(collection, scope, {"sourceRef": sources})
+        self._check_ids_free(collection, scope, docs, None)
+        fresh: int | None = None
+        for doc in docs:
+            gen = newest.get(doc["sourceRef"])
+            if gen is None:
+                fresh = fresh if fresh is not None else self.next_generation()
+                gen = fresh
+            doc["gen"] = gen
+        self._insert(collection, scope, docs)
+        return [c.id for c in chunks]
+
+    def replace_source(
+        self,
+        scope: RagScope,
+        source_ref: str,
+        chunks: Sequence[Chunk],
+        *,
+        generation: int | None = None,
+    ) -> None:
+        docs = mq.chunk_documents(scope, chunks)
+        if generation is not None and (not isinstance(generation, int) or generation < 1):
+            raise InvalidInputError(f"generation must be a positive integer, not {generation!r}")
+        collection = self._collection(scope)
+        if docs:
+            self._check_ids_free(collection, scope, docs, source_ref)
+        gen = generation if generation is not None else self.next_generation()
+        source = {**mq.scope_match(scope), "sourceRef": source_ref}
+        written = self._newest(collection, scope, {"sourceRef": source_ref}).get(source_ref)
+        if written is not None and written > gen:
+            log.info("dropped a write of %s under generation %s: %s is newer", source_ref, gen,
+                     written)  # fmt: skip
+            return
+        if not docs:  # a removal: meant to leave the source empty, at once
+            collection.delete_many({**source, "gen": {"$lte": gen}})
+            self.swaps.delete_many(source)
+            return
+        if written == gen:  # the same writer again under its token: redo that generation
+            collection.delete_many({**source, "gen": gen})
+        # the swap is recorded first: a crash after the insert still leaves the sweeper a note
+        self.swaps.insert_one({**source, "dim": scope.dimension, "gen": gen,
+                               "at": self._instant()})  # fmt: skip
+        for doc in docs:
+            doc["gen"] = gen
+        self._insert(collection, scope, docs)
+        latest = self._newest(collection, scope, {"sourceRef": source_ref}).get(source_ref, gen)
+        if latest > gen:  # a newer writer came in meanwhile: these chunks can never show
+            collection.delete_many({**source, "gen": gen})
+        elif not self.uses_atlas():  # no search index to lag behind: swap at once
+            self._drop_older(collection, source, gen)
+
+    def _drop_older(self, collection: Any, source: dict[str, Any], gen: int) -> int:
+        removed = int(collection.delete_many({**source, "gen": {"$lt": gen}}).deleted_count)
+        self.swaps.delete_many({**source, "gen": {"$lte": gen}})
+        return removed
+
+    def _instant(self, seconds_ago: float = 0.0) -> datetime:
+        """The store clock's now (minus ``seconds_ago``) as BSON stores it: naive UTC ms."""
+        at = datetime.fromtimestamp(self.clock(), UTC) - timedelta(seconds=seconds_ago)
+        return at.replace(tzinfo=None, microsecond=at.microsecond // 1000 * 1000)
+
+    def remove_by_source(self, scope: RagScope, source_ref: str) -> int:
+        source = {**mq.scope_match(scope), "sourceRef": source_ref}
+        removed = int(self._collection(scope).delete_many(source).deleted_count)
+        self.swaps.delete_many(source)
+        return removed
+
+    def remove_chunks(
+        self,
+        scope: RagScope,
+        *,
+        chunk_ids: Sequence[str] | None = None,
+        filters: ChunkFilter | None = None,
+    ) -> int:
+        flt = mq.chunk_match(scope, chunk_ids, filters)
+        if chunk_ids is not None and not chunk_ids:
+            return 0
+        return int(self._collection(scope).delete_many(flt).deleted_count)
+
+    def drop_rag(self, scope: RagScope) -> int:
+        removed = int(self._collection(scope).delete_many(mq.scope_match(scope)).deleted_count)
+        self.swaps.delete_many(mq.scope_match(scope))
+        return removed
+
+    # -- reads (the collection as written, on the primary) -----------------------------
+
+    def source_refs(self, scope: RagScope) -> list[str]:
+        refs = self._collection(scope).distinct("sourceRef", mq.scope_match(scope))
+        return sorted(str(r) for r in refs)
+
+    def chunk_rags(self, tenant_id: str, project_id: str) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for name in self.db.list_collection_names():  # one collection per dimension
+            dim = ix.dimension_of(name)
+            if dim is not None:
+                flt = {"tenantId": tenant_id, "projectId": project_id}
+                for rag_id in self.db[name].distinct("ragId", flt):
+                    found[str(rag_id)] = dim
+        return found
+
+    def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
+        rows = list(self._collection(scope).aggregate(mq.count_pipeline(scope, filters)))
+        return int(rows[0]["n"]) if rows else 0
+
+    def get_chunks(
+        self,
+        scope: RagScope,
+        *,
+        chunk_ids: Sequence[str] | None = None,
+        filters: ChunkFilter | None = None,
+    ) -> list[Hit]:
+        flt = mq.chunk_match(scope, chunk_ids, filters)
+        if chunk_ids is not None and not chunk_ids:
+            return []
+        collection = self._collection(scope)
+        written = self._newest(collection, scope, filters)  # read first: see keep_newest
+        rows = collection.find(flt, {name: 1 for name in (*mq.HIT_FIELDS, "ord")}).sort(
+            [("sourceRef", 1), ("gen", 1), ("ord", 1)]
+        )
+        return [mq.hit_from_bson(row, 0.0) for row in mq.keep_newest(rows, written)]
+
+    # -- queries -----------------------------------------------------------------------
+
+    def query(
+        self,
+        scope: RagScope,
+        vector: Sequence[float],
+        top_k: int,
+        *,
+        filters: ChunkFilter | None = None,
+    ) -> list[Hit]:
+        check_top_k(top_k)
+        query = checked_vector(vector, scope.dimension)
+        mq.translate_filters(filters)  # unknown keys fail the same way in both modes
+        # Atlas returns at most 10,000 results: a larger top_k gets the best 10,000 (fewer
+        # than asked reads as "no more", which is what the service's over-fetch expects)
+        top_k = min(top_k, mq.MAX_NUM_CANDIDATES)
+        if not self.uses_atlas():
+            return self._exact_query(scope, query, top_k, filters)
+        self._collection(scope)
+        self.search.require_queryable(scope.dimension, ix.VECTOR_INDEX)
+        exact = self.search.prefer_exact(scope)
+        search = self.search.search_collection(scope.dimension)
+        limit = mq.fetch_limit(top_k)
+        while True:
+            pipeline = mq.build_vector_search_pipeline(
+                scope, query.tolist(), limit, filters, exact=exact
+            )
+            rows = list(search.aggregate(pipeline))
+            hits = mq.atlas_hits(rows, scope)
+            # older generations took places: ask for more, unless the search ran dry
+            if len(hits) >= top_k or len(rows) < limit or limit >= mq.MAX_NUM_CANDIDATES:
+                return hits[:top_k]
+            limit = min(mq.MAX_NUM_CANDIDATES, limit * 4)
+
+    def _exact_query(
+        self, scope: RagScope, query: np.ndarray, top_k: int, filters: ChunkFilter | None
+    ) -> list[Hit]:
+        fields = {"_id": 1, "chunkId": 1, "sourceRef": 1, "gen": 1, ix.VECTOR_FIELD: 1}
+        rows = list(self._collection(scope).find(mq.chunk_match(scope, None, filters), fields))
+        chosen = mq.rank_rows_exact(rows, query, top_k)
+        if not chosen:
+            return []
+        found = {
+            row["_id"]: row
+            for row in self._collection(scope).find(
+                {**mq.scope_match(scope), "_id": {"$in": [r["_id"] for r, _ in chosen]}},
+                {name: 1 for name in mq.HIT_FIELDS},
+            )
+        }
+        return [mq.hit_from_bson(found[r["_id"]], s) for r, s in chosen if r["_id"] in found]
+
+    def lexical_query(
+        self,
+        scope: RagScope,
+        text: str,
+        top_k: int,
+        *,
+        vector: Sequence[float],
+        filters: ChunkFilter | None = None,
+    ) -> list[Hit]:
+        check_top_k(top_k)
+        query = checked_vector(vector, scope.dimension)
+        mq.translate_filters(filters)
+        top_k = min(top_k, mq.MAX_NUM_CANDIDATES)  # as in query
+        if not words(text):
+            return []
+        fields = {name: 1 for name in (*mq.HIT_FIELDS, ix.VECTOR_FIELD)}
+        if not self.uses_atlas():  # BM25 over the scope's chunks as they are now
+            rows = mq.newest_generation(
+                self._collection(scope).find(mq.chunk_match(scope, None, filters), fields)
+            )
+            ranked = rank_bm25(rows, text, top_k)
+            return [mq.hit_from_bson(r, mq.cosine(r.get(ix.VECTOR_FIELD), query), lexical=s)
+                    for r, s in ranked]  # fmt: skip
+        self._collection(scope)
+        self.search.require_queryable(scope.dimension, ix.TEXT_INDEX)
+        search = self.search.search_collection(scope.dimension)
+        limit = mq.fetch_limit(top_k)
+        wanted = (scope.tenant_id, scope.project_id, scope.rag_id)
+        while True:
+            rows = list(search.aggregate(build_text_search_pipeline(scope, text, limit, filters)))
+            kept = mq.newest_generation(
+                r for r in rows if (r["tenantId"], r["projectId"], r["ragId"]) == wanted
+            )
+            if len(kept) >= top_k or len(rows) < limit or limit >= mq.MAX_NUM_CANDIDATES:
+                return [
+                    mq.hit_from_bson(r, mq.cosine(r.get(ix.VECTOR_FIELD), query),
+                                     lexical=float(r["lexical"]))
+                    for r in kept[:top_k]
+                ]  # fmt: skip
+            limit = min(mq.MAX_NUM_CANDIDATES, limit * 4)
+
+    # -- index management (never in the query path) ------------------------------------
+
+    def prepare_dimension(self, dimension: int) -> None:
+        self.search.prepare(dimension)
+
+    def dimension_ready(self, dimension: int) -> bool:
+        return self.search.ready(dimension)
+
+    def visible(self, scope: RagScope) -> bool:
+        return self.search.sees_scope(scope, self._collection(scope))
+
+    def sweep(self, *, limit: int = 100) -> int:
+        """Delete older generations of sources whose newest one search sees entirely."""
+        removed = 0
+        grace = self.sweep_grace_s if self.uses_atlas() else 0.0
+        due = {"at": {"$lte": self._instant(grace)}}
+        records = list(self.swaps.find(due).sort([("at", 1)]).limit(limit))
+        grouped: dict[tuple[str, str, str, str, int], list[tuple[Any, int]]] = {}
+        for r in records:
+            key = (r["tenantId"], r["projectId"], r["ragId"], r["sourceRef"], int(r["dim"]))
+            grouped.setdefault(key, []).append((r["_id"], int(r["gen"])))
+        for (tenant, project, rag, source_ref, dim), notes in grouped.items():
+            scope = RagScope(tenant, project, rag, dim)
+            collection = self.search.collection(dim)
+            source = {**mq.scope_match(scope), "sourceRef": source_ref}
+            newest = self._newest(collection, scope, {"sourceRef": source_ref}).get(source_ref)
+            if newest is not None and not self.search.visible(scope, source_ref, newest):
+                continue  # not yet: the old generation keeps answering
+            if newest is not None:
+                removed += self._drop_older(collection, source, newest)
+            # a note of a generation still being written (newer than any chunk) stays
+            done = [oid for oid, gen in notes if newest is None or gen <= newest]
+            self.swaps.delete_many({"_id": {"$in": done}})
+        return removed

@@ -1,0 +1,203 @@
+"""The MongoDB store (production): control plane and chunks in one database.
+
+``open_mongo_store("mongodb+srv://user:pw@cluster.example.net/vancetope_rag")`` connects,
+checks the schema version and creates the B-tree indexes of the control plane. Collections:
+``projects``, ``documents``, ``rags``, ``settings``, ``embedding_cache``, ``counters``,
+``chunk_swaps``, ``rag_names`` (live pointers), ``migrations``, ``migration_items``,
+``schema`` (one version document) and one ``chunks_<dim>`` per embedding dimension. Search
+indexes are made by :meth:`MongoStore.initialize` (the ``init`` command) and when a RAG of
+a new dimension is created — never by a query or a write.
+
+Connection semantics are pinned here, whatever the URI says: control reads (claims,
+``holds_claim``, chunk counts and listings) go to the primary; search stages keep the URI's
+read preference with read concern ``local``; the client has an overall ``timeoutMS``
+(:data:`DEFAULT_TIMEOUT_MS` unless the URI sets one).
+
+Many processes may share one database: claims are atomic ``find_one_and_update`` calls whose
+lease condition the server evaluates on its own clock (see :mod:`.mongo_control`), and chunk
+replacement is safe without transactions (see :mod:`.mongo_chunks`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote, urlparse, urlunparse
+
+from pymongo import ReadPreference
+from pymongo.errors import PyMongoError
+
+from vancetope_rag.domain.records import IndexStatus
+from vancetope_rag.errors import StoreError
+from vancetope_rag.store.mongo import setup as mongo_setup
+from vancetope_rag.store.mongo.chunks import MongoChunkStore, VectorSearchMode
+from vancetope_rag.store.mongo.control import MongoControlStore
+from vancetope_rag.store.mongo.errors import guard_errors, store_error
+from vancetope_rag.store.mongo.rebuilds import MongoMigrationStore
+from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore
+from vancetope_rag.store.types import Clock
+
+__all__ = [
+    "DEFAULT_DATABASE",
+    "SCHEMA_VERSION",
+    "MongoChunkStore",
+    "MongoControlStore",
+    "MongoStore",
+    "database_from_uri",
+    "open_mongo_store",
+    "redact_uri",
+]
+
+DEFAULT_DATABASE = "vancetope_rag"
+SCHEMA_VERSION = mongo_setup.SCHEMA_VERSION
+
+#: The client's overall time budget per operation when the URI sets no ``timeoutMS``.
+DEFAULT_TIMEOUT_MS = 30_000
+
+
+@guard_errors
+@dataclass
+class MongoStore:
+    """The MongoDB store: control plane, chunks and migrations over one client."""
+
+    control: ControlStore
+    chunks: ChunkStore
+    migrations: MigrationStore
+    database: Any
+    client: Any
+    owns_client: bool = field(default=True)
+    #: How ``initialize(wait=True)`` passes time (injected by tests).
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+    monotonic: Callable[[], float] = field(default=time.monotonic, repr=False)
+
+    def initialize(
+        self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
+    ) -> list[IndexStatus]:
+        """Create collections and indexes (B-tree, vector and text search) for every
+        dimension of the RAG catalog plus ``dimensions``, migrating a schema-1 store; with
+        ``wait``, block until every search index is READY (not merely queryable)."""
+        assert isinstance(self.chunks, MongoChunkStore)
+        return mongo_setup.initialize(
+            self.database,
+            self.chunks,
+            dimensions=dimensions,
+            wait=wait,
+            timeout_s=timeout_s,
+            sleep=self.sleep,
+            monotonic=self.monotonic,
+        )
+
+    def close(self) -> None:
+        """Close the client when this store created it (an injected client stays open)."""
+        self.control.close()
+        if self.owns_client:
+            self.client.close()
+
+
+def database_from_uri(uri: str) -> str:
+    """``mongodb://h/db?opts`` → ``db``; no path → :data:`DEFAULT_DATABASE`."""
+    name = unquote(urlparse(uri).path.lstrip("/"))
+    if not name:
+        return DEFAULT_DATABASE
+    if any(c in name for c in '/\\. "$') or len(name) > 63:
+        raise StoreError(f"invalid MongoDB database name {name!r} in the store URI")
+    return name
+
+
+def redact_uri(uri: str) -> str:
+    """The URI with its password replaced by ``***`` (safe to log and show)."""
+    parts = urlparse(uri)
+    if parts.password is None:
+        return uri
+    user, _, hosts = parts.netloc.rpartition("@")
+    login = user.split(":", 1)[0]
+    return urlunparse(parts._replace(netloc=f"{login}:***@{hosts}"))
+
+
+def _is_mongomock(client: Any) -> bool:
+    return type(client).__module__.split(".", 1)[0] == "mongomock"
+
+
+def client_options(uri: str) -> dict[str, Any]:
+    """Keyword options of the ``MongoClient``: the app name, and an overall ``timeoutMS``
+    unless the URI sets one (a keyword would override the URI's)."""
+    options: dict[str, Any] = {"appname": "vancetope-rag"}
+    if "timeoutms=" not in uri.lower():
+        options["timeoutMS"] = DEFAULT_TIMEOUT_MS
+    return options
+
+
+def open_mongo_store(
+    uri: str,
+    *,
+    clock: Clock = time.time,
+    client: Any = None,
+    database: str | None = None,
+    vector_search: VectorSearchMode = "auto",
+    server_clock: bool | None = None,
+    sweep_grace_s: float = 10.0,
+) -> MongoStore:
+    """Open the MongoDB store a URI names.
+
+    Args:
+        uri: ``mongodb://…`` or ``mongodb+srv://…``; the path names the database
+            (default ``vancetope_rag``); ``timeoutMS`` in the URI overrides
+            :data:`DEFAULT_TIMEOUT_MS`.
+        clock: the injected clock; the store's clock when ``server_clock`` is False.
+        client: an existing ``MongoClient`` (or a test double); left open on close.
+        database: database name, overriding the URI's.
+        vector_search: ``atlas`` ($vectorSearch), ``exact`` (numpy ranking of a scoped find;
+            MongoDB without Atlas Search), or ``auto`` (Atlas when the server has search).
+        server_clock: measure leases on the server's ``$$NOW``. Default: yes, unless a clock
+            was injected or the client is mongomock (which has no ``$$NOW``).
+        sweep_grace_s: how long a replaced chunk generation stays at least, after search sees
+            its replacement (other search nodes may lag the one the sweep probed).
+
+    Raises:
+        StoreError: bad URI, unreachable server, or a schema newer than this package.
+    """
+    shown = redact_uri(uri)
+    owns_client = client is None
+    if client is None:
+        from pymongo import MongoClient
+
+        try:
+            client = MongoClient(uri, **client_options(uri))
+        except PyMongoError as exc:
+            raise StoreError(f"cannot open store {shown!r}: {exc}") from exc
+    if server_clock is None:
+        server_clock = clock is time.time and not _is_mongomock(client)
+    if vector_search == "auto" and _is_mongomock(client):
+        vector_search = "exact"
+    name = database or database_from_uri(uri)
+    try:
+        # control reads go to the primary whatever the URI's readPreference says
+        db = client.get_database(name, read_preference=ReadPreference.PRIMARY)
+        chunks = MongoChunkStore(
+            db,
+            search_database=client.get_database(name),
+            vector_search=vector_search,
+            clock=clock,
+            sweep_grace_s=sweep_grace_s,
+        )
+        mongo_setup.open_schema(db, shown, chunks)
+    except BaseException as exc:
+        if owns_client:
+            client.close()
+        if isinstance(exc, PyMongoError):
+            raise store_error(exc, f"opening store {shown!r}") from exc
+        raise
+    control = MongoControlStore(db, uri=shown, clock=clock, server_clock=server_clock)
+    migrations = MongoMigrationStore(
+        db, control.catalog, time_source=control.time_source, now=control.now
+    )
+    return MongoStore(
+        control=control,
+        chunks=chunks,
+        migrations=migrations,
+        database=db,
+        client=client,
+        owns_client=owns_client,
+    )

@@ -1,0 +1,393 @@
+"""Control store on MongoDB: projects, documents, RAG catalog, settings and embedding cache.
+
+A thin I/O class: filters and update pipelines come from :mod:`.mongo_updates`.
+
+Multi-worker safety comes from single-document atomicity. A claim is a series of
+``find_one_and_update`` calls, each leasing one document atomically; the lease condition is
+evaluated by the server against the store's clock (``$$NOW`` with ``server_clock``). Every
+write that finishes or gives back a claim carries ``ragClaimedBy = worker`` in its filter, so a
+worker whose lease was taken over changes nothing.
+
+Fencing without transactions: each claim batch draws a token from the ``counters``
+collection's ``generation`` sequence (shared with chunk generations, so a token is greater
+than every generation written before the claim). The indexer writes the document's chunks
+under its token as their generation, and ``mark_rag_clean`` with the token matches only while
+that very claim holds the document. A worker that stalls past its lease can neither supersede
+a newer claim's chunks nor finish it; mongomock has no sessions, so a transaction could not
+be tested here anyway. :meth:`MongoControlStore.transaction` is therefore a no-op.
+
+Every read here goes to the primary (the opener passes a database pinned to it): a claim or
+a ``holds_claim`` answered by a lagging secondary could hand one document to two workers.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from pymongo import ReturnDocument
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+from vancetope_rag.domain.records import Document, IndexState, Project, ProjectStatus, RagRecord
+from vancetope_rag.store.mongo import indexes as ix
+from vancetope_rag.store.mongo.builders import updates as q
+from vancetope_rag.store.mongo.catalog import MongoRagCatalog
+from vancetope_rag.store.mongo.errors import check_bson_size, guard_errors
+from vancetope_rag.store.shared import (
+    DocumentChanges,
+    content_hash,
+    document_not_found_error,
+    path_exists_error,
+    path_taken_error,
+    state_counts,
+    unique_batches,
+    vector_from_bytes,
+    vector_to_bytes,
+)
+from vancetope_rag.store.types import UNSET, Clock, NewDocument, _Unset
+
+
+@guard_errors
+class MongoControlStore:
+    """:class:`~vancetope_rag.store.port.ControlStore` on a pymongo ``Database``.
+
+    Args:
+        database: the database (pymongo, or mongomock in tests).
+        uri: the store URI as shown to users (credentials already redacted).
+        clock: the injected clock, used when ``server_clock`` is False.
+        server_clock: measure leases with the server's ``$$NOW`` (production) instead of
+            ``clock`` (tests; mongomock has no ``$$NOW``).
+    """
+
+    def __init__(
+        self, database: Any, *, uri: str, clock: Clock = time.time, server_clock: bool = True
+    ) -> None:
+        self.db = database
+        self.uri = uri
+        self.server_clock = server_clock
+        self._clock = clock
+        self.projects = database["projects"]
+        self.documents = database["documents"]
+        self.rags = database["rags"]
+        self.settings = database["settings"]
+        self.embedding_cache = database["embedding_cache"]
+        self.counters = database["counters"]
+        self.catalog = MongoRagCatalog(database, self.now)
+
+    # -- time --------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        if self.server_clock:
+            local_time = self.db.command("hello")["localTime"]
+            now = q.from_bson_time(local_time)
+            assert now is not None
+            return now
+        return q.ms_instant(self._clock())
+
+    def _time(self) -> q.TimeSource:
+        return q.ServerTime() if self.server_clock else q.ClockTime(q.ms_instant(self._clock()))
+
+    def time_source(self) -> q.TimeSource:
+        """What "now" is in filters and update pipelines (shared with the migration store)."""
+        return self._time()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """No-op (see the module docstring for where atomicity comes from)."""
+        yield
+
+    def close(self) -> None:
+        """Nothing to release here; :class:`~.mongo.MongoStore` owns the client."""
+
+    # -- projects ----------------------------------------------------------------------
+
+    def upsert_project(
+        self, tenant_id: str, project_id: str, *, status: ProjectStatus, home_node: str | None
+    ) -> Project:
+        found = ix.upsert_racing(
+            lambda: self.projects.find_one_and_update(
+                q.scope_filter(tenant_id, project_id),
+                q.project_upsert(status, home_node, self._time()),
+                upsert=True,
+                return_document=ReturnDocument.AFTER,
+            )
+        )
+        return q.project_from_bson(found)
+
+    def get_project(self, tenant_id: str, project_id: str) -> Project | None:
+        found = self.projects.find_one(q.scope_filter(tenant_id, project_id))
+        return q.project_from_bson(found) if found else None
+
+    def list_projects(
+        self, *, status: ProjectStatus | None = None, tenant_id: str | None = None
+    ) -> list[Project]:
+        flt: dict[str, Any] = {}
+        if status is not None:
+            flt["status"] = status.value
+        if tenant_id is not None:
+            flt["tenantId"] = tenant_id
+        cursor = self.projects.find(flt).sort([("tenantId", 1), ("projectId", 1)])
+        return [q.project_from_bson(d) for d in cursor]
+
+    def projects_for_node(self, node_id: str) -> list[Project]:
+        cursor = self.projects.find(
+            {
+                "status": ProjectStatus.RUNNING.value,
+                "$or": [{"homeNode": node_id}, {"homeNode": None}],
+            }
+        ).sort([("tenantId", 1), ("projectId", 1)])
+        return [q.project_from_bson(d) for d in cursor]
+
+    # -- documents ---------------------------------------------------------------------
+
+    def insert_document(self, doc: NewDocument) -> Document:
+        update = q.new_document_update(doc, content_hash(doc.content), self._time())
+        check_bson_size(update[0], f"document {doc.path!r}", tenant_id=doc.tenant_id,
+                        project_id=doc.project_id)  # fmt: skip
+        try:
+            created = self.documents.find_one_and_update(
+                {"_id": uuid.uuid4().hex},
+                update,
+                upsert=True,
+                return_document=ReturnDocument.AFTER,
+            )
+        except DuplicateKeyError as exc:
+            raise path_exists_error(doc) from exc
+        return q.document_from_bson(created)
+
+    def update_document(
+        self,
+        tenant_id: str,
+        project_id: str,
+        document_id: str,
+        *,
+        path: str | _Unset = UNSET,
+        mime_type: str | _Unset = UNSET,
+        content: str | _Unset = UNSET,
+        summary: str | _Unset | None = UNSET,
+        rag_enabled: bool | _Unset | None = UNSET,
+        mark_dirty: bool = False,
+        extraction: str | _Unset | None = UNSET,
+        failed_reason: str | None = None,
+    ) -> Document:
+        changes = DocumentChanges.from_args(
+            path=path,
+            mime_type=mime_type,
+            content=content,
+            summary=summary,
+            rag_enabled=rag_enabled,
+            mark_dirty=mark_dirty,
+            extraction=extraction,
+            failed_reason=failed_reason,
+        )
+        update = q.document_update(changes, time=self._time())
+        # the changed fields alone must fit; a sum over the limit the server refuses itself
+        check_bson_size(update[0], f"document {document_id!r}", document_id=document_id)
+        try:
+            updated = self.documents.find_one_and_update(
+                q.scope_filter(tenant_id, project_id, _id=document_id),
+                update,
+                return_document=ReturnDocument.AFTER,
+            )
+        except DuplicateKeyError as exc:
+            raise path_taken_error(path, document_id) from exc
+        if updated is None:
+            raise document_not_found_error(tenant_id, project_id, document_id)
+        return q.document_from_bson(updated)
+
+    def get_document(self, tenant_id: str, project_id: str, document_id: str) -> Document | None:
+        found = self.documents.find_one(q.scope_filter(tenant_id, project_id, _id=document_id))
+        return q.document_from_bson(found) if found else None
+
+    def get_document_by_path(self, tenant_id: str, project_id: str, path: str) -> Document | None:
+        found = self.documents.find_one(q.scope_filter(tenant_id, project_id, path=path))
+        return q.document_from_bson(found) if found else None
+
+    def list_documents(
+        self, tenant_id: str, project_id: str, *, path_prefix: str | None = None
+    ) -> list[Document]:
+        flt = q.scope_filter(tenant_id, project_id)
+        if path_prefix:
+            # anchored and escaped: the prefix is literal text, and the unique path index
+            # serves an anchored regex as a range scan
+            flt["path"] = {"$regex": "^" + re.escape(path_prefix)}
+        cursor = self.documents.find(flt).sort([("path", 1)])
+        return [q.document_from_bson(d) for d in cursor]
+
+    def document_paths(
+        self, tenant_id: str, project_id: str, document_ids: Sequence[str]
+    ) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for part in unique_batches(document_ids, 500):
+            flt = q.scope_filter(tenant_id, project_id, _id={"$in": part})
+            for d in self.documents.find(flt, {"path": 1}):
+                found[str(d["_id"])] = str(d["path"])
+        return found
+
+    def delete_document(self, tenant_id: str, project_id: str, document_id: str) -> bool:
+        result = self.documents.delete_one(q.scope_filter(tenant_id, project_id, _id=document_id))
+        return bool(result.deleted_count)
+
+    def mark_dirty(self, tenant_id: str, project_id: str, document_ids: Sequence[str]) -> int:
+        if not document_ids:
+            return 0
+        result = self.documents.update_many(
+            q.scope_filter(tenant_id, project_id, _id={"$in": list(dict.fromkeys(document_ids))}),
+            [q.dirty_stage()],
+        )
+        return int(result.matched_count)
+
+    def claim_for_rag_index(
+        self, tenant_id: str, project_id: str, worker_id: str, batch_size: int, claim_ttl_s: float
+    ) -> list[Document]:
+        # One time source for the whole batch: with a clock, every lease of the batch starts
+        # at the same instant, as in one SQL statement.
+        time_source = self._time()
+        flt = q.claim_filter(tenant_id, project_id, claim_ttl_s, time_source)
+        # an idle tick (the common case) reads only: no token is drawn for nothing
+        if batch_size < 1 or self.documents.find_one(flt, {"_id": 1}, sort=q.CLAIM_SORT) is None:
+            return []
+        update = q.claim_update(worker_id, ix.next_generation(self.counters), time_source)
+        claimed: list[Document] = []
+        for _ in range(max(batch_size, 0)):
+            found = self.documents.find_one_and_update(
+                flt, update, sort=q.CLAIM_SORT, return_document=ReturnDocument.AFTER
+            )
+            if found is None:
+                break
+            claimed.append(q.document_from_bson(found))
+        return claimed
+
+    def holds_claim(
+        self, tenant_id: str, project_id: str, document_id: str, worker_id: str
+    ) -> bool:
+        found = self.documents.find_one(
+            q.claim_holder(tenant_id, project_id, document_id, worker_id), {"_id": 1}
+        )
+        return found is not None
+
+    def mark_rag_clean(
+        self,
+        tenant_id: str,
+        project_id: str,
+        document_id: str,
+        worker_id: str,
+        version: int,
+        *,
+        state: IndexState,
+        indexed_hash: str | None = None,
+        claim_token: int | None = None,
+        truncated: bool = False,
+    ) -> bool:
+        result = self.documents.update_one(
+            q.claim_holder(tenant_id, project_id, document_id, worker_id, claim_token),
+            q.mark_clean_update(version, state, indexed_hash, self._time(), truncated=truncated),
+        )
+        return bool(result.matched_count)
+
+    def release_rag_claim(
+        self,
+        tenant_id: str,
+        project_id: str,
+        document_id: str,
+        worker_id: str,
+        *,
+        error: str,
+        retry_delay_s: float,
+        max_attempts: int,
+        count_attempt: bool = True,
+    ) -> IndexState:
+        found = self.documents.find_one_and_update(
+            q.claim_holder(tenant_id, project_id, document_id, worker_id),
+            q.release_update(
+                error, retry_delay_s, max_attempts, self._time(), count_attempt=count_attempt
+            ),
+            projection={"indexState": 1},
+            return_document=ReturnDocument.AFTER,
+        )
+        return IndexState(found["indexState"]) if found else IndexState.PENDING
+
+    def document_state_counts(self, tenant_id: str, project_id: str) -> dict[str, int]:
+        rows = self.documents.aggregate(
+            [
+                {"$match": q.scope_filter(tenant_id, project_id)},
+                {"$group": {"_id": "$indexState", "n": {"$sum": 1}}},
+            ]
+        )
+        return state_counts((row["_id"], row["n"]) for row in rows)
+
+    def count_truncated(self, tenant_id: str, project_id: str) -> int:
+        flt = q.scope_filter(tenant_id, project_id, truncated=True)
+        return int(self.documents.count_documents(flt))
+
+    # -- RAG catalog (live generations, through the name pointers: see .mongo_catalog) ------
+
+    def insert_rag(self, rag: RagRecord) -> RagRecord:
+        return self.catalog.insert_live(rag)
+
+    def get_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
+        return self.catalog.get_live(tenant_id, project_id, rag_id)
+
+    def find_rag(self, tenant_id: str, project_id: str, name: str) -> RagRecord | None:
+        return self.catalog.find_live(tenant_id, project_id, name)
+
+    def list_rags(self, tenant_id: str, project_id: str) -> list[RagRecord]:
+        return self.catalog.list_live(tenant_id, project_id)
+
+    def rag_dimensions(self) -> set[int]:
+        return {int(d) for d in self.rags.distinct("embeddingDimension") if d}
+
+    def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
+        return self.catalog.delete(tenant_id, project_id, rag_id)
+
+    # -- settings (projectId null = tenant-wide) ---------------------------------------
+
+    def get_settings(self, tenant_id: str, project_id: str | None) -> dict[str, str]:
+        cursor = self.settings.find(
+            {"tenantId": tenant_id, "projectId": project_id}, {"key": 1, "value": 1}
+        )
+        return {d["key"]: d["value"] for d in cursor}
+
+    def set_setting(
+        self, tenant_id: str, project_id: str | None, key: str, value: str | None
+    ) -> None:
+        flt = {"tenantId": tenant_id, "projectId": project_id, "key": key}
+        if value is None:
+            self.settings.delete_one(flt)
+            return
+        try:
+            self.settings.update_one(flt, {"$set": {"value": value}}, upsert=True)
+        except DuplicateKeyError:  # a concurrent first write won: overwrite it
+            self.settings.update_one(flt, {"$set": {"value": value}})
+
+    # -- embedding cache ---------------------------------------------------------------
+
+    def get_cached_embeddings(
+        self, model_key: str, text_hashes: Sequence[str]
+    ) -> dict[str, list[float]]:
+        found: dict[str, list[float]] = {}
+        for part in unique_batches(text_hashes, 1000):
+            for d in self.embedding_cache.find(
+                {"modelKey": model_key, "textHash": {"$in": part}},
+                {"_id": 0, "textHash": 1, "vector": 1},
+            ):
+                found[d["textHash"]] = vector_from_bytes(d["vector"])
+        return found
+
+    def put_cached_embeddings(self, model_key: str, items: Mapping[str, Sequence[float]]) -> None:
+        if not items:
+            return
+        docs = [
+            {"modelKey": model_key, "textHash": h, "vector": vector_to_bytes(v)}
+            for h, v in items.items()
+        ]
+        try:
+            self.embedding_cache.insert_many(docs, ordered=False)
+        except BulkWriteError as exc:  # entries already cached (first writer wins) are fine
+            if not ix.all_duplicate_keys(ix.write_errors(exc)):
+                raise

@@ -1,0 +1,360 @@
+"""RAG generations and rebuild migrations on MongoDB (:class:`MigrationStore`), no transactions.
+
+* **One active migration per RAG name**: ``migrations`` documents carry ``active: true`` while
+  running or switching, under a partial unique index; a second start is a duplicate key.
+* **State changes are conditional single-document writes** (``state`` in the expected ones),
+  so a cancel and a switch cannot both win: the switch first moves ``running → switching``,
+  which a cancel (``running`` only) can no longer take.
+* **The switch** is then the pointer flip of :mod:`.mongo_catalog` (the one write readers
+  see), followed by bookkeeping a crash may interrupt: the next tick finds the migration
+  ``switching`` and runs :meth:`MongoMigrationStore.switch_live` again, which is idempotent.
+* **The queue** is claimed like documents: ``find_one_and_update`` per item, a fencing token
+  from the store's one sequence, leases on the store's (or the server's) clock.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from pymongo import ReturnDocument
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
+from vancetope_rag.domain.records import IndexState, RagRecord
+from vancetope_rag.store.mongo import indexes as ix
+from vancetope_rag.store.mongo.builders import rebuilds as mm
+from vancetope_rag.store.mongo.builders import updates as q
+from vancetope_rag.store.mongo.catalog import MongoRagCatalog
+from vancetope_rag.store.mongo.errors import guard_errors
+from vancetope_rag.store.shared import capped_error, rebuild_running_error
+from vancetope_rag.store.types import DocumentHead
+
+lit = q.lit
+
+@guard_errors
+class MongoMigrationStore:
+    """:class:`~vancetope_rag.store.port.MigrationStore` on a pymongo ``Database``.
+
+    Args:
+        database: the database, reads on the primary.
+        catalog: the RAG catalog (shared with the control store).
+        time_source: what "now" is in filters and updates (server or injected clock).
+        now: the store's clock as a datetime.
+    """
+
+    def __init__(
+        self,
+        database: Any,
+        catalog: MongoRagCatalog,
+        *,
+        time_source: Callable[[], q.TimeSource],
+        now: Callable[[], datetime],
+    ) -> None:
+        self.catalog = catalog
+        self.migrations = database[ix.MIGRATIONS]
+        self.items = database[ix.MIGRATION_ITEMS]
+        self.documents = database["documents"]
+        self.counters = database["counters"]
+        self._time = time_source
+        self._now = now
+
+    # -- generations -----------------------------------------------------------------------
+
+    def insert_generation(self, rag: RagRecord) -> RagRecord:
+        return self.catalog.insert_shadow(rag)
+
+    def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
+        return self.catalog.get_any(tenant_id, project_id, rag_id)
+
+    def rag_generations(
+        self, tenant_id: str, project_id: str, name: str | None = None
+    ) -> list[RagRecord]:
+        return self.catalog.generations(tenant_id, project_id, name)
+
+    def switch_live(self, migration: Migration) -> bool:
+        m = migration
+        t, p = m.tenant_id, m.project_id
+        active = (MigrationState.RUNNING, MigrationState.SWITCHING)
+        if not self.end_migration(t, p, m.id, state=MigrationState.SWITCHING, expected=active):
+            current = self.get_migration(t, p, m.id)
+            return current is not None and current.state is MigrationState.COMPLETED
+        gone = self.catalog.get_any(t, p, m.to_rag_id) is None
+        if gone or not self.catalog.flip(t, p, m.rag_name, m.from_rag_id, m.to_rag_id):
+            reason = "the live RAG or its new generation was removed during the rebuild"
+            self.end_migration(t, p, m.id, state=MigrationState.FAILED,
+                               expected=[MigrationState.SWITCHING], reason=reason)  # fmt: skip
+            return False
+        # readers use the new generation from the flip on; the rest is bookkeeping
+        self.catalog.record_states(t, p, m.to_rag_id, m.from_rag_id)
+        self.end_migration(t, p, m.id, state=MigrationState.COMPLETED,
+                           expected=[MigrationState.SWITCHING])  # fmt: skip
+        return True
+
+    # -- migrations ------------------------------------------------------------------------
+
+    def start_migration(self, migration: Migration) -> Migration:
+        m = migration
+        doc = {
+            "_id": m.id,
+            "tenantId": m.tenant_id,
+            "projectId": m.project_id,
+            "ragName": m.rag_name,
+            "fromRagId": m.from_rag_id,
+            "toRagId": m.to_rag_id,
+            "fromModel": m.from_model,
+            "toModel": m.to_model,
+            "state": MigrationState.RUNNING.value,
+            "reason": None,
+            "maxFailureRatio": m.max_failure_ratio,
+            "createdAt": q.to_bson_time(self._now()),
+            "finishedAt": None,
+            "active": True,
+        }
+        try:
+            self.migrations.insert_one(doc)
+        except DuplicateKeyError as exc:
+            raise rebuild_running_error(m.tenant_id, m.project_id, m.rag_name) from exc
+        return mm.migration_from_bson(doc)
+
+    def get_migration(
+        self, tenant_id: str, project_id: str, migration_id: str
+    ) -> Migration | None:
+        found = self.migrations.find_one(q.scope_filter(tenant_id, project_id, _id=migration_id))
+        return mm.migration_from_bson(found) if found else None
+
+    def active_migrations(self, tenant_id: str, project_id: str) -> list[Migration]:
+        cursor = self.migrations.find(q.scope_filter(tenant_id, project_id, active=True))
+        return [mm.migration_from_bson(d) for d in cursor.sort([("createdAt", 1)])]
+
+    def latest_migration(
+        self, tenant_id: str, project_id: str, rag_name: str
+    ) -> Migration | None:
+        found = self.migrations.find_one(
+            q.scope_filter(tenant_id, project_id, ragName=rag_name),
+            sort=[("createdAt", -1), ("_id", -1)],
+        )
+        return mm.migration_from_bson(found) if found else None
+
+    def end_migration(
+        self,
+        tenant_id: str,
+        project_id: str,
+        migration_id: str,
+        *,
+        state: MigrationState,
+        expected: Sequence[MigrationState],
+        reason: str | None = None,
+    ) -> bool:
+        update: dict[str, Any] = {"$set": {"state": state.value}}
+        if reason is not None:
+            update["$set"]["reason"] = reason
+        if not state.active:
+            update["$set"]["finishedAt"] = q.to_bson_time(self._now())
+            update["$unset"] = {"active": ""}  # frees the name for the next rebuild
+        flt = q.scope_filter(tenant_id, project_id, _id=migration_id,
+                             state={"$in": [s.value for s in expected]})  # fmt: skip
+        return bool(self.migrations.update_one(flt, update).matched_count)
+
+    # -- the queue -------------------------------------------------------------------------
+
+    def _upsert_items(self, migration_id: str, tenant_id: str, project_id: str,
+                      document_ids: Sequence[str]) -> int:  # fmt: skip
+        ids = list(dict.fromkeys(document_ids))
+        if not ids:
+            return 0
+        flt = {"migrationId": migration_id, "documentId": {"$in": ids}}
+        existing = {d["documentId"] for d in self.items.find(flt, {"documentId": 1})}
+        if existing:
+            self.items.update_many({**flt, "documentId": {"$in": sorted(existing)}},
+                                   {"$set": mm.REQUEUE})  # fmt: skip
+        new = [
+            {"_id": uuid.uuid4().hex, "migrationId": migration_id, "documentId": doc_id,
+             "tenantId": tenant_id, "projectId": project_id, **mm.REQUEUE, "docVersion": None,
+             "indexedHash": None, "completedAt": None}
+            for doc_id in ids if doc_id not in existing
+        ]  # fmt: skip
+        if new:
+            try:
+                self.items.insert_many(new, ordered=False)
+            except BulkWriteError as exc:  # queued by a concurrent call meanwhile: fine
+                if not ix.all_duplicate_keys(ix.write_errors(exc)):
+                    raise
+        return len(ids)
+
+    def queue_items(self, migration: Migration, document_ids: Sequence[str]) -> int:
+        return self._upsert_items(
+            migration.id, migration.tenant_id, migration.project_id, document_ids
+        )
+
+    def requeue_documents(
+        self, tenant_id: str, project_id: str, document_ids: Sequence[str]
+    ) -> int:
+        if not document_ids:
+            return 0
+        return sum(
+            self._upsert_items(m.id, tenant_id, project_id, document_ids)
+            for m in self.active_migrations(tenant_id, project_id)
+        )
+
+    def remove_items(self, migration_id: str, document_ids: Sequence[str]) -> int:
+        flt = {"migrationId": migration_id, "documentId": {"$in": list(document_ids)}}
+        return int(self.items.delete_many(flt).deleted_count)
+
+    def claim_items(
+        self,
+        tenant_id: str,
+        project_id: str,
+        migration_id: str,
+        worker_id: str,
+        batch_size: int,
+        claim_ttl_s: float,
+    ) -> list[MigrationItem]:
+        time = self._time()
+        flt = {
+            "migrationId": migration_id,
+            "tenantId": tenant_id,
+            "projectId": project_id,
+            "$or": [
+                {"state": ItemState.PENDING.value,
+                 "$or": [{"nextAttemptAt": None}, time.reached("nextAttemptAt")]},
+                {"state": ItemState.PROCESSING.value, **time.before("claimedAt", claim_ttl_s)},
+            ],
+        }  # fmt: skip
+        if batch_size < 1 or self.items.find_one(flt, {"_id": 1}) is None:
+            return []  # an idle tick draws no token
+        token = ix.next_generation(self.counters)
+        update = [{"$set": {"state": lit(ItemState.PROCESSING.value), "claimedBy": lit(worker_id),
+                            "claimedAt": time.now(), "claimToken": lit(token)}}]  # fmt: skip
+        claimed: list[MigrationItem] = []
+        for _ in range(batch_size):
+            found = self.items.find_one_and_update(
+                flt, update, sort=[("documentId", 1)], return_document=ReturnDocument.AFTER
+            )
+            if found is None:
+                break
+            claimed.append(mm.item_from_bson(found))
+        return claimed
+
+    def _held(
+        self, migration_id: str, document_id: str, worker_id: str, token: int
+    ) -> dict[str, Any]:
+        return {"migrationId": migration_id, "documentId": document_id,
+                "state": ItemState.PROCESSING.value, "claimedBy": worker_id,
+                "claimToken": token}  # fmt: skip
+
+    def holds_item(
+        self, migration_id: str, document_id: str, worker_id: str, claim_token: int
+    ) -> bool:
+        flt = self._held(migration_id, document_id, worker_id, claim_token)
+        return self.items.find_one(flt, {"_id": 1}) is not None
+
+    def finish_item(
+        self,
+        migration_id: str,
+        document_id: str,
+        worker_id: str,
+        claim_token: int,
+        *,
+        doc_version: int,
+        indexed_hash: str | None,
+    ) -> bool:
+        done = {"state": lit(ItemState.DONE.value), "claimedBy": lit(None), "claimedAt": lit(None),
+                "claimToken": lit(None), "lastError": lit(None), "nextAttemptAt": lit(None),
+                "docVersion": lit(doc_version), "indexedHash": lit(indexed_hash),
+                "completedAt": self._time().now()}  # fmt: skip
+        flt = self._held(migration_id, document_id, worker_id, claim_token)
+        return bool(self.items.update_one(flt, [{"$set": done}]).matched_count)
+
+    def release_item(
+        self,
+        migration_id: str,
+        document_id: str,
+        worker_id: str,
+        claim_token: int,
+        *,
+        error: str,
+        retry_delay_s: float,
+        max_attempts: int,
+    ) -> ItemState:
+        time = self._time()
+        gave_up = {"$gte": ["$attempts", max_attempts]}
+        pipeline = [
+            {"$set": {"attempts": {"$add": [{"$ifNull": ["$attempts", 0]}, 1]}}},
+            {"$set": {
+                "claimedBy": lit(None), "claimedAt": lit(None), "claimToken": lit(None),
+                "lastError": lit(capped_error(error)),
+                "state": {"$cond": [gave_up, lit(ItemState.FAILED.value),
+                                    lit(ItemState.PENDING.value)]},
+                "nextAttemptAt": {"$cond": [gave_up, lit(None), time.later(retry_delay_s)]},
+                "completedAt": {"$cond": [gave_up, time.now(), lit(None)]},
+            }},
+        ]  # fmt: skip
+        found = self.items.find_one_and_update(
+            self._held(migration_id, document_id, worker_id, claim_token),
+            pipeline,
+            projection={"state": 1},
+            return_document=ReturnDocument.AFTER,
+        )
+        return ItemState(found["state"]) if found else ItemState.PENDING
+
+    def list_items(self, migration_id: str) -> list[MigrationItem]:
+        cursor = self.items.find({"migrationId": migration_id}).sort([("documentId", 1)])
+        return [mm.item_from_bson(d) for d in cursor]
+
+    def item_counts(self, migration_id: str) -> dict[str, int]:
+        counts = {s.value: 0 for s in ItemState}
+        for row in self.items.aggregate([
+            {"$match": {"migrationId": migration_id}},
+            {"$group": {"_id": "$state", "n": {"$sum": 1}}},
+        ]):  # fmt: skip
+            counts[row["_id"]] = int(row["n"])
+        return counts
+
+    def item_activity(self, migration_id: str, since: datetime) -> tuple[int, datetime | None]:
+        flt = {"migrationId": migration_id, "completedAt": {"$gte": q.to_bson_time(since)}}
+        return self._activity(self.items, flt, "completedAt")
+
+    @staticmethod
+    def _activity(collection: Any, flt: dict[str, Any], field: str) -> tuple[int, datetime | None]:
+        n = int(collection.count_documents(flt))
+        first = collection.find_one(flt, {field: 1}, sort=[(field, 1)]) if n else None
+        return n, q.from_bson_time(first[field]) if first else None
+
+    # -- reads for reconciliation and progress -----------------------------------------------
+
+    def document_heads(self, tenant_id: str, project_id: str) -> list[DocumentHead]:
+        fields = {"path": 1, "mimeType": 1, "ragEnabled": 1, "ragVersion": 1, "indexState": 1,
+                  "indexedAt": 1}  # fmt: skip
+        cursor = self.documents.find(q.scope_filter(tenant_id, project_id), fields)
+        return [
+            DocumentHead(
+                id=d["_id"],
+                path=d["path"],
+                mime_type=d["mimeType"],
+                rag_enabled=d.get("ragEnabled"),
+                rag_version=int(d.get("ragVersion", 0)),
+                index_state=IndexState(d.get("indexState", IndexState.NONE.value)),
+                indexed_at=q.from_bson_time(d.get("indexedAt")),
+            )
+            for d in cursor.sort([("_id", 1)])
+        ]
+
+    def indexing_activity(
+        self, tenant_id: str, project_id: str, since: datetime
+    ) -> tuple[int, datetime | None]:
+        flt = q.scope_filter(tenant_id, project_id, indexedAt={"$gte": q.to_bson_time(since)})
+        return self._activity(self.documents, flt, "indexedAt")
+
+    def adopt_indexed_hashes(
+        self, tenant_id: str, project_id: str, hashes: Mapping[str, tuple[int, str | None]]
+    ) -> int:
+        total = 0
+        for doc_id, (version, digest) in hashes.items():
+            flt = q.scope_filter(tenant_id, project_id, _id=doc_id, ragVersion=version)
+            total += self.documents.update_one(
+                flt, {"$set": {"ragIndexedHash": digest}}
+            ).modified_count
+        return total

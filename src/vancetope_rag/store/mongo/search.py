@@ -1,0 +1,231 @@
+"""What the chunk store knows about the server's Atlas Search, and what it asks of it.
+
+:class:`SearchSupport` answers, once per process where it can:
+
+* **Is there Atlas Search at all?** ``auto`` probes ``$listSearchIndexes`` once. Only the
+  specific "search not supported" answer (:func:`~.mongo_errors.search_unsupported`)
+  switches the process to client-side exact ranking; an authorization error or a timeout is
+  a :class:`StoreError` and is asked again next time.
+* **Can this dimension be queried?** A ``$vectorSearch`` on a missing or unbuilt index returns
+  no documents — Atlas's documented behaviour, indistinguishable from an empty RAG — so the
+  first query of a dimension checks the index is queryable and otherwise fails fast, telling
+  the user to run ``init``. Queries never create or wait for an index.
+* **Exact or approximate?** :func:`~.mongo_queries.prefer_exact` on the scope's size against
+  its collection's, counted at most every ``estimate_ttl_s`` per scope.
+* **Does search see a generation yet?** The sweeper's probe (see :mod:`.mongo_chunks`).
+
+Index creation lives in :mod:`.mongo_indexes`; it runs from ``init`` and when a RAG of a new
+dimension is created (:meth:`SearchSupport.prepare`), never from a query.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pymongo.errors import OperationFailure
+from pymongo.read_concern import ReadConcern
+
+from vancetope_rag.errors import StoreError
+from vancetope_rag.secrets import get_logger
+from vancetope_rag.store.mongo import indexes as ix
+from vancetope_rag.store.mongo.builders import probes as mp
+from vancetope_rag.store.mongo.builders import queries as mq
+from vancetope_rag.store.mongo.builders.text import build_text_probe_pipeline
+from vancetope_rag.store.mongo.errors import search_unsupported, store_error
+from vancetope_rag.store.types import RagScope
+
+log = get_logger(__name__)
+
+VectorSearchMode = Literal["atlas", "exact", "auto"]
+
+
+class SearchSupport:
+    """Atlas Search facts of one database, cached for the process (thread-safe).
+
+    Args:
+        database: reads on the primary (counts, collection names).
+        search_database: where search stages run (the URI's read preference; read concern
+            ``local`` is set per collection).
+        mode: ``atlas``, ``exact`` or ``auto``.
+        estimate_ttl_s: how long a scope's size estimate is trusted.
+    """
+
+    def __init__(
+        self,
+        database: Any,
+        search_database: Any,
+        *,
+        mode: VectorSearchMode = "auto",
+        estimate_ttl_s: float = 600.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if mode not in ("atlas", "exact", "auto"):
+            raise StoreError(f"vector_search must be atlas, exact or auto, not {mode!r}")
+        self.db = database
+        self.search_db = search_database
+        self.mode: VectorSearchMode = mode
+        self.estimate_ttl_s = estimate_ttl_s
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._queryable: set[tuple[int, str]] = set()
+        self._ready: set[int] = set()
+        self._prepared: set[int] = set()
+        self._estimates: dict[tuple[str, str, str], tuple[float, bool]] = {}
+
+    # -- the server ------------------------------------------------------------------------
+
+    def collection(self, dim: int) -> Any:
+        """The chunk collection of ``dim`` for plain reads and writes (primary)."""
+        return self.db[ix.chunk_collection(dim)]
+
+    def search_collection(self, dim: int) -> Any:
+        """The chunk collection of ``dim`` for search stages: read concern ``local`` (search
+        results come from mongot, which already lags; majority would only add latency)."""
+        return self.search_db.get_collection(
+            ix.chunk_collection(dim), read_concern=ReadConcern("local")
+        )
+
+    def uses_atlas(self) -> bool:
+        """Resolve ``auto`` once: does this server have Atlas Search?"""
+        if self.mode == "auto":
+            try:
+                # the schema collection exists once the store is open
+                list(self.db["schema"].list_search_indexes())
+                mode: VectorSearchMode = "atlas"
+            except OperationFailure as exc:
+                if exc.code == 26:  # NamespaceNotFound: the stage itself is understood
+                    mode = "atlas"
+                elif search_unsupported(exc):
+                    log.warning("no Atlas Search on this server (%s); ranking exactly", exc)
+                    mode = "exact"
+                else:
+                    raise store_error(exc, "checking for Atlas Search") from exc
+            except (NotImplementedError, TypeError, AttributeError) as exc:  # mongomock
+                log.warning("no Atlas Search in this client (%s); ranking vectors exactly", exc)
+                mode = "exact"
+            self.mode = mode
+        return self.mode == "atlas"
+
+    # -- indexes ---------------------------------------------------------------------------
+
+    def require_queryable(self, dim: int, index: str) -> None:
+        """Fail fast (no wait) unless ``index`` of ``dim`` can serve queries."""
+        key = (dim, index)
+        if key in self._queryable:
+            return
+        collection = self.collection(dim)
+        info = ix.find_search_index(collection, index)
+        if info is None:
+            raise StoreError(
+                f"the Atlas search index {index!r} on {collection.name!r} does not exist; run "
+                "`vancetope-rag --store <uri> init --wait` once (it creates the collections "
+                "and search indexes for every embedding dimension)"
+            )
+        if not info.get("queryable"):
+            raise StoreError(
+                f"the Atlas search index {index!r} on {collection.name!r} is still being built "
+                f"(status {info.get('status', 'unknown')}); queries work once it is READY — "
+                "`vancetope-rag --store <uri> init --wait` waits for it"
+            )
+        with self._lock:
+            self._queryable.add(key)
+
+    def prepare(self, dim: int) -> None:
+        """Create the collection, B-tree and search indexes of ``dim`` if missing (no wait)."""
+        if dim in self._prepared:
+            return
+        name = ix.chunk_collection(dim)
+        ix.ensure_collection(self.db, name)
+        collection = self.collection(dim)
+        ix.create_btree_indexes(collection, ix.chunk_index_models())
+        if self.uses_atlas():
+            for model in ix.search_index_models(dim):
+                ix.ensure_search_index(collection, model)
+        with self._lock:
+            self._prepared.add(dim)
+
+    def ready(self, dim: int) -> bool:
+        """Are both search indexes of ``dim`` READY (or is there no Atlas Search to wait for)?"""
+        if dim in self._ready or not self.uses_atlas():
+            return True
+        ready = all(s.ready for s in ix.search_index_statuses(self.collection(dim)))
+        if ready:
+            with self._lock:
+                self._ready.add(dim)
+        return ready
+
+    def forget(self, dim: int) -> None:
+        """Drop what is cached about ``dim`` (after init changed its indexes)."""
+        with self._lock:
+            self._ready.discard(dim)
+            self._prepared.discard(dim)
+            self._queryable -= {k for k in self._queryable if k[0] == dim}
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def prefer_exact(self, scope: RagScope) -> bool:
+        """Exact (ENN) for this scope? Estimated from counts, cached ``estimate_ttl_s``."""
+        key = (scope.tenant_id, scope.project_id, scope.rag_id)
+        now = self._monotonic()
+        cached = self._estimates.get(key)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        collection = self.collection(scope.dimension)
+        total = int(collection.estimated_document_count())
+        # counting stops past the ENN threshold: only "small or not" matters
+        limit = mq.EXACT_MAX_SELECTIVE + 1
+        in_scope = int(collection.count_documents(mq.scope_match(scope), limit=limit))
+        exact = mq.prefer_exact(in_scope, total)
+        with self._lock:
+            self._estimates[key] = (now + self.estimate_ttl_s, exact)
+        return exact
+
+    def visible(self, scope: RagScope, source_ref: str, gen: int) -> bool:
+        """Does ``$vectorSearch`` (and ``$search``, when its index serves) see every chunk of
+        generation ``gen`` of a source yet?"""
+        collection = self.collection(scope.dimension)
+        count = int(collection.count_documents(
+            {**mq.scope_match(scope), "sourceRef": source_ref, "gen": gen}))  # fmt: skip
+        if count == 0 or not self.uses_atlas():
+            return True
+        want = min(count, mq.MAX_NUM_CANDIDATES)
+        search = self.search_collection(scope.dimension)
+        probes = [mq.build_probe_pipeline(scope, source_ref, gen, count, scope.dimension)]
+        if (scope.dimension, ix.TEXT_INDEX) in self._queryable:
+            probes.append(build_text_probe_pipeline(scope, source_ref, gen, count))
+        try:
+            return all(len(list(search.aggregate(p))) >= want for p in probes)
+        except OperationFailure as exc:
+            # e.g. the index still serves a definition without ``gen`` as a filter field
+            log.info("cannot probe generation %s of %s yet: %s", gen, source_ref, exc)
+            return False
+
+
+    def sees_scope(self, scope: RagScope, collection: Any) -> bool:
+        """Do ``$vectorSearch`` (and ``$search``, when its index serves) see the newest
+        generation of every source of the scope, as written to ``collection``? A probe per
+        group of sources (:mod:`.mongo_probes`); always true without Atlas Search."""
+        if not self.uses_atlas():
+            return True
+        by_source = mp.written(collection.aggregate(mp.generation_counts_pipeline(scope)))
+        if not by_source:
+            return True
+        try:
+            self.require_queryable(scope.dimension, ix.TEXT_INDEX)
+            text = True
+        except StoreError:  # no text index (yet): nothing to wait for there
+            text = False
+        search = self.search_collection(scope.dimension)
+        try:
+            for group in mp.source_groups(by_source):
+                limit = sum(by_source[s][2] for s in group)
+                for pipeline in mp.scope_probe_pipelines(scope, group, limit, text=text):
+                    if not mp.sees_all(by_source, group, search.aggregate(pipeline)):
+                        return False
+        except OperationFailure as exc:
+            log.info("cannot probe %s yet: %s", scope.rag_id, exc)
+            return False
+        return True

@@ -1,0 +1,183 @@
+"""Schema versions, ``init`` and the migration from the single ``chunks`` collection.
+
+Schema versions of the MongoDB store:
+
+1. One ``chunks`` collection for every dimension: vectors as arrays of doubles in
+   ``embedding_<dim>``, a write sequence ``seq``, staged copies flagged ``live: false``, one
+   vector search index per dimension on that collection.
+2. One ``chunks_<dim>`` collection per dimension: binary float32 ``embedding``, source
+   generations ``gen``, a vector and a text search index per collection (see
+   :mod:`.mongo_indexes`).
+3. Generations of a RAG name (rebuilds without downtime): ``rags`` loses its unique name
+   index, ``rag_names`` points at the live generation of each name (see
+   :mod:`.mongo_catalog`), ``migrations`` and ``migration_items`` record rebuilds. Done on
+   open (:func:`~.mongo_catalog.upgrade_catalog`): every existing RAG gets its pointer.
+
+Opening a version-1 store that holds chunks does not strand them: the control plane works,
+chunk operations fail with a :class:`StoreError` that says to run ``init``, and ``init``
+(:func:`initialize`) copies every chunk into its ``chunks_<dim>`` collection (``seq`` becomes
+``gen``, so a half-finished old swap resolves to its newer side), raises the generation
+counter past every ``seq``, then drops the old collection. Copies keep their ``_id``, so an
+interrupted migration is simply run again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pymongo.errors import BulkWriteError
+
+from vancetope_rag.domain.records import IndexStatus
+from vancetope_rag.errors import StoreError
+from vancetope_rag.secrets import get_logger
+from vancetope_rag.store.mongo import indexes as ix
+from vancetope_rag.store.mongo.builders.queries import decode_vector, encode_vector
+from vancetope_rag.store.mongo.catalog import upgrade_catalog
+from vancetope_rag.store.mongo.chunks import MongoChunkStore
+
+log = get_logger(__name__)
+
+#: Version of the document shapes in the database; a newer one is refused on open.
+SCHEMA_VERSION = 3
+SCHEMA_ID = "vancetope_rag"
+LEGACY_CHUNKS = "chunks"
+_BATCH = 500
+
+
+def schema_version(database: Any) -> int:
+    found = database["schema"].find_one({"_id": SCHEMA_ID})
+    return int(found["version"]) if found else 0
+
+
+def set_schema_version(database: Any) -> None:
+    database["schema"].update_one(
+        {"_id": SCHEMA_ID}, {"$max": {"version": SCHEMA_VERSION}}, upsert=True
+    )
+
+
+def has_legacy_chunks(database: Any) -> bool:
+    if LEGACY_CHUNKS not in database.list_collection_names():
+        return False
+    return database[LEGACY_CHUNKS].find_one({}, {"_id": 1}) is not None
+
+
+def open_schema(database: Any, shown_uri: str, chunks: MongoChunkStore) -> None:
+    """Check the schema on open: refuse a newer one, note chunks waiting for migration."""
+    version = schema_version(database)
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"store {shown_uri!r} has schema version {version}, newer than this vancetope-rag "
+            f"understands ({SCHEMA_VERSION}); upgrade the package"
+        )
+    if version < 3:
+        upgrade_catalog(database)  # before the indexes: it drops one they would conflict with
+    ix.ensure_control_indexes(database)
+    if version < SCHEMA_VERSION:
+        if has_legacy_chunks(database):
+            chunks.legacy_chunks = True
+            log.warning(
+                "store %s holds chunks of schema version %s; run `vancetope-rag --store … init` "
+                "to migrate them", shown_uri, version,
+            )  # fmt: skip
+        else:
+            set_schema_version(database)
+
+
+def migrated_document(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """A version-1 chunk as a version-2 one (None when its vector is unreadable)."""
+    dim = int(doc["dim"])
+    vector = decode_vector(doc.get(f"embedding_{dim}"))
+    if vector is None or vector.shape != (dim,):
+        return None
+    return {
+        "_id": doc["_id"],
+        **{k: doc.get(k) for k in ("tenantId", "projectId", "ragId", "chunkId", "sourceRef",
+                                   "kind", "path", "text", "metadata", "ord")},
+        "gen": int(doc.get("seq", 0)),
+        ix.VECTOR_FIELD: encode_vector(vector),
+    }  # fmt: skip
+
+
+def migrate_legacy_chunks(database: Any) -> dict[int, int]:
+    """Move every version-1 chunk to its ``chunks_<dim>`` collection; chunks moved per dim."""
+    legacy = database[LEGACY_CHUNKS]
+    moved: dict[int, int] = {}
+    highest = 0
+    batches: dict[int, list[dict[str, Any]]] = {}
+
+    def flush(dim: int) -> None:
+        batch = batches.pop(dim, [])
+        if not batch:
+            return
+        try:
+            database[ix.chunk_collection(dim)].insert_many(batch, ordered=False)
+        except BulkWriteError as exc:  # copied by an interrupted earlier run: fine
+            if not ix.all_duplicate_keys(ix.write_errors(exc)):
+                raise
+        moved[dim] = moved.get(dim, 0) + len(batch)
+
+    for doc in legacy.find({}):
+        new = migrated_document(doc)
+        if new is None:
+            log.warning("skipped chunk %s: its vector cannot be read", doc.get("_id"))
+            continue
+        dim = int(doc["dim"])
+        if dim not in moved and dim not in batches:
+            ix.ensure_collection(database, ix.chunk_collection(dim))
+            ix.create_btree_indexes(database[ix.chunk_collection(dim)], ix.chunk_index_models())
+        highest = max(highest, new["gen"])
+        batches.setdefault(dim, []).append(new)
+        if len(batches[dim]) >= _BATCH:
+            flush(dim)
+    for dim in list(batches):
+        flush(dim)
+    database["counters"].update_one(
+        {"_id": "generation"}, {"$max": {"seq": highest}}, upsert=True
+    )
+    database.drop_collection(LEGACY_CHUNKS)  # its search indexes go with it
+    log.info("migrated chunks to per-dimension collections: %s", moved)
+    return moved
+
+
+def catalog_dimensions(database: Any) -> set[int]:
+    """Every embedding dimension of the RAG catalog and of existing chunk collections."""
+    dims = {int(d) for d in database["rags"].distinct("embeddingDimension") if d}
+    dims |= {d for n in database.list_collection_names() if (d := ix.dimension_of(n))}
+    return dims
+
+
+def initialize(
+    database: Any,
+    chunks: MongoChunkStore,
+    *,
+    dimensions: Iterable[int] = (),
+    wait: bool = False,
+    timeout_s: float = 600.0,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> list[IndexStatus]:
+    """Collections, B-tree and search indexes for every dimension; migrate version 1; with
+    ``wait``, block until every search index is READY. Idempotent."""
+    ix.ensure_control_indexes(database)
+    if has_legacy_chunks(database):
+        migrate_legacy_chunks(database)
+    chunks.legacy_chunks = False
+    set_schema_version(database)
+    dims = sorted(catalog_dimensions(database) | {int(d) for d in dimensions})
+    for dim in dims:
+        chunks.search.forget(dim)
+        chunks.prepare_dimension(dim)
+    collections = [chunks.search.collection(dim) for dim in dims]
+    if not chunks.uses_atlas():
+        return [
+            IndexStatus(c.name, "-", "exact", "NO_SEARCH", True,
+                        "no Atlas Search on this server: queries rank vectors exactly")
+            for c in collections
+        ]  # fmt: skip
+    if wait:
+        return ix.wait_until_ready(
+            collections, timeout_s=timeout_s, sleep=sleep, monotonic=monotonic
+        )
+    return [s for c in collections for s in ix.search_index_statuses(c)]

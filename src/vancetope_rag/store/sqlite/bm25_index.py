@@ -1,0 +1,325 @@
+"""An in-process BM25 index per RAG that ranks exactly as the store's FTS5 ``bm25()`` does.
+
+Why: FTS5 ranks an OR-query by scoring every matching row through its auxiliary-function API;
+at 100k chunks that is ~47 ms per query (docs/benchmarks.md), more than the whole dense
+pre-turn hook. The same scoring over postings held in numpy takes a few ms.
+
+What it holds per RAG: the chunks' term frequencies as column-major postings (term → rows,
+frequencies) and each row's length in tokens. What it does not hold: the collection statistics
+(row count, average length, document frequencies). Those are FTS5's, read from the store per
+query, so a ranking from here equals FTS5's ranking of the same query, row for row and score
+for score (tested on random corpora), whichever path answers.
+
+Coherence is the vector cache's (:mod:`.vector_cache`): a per-RAG generation bumped in the same
+transaction as every chunk write; a stale entry is refreshed unless it was refreshed moments
+ago, in which case the caller asks FTS5. Refreshing is incremental: chunk rows never change
+(a replacement is a delete plus new rows), so only rows added since the last load are
+tokenized, into a small delta segment; rows removed since are masked. When the delta or the
+mask grows past a fraction of the main segment, both merge into a new main segment.
+
+The first load tokenizes every chunk (~30 µs each, ~3-8 s at 100k chunks on the benchmark
+machine). Past ``sync_build_max_rows`` it runs on a background thread while FTS5 answers, so
+no query waits for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from vancetope_rag.store.sqlite.bm25_postings import (
+    CollectionStats,
+    FloatArray,
+    IntArray,
+    RowArray,
+    Segment,
+    TokenizeDocument,
+    postings_of,
+    rank,
+)
+
+__all__ = ["CollectionStats", "LexicalCache"]
+
+Key = tuple[str, str, str]  # tenant, project, rag id
+
+#: ``load_rowids()``: every chunk rowid of the RAG (any order).
+LoadRowids = Callable[[], Iterable[int]]
+#: ``load_texts(rowids)``: ``(rowid, text)`` of those chunks.
+LoadTexts = Callable[[Sequence[int]], Iterable[tuple[int, str]]]
+
+#: Merge the delta and the deletions into the main segment past this fraction of it.
+_MERGE_FRACTION = 0.25
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Entry:
+    generation: int
+    loaded_at: float
+    vocab: dict[str, int]
+    rowids: IntArray  # main rows then delta rows
+    lengths: FloatArray  # tokens per row in every column (text + the scope token)
+    alive: npt.NDArray[np.bool_]
+    main: Segment
+    n_main: int
+    delta: Segment | None = None
+
+    @property
+    def dead(self) -> int:
+        return int(len(self.alive) - np.count_nonzero(self.alive))
+
+
+class LexicalCache:
+    """LRU of per-RAG lexical indexes, bounded by the total number of rows held."""
+
+    def __init__(
+        self,
+        *,
+        max_rows: int = 2_000_000,
+        reload_cooldown_s: float = 2.0,
+        sync_build_max_rows: int = 20_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_rows = max_rows
+        self.reload_cooldown_s = reload_cooldown_s
+        #: A first load of more rows than this runs in the background (FTS5 answers meanwhile).
+        self.sync_build_max_rows = sync_build_max_rows
+        self._clock = clock
+        self._entries: OrderedDict[Key, _Entry] = OrderedDict()
+        self._building: dict[Key, float] = {}  # key → when its background build started
+        self._lock = threading.Lock()
+        self.reloads = 0
+
+    def search(
+        self,
+        key: Key,
+        generation: int,
+        terms: Sequence[str],
+        stats: CollectionStats,
+        top_k: int,
+        *,
+        load_rowids: LoadRowids,
+        load_texts: LoadTexts,
+        tokenize: TokenizeDocument,
+    ) -> tuple[IntArray, FloatArray] | None:
+        """(rowids, BM25 scores) of the ``top_k`` best rows, best first (ties: lower rowid
+        first), or None when the caller should ask FTS5 (being written right now, too big).
+
+        Args:
+            key: The RAG's (tenant, project, rag id).
+            generation: The RAG's current generation in the store.
+            terms: The query's tokens, in the order of the FTS5 expression's phrases.
+            stats: FTS5's statistics for these terms.
+            top_k: How many rows to return at most.
+            load_rowids: Reads the RAG's chunk rowids (called on a refresh).
+            load_texts: Reads chunk texts by rowid (called for rows not held yet).
+            tokenize: The FTS5 tokenizer in document mode.
+        """
+        entry = self._current(key, generation, load_rowids, load_texts, tokenize)
+        if entry is None:
+            return None
+        segments = (entry.main, entry.delta)
+        return rank(segments, entry.rowids, entry.lengths, entry.alive, entry.vocab, terms,
+                    stats, top_k)  # fmt: skip
+
+    # -- loading -------------------------------------------------------------------------
+
+    def _current(
+        self,
+        key: Key,
+        generation: int,
+        load_rowids: LoadRowids,
+        load_texts: LoadTexts,
+        tokenize: TokenizeDocument,
+    ) -> _Entry | None:
+        with self._lock:
+            old = self._entries.get(key)
+            if old is not None and old.generation == generation:
+                self._entries.move_to_end(key)
+                return old
+            if old is not None and self._clock() - old.loaded_at < self.reload_cooldown_s:
+                return None  # being written right now: don't refresh on every query
+        wanted = np.fromiter(load_rowids(), dtype=np.int64)
+        if len(wanted) > self.max_rows:
+            return None
+        entry = None if old is None else self._refresh(old, wanted, load_texts, tokenize)
+        if entry is None:
+            if len(wanted) > self.sync_build_max_rows:
+                self._build_in_background(key, generation, wanted, load_texts, tokenize)
+                return None
+            entry = self._build(wanted, load_texts, tokenize)
+        self._put(key, entry, generation)
+        return entry
+
+    def _put(self, key: Key, entry: _Entry, generation: int) -> None:
+        entry.generation = generation
+        entry.loaded_at = self._clock()
+        with self._lock:
+            self.reloads += 1
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            self._evict()
+
+    def _build_in_background(
+        self,
+        key: Key,
+        generation: int,
+        wanted: IntArray,
+        load_texts: LoadTexts,
+        tokenize: TokenizeDocument,
+    ) -> None:
+        with self._lock:
+            started = self._building.get(key)
+            if started is not None and self._clock() - started < 600.0:
+                return  # one build per RAG at a time (a crashed one is retried later)
+            self._building[key] = self._clock()
+
+        def build() -> None:
+            try:
+                # Rows written meanwhile make the entry stale: the next query refreshes it.
+                self._put(key, self._build(wanted, load_texts, tokenize), generation)
+            except Exception:
+                log.warning(
+                    "lexical index build for %s failed; FTS5 answers", key[2], exc_info=True
+                )
+                return
+            with self._lock:
+                self._building.pop(key, None)
+
+        threading.Thread(target=build, name="vancetope-rag-lexical-build", daemon=True).start()
+
+    def wait_idle(self, timeout_s: float = 60.0) -> bool:
+        """Wait until no background build runs (for benchmarks and tests)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._building:
+                    return True
+            time.sleep(0.01)
+        return False
+
+    def _build(
+        self,
+        wanted: IntArray,
+        load_texts: LoadTexts,
+        tokenize: TokenizeDocument,
+    ) -> _Entry:
+        vocab: dict[str, int] = {}
+        rowids, lengths, rows, terms, tf = postings_of(
+            load_texts(np.sort(wanted).tolist()), tokenize, vocab, 0
+        )
+        return self._entry(vocab, rowids, lengths, rows, terms, tf)
+
+    @staticmethod
+    def _entry(
+        vocab: dict[str, int],
+        rowids: Sequence[int],
+        lengths: FloatArray,
+        rows: RowArray,
+        terms: IntArray,
+        tf: FloatArray,
+    ) -> _Entry:
+        ids = np.asarray(rowids, dtype=np.int64)
+        return _Entry(
+            generation=-1,
+            loaded_at=0.0,
+            vocab=vocab,
+            rowids=ids,
+            lengths=lengths,
+            alive=np.ones(len(ids), dtype=np.bool_),
+            main=Segment.build(rows, terms, tf, len(vocab)),
+            n_main=len(ids),
+        )
+
+    def _refresh(
+        self, old: _Entry, wanted: IntArray, load_texts: LoadTexts, tokenize: TokenizeDocument
+    ) -> _Entry | None:
+        """``old`` brought up to the rows ``wanted`` (new rows → delta, gone rows → masked,
+        or both merged into a new main segment), as a new entry: queries may be ranking with
+        ``old`` on other threads. None when a full rebuild is due instead.
+
+        Chunk rowids are never reused (the store hands them out from a high-water mark), so a
+        rowid held here always names the same text.
+        """
+        held = old.rowids
+        gone = ~np.isin(held, wanted) & old.alive
+        new = np.setdiff1d(wanted, held, assume_unique=False)
+        if len(np.setdiff1d(wanted, held[old.alive])) != len(new):
+            return None  # a masked row is back: only a rebuild can tell what it holds now
+        vocab = dict(old.vocab)  # the old entry's vocabulary must not grow under its readers
+        limit = _MERGE_FRACTION * max(old.n_main, 1)
+        if len(held) - old.n_main + len(new) > limit or old.dead + int(gone.sum()) > limit:
+            return self._merged(old, vocab, old.alive & ~gone, new, load_texts, tokenize)
+        entry = dataclasses.replace(old, vocab=vocab, alive=old.alive & ~gone)
+        if len(new):
+            self._append_delta(entry, new, load_texts, tokenize)
+        return entry
+
+    @staticmethod
+    def _append_delta(
+        entry: _Entry, new: IntArray, load_texts: LoadTexts, tokenize: TokenizeDocument
+    ) -> None:
+        first = len(entry.rowids)
+        rowids, lengths, rows, terms, tf = postings_of(
+            load_texts(new.tolist()), tokenize, entry.vocab, first
+        )
+        old_rows, old_terms, old_tf = (
+            entry.delta.coo() if entry.delta is not None else (rows[:0], terms[:0], tf[:0])
+        )
+        entry.delta = Segment.build(
+            np.concatenate([old_rows, rows]),
+            np.concatenate([old_terms, terms]),
+            np.concatenate([old_tf, tf]),
+            len(entry.vocab),
+        )
+        entry.rowids = np.concatenate([entry.rowids, np.asarray(rowids, dtype=np.int64)])
+        entry.lengths = np.concatenate([entry.lengths, lengths])
+        entry.alive = np.concatenate([entry.alive, np.ones(len(rowids), dtype=np.bool_)])
+
+    def _merged(
+        self,
+        entry: _Entry,
+        vocab: dict[str, int],
+        keep: npt.NDArray[np.bool_],
+        new: IntArray,
+        load_texts: LoadTexts,
+        tokenize: TokenizeDocument,
+    ) -> _Entry:
+        """One main segment again: the rows to ``keep`` plus ``new``, postings reused."""
+        position = np.cumsum(keep) - 1  # old position → new position
+        parts = [entry.main.coo()] + ([entry.delta.coo()] if entry.delta is not None else [])
+        rows = np.concatenate([p[0] for p in parts])
+        terms = np.concatenate([p[1] for p in parts])
+        tf = np.concatenate([p[2] for p in parts])
+        live = keep[rows]
+        rows, terms, tf = position[rows[live]].astype(np.int32), terms[live], tf[live]
+        rowids = entry.rowids[keep].tolist()
+        lengths = entry.lengths[keep]
+        add_ids, add_lengths, add_rows, add_terms, add_tf = postings_of(
+            load_texts(new.tolist()), tokenize, vocab, len(rowids)
+        )
+        return self._entry(
+            vocab,
+            rowids + add_ids,
+            np.concatenate([lengths, add_lengths]),
+            np.concatenate([rows, add_rows]),
+            np.concatenate([terms, add_terms]),
+            np.concatenate([tf, add_tf]),
+        )
+
+    def _evict(self) -> None:
+        total = sum(len(e.rowids) for e in self._entries.values())
+        while total > self.max_rows and len(self._entries) > 1:
+            _, old = self._entries.popitem(last=False)
+            total -= len(old.rowids)
+
+    # -- ranking ---------------------------------------------------------------------------

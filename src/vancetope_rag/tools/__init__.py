@@ -1,0 +1,270 @@
+"""The ``rag_*`` agent tools (spec §9) as LlamaIndex ``FunctionTool``s bound to one project.
+
+What the model is told about each tool (when to use it, every parameter) is in
+:mod:`vancetope_rag.tools.schemas`.
+
+Every tool runs inside the tenant and project it was built for: a RAG id from another tenant
+or project is simply not found. Errors come back as a tool result (``{"error": …}``), never
+as an exception that would crash the agent's turn. Secrets are never part of a result.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from llama_index.core.tools import FunctionTool
+
+from vancetope_rag.domain.citations import cite
+from vancetope_rag.domain.context_block import neutralise_tags
+from vancetope_rag.domain.eligibility import guess_mime_type
+from vancetope_rag.domain.records import DEFAULT_RAG_NAME, RagRecord
+from vancetope_rag.errors import ExtractionError, InvalidInputError, RagError
+from vancetope_rag.secrets import get_logger, redact
+from vancetope_rag.services.indexing.sources import SourceText, section_parts
+from vancetope_rag.tools.schemas import TOOL_SPECS
+from vancetope_rag.tools.workspace import read_workspace_file
+
+if TYPE_CHECKING:
+    from vancetope_rag.app import RagApp
+
+log = get_logger(__name__)
+
+MAX_WORKSPACE_FILE_BYTES = 20 * 1024 * 1024
+MAX_BULK_DOCUMENTS = 1000
+
+
+def _rag_json(app: RagApp, rag: RagRecord) -> dict[str, Any]:
+    return {
+        "ragId": rag.id,
+        "name": rag.name,
+        "title": rag.title,
+        "description": rag.description,
+        "embeddingProvider": rag.embedding_provider,
+        "embeddingModel": rag.embedding_model,
+        "chunkSize": rag.chunk_size,
+        "chunkOverlap": rag.chunk_overlap,
+        "chunkCount": app.rags.chunk_count(rag),
+        "createdAt": rag.created_at.isoformat() if rag.created_at else None,
+    }
+
+
+def _result(fn: Callable[..., Any]) -> Callable[..., str]:
+    """Run a tool body; turn any failure into a JSON error result the agent can read."""
+
+    @functools.wraps(fn)  # keeps the signature: FunctionTool builds its schema from it
+    def wrapper(*args: Any, **kwargs: Any) -> str:
+        try:
+            return json.dumps(fn(*args, **kwargs), ensure_ascii=False, default=str)
+        except RagError as exc:
+            return json.dumps({"error": redact(exc.message), "code": exc.code})
+        except Exception as exc:  # never crash the turn
+            log.exception("tool %s failed", fn.__name__)
+            error = f"internal error: {type(exc).__name__}"
+            return json.dumps({"error": error, "code": "INTERNAL"})
+
+    return wrapper
+
+
+def _opt_int(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(f"{name} must be an integer, got {value!r}")
+    return value
+
+
+class RagTools:
+    """The tool functions, bound to one tenant and project."""
+
+    def __init__(
+        self, app: RagApp, tenant_id: str, project_id: str, workspace_root: Path | None
+    ) -> None:
+        self.app = app
+        self.tenant_id = tenant_id
+        self.project_id = project_id
+        self.workspace_root = workspace_root
+
+    def _rag(self, rag_id: str) -> RagRecord:
+        return self.app.rags.get(self.tenant_id, self.project_id, rag_id)
+
+    def rag_create(
+        self,
+        name: str,
+        title: str | None = None,
+        description: str | None = None,
+        chunkSize: int | None = None,
+        chunkOverlap: int | None = None,
+    ) -> dict[str, Any]:
+        """Create a new RAG (vector index) in this project. Names starting with '_' are
+        reserved. chunkSize/chunkOverlap are in the embedding model's tokens."""
+        rag = self.app.rags.create(
+            self.tenant_id,
+            self.project_id,
+            name,
+            title=title,
+            description=description,
+            chunk_size=_opt_int(chunkSize, "chunkSize"),
+            chunk_overlap=_opt_int(chunkOverlap, "chunkOverlap"),
+        )
+        return _rag_json(self.app, rag)
+
+    def rag_add_text(
+        self,
+        ragId: str,
+        text: str,
+        sourceRef: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Add a text to a RAG. sourceRef groups chunks (e.g. a URL or file name). Texts
+        longer than the engine's limit are refused: split them."""
+        rag = self._rag(ragId)
+        if metadata is not None and not isinstance(metadata, dict):
+            raise InvalidInputError("metadata must be an object of string keys")
+        ref = sourceRef or uuid.uuid4().hex
+        stats = self.app.rags.add_text(rag, ref, text, metadata)
+        return {"ragId": rag.id, "sourceRef": ref, "chunksAdded": stats.chunks}
+
+    def rag_add_workspace_file(
+        self,
+        ragId: str,
+        path: str,
+        sourceRef: str | None = None,
+    ) -> dict[str, Any]:
+        """Add a file from the project's workspace (a relative path inside it) to a RAG."""
+        rag = self._rag(ragId)
+        if self.workspace_root is None:
+            raise InvalidInputError("this project has no workspace folder configured")
+        rel, data = read_workspace_file(
+            self.workspace_root, path, max_bytes=MAX_WORKSPACE_FILE_BYTES
+        )
+        extraction = self.app.extraction
+        plan = extraction.plan(
+            self.tenant_id, self.project_id, max_chars=self.app.config.max_text_chars
+        )
+        read = extraction.extract(data, path=rel, mime=guess_mime_type(rel), plan=plan)
+        if read.text is None:
+            raise read.error or ExtractionError(f"cannot extract text from {rel!r}")
+        extracted = read.text
+        ref = sourceRef or f"workspace:{rel}"
+        parts = section_parts(extracted.section_texts(), rel)
+        stats = self.app.rags.replace_source(rag, ref, parts)
+        return {
+            "ragId": rag.id,
+            "sourceRef": ref,
+            "path": rel,
+            "chunks": stats.chunks,
+            "truncated": extracted.truncated,
+            "truncatedReason": extracted.truncated_reason,
+            "sections": len(extracted.sections),
+        }
+
+    def rag_add_document(self, ragId: str, documentId: str) -> dict[str, Any]:
+        """Add one project document (by id) to a RAG; re-adding replaces its chunks."""
+        rag = self._rag(ragId)
+        doc = self.app.documents.get(self.tenant_id, self.project_id, documentId)
+        if not doc.content.strip():
+            raise InvalidInputError(f"document {doc.path!r} is empty")
+        stats = self.app.rags.replace_source(rag, doc.id, [SourceText(doc.content, path=doc.path)])
+        return {
+            "ragId": rag.id,
+            "documentId": doc.id,
+            "path": doc.path,
+            "chunks": stats.chunks,
+            "truncated": bool(stats.truncated),  # indexed up to the text limit
+        }
+
+    def rag_add_path(self, ragId: str, pathPrefix: str) -> dict[str, Any]:
+        """Add every project document whose path starts with pathPrefix to a RAG."""
+        rag = self._rag(ragId)
+        if not isinstance(pathPrefix, str) or not pathPrefix.strip():
+            raise InvalidInputError("pathPrefix is required, e.g. documents/notes/")
+        docs = [
+            d
+            for d in self.app.documents.list_documents(
+                self.tenant_id, self.project_id, path_prefix=pathPrefix
+            )
+            if d.content.strip()
+        ]
+        if len(docs) > MAX_BULK_DOCUMENTS:
+            raise InvalidInputError(
+                f"{len(docs)} documents match; narrow pathPrefix (at most {MAX_BULK_DOCUMENTS})"
+            )
+        sources = {d.id: [SourceText(d.content, path=d.path)] for d in docs}
+        stats = self.app.rags.replace_sources(rag, sources)
+        return {
+            "ragId": rag.id,
+            "documentsAdded": len(docs),
+            "chunks": stats.chunks,
+            "documentsTruncated": stats.truncated,
+        }
+
+    def rag_query(self, ragId: str, query: str, topK: int = 5) -> dict[str, Any]:
+        """Search a RAG; returns the best-matching excerpts with source labels and scores."""
+        rag = self._rag(ragId)
+        top_k = _opt_int(topK, "topK")
+        if top_k is None:  # not `or 5`: topK=0 is an error, not the default
+            top_k = 5
+        # Hits as they may be cited now; the same label rule and numbering as the block.
+        hits = self.app.rags.query(rag, query, top_k=top_k)
+        out = [
+            {
+                "label": c.label,
+                "source": neutralise_tags(c.source),
+                "path": c.hit.path,
+                "sourceRef": c.hit.source_ref,
+                "kind": c.hit.kind,
+                "score": round(c.hit.score, 4),
+                "text": neutralise_tags(c.hit.text),
+            }
+            for c in cite(hits, project_rag=rag.name == DEFAULT_RAG_NAME)
+        ]
+        return {"ragId": rag.id, "hits": out}
+
+    def rag_delete(self, ragId: str) -> dict[str, Any]:
+        """Delete a RAG and all its chunks. System RAGs ('_' names) cannot be deleted."""
+        rag = self._rag(ragId)
+        removed = self.app.rags.delete(self.tenant_id, self.project_id, rag.id)
+        return {"deleted": rag.id, "name": rag.name, "chunksRemoved": removed}
+
+    def rag_list(self, projectId: str | None = None) -> dict[str, Any]:
+        """List the RAGs of this project, the default '_documents' RAG included."""
+        if projectId not in (None, "", self.project_id):
+            raise InvalidInputError("tools only see the current project's RAGs")
+        rags = self.app.rags.list_rags(self.tenant_id, self.project_id)
+        return {"projectId": self.project_id, "rags": [_rag_json(self.app, r) for r in rags]}
+
+
+TOOL_NAMES = (
+    "rag_create",
+    "rag_add_text",
+    "rag_add_workspace_file",
+    "rag_add_document",
+    "rag_add_path",
+    "rag_query",
+    "rag_delete",
+    "rag_list",
+)
+
+
+def build_tools(
+    app: RagApp, tenant_id: str, project_id: str, *, workspace_root: Path | None = None
+) -> list[FunctionTool]:
+    """The ``rag_*`` FunctionTools bound to this tenant and project."""
+    bound = RagTools(app, tenant_id, project_id, workspace_root)
+    tools = []
+    for name in TOOL_NAMES:
+        schema, description = TOOL_SPECS[name]
+        tools.append(
+            FunctionTool.from_defaults(
+                fn=_result(getattr(bound, name)),
+                name=name,
+                description=description,
+                fn_schema=schema,
+            )
+        )
+    return tools
