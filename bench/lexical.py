@@ -62,11 +62,16 @@ def main() -> None:
             cached.chunks.add_chunks(
                 scope,
                 [
-                    Chunk(uuid.uuid4().hex, "rag", f"d{i // 2}", texts[i % 2000],
-                          rng.normal(size=384).tolist())
+                    Chunk(
+                        uuid.uuid4().hex,
+                        "rag",
+                        f"d{i // 2}",
+                        texts[i % 2000],
+                        rng.normal(size=384).tolist(),
+                    )
                     for i in range(start, min(size, start + 5000))
                 ],
-            )  # fmt: skip
+            )
         lex_cached, lex_fts = cached.chunks.lexical, fts.chunks.lexical  # type: ignore[attr-defined]
         lex_cached.cache.sync_build_max_rows = size  # time the first build in the foreground
         terms = [lex_cached.terms(q) for q in queries]

@@ -47,20 +47,27 @@ def decode_ms(values: list[object], repeats: int = 5) -> float:
 
 def main() -> None:
     print(machine_line())
-    print(f"{'dim':>5} {'doc binary':>11} {'doc array':>10} {'ratio':>6} "
-          f"{'vector binary':>14} {'vector array':>13} {'ratio':>6}")  # fmt: skip
+    print(
+        f"{'dim':>5} {'doc binary':>11} {'doc array':>10} {'ratio':>6} "
+        f"{'vector binary':>14} {'vector array':>13} {'ratio':>6}"
+    )
     for dim in (384, 768, 1024, 1536, 3072):
         doc_b, doc_a, vec_b, vec_a = sizes(dim)
-        print(f"{dim:>5} {doc_b:>11,} {doc_a:>10,} {doc_a / doc_b:>6.2f} "
-              f"{vec_b:>14,} {vec_a:>13,} {vec_a / vec_b:>6.2f}")  # fmt: skip
+        print(
+            f"{dim:>5} {doc_b:>11,} {doc_a:>10,} {doc_a / doc_b:>6.2f} "
+            f"{vec_b:>14,} {vec_a:>13,} {vec_a / vec_b:>6.2f}"
+        )
     scope = RagScope("t", "p", "r", 1536)
     vectors = np.random.default_rng(0).standard_normal((10_000, 1536)).astype(np.float32)
-    docs = chunk_documents(scope, [Chunk(f"c{i}", "r", "d", "t", v.tolist())
-                                   for i, v in enumerate(vectors[:1])])  # fmt: skip
+    docs = chunk_documents(
+        scope, [Chunk(f"c{i}", "r", "d", "t", v.tolist()) for i, v in enumerate(vectors[:1])]
+    )
     binary = [docs[0]["embedding"]] * len(vectors)
     arrays = [v.tolist() for v in vectors]
-    print(f"decode 10,000 × 1536: binary {decode_ms(binary):.1f} ms, "
-          f"array of doubles {decode_ms(arrays):.1f} ms (median of 5)")
+    print(
+        f"decode 10,000 × 1536: binary {decode_ms(binary):.1f} ms, "
+        f"array of doubles {decode_ms(arrays):.1f} ms (median of 5)"
+    )
 
 
 if __name__ == "__main__":

@@ -60,8 +60,12 @@ def open_app(folder: Path, name: str, batch: int) -> Any:
     from vancetope_rag.app import RagApp
     from vancetope_rag.config import EngineConfig
 
-    config = EngineConfig(store=f"sqlite:///{folder / name}", node_id="bench",
-                          indexer_batch_size=batch, retry_backoff_s=0.0)  # fmt: skip
+    config = EngineConfig(
+        store=f"sqlite:///{folder / name}",
+        node_id="bench",
+        indexer_batch_size=batch,
+        retry_backoff_s=0.0,
+    )
     return RagApp.open(config)
 
 
@@ -165,21 +169,30 @@ def main() -> None:
         "clean_index_s": round(clean_s, 1),
         "clean_docs_per_s": round(args.docs / clean_s, 2),
         "rebuild_vs_clean": round(rebuild_s / clean_s, 2),
-        "turns": {name: summary(w) for name, w in
-                  (("before", before), ("during", during), ("after", after))},
-    }  # fmt: skip
+        "turns": {
+            name: summary(w)
+            for name, w in (("before", before), ("during", during), ("after", after))
+        },
+    }
     print(machine_line())
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"{args.docs} SciFact abstracts ({result['chunks']} chunks), hashing-256 -> "
-          "embedded (all-MiniLM-L6-v2), SQLite, batch", args.batch)  # fmt: skip
-    print(f"rebuild: {rebuild_s:.1f} s = {result['rebuild_docs_per_s']} docs/s; clean index: "
-          f"{clean_s:.1f} s = {result['clean_docs_per_s']} docs/s; ratio "
-          f"{result['rebuild_vs_clean']} (with the turn loop running: {with_turns_s:.1f} s)")
+    print(
+        f"{args.docs} SciFact abstracts ({result['chunks']} chunks), hashing-256 -> "
+        "embedded (all-MiniLM-L6-v2), SQLite, batch",
+        args.batch,
+    )
+    print(
+        f"rebuild: {rebuild_s:.1f} s = {result['rebuild_docs_per_s']} docs/s; clean index: "
+        f"{clean_s:.1f} s = {result['clean_docs_per_s']} docs/s; ratio "
+        f"{result['rebuild_vs_clean']} (with the turn loop running: {with_turns_s:.1f} s)"
+    )
     for name, t in result["turns"].items():  # type: ignore[union-attr]
-        print(f"pre_turn {name:7} n={t['n']:5}  p50 {t['p50_ms']:7.1f} ms  p95 "
-              f"{t['p95_ms']:7.1f} ms  without a block: {t['without_block']}")  # fmt: skip
+        print(
+            f"pre_turn {name:7} n={t['n']:5}  p50 {t['p50_ms']:7.1f} ms  p95 "
+            f"{t['p95_ms']:7.1f} ms  without a block: {t['without_block']}"
+        )
 
 
 if __name__ == "__main__":

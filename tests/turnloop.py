@@ -18,6 +18,8 @@ from vancetope_rag.app import RagApp
 from vancetope_rag.services.autoinject import InjectionDecision
 
 QUESTION = "Why do zebras have stripes on the savanna?"
+
+
 @dataclass
 class Turn:
     started: float
@@ -51,9 +53,14 @@ class TurnLoop:
                 start = time.monotonic()
                 messages = self.app.pre_turn(T, P, [QUESTION])
                 decision: InjectionDecision = self._seen.decision
-                self.turns.append(Turn(start, time.monotonic(),
-                                       frozenset(h.rag_id for h in decision.hits),
-                                       messages[0] if messages else None))  # fmt: skip
+                self.turns.append(
+                    Turn(
+                        start,
+                        time.monotonic(),
+                        frozenset(h.rag_id for h in decision.hits),
+                        messages[0] if messages else None,
+                    )
+                )
         except BaseException as exc:  # surfaced by the test
             self.errors.append(exc)
 

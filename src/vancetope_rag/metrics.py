@@ -37,9 +37,7 @@ class Metrics:
 
     def runs(self, outcome: str) -> float:
         """Current value of ``vance_rag_indexer_runs_total{outcome}``."""
-        value = self.registry.get_sample_value(
-            "vance_rag_indexer_runs_total", {"outcome": outcome}
-        )
+        value = self.registry.get_sample_value("vance_rag_indexer_runs_total", {"outcome": outcome})
         return float(value or 0.0)
 
     def exposition(self) -> bytes:

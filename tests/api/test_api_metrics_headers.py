@@ -14,8 +14,13 @@ TOKEN = "metrics-token-5f1c2e9a7b"
 def test_metrics_need_the_token_when_one_is_set(make_api_app: ApiAppFactory) -> None:
     app = make_api_app(metrics_token=TOKEN)
     with TestClient(create_api(app)) as client:
-        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN},
-                        {"Authorization": f"Basic {TOKEN}"}, bearer()):  # fmt: skip
+        for headers in (
+            {},
+            {"Authorization": "Bearer wrong"},
+            {"Authorization": TOKEN},
+            {"Authorization": f"Basic {TOKEN}"},
+            bearer(),
+        ):
             response = client.get("/metrics", headers=headers)
             assert response.status_code == 401, headers
             assert response.json()["code"] == "UNAUTHENTICATED"

@@ -44,8 +44,13 @@ def test_rest_and_cli_show_the_same_progress(
     with TestClient(create_api(papp)) as client:
         rest = client.get(f"{BASE}/rag/status", headers=bearer()).json()
         assert rest["progress"]["indexing"] == {
-            "done": 0, "failed": 0, "pending": 10, "total": 10, "rate": 0.0, "etaSeconds": None,
-        }  # fmt: skip
+            "done": 0,
+            "failed": 0,
+            "pending": 10,
+            "total": 10,
+            "rate": 0.0,
+            "etaSeconds": None,
+        }
         papp.scheduler.tick()  # 4 done at t0
         clock.advance(2)
         papp.scheduler.tick()  # 8 done, the first 2 s ago
@@ -82,8 +87,23 @@ def test_the_openapi_schema_declares_the_new_shapes(papp: RagApp) -> None:
     paths = schema["paths"]
     assert "delete" in paths["/brain/{tenant}/projects/{project}/rag/rebuild"]
     models = schema["components"]["schemas"]
-    assert {"StatusResponse", "StatusProgress", "WorkProgress", "MigrationProgress",
-            "ReindexResponse", "MigrationRef", "CancelResponse"} <= set(models)  # fmt: skip
+    assert {
+        "StatusResponse",
+        "StatusProgress",
+        "WorkProgress",
+        "MigrationProgress",
+        "ReindexResponse",
+        "MigrationRef",
+        "CancelResponse",
+    } <= set(models)
     assert set(models["MigrationProgress"]["properties"]) >= {
-        "id", "state", "fromModel", "toModel", "done", "total", "rate", "etaSeconds", "reason",
-    }  # fmt: skip
+        "id",
+        "state",
+        "fromModel",
+        "toModel",
+        "done",
+        "total",
+        "rate",
+        "etaSeconds",
+        "reason",
+    }

@@ -52,7 +52,13 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
     assert data["truncatedDocuments"] == 0
     assert data["progress"]["busy"] is False and data["progress"]["migration"] is None
     assert data["progress"]["indexing"] | {"rate": 0} == {
-        "done": 3, "failed": 0, "pending": 0, "total": 3, "rate": 0, "etaSeconds": 0.0}  # fmt: skip
+        "done": 3,
+        "failed": 0,
+        "pending": 0,
+        "total": 3,
+        "rate": 0,
+        "etaSeconds": 0.0,
+    }
     rag = api_app.project_rags.find_default_rag(T, "p1")
     assert rag is not None
     assert data["exists"] is True and data["ragId"] == rag.id
@@ -91,9 +97,7 @@ def test_reindex_queues_every_eligible_document(client: TestClient, api_app: Rag
     assert api_app.project_rags.status(T, "p1").chunk_count == 3
 
 
-def test_rebuild_fills_a_new_generation_then_switches(
-    client: TestClient, api_app: RagApp
-) -> None:
+def test_rebuild_fills_a_new_generation_then_switches(client: TestClient, api_app: RagApp) -> None:
     _seed(api_app)
     old_id = client.get(f"{BASE}/rag/status", headers=bearer()).json()["ragId"]
     api_app.settings.set(T, None, "ai.embedding.model", "hashing-128")
@@ -103,17 +107,30 @@ def test_rebuild_fills_a_new_generation_then_switches(
     assert response.status_code == 200
     body = response.json()
     migration = body["migration"]
-    assert body == {"rebuild": True, "documentsQueued": 3, "migration": {
-        "id": migration["id"], "fromModel": "hashing:hashing-256",
-        "toModel": "hashing:hashing-128"}}  # fmt: skip
+    assert body == {
+        "rebuild": True,
+        "documentsQueued": 3,
+        "migration": {
+            "id": migration["id"],
+            "fromModel": "hashing:hashing-256",
+            "toModel": "hashing:hashing-128",
+        },
+    }
     status = client.get(f"{BASE}/rag/status", headers=bearer()).json()
     # the live generation answers meanwhile, untouched
     assert (status["ragId"], status["chunkCount"], status["embeddingModel"]) == (
-        old_id, 3, "hashing-256")  # fmt: skip
+        old_id,
+        3,
+        "hashing-256",
+    )
     assert status["progress"]["busy"] is True
     running = status["progress"]["migration"]
     assert (running["id"], running["state"], running["total"], running["done"]) == (
-        migration["id"], "running", 3, 0)  # fmt: skip
+        migration["id"],
+        "running",
+        3,
+        0,
+    )
     again = client.post(f"{BASE}/rag/reindex?rebuild=true", headers=bearer())
     assert again.status_code == 409 and again.json()["code"] == "REBUILD_RUNNING"
 
@@ -123,7 +140,11 @@ def test_rebuild_fills_a_new_generation_then_switches(
     assert (status["chunkCount"], status["embeddingModel"]) == (3, "hashing-128")
     done = status["progress"]["migration"]
     assert (done["state"], done["done"], done["pending"], status["progress"]["busy"]) == (
-        "completed", 3, 0, False)  # fmt: skip
+        "completed",
+        3,
+        0,
+        False,
+    )
 
 
 def test_cancel_a_rebuild(client: TestClient, api_app: RagApp) -> None:
@@ -139,7 +160,9 @@ def test_cancel_a_rebuild(client: TestClient, api_app: RagApp) -> None:
     body = response.json()
     assert body["cancelled"] is True
     assert (body["migration"]["id"], body["migration"]["state"]) == (
-        started["migration"]["id"], "cancelled")  # fmt: skip
+        started["migration"]["id"],
+        "cancelled",
+    )
     status = client.get(f"{BASE}/rag/status", headers=bearer()).json()
     assert (status["ragId"], status["chunkCount"]) == (old_id, 3)
     assert status["progress"]["busy"] is False

@@ -173,7 +173,8 @@ def test_rag_tab_in_a_real_browser(page: sync_api.Page, ui_app: RagApp, tmp_path
     page.once("dialog", accept)
     page.click("#btn-cancel-rebuild")
     expect(page.locator("#action-result")).to_have_text(
-        "Rebuild cancelled; the index stays on poison:poison-64.")
+        "Rebuild cancelled; the index stays on poison:poison-64."
+    )
     expect(page.locator("#rebuild-box")).to_have_attribute("data-state", "cancelled")
     expect(page.locator("#rebuild-reason")).to_have_text("cancelled by a user")
     expect(page.locator("#rag-id")).to_have_text(new_id)

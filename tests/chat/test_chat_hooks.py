@@ -97,11 +97,7 @@ def test_plugin_context_template(make_app: AppFactory) -> None:
     app.settings.set(T, None, "rag.autoInject.enabled", "ON")
     index_docs(app)
     recipe = RagParams(min_score=0.05, top_k=1)
-    assert app.pre_turn(T, P, ["zebra stripes"], recipe) == [
-        "<rag-context>[S1]</rag-context>"
-    ]
+    assert app.pre_turn(T, P, ["zebra stripes"], recipe) == ["<rag-context>[S1]</rag-context>"]
     # a recipe's own template still wins over the plugin's
     own = RagParams(min_score=0.05, top_k=1, template="<rag-context>mine</rag-context>")
-    assert app.pre_turn(T, P, ["zebra stripes"], own) == [
-        "<rag-context>mine</rag-context>"
-    ]
+    assert app.pre_turn(T, P, ["zebra stripes"], own) == ["<rag-context>mine</rag-context>"]

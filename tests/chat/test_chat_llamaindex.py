@@ -174,9 +174,7 @@ def test_autoinject_off_adds_nothing(chat_app: RagApp) -> None:
 def test_recipe_off_wins_over_setting_on(chat_app: RagApp) -> None:
     recipe = parse_recipe({"name": "discuss", "params": {"rag": {"autoInject": "OFF"}}}).rag
     inner = RecordingLLM()
-    RagContextLLM(inner, chat_app, T, P, recipe=recipe).chat(
-        [_msg(MessageRole.USER, QUESTION)]
-    )
+    RagContextLLM(inner, chat_app, T, P, recipe=recipe).chat([_msg(MessageRole.USER, QUESTION)])
     assert rag_context_index(inner.calls[0]) is None
 
 
@@ -337,9 +335,7 @@ def test_pre_turn_failure_never_breaks_the_turn(
 def test_recipe_params_reach_pre_turn(chat_app: RagApp) -> None:
     recipe = RagParams(template="{% for h in hits %}<rag-context>{{ h.label }}{% endfor %}")
     inner = RecordingLLM()
-    RagContextLLM(inner, chat_app, T, P, recipe=recipe).chat(
-        [_msg(MessageRole.USER, QUESTION)]
-    )
+    RagContextLLM(inner, chat_app, T, P, recipe=recipe).chat([_msg(MessageRole.USER, QUESTION)])
     assert system_texts(inner.calls[0])[0].startswith("<rag-context>S1")
 
 

@@ -118,9 +118,15 @@ def test_cli_reindex_index_status(make_app: Callable[..., RagApp], store_uri: st
     rebuilt = _cli(store_uri, "reindex", "--rebuild", "--json")
     migration = rebuilt["migration"]
     assert isinstance(migration, dict)
-    assert rebuilt == {"rebuild": True, "documentsQueued": 5, "migration": {
-        "id": migration["id"], "fromModel": "hashing:hashing-256",
-        "toModel": "hashing:hashing-256"}}  # fmt: skip
+    assert rebuilt == {
+        "rebuild": True,
+        "documentsQueued": 5,
+        "migration": {
+            "id": migration["id"],
+            "fromModel": "hashing:hashing-256",
+            "toModel": "hashing:hashing-256",
+        },
+    }
     status = _cli(store_uri, "status", "--json")
     assert (status["ragId"], status["chunkCount"]) == (live, 6)  # still answering
     assert status["progress"]["migration"]["state"] == "running"  # type: ignore[index]
@@ -161,7 +167,8 @@ def test_cli_rebuild_wait_cancel_and_refusals(
     assert (status["embeddingModel"], status["chunkCount"]) == ("hashing-64", 5)
     text = runner.invoke(cli, [*base, "status"])
     assert "indexing: 4 of 4 done" in text.stdout and "-> hashing:hashing-64): completed" in (
-        text.stdout)  # fmt: skip
+        text.stdout
+    )
 
 
 @pytest.mark.parametrize("before", ["closed", "suspended", "unknown"])
@@ -190,9 +197,11 @@ def test_reindex_brings_a_project_that_is_not_running_up_with_a_notice(
 
 
 def test_progress_bars_on_a_terminal(
-    make_app: Callable[..., RagApp], store_uri: str, tmp_path: Path,
+    make_app: Callable[..., RagApp],
+    store_uri: str,
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """``import``, ``index`` and ``reindex --rebuild --wait`` draw bars on a terminal only
     (here stderr is not one: click prints each bar's label once)."""
     from vancetope_rag.cli import progress
@@ -228,8 +237,10 @@ def test_rebuild_wait_exits_1_when_the_rebuild_fails(
 ) -> None:
     from fakes import ProbeProvider, Refuse, registry
 
-    app = make_app(embeddings=registry(ProbeProvider("refuse", Refuse("401 bad key"))),
-                   config={"max_attempts": 1})  # fmt: skip
+    app = make_app(
+        embeddings=registry(ProbeProvider("refuse", Refuse("401 bad key"))),
+        config={"max_attempts": 1},
+    )
     _seed(app)
     app.settings.set(T, None, "ai.embedding.provider", "refuse")
     base = ["--store", store_uri, "--tenant", T, "--project", P]

@@ -25,9 +25,12 @@ def test_worker_indexes_and_stops_on_sigterm(tmp_path: Path) -> None:
         (docs / f"n{i}.md").write_text(f"note number {i} about topic {i}")
     runner = CliRunner()
     base = ["--store", store, "--tenant", "t", "--project", "p"]
-    assert runner.invoke(
-        cli, [*base, "settings", "set", "ai.embedding.provider", "hashing", "--scope", "tenant"]
-    ).exit_code == 0
+    assert (
+        runner.invoke(
+            cli, [*base, "settings", "set", "ai.embedding.provider", "hashing", "--scope", "tenant"]
+        ).exit_code
+        == 0
+    )
     assert runner.invoke(cli, [*base, "import", str(docs)]).exit_code == 0
 
     env = {
@@ -70,9 +73,12 @@ def test_worker_with_indexer_disabled_indexes_nothing(tmp_path: Path) -> None:
         (docs / f"n{i}.md").write_text(f"note number {i} about topic {i}")
     runner = CliRunner()
     base = ["--store", store, "--tenant", "t", "--project", "p"]
-    assert runner.invoke(
-        cli, [*base, "settings", "set", "ai.embedding.provider", "hashing", "--scope", "tenant"]
-    ).exit_code == 0
+    assert (
+        runner.invoke(
+            cli, [*base, "settings", "set", "ai.embedding.provider", "hashing", "--scope", "tenant"]
+        ).exit_code
+        == 0
+    )
     assert runner.invoke(cli, [*base, "import", str(docs)]).exit_code == 0
 
     env = {

@@ -113,9 +113,7 @@ class AtlasCluster:
     denied: frozenset[str] = frozenset()
     mongo: Any = field(default_factory=mongomock.MongoClient)
     indexes: dict[tuple[str, str], dict[str, SearchIndex]] = field(default_factory=dict)
-    history: dict[tuple[str, str], dict[Any, list[tuple[float, Any]]]] = field(
-        default_factory=dict
-    )
+    history: dict[tuple[str, str], dict[Any, list[tuple[float, Any]]]] = field(default_factory=dict)
     reads: list[Read] = field(default_factory=list)
     searches: list[dict[str, Any]] = field(default_factory=list)
     #: Called after every recorded write with the collection name (tests interleave here).
@@ -198,9 +196,15 @@ class AtlasDatabase:
 
 
 _WRITES_BY_FILTER = (
-    "update_one", "update_many", "replace_one", "delete_one", "delete_many",
-    "find_one_and_update", "find_one_and_replace", "find_one_and_delete",
-)  # fmt: skip
+    "update_one",
+    "update_many",
+    "replace_one",
+    "delete_one",
+    "delete_many",
+    "find_one_and_update",
+    "find_one_and_replace",
+    "find_one_and_delete",
+)
 _READS = ("find", "find_one", "count_documents", "estimated_document_count", "distinct")
 
 
@@ -288,7 +292,7 @@ class AtlasCollection:
         if action in self.cluster.denied:
             raise failure(
                 f"not authorized on {self.database.name} to execute command "
-                f"{{ {action}: \"{self.name}\" }}",
+                f'{{ {action}: "{self.name}" }}',
                 13,
                 "Unauthorized",
             )
@@ -301,11 +305,15 @@ class AtlasCollection:
         spec = model.document if hasattr(model, "document") else dict(model)
         name = spec.get("name", "default")
         if self.name not in self.database.list_collection_names():
-            raise failure(f"Collection '{self.database.name}.{self.name}' does not exist.", 26,
-                          "NamespaceNotFound")  # fmt: skip
+            raise failure(
+                f"Collection '{self.database.name}.{self.name}' does not exist.",
+                26,
+                "NamespaceNotFound",
+            )
         if name in self._indexes():
-            raise failure(f"Duplicate Index: an index named {name} already exists", 68,
-                          "IndexAlreadyExists")  # fmt: skip
+            raise failure(
+                f"Duplicate Index: an index named {name} already exists", 68, "IndexAlreadyExists"
+            )
         limit = self.cluster.max_search_indexes
         if limit is not None and self.cluster.index_count() >= limit:
             raise failure(TOO_MANY_INDEXES)

@@ -34,9 +34,10 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 def failure(message: str, code: int = 8, code_name: str = "UnknownError") -> OperationFailure:
     """An ``OperationFailure`` shaped like the server's (``details`` with ``codeName``)."""
     return OperationFailure(
-        message, code=code, details={"ok": 0.0, "errmsg": message, "code": code,
-                                     "codeName": code_name},
-    )  # fmt: skip
+        message,
+        code=code,
+        details={"ok": 0.0, "errmsg": message, "code": code, "codeName": code_name},
+    )
 
 
 def plan_error(cause: str) -> OperationFailure:
@@ -83,18 +84,17 @@ def check_vector_stage(stage: Mapping[str, Any], definition: Mapping[str, Any]) 
     limit = stage["limit"]
     exact = bool(stage.get("exact", False))
     if exact and "numCandidates" in stage:
-        raise plan_error("\"numCandidates\" is not allowed when \"exact\" is true")
+        raise plan_error('"numCandidates" is not allowed when "exact" is true')
     if not exact:
         if "numCandidates" not in stage:
-            raise plan_error("\"numCandidates\" is required when \"exact\" is false")
+            raise plan_error('"numCandidates" is required when "exact" is false')
         candidates = stage["numCandidates"]
         if candidates > MAX_NUM_CANDIDATES:
-            raise plan_error(f"\"numCandidates\" must be less than or equal to "
-                             f"{MAX_NUM_CANDIDATES}")  # fmt: skip
+            raise plan_error(f'"numCandidates" must be less than or equal to {MAX_NUM_CANDIDATES}')
         if candidates < limit:
-            raise plan_error("\"numCandidates\" must be greater than or equal to \"limit\"")
+            raise plan_error('"numCandidates" must be greater than or equal to "limit"')
     if limit < 1:
-        raise plan_error("\"limit\" must be positive")
+        raise plan_error('"limit" must be positive')
     field = vector_fields(definition).get(stage["path"])
     if field is None:
         raise plan_error(f"Path '{stage['path']}' needs to be indexed as vector")

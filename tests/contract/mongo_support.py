@@ -222,10 +222,17 @@ def visible_ids(store: MongoStore, collection_name: str) -> tuple[list[Any], lis
     dim = ix.dimension_of(collection_name)
     assert dim is not None
     vector = [
-        {"$vectorSearch": {"index": ix.VECTOR_INDEX, "path": ix.VECTOR_FIELD, "exact": True,
-                           "queryVector": [1.0] * dim, "limit": MAX_NUM_CANDIDATES}},
+        {
+            "$vectorSearch": {
+                "index": ix.VECTOR_INDEX,
+                "path": ix.VECTOR_FIELD,
+                "exact": True,
+                "queryVector": [1.0] * dim,
+                "limit": MAX_NUM_CANDIDATES,
+            }
+        },
         {"$project": {"_id": 1}},
-    ]  # fmt: skip
+    ]
     text = [
         {"$search": {"index": ix.TEXT_INDEX, "exists": {"path": "tenantId"}}},
         {"$limit": MAX_NUM_CANDIDATES},
@@ -239,10 +246,19 @@ def visible_ids(store: MongoStore, collection_name: str) -> tuple[list[Any], lis
 
 def search_total(store: MongoStore, collection_name: str) -> int:
     """How many documents the text index of a collection holds (``$searchMeta`` count)."""
-    meta = list(store.database[collection_name].aggregate([
-        {"$searchMeta": {"index": ix.TEXT_INDEX, "exists": {"path": "tenantId"},
-                         "count": {"type": "total"}}},
-    ]))  # fmt: skip
+    meta = list(
+        store.database[collection_name].aggregate(
+            [
+                {
+                    "$searchMeta": {
+                        "index": ix.TEXT_INDEX,
+                        "exists": {"path": "tenantId"},
+                        "count": {"type": "total"},
+                    }
+                },
+            ]
+        )
+    )
     return int(meta[0]["count"]["total"]) if meta else 0
 
 

@@ -29,9 +29,13 @@ AppFactory = Callable[..., RagApp]
 
 def atlas_app(make_app: AppFactory, clock: Any) -> tuple[RagApp, AtlasCluster, MongoStore]:
     cluster = AtlasCluster(clock=clock, lag_s=ATLAS_LAG_S, build_s=ATLAS_BUILD_S)
-    store = open_mongo_store("mongodb://atlas.example.net/rag", clock=clock,
-                             client=cluster.client(), server_clock=False,
-                             sweep_grace_s=ATLAS_SWEEP_GRACE_S)  # fmt: skip
+    store = open_mongo_store(
+        "mongodb://atlas.example.net/rag",
+        clock=clock,
+        client=cluster.client(),
+        server_clock=False,
+        sweep_grace_s=ATLAS_SWEEP_GRACE_S,
+    )
     store.sleep, store.monotonic = clock.advance, clock
     app = make_app(store=store, clock=clock)
     app.bring(T, P)
@@ -94,7 +98,8 @@ def test_init_store_reports_every_dimension(make_app: AppFactory, clock: Any) ->
     statuses = app.init_store(wait=True, timeout_s=60)
     rag = app.rags.get(T, P, DEFAULT_RAG_NAME)
     assert {(s.collection, s.status) for s in statuses} == {
-        (f"chunks_{rag.embedding_dimension}", "READY")}  # fmt: skip
+        (f"chunks_{rag.embedding_dimension}", "READY")
+    }
     more = app.init_store(dimensions=[384])
     assert {s.collection for s in more} == {f"chunks_{rag.embedding_dimension}", "chunks_384"}
 
@@ -124,8 +129,9 @@ def test_a_worker_whose_lease_moved_on_is_fenced_by_its_token(
     assert app.scheduler.tick().indexed == 1
     settle()
     real = control.holds_claim
-    monkeypatch.setattr(control, "holds_claim",
-                        lambda t, p, i, w: w == "slow-pod" or real(t, p, i, w))  # fmt: skip
+    monkeypatch.setattr(
+        control, "holds_claim", lambda t, p, i, w: w == "slow-pod" or real(t, p, i, w)
+    )
     late = app.indexer.index_batch(T, P, stale, "slow-pod")
     assert (late.indexed, late.lost_lease) == (0, 1)
     settle()

@@ -39,8 +39,14 @@ def unit(i: int, dim: int = DIM) -> list[float]:
     return v
 
 
-def chunk(cid: str, vec: list[float], *, source: str = "doc-1", text: str | None = None,
-          scope: RagScope = SCOPE) -> Chunk:  # fmt: skip
+def chunk(
+    cid: str,
+    vec: list[float],
+    *,
+    source: str = "doc-1",
+    text: str | None = None,
+    scope: RagScope = SCOPE,
+) -> Chunk:
     return Chunk(cid, scope.rag_id, source, text or f"text of {cid}", vec)
 
 
@@ -50,10 +56,14 @@ def ids(hits: Any) -> list[str]:
 
 def fresh(clock: Any, **cluster_options: Any) -> tuple[MongoStore, AtlasCluster]:
     """A store on a new double, not initialised."""
-    cluster = AtlasCluster(clock=clock, lag_s=ATLAS_LAG_S, build_s=ATLAS_BUILD_S,
-                           **cluster_options)  # fmt: skip
-    store = open_mongo_store(URI, clock=clock, client=cluster.client(), server_clock=False,
-                             sweep_grace_s=ATLAS_SWEEP_GRACE_S)  # fmt: skip
+    cluster = AtlasCluster(clock=clock, lag_s=ATLAS_LAG_S, build_s=ATLAS_BUILD_S, **cluster_options)
+    store = open_mongo_store(
+        URI,
+        clock=clock,
+        client=cluster.client(),
+        server_clock=False,
+        sweep_grace_s=ATLAS_SWEEP_GRACE_S,
+    )
     store.sleep = clock.advance
     store.monotonic = clock
     return store, cluster
@@ -76,11 +86,15 @@ def atlas(tmp_path: Path, fake_clock: Any) -> tuple[MongoStore, AtlasCluster]:
 
 def test_init_creates_a_collection_and_two_search_indexes_per_dimension(fake_clock: Any) -> None:
     store, cluster = fresh(fake_clock)
-    store.control.insert_rag(__import__("vancetope_rag.domain.records", fromlist=["x"]).RagRecord(
-        "r384", "t", "p", "kb", "test", "m", 384, 200, 20))  # fmt: skip
+    store.control.insert_rag(
+        __import__("vancetope_rag.domain.records", fromlist=["x"]).RagRecord(
+            "r384", "t", "p", "kb", "test", "m", 384, 200, 20
+        )
+    )
     statuses = store.initialize(dimensions=[DIM])
     assert {(s.collection, s.name) for s in statuses} == {
-        (c, n) for c in ("chunks_8", "chunks_384") for n in (ix.VECTOR_INDEX, ix.TEXT_INDEX)}
+        (c, n) for c in ("chunks_8", "chunks_384") for n in (ix.VECTOR_INDEX, ix.TEXT_INDEX)
+    }
     assert not any(s.ready for s in statuses)  # building
     assert {s.status for s in statuses} <= {"PENDING", "BUILDING"}
     definitions = cluster.indexes[("vancetope_rag_test", "chunks_384")]
@@ -89,8 +103,11 @@ def test_init_creates_a_collection_and_two_search_indexes_per_dimension(fake_clo
     assert "chunks_source_gen_idx" in store.database["chunks_8"].index_information()
     ready = store.initialize(wait=True, timeout_s=60)
     assert all(s.ready and s.status == "READY" for s in ready)
-    assert fake_clock.now >= cluster.indexes[("vancetope_rag_test", "chunks_8")][
-        ix.VECTOR_INDEX].created_at + ATLAS_BUILD_S  # it waited on the store's clock
+    assert (
+        fake_clock.now
+        >= cluster.indexes[("vancetope_rag_test", "chunks_8")][ix.VECTOR_INDEX].created_at
+        + ATLAS_BUILD_S
+    )  # it waited on the store's clock
     assert len(cluster.indexes[("vancetope_rag_test", "chunks_8")]) == 2  # idempotent
 
 
@@ -132,7 +149,9 @@ def test_a_dimension_is_ready_only_when_both_indexes_are(fake_clock: Any) -> Non
     store, cluster = fresh(fake_clock)
     store.chunks.prepare_dimension(16)  # what creating a RAG of a new dimension does
     assert set(cluster.indexes[("vancetope_rag_test", "chunks_16")]) == {
-        ix.VECTOR_INDEX, ix.TEXT_INDEX}  # fmt: skip
+        ix.VECTOR_INDEX,
+        ix.TEXT_INDEX,
+    }
     assert store.chunks.dimension_ready(16) is False
     cluster.settle()
     assert store.chunks.dimension_ready(16) is True
@@ -321,7 +340,8 @@ def test_a_server_without_atlas_search_ranks_exactly(fake_clock: Any) -> None:
     store, _cluster = fresh(fake_clock, search_supported=False)  # a community mongod
     statuses = store.initialize(dimensions=[DIM], wait=True)
     assert [(s.collection, s.status, s.ready) for s in statuses] == [
-        ("chunks_8", "NO_SEARCH", True)]  # fmt: skip
+        ("chunks_8", "NO_SEARCH", True)
+    ]
     assert store.chunks.vector_search == "exact"  # type: ignore[attr-defined]
     store.chunks.add_chunks(SCOPE, [chunk("a", unit(0)), chunk("b", unit(1))])
     assert ids(store.chunks.query(SCOPE, unit(0), 1)) == ["a"]  # no lag without an index
@@ -335,9 +355,9 @@ def test_the_double_refuses_what_atlas_refuses(atlas: Any) -> None:
     base = {"index": ix.VECTOR_INDEX, "path": "embedding", "queryVector": unit(0), "limit": 5}
     for bad, message in [
         ({**base, "numCandidates": 10_001}, "less than or equal to 10000"),
-        ({**base, "numCandidates": 4}, "greater than or equal to \"limit\""),
-        ({**base, "exact": True, "numCandidates": 50}, "not allowed when \"exact\" is true"),
-        ({**base}, "required when \"exact\" is false"),
+        ({**base, "numCandidates": 4}, 'greater than or equal to "limit"'),
+        ({**base, "exact": True, "numCandidates": 50}, 'not allowed when "exact" is true'),
+        ({**base}, 'required when "exact" is false'),
         ({**base, "exact": True, "filter": {"text": {"$eq": "x"}}}, "indexed as filter"),
         ({**base, "exact": True, "queryVector": [1.0, 0.0]}, "dimensions"),
     ]:
@@ -348,11 +368,15 @@ def test_the_double_refuses_what_atlas_refuses(atlas: Any) -> None:
     missing = {**base, "index": "nope", "exact": True}
     assert list(collection.aggregate([{"$vectorSearch": missing}])) == []  # as Atlas: empty
     with pytest.raises(OperationFailure, match="indexed as token"):
-        list(collection.aggregate([{"$search": {"index": ix.TEXT_INDEX,
-                                                "equals": {"path": "text", "value": "x"}}}]))
+        list(
+            collection.aggregate(
+                [{"$search": {"index": ix.TEXT_INDEX, "equals": {"path": "text", "value": "x"}}}]
+            )
+        )
     with pytest.raises(OperationFailure):
-        collection.create_search_index(SearchIndexModel(definition={}, name=ix.VECTOR_INDEX,
-                                                        type="vectorSearch"))  # fmt: skip
+        collection.create_search_index(
+            SearchIndexModel(definition={}, name=ix.VECTOR_INDEX, type="vectorSearch")
+        )
     assert isinstance(failure("x"), OperationFailure)
 
 
@@ -376,13 +400,21 @@ def test_control_reads_use_the_primary_and_search_reads_local(fake_clock: Any) -
     store.chunks.query(SCOPE, unit(0), 3)
     control_reads = [r for r in cluster.reads if r.collection == "documents"]
     assert control_reads and all(r.read_preference == "primary" for r in control_reads)
-    chunk_reads = [r for r in cluster.reads if r.collection == "chunks_8"
-                   and not (r.pipeline and "$vectorSearch" in r.pipeline[0])]  # fmt: skip
+    chunk_reads = [
+        r
+        for r in cluster.reads
+        if r.collection == "chunks_8" and not (r.pipeline and "$vectorSearch" in r.pipeline[0])
+    ]
     assert chunk_reads and all(r.read_preference == "primary" for r in chunk_reads)
     store.chunks.lexical_query(SCOPE, "text", 3, vector=unit(0))
-    searches = [r for r in cluster.reads if r.pipeline and ({"$vectorSearch", "$search"}
-                                                             & set(r.pipeline[0]))]  # fmt: skip
+    searches = [
+        r
+        for r in cluster.reads
+        if r.pipeline and ({"$vectorSearch", "$search"} & set(r.pipeline[0]))
+    ]
     assert {next(iter(r.pipeline[0])) for r in searches if r.pipeline} == {
-        "$vectorSearch", "$search"}  # fmt: skip
+        "$vectorSearch",
+        "$search",
+    }
     assert all(r.read_concern == "local" for r in searches)
     assert all(r.read_preference is None for r in searches)  # the URI's own preference

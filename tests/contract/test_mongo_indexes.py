@@ -32,9 +32,11 @@ def index_specs() -> dict[str, dict[str, dict[str, Any]]]:
 def test_btree_index_specs() -> None:
     specs = index_specs()
     unique = {
-        (coll, tuple(spec["key"])) for coll, by_name in specs.items()
-        for spec in by_name.values() if spec.get("unique")
-    }  # fmt: skip
+        (coll, tuple(spec["key"]))
+        for coll, by_name in specs.items()
+        for spec in by_name.values()
+        if spec.get("unique")
+    }
     assert unique == {
         ("projects", ("tenantId", "projectId")),
         ("documents", ("tenantId", "projectId", "path")),
@@ -53,7 +55,11 @@ def test_btree_index_specs() -> None:
     source = specs["chunks_8"]["chunks_source_gen_idx"]
     assert list(source["key"]) == ["tenantId", "projectId", "ragId", "sourceRef", "gen"]
     assert list(specs[ix.SWAPS]["swap_source_idx"]["key"]) == [
-        "tenantId", "projectId", "ragId", "sourceRef"]  # fmt: skip
+        "tenantId",
+        "projectId",
+        "ragId",
+        "sourceRef",
+    ]
 
 
 def test_one_collection_per_dimension() -> None:
@@ -68,8 +74,7 @@ def test_one_collection_per_dimension() -> None:
 def test_vector_index_definition() -> None:
     assert ix.vector_index_definition(384) == {
         "fields": [
-            {"type": "vector", "path": "embedding", "numDimensions": 384,
-             "similarity": "cosine"},
+            {"type": "vector", "path": "embedding", "numDimensions": 384, "similarity": "cosine"},
             {"type": "filter", "path": "tenantId"},
             {"type": "filter", "path": "projectId"},
             {"type": "filter", "path": "ragId"},
@@ -78,7 +83,7 @@ def test_vector_index_definition() -> None:
             {"type": "filter", "path": "sourceRef"},
             {"type": "filter", "path": "gen"},
         ]
-    }  # fmt: skip
+    }
     vector, text = (m.document for m in ix.search_index_models(8))
     assert (vector["name"], vector["type"]) == ("vancetope_rag_vectors", "vectorSearch")
     assert vector["definition"] == ix.vector_index_definition(8)
@@ -100,8 +105,12 @@ def test_definition_coverage_and_merge() -> None:
     wanted = ix.vector_index_definition(8)
     tuned = {"fields": [{**wanted["fields"][0], "quantization": "scalar"}, *wanted["fields"][1:]]}
     assert ix.definition_covers(tuned, wanted)  # an operator's tuning is not undone
-    old = {"fields": [{**wanted["fields"][0], "quantization": "scalar"},
-                      {"type": "filter", "path": "tenantId"}]}  # fmt: skip
+    old = {
+        "fields": [
+            {**wanted["fields"][0], "quantization": "scalar"},
+            {"type": "filter", "path": "tenantId"},
+        ]
+    }
     assert not ix.definition_covers(old, wanted)
     merged = ix.merge_definition(old, wanted)
     assert ix.definition_covers(merged, wanted)
@@ -112,11 +121,19 @@ def test_definition_coverage_and_merge() -> None:
     assert [f["numDimensions"] for f in fixed["fields"] if f["type"] == "vector"] == [8]
 
     text = ix.text_index_definition()
-    analysed = {"mappings": {"dynamic": False, "fields": {
-        **text["mappings"]["fields"], "text": {"type": "string", "analyzer": "lucene.english"}}}}
+    analysed = {
+        "mappings": {
+            "dynamic": False,
+            "fields": {
+                **text["mappings"]["fields"],
+                "text": {"type": "string", "analyzer": "lucene.english"},
+            },
+        }
+    }
     assert ix.definition_covers(analysed, text)  # a tuned analyzer is kept
-    no_gen = {"mappings": {"fields": {k: v for k, v in text["mappings"]["fields"].items()
-                                      if k != "gen"}}}  # fmt: skip
+    no_gen = {
+        "mappings": {"fields": {k: v for k, v in text["mappings"]["fields"].items() if k != "gen"}}
+    }
     assert not ix.definition_covers(no_gen, text)
     assert ix.definition_covers(ix.merge_definition(no_gen, text), text)
 
@@ -154,8 +171,12 @@ class ScriptedCollection:
 
 
 def entry(status: str, queryable: bool, **extra: Any) -> dict[str, Any]:
-    return {"status": status, "queryable": queryable,
-            "latestDefinition": ix.vector_index_definition(8), **extra}  # fmt: skip
+    return {
+        "status": status,
+        "queryable": queryable,
+        "latestDefinition": ix.vector_index_definition(8),
+        **extra,
+    }
 
 
 class FakeTime:
@@ -215,8 +236,9 @@ def test_wait_until_ready_wants_ready_not_merely_queryable() -> None:
     BUILDING the new one: waiting stops only at READY."""
     coll = ScriptedCollection([entry("BUILDING", True)] * 4 + [entry("READY", True)])
     t = FakeTime()
-    statuses = ix.wait_until_ready([coll], timeout_s=60, poll_s=2, sleep=t.sleep,
-                                   monotonic=t.monotonic)  # fmt: skip
+    statuses = ix.wait_until_ready(
+        [coll], timeout_s=60, poll_s=2, sleep=t.sleep, monotonic=t.monotonic
+    )
     assert t.slept == [2, 2] and all(s.ready for s in statuses)
     assert {s.name for s in statuses} == {"vancetope_rag_vectors", "vancetope_rag_text"}
 
@@ -225,8 +247,7 @@ def test_wait_times_out_with_a_clear_error() -> None:
     coll = ScriptedCollection([entry("BUILDING", False)])
     t = FakeTime()
     with pytest.raises(StoreError, match=r"not READY after 10s.*BUILDING.*init --wait"):
-        ix.wait_until_ready([coll], timeout_s=10, poll_s=1, sleep=t.sleep,
-                            monotonic=t.monotonic)  # fmt: skip
+        ix.wait_until_ready([coll], timeout_s=10, poll_s=1, sleep=t.sleep, monotonic=t.monotonic)
     assert t.now == pytest.approx(10)
 
 
@@ -252,8 +273,12 @@ def test_only_the_search_not_supported_answers_count_as_no_search() -> None:
     assert search_unsupported(OperationFailure("SearchNotEnabled", code=31082))
     assert search_unsupported(OperationFailure("Unrecognized pipeline stage", code=40324))
     assert search_unsupported(OperationFailure("x", details={"codeName": "SearchNotEnabled"}))
-    for other in (OperationFailure("not authorized", code=13), OperationFailure("x", code=8),
-                  NetworkTimeout("timed out"), ValueError("x")):  # fmt: skip
+    for other in (
+        OperationFailure("not authorized", code=13),
+        OperationFailure("x", code=8),
+        NetworkTimeout("timed out"),
+        ValueError("x"),
+    ):
         assert not search_unsupported(other)
 
 

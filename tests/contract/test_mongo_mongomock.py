@@ -58,8 +58,15 @@ def unit(i: int) -> list[float]:
     return v
 
 
-def chunk(cid: str, vec: list[float], *, source: str = "doc-1", scope: RagScope = SCOPE,
-          kind: str = "content", path: str | None = "a.md") -> Chunk:  # fmt: skip
+def chunk(
+    cid: str,
+    vec: list[float],
+    *,
+    source: str = "doc-1",
+    scope: RagScope = SCOPE,
+    kind: str = "content",
+    path: str | None = "a.md",
+) -> Chunk:
     return Chunk(cid, scope.rag_id, source, f"text of {cid}", vec, kind=kind, path=path)
 
 
@@ -113,7 +120,8 @@ def test_mongomock_defaults(mstore: MongoStore, fake_clock: Any) -> None:
     assert "chunks" not in names  # chunks live in chunks_<dim>, made on demand
     documents = mstore.database["documents"].index_information()
     assert {"tenant_project_rag_claim_idx", "tenant_project_dirty_claim_order_idx"} <= set(
-        documents)  # fmt: skip
+        documents
+    )
     assert mstore.database["schema"].find_one()["version"] == 3
 
 
@@ -192,8 +200,9 @@ def test_top_k_is_capped_at_atlas_limit(
     assert len(chunks.query(SCOPE, unit(0), 10_001)) == 3
     monkeypatch.setattr(mq, "MAX_NUM_CANDIDATES", 50)
     many = RagScope("ta", "p", "rag-many", 2)
-    chunks.add_chunks(many, [Chunk(f"m{i}", "rag-many", "d", "t", [1.0, i / 100])
-                             for i in range(60)])  # fmt: skip
+    chunks.add_chunks(
+        many, [Chunk(f"m{i}", "rag-many", "d", "t", [1.0, i / 100]) for i in range(60)]
+    )
     assert len(chunks.query(many, [1.0, 0.0], 200)) == 50
 
 
@@ -277,8 +286,9 @@ def test_replace_source_refuses_an_id_of_another_source(chunks: MongoChunkStore)
 def test_a_failed_batch_writes_nothing(chunks: MongoChunkStore) -> None:
     chunks.add_chunks(SCOPE, [chunk("taken", unit(0))])
     with pytest.raises(InvalidInputError):
-        chunks.add_chunks(SCOPE, [chunk("n1", unit(1)), chunk("taken", unit(2)),
-                                  chunk("n2", unit(3))])  # fmt: skip
+        chunks.add_chunks(
+            SCOPE, [chunk("n1", unit(1)), chunk("taken", unit(2)), chunk("n2", unit(3))]
+        )
     assert ids(chunks.get_chunks(SCOPE)) == ["taken"]
     # the same id is fine in another RAG or tenant (unique per RAG)
     chunks.add_chunks(scope_of("tb"), [chunk("taken", unit(0), scope=scope_of("tb"))])
@@ -309,15 +319,18 @@ class Answering:
 
 
 def test_auto_mode_falls_back_only_when_search_is_truly_absent(mstore: MongoStore) -> None:
-    not_enabled = OperationFailure("requires additional configuration", code=31082,
-                                   details={"codeName": "SearchNotEnabled"})  # fmt: skip
+    not_enabled = OperationFailure(
+        "requires additional configuration", code=31082, details={"codeName": "SearchNotEnabled"}
+    )
     db = Answering(mstore.database, not_enabled)
     support = SearchSupport(db, db, mode="auto")
     assert support.uses_atlas() is False and support.mode == "exact"
     assert support.uses_atlas() is False and db.calls == 1  # decided once per process
 
-    for transient in (OperationFailure("not authorized on t", code=13),
-                      OperationFailure("operation exceeded time limit", code=50)):  # fmt: skip
+    for transient in (
+        OperationFailure("not authorized on t", code=13),
+        OperationFailure("operation exceeded time limit", code=50),
+    ):
         db = Answering(mstore.database, transient)
         support = SearchSupport(db, db, mode="auto")
         with pytest.raises(StoreError):
@@ -333,23 +346,45 @@ def test_auto_mode_falls_back_only_when_search_is_truly_absent(mstore: MongoStor
 # -- schema 1 → 2 ----------------------------------------------------------------------------
 
 
-def legacy_chunk(cid: str, vec: list[float], *, seq: int, live: bool = True,
-                 source: str = "doc-1", rag: str = "rag-a") -> dict[str, Any]:  # fmt: skip
-    return {"tenantId": "ta", "projectId": "p", "ragId": rag, "chunkId": cid, "sourceRef": source,
-            "kind": "content", "path": "a.md", "text": f"text of {cid}", "metadata": {},
-            "dim": len(vec), f"embedding_{len(vec)}": vec, "seq": seq, "ord": 0, "live": live}
+def legacy_chunk(
+    cid: str,
+    vec: list[float],
+    *,
+    seq: int,
+    live: bool = True,
+    source: str = "doc-1",
+    rag: str = "rag-a",
+) -> dict[str, Any]:
+    return {
+        "tenantId": "ta",
+        "projectId": "p",
+        "ragId": rag,
+        "chunkId": cid,
+        "sourceRef": source,
+        "kind": "content",
+        "path": "a.md",
+        "text": f"text of {cid}",
+        "metadata": {},
+        "dim": len(vec),
+        f"embedding_{len(vec)}": vec,
+        "seq": seq,
+        "ord": 0,
+        "live": live,
+    }
 
 
 def test_a_schema_1_store_is_migrated_by_init_and_nothing_is_stranded(fake_clock: Any) -> None:
     client = mongomock.MongoClient()
     db = client["t"]
     db["schema"].insert_one({"_id": "vancetope_rag", "version": 1})
-    db["chunks"].insert_many([
-        legacy_chunk("a", unit(0), seq=3),
-        legacy_chunk("b", unit(1), seq=3),
-        legacy_chunk("a", unit(2), seq=5, live=False),  # a swap interrupted half-way
-        legacy_chunk("w", [1.0] * 16, seq=4, source="doc-9", rag="rag-w"),
-    ])  # fmt: skip
+    db["chunks"].insert_many(
+        [
+            legacy_chunk("a", unit(0), seq=3),
+            legacy_chunk("b", unit(1), seq=3),
+            legacy_chunk("a", unit(2), seq=5, live=False),  # a swap interrupted half-way
+            legacy_chunk("w", [1.0] * 16, seq=4, source="doc-9", rag="rag-w"),
+        ]
+    )
     store = open_mongo_store("mongodb://localhost/t", clock=fake_clock, client=client)
     with pytest.raises(StoreError, match="run `vancetope-rag --store <uri> init`"):
         store.chunks.query(SCOPE, unit(0), 3)

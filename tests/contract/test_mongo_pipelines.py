@@ -116,9 +116,13 @@ def filter_paths(flt: Any) -> set[str]:
 
 def test_vector_search_pipeline_shape() -> None:
     pipeline = build_vector_search_pipeline(
-        SCOPE, np.array([0.5, 0.0, 0.0, 1.0], dtype=np.float32), 5, {"kind": "content"},
-        exact=False, num_candidates=100,
-    )  # fmt: skip
+        SCOPE,
+        np.array([0.5, 0.0, 0.0, 1.0], dtype=np.float32),
+        5,
+        {"kind": "content"},
+        exact=False,
+        num_candidates=100,
+    )
     assert len(pipeline) == 2 and next(iter(pipeline[0])) == "$vectorSearch"  # first stage
     search = pipeline[0]["$vectorSearch"]
     assert search == {
@@ -132,22 +136,42 @@ def test_vector_search_pipeline_shape() -> None:
     assert all(type(x) is float for x in search["queryVector"])  # BSON doubles, not numpy
     project = pipeline[1]["$project"]
     assert project["score"] == {"$meta": "vectorSearchScore"}
-    for field in ["chunkId", "tenantId", "projectId", "ragId", "sourceRef", "kind", "path",
-                  "text", "metadata", "gen"]:  # fmt: skip
+    for field in [
+        "chunkId",
+        "tenantId",
+        "projectId",
+        "ragId",
+        "sourceRef",
+        "kind",
+        "path",
+        "text",
+        "metadata",
+        "gen",
+    ]:
         assert project[field] == 1
     assert "embedding" not in project  # vectors never travel back
 
 
-@pytest.mark.parametrize("filters", [None, {"kind": "summary"}, {"!path": ["a", "b"]},
-                                     {"sourceRef": "d", "!kind": "summary", "path": "p"}])
+@pytest.mark.parametrize(
+    "filters",
+    [
+        None,
+        {"kind": "summary"},
+        {"!path": ["a", "b"]},
+        {"sourceRef": "d", "!kind": "summary", "path": "p"},
+    ],
+)
 def test_every_search_filter_field_is_declared_in_the_index(filters: Any) -> None:
     for exact in (True, False):
         (stage, _) = build_vector_search_pipeline(SCOPE, [1.0, 0, 0, 0], 3, filters, exact=exact)
         assert filter_paths(stage["$vectorSearch"]["filter"]) <= declared_filter_paths()
     (probe, _) = build_probe_pipeline(SCOPE, "d1", 7, 3, 4)
     assert filter_paths(probe["$vectorSearch"]["filter"]) <= declared_filter_paths()
-    tokens = {k for k, v in ix.text_index_definition()["mappings"]["fields"].items()
-              if v["type"] in ("token", "number")}  # fmt: skip
+    tokens = {
+        k
+        for k, v in ix.text_index_definition()["mappings"]["fields"].items()
+        if v["type"] in ("token", "number")
+    }
     text = build_text_search_pipeline(SCOPE, "q", 3, filters)[0]["$search"]["compound"]
     assert {c["equals"]["path"] for c in text["filter"] if "equals" in c} <= tokens
 
@@ -169,9 +193,14 @@ def test_vector_search_pipeline_scope_without_filters() -> None:
 
 
 @pytest.mark.parametrize(
-    ("limit", "candidates"), [(0, 100), (101, 100), (5, MAX_NUM_CANDIDATES + 1),
-                              (MAX_NUM_CANDIDATES + 1, MAX_NUM_CANDIDATES)]
-)  # fmt: skip
+    ("limit", "candidates"),
+    [
+        (0, 100),
+        (101, 100),
+        (5, MAX_NUM_CANDIDATES + 1),
+        (MAX_NUM_CANDIDATES + 1, MAX_NUM_CANDIDATES),
+    ],
+)
 def test_vector_search_pipeline_limits(limit: int, candidates: int) -> None:
     with pytest.raises(InvalidInputError):
         build_vector_search_pipeline(
@@ -184,12 +213,12 @@ def test_probe_pipeline_counts_one_generation_of_one_source_exactly() -> None:
     search = stage["$vectorSearch"]
     assert search["exact"] is True and "numCandidates" not in search
     assert search["limit"] == MAX_NUM_CANDIDATES and len(search["queryVector"]) == 4
-    assert search["filter"] == {"$and": [*SCOPE_CLAUSES, {"sourceRef": {"$eq": "doc-1"}},
-                                         {"gen": {"$eq": 42}}]}  # fmt: skip
+    assert search["filter"] == {
+        "$and": [*SCOPE_CLAUSES, {"sourceRef": {"$eq": "doc-1"}}, {"gen": {"$eq": 42}}]
+    }
     assert project == {"$project": {"_id": 1}}
     text = build_text_probe_pipeline(SCOPE, "doc-1", 42, 3)
-    assert text[0]["$search"]["compound"]["filter"][-1] == {"equals": {"path": "gen",
-                                                                       "value": 42}}  # fmt: skip
+    assert text[0]["$search"]["compound"]["filter"][-1] == {"equals": {"path": "gen", "value": 42}}
     assert text[1] == {"$limit": 3}
 
 
@@ -254,16 +283,31 @@ def test_rank_exact_is_the_true_top_k() -> None:
     assert len(rank_exact(matrix[:0], query, 5)[0]) == 0
 
 
-def _row(chunk_id: str, *, score: float = 0.9, gen: int = 1, rag: str = "rag-a",
-         source: str = "d1") -> dict[str, Any]:  # fmt: skip
-    return {"chunkId": chunk_id, "tenantId": "tenant-a", "projectId": "proj-1", "ragId": rag,
-            "sourceRef": source, "kind": "content", "path": "a.md", "text": chunk_id,
-            "metadata": {"n": 1}, "gen": gen, "score": score}  # fmt: skip
+def _row(
+    chunk_id: str, *, score: float = 0.9, gen: int = 1, rag: str = "rag-a", source: str = "d1"
+) -> dict[str, Any]:
+    return {
+        "chunkId": chunk_id,
+        "tenantId": "tenant-a",
+        "projectId": "proj-1",
+        "ragId": rag,
+        "sourceRef": source,
+        "kind": "content",
+        "path": "a.md",
+        "text": chunk_id,
+        "metadata": {"n": 1},
+        "gen": gen,
+        "score": score,
+    }
 
 
 def test_atlas_hits_keep_scope_and_one_copy_per_chunk() -> None:
-    rows = [_row("c1", score=1.0), _row("x", score=0.99, rag="rag-b"), _row("c1", score=0.75),
-            _row("c2", score=0.5)]  # fmt: skip
+    rows = [
+        _row("c1", score=1.0),
+        _row("x", score=0.99, rag="rag-b"),
+        _row("c1", score=0.75),
+        _row("c2", score=0.5),
+    ]
     hits = atlas_hits(rows, SCOPE)
     assert [(h.chunk_id, h.score) for h in hits] == [("c1", 1.0), ("c2", 0.0)]
     assert hits[0].metadata == {"n": 1} and hits[0].rag_id == "rag-a"
@@ -278,7 +322,10 @@ def test_the_newest_generation_per_source_wins_whatever_the_scores() -> None:
         _row("c0", score=0.5, gen=3),
     ]
     assert [(h.chunk_id, h.score) for h in atlas_hits(rows, SCOPE)] == [
-        ("o1", pytest.approx(0.8)), ("c1", pytest.approx(0.2)), ("c2", pytest.approx(0.1))]
+        ("o1", pytest.approx(0.8)),
+        ("c1", pytest.approx(0.2)),
+        ("c2", pytest.approx(0.1)),
+    ]
     # while the new generation is not yet visible, the old one answers
     assert [h.chunk_id for h in atlas_hits(rows[:1] + rows[4:], SCOPE)] == ["c1", "c0"]
     assert [r["chunkId"] for r in newest_generation([])] == []
@@ -299,8 +346,7 @@ def test_rank_rows_exact_ranks_the_newest_generation_once() -> None:
         row(1, "a", [1.0, 0.0, 0.0, 0.0], 1),  # superseded copy of a
         row(2, "a", [0.0, 0.0, 1.0, 0.0], 2),
         row(3, "b", [0.0, 1.0, 0.0, 0.0], 2),
-        {"_id": 4, "chunkId": "c", "sourceRef": "d1", "gen": 2,
-         "embedding": [1.0, 1.0, 0.0, 0.0]},
+        {"_id": 4, "chunkId": "c", "sourceRef": "d1", "gen": 2, "embedding": [1.0, 1.0, 0.0, 0.0]},
     ]
     query = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
     chosen = rank_rows_exact(rows, query, 2)
@@ -358,8 +404,10 @@ def test_exact_search_for_small_or_selective_scopes() -> None:
     assert prefer_exact(20_000, 1_000_000)  # 2 %: selective, ANN would lose recall
     assert not prefer_exact(200_000, 10_000_000)  # selective but too big to scan
     assert chunk_match(SCOPE, ["c1"], {"kind": "summary"}) == {
-        **scope_match(SCOPE), "kind": {"$eq": "summary"}, "chunkId": {"$in": ["c1"]}
-    }  # fmt: skip
+        **scope_match(SCOPE),
+        "kind": {"$eq": "summary"},
+        "chunkId": {"$in": ["c1"]},
+    }
 
 
 # -- claims and documents: both time sources -------------------------------------------------
@@ -436,18 +484,25 @@ def test_claim_update_carries_the_token() -> None:
     ]
     (stage,) = q.claim_update("w1", 3, q.ClockTime(AT))
     assert stage["$set"]["ragClaimedAt"] == {"$literal": NAIVE_AT}
-    assert q.claim_holder("t", "p", "d", "w") == {"tenantId": "t", "projectId": "p", "_id": "d",
-                                                  "ragClaimedBy": "w"}  # fmt: skip
+    assert q.claim_holder("t", "p", "d", "w") == {
+        "tenantId": "t",
+        "projectId": "p",
+        "_id": "d",
+        "ragClaimedBy": "w",
+    }
     assert q.claim_holder("t", "p", "d", "w", 9)["ragClaimToken"] == 9
-    for pipeline in (q.mark_clean_update(1, IndexState.INDEXED, None, q.ServerTime()),
-                     q.release_update("e", 1, 3, q.ServerTime())):  # fmt: skip
+    for pipeline in (
+        q.mark_clean_update(1, IndexState.INDEXED, None, q.ServerTime()),
+        q.release_update("e", 1, 3, q.ServerTime()),
+    ):
         assert pipeline[-1]["$set"]["ragClaimToken"] == {"$literal": None}
 
 
 def test_release_update_on_both_clocks() -> None:
     server = q.release_update("boom" * 1000, 30, 3, q.ServerTime())
-    assert server[0] == {"$set": {"indexAttempts": {"$add": [{"$ifNull": ["$indexAttempts", 0]},
-                                                              1]}}}  # fmt: skip
+    assert server[0] == {
+        "$set": {"indexAttempts": {"$add": [{"$ifNull": ["$indexAttempts", 0]}, 1]}}
+    }
     second = server[1]["$set"]
     gave_up = {"$gte": ["$indexAttempts", 3]}
     assert second["indexNextAttemptAt"] == {
@@ -464,8 +519,9 @@ def test_mark_clean_and_dirty_documents() -> None:
     (clean,) = q.mark_clean_update(7, IndexState.INDEXED, "h1", q.ServerTime())
     s = clean["$set"]
     assert s["indexedAt"] == "$$NOW" and s["ragIndexedHash"] == {"$literal": "h1"}
-    assert s["ragDirty"] == {"$cond": [{"$eq": ["$ragVersion", 7]}, {"$literal": False},
-                                       {"$literal": True}]}  # fmt: skip
+    assert s["ragDirty"] == {
+        "$cond": [{"$eq": ["$ragVersion", 7]}, {"$literal": False}, {"$literal": True}]
+    }
     assert s["indexState"]["$cond"][1:] == [{"$literal": "indexed"}, {"$literal": "pending"}]
     dirty = q.dirty_stage()["$set"]
     assert dirty["ragVersion"] == {"$add": [{"$ifNull": ["$ragVersion", 0]}, 1]}
@@ -520,6 +576,8 @@ def test_uri_passwords_are_redacted() -> None:
 
 def test_the_client_gets_an_overall_timeout_unless_the_uri_sets_one() -> None:
     assert client_options("mongodb+srv://c.example.net/db") == {
-        "appname": "vancetope-rag", "timeoutMS": 30_000}  # fmt: skip
+        "appname": "vancetope-rag",
+        "timeoutMS": 30_000,
+    }
     assert "timeoutMS" not in client_options("mongodb://h/db?timeoutMS=5000")
     assert "timeoutMS" not in client_options("mongodb://h/db?replicaSet=rs&TIMEOUTMS=0")

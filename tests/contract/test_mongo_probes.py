@@ -20,12 +20,16 @@ SCOPE = RagScope("tenant-a", "proj-1", "rag-a", 4)
 
 
 def test_written_keeps_the_newest_generation_and_counts_all() -> None:
-    rows = [{"_id": {"s": "a", "g": 3}, "n": 2}, {"_id": {"s": "a", "g": 5}, "n": 4},
-            {"_id": {"s": "b", "g": 1}, "n": 1}]  # fmt: skip
+    rows = [
+        {"_id": {"s": "a", "g": 3}, "n": 2},
+        {"_id": {"s": "a", "g": 5}, "n": 4},
+        {"_id": {"s": "b", "g": 1}, "n": 1},
+    ]
     assert written(rows) == {"a": (5, 4, 6), "b": (1, 1, 1)}
     assert written(reversed(rows)) == {"a": (5, 4, 6), "b": (1, 1, 1)}
     assert generation_counts_pipeline(SCOPE)[0] == {
-        "$match": {"tenantId": "tenant-a", "projectId": "proj-1", "ragId": "rag-a"}}  # fmt: skip
+        "$match": {"tenantId": "tenant-a", "projectId": "proj-1", "ragId": "rag-a"}
+    }
 
 
 def test_sources_are_grouped_to_fit_one_answer() -> None:
@@ -44,22 +48,29 @@ def test_probe_pipelines_are_exact_scoped_and_use_declared_filter_fields() -> No
     assert stage["exact"] is True and "numCandidates" not in stage
     assert stage["limit"] == MAX_NUM_CANDIDATES  # capped at Atlas's largest answer
     assert stage["filter"]["$and"][:3] == [
-        {"tenantId": {"$eq": "tenant-a"}}, {"projectId": {"$eq": "proj-1"}},
-        {"ragId": {"$eq": "rag-a"}}]  # fmt: skip
+        {"tenantId": {"$eq": "tenant-a"}},
+        {"projectId": {"$eq": "proj-1"}},
+        {"ragId": {"$eq": "rag-a"}},
+    ]
     assert stage["filter"]["$and"][3] == {"sourceRef": {"$in": ["a", "b"]}}
     check_vector_stage(stage, ix.vector_index_definition(4))  # Atlas would accept it
     assert vector[1] == {"$project": {"_id": 0, "sourceRef": 1, "gen": 1}}
     assert next(iter(text[0])) == "$search"
     assert text[0]["$search"]["compound"]["filter"][-1] == {
-        "in": {"path": "sourceRef", "value": ["a", "b"]}}  # fmt: skip
+        "in": {"path": "sourceRef", "value": ["a", "b"]}
+    }
     assert text[1] == {"$limit": MAX_NUM_CANDIDATES}
     assert len(scope_probe_pipelines(SCOPE, ["a"], 3, text=False)) == 1
 
 
 def test_every_chunk_of_the_newest_generation_must_be_seen() -> None:
     by_source = {"a": (5, 2, 3), "b": (1, 1, 1)}
-    seen = [{"sourceRef": "a", "gen": 5}, {"sourceRef": "a", "gen": 5},
-            {"sourceRef": "a", "gen": 4}, {"sourceRef": "b", "gen": 1}]  # fmt: skip
+    seen = [
+        {"sourceRef": "a", "gen": 5},
+        {"sourceRef": "a", "gen": 5},
+        {"sourceRef": "a", "gen": 4},
+        {"sourceRef": "b", "gen": 1},
+    ]
     assert sees_all(by_source, ["a", "b"], seen)
     assert not sees_all(by_source, ["a", "b"], seen[1:])  # one of a's new chunks missing
     old_only = [{"sourceRef": "a", "gen": 4}, {"sourceRef": "a", "gen": 4}]

@@ -82,10 +82,11 @@ def pod() -> MongoStore:
 
 def dirty(control: ControlStore, n: int) -> list[str]:
     return [
-        control.insert_document(NewDocument(T, P, f"d{i:03}.md", "text/plain", f"body {i}",
-                                            rag_dirty=True)).id
+        control.insert_document(
+            NewDocument(T, P, f"d{i:03}.md", "text/plain", f"body {i}", rag_dirty=True)
+        ).id
         for i in range(n)
-    ]  # fmt: skip
+    ]
 
 
 def within(value: datetime | None, start: datetime, end: datetime) -> bool:
@@ -148,8 +149,9 @@ def test_a_lease_expires_on_the_server_clock(server: MongoStore) -> None:
     time.sleep(1.5)
     (taken,) = control.claim_for_rag_index(T, P, "w2", 1, 1.0)
     assert taken.id == doc_id and taken.rag_claimed_by == "w2"
-    assert not control.mark_rag_clean(T, P, doc_id, "w1", held.rag_version,
-                                      state=IndexState.INDEXED)  # fmt: skip
+    assert not control.mark_rag_clean(
+        T, P, doc_id, "w1", held.rag_version, state=IndexState.INDEXED
+    )
     assert control.mark_rag_clean(T, P, doc_id, "w2", taken.rag_version, state=IndexState.INDEXED)
 
 
@@ -158,18 +160,23 @@ def test_retry_time_is_measured_on_the_server_clock(server: MongoStore) -> None:
     (doc_id,) = dirty(control, 1)
     control.claim_for_rag_index(T, P, "w1", 1, 60)
     before = control.now()
-    state = control.release_rag_claim(T, P, doc_id, "w1", error="boom", retry_delay_s=1.0,
-                                      max_attempts=2)  # fmt: skip
+    state = control.release_rag_claim(
+        T, P, doc_id, "w1", error="boom", retry_delay_s=1.0, max_attempts=2
+    )
     assert state is IndexState.PENDING
     doc = control.get_document(T, P, doc_id)
     assert doc is not None and doc.index_attempts == 1 and doc.index_last_error == "boom"
-    assert within(doc.index_next_attempt_at, before + timedelta(seconds=1),
-                  control.now() + timedelta(seconds=1))  # fmt: skip
+    assert within(
+        doc.index_next_attempt_at,
+        before + timedelta(seconds=1),
+        control.now() + timedelta(seconds=1),
+    )
     assert control.claim_for_rag_index(T, P, "w1", 1, 60) == []
     time.sleep(1.3)
     assert len(control.claim_for_rag_index(T, P, "w1", 1, 60)) == 1
-    state = control.release_rag_claim(T, P, doc_id, "w1", error="boom 2", retry_delay_s=1.0,
-                                      max_attempts=2)  # fmt: skip
+    state = control.release_rag_claim(
+        T, P, doc_id, "w1", error="boom 2", retry_delay_s=1.0, max_attempts=2
+    )
     assert state is IndexState.FAILED
 
 
@@ -190,8 +197,9 @@ def test_workers_in_separate_clients_never_claim_the_same_document(
                 for doc in batch:
                     claims[worker].append(doc.id)
                     assert store.control.holds_claim(T, P, doc.id, worker)
-                    assert store.control.mark_rag_clean(T, P, doc.id, worker, doc.rag_version,
-                                                        state=IndexState.INDEXED)  # fmt: skip
+                    assert store.control.mark_rag_clean(
+                        T, P, doc.id, worker, doc.rag_version, state=IndexState.INDEXED
+                    )
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 
@@ -240,14 +248,25 @@ def test_atlas_scores_match_exact_cosine(server: MongoStore) -> None:
     scope = RagScope(T, P, "rag-real", DIM)
     other = RagScope("tenant-other", P, "rag-real", DIM)  # same RAG id, another tenant
     vecs = np.random.default_rng(7).standard_normal((40, DIM))
-    server.chunks.add_chunks(scope, [
-        Chunk(f"c{i}", scope.rag_id, f"doc-{i % 4}", f"text {i}", v.tolist(),
-              kind=["content", "summary"][i % 2], path=f"p{i % 3}.md")
-        for i, v in enumerate(vecs)
-    ])  # fmt: skip
-    server.chunks.add_chunks(other, [
-        Chunk(f"x{i}", other.rag_id, "doc-0", "intruder", v.tolist()) for i, v in enumerate(vecs)
-    ])  # fmt: skip
+    server.chunks.add_chunks(
+        scope,
+        [
+            Chunk(
+                f"c{i}",
+                scope.rag_id,
+                f"doc-{i % 4}",
+                f"text {i}",
+                v.tolist(),
+                kind=["content", "summary"][i % 2],
+                path=f"p{i % 3}.md",
+            )
+            for i, v in enumerate(vecs)
+        ],
+    )
+    server.chunks.add_chunks(
+        other,
+        [Chunk(f"x{i}", other.rag_id, "doc-0", "intruder", v.tolist()) for i, v in enumerate(vecs)],
+    )
     real_settle(server)
     exact = MongoChunkStore(server.database, vector_search="exact")
     q = vecs[3].tolist()
@@ -290,8 +309,13 @@ def test_queries_during_replacements_never_see_zero_chunks(server: MongoStore) -
         thread.join(timeout=60)
         reader.close()
     assert not empty, f"{len(empty)} queries saw the source with zero chunks"
-    wait_for(lambda: server.chunks.sweep() >= 0 and server.chunks.count_chunks(scope) == 1
-             and server.database[f"chunks_{DIM}"].count_documents(mq.scope_match(scope)) == 1)
+    wait_for(
+        lambda: (
+            server.chunks.sweep() >= 0
+            and server.chunks.count_chunks(scope) == 1
+            and server.database[f"chunks_{DIM}"].count_documents(mq.scope_match(scope)) == 1
+        )
+    )
 
 
 @needs_atlas
@@ -309,8 +333,9 @@ def test_a_definition_update_then_a_filter_on_the_new_field(server: MongoStore) 
     wait_for(lambda: not list(collection.list_search_indexes()), 600)
     old = ix.vector_index_definition(dim)
     old["fields"] = [f for f in old["fields"] if f["path"] != "gen"]
-    collection.create_search_index(SearchIndexModel(definition=old, name=ix.VECTOR_INDEX,
-                                                    type="vectorSearch"))  # fmt: skip
+    collection.create_search_index(
+        SearchIndexModel(definition=old, name=ix.VECTOR_INDEX, type="vectorSearch")
+    )
     wait_for(lambda: ix.is_ready(ix.find_search_index(collection, ix.VECTOR_INDEX)), 900)
     vec = [1.0] * dim
     server.chunks.add_chunks(scope, [Chunk("a", scope.rag_id, "doc-1", "a", vec)])
@@ -328,8 +353,11 @@ def test_a_definition_update_then_a_filter_on_the_new_field(server: MongoStore) 
         time.sleep(1)
     server.initialize(dimensions=[dim], wait=True, timeout_s=900)
     list(collection.aggregate(probe))  # the new field filters now
-    wait_for(lambda: server.chunks.sweep() >= 0
-             and collection.count_documents(mq.scope_match(scope)) == 1)
+    wait_for(
+        lambda: (
+            server.chunks.sweep() >= 0 and collection.count_documents(mq.scope_match(scope)) == 1
+        )
+    )
     assert [h.chunk_id for h in server.chunks.query(scope, vec, 3)] == ["b"]
 
 
@@ -384,11 +412,13 @@ def test_read_preference_secondary_in_the_uri(server: MongoStore) -> None:
     was just written see it at once."""
     _, name = real_database()
     sep = "&" if "?" in real_uri() else "?"
-    store = open_mongo_store(f"{real_uri()}{sep}readPreference=secondaryPreferred",
-                             database=name, server_clock=True)  # fmt: skip
+    store = open_mongo_store(
+        f"{real_uri()}{sep}readPreference=secondaryPreferred", database=name, server_clock=True
+    )
     try:
-        doc = store.control.insert_document(NewDocument(T, P, "rp.md", "text/plain", "x",
-                                                        rag_dirty=True))  # fmt: skip
+        doc = store.control.insert_document(
+            NewDocument(T, P, "rp.md", "text/plain", "x", rag_dirty=True)
+        )
         (claimed,) = store.control.claim_for_rag_index(T, P, "w-rp", 1, 60)
         assert claimed.id == doc.id and store.control.holds_claim(T, P, doc.id, "w-rp")
         scope = RagScope(T, P, "rag-rp", DIM)
@@ -402,8 +432,10 @@ def test_read_preference_secondary_in_the_uri(server: MongoStore) -> None:
 def test_a_scope_over_ten_thousand_chunks(server: MongoStore) -> None:
     scope = RagScope(T, P, "rag-large", DIM)
     vecs = np.random.default_rng(9).standard_normal((10_500, DIM)).astype(np.float32)
-    batch = [Chunk(f"c{i}", scope.rag_id, f"doc-{i % 50}", f"t{i}", v.tolist())
-             for i, v in enumerate(vecs)]  # fmt: skip
+    batch = [
+        Chunk(f"c{i}", scope.rag_id, f"doc-{i % 50}", f"t{i}", v.tolist())
+        for i, v in enumerate(vecs)
+    ]
     for start in range(0, len(batch), 1000):
         server.chunks.add_chunks(scope, batch[start : start + 1000])
     real_settle(server, timeout_s=600)

@@ -27,9 +27,13 @@ N_DOCS = len(DOCS) + 6
 
 def atlas_app(make_app: AppFactory, clock: Any, **config: Any) -> tuple[RagApp, AtlasCluster]:
     cluster = AtlasCluster(clock=clock, lag_s=ATLAS_LAG_S, build_s=ATLAS_BUILD_S)
-    store = open_mongo_store("mongodb://atlas.example.net/rag", clock=clock,
-                             client=cluster.client(), server_clock=False,
-                             sweep_grace_s=ATLAS_SWEEP_GRACE_S)  # fmt: skip
+    store = open_mongo_store(
+        "mongodb://atlas.example.net/rag",
+        clock=clock,
+        client=cluster.client(),
+        server_clock=False,
+        sweep_grace_s=ATLAS_SWEEP_GRACE_S,
+    )
     store.sleep, store.monotonic = clock.advance, clock
     app = make_app(store=store, clock=clock, config=config)
     return app, cluster
@@ -83,9 +87,11 @@ def test_turns_while_rebuilding_on_the_lagging_atlas_double(
     assert app.rags.chunk_count(live) == N_DOCS
     # the switch asked search (exact probes over groups of sources) before it happened
     probes = [
-        s["$vectorSearch"] for s in cluster.searches if "$vectorSearch" in s
+        s["$vectorSearch"]
+        for s in cluster.searches
+        if "$vectorSearch" in s
         and "$in" in s["$vectorSearch"]["filter"]["$and"][-1].get("sourceRef", {})
-    ]  # fmt: skip
+    ]
     assert probes and all(p["exact"] and p["queryVector"] == [1.0] * 128 for p in probes)
     # retired, not gone: a turn that looked it up before the switch still found its chunks
     retired = app.store.migrations.get_any_rag(T, P, old.id)
@@ -98,8 +104,12 @@ def test_a_switch_a_crash_interrupted_is_finished_by_the_next_tick(
 ) -> None:
     """Killed after the pointer flip, before the bookkeeping: readers already use the new
     generation; the next tick completes the migration and retires the old one, once."""
-    store = open_mongo_store("mongodb://localhost/rag", clock=clock,
-                             client=mongomock.MongoClient(), vector_search="exact")  # fmt: skip
+    store = open_mongo_store(
+        "mongodb://localhost/rag",
+        clock=clock,
+        client=mongomock.MongoClient(),
+        vector_search="exact",
+    )
     app = make_app(store=store, clock=clock, config={"retired_grace_s": 0})
     seed(app)
     app.scheduler.run_until_idle(timeout_s=30)
@@ -113,8 +123,9 @@ def test_a_switch_a_crash_interrupted_is_finished_by_the_next_tick(
     catalog = store.control.catalog  # type: ignore[attr-defined]
 
     def crash_after_flip(migration: Any) -> bool:
-        store.migrations.end_migration(T, P, migration.id, state=MigrationState.SWITCHING,
-                                       expected=[MigrationState.RUNNING])  # fmt: skip
+        store.migrations.end_migration(
+            T, P, migration.id, state=MigrationState.SWITCHING, expected=[MigrationState.RUNNING]
+        )
         catalog.flip(T, P, DEFAULT_RAG_NAME, migration.from_rag_id, migration.to_rag_id)
         raise KeyboardInterrupt("kill -9")
 
@@ -125,7 +136,9 @@ def test_a_switch_a_crash_interrupted_is_finished_by_the_next_tick(
     live = app.project_rags.find_default_rag(T, P)
     assert live is not None and live.id == m.to_rag_id  # the flip is what readers see
     assert [g.state for g in store.migrations.rag_generations(T, P)] == [
-        RagState.RETIRED, RagState.LIVE]  # old: stored "live", the pointer moved on  # fmt: skip
+        RagState.RETIRED,
+        RagState.LIVE,
+    ]  # old: stored "live", the pointer moved on
     assert app.store.migrations.get_migration(T, P, m.id).state is MigrationState.SWITCHING  # type: ignore[union-attr]
     with pytest.raises(Exception, match="switching over"):
         app.project_rags.cancel_rebuild(T, P)
@@ -143,30 +156,45 @@ def test_a_schema_2_store_gets_its_live_pointers_on_open(clock: Any) -> None:
     client = mongomock.MongoClient()
     db = client["rag"]
     db["schema"].insert_one({"_id": "vancetope_rag", "version": 2})
-    db["rags"].create_index([("tenantId", 1), ("projectId", 1), ("name", 1)],
-                            name=ix.LEGACY_RAG_NAME_INDEX, unique=True)  # fmt: skip
-    db["rags"].insert_one({
-        "_id": "r1", "tenantId": T, "projectId": P, "name": "kb", "embeddingProvider": "hashing",
-        "embeddingModel": "hashing-8", "embeddingDimension": 8, "chunkSize": 100,
-        "chunkOverlap": 10,
-    })  # fmt: skip
-    store = open_mongo_store("mongodb://localhost/rag", clock=clock, client=client,
-                             vector_search="exact")  # fmt: skip
+    db["rags"].create_index(
+        [("tenantId", 1), ("projectId", 1), ("name", 1)], name=ix.LEGACY_RAG_NAME_INDEX, unique=True
+    )
+    db["rags"].insert_one(
+        {
+            "_id": "r1",
+            "tenantId": T,
+            "projectId": P,
+            "name": "kb",
+            "embeddingProvider": "hashing",
+            "embeddingModel": "hashing-8",
+            "embeddingDimension": 8,
+            "chunkSize": 100,
+            "chunkOverlap": 10,
+        }
+    )
+    store = open_mongo_store(
+        "mongodb://localhost/rag", clock=clock, client=client, vector_search="exact"
+    )
     rag = store.control.find_rag(T, P, "kb")
     assert rag is not None and (rag.id, rag.state, rag.generation) == ("r1", RagState.LIVE, 1)
     assert [r.id for r in store.control.list_rags(T, P)] == ["r1"]
     assert ix.LEGACY_RAG_NAME_INDEX not in db["rags"].index_information()
     assert db["schema"].find_one()["version"] == 3
-    again = open_mongo_store("mongodb://localhost/rag", clock=clock, client=client,
-                             vector_search="exact")  # fmt: skip
+    again = open_mongo_store(
+        "mongodb://localhost/rag", clock=clock, client=client, vector_search="exact"
+    )
     assert again.control.find_rag(T, P, "kb") == rag
     assert db[ix.RAG_NAMES].count_documents({}) == 1
 
 
 def test_a_pointer_left_dangling_is_taken_over(clock: Any) -> None:
     """Spec §10: the RAG deleted by hand (direct database access) is re-created."""
-    store = open_mongo_store("mongodb://localhost/rag", clock=clock,
-                             client=mongomock.MongoClient(), vector_search="exact")  # fmt: skip
+    store = open_mongo_store(
+        "mongodb://localhost/rag",
+        clock=clock,
+        client=mongomock.MongoClient(),
+        vector_search="exact",
+    )
     from vancetope_rag.domain.records import RagRecord
 
     first = RagRecord("r1", T, P, "kb", "hashing", "hashing-8", 8, 100, 10)
@@ -174,8 +202,9 @@ def test_a_pointer_left_dangling_is_taken_over(clock: Any) -> None:
     assert isinstance(store, MongoStore)
     store.database["rags"].delete_one({"_id": "r1"})
     assert store.control.find_rag(T, P, "kb") is None
-    second = store.control.insert_rag(RagRecord("r2", T, P, "kb", "hashing", "hashing-8", 8,
-                                                100, 10))  # fmt: skip
+    second = store.control.insert_rag(
+        RagRecord("r2", T, P, "kb", "hashing", "hashing-8", 8, 100, 10)
+    )
     assert store.control.find_rag(T, P, "kb") == second
 
 
@@ -202,8 +231,9 @@ def test_edits_during_a_rebuild_on_the_lagging_atlas_double(
     app.documents.create(T, P, "documents/otters.md", "Otters hold hands while sleeping.")
     shadow = migrations.get_any_rag(T, P, m.to_rag_id)
     assert shadow is not None
-    late = app.migrations.shadows.index_items(m, shadow, claimed, "slow-pod",
-                                              app.settings.snapshot(T, P))  # fmt: skip
+    late = app.migrations.shadows.index_items(
+        m, shadow, claimed, "slow-pod", app.settings.snapshot(T, P)
+    )
     assert late.indexed == 1 and late.lost_lease == 2  # only cluster.md was left alone
     for _ in range(10):
         app.scheduler.tick()

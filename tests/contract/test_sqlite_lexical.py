@@ -164,9 +164,10 @@ def test_syntax_words_are_plain_words(pair: tuple[SqliteStore, SqliteStore]) -> 
     for query in ("NEAR(river", 'scope : "1" OR river', "text:river*", '"river" ^', "r*"):
         hits = cached.chunks.lexical_query(SCOPES[0], query, 10, vector=[1.0, 0, 0, 0])
         assert [h.chunk_id for h in hits] in ([cid], []), query
-    assert [h.chunk_id for h in cached.chunks.lexical_query(
-        SCOPES[0], "NEAR AND", 10, vector=[1.0, 0, 0, 0]
-    )] == [cid]  # fmt: skip
+    assert [
+        h.chunk_id
+        for h in cached.chunks.lexical_query(SCOPES[0], "NEAR AND", 10, vector=[1.0, 0, 0, 0])
+    ] == [cid]
 
 
 def test_large_first_load_builds_in_the_background(tmp_path: Path) -> None:

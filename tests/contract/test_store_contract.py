@@ -213,8 +213,16 @@ def test_same_content_same_hash_other_content_other_hash(control: ControlStore) 
 
 
 def test_list_documents_with_path_prefix(control: ControlStore) -> None:
-    for path in ["docs/a.md", "docs/sub/b.md", "docs.md", "other/c.md", "a_b/x.md", "axb/y.md",
-                 "r.e+(1)/z.md", "rXe+(1)/w.md"]:  # fmt: skip
+    for path in [
+        "docs/a.md",
+        "docs/sub/b.md",
+        "docs.md",
+        "other/c.md",
+        "a_b/x.md",
+        "axb/y.md",
+        "r.e+(1)/z.md",
+        "rXe+(1)/w.md",
+    ]:
         control.insert_document(new_doc(path))
     control.insert_document(new_doc("docs/other-project.md", project="p-2"))
 
@@ -247,9 +255,15 @@ def test_update_document_fields(control: ControlStore, fake_clock) -> None:
     )
     fake_clock.advance(10)
     updated = control.update_document(
-        TA, P, doc.id, path="b.md", mime_type="text/plain", content="two", summary=None,
+        TA,
+        P,
+        doc.id,
+        path="b.md",
+        mime_type="text/plain",
+        content="two",
+        summary=None,
         rag_enabled=None,
-    )  # fmt: skip
+    )
     assert (updated.path, updated.mime_type, updated.content) == ("b.md", "text/plain", "two")
     assert updated.summary is None and updated.rag_enabled is None
     assert updated.content_hash != doc.content_hash
@@ -874,9 +888,12 @@ def test_queries_during_replacements_never_see_zero_chunks(
 ) -> None:
     """While a source is replaced again and again, every query (at any moment of the search
     lag, with sweeps in between) finds it with exactly one whole generation."""
+
     def version(v: int) -> list[Chunk]:
-        return [chunk(scope, f"v{v}-a", unit(v % DIM), source="doc-1"),
-                chunk(scope, f"v{v}-b", unit((v + 1) % DIM), source="doc-1", kind="summary")]
+        return [
+            chunk(scope, f"v{v}-a", unit(v % DIM), source="doc-1"),
+            chunk(scope, f"v{v}-b", unit((v + 1) % DIM), source="doc-1", kind="summary"),
+        ]
 
     chunks.add_chunks(scope, [*version(0), chunk(scope, "other", unit(7), source="doc-2")])
     settle()
@@ -891,8 +908,9 @@ def test_queries_during_replacements_never_see_zero_chunks(
                 assert len(seen) == 1, f"a query mixed generations {seen}"
                 assert int(seen.pop()[1:]) in (v - 1, v)
             assert chunks.count_chunks(scope, filters={"sourceRef": "doc-1"}) == 2
-            assert {h.chunk_id for h in chunks.get_chunks(scope, filters={"sourceRef": "doc-1"})
-                    } == {f"v{v}-a", f"v{v}-b"}  # fmt: skip
+            assert {
+                h.chunk_id for h in chunks.get_chunks(scope, filters={"sourceRef": "doc-1"})
+            } == {f"v{v}-a", f"v{v}-b"}
             fake_clock.advance(0.03)  # the Atlas double's lag is 0.05: both visible at step 2
             if step == 3:
                 chunks.sweep()
@@ -959,17 +977,36 @@ def test_a_late_writer_never_supersedes_a_newer_claim(
     (b,) = control.claim_for_rag_index(TA, P, "worker-b", 1, TTL)
     assert a.rag_claim_token is not None and b.rag_claim_token is not None
     assert b.rag_claim_token > a.rag_claim_token
-    chunks.replace_source(scope, doc.id, [chunk(scope, "b1", unit(1), source=doc.id)],
-                          generation=b.rag_claim_token)  # fmt: skip
-    assert control.mark_rag_clean(TA, P, doc.id, "worker-b", b.rag_version,
-                                  state=IndexState.INDEXED, claim_token=b.rag_claim_token)
-    chunks.replace_source(scope, doc.id, [chunk(scope, "a1", unit(0), source=doc.id)],
-                          generation=a.rag_claim_token)  # A wakes up  # fmt: skip
-    assert not control.mark_rag_clean(TA, P, doc.id, "worker-a", a.rag_version,
-                                      state=IndexState.FAILED, claim_token=a.rag_claim_token)
+    chunks.replace_source(
+        scope, doc.id, [chunk(scope, "b1", unit(1), source=doc.id)], generation=b.rag_claim_token
+    )
+    assert control.mark_rag_clean(
+        TA,
+        P,
+        doc.id,
+        "worker-b",
+        b.rag_version,
+        state=IndexState.INDEXED,
+        claim_token=b.rag_claim_token,
+    )
+    chunks.replace_source(
+        scope, doc.id, [chunk(scope, "a1", unit(0), source=doc.id)], generation=a.rag_claim_token
+    )  # A wakes up
+    assert not control.mark_rag_clean(
+        TA,
+        P,
+        doc.id,
+        "worker-a",
+        a.rag_version,
+        state=IndexState.FAILED,
+        claim_token=a.rag_claim_token,
+    )
     after = doc_of(control, doc)
     assert (after.index_state, after.rag_dirty, after.rag_claimed_by) == (
-        IndexState.INDEXED, False, None)  # fmt: skip
+        IndexState.INDEXED,
+        False,
+        None,
+    )
     assert ids(chunks.get_chunks(scope, filters={"sourceRef": doc.id})) == ["b1"]
     assert chunks.count_chunks(scope) == 1
     for _ in range(2):
@@ -983,12 +1020,25 @@ def test_a_workers_own_expired_claim_finishes_nothing(control: ControlStore, fak
     (first,) = control.claim_for_rag_index(TA, P, "worker-a", 1, TTL)
     fake_clock.advance(TTL + 1)
     (second,) = control.claim_for_rag_index(TA, P, "worker-a", 1, TTL)  # the same worker again
-    assert not control.mark_rag_clean(TA, P, doc.id, "worker-a", first.rag_version,
-                                      state=IndexState.INDEXED,
-                                      claim_token=first.rag_claim_token)  # fmt: skip
+    assert not control.mark_rag_clean(
+        TA,
+        P,
+        doc.id,
+        "worker-a",
+        first.rag_version,
+        state=IndexState.INDEXED,
+        claim_token=first.rag_claim_token,
+    )
     assert doc_of(control, doc).rag_claimed_by == "worker-a"
-    assert control.mark_rag_clean(TA, P, doc.id, "worker-a", second.rag_version,
-                                  state=IndexState.INDEXED, claim_token=second.rag_claim_token)
+    assert control.mark_rag_clean(
+        TA,
+        P,
+        doc.id,
+        "worker-a",
+        second.rag_version,
+        state=IndexState.INDEXED,
+        claim_token=second.rag_claim_token,
+    )
     assert doc_of(control, doc).rag_claim_token is None
 
 
@@ -1004,8 +1054,7 @@ def test_claim_tokens_increase_across_claims(control: ControlStore) -> None:
 def test_a_generation_must_be_a_positive_integer(chunks: ChunkStore, scope: RagScope) -> None:
     for bad in (0, -3, "7"):
         with pytest.raises(InvalidInputError):
-            chunks.replace_source(scope, "doc-1", [chunk(scope, "x", unit(0))],
-                                  generation=bad)  # type: ignore[arg-type]  # fmt: skip
+            chunks.replace_source(scope, "doc-1", [chunk(scope, "x", unit(0))], generation=bad)  # type: ignore[arg-type]
     assert chunks.count_chunks(scope) == 0
 
 
@@ -1026,34 +1075,47 @@ def test_index_management_on_every_store(
 
 
 def text_chunk(scope: RagScope, cid: str, text: str, vec: Sequence[float], **kw: str) -> Chunk:
-    return Chunk(cid, scope.rag_id, kw.get("source", "doc-1"), text, list(vec),
-                 kind=kw.get("kind", "content"), path=kw.get("path", "a.md"))  # fmt: skip
+    return Chunk(
+        cid,
+        scope.rag_id,
+        kw.get("source", "doc-1"),
+        text,
+        list(vec),
+        kind=kw.get("kind", "content"),
+        path=kw.get("path", "a.md"),
+    )
 
 
 def test_lexical_query_ranks_by_relevance_and_scores_by_cosine(
     chunks: ChunkStore, scope: RagScope, settle: Settle
 ) -> None:
-    chunks.add_chunks(scope, [
-        text_chunk(scope, "both", "Cats purr and cats sleep.", unit(0)),
-        text_chunk(scope, "one", "The cat sat; dogs purr never.", unit(1), source="doc-2"),
-        text_chunk(scope, "none", "Nothing about it here.", unit(2), kind="summary"),
-        text_chunk(scope, "code", "def purr_loudly(): return CATS", unit(3), path="x.py"),
-    ])  # fmt: skip
+    chunks.add_chunks(
+        scope,
+        [
+            text_chunk(scope, "both", "Cats purr and cats sleep.", unit(0)),
+            text_chunk(scope, "one", "The cat sat; dogs purr never.", unit(1), source="doc-2"),
+            text_chunk(scope, "none", "Nothing about it here.", unit(2), kind="summary"),
+            text_chunk(scope, "code", "def purr_loudly(): return CATS", unit(3), path="x.py"),
+        ],
+    )
     settle()
     hits = chunks.lexical_query(scope, "cats purr", 10, vector=unit(0))
     assert hits[0].chunk_id == "both" and "none" not in ids(hits)
     assert set(ids(hits)) <= {"both", "one", "code"}
     assert all(h.lexical_score is not None and h.lexical_score > 0 for h in hits)
-    assert [h.lexical_score for h in hits] == sorted((h.lexical_score or 0 for h in hits),
-                                                      reverse=True)  # fmt: skip
+    assert [h.lexical_score for h in hits] == sorted(
+        (h.lexical_score or 0 for h in hits), reverse=True
+    )
     scores = {h.chunk_id: h.score for h in hits}
     assert scores["both"] == pytest.approx(1.0, abs=1e-5)  # the cosine, not the relevance
     assert scores["one"] == pytest.approx(0.0, abs=1e-5)
     assert ids(chunks.lexical_query(scope, "cats purr", 1, vector=unit(0))) == ["both"]
-    assert ids(chunks.lexical_query(scope, "purr", 10, vector=unit(0),
-                                    filters={"sourceRef": "doc-2"})) == ["one"]  # fmt: skip
-    assert "code" not in ids(chunks.lexical_query(scope, "purr", 10, vector=unit(0),
-                                                  filters={"!path": "x.py"}))  # fmt: skip
+    assert ids(
+        chunks.lexical_query(scope, "purr", 10, vector=unit(0), filters={"sourceRef": "doc-2"})
+    ) == ["one"]
+    assert "code" not in ids(
+        chunks.lexical_query(scope, "purr", 10, vector=unit(0), filters={"!path": "x.py"})
+    )
     assert chunks.lexical_query(scope, "zebra", 10, vector=unit(0)) == []
     assert chunks.lexical_query(scope, "  ?! ", 10, vector=unit(0)) == []
     with pytest.raises(DimensionMismatchError):
@@ -1069,8 +1131,13 @@ def test_lexical_hits_are_tenant_scoped(
     a = RagScope.of(control.insert_rag(rag_record(TA, P, "_documents", rag_id="rag-a")))
     b = RagScope.of(control.insert_rag(rag_record(TB, P, "_documents", rag_id="rag-b")))
     chunks.add_chunks(a, [text_chunk(a, "a1", "quarterly revenue forecast", unit(0))])
-    chunks.add_chunks(b, [text_chunk(b, "b1", "zanzibar merger secret", unit(0)),
-                          text_chunk(b, "b2", "quarterly zanzibar plan", unit(1))])  # fmt: skip
+    chunks.add_chunks(
+        b,
+        [
+            text_chunk(b, "b1", "zanzibar merger secret", unit(0)),
+            text_chunk(b, "b2", "quarterly zanzibar plan", unit(1)),
+        ],
+    )
     settle()
     assert chunks.lexical_query(a, "zanzibar merger", 10, vector=unit(0)) == []
     assert ids(chunks.lexical_query(a, "quarterly", 10, vector=unit(0))) == ["a1"]
@@ -1112,11 +1179,17 @@ def two_tenants(
         chunks.add_chunks(
             s,
             [
-                chunk(s, f"{prefix}{i}", v, source="doc-1", path="shared.md",
-                      kind="summary" if i == 5 else "content")
+                chunk(
+                    s,
+                    f"{prefix}{i}",
+                    v,
+                    source="doc-1",
+                    path="shared.md",
+                    kind="summary" if i == 5 else "content",
+                )
                 for i, v in enumerate(vecs)
             ],
-        )  # fmt: skip
+        )
     settle()
     return a, b
 
@@ -1197,4 +1270,3 @@ def test_writes_under_a_forged_scope_stay_out_of_the_real_rag(
     assert not any(h.chunk_id.startswith("x") for h in chunks.get_chunks(b))
     assert chunks.remove_by_source(b, "doc-1") == 6
     assert chunks.count_chunks(forged) == 8
-

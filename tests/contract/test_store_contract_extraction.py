@@ -62,9 +62,14 @@ def test_failing_a_claimed_document_ends_the_claim(control: ControlStore) -> Non
     assert not control.holds_claim(T, P, created.id, "w1")
     # The worker that held it finishes nothing: its version is gone.
     assert not control.mark_rag_clean(
-        T, P, created.id, "w1", claimed.rag_version, state=IndexState.INDEXED,
+        T,
+        P,
+        created.id,
+        "w1",
+        claimed.rag_version,
+        state=IndexState.INDEXED,
         claim_token=claimed.rag_claim_token,
-    )  # fmt: skip
+    )
     after = control.get_document(T, P, created.id)
     assert after is not None and after.index_state is IndexState.FAILED
     # Queued again (a reindex), it is pending like any document.

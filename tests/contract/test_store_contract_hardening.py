@@ -36,8 +36,13 @@ def test_source_refs_are_distinct_sorted_and_scoped(
     other = _scope(control, TA, "notes", "rag-n")
     foreign = _scope(control, TB, "_documents", "rag-b")
     assert chunks.source_refs(a) == []
-    chunks.add_chunks(a, [chunk(a, f"a{i}", unit(i % DIM), source=s) for i, s in
-                          enumerate(["d2", "d1", "d2", "manual"])])  # fmt: skip
+    chunks.add_chunks(
+        a,
+        [
+            chunk(a, f"a{i}", unit(i % DIM), source=s)
+            for i, s in enumerate(["d2", "d1", "d2", "manual"])
+        ],
+    )
     chunks.add_chunks(other, [chunk(other, "n1", unit(0), source="elsewhere")])
     chunks.add_chunks(foreign, [chunk(foreign, "b1", unit(0), source="theirs")])
     assert chunks.source_refs(a) == ["d1", "d2", "manual"]
@@ -108,9 +113,15 @@ def test_a_release_that_counts_no_attempt_never_fails_the_document(
     for _ in range(5):
         (claimed,) = control.claim_for_rag_index(TA, P, "w1", 10, TTL)
         state = control.release_rag_claim(
-            TA, P, claimed.id, "w1", error="store full", retry_delay_s=5, max_attempts=2,
+            TA,
+            P,
+            claimed.id,
+            "w1",
+            error="store full",
+            retry_delay_s=5,
+            max_attempts=2,
             count_attempt=False,
-        )  # fmt: skip
+        )
         assert state is IndexState.PENDING
         fresh = control.get_document(TA, P, doc.id)
         assert fresh is not None

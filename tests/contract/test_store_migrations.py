@@ -64,8 +64,9 @@ def shadow(migrations: MigrationStore, live: RagRecord) -> RagRecord:
 def docs(control: ControlStore, n: int, tenant: str = TA) -> list[str]:
     return [
         control.insert_document(
-            NewDocument(tenant, P, f"documents/{i}.md", "text/markdown", f"body {i}",
-                        rag_dirty=True)
+            NewDocument(
+                tenant, P, f"documents/{i}.md", "text/markdown", f"body {i}", rag_dirty=True
+            )
         ).id
         for i in range(n)
     ]
@@ -88,7 +89,9 @@ def test_readers_see_only_the_live_generation(
     assert migrations.get_any_rag(TA, P, shadow.id) == shadow
     assert migrations.get_any_rag(TB, P, shadow.id) is None  # scoped
     assert [(r.id, r.state) for r in migrations.rag_generations(TA, P, NAME)] == [
-        (live.id, RagState.LIVE), (shadow.id, RagState.SHADOW)]  # fmt: skip
+        (live.id, RagState.LIVE),
+        (shadow.id, RagState.SHADOW),
+    ]
     assert migrations.rag_generations(TB, P) == []
     assert control.rag_dimensions() >= {DIM, 16}  # init covers the shadow's dimension
     # a name stays unique among live RAGs, however many shadows it has
@@ -116,8 +119,7 @@ def test_the_switch_is_one_step_and_happens_once(
     assert control.find_rag(TA, P, NAME) == replace(shadow, state=RagState.LIVE)
     # the name is free for the next rebuild, which replaces the new live generation
     third = migrations.insert_generation(replace(record("gen-3"), generation=3))
-    m2 = migrations.start_migration(migration("m2", replace(shadow, state=RagState.LIVE),
-                                              third.id))  # fmt: skip
+    m2 = migrations.start_migration(migration("m2", replace(shadow, state=RagState.LIVE), third.id))
     assert migrations.switch_live(m2) is True
     assert control.find_rag(TA, P, NAME).id == third.id  # type: ignore[union-attr]
 
@@ -133,10 +135,12 @@ def test_one_active_migration_per_name_and_conditional_ends(
     # switching: a cancel (expects running) loses; the switch goes on
     assert migrations.end_migration(TA, P, m.id, state=SWITCHING, expected=[RUNNING])
     assert not migrations.end_migration(
-        TA, P, m.id, state=MigrationState.CANCELLED, expected=[RUNNING], reason="user")
+        TA, P, m.id, state=MigrationState.CANCELLED, expected=[RUNNING], reason="user"
+    )
     assert migrations.active_migrations(TA, P)[0].state is SWITCHING
     assert migrations.end_migration(
-        TA, P, m.id, state=MigrationState.FAILED, expected=[SWITCHING], reason="broken")
+        TA, P, m.id, state=MigrationState.FAILED, expected=[SWITCHING], reason="broken"
+    )
     ended = migrations.get_migration(TA, P, m.id)
     assert ended is not None and (ended.state, ended.reason) == (MigrationState.FAILED, "broken")
     assert migrations.switch_live(ended) is False  # ended: no switch
@@ -148,9 +152,12 @@ def test_one_active_migration_per_name_and_conditional_ends(
 
 
 def test_the_queue_claims_fences_and_requeues(
-    control: ControlStore, migrations: MigrationStore, live: RagRecord, shadow: RagRecord,
+    control: ControlStore,
+    migrations: MigrationStore,
+    live: RagRecord,
+    shadow: RagRecord,
     fake_clock,
-) -> None:  # fmt: skip
+) -> None:
     ids = docs(control, 3)
     m = migrations.start_migration(migration("m1", live, shadow.id))
     assert migrations.queue_items(m, ids) == 3
@@ -166,35 +173,49 @@ def test_the_queue_claims_fences_and_requeues(
     a, b = first
     token = a.claim_token
     assert token is not None and migrations.holds_item(m.id, a.document_id, "w1", token)
-    assert migrations.finish_item(m.id, a.document_id, "w1", token, doc_version=1,
-                                  indexed_hash="h-a")  # fmt: skip
+    assert migrations.finish_item(
+        m.id, a.document_id, "w1", token, doc_version=1, indexed_hash="h-a"
+    )
     # an edit re-queues the other one while w1 holds it: w1 can no longer finish it
     assert migrations.requeue_documents(TA, P, [b.document_id]) >= 1
     assert b.claim_token is not None
-    assert not migrations.finish_item(m.id, b.document_id, "w1", b.claim_token, doc_version=1,
-                                      indexed_hash="h-b")  # fmt: skip
+    assert not migrations.finish_item(
+        m.id, b.document_id, "w1", b.claim_token, doc_version=1, indexed_hash="h-b"
+    )
     # failures: a retry time, then FAILED after max attempts
     c = second[0]
     assert c.claim_token is not None
-    state = migrations.release_item(m.id, c.document_id, "w2", c.claim_token, error="boom",
-                                    retry_delay_s=30, max_attempts=2)  # fmt: skip
+    state = migrations.release_item(
+        m.id, c.document_id, "w2", c.claim_token, error="boom", retry_delay_s=30, max_attempts=2
+    )
     assert state is ItemState.PENDING
     assert [i.document_id for i in migrations.claim_items(TA, P, m.id, "w2", 10, 60.0)] == [
-        b.document_id]  # c waits for its retry time  # fmt: skip
+        b.document_id
+    ]  # c waits for its retry time
     fake_clock.advance(31)
     (again,) = migrations.claim_items(TA, P, m.id, "w2", 10, 60.0)
     assert again.document_id == c.document_id and again.attempts == 1
     assert again.claim_token is not None
     state = migrations.release_item(
-        m.id, c.document_id, "w2", again.claim_token, error="boom again", retry_delay_s=30,
+        m.id,
+        c.document_id,
+        "w2",
+        again.claim_token,
+        error="boom again",
+        retry_delay_s=30,
         max_attempts=2,
-    )  # fmt: skip
+    )
     assert state is ItemState.FAILED
     items = {i.document_id: i for i in migrations.list_items(m.id)}
-    assert (items[a.document_id].state, items[a.document_id].doc_version,
-            items[a.document_id].indexed_hash) == (ItemState.DONE, 1, "h-a")  # fmt: skip
+    assert (
+        items[a.document_id].state,
+        items[a.document_id].doc_version,
+        items[a.document_id].indexed_hash,
+    ) == (ItemState.DONE, 1, "h-a")
     assert (items[c.document_id].state, items[c.document_id].last_error) == (
-        ItemState.FAILED, "boom again")  # fmt: skip
+        ItemState.FAILED,
+        "boom again",
+    )
     assert migrations.item_counts(m.id) == {"pending": 0, "processing": 1, "done": 1, "failed": 1}
     # an expired lease is claimed again (a worker killed mid-batch)
     fake_clock.advance(61)
@@ -205,7 +226,8 @@ def test_the_queue_claims_fences_and_requeues(
     assert migrations.item_activity(m.id, control.now() + timedelta(seconds=1)) == (0, None)
     assert migrations.remove_items(m.id, [b.document_id]) == 1
     assert sorted(i.document_id for i in migrations.list_items(m.id)) == sorted(
-        [a.document_id, c.document_id])  # fmt: skip
+        [a.document_id, c.document_id]
+    )
 
 
 def test_requeue_adds_documents_created_during_a_rebuild(
@@ -216,7 +238,8 @@ def test_requeue_adds_documents_created_during_a_rebuild(
     (new,) = docs(control, 1)
     migrations.requeue_documents(TA, P, [new])
     assert [(i.document_id, i.state) for i in migrations.list_items(m.id)] == [
-        (new, ItemState.PENDING)]  # fmt: skip
+        (new, ItemState.PENDING)
+    ]
 
 
 def test_document_heads_activity_and_adopted_hashes(
@@ -232,8 +255,15 @@ def test_document_heads_activity_and_adopted_hashes(
     (claimed, *_rest) = control.claim_for_rag_index(TA, P, "w", 1, 60.0)
     from vancetope_rag.domain.records import IndexState
 
-    control.mark_rag_clean(TA, P, claimed.id, "w", claimed.rag_version, state=IndexState.INDEXED,
-                           claim_token=claimed.rag_claim_token)  # fmt: skip
+    control.mark_rag_clean(
+        TA,
+        P,
+        claimed.id,
+        "w",
+        claimed.rag_version,
+        state=IndexState.INDEXED,
+        claim_token=claimed.rag_claim_token,
+    )
     n, first = migrations.indexing_activity(TA, P, since)
     assert n == 1 and first is not None
     assert migrations.adopt_indexed_hashes(TA, P, {a: (1, "new-a"), b: (7, "stale")}) == 1
@@ -251,8 +281,9 @@ def test_a_shadow_becomes_visible_to_search(
     settle()  # the dimension's search indexes are built
     scope = RagScope.of(shadow)
     assert store.chunks.visible(scope)  # nothing written: nothing to wait for
-    store.chunks.replace_source(scope, "doc-1", [chunk(shadow, "c1", "doc-1", 1),
-                                                 chunk(shadow, "c2", "doc-1", 2)])  # fmt: skip
+    store.chunks.replace_source(
+        scope, "doc-1", [chunk(shadow, "c1", "doc-1", 1), chunk(shadow, "c2", "doc-1", 2)]
+    )
     store.chunks.replace_source(scope, "doc-2", [chunk(shadow, "c3", "doc-2", 3)])
     seen_now = store.chunks.visible(scope)
     settle()
@@ -262,9 +293,10 @@ def test_a_shadow_becomes_visible_to_search(
     lagging = store.chunks.visible(scope)
     settle()
     assert store.chunks.visible(scope)
-    if store.chunks.__class__.__name__ == "MongoChunkStore" and getattr(
-        store.chunks, "uses_atlas", lambda: False
-    )():
+    if (
+        store.chunks.__class__.__name__ == "MongoChunkStore"
+        and getattr(store.chunks, "uses_atlas", lambda: False)()
+    ):
         assert (seen_now, lagging) == (False, False)  # the lagging double: probes see the lag
     else:
         assert (seen_now, lagging) == (True, True)

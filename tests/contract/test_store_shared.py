@@ -54,9 +54,13 @@ def test_no_argument_changes_nothing() -> None:
 
 def test_every_given_field_is_changed_and_content_brings_its_hash() -> None:
     changes = DocumentChanges.from_args(
-        path="b.md", mime_type="text/plain", content="two", summary="s", rag_enabled=True,
+        path="b.md",
+        mime_type="text/plain",
+        content="two",
+        summary="s",
+        rag_enabled=True,
         mark_dirty=True,
-    )  # fmt: skip
+    )
     assert changes.values == {
         "path": "b.md",
         "mime_type": "text/plain",

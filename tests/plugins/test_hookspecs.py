@@ -138,9 +138,7 @@ def test_default_plugin_implements_only_known_hooks(module_name: str) -> None:
 
 def test_every_hook_has_a_default_or_is_an_extension_point() -> None:
     pm = get_plugin_manager(load_entrypoints=False)
-    without_default = {
-        name for name in HOOKSPECS if not getattr(pm.hook, name).get_hookimpls()
-    }
+    without_default = {name for name in HOOKSPECS if not getattr(pm.hook, name).get_hookimpls()}
     # context_template is for plugins only: without one the package's template is used.
     assert without_default == {"context_template"}
 

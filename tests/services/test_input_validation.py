@@ -144,16 +144,19 @@ def test_import_skips_a_file_whose_name_is_not_utf8_and_goes_on(tmp_path: Path) 
         fh.write(b"latin-1 name")
     (docs / "z.md").write_text("last file")
     store = f"sqlite:///{tmp_path / 'rag.db'}"
-    result = CliRunner().invoke(cli, ["--store", store, "--tenant", T, "--project", P,
-                                      "import", str(docs)])  # fmt: skip
+    result = CliRunner().invoke(
+        cli, ["--store", store, "--tenant", T, "--project", P, "import", str(docs)]
+    )
     assert result.exit_code == 0, result.output
     assert "2 created" in result.stdout and "1 skipped" in result.stdout
     assert "caf\\xe9.md: the file name is not valid UTF-8" in result.stderr
 
 
 NESTED = "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"
-SLOW = "{% for a in hits %}{% for b in a.text %}{% for c in a.text %}{% endfor %}{% endfor %}" \
-       "{% endfor %}"  # fmt: skip
+SLOW = (
+    "{% for a in hits %}{% for b in a.text %}{% for c in a.text %}{% endfor %}{% endfor %}"
+    "{% endfor %}"
+)
 
 
 def test_a_recipe_with_a_runaway_template_is_refused_at_load(tmp_path: Path) -> None:

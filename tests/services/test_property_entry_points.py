@@ -56,19 +56,44 @@ def run(n: int) -> Any:
         deadline=None,
         derandomize=True,
         database=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                               HealthCheck.data_too_large],
-    )  # fmt: skip
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+        ],
+    )
 
 
 # -- strategies ------------------------------------------------------------------------------
 
 ODD_CHARS = st.characters(categories=["Cs", "Cc", "Cf", "Zl", "Zp", "Co"])
 SPECIAL = st.sampled_from(
-    ["", " ", "\x00", "..", ".", "/", "a/b", "a\\b", "_documents", "notes", "\n", "ON",
-     "documents/zebra.md", "documents/", "documents/../x", "%00", "\u202e", "\udc80",
-     "x" * 10_000, "é" * 300, "<rag-context>", "{{ 7 * 7 }}", "'; DROP TABLE documents; --"]
-)  # fmt: skip
+    [
+        "",
+        " ",
+        "\x00",
+        "..",
+        ".",
+        "/",
+        "a/b",
+        "a\\b",
+        "_documents",
+        "notes",
+        "\n",
+        "ON",
+        "documents/zebra.md",
+        "documents/",
+        "documents/../x",
+        "%00",
+        "\u202e",
+        "\udc80",
+        "x" * 10_000,
+        "é" * 300,
+        "<rag-context>",
+        "{{ 7 * 7 }}",
+        "'; DROP TABLE documents; --",
+    ]
+)
 TEXT = st.one_of(
     st.text(max_size=40),
     st.text(ODD_CHARS, max_size=10),
@@ -99,9 +124,14 @@ def rows(app: RagApp) -> dict[str, object]:
     assert isinstance(db, SqliteDatabase)
     tables = ("documents", "chunks", "rags", "settings", "projects")
     seen: dict[str, object] = {t: int(db.query(f"SELECT count(*) FROM {t}")[0][0]) for t in tables}
-    seen["documents*"] = hash(tuple(db.query(
-        "SELECT id, path, content_hash, rag_enabled, rag_version, mime_type FROM documents "
-        "ORDER BY id")))  # fmt: skip
+    seen["documents*"] = hash(
+        tuple(
+            db.query(
+                "SELECT id, path, content_hash, rag_enabled, rag_version, mime_type FROM documents "
+                "ORDER BY id"
+            )
+        )
+    )
     seen["settings*"] = hash(tuple(db.query("SELECT * FROM settings ORDER BY 1, 2, 3")))
     seen["rags*"] = hash(tuple(db.query("SELECT id, name, title FROM rags ORDER BY id")))
     seen["chunks*"] = db.query("SELECT max(rowid) FROM chunks")[0][0]
@@ -141,28 +171,48 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RagApp, Pa
 # -- tools --------------------------------------------------------------------------------------
 
 TOOL_ARGS: dict[str, dict[str, st.SearchStrategy[Any]]] = {
-    "rag_create": {"name": TEXT, "title": SCALAR, "description": SCALAR,
-                   "chunkSize": SCALAR, "chunkOverlap": SCALAR},
-    "rag_add_text": {"ragId": st.sampled_from(["notes", "_documents"]) | TEXT, "text": TEXT,
-                     "sourceRef": SCALAR, "metadata": ANY},
-    "rag_add_workspace_file": {"ragId": st.sampled_from(["notes"]) | TEXT,
-                               "path": st.sampled_from(["notes/a.md", "big.txt"]) | TEXT,
-                               "sourceRef": SCALAR},
+    "rag_create": {
+        "name": TEXT,
+        "title": SCALAR,
+        "description": SCALAR,
+        "chunkSize": SCALAR,
+        "chunkOverlap": SCALAR,
+    },
+    "rag_add_text": {
+        "ragId": st.sampled_from(["notes", "_documents"]) | TEXT,
+        "text": TEXT,
+        "sourceRef": SCALAR,
+        "metadata": ANY,
+    },
+    "rag_add_workspace_file": {
+        "ragId": st.sampled_from(["notes"]) | TEXT,
+        "path": st.sampled_from(["notes/a.md", "big.txt"]) | TEXT,
+        "sourceRef": SCALAR,
+    },
     "rag_add_document": {"ragId": st.sampled_from(["notes"]) | TEXT, "documentId": ANY},
-    "rag_add_path": {"ragId": st.sampled_from(["notes"]) | TEXT,
-                     "pathPrefix": st.sampled_from(["documents/"]) | TEXT},
-    "rag_query": {"ragId": st.sampled_from(["notes", "_documents"]) | TEXT, "query": TEXT,
-                  "topK": SCALAR},
+    "rag_add_path": {
+        "ragId": st.sampled_from(["notes"]) | TEXT,
+        "pathPrefix": st.sampled_from(["documents/"]) | TEXT,
+    },
+    "rag_query": {
+        "ragId": st.sampled_from(["notes", "_documents"]) | TEXT,
+        "query": TEXT,
+        "topK": SCALAR,
+    },
     "rag_delete": {"ragId": TEXT.filter(lambda v: v not in ("notes", "_documents"))},
     "rag_list": {"projectId": SCALAR},
-}  # fmt: skip
+}
 
 
 @st.composite
 def tool_calls(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     name = draw(st.sampled_from(TOOL_NAMES))
-    args = {k: draw(v) for k, v in TOOL_ARGS[name].items() if draw(st.booleans()) or k in
-            ("ragId", "text", "query", "path", "name", "documentId", "pathPrefix")}  # fmt: skip
+    args = {
+        k: draw(v)
+        for k, v in TOOL_ARGS[name].items()
+        if draw(st.booleans())
+        or k in ("ragId", "text", "query", "path", "name", "documentId", "pathPrefix")
+    }
     return name, args
 
 
@@ -213,8 +263,9 @@ def test_document_saved_stores_or_refuses_cleanly(
     app, _ = world
     before = rows(app)
     try:
-        doc = app.document_saved(tenant, project, path, content,
-                                 mime_type=mime, rag_enabled=override)  # fmt: skip
+        doc = app.document_saved(
+            tenant, project, path, content, mime_type=mime, rag_enabled=override
+        )
     except RagError as exc:
         assert exc.code and exc.message
         assert rows(app) == before, exc.message
@@ -227,9 +278,12 @@ def test_document_saved_stores_or_refuses_cleanly(
     tenant=IDS,
     project=PIDS,
     messages=st.one_of(st.lists(TEXT | SCALAR, max_size=3), SCALAR),
-    recipe=st.none() | st.builds(RagParams, top_k=st.none() | st.integers(1, 100),
-                                 min_score=st.none() | st.floats(-1, 1)) | SCALAR,
-)  # fmt: skip
+    recipe=st.none()
+    | st.builds(
+        RagParams, top_k=st.none() | st.integers(1, 100), min_score=st.none() | st.floats(-1, 1)
+    )
+    | SCALAR,
+)
 def test_pre_turn_adds_a_block_or_nothing(
     world: tuple[RagApp, Path], tenant: Any, project: Any, messages: Any, recipe: Any
 ) -> None:
@@ -260,8 +314,18 @@ def _cli_ok(result: Any) -> None:
         assert "error:" in result.stderr.lower(), result.stderr
 
 
-CLI_OPTION = st.sampled_from(["--top-k", "--min-score", "--max-per-doc", "--rag", "--json",
-                              "--explain", "--recipe", "--prefix"])  # fmt: skip
+CLI_OPTION = st.sampled_from(
+    [
+        "--top-k",
+        "--min-score",
+        "--max-per-doc",
+        "--rag",
+        "--json",
+        "--explain",
+        "--recipe",
+        "--prefix",
+    ]
+)
 
 
 @run(200)
@@ -272,12 +336,23 @@ CLI_OPTION = st.sampled_from(["--top-k", "--min-score", "--max-per-doc", "--rag"
     tenant=st.just(T) | TEXT,
 )
 def test_cli_query_and_context(
-    world: tuple[RagApp, Path], command: str, text: str, options: list[tuple[str, str]],
+    world: tuple[RagApp, Path],
+    command: str,
+    text: str,
+    options: list[tuple[str, str]],
     tenant: str,
-) -> None:  # fmt: skip
+) -> None:
     app, tmp = world
-    args = ["--store", f"sqlite:///{tmp / 'rag.db'}", "--tenant", tenant, "--project", P,
-            command, text]  # fmt: skip
+    args = [
+        "--store",
+        f"sqlite:///{tmp / 'rag.db'}",
+        "--tenant",
+        tenant,
+        "--project",
+        P,
+        command,
+        text,
+    ]
     for option, value in options:
         args += [option] if option in ("--json", "--explain") else [option, value]
     before = rows(app)
@@ -295,11 +370,14 @@ FILE_NAMES = st.text(string.ascii_letters + string.digits + "._- é", min_size=1
 
 @run(60)
 @given(
-    files=st.dictionaries(FILE_NAMES, st.one_of(st.binary(max_size=200), TEXT.map(
-        lambda t: t.encode("utf-8", "surrogatepass"))), max_size=4),
+    files=st.dictionaries(
+        FILE_NAMES,
+        st.one_of(st.binary(max_size=200), TEXT.map(lambda t: t.encode("utf-8", "surrogatepass"))),
+        max_size=4,
+    ),
     raw_names=st.lists(st.binary(min_size=1, max_size=8), max_size=2),
     prefix=st.sampled_from(["documents/", "docs"]) | TEXT,
-)  # fmt: skip
+)
 def test_cli_import(
     world: tuple[RagApp, Path], files: dict[str, bytes], raw_names: list[bytes], prefix: str
 ) -> None:
@@ -314,8 +392,18 @@ def test_cli_import(
         if name.strip(b". "):
             with open(os.path.join(os.fsencode(root), name), "wb") as fh:
                 fh.write(b"raw name")
-    args = ["--store", f"sqlite:///{tmp / 'rag.db'}", "--tenant", T, "--project", "import-p",
-            "import", str(root), "--prefix", prefix]  # fmt: skip
+    args = [
+        "--store",
+        f"sqlite:///{tmp / 'rag.db'}",
+        "--tenant",
+        T,
+        "--project",
+        "import-p",
+        "import",
+        str(root),
+        "--prefix",
+        prefix,
+    ]
     result = CliRunner(env=_env()).invoke(cli, args)
     _cli_ok(result)
 
@@ -335,9 +423,15 @@ def _segment(value: str) -> str:
 
 
 ROUTES = st.sampled_from(
-    [("GET", "rag/status"), ("POST", "rag/reindex"), ("GET", "rag/documents"),
-     ("PATCH", "documents/{doc}"), ("GET", "../../metrics"), ("GET", "rag/nope")]
-)  # fmt: skip
+    [
+        ("GET", "rag/status"),
+        ("POST", "rag/reindex"),
+        ("GET", "rag/documents"),
+        ("PATCH", "documents/{doc}"),
+        ("GET", "../../metrics"),
+        ("GET", "rag/nope"),
+    ]
+)
 TOKENS = st.sampled_from(["valid", "none", "garbage", "other-tenant"])
 
 
@@ -347,11 +441,12 @@ TOKENS = st.sampled_from(["valid", "none", "garbage", "other-tenant"])
     tenant=st.just(T) | TEXT,
     project=st.just(P) | TEXT,
     doc=TEXT,
-    query=st.dictionaries(st.sampled_from(["rebuild", "state", "limit", "offset", "x"]),
-                          TEXT, max_size=2),
+    query=st.dictionaries(
+        st.sampled_from(["rebuild", "state", "limit", "offset", "x"]), TEXT, max_size=2
+    ),
     body=st.none() | ANY | st.fixed_dictionaries({"ragEnabled": TEXT | SCALAR}),
     token=TOKENS,
-)  # fmt: skip
+)
 def test_rest_routes_answer_with_the_json_shape(
     world: tuple[RagApp, Path],
     client: TestClient,
@@ -369,15 +464,18 @@ def test_rest_routes_answer_with_the_json_shape(
         doc=_segment(doc)
     )
     headers = {
-        "valid": {"Authorization": "Bearer " + issue_token(SECRET, subject="s", tenant=T,
-                                                          projects="*")},
+        "valid": {
+            "Authorization": "Bearer " + issue_token(SECRET, subject="s", tenant=T, projects="*")
+        },
         "none": {},
         "garbage": {"Authorization": "Bearer not.a.token"},
-        "other-tenant": {"Authorization": "Bearer " + issue_token(SECRET, subject="s",
-                                                                 tenant="t9", projects="*")},
-    }[token]  # fmt: skip
-    params = {k: v.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-              for k, v in query.items()}  # fmt: skip
+        "other-tenant": {
+            "Authorization": "Bearer " + issue_token(SECRET, subject="s", tenant="t9", projects="*")
+        },
+    }[token]
+    params = {
+        k: v.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for k, v in query.items()
+    }
     before = rows(app)
     content = (
         json.dumps(body, ensure_ascii=True, default=str).encode() if body is not None else None

@@ -37,9 +37,7 @@ def test_same_text_twice_costs_one_embedding_call(capp: RagApp, counting: ProbeP
     assert capp.rags.chunk_count(rag) == 2
 
 
-def test_cache_survives_a_new_app_on_the_same_store(
-    make_app, counting: ProbeProvider
-) -> None:
+def test_cache_survives_a_new_app_on_the_same_store(make_app, counting: ProbeProvider) -> None:
     app1 = make_app(provider="counting", embeddings=registry(counting))
     rag = app1.rags.create(T, P, "notes")
     app1.rags.add_text(rag, "a", "persisted text")
@@ -163,10 +161,14 @@ def test_no_chunk_exceeds_the_embedded_model_window(embedded_app: RagApp) -> Non
     loaded = embedded_app.rags.model_for(rag)
     assert rag.chunk_size + 2 <= loaded.max_input_tokens == 256
     words = "pneumonoultramicroscopicsilicovolcanoconiosis antidisestablishmentarianism"
-    text = "\n\n".join(
-        f"Paragraph {i}: " + " ".join([words] * (i % 7 + 1)) + " " + "lorem ipsum " * 40
-        for i in range(40)
-    ) + " " + "x" * 5000  # one huge token-run without spaces
+    text = (
+        "\n\n".join(
+            f"Paragraph {i}: " + " ".join([words] * (i % 7 + 1)) + " " + "lorem ipsum " * 40
+            for i in range(40)
+        )
+        + " "
+        + "x" * 5000
+    )  # one huge token-run without spaces
     grouped, _ = embedded_app.rags.embed_sources(rag, {"doc": [SourceText(text)]})
     tok = loaded.embed_model._model.tokenizer
     lengths = [len(tok(n.get_content())["input_ids"]) for n in grouped["doc"]]

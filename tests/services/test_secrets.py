@@ -22,8 +22,7 @@ def leaky() -> ProbeProvider:
 def test_key_quoted_by_a_failing_provider_is_redacted_everywhere(
     make_app, caplog: pytest.LogCaptureFixture
 ) -> None:
-    app = make_app(provider="leaky", embeddings=registry(leaky()),
-                   config={"max_attempts": 1})
+    app = make_app(provider="leaky", embeddings=registry(leaky()), config={"max_attempts": 1})
     app.settings.set("t1", None, "ai.embedding.apiKey", KEY)
     app.bring("t1", "p1")
     app.documents.create("t1", "p1", "documents/a.md", "some text")
@@ -36,8 +35,11 @@ def test_key_quoted_by_a_failing_provider_is_redacted_everywhere(
     doc = app.documents.list_documents("t1", "p1")[0]
     assert doc.index_state.value == "failed"
     assert doc.index_last_error and "401 Unauthorized" in doc.index_last_error
-    everything = caplog.text + doc.index_last_error + out + json.dumps(
-        app.project_rags.status("t1", "p1").to_json()
+    everything = (
+        caplog.text
+        + doc.index_last_error
+        + out
+        + json.dumps(app.project_rags.status("t1", "p1").to_json())
     )
     assert KEY not in everything
     assert MASK in doc.index_last_error

@@ -247,9 +247,12 @@ def test_sigkill_mid_rebuild_resumes_and_switches_once(
 
     started = tmp_path / "embedding-started"
     victim = Worker(
-        tmp_path, store_uri, "worker-a", "node-a",
+        tmp_path,
+        store_uri,
+        "worker-a",
+        "node-a",
         *("--batch", "10", "--slow", "0.4", "--started", str(started)),
-    )  # fmt: skip
+    )
     workers.append(victim)
 
     def mid_rebuild() -> bool:
@@ -266,9 +269,12 @@ def test_sigkill_mid_rebuild_resumes_and_switches_once(
     assert app.rags.query(old, "rebuild text number 7", top_k=1)[0].path == "documents/07.md"
 
     rescuer = Worker(
-        tmp_path, store_uri, "worker-b", "node-b",
+        tmp_path,
+        store_uri,
+        "worker-b",
+        "node-b",
         *("--batch", "10", "--claim-ttl", "1.5", "--timeout", "60", "--retired-grace", "0"),
-    )  # fmt: skip
+    )
     workers.append(rescuer)
     rescuer.result()
     assert rescuer.wait() == 0, rescuer.stderr()

@@ -76,7 +76,10 @@ def test_cancel_disposes_the_new_generation_and_keeps_the_live_one(rapp: RagApp)
     ended = rapp.project_rags.cancel_rebuild(T, P)
 
     assert (ended.id, ended.state, ended.reason) == (
-        started.id, MigrationState.CANCELLED, "cancelled by a user")  # fmt: skip
+        started.id,
+        MigrationState.CANCELLED,
+        "cancelled by a user",
+    )
     assert default_rag(rapp) == live and chunk_count(rapp, live) == 3
     assert rapp.store.migrations.get_any_rag(T, P, started.to_rag_id) is None
     assert rapp.store.chunks.count_chunks(shadow_scope) == 0
@@ -137,7 +140,8 @@ def test_edits_during_a_rebuild_reach_the_new_generation(rapp: RagApp) -> None:
     shadow = rapp.store.migrations.get_any_rag(T, P, m.to_rag_id)
     assert shadow is not None
     late = rapp.migrations.shadows.index_items(
-        m, shadow, claimed, "slow-pod", rapp.settings.snapshot(T, P))  # fmt: skip
+        m, shadow, claimed, "slow-pod", rapp.settings.snapshot(T, P)
+    )
     assert (late.indexed, late.lost_lease) == (0, 3)
     # one tick: the live generation follows the edits; the rebuild catches up
     rapp.scheduler.tick()
@@ -266,8 +270,9 @@ def test_a_rebuild_onto_another_model_embeds_each_distinct_text_once(
     rapp.project_rags.reindex(T, P, rebuild=True)
     rapp.scheduler.run_until_idle(timeout_s=10)
     embedded = probe.log.embedded
-    assert sorted(embedded) == sorted({*DOCS.values(), "A paragraph copied around.",
-                                       "Twins share a text."})  # fmt: skip
+    assert sorted(embedded) == sorted(
+        {*DOCS.values(), "A paragraph copied around.", "Twins share a text."}
+    )
     assert chunk_count(rapp, default_rag(rapp)) == 9
 
 
@@ -313,7 +318,8 @@ def test_only_the_live_generation_is_listed_and_queried_during_a_rebuild(rapp: R
     with pytest.raises(Exception, match="no RAG"):
         rapp.rags.get(T, P, shadow.id)  # not even by its id
     assert call_tool(hidden, "rag_query", ragId=shadow.id, query="zebra")["code"] == (
-        "RAG_NOT_FOUND")  # fmt: skip
+        "RAG_NOT_FOUND"
+    )
 
 
 def test_closing_the_project_during_a_rebuild_disposes_every_generation(rapp: RagApp) -> None:

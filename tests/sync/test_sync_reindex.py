@@ -81,9 +81,15 @@ def test_rebuild_moves_to_the_current_model(app: RagApp) -> None:
     result = app.project_rags.reindex(T, P, rebuild=True)
 
     assert result.migration is not None
-    assert result.to_json() == {"rebuild": True, "documentsQueued": 4, "migration": {
-        "id": result.migration.id, "fromModel": "hashing:hashing-256",
-        "toModel": "hashing:hashing-128"}}  # fmt: skip
+    assert result.to_json() == {
+        "rebuild": True,
+        "documentsQueued": 4,
+        "migration": {
+            "id": result.migration.id,
+            "fromModel": "hashing:hashing-256",
+            "toModel": "hashing:hashing-128",
+        },
+    }
     # nothing changed for readers yet: the live generation still answers, whole
     assert default_rag(app) == old
     assert chunk_count(app, old) == 5

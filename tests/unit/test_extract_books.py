@@ -32,10 +32,6 @@ def extract(data: bytes, **kwargs: Any) -> ExtractedText:
     return extract_text(data, registry=BUILTINS, **kwargs)
 
 
-
-
-
-
 # --- EPUB ---------------------------------------------------------------------------------
 
 CONTAINER = (
@@ -54,8 +50,12 @@ def xhtml(title: str, body: str, *, doctype: str = "<!DOCTYPE html>") -> str:
     )
 
 
-def make_epub(chapters: dict[str, str], spine: list[str], *, extra: dict[str, str] | None = None,
-              ) -> bytes:  # fmt: skip
+def make_epub(
+    chapters: dict[str, str],
+    spine: list[str],
+    *,
+    extra: dict[str, str] | None = None,
+) -> bytes:
     manifest = "".join(
         f'<item id="{name.split(".")[0]}" href="{name}" media-type="application/xhtml+xml"/>'
         for name in chapters
@@ -114,8 +114,10 @@ def test_epub_refusals() -> None:
     with pytest.raises(ExtractionError, match="DTD or entity"):
         extract(make_epub(evil, ["intro.xhtml"]), path="evil.epub")
 
-    drm = '<encryption><EncryptedData><CipherData><CipherReference URI="OEBPS/intro.xhtml"/>' \
-        "</CipherData></EncryptedData></encryption>"  # fmt: skip
+    drm = (
+        '<encryption><EncryptedData><CipherData><CipherReference URI="OEBPS/intro.xhtml"/>'
+        "</CipherData></EncryptedData></encryption>"
+    )
     locked = make_epub(CHAPTERS, ["intro.xhtml"], extra={"META-INF/encryption.xml": drm})
     with pytest.raises(ExtractionError, match="DRM-protected"):
         extract(locked, path="locked.epub")

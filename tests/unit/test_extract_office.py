@@ -42,10 +42,6 @@ def extract(data: bytes, **kwargs: Any) -> ExtractedText:
     return extract_text(data, registry=BUILTINS, **kwargs)
 
 
-
-
-
-
 # --- fixtures -----------------------------------------------------------------------------
 
 

@@ -56,11 +56,7 @@ def extract(data: bytes, path: str, **options: Any) -> ExtractedText:
     return extract_text(data, path=path, registry=BUILTINS, options=ExtractOptions(**options))
 
 
-
-
 # --- fixtures: PDFs and images ------------------------------------------------------------
-
-
 
 
 def text_stream(text: str) -> bytes:

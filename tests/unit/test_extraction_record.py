@@ -29,9 +29,14 @@ def record_for(svc: ExtractionService, mime: str, path: str, p: ExtractionPlan, 
 
 def test_the_record_round_trips_and_bad_json_is_no_record() -> None:
     record = ExtractionRecord(
-        file_hash="ab", config="cd", extractor="vancetope.pdf@2", sections=(("page 1", 0, 4),),
-        ocr=True, truncated="only 1 of 2 pages", error_code=None,
-    )  # fmt: skip
+        file_hash="ab",
+        config="cd",
+        extractor="vancetope.pdf@2",
+        sections=(("page 1", 0, 4),),
+        ocr=True,
+        truncated="only 1 of 2 pages",
+        error_code=None,
+    )
     assert ExtractionRecord.from_json(record.to_json()) == record
     assert ExtractionRecord.from_json("{not json") is None
     assert ExtractionRecord.from_json(None) is None

@@ -23,9 +23,17 @@ NOW = datetime(2030, 1, 1, tzinfo=UTC)
 
 @pytest.mark.parametrize(
     ("failed", "total", "ratio", "exceeds"),
-    [(0, 0, 0.05, False), (5, 100, 0.05, False), (6, 100, 0.05, True), (1, 3, 0.05, True),
-     (1, 3, 0.5, False), (0, 10, 0.0, False), (1, 10, 0.0, True), (10, 10, 1.0, False)],
-)  # fmt: skip
+    [
+        (0, 0, 0.05, False),
+        (5, 100, 0.05, False),
+        (6, 100, 0.05, True),
+        (1, 3, 0.05, True),
+        (1, 3, 0.5, False),
+        (0, 10, 0.0, False),
+        (1, 10, 0.0, True),
+        (10, 10, 1.0, False),
+    ],
+)
 def test_failure_threshold(failed: int, total: int, ratio: float, exceeds: bool) -> None:
     assert failures_exceed(failed, total, ratio) is exceeds
 
@@ -41,8 +49,14 @@ def test_rate_over_the_last_minute() -> None:
 def test_progress_and_eta() -> None:
     p = progress(8, 1, 4, 8, NOW - timedelta(seconds=4), NOW)
     assert (p.total, p.rate, p.eta_s) == (13, 2.0, 2.0)
-    assert p.to_json() == {"done": 8, "failed": 1, "pending": 4, "total": 13, "rate": 2.0,
-                           "etaSeconds": 2.0}  # fmt: skip
+    assert p.to_json() == {
+        "done": 8,
+        "failed": 1,
+        "pending": 4,
+        "total": 13,
+        "rate": 2.0,
+        "etaSeconds": 2.0,
+    }
     assert progress(3, 0, 0, 0, None, NOW).eta_s == 0.0  # nothing left
     assert progress(3, 0, 5, 0, None, NOW).eta_s is None  # stalled: no honest estimate
 

@@ -34,8 +34,9 @@ def import_cmd(c: Ctx, directory: Path, prefix: str, as_json: bool) -> None:
         c.bring_up("import")
         sources = list(walk_directory(directory))
         show_bar = not as_json and terminal.on_terminal() and bool(sources)
-        with click.progressbar(length=max(len(sources), 1), label="importing", file=sys.stderr,
-                               hidden=not show_bar) as bar:  # fmt: skip
+        with click.progressbar(
+            length=max(len(sources), 1), label="importing", file=sys.stderr, hidden=not show_bar
+        ) as bar:
             summary = c.app.importer.import_sources(
                 c.tenant, c.project, sources, prefix=prefix, on_file=lambda _: bar.update(1)
             )
@@ -216,21 +217,30 @@ def reindex_cmd(c: Ctx, rebuild: bool, wait: bool, cancel: bool, as_json: bool) 
             if as_json:
                 emit({"cancelled": True, "migration": ended.ref_json()})
             else:
-                click.echo(f"cancelled rebuild {ended.id} ({ended.to_model}); the live index "
-                           f"({ended.from_model}) is unchanged")  # fmt: skip
+                click.echo(
+                    f"cancelled rebuild {ended.id} ({ended.to_model}); the live index "
+                    f"({ended.from_model}) is unchanged"
+                )
             return
         c.bring_up("reindex")
         result = c.app.project_rags.reindex(c.tenant, c.project, rebuild=rebuild)
         if wait:
-            outcome = wait_for_rebuild(c.app, c.tenant, c.project, result.migration,
-                                       bar=not as_json and terminal.on_terminal())  # fmt: skip
+            outcome = wait_for_rebuild(
+                c.app,
+                c.tenant,
+                c.project,
+                result.migration,
+                bar=not as_json and terminal.on_terminal(),
+            )
     if as_json:
         emit({**result.to_json(), **({"outcome": outcome.to_json()} if wait else {})})
     elif result.migration is not None:
         m = result.migration
-        click.echo(f"rebuild {m.id} started: {m.from_model} -> {m.to_model}, "
-                   f"{result.documents_queued} documents queued; the live index answers "
-                   "until the new one is complete")  # fmt: skip
+        click.echo(
+            f"rebuild {m.id} started: {m.from_model} -> {m.to_model}, "
+            f"{result.documents_queued} documents queued; the live index answers "
+            "until the new one is complete"
+        )
     else:
         verb = "created the RAG and queued" if rebuild else "queued"
         click.echo(f"{verb} {result.documents_queued} documents; run `vancetope-rag index`")

@@ -34,8 +34,9 @@ def progress_lines(progress: ProjectProgress | None) -> list[str]:
     if progress is None:
         return []
     w = progress.indexing
-    lines = [f"indexing: {w.done} of {w.total} done, {w.failed} failed, {w.pending} pending"
-             f"{_rate(w)}"]  # fmt: skip
+    lines = [
+        f"indexing: {w.done} of {w.total} done, {w.failed} failed, {w.pending} pending{_rate(w)}"
+    ]
     if progress.migration is not None:
         m, work = progress.migration.migration, progress.migration.work
         lines.append(
@@ -59,11 +60,14 @@ def wait_for_rebuild(
     """Run indexer ticks here until ``migration`` ends (without one: until nothing is left
     to index), with a progress bar on stderr when ``bar``."""
     scheduler = app.scheduler
-    served = {(p.tenant_id, p.project_id) for p in app.store.control.projects_for_node(
-        app.config.node_id)}  # fmt: skip
+    served = {
+        (p.tenant_id, p.project_id) for p in app.store.control.projects_for_node(app.config.node_id)
+    }
     if (tenant_id, project_id) not in served:
-        raise RagError(f"project {project_id!r} is homed on another node; its worker does the "
-                       "rebuild there (status shows its progress)")  # fmt: skip
+        raise RagError(
+            f"project {project_id!r} is homed on another node; its worker does the "
+            "rebuild there (status shows its progress)"
+        )
     if migration is None:
         scheduler.run_until_idle()
         return app.migrations.progress(tenant_id, project_id)

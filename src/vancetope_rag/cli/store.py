@@ -9,8 +9,14 @@ from vancetope_rag.domain.records import IndexStatus
 
 
 def _as_json(s: IndexStatus) -> dict[str, object]:
-    return {"collection": s.collection, "index": s.name, "type": s.kind, "status": s.status,
-            "ready": s.ready, "detail": s.detail}  # fmt: skip
+    return {
+        "collection": s.collection,
+        "index": s.name,
+        "type": s.kind,
+        "status": s.status,
+        "ready": s.ready,
+        "detail": s.detail,
+    }
 
 
 @cli.command("init")
@@ -47,13 +53,17 @@ def init_cmd(
         emit([_as_json(s) for s in statuses])
         return
     if not statuses:
-        click.echo("store ready (no RAG yet: indexes are made with the first RAG, or pass "
-                   "--dimension)")  # fmt: skip
+        click.echo(
+            "store ready (no RAG yet: indexes are made with the first RAG, or pass --dimension)"
+        )
         return
     for s in statuses:
         detail = f"  {s.detail}" if s.detail else ""
         click.echo(f"{s.collection:<16} {s.name:<24} {s.kind:<13} {s.status}{detail}")
     waiting = [s for s in statuses if not s.ready]
     if waiting:
-        click.echo(f"{len(waiting)} index(es) still building; queries on them fail until "
-                   "READY — run `init --wait` to wait for them", err=True)  # fmt: skip
+        click.echo(
+            f"{len(waiting)} index(es) still building; queries on them fail until "
+            "READY — run `init --wait` to wait for them",
+            err=True,
+        )

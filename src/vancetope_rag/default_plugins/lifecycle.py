@@ -43,9 +43,7 @@ def document_saved(
     # Every argument is checked before anything is written: a bad override must not leave
     # a created document behind.
     override = None if rag_enabled is None else parse_override(rag_enabled)
-    result = app.documents.upsert_by_path(
-        tenant_id, project_id, path, content, mime_type=mime_type
-    )
+    result = app.documents.upsert_by_path(tenant_id, project_id, path, content, mime_type=mime_type)
     doc = result.document
     if rag_enabled is not None and override != doc.rag_enabled:
         doc = app.documents.set_rag_enabled_override(tenant_id, project_id, doc.id, rag_enabled)

@@ -127,9 +127,13 @@ class ExtractionService:
         return ExtractionPlan(options, float(eff["rag.extract.timeoutSeconds"]))
 
     def is_current(
-        self, previous: ExtractionRecord | None, data_hash: str, mime: str, path: str,
+        self,
+        previous: ExtractionRecord | None,
+        data_hash: str,
+        mime: str,
+        path: str,
         plan: ExtractionPlan,
-    ) -> bool:  # fmt: skip
+    ) -> bool:
         """Reading the file again cannot change anything: same bytes, same extractor and
         options (OCR counted only for files that need it), and the last failure, if any, was
         the file's and not the machine's."""
@@ -185,9 +189,13 @@ class ExtractionService:
         options = plan.options
         if entry is None:  # unsupported, or text sniffing of an unknown type
             return extract_text(
-                data, path=path, registry=self.registry, mime_type=mime,
-                max_chars=options.max_chars, options=options,
-            )  # fmt: skip
+                data,
+                path=path,
+                registry=self.registry,
+                mime_type=mime,
+                max_chars=options.max_chars,
+                options=options,
+            )
         if not entry.isolated or not self.isolate:
             # Linear in its input (strict decoding): nothing to stop, no round trip to pay.
             return run_extractor(entry, data, path, mime, options, options.max_chars)

@@ -88,9 +88,14 @@ class OcrConfig:
     def fingerprint(self) -> str:
         """What of the configuration changes an OCR result (the key excluded)."""
         return "|".join(
-            (self.engine, self.language, self.vision_model or "", self.vision_base_url or "",
-             str(self.max_pages))
-        )  # fmt: skip
+            (
+                self.engine,
+                self.language,
+                self.vision_model or "",
+                self.vision_base_url or "",
+                str(self.max_pages),
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -226,4 +231,3 @@ def error_from_code(code: str, message: str, extra: str | None = None) -> Extrac
     if isinstance(exc, MissingDependencyError):
         exc.extra = extra or ""
     return exc
-

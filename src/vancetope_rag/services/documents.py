@@ -294,9 +294,13 @@ class DocumentService:
                 )
             if not existing.content:
                 return self.control.update_document(
-                    tenant_id, project_id, existing.id, mime_type=mime_type,
-                    extraction=extraction, failed_reason=reason,
-                )  # fmt: skip
+                    tenant_id,
+                    project_id,
+                    existing.id,
+                    mime_type=mime_type,
+                    extraction=extraction,
+                    failed_reason=reason,
+                )
             before = ExtractionRecord.from_json(existing.extraction)
             after = ExtractionRecord.from_json(extraction)
             if before is not None and after is not None:  # the kept text's sections stay

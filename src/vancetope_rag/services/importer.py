@@ -247,9 +247,12 @@ class DocumentImporter:
         except ExtractionError as exc:  # over the size budget: a document that says so
             reason = f"cannot import {source.path!r}: {exc.message} (the import's size limit)"
             record = ExtractionRecord(
-                file_hash="", config="", mime_type=mime, error_code="EXTRACT_TOO_LARGE",
+                file_hash="",
+                config="",
+                mime_type=mime,
+                error_code="EXTRACT_TOO_LARGE",
                 error=reason,
-            )  # fmt: skip
+            )
             read = FileExtraction(record)
         else:
             if existing is not None and self.extraction.is_current(
@@ -265,15 +268,23 @@ class DocumentImporter:
                 raise read.error
         if read.text is None:
             self.documents.record_unreadable(
-                tenant_id, project_id, path, mime_type=_stored_mime(mime),
-                extraction=read.record.to_json(), reason=read.record.error or "unreadable",
-            )  # fmt: skip
+                tenant_id,
+                project_id,
+                path,
+                mime_type=_stored_mime(mime),
+                extraction=read.record.to_json(),
+                reason=read.record.error or "unreadable",
+            )
             self._note(source.path, kind, read.record, summary, "failed")
             return
         result = self.documents.upsert_by_path(
-            tenant_id, project_id, path, read.text.text, mime_type=_stored_mime(mime),
+            tenant_id,
+            project_id,
+            path,
+            read.text.text,
+            mime_type=_stored_mime(mime),
             extraction=read.record.to_json(),
-        )  # fmt: skip
+        )
         self._note(source.path, kind, read.record, summary, result.action)
         if read.text.chars > self.max_text_chars:
             summary.over_limit.append(source.path)

@@ -235,8 +235,9 @@ class ProjectRagService:
         truncated = self.control.count_truncated(tenant_id, project_id)
         progress = self.migrations.progress(tenant_id, project_id)
         if rag is None:
-            return RagStatus(exists=False, documents=counts, truncated_documents=truncated,
-                             progress=progress)  # fmt: skip
+            return RagStatus(
+                exists=False, documents=counts, truncated_documents=truncated, progress=progress
+            )
         return RagStatus(
             exists=True,
             rag_id=rag.id,

@@ -379,9 +379,15 @@ class RagService:
         vector = self.model_for(rag, snapshot).embed_model.get_query_embedding(text)
         hybrid = resolved is RetrievalMode.HYBRID
         hits = (self.retriever.hybrid if hybrid else self.retriever.dense_text)(
-            RagScope.of(rag), text, vector, top_k=top_k, min_score=min_score,
-            max_per_doc=max_per_doc, filters=filters, keep=keep,
-        )  # fmt: skip
+            RagScope.of(rag),
+            text,
+            vector,
+            top_k=top_k,
+            min_score=min_score,
+            max_per_doc=max_per_doc,
+            filters=filters,
+            keep=keep,
+        )
         return citable_hits(self.control, rag, hits)
 
     async def aquery(self, rag: RagRecord, text: str, **kwargs: Any) -> list[Hit]:

@@ -80,8 +80,11 @@ def extract_epub(data: bytes, path: str, options: ExtractOptions) -> Extraction:
     chars = 0
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            container = _xml(read_member(archive, "META-INF/container.xml", path, 1 << 20),
-                             path, "META-INF/container.xml")  # fmt: skip
+            container = _xml(
+                read_member(archive, "META-INF/container.xml", path, 1 << 20),
+                path,
+                "META-INF/container.xml",
+            )
             rootfile = container.find(f".//{_CONTAINER}rootfile")
             opf_name = rootfile.get("full-path", "") if rootfile is not None else ""
             if not opf_name:
@@ -101,8 +104,10 @@ def extract_epub(data: bytes, path: str, options: ExtractOptions) -> Extraction:
                 name = posixpath.normpath(posixpath.join(base, unquote(href.split("#")[0])))
                 if name in encrypted:
                     raise extraction_error(
-                        path, "the EPUB is DRM-protected (its chapters are encrypted); "
-                        "use a DRM-free copy")  # fmt: skip
+                        path,
+                        "the EPUB is DRM-protected (its chapters are encrypted); "
+                        "use a DRM-free copy",
+                    )
                 if name not in archive.NameToInfo:
                     continue  # a broken reference: skip it, as readers do
                 raw = read_member(archive, name, path)
@@ -201,32 +206,119 @@ _SECTIONING = frozenset({"part", "chapter", "section", "subsection", "subsubsect
 #: What follows a command: ``o`` an optional ``[...]`` skipped, ``d`` a braced argument
 #: dropped, ``t`` a section title, ``T`` the document title, ``b``/``e`` an environment name.
 _ARGS = {
-    **dict.fromkeys(_SECTIONING, "ot"), "title": "oT", "begin": "b", "end": "e",
-    **dict.fromkeys(("label", "ref", "eqref", "pageref", "autoref", "cref", "Cref", "input",
-                     "include", "bibliography", "bibliographystyle", "vspace", "hspace",
-                     "color", "textcolor", "colorbox", "href", "pagestyle", "thispagestyle",
-                     "hypersetup", "nocite", "pagenumbering", "linespread"), "d"),
-    **dict.fromkeys(("cite", "citep", "citet", "parencite", "textcite", "includegraphics",
-                     "usepackage", "documentclass", "RequirePackage"), "od"),
+    **dict.fromkeys(_SECTIONING, "ot"),
+    "title": "oT",
+    "begin": "b",
+    "end": "e",
+    **dict.fromkeys(
+        (
+            "label",
+            "ref",
+            "eqref",
+            "pageref",
+            "autoref",
+            "cref",
+            "Cref",
+            "input",
+            "include",
+            "bibliography",
+            "bibliographystyle",
+            "vspace",
+            "hspace",
+            "color",
+            "textcolor",
+            "colorbox",
+            "href",
+            "pagestyle",
+            "thispagestyle",
+            "hypersetup",
+            "nocite",
+            "pagenumbering",
+            "linespread",
+        ),
+        "d",
+    ),
+    **dict.fromkeys(
+        (
+            "cite",
+            "citep",
+            "citet",
+            "parencite",
+            "textcite",
+            "includegraphics",
+            "usepackage",
+            "documentclass",
+            "RequirePackage",
+        ),
+        "od",
+    ),
     **dict.fromkeys(("newcommand", "renewcommand", "providecommand"), "dood"),
     **dict.fromkeys(("setlength", "addtolength", "setcounter", "addtocounter"), "dd"),
-    "newenvironment": "doodd", "caption": "o", "footnote": "o", "\\": "o",
-}  # fmt: skip
-_WORDS = {"\\": "\n", "par": "\n\n", "newline": "\n", "item": "\n- ", "LaTeX": "LaTeX",
-          "TeX": "TeX", "ldots": "…", "dots": "…", "textbackslash": "\\", "S": "§",
-          "ss": "ß", "footnote": " ", "quad": " ", "qquad": " ", "textendash": "–",
-          "textemdash": "—", **dict.fromkeys((" ", ",", ";", ":", "\n", "\t"), " ")}  # fmt: skip
-_ACCENTS = {"'": "\u0301", "`": "\u0300", "^": "\u0302", '"': "\u0308", "~": "\u0303",
-            "=": "\u0304", ".": "\u0307", "c": "\u0327", "v": "\u030c", "u": "\u0306",
-            "H": "\u030b"}  # fmt: skip
+    "newenvironment": "doodd",
+    "caption": "o",
+    "footnote": "o",
+    "\\": "o",
+}
+_WORDS = {
+    "\\": "\n",
+    "par": "\n\n",
+    "newline": "\n",
+    "item": "\n- ",
+    "LaTeX": "LaTeX",
+    "TeX": "TeX",
+    "ldots": "…",
+    "dots": "…",
+    "textbackslash": "\\",
+    "S": "§",
+    "ss": "ß",
+    "footnote": " ",
+    "quad": " ",
+    "qquad": " ",
+    "textendash": "–",
+    "textemdash": "—",
+    **dict.fromkeys((" ", ",", ";", ":", "\n", "\t"), " "),
+}
+_ACCENTS = {
+    "'": "\u0301",
+    "`": "\u0300",
+    "^": "\u0302",
+    '"': "\u0308",
+    "~": "\u0303",
+    "=": "\u0304",
+    ".": "\u0307",
+    "c": "\u0327",
+    "v": "\u030c",
+    "u": "\u0306",
+    "H": "\u030b",
+}
 _MATH_ENVS = frozenset(
     f"{name}{star}"
-    for name in ("equation", "align", "gather", "multline", "eqnarray", "displaymath", "math",
-                 "flalign", "alignat", "verbatim", "lstlisting", "Verbatim")
+    for name in (
+        "equation",
+        "align",
+        "gather",
+        "multline",
+        "eqnarray",
+        "displaymath",
+        "math",
+        "flalign",
+        "alignat",
+        "verbatim",
+        "lstlisting",
+        "Verbatim",
+    )
     for star in ("", "*")
-)  # fmt: skip
-_ENV_ARGS = {"tabular": "od", "array": "od", "longtable": "od", "tabularx": "dd",
-             "tabular*": "dd", "figure": "o", "table": "o", "minipage": "od"}  # fmt: skip
+)
+_ENV_ARGS = {
+    "tabular": "od",
+    "array": "od",
+    "longtable": "od",
+    "tabularx": "dd",
+    "tabular*": "dd",
+    "figure": "o",
+    "table": "o",
+    "minipage": "od",
+}
 _MATH_OPEN = {"$": "$", "$$": "$$", "\\(": "\\)", "\\[": "\\]"}
 _BODY = object()  # the sink "the current section's text"
 
@@ -386,8 +478,9 @@ def extract_latex(data: bytes, path: str) -> Extraction:
     """The text of a LaTeX source: a section per ``\\chapter``/``\\section``/``\\subsection``
     (``section Title``); the preamble, comments and most command markup are dropped, the
     arguments of formatting commands (``\\emph{...}``) kept, math copied as written."""
-    source = _TEX_COMMENT.sub(lambda m: m.group() if m.group()[0] == "\\" else "",
-                              decode_text(data, path))  # fmt: skip
+    source = _TEX_COMMENT.sub(
+        lambda m: m.group() if m.group()[0] == "\\" else "", decode_text(data, path)
+    )
     sections = _TexText(source).run()
     return Extraction(tuple(sections) or (Section(""),))
 
@@ -397,9 +490,11 @@ def extract_latex(data: bytes, path: str) -> Extraction:
 
 def register(register: RegisterExtractor) -> None:
     """Register this module's extractors (called by the default plugin's hook)."""
-    register((EPUB_MIME,), extract_epub, extensions=(".epub",), name="vancetope.epub",
-             takes_options=())  # fmt: skip
-    register(("application/rtf", "text/rtf"), extract_rtf, extensions=(".rtf",),
-             name="vancetope.rtf")  # fmt: skip
+    register(
+        (EPUB_MIME,), extract_epub, extensions=(".epub",), name="vancetope.epub", takes_options=()
+    )
+    register(
+        ("application/rtf", "text/rtf"), extract_rtf, extensions=(".rtf",), name="vancetope.rtf"
+    )
     tex = ("application/x-tex", "application/x-latex", "text/x-tex", "text/x-latex")
     register(tex, extract_latex, extensions=(".tex", ".latex", ".ltx"), name="vancetope.latex")

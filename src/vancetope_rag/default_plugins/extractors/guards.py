@@ -73,8 +73,14 @@ def check_zip(data: bytes, path: str, kind: str = "zip", *, scan_xml: bool = Fal
                             refuse_dtd(member.read(65_536), path, info.filename)
     except RagError:
         raise
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError,
-            EOFError, ValueError) as exc:  # fmt: skip
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        NotImplementedError,
+        OSError,
+        EOFError,
+        ValueError,
+    ) as exc:
         raise extraction_error(path, f"not a readable {kind} file ({exc})") from None
 
 

@@ -45,11 +45,18 @@ _BODIES = {
 _PARTS = {"sheet": f"{_TABLE}table", "slide": f"{_DRAW}page"}
 #: What an element's start does (see :class:`_OdfText`).
 _STARTS = {
-    f"{_TEXT}p": "p", f"{_TEXT}h": "p", f"{_TEXT}s": "s", f"{_TEXT}tab": "\t",
-    f"{_TEXT}line-break": "\n", f"{_TABLE}table-row": "row", f"{_TABLE}table-cell": "cell",
-    f"{_TABLE}covered-table-cell": "cell", f"{_PRES}notes": "notes",
-    f"{_OFFICE}annotation": "skip", f"{_TEXT}tracked-changes": "skip",
-}  # fmt: skip
+    f"{_TEXT}p": "p",
+    f"{_TEXT}h": "p",
+    f"{_TEXT}s": "s",
+    f"{_TEXT}tab": "\t",
+    f"{_TEXT}line-break": "\n",
+    f"{_TABLE}table-row": "row",
+    f"{_TABLE}table-cell": "cell",
+    f"{_TABLE}covered-table-cell": "cell",
+    f"{_PRES}notes": "notes",
+    f"{_OFFICE}annotation": "skip",
+    f"{_TEXT}tracked-changes": "skip",
+}
 _TITLE_CLASS = f"{_PRES}class"
 
 
@@ -268,5 +275,10 @@ _ODF_BUDGETS: dict[str, tuple[str, ...]] = {
 def register(register: RegisterExtractor) -> None:
     """Register the OpenDocument extractor for text, spreadsheets and presentations."""
     for kind, ext in (("text", "odt"), ("spreadsheet", "ods"), ("presentation", "odp")):
-        register((ODF_MIME + kind,), extract_odf, extensions=(f".{ext}",),
-                 name=f"vancetope.{ext}", takes_options=_ODF_BUDGETS[ext])  # fmt: skip
+        register(
+            (ODF_MIME + kind,),
+            extract_odf,
+            extensions=(f".{ext}",),
+            name=f"vancetope.{ext}",
+            takes_options=_ODF_BUDGETS[ext],
+        )

@@ -170,8 +170,18 @@ def extract_pptx(data: bytes, path: str, options: ExtractOptions) -> Extraction:
 
 def register(register: RegisterExtractor) -> None:
     """Register this module's extractors (called by the default plugin's hook)."""
-    register((XLSX_MIME, XLSM_MIME), extract_xlsx, extensions=(".xlsx", ".xlsm"),
-             name="vancetope.xlsx", takes_options=("max_sheets", "max_cells"))  # fmt: skip
-    register((PPTX_MIME,), extract_pptx, extensions=(".pptx",), name="vancetope.pptx",
-             takes_options=("max_slides",))  # fmt: skip
+    register(
+        (XLSX_MIME, XLSM_MIME),
+        extract_xlsx,
+        extensions=(".xlsx", ".xlsm"),
+        name="vancetope.xlsx",
+        takes_options=("max_sheets", "max_cells"),
+    )
+    register(
+        (PPTX_MIME,),
+        extract_pptx,
+        extensions=(".pptx",),
+        name="vancetope.pptx",
+        takes_options=("max_slides",),
+    )
     extract_odf.register(register)

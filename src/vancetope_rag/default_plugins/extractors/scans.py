@@ -82,8 +82,11 @@ def extract_pdf(data: bytes, path: str, options: ExtractOptions | None = None) -
             _decrypt(reader, path)
         pages, more, total = _first_pages(reader, limit, path)
         texts = [_page_text(page) for page in pages]
-        scans = [i for i, (page, text) in enumerate(zip(pages, texts, strict=True))
-                 if not _has_text(text) and not _is_blank(page)]  # fmt: skip
+        scans = [
+            i
+            for i, (page, text) in enumerate(zip(pages, texts, strict=True))
+            if not _has_text(text) and not _is_blank(page)
+        ]
     except RagError:
         raise
     except Exception as exc:  # pypdf raises many types for broken files
@@ -101,8 +104,11 @@ def extract_pdf(data: bytes, path: str, options: ExtractOptions | None = None) -
             raise NoTextLayerError(
                 f"cannot extract text from {path!r}: no text layer — {_NEEDS_OCR}"
             )
-        were = "page had no text layer and was" if len(scans) == 1 else (
-            "pages had no text layer and were")  # fmt: skip
+        were = (
+            "page had no text layer and was"
+            if len(scans) == 1
+            else ("pages had no text layer and were")
+        )
         reasons.append(
             f"{len(scans):,} {were} left out: OCR is not configured "
             "(rag.extract.ocr = tesseract or vision)"
@@ -249,9 +255,10 @@ def _ocr_pdf_pages(data: bytes, indexes: Sequence[int], config: OcrConfig, path:
         for start in range(0, len(known), batch):
             chosen = known[start : start + batch]
             for index, text in zip(
-                chosen, recognize([_render(document, i, path) for i in chosen], config, path),
+                chosen,
+                recognize([_render(document, i, path) for i in chosen], config, path),
                 strict=True,
-            ):  # fmt: skip
+            ):
                 texts[index] = text
     finally:
         document.close()
@@ -305,8 +312,11 @@ def extract_image(data: bytes, path: str, options: ExtractOptions | None = None)
         )
     reason = None
     if more:
-        setting = "rag.extract.maxPages" if limit == options.max_pages else (
-            "rag.extract.vision.maxPages, the OCR page limit")  # fmt: skip
+        setting = (
+            "rag.extract.maxPages"
+            if limit == options.max_pages
+            else ("rag.extract.vision.maxPages, the OCR page limit")
+        )
         reason = f"only the first {limit:,} pages of the image were read ({setting})"
     if len(texts) == 1 and not more:
         return Extraction((Section(texts[0].strip()),), ocr=True)
@@ -388,11 +398,17 @@ def _png(image: Any) -> bytes:
 def register(register: RegisterExtractor) -> None:
     """Register this module's extractors (called by the default plugin's hook)."""
     register(
-        PDF_MIMES, extract_pdf, extensions=(".pdf",), name="vancetope.pdf", version="2",
+        PDF_MIMES,
+        extract_pdf,
+        extensions=(".pdf",),
+        name="vancetope.pdf",
+        version="2",
         takes_options=("max_pages",),
-    )  # fmt: skip
+    )
     register(
-        tuple(IMAGE_TYPES), extract_image, name="vancetope.image",
+        tuple(IMAGE_TYPES),
+        extract_image,
+        name="vancetope.image",
         takes_options=("max_pages",),
         extensions=tuple(ext for exts in IMAGE_TYPES.values() for ext in exts),
-    )  # fmt: skip
+    )

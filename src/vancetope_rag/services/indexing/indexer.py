@@ -364,14 +364,24 @@ class ProjectRagIndexer:
 
     def _release_quietly(self, doc: Document, worker_id: str, result: BatchResult) -> None:
         self._give_back(
-            doc, worker_id, result, "embeddings switched off", max_attempts=1_000_000,
+            doc,
+            worker_id,
+            result,
+            "embeddings switched off",
+            max_attempts=1_000_000,
             count_attempt=False,
-        )  # fmt: skip
+        )
 
     def _give_back(
-        self, doc: Document, worker_id: str, result: BatchResult, error: str, *,
-        max_attempts: int, count_attempt: bool = True,
-    ) -> None:  # fmt: skip
+        self,
+        doc: Document,
+        worker_id: str,
+        result: BatchResult,
+        error: str,
+        *,
+        max_attempts: int,
+        count_attempt: bool = True,
+    ) -> None:
         result.handled.add(doc.id)
         self.releaser.release(
             Release(

@@ -30,15 +30,25 @@ def project_progress(
     counts = control.document_state_counts(tenant_id, project_id)
     recent, oldest = migrations.indexing_activity(tenant_id, project_id, since)
     pending = counts[IndexState.PENDING.value] + counts[IndexState.PROCESSING.value]
-    indexing = progress(counts[IndexState.INDEXED.value], counts[IndexState.FAILED.value],
-                        pending, recent, oldest, now)  # fmt: skip
+    indexing = progress(
+        counts[IndexState.INDEXED.value],
+        counts[IndexState.FAILED.value],
+        pending,
+        recent,
+        oldest,
+        now,
+    )
     m = migrations.latest_migration(tenant_id, project_id, DEFAULT_RAG_NAME)
     if m is None:
         return ProjectProgress(indexing)
     c = migrations.item_counts(m.id)
     recent, oldest = migrations.item_activity(m.id, since)
     work = progress(
-        c[ItemState.DONE.value], c[ItemState.FAILED.value],
-        c[ItemState.PENDING.value] + c[ItemState.PROCESSING.value], recent, oldest, now,
-    )  # fmt: skip
+        c[ItemState.DONE.value],
+        c[ItemState.FAILED.value],
+        c[ItemState.PENDING.value] + c[ItemState.PROCESSING.value],
+        recent,
+        oldest,
+        now,
+    )
     return ProjectProgress(indexing, MigrationProgress(m, work))

@@ -87,9 +87,13 @@ class ProjectRagIndexScheduler:
             # a RAG of a new dimension: its search indexes are still building (or init was
             # never run); its documents wait, keeping their attempts
             if warn:
-                log.info("project %s/%s waits for the store's search indexes of dimension %s "
-                         "(run `vancetope-rag init --wait` to build them)", t, p,
-                         rag.embedding_dimension)  # fmt: skip
+                log.info(
+                    "project %s/%s waits for the store's search indexes of dimension %s "
+                    "(run `vancetope-rag init --wait` to build them)",
+                    t,
+                    p,
+                    rag.embedding_dimension,
+                )
             return "skipped"
         return None
 
@@ -266,8 +270,7 @@ class ProjectRagIndexScheduler:
             failures = failures + 1 if store_error else 0
             if failures >= self.config.max_store_failures:
                 self.fatal_error = (
-                    f"the store failed {failures} indexer ticks in a row; last error: "
-                    f"{store_error}"
+                    f"the store failed {failures} indexer ticks in a row; last error: {store_error}"
                 )
                 log.error("background indexer stops: %s", self.fatal_error)
                 return

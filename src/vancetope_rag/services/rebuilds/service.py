@@ -124,14 +124,19 @@ class MigrationService:
             # is an abandoned one (see collect)
             self.rags.chunks.prepare_dimension(shadow.embedding_dimension)
             self.migrations.insert_generation(shadow)
-            queued = self.migrations.queue_items(
-                migration, self.documents.reindex_candidates(t, p)
-            )
+            queued = self.migrations.queue_items(migration, self.documents.reindex_candidates(t, p))
         except BaseException:
             self._end(migration, MigrationState.FAILED, "the rebuild could not be started")
             raise
-        log.info("project %s/%s: rebuild %s started (%s -> %s, %d documents)", t, p,
-                 migration.id, migration.from_model, migration.to_model, queued)  # fmt: skip
+        log.info(
+            "project %s/%s: rebuild %s started (%s -> %s, %d documents)",
+            t,
+            p,
+            migration.id,
+            migration.from_model,
+            migration.to_model,
+            queued,
+        )
         return RebuildStarted(migration, queued)
 
     def _next_generation(self, live: RagRecord, snapshot: SettingsSnapshot) -> RagRecord:
@@ -139,15 +144,26 @@ class MigrationService:
         configured model with that model's chunking."""
         loaded = self.rags.registry.load(snapshot.embedding())
         size, overlap = chunking_for(
-            loaded, None, None, default_size=self.rags.default_chunk_size,
+            loaded,
+            None,
+            None,
+            default_size=self.rags.default_chunk_size,
             default_overlap=self.rags.default_chunk_overlap,
-        )  # fmt: skip
+        )
         return replace(
-            live, id=uuid.uuid4().hex, embedding_provider=loaded.provider,
-            embedding_model=loaded.model, embedding_dimension=loaded.dimension,
-            chunk_size=size, chunk_overlap=overlap, created_at=None, state=RagState.SHADOW,
-            generation=live.generation + 1, replaces=live.id, retired_at=None,
-        )  # fmt: skip
+            live,
+            id=uuid.uuid4().hex,
+            embedding_provider=loaded.provider,
+            embedding_model=loaded.model,
+            embedding_dimension=loaded.dimension,
+            chunk_size=size,
+            chunk_overlap=overlap,
+            created_at=None,
+            state=RagState.SHADOW,
+            generation=live.generation + 1,
+            replaces=live.id,
+            retired_at=None,
+        )
 
     def active(self, tenant_id: str, project_id: str) -> Migration | None:
         """The running (or switching) rebuild of ``_documents``, if any."""
@@ -201,12 +217,22 @@ class MigrationService:
     def _end(self, m: Migration, state: MigrationState, reason: str) -> bool:
         """End a running rebuild and dispose its shadow (a switching one cannot be ended)."""
         ended = self.migrations.end_migration(
-            m.tenant_id, m.project_id, m.id, state=state,
-            expected=[MigrationState.RUNNING], reason=reason,
-        )  # fmt: skip
+            m.tenant_id,
+            m.project_id,
+            m.id,
+            state=state,
+            expected=[MigrationState.RUNNING],
+            reason=reason,
+        )
         if ended:
-            log.info("project %s/%s: rebuild %s %s: %s", m.tenant_id, m.project_id, m.id,
-                     state.value, reason)  # fmt: skip
+            log.info(
+                "project %s/%s: rebuild %s %s: %s",
+                m.tenant_id,
+                m.project_id,
+                m.id,
+                state.value,
+                reason,
+            )
             self.metrics.rebuilds.labels(outcome=state.value).inc()
             self._dispose(m.tenant_id, m.project_id, m.to_rag_id)
         return ended
@@ -245,15 +271,23 @@ class MigrationService:
             self._switch(m)  # a switch a crash interrupted: finish it
             return 0
         if shadow is None:
-            self._end(m, MigrationState.FAILED, "its new generation is missing (interrupted "
-                      "before it was created); start the rebuild again")  # fmt: skip
+            self._end(
+                m,
+                MigrationState.FAILED,
+                "its new generation is missing (interrupted "
+                "before it was created); start the rebuild again",
+            )
             return 0
         if not self.rags.index_ready(shadow):
             return 0  # the new dimension's search indexes are building
         items = self.migrations.claim_items(
-            m.tenant_id, m.project_id, m.id, worker_id,
-            self.config.indexer_batch_size, self.config.claim_ttl_s,
-        )  # fmt: skip
+            m.tenant_id,
+            m.project_id,
+            m.id,
+            worker_id,
+            self.config.indexer_batch_size,
+            self.config.claim_ttl_s,
+        )
         result.add(self.shadows.index_items(m, shadow, items, worker_id, snapshot))
         self._finish_if_done(m, shadow)
         return len(items)
@@ -293,9 +327,10 @@ class MigrationService:
             self.migrations.remove_items(m.id, gone)
         missing = [h.id for h in heads.values() if _wanted(h) and h.id not in items]
         stale = [
-            d for d, i in items.items()
+            d
+            for d, i in items.items()
             if d in heads and i.state is ItemState.DONE and i.doc_version != heads[d].rag_version
-        ]  # fmt: skip
+        ]
         if missing or stale:
             self.migrations.queue_items(m, [*missing, *stale])
             return True
@@ -309,8 +344,9 @@ class MigrationService:
                 return  # cancelled or failed meanwhile
             self._reconcile_after_switch(m)
         self.metrics.rebuilds.labels(outcome=MigrationState.COMPLETED.value).inc()
-        log.info("project %s/%s: rebuild %s switched to %s", m.tenant_id, m.project_id, m.id,
-                 m.to_model)  # fmt: skip
+        log.info(
+            "project %s/%s: rebuild %s switched to %s", m.tenant_id, m.project_id, m.id, m.to_model
+        )
 
     def _reconcile_after_switch(self, m: Migration) -> None:
         t, p = m.tenant_id, m.project_id

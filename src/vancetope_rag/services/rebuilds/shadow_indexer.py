@@ -128,9 +128,13 @@ class ShadowIndexer:
                     return
                 self.rags.write_source(shadow, d_id, nodes, generation=token)
                 finished = self.migrations.finish_item(
-                    m_id, d_id, worker_id, token, doc_version=doc.rag_version,
+                    m_id,
+                    d_id,
+                    worker_id,
+                    token,
+                    doc_version=doc.rag_version,
                     indexed_hash=indexed_hash,
-                )  # fmt: skip
+                )
             if not finished:  # re-queued by an edit, or taken over, meanwhile
                 result.lost_lease += 1
                 return

@@ -209,8 +209,11 @@ class ProjectRagRetriever(BaseRetriever):
         self.rag_name = rag
         self.recipe = as_rag_params(recipe)
         self.top_k, self.min_score, self.max_per_doc, self.mode = (
-            top_k, min_score, max_per_doc, mode
-        )  # fmt: skip
+            top_k,
+            min_score,
+            max_per_doc,
+            mode,
+        )
         self.path_prefixes = _strings(path_prefix, "path_prefix")
         self.kinds = _strings(kinds, "kinds")
         self.filters = filters

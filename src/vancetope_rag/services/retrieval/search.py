@@ -55,9 +55,14 @@ class Retriever:
     ) -> list[Hit]:
         """:meth:`dense` with the signature of :meth:`hybrid` (the text is not needed)."""
         return self.dense(
-            scope, vector, top_k=top_k, min_score=min_score, max_per_doc=max_per_doc,
-            filters=filters, keep=keep,
-        )  # fmt: skip
+            scope,
+            vector,
+            top_k=top_k,
+            min_score=min_score,
+            max_per_doc=max_per_doc,
+            filters=filters,
+            keep=keep,
+        )
 
     def hybrid(
         self,

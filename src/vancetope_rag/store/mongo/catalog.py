@@ -97,8 +97,9 @@ class MongoRagCatalog:
 
     def insert_live(self, rag: RagRecord) -> RagRecord:
         """A new live RAG: its document, then its pointer (a taken name undoes the first)."""
-        record = q.rag_to_bson(replace(rag, state=RagState.LIVE, retired_at=None),
-                               rag.created_at or self._now())  # fmt: skip
+        record = q.rag_to_bson(
+            replace(rag, state=RagState.LIVE, retired_at=None), rag.created_at or self._now()
+        )
         try:
             self.rags.insert_one(record)
         except DuplicateKeyError as exc:  # that id is taken (by any generation)
@@ -110,16 +111,20 @@ class MongoRagCatalog:
             taken = self.names.find_one(key)
             dangling = taken is not None and self.rags.find_one({"_id": taken["ragId"]}) is None
             # a pointer whose RAG was deleted behind the store's back (spec §10) is taken over
-            if not (dangling and self.names.update_one(
+            if not (
+                dangling
+                and self.names.update_one(
                     {**key, "ragId": taken["ragId"]}, {"$set": {"ragId": rag.id}}
-            ).modified_count):  # fmt: skip
+                ).modified_count
+            ):
                 self.rags.delete_one({"_id": rag.id})
                 raise rag_exists_error(rag) from exc
         return q.rag_from_bson(record)
 
     def insert_shadow(self, rag: RagRecord) -> RagRecord:
-        record = q.rag_to_bson(replace(rag, state=RagState.SHADOW, retired_at=None),
-                               rag.created_at or self._now())  # fmt: skip
+        record = q.rag_to_bson(
+            replace(rag, state=RagState.SHADOW, retired_at=None), rag.created_at or self._now()
+        )
         self.rags.insert_one(record)
         return q.rag_from_bson(record)
 
@@ -141,13 +146,14 @@ class MongoRagCatalog:
 
     def record_states(self, tenant_id: str, project_id: str, live_id: str, retired_id: str) -> None:
         """Write the states the pointer already implies (informational, see the module)."""
-        self.rags.update_one(q.scope_filter(tenant_id, project_id, _id=live_id),
-                             {"$set": {"state": RagState.LIVE.value, "retiredAt": None}})
+        self.rags.update_one(
+            q.scope_filter(tenant_id, project_id, _id=live_id),
+            {"$set": {"state": RagState.LIVE.value, "retiredAt": None}},
+        )
         self.rags.update_one(
             q.scope_filter(tenant_id, project_id, _id=retired_id, state={"$ne": "retired"}),
-            {"$set": {"state": RagState.RETIRED.value,
-                      "retiredAt": q.to_bson_time(self._now())}},
-        )  # fmt: skip
+            {"$set": {"state": RagState.RETIRED.value, "retiredAt": q.to_bson_time(self._now())}},
+        )
 
 
 def upgrade_catalog(database: Any) -> None:
@@ -157,9 +163,15 @@ def upgrade_catalog(database: Any) -> None:
     if ix.LEGACY_RAG_NAME_INDEX in rags.index_information():
         rags.drop_index(ix.LEGACY_RAG_NAME_INDEX)
     names = database[ix.RAG_NAMES]
-    names.create_index([(k, 1) for k in ("tenantId", "projectId", "name")],
-                       name="tenant_project_name_uniq", unique=True)  # fmt: skip
+    names.create_index(
+        [(k, 1) for k in ("tenantId", "projectId", "name")],
+        name="tenant_project_name_uniq",
+        unique=True,
+    )
     for doc in rags.find({"state": {"$in": [None, RagState.LIVE.value]}}):
         key = _name_key(doc["tenantId"], doc["projectId"], doc["name"])
-        ix.upsert_racing(lambda key=key, doc=doc: names.update_one(  # type: ignore[misc]
-            key, {"$setOnInsert": {"ragId": doc["_id"]}}, upsert=True))  # fmt: skip
+        ix.upsert_racing(
+            lambda key=key, doc=doc: names.update_one(  # type: ignore[misc]
+                key, {"$setOnInsert": {"ragId": doc["_id"]}}, upsert=True
+            )
+        )

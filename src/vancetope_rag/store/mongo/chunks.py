@@ -194,8 +194,9 @@ class MongoChunkStore:
         source = {**mq.scope_match(scope), "sourceRef": source_ref}
         written = self._newest(collection, scope, {"sourceRef": source_ref}).get(source_ref)
         if written is not None and written > gen:
-            log.info("dropped a write of %s under generation %s: %s is newer", source_ref, gen,
-                     written)  # fmt: skip
+            log.info(
+                "dropped a write of %s under generation %s: %s is newer", source_ref, gen, written
+            )
             return
         if not docs:  # a removal: meant to leave the source empty, at once
             collection.delete_many({**source, "gen": {"$lte": gen}})
@@ -204,8 +205,7 @@ class MongoChunkStore:
         if written == gen:  # the same writer again under its token: redo that generation
             collection.delete_many({**source, "gen": gen})
         # the swap is recorded first: a crash after the insert still leaves the sweeper a note
-        self.swaps.insert_one({**source, "dim": scope.dimension, "gen": gen,
-                               "at": self._instant()})  # fmt: skip
+        self.swaps.insert_one({**source, "dim": scope.dimension, "gen": gen, "at": self._instant()})
         for doc in docs:
             doc["gen"] = gen
         self._insert(collection, scope, docs)
@@ -357,8 +357,10 @@ class MongoChunkStore:
                 self._collection(scope).find(mq.chunk_match(scope, None, filters), fields)
             )
             ranked = rank_bm25(rows, text, top_k)
-            return [mq.hit_from_bson(r, mq.cosine(r.get(ix.VECTOR_FIELD), query), lexical=s)
-                    for r, s in ranked]  # fmt: skip
+            return [
+                mq.hit_from_bson(r, mq.cosine(r.get(ix.VECTOR_FIELD), query), lexical=s)
+                for r, s in ranked
+            ]
         self._collection(scope)
         self.search.require_queryable(scope.dimension, ix.TEXT_INDEX)
         search = self.search.search_collection(scope.dimension)
@@ -371,10 +373,11 @@ class MongoChunkStore:
             )
             if len(kept) >= top_k or len(rows) < limit or limit >= mq.MAX_NUM_CANDIDATES:
                 return [
-                    mq.hit_from_bson(r, mq.cosine(r.get(ix.VECTOR_FIELD), query),
-                                     lexical=float(r["lexical"]))
+                    mq.hit_from_bson(
+                        r, mq.cosine(r.get(ix.VECTOR_FIELD), query), lexical=float(r["lexical"])
+                    )
                     for r in kept[:top_k]
-                ]  # fmt: skip
+                ]
             limit = min(mq.MAX_NUM_CANDIDATES, limit * 4)
 
     # -- index management (never in the query path) ------------------------------------

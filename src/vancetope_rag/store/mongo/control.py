@@ -147,8 +147,9 @@ class MongoControlStore:
 
     def insert_document(self, doc: NewDocument) -> Document:
         update = q.new_document_update(doc, content_hash(doc.content), self._time())
-        check_bson_size(update[0], f"document {doc.path!r}", tenant_id=doc.tenant_id,
-                        project_id=doc.project_id)  # fmt: skip
+        check_bson_size(
+            update[0], f"document {doc.path!r}", tenant_id=doc.tenant_id, project_id=doc.project_id
+        )
         try:
             created = self.documents.find_one_and_update(
                 {"_id": uuid.uuid4().hex},

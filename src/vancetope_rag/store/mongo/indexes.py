@@ -90,8 +90,12 @@ def control_index_models() -> dict[str, list[IndexModel]]:
             _model(["tenantId", "projectId", "name"], "tenant_project_name_uniq", unique=True),
         ],
         MIGRATIONS: [
-            _model(["tenantId", "projectId", "ragName"], "one_active_migration_uniq",
-                   unique=True, partialFilterExpression={"active": True}),
+            _model(
+                ["tenantId", "projectId", "ragName"],
+                "one_active_migration_uniq",
+                unique=True,
+                partialFilterExpression={"active": True},
+            ),
             _model(["tenantId", "projectId", "ragName", "createdAt"], "migration_history_idx"),
         ],
         MIGRATION_ITEMS: [
@@ -118,9 +122,10 @@ def chunk_index_models() -> list[IndexModel]:
     """
     return [
         _model(["tenantId", "projectId", "ragId", "sourceRef", "gen"], "chunks_source_gen_idx"),
-        _model(["tenantId", "projectId", "ragId", "chunkId", "gen"], "chunks_id_gen_uniq",
-               unique=True),
-    ]  # fmt: skip
+        _model(
+            ["tenantId", "projectId", "ragId", "chunkId", "gen"], "chunks_id_gen_uniq", unique=True
+        ),
+    ]
 
 
 def chunk_collection(dim: int) -> str:
@@ -391,8 +396,9 @@ def wait_until_ready(
         if all(s.ready for s in statuses):
             return statuses
         if monotonic() >= deadline:
-            waiting = ", ".join(f"{s.collection}.{s.name} ({s.status})" for s in statuses
-                                if not s.ready)  # fmt: skip
+            waiting = ", ".join(
+                f"{s.collection}.{s.name} ({s.status})" for s in statuses if not s.ready
+            )
             raise StoreError(
                 f"Atlas search indexes not READY after {timeout_s:.0f}s: {waiting}; the "
                 "cluster may still be building them — run init --wait again later"

@@ -34,6 +34,7 @@ from vancetope_rag.store.types import DocumentHead
 
 lit = q.lit
 
+
 @guard_errors
 class MongoMigrationStore:
     """:class:`~vancetope_rag.store.port.MigrationStore` on a pymongo ``Database``.
@@ -84,13 +85,20 @@ class MongoMigrationStore:
         gone = self.catalog.get_any(t, p, m.to_rag_id) is None
         if gone or not self.catalog.flip(t, p, m.rag_name, m.from_rag_id, m.to_rag_id):
             reason = "the live RAG or its new generation was removed during the rebuild"
-            self.end_migration(t, p, m.id, state=MigrationState.FAILED,
-                               expected=[MigrationState.SWITCHING], reason=reason)  # fmt: skip
+            self.end_migration(
+                t,
+                p,
+                m.id,
+                state=MigrationState.FAILED,
+                expected=[MigrationState.SWITCHING],
+                reason=reason,
+            )
             return False
         # readers use the new generation from the flip on; the rest is bookkeeping
         self.catalog.record_states(t, p, m.to_rag_id, m.from_rag_id)
-        self.end_migration(t, p, m.id, state=MigrationState.COMPLETED,
-                           expected=[MigrationState.SWITCHING])  # fmt: skip
+        self.end_migration(
+            t, p, m.id, state=MigrationState.COMPLETED, expected=[MigrationState.SWITCHING]
+        )
         return True
 
     # -- migrations ------------------------------------------------------------------------
@@ -119,9 +127,7 @@ class MongoMigrationStore:
             raise rebuild_running_error(m.tenant_id, m.project_id, m.rag_name) from exc
         return mm.migration_from_bson(doc)
 
-    def get_migration(
-        self, tenant_id: str, project_id: str, migration_id: str
-    ) -> Migration | None:
+    def get_migration(self, tenant_id: str, project_id: str, migration_id: str) -> Migration | None:
         found = self.migrations.find_one(q.scope_filter(tenant_id, project_id, _id=migration_id))
         return mm.migration_from_bson(found) if found else None
 
@@ -129,9 +135,7 @@ class MongoMigrationStore:
         cursor = self.migrations.find(q.scope_filter(tenant_id, project_id, active=True))
         return [mm.migration_from_bson(d) for d in cursor.sort([("createdAt", 1)])]
 
-    def latest_migration(
-        self, tenant_id: str, project_id: str, rag_name: str
-    ) -> Migration | None:
+    def latest_migration(self, tenant_id: str, project_id: str, rag_name: str) -> Migration | None:
         found = self.migrations.find_one(
             q.scope_filter(tenant_id, project_id, ragName=rag_name),
             sort=[("createdAt", -1), ("_id", -1)],
@@ -154,28 +158,40 @@ class MongoMigrationStore:
         if not state.active:
             update["$set"]["finishedAt"] = q.to_bson_time(self._now())
             update["$unset"] = {"active": ""}  # frees the name for the next rebuild
-        flt = q.scope_filter(tenant_id, project_id, _id=migration_id,
-                             state={"$in": [s.value for s in expected]})  # fmt: skip
+        flt = q.scope_filter(
+            tenant_id, project_id, _id=migration_id, state={"$in": [s.value for s in expected]}
+        )
         return bool(self.migrations.update_one(flt, update).matched_count)
 
     # -- the queue -------------------------------------------------------------------------
 
-    def _upsert_items(self, migration_id: str, tenant_id: str, project_id: str,
-                      document_ids: Sequence[str]) -> int:  # fmt: skip
+    def _upsert_items(
+        self, migration_id: str, tenant_id: str, project_id: str, document_ids: Sequence[str]
+    ) -> int:
         ids = list(dict.fromkeys(document_ids))
         if not ids:
             return 0
         flt = {"migrationId": migration_id, "documentId": {"$in": ids}}
         existing = {d["documentId"] for d in self.items.find(flt, {"documentId": 1})}
         if existing:
-            self.items.update_many({**flt, "documentId": {"$in": sorted(existing)}},
-                                   {"$set": mm.REQUEUE})  # fmt: skip
+            self.items.update_many(
+                {**flt, "documentId": {"$in": sorted(existing)}}, {"$set": mm.REQUEUE}
+            )
         new = [
-            {"_id": uuid.uuid4().hex, "migrationId": migration_id, "documentId": doc_id,
-             "tenantId": tenant_id, "projectId": project_id, **mm.REQUEUE, "docVersion": None,
-             "indexedHash": None, "completedAt": None}
-            for doc_id in ids if doc_id not in existing
-        ]  # fmt: skip
+            {
+                "_id": uuid.uuid4().hex,
+                "migrationId": migration_id,
+                "documentId": doc_id,
+                "tenantId": tenant_id,
+                "projectId": project_id,
+                **mm.REQUEUE,
+                "docVersion": None,
+                "indexedHash": None,
+                "completedAt": None,
+            }
+            for doc_id in ids
+            if doc_id not in existing
+        ]
         if new:
             try:
                 self.items.insert_many(new, ordered=False)
@@ -218,16 +234,26 @@ class MongoMigrationStore:
             "tenantId": tenant_id,
             "projectId": project_id,
             "$or": [
-                {"state": ItemState.PENDING.value,
-                 "$or": [{"nextAttemptAt": None}, time.reached("nextAttemptAt")]},
+                {
+                    "state": ItemState.PENDING.value,
+                    "$or": [{"nextAttemptAt": None}, time.reached("nextAttemptAt")],
+                },
                 {"state": ItemState.PROCESSING.value, **time.before("claimedAt", claim_ttl_s)},
             ],
-        }  # fmt: skip
+        }
         if batch_size < 1 or self.items.find_one(flt, {"_id": 1}) is None:
             return []  # an idle tick draws no token
         token = ix.next_generation(self.counters)
-        update = [{"$set": {"state": lit(ItemState.PROCESSING.value), "claimedBy": lit(worker_id),
-                            "claimedAt": time.now(), "claimToken": lit(token)}}]  # fmt: skip
+        update = [
+            {
+                "$set": {
+                    "state": lit(ItemState.PROCESSING.value),
+                    "claimedBy": lit(worker_id),
+                    "claimedAt": time.now(),
+                    "claimToken": lit(token),
+                }
+            }
+        ]
         claimed: list[MigrationItem] = []
         for _ in range(batch_size):
             found = self.items.find_one_and_update(
@@ -241,9 +267,13 @@ class MongoMigrationStore:
     def _held(
         self, migration_id: str, document_id: str, worker_id: str, token: int
     ) -> dict[str, Any]:
-        return {"migrationId": migration_id, "documentId": document_id,
-                "state": ItemState.PROCESSING.value, "claimedBy": worker_id,
-                "claimToken": token}  # fmt: skip
+        return {
+            "migrationId": migration_id,
+            "documentId": document_id,
+            "state": ItemState.PROCESSING.value,
+            "claimedBy": worker_id,
+            "claimToken": token,
+        }
 
     def holds_item(
         self, migration_id: str, document_id: str, worker_id: str, claim_token: int
@@ -261,10 +291,17 @@ class MongoMigrationStore:
         doc_version: int,
         indexed_hash: str | None,
     ) -> bool:
-        done = {"state": lit(ItemState.DONE.value), "claimedBy": lit(None), "claimedAt": lit(None),
-                "claimToken": lit(None), "lastError": lit(None), "nextAttemptAt": lit(None),
-                "docVersion": lit(doc_version), "indexedHash": lit(indexed_hash),
-                "completedAt": self._time().now()}  # fmt: skip
+        done = {
+            "state": lit(ItemState.DONE.value),
+            "claimedBy": lit(None),
+            "claimedAt": lit(None),
+            "claimToken": lit(None),
+            "lastError": lit(None),
+            "nextAttemptAt": lit(None),
+            "docVersion": lit(doc_version),
+            "indexedHash": lit(indexed_hash),
+            "completedAt": self._time().now(),
+        }
         flt = self._held(migration_id, document_id, worker_id, claim_token)
         return bool(self.items.update_one(flt, [{"$set": done}]).matched_count)
 
@@ -283,15 +320,24 @@ class MongoMigrationStore:
         gave_up = {"$gte": ["$attempts", max_attempts]}
         pipeline = [
             {"$set": {"attempts": {"$add": [{"$ifNull": ["$attempts", 0]}, 1]}}},
-            {"$set": {
-                "claimedBy": lit(None), "claimedAt": lit(None), "claimToken": lit(None),
-                "lastError": lit(capped_error(error)),
-                "state": {"$cond": [gave_up, lit(ItemState.FAILED.value),
-                                    lit(ItemState.PENDING.value)]},
-                "nextAttemptAt": {"$cond": [gave_up, lit(None), time.later(retry_delay_s)]},
-                "completedAt": {"$cond": [gave_up, time.now(), lit(None)]},
-            }},
-        ]  # fmt: skip
+            {
+                "$set": {
+                    "claimedBy": lit(None),
+                    "claimedAt": lit(None),
+                    "claimToken": lit(None),
+                    "lastError": lit(capped_error(error)),
+                    "state": {
+                        "$cond": [
+                            gave_up,
+                            lit(ItemState.FAILED.value),
+                            lit(ItemState.PENDING.value),
+                        ]
+                    },
+                    "nextAttemptAt": {"$cond": [gave_up, lit(None), time.later(retry_delay_s)]},
+                    "completedAt": {"$cond": [gave_up, time.now(), lit(None)]},
+                }
+            },
+        ]
         found = self.items.find_one_and_update(
             self._held(migration_id, document_id, worker_id, claim_token),
             pipeline,
@@ -306,10 +352,12 @@ class MongoMigrationStore:
 
     def item_counts(self, migration_id: str) -> dict[str, int]:
         counts = {s.value: 0 for s in ItemState}
-        for row in self.items.aggregate([
-            {"$match": {"migrationId": migration_id}},
-            {"$group": {"_id": "$state", "n": {"$sum": 1}}},
-        ]):  # fmt: skip
+        for row in self.items.aggregate(
+            [
+                {"$match": {"migrationId": migration_id}},
+                {"$group": {"_id": "$state", "n": {"$sum": 1}}},
+            ]
+        ):
             counts[row["_id"]] = int(row["n"])
         return counts
 
@@ -326,8 +374,14 @@ class MongoMigrationStore:
     # -- reads for reconciliation and progress -----------------------------------------------
 
     def document_heads(self, tenant_id: str, project_id: str) -> list[DocumentHead]:
-        fields = {"path": 1, "mimeType": 1, "ragEnabled": 1, "ragVersion": 1, "indexState": 1,
-                  "indexedAt": 1}  # fmt: skip
+        fields = {
+            "path": 1,
+            "mimeType": 1,
+            "ragEnabled": 1,
+            "ragVersion": 1,
+            "indexState": 1,
+            "indexedAt": 1,
+        }
         cursor = self.documents.find(q.scope_filter(tenant_id, project_id), fields)
         return [
             DocumentHead(

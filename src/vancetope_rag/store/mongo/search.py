@@ -187,8 +187,11 @@ class SearchSupport:
         """Does ``$vectorSearch`` (and ``$search``, when its index serves) see every chunk of
         generation ``gen`` of a source yet?"""
         collection = self.collection(scope.dimension)
-        count = int(collection.count_documents(
-            {**mq.scope_match(scope), "sourceRef": source_ref, "gen": gen}))  # fmt: skip
+        count = int(
+            collection.count_documents(
+                {**mq.scope_match(scope), "sourceRef": source_ref, "gen": gen}
+            )
+        )
         if count == 0 or not self.uses_atlas():
             return True
         want = min(count, mq.MAX_NUM_CANDIDATES)
@@ -202,7 +205,6 @@ class SearchSupport:
             # e.g. the index still serves a definition without ``gen`` as a filter field
             log.info("cannot probe generation %s of %s yet: %s", gen, source_ref, exc)
             return False
-
 
     def sees_scope(self, scope: RagScope, collection: Any) -> bool:
         """Do ``$vectorSearch`` (and ``$search``, when its index serves) see the newest

@@ -79,8 +79,10 @@ def open_schema(database: Any, shown_uri: str, chunks: MongoChunkStore) -> None:
             chunks.legacy_chunks = True
             log.warning(
                 "store %s holds chunks of schema version %s; run `vancetope-rag --store … init` "
-                "to migrate them", shown_uri, version,
-            )  # fmt: skip
+                "to migrate them",
+                shown_uri,
+                version,
+            )
         else:
             set_schema_version(database)
 
@@ -93,11 +95,24 @@ def migrated_document(doc: dict[str, Any]) -> dict[str, Any] | None:
         return None
     return {
         "_id": doc["_id"],
-        **{k: doc.get(k) for k in ("tenantId", "projectId", "ragId", "chunkId", "sourceRef",
-                                   "kind", "path", "text", "metadata", "ord")},
+        **{
+            k: doc.get(k)
+            for k in (
+                "tenantId",
+                "projectId",
+                "ragId",
+                "chunkId",
+                "sourceRef",
+                "kind",
+                "path",
+                "text",
+                "metadata",
+                "ord",
+            )
+        },
         "gen": int(doc.get("seq", 0)),
         ix.VECTOR_FIELD: encode_vector(vector),
-    }  # fmt: skip
+    }
 
 
 def migrate_legacy_chunks(database: Any) -> dict[int, int]:
@@ -133,9 +148,7 @@ def migrate_legacy_chunks(database: Any) -> dict[int, int]:
             flush(dim)
     for dim in list(batches):
         flush(dim)
-    database["counters"].update_one(
-        {"_id": "generation"}, {"$max": {"seq": highest}}, upsert=True
-    )
+    database["counters"].update_one({"_id": "generation"}, {"$max": {"seq": highest}}, upsert=True)
     database.drop_collection(LEGACY_CHUNKS)  # its search indexes go with it
     log.info("migrated chunks to per-dimension collections: %s", moved)
     return moved
@@ -172,10 +185,16 @@ def initialize(
     collections = [chunks.search.collection(dim) for dim in dims]
     if not chunks.uses_atlas():
         return [
-            IndexStatus(c.name, "-", "exact", "NO_SEARCH", True,
-                        "no Atlas Search on this server: queries rank vectors exactly")
+            IndexStatus(
+                c.name,
+                "-",
+                "exact",
+                "NO_SEARCH",
+                True,
+                "no Atlas Search on this server: queries rank vectors exactly",
+            )
             for c in collections
-        ]  # fmt: skip
+        ]
     if wait:
         return ix.wait_until_ready(
             collections, timeout_s=timeout_s, sleep=sleep, monotonic=monotonic

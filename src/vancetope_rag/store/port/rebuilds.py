@@ -53,9 +53,7 @@ class MigrationStore(Protocol):
 
     def active_migrations(self, tenant_id: str, project_id: str) -> list[Migration]: ...
 
-    def latest_migration(
-        self, tenant_id: str, project_id: str, rag_name: str
-    ) -> Migration | None:
+    def latest_migration(self, tenant_id: str, project_id: str, rag_name: str) -> Migration | None:
         """The most recently started migration of a RAG name, whatever its state."""
         ...
 

@@ -128,8 +128,9 @@ class LexicalCache:
         if entry is None:
             return None
         segments = (entry.main, entry.delta)
-        return rank(segments, entry.rowids, entry.lengths, entry.alive, entry.vocab, terms,
-                    stats, top_k)  # fmt: skip
+        return rank(
+            segments, entry.rowids, entry.lengths, entry.alive, entry.vocab, terms, stats, top_k
+        )
 
     # -- loading -------------------------------------------------------------------------
 

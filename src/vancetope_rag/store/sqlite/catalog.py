@@ -28,8 +28,9 @@ class SqliteRagCatalog:
         self._clock = clock
 
     def _rags(self, where: str, params: Any) -> list[RagRecord]:
-        return [row_to_rag(r) for r in self.db.query_dicts(f"SELECT * FROM rags WHERE {where}",
-                                                            params)]  # fmt: skip
+        return [
+            row_to_rag(r) for r in self.db.query_dicts(f"SELECT * FROM rags WHERE {where}", params)
+        ]
 
     def _insert(self, rag: RagRecord) -> RagRecord:
         created = rag.created_at.timestamp() if rag.created_at else self._clock()
@@ -48,18 +49,24 @@ class SqliteRagCatalog:
         return self._insert(replace(rag, state=RagState.LIVE, retired_at=None))
 
     def get_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        found = self._rags("id = ? AND tenant_id = ? AND project_id = ? AND state = 'live'",
-                           (rag_id, tenant_id, project_id))  # fmt: skip
+        found = self._rags(
+            "id = ? AND tenant_id = ? AND project_id = ? AND state = 'live'",
+            (rag_id, tenant_id, project_id),
+        )
         return found[0] if found else None
 
     def find_rag(self, tenant_id: str, project_id: str, name: str) -> RagRecord | None:
-        found = self._rags("name = ? AND tenant_id = ? AND project_id = ? AND state = 'live'",
-                           (name, tenant_id, project_id))  # fmt: skip
+        found = self._rags(
+            "name = ? AND tenant_id = ? AND project_id = ? AND state = 'live'",
+            (name, tenant_id, project_id),
+        )
         return found[0] if found else None
 
     def list_rags(self, tenant_id: str, project_id: str) -> list[RagRecord]:
-        return self._rags("tenant_id = ? AND project_id = ? AND state = 'live' ORDER BY name",
-                          (tenant_id, project_id))  # fmt: skip
+        return self._rags(
+            "tenant_id = ? AND project_id = ? AND state = 'live' ORDER BY name",
+            (tenant_id, project_id),
+        )
 
     def rag_dimensions(self) -> set[int]:
         rows = self.db.query("SELECT DISTINCT embedding_dimension FROM rags")
@@ -80,8 +87,9 @@ class SqliteRagCatalog:
         return self._insert(replace(rag, state=RagState.SHADOW, retired_at=None))
 
     def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        found = self._rags("id = ? AND tenant_id = ? AND project_id = ?",
-                           (rag_id, tenant_id, project_id))  # fmt: skip
+        found = self._rags(
+            "id = ? AND tenant_id = ? AND project_id = ?", (rag_id, tenant_id, project_id)
+        )
         return found[0] if found else None
 
     def rag_generations(

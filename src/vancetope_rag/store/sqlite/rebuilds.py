@@ -109,9 +109,7 @@ class SqliteMigrationStore:
         assert stored is not None
         return stored
 
-    def get_migration(
-        self, tenant_id: str, project_id: str, migration_id: str
-    ) -> Migration | None:
+    def get_migration(self, tenant_id: str, project_id: str, migration_id: str) -> Migration | None:
         rows = self.db.query_dicts(
             "SELECT * FROM migrations WHERE id = ? AND tenant_id = ? AND project_id = ?",
             (migration_id, tenant_id, project_id),
@@ -126,9 +124,7 @@ class SqliteMigrationStore:
         )
         return [row_to_migration(r) for r in rows]
 
-    def latest_migration(
-        self, tenant_id: str, project_id: str, rag_name: str
-    ) -> Migration | None:
+    def latest_migration(self, tenant_id: str, project_id: str, rag_name: str) -> Migration | None:
         rows = self.db.query_dicts(
             "SELECT * FROM migrations WHERE tenant_id = ? AND project_id = ? AND rag_name = ? "
             "ORDER BY created_at DESC, rowid DESC LIMIT 1",
@@ -155,15 +151,23 @@ class SqliteMigrationStore:
                 "UPDATE migrations SET state = ?, reason = coalesce(?, reason), "
                 f"finished_at = ? WHERE id = ? AND tenant_id = ? AND project_id = ? "
                 f"AND state IN ({marks})",
-                (state.value, reason, finished, migration_id, tenant_id, project_id,
-                 *[s.value for s in expected]),
-            )  # fmt: skip
+                (
+                    state.value,
+                    reason,
+                    finished,
+                    migration_id,
+                    tenant_id,
+                    project_id,
+                    *[s.value for s in expected],
+                ),
+            )
         return bool(changed)
 
     # -- the queue -------------------------------------------------------------------------
 
-    def _upsert_items(self, migration_id: str, tenant_id: str, project_id: str,
-                      document_ids: Sequence[str]) -> int:  # fmt: skip
+    def _upsert_items(
+        self, migration_id: str, tenant_id: str, project_id: str, document_ids: Sequence[str]
+    ) -> int:
         total = 0
         for doc_id in dict.fromkeys(document_ids):
             total += self.db.execute(
@@ -221,9 +225,18 @@ class SqliteMigrationStore:
                 "    (state = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= ?))"
                 "    OR (state = 'processing' AND claimed_at < ?))"
                 "  ORDER BY document_id LIMIT ?) RETURNING *",
-                (worker_id, now, migration_id, migration_id, tenant_id, project_id, now,
-                 now - claim_ttl_s, batch_size),
-            )  # fmt: skip
+                (
+                    worker_id,
+                    now,
+                    migration_id,
+                    migration_id,
+                    tenant_id,
+                    project_id,
+                    now,
+                    now - claim_ttl_s,
+                    batch_size,
+                ),
+            )
         return sorted((row_to_item(r) for r in rows), key=lambda i: i.document_id)
 
     def holds_item(
@@ -253,9 +266,16 @@ class SqliteMigrationStore:
                 "next_attempt_at = NULL, doc_version = ?, indexed_hash = ?, completed_at = ? "
                 "WHERE migration_id = ? AND document_id = ? AND state = 'processing' "
                 "AND claimed_by = ? AND claim_token = ?",
-                (doc_version, indexed_hash, self._clock(), migration_id, document_id,
-                 worker_id, claim_token),
-            )  # fmt: skip
+                (
+                    doc_version,
+                    indexed_hash,
+                    self._clock(),
+                    migration_id,
+                    document_id,
+                    worker_id,
+                    claim_token,
+                ),
+            )
         return bool(changed)
 
     def release_item(
@@ -280,9 +300,19 @@ class SqliteMigrationStore:
                 f"completed_at = CASE WHEN {gave_up} THEN ? ELSE NULL END "
                 "WHERE migration_id = ? AND document_id = ? AND state = 'processing' "
                 "AND claimed_by = ? AND claim_token = ? RETURNING state",
-                (capped_error(error), max_attempts, max_attempts, now + retry_delay_s,
-                 max_attempts, now, migration_id, document_id, worker_id, claim_token),
-            )  # fmt: skip
+                (
+                    capped_error(error),
+                    max_attempts,
+                    max_attempts,
+                    now + retry_delay_s,
+                    max_attempts,
+                    now,
+                    migration_id,
+                    document_id,
+                    worker_id,
+                    claim_token,
+                ),
+            )
         return ItemState(rows[0][0]) if rows else ItemState.PENDING
 
     def list_items(self, migration_id: str) -> list[MigrationItem]:

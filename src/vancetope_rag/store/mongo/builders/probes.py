@@ -75,18 +75,24 @@ def scope_probe_pipelines(
         "queryVector": [1.0] * scope.dimension,
         "exact": True,
         "limit": limit,
-        "filter": {"$and": [*vector_search_filter(scope, None)["$and"],
-                            {"sourceRef": {"$in": list(sources)}}]},
-    }  # fmt: skip
+        "filter": {
+            "$and": [
+                *vector_search_filter(scope, None)["$and"],
+                {"sourceRef": {"$in": list(sources)}},
+            ]
+        },
+    }
     fields: dict[str, Any] = {"$project": {"_id": 0, "sourceRef": 1, "gen": 1}}
     probes: list[list[dict[str, Any]]] = [[{"$vectorSearch": vector}, fields]]
     if text:
         clauses = [*scope_clauses(scope), {"in": {"path": "sourceRef", "value": list(sources)}}]
-        probes.append([
-            {"$search": {"index": TEXT_INDEX, "compound": {"filter": clauses}}},
-            {"$limit": limit},
-            fields,
-        ])  # fmt: skip
+        probes.append(
+            [
+                {"$search": {"index": TEXT_INDEX, "compound": {"filter": clauses}}},
+                {"$limit": limit},
+                fields,
+            ]
+        )
     return probes
 
 

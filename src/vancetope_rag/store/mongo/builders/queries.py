@@ -44,8 +44,18 @@ EXACT_MAX_SHARE = 0.05
 EXACT_MAX_SELECTIVE = 100_000
 
 #: Fields a query returns besides the vector.
-HIT_FIELDS = ("chunkId", "tenantId", "projectId", "ragId", "sourceRef", "kind", "path", "text",
-              "metadata", "gen")  # fmt: skip
+HIT_FIELDS = (
+    "chunkId",
+    "tenantId",
+    "projectId",
+    "ragId",
+    "sourceRef",
+    "kind",
+    "path",
+    "text",
+    "metadata",
+    "gen",
+)
 
 _FLOAT32_VECTOR_TAG = 0x27  # BinaryVectorDtype.FLOAT32, the first byte of such a vector
 
@@ -89,8 +99,11 @@ def chunk_match(
 def source_part(filters: ChunkFilter | None) -> dict[str, Any]:
     """The ``sourceRef`` conditions of a filter alone: safe to apply before the newest
     generation of each source is found (the other keys are not — see :func:`count_pipeline`)."""
-    return dict(translate_filters({k: v for k, v in (filters or {}).items()
-                                   if k.lstrip("!") == "sourceRef"}))  # fmt: skip
+    return dict(
+        translate_filters(
+            {k: v for k, v in (filters or {}).items() if k.lstrip("!") == "sourceRef"}
+        )
+    )
 
 
 def filter_expression(filters: ChunkFilter | None) -> dict[str, Any]:
@@ -102,6 +115,7 @@ def filter_expression(filters: ChunkFilter | None) -> dict[str, Any]:
         # expression is broken
         terms.append({"$eq": [test, False]} if negated else test)
     return {"$and": terms} if terms else {"$literal": True}
+
 
 def vector_search_filter(scope: RagScope, filters: ChunkFilter | None) -> dict[str, Any]:
     """The ``$vectorSearch`` pre-filter: always tenant, project and RAG, then the filters."""
@@ -204,8 +218,9 @@ def build_vector_search_pipeline(
     ``numCandidates``. The projected ``score`` is ``(1 + cos) / 2`` for a cosine index.
     """
     if not 1 <= limit <= MAX_NUM_CANDIDATES:
-        raise InvalidInputError(f"$vectorSearch returns 1 to {MAX_NUM_CANDIDATES} rows, "
-                                f"not {limit}")  # fmt: skip
+        raise InvalidInputError(
+            f"$vectorSearch returns 1 to {MAX_NUM_CANDIDATES} rows, not {limit}"
+        )
     stage: dict[str, Any] = {
         "index": VECTOR_INDEX,
         "path": VECTOR_FIELD,
@@ -225,9 +240,8 @@ def build_vector_search_pipeline(
         stage["numCandidates"] = candidates
     return [
         {"$vectorSearch": stage},
-        {"$project": {**{name: 1 for name in HIT_FIELDS},
-                      "score": {"$meta": "vectorSearchScore"}}},
-    ]  # fmt: skip
+        {"$project": {**{name: 1 for name in HIT_FIELDS}, "score": {"$meta": "vectorSearchScore"}}},
+    ]
 
 
 def build_probe_pipeline(
@@ -244,9 +258,14 @@ def build_probe_pipeline(
         "queryVector": [1.0] * dimension,
         "exact": True,
         "limit": max(1, min(count, MAX_NUM_CANDIDATES)),
-        "filter": {"$and": [*vector_search_filter(scope, None)["$and"],
-                            {"sourceRef": {"$eq": source_ref}}, {"gen": {"$eq": gen}}]},
-    }  # fmt: skip
+        "filter": {
+            "$and": [
+                *vector_search_filter(scope, None)["$and"],
+                {"sourceRef": {"$eq": source_ref}},
+                {"gen": {"$eq": gen}},
+            ]
+        },
+    }
     return [{"$vectorSearch": stage}, {"$project": {"_id": 1}}]
 
 
@@ -304,12 +323,16 @@ def count_pipeline(scope: RagScope, filters: ChunkFilter | None) -> list[dict[st
     """
     return [
         {"$match": {**scope_match(scope), **source_part(filters)}},
-        {"$group": {"_id": {"s": "$sourceRef", "g": "$gen"},
-                    "n": {"$sum": {"$cond": [filter_expression(filters), 1, 0]}}}},
+        {
+            "$group": {
+                "_id": {"s": "$sourceRef", "g": "$gen"},
+                "n": {"$sum": {"$cond": [filter_expression(filters), 1, 0]}},
+            }
+        },
         {"$sort": {"_id.s": 1, "_id.g": -1}},
         {"$group": {"_id": "$_id.s", "n": {"$first": "$n"}}},
         {"$group": {"_id": None, "n": {"$sum": "$n"}}},
-    ]  # fmt: skip
+    ]
 
 
 def keep_newest(
