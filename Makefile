@@ -28,15 +28,21 @@ demo: setup
 	@$(RAG) context "$(DEMO_QUESTION)" --recipe recipes/docs-assistant.yaml | tee .demo/context.txt
 	@grep -q '<rag-context>' .demo/context.txt || (echo "demo produced no <rag-context> block" >&2; exit 1)
 
-test: setup
+# Lint first: a formatting or type error fails in seconds, not after the suite.
+test: lint
 	@scripts/ensure-system-packages.sh
 	$(BIN)/python -m pytest -q
 
-test-all: setup
+# Also what takes more than ~30 s (marked `slow`).
+test-all: lint
+	@scripts/ensure-system-packages.sh
 	$(BIN)/python -m pytest -q -m "slow or not slow"
 
+LINTED := src tests bench plugins scripts
+
 lint: setup
-	$(BIN)/ruff check src tests bench plugins
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy
 
 bench: setup

@@ -155,7 +155,6 @@ def test_llamaindex_vector_store_view_of_a_rag(app: RagApp) -> None:
     assert nodes[0].node.metadata["path"] == "documents/cats.md"
 
 
-@pytest.mark.slow
 def test_no_chunk_exceeds_the_embedded_model_window(embedded_app: RagApp) -> None:
     rag = embedded_app.rags.create(T, P, "long")
     loaded = embedded_app.rags.model_for(rag)
