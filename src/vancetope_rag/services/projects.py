@@ -13,6 +13,7 @@ from vancetope_rag.domain.records import (
     RagRecord,
     RagStatus,
 )
+from vancetope_rag.embeddings import EmbeddingRegistry
 from vancetope_rag.errors import (
     ProjectClosedError,
     ProjectNotFoundError,
@@ -23,7 +24,7 @@ from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
-from vancetope_rag.store.port import ControlStore
+from vancetope_rag.store.port import ChunkStore, ControlStore
 from vancetope_rag.store.types import RagScope
 
 if TYPE_CHECKING:  # the migration service builds on the indexer, which builds on this
@@ -77,13 +78,18 @@ class ProjectRagService:
 
     def __init__(
         self,
+        *,
         control: ControlStore,
+        chunks: ChunkStore,
+        embeddings: EmbeddingRegistry,
         rags: RagService,
         documents: DocumentService,
         settings: SettingsService,
         migrations: MigrationService,
     ) -> None:
         self.control = control
+        self.chunks = chunks
+        self.embeddings = embeddings
         self.rags = rags
         self.documents = documents
         self.settings = settings
@@ -180,7 +186,7 @@ class ProjectRagService:
                 "set a provider before rebuilding; the index is kept as it is",
                 rag_name=DEFAULT_RAG_NAME,
             )
-        self.rags.registry.load(snapshot.embedding())  # refuse before anything is written
+        self.embeddings.load(snapshot.embedding())  # refuse before anything is written
         live = self.find_default_rag(tenant_id, project_id)
         if live is None:  # nothing to keep serving: create the index directly
             self.ensure_default_rag(tenant_id, project_id, strict=True, snapshot=snapshot)
@@ -213,18 +219,18 @@ class ProjectRagService:
         meanwhile (its chunks come after its row) is never taken for garbage.
         """
         removed = 0
-        chunk_rags = self.rags.chunks.chunk_rags(tenant_id, project_id)
+        chunk_rags = self.chunks.chunk_rags(tenant_id, project_id)
         for rag_id, dim in chunk_rags.items():
-            if self.migrations.migrations.get_any_rag(tenant_id, project_id, rag_id) is None:
-                removed += self.rags.chunks.drop_rag(RagScope(tenant_id, project_id, rag_id, dim))
+            if self.migrations.find_generation(tenant_id, project_id, rag_id) is None:
+                removed += self.chunks.drop_rag(RagScope(tenant_id, project_id, rag_id, dim))
         if rag is not None:
             scope = RagScope.of(rag)
-            refs = self.rags.chunks.source_refs(scope)
+            refs = self.chunks.source_refs(scope)
             live = self.control.document_paths(tenant_id, project_id, refs)
             stale = [r for r in refs if r not in live]
             for start in range(0, len(stale), 500):
                 batch = stale[start : start + 500]
-                removed += self.rags.chunks.remove_chunks(scope, filters={"sourceRef": batch})
+                removed += self.chunks.remove_chunks(scope, filters={"sourceRef": batch})
         if removed:
             log.info("project %s/%s: removed %d orphaned chunks", tenant_id, project_id, removed)
         return removed
@@ -254,7 +260,7 @@ class ProjectRagService:
 class ProjectLifecycle:
     """bring / suspend / close anchors of the project RAG (spec §6.1)."""
 
-    def __init__(self, control: ControlStore, project_rags: ProjectRagService) -> None:
+    def __init__(self, *, control: ControlStore, project_rags: ProjectRagService) -> None:
         self.control = control
         self.project_rags = project_rags
 

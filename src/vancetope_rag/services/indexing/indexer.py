@@ -114,11 +114,13 @@ class ProjectRagIndexer:
 
     def __init__(
         self,
+        *,
         control: ControlStore,
         rags: RagService,
         documents: DocumentService,
         project_rags: ProjectRagService,
         settings: SettingsService,
+        releaser: ClaimReleaser,
         config: EngineConfig,
         metrics: Metrics,
     ) -> None:
@@ -129,7 +131,7 @@ class ProjectRagIndexer:
         self.settings = settings
         self.config = config
         self.metrics = metrics
-        self.releaser = ClaimReleaser(control)
+        self.releaser = releaser
 
     def retry_delay(self, attempts: int) -> float:
         """Exponential backoff with jitter, capped."""

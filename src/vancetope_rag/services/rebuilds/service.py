@@ -39,6 +39,7 @@ from vancetope_rag.domain.rebuilds import (
     model_label,
 )
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, IndexState, RagRecord, RagState
+from vancetope_rag.embeddings import EmbeddingRegistry
 from vancetope_rag.errors import NoRebuildError, RebuildRunningError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import get_logger
@@ -49,7 +50,7 @@ from vancetope_rag.services.indexing.progress import project_progress
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.rebuilds.shadow_indexer import ShadowIndexer
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot
-from vancetope_rag.store.port import ControlStore, MigrationStore
+from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore
 from vancetope_rag.store.types import DocumentHead, RagScope
 
 log = get_logger(__name__)
@@ -78,22 +79,28 @@ class MigrationService:
 
     def __init__(
         self,
+        *,
         control: ControlStore,
         migrations: MigrationStore,
+        chunks: ChunkStore,
+        embeddings: EmbeddingRegistry,
         rags: RagService,
         documents: DocumentService,
         settings: SettingsService,
+        shadows: ShadowIndexer,
         config: EngineConfig,
         metrics: Metrics,
     ) -> None:
         self.control = control
         self.migrations = migrations
+        self.chunks = chunks
+        self.embeddings = embeddings
         self.rags = rags
         self.documents = documents
         self.settings = settings
+        self.shadows = shadows
         self.config = config
         self.metrics = metrics
-        self.shadows = ShadowIndexer(control, migrations, rags, documents, config, metrics)
 
     # -- start and cancel ------------------------------------------------------------------
 
@@ -122,7 +129,7 @@ class MigrationService:
         try:
             # the migration exists before its shadow: a shadow no active migration claims
             # is an abandoned one (see collect)
-            self.rags.chunks.prepare_dimension(shadow.embedding_dimension)
+            self.chunks.prepare_dimension(shadow.embedding_dimension)
             self.migrations.insert_generation(shadow)
             queued = self.migrations.queue_items(migration, self.documents.reindex_candidates(t, p))
         except BaseException:
@@ -142,7 +149,7 @@ class MigrationService:
     def _next_generation(self, live: RagRecord, snapshot: SettingsSnapshot) -> RagRecord:
         """The new generation of ``live`` (not stored yet): same name and texts, pinned to the
         configured model with that model's chunking."""
-        loaded = self.rags.registry.load(snapshot.embedding())
+        loaded = self.embeddings.load(snapshot.embedding())
         size, overlap = chunking_for(
             loaded,
             None,
@@ -241,7 +248,7 @@ class MigrationService:
         rag = self.migrations.get_any_rag(tenant_id, project_id, rag_id)
         if rag is None or rag.state is RagState.LIVE:
             return
-        self.rags.chunks.drop_rag(RagScope.of(rag))
+        self.chunks.drop_rag(RagScope.of(rag))
         self.control.delete_rag(tenant_id, project_id, rag.id)
 
     # -- the tick --------------------------------------------------------------------------
@@ -302,7 +309,7 @@ class MigrationService:
             return
         if self._reconcile_queue(m, shadow):
             return  # documents were missing from the queue: index them first
-        if not self.rags.chunks.visible(RagScope.of(shadow)):
+        if not self.chunks.visible(RagScope.of(shadow)):
             return  # Atlas: readers switch only to what search already sees
         self._switch(m)
 
@@ -391,7 +398,7 @@ class MigrationService:
                 rag.retired_at is None or rag.retired_at <= cutoff
             )
             if abandoned or expired:
-                self.rags.chunks.drop_rag(RagScope.of(rag))
+                self.chunks.drop_rag(RagScope.of(rag))
                 self.control.delete_rag(tenant_id, project_id, rag.id)
                 gone += 1
         return gone
@@ -400,9 +407,13 @@ class MigrationService:
         """Every generation of a RAG name goes (project close)."""
         generations = self.migrations.rag_generations(tenant_id, project_id, name)
         for rag in generations:
-            self.rags.chunks.drop_rag(RagScope.of(rag))
+            self.chunks.drop_rag(RagScope.of(rag))
             self.control.delete_rag(tenant_id, project_id, rag.id)
         return len(generations)
+
+    def find_generation(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
+        """The RAG row with this id in any state (live, shadow or retired), or None."""
+        return self.migrations.get_any_rag(tenant_id, project_id, rag_id)
 
     # -- progress --------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ class ShadowIndexer:
 
     def __init__(
         self,
+        *,
         control: ControlStore,
         migrations: MigrationStore,
         rags: RagService,
