@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from vancetope_rag.domain.rebuilds import Migration
 from vancetope_rag.domain.records import (
@@ -23,12 +22,10 @@ from vancetope_rag.errors import (
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.rag import RagService
+from vancetope_rag.services.rebuilds.service import MigrationService
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
 from vancetope_rag.store.port import ChunkStore, ControlStore
 from vancetope_rag.store.types import RagScope
-
-if TYPE_CHECKING:  # the migration service builds on the indexer, which builds on this
-    from vancetope_rag.services.rebuilds.service import MigrationService
 
 log = get_logger(__name__)
 

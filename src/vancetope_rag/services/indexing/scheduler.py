@@ -19,8 +19,9 @@ from vancetope_rag.domain.records import IndexState
 from vancetope_rag.errors import RagError, StoreError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import error_text, get_logger
+from vancetope_rag.services.indexing.batch import BatchResult
 from vancetope_rag.services.indexing.claims import ClaimReleaser
-from vancetope_rag.services.indexing.indexer import BatchResult, ProjectRagIndexer
+from vancetope_rag.services.indexing.indexer import ProjectRagIndexer
 from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.rebuilds.service import MigrationService

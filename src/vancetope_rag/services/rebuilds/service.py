@@ -44,8 +44,8 @@ from vancetope_rag.errors import NoRebuildError, RebuildRunningError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.documents import DocumentService
+from vancetope_rag.services.indexing.batch import BatchResult
 from vancetope_rag.services.indexing.chunking import chunking_for
-from vancetope_rag.services.indexing.indexer import BatchResult
 from vancetope_rag.services.indexing.progress import project_progress
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.rebuilds.shadow_indexer import ShadowIndexer

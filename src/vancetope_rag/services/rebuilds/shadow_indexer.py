@@ -21,7 +21,7 @@ from vancetope_rag.errors import StoreError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import error_text, get_logger
 from vancetope_rag.services.documents import DocumentService
-from vancetope_rag.services.indexing.indexer import BatchResult, fingerprint, retry_delay
+from vancetope_rag.services.indexing.batch import BatchResult, fingerprint, retry_delay
 from vancetope_rag.services.indexing.sources import SourceText, document_parts
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsSnapshot
