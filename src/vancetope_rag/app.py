@@ -35,7 +35,7 @@ from vancetope_rag.services.indexing.indexer import ProjectRagIndexer
 from vancetope_rag.services.indexing.scheduler import ProjectRagIndexScheduler
 from vancetope_rag.services.projects import ProjectLifecycle, ProjectRagService
 from vancetope_rag.services.rag import RagService
-from vancetope_rag.services.rebuilds.service import MigrationService
+from vancetope_rag.services.rebuilds.service import RebuildService
 from vancetope_rag.services.rebuilds.shadow_indexer import ShadowIndexer
 from vancetope_rag.services.retrieval.retriever import (
     ProjectRagRetriever,
@@ -73,7 +73,7 @@ class RagApp:
     documents: DocumentService
     importer: DocumentImporter
     project_rags: ProjectRagService
-    migrations: MigrationService
+    rebuilds: RebuildService
     lifecycle: ProjectLifecycle
     indexer: ProjectRagIndexer
     scheduler: ProjectRagIndexScheduler
@@ -140,7 +140,7 @@ class RagApp:
             config=config,
             metrics=metrics,
         )
-        migrations = MigrationService(
+        rebuilds = RebuildService(
             control=control,
             migrations=store.migrations,
             chunks=chunks,
@@ -159,7 +159,7 @@ class RagApp:
             rags=rags,
             documents=documents,
             settings=settings,
-            migrations=migrations,
+            rebuilds=rebuilds,
         )
         lifecycle = ProjectLifecycle(control=control, project_rags=project_rags)
         releaser = ClaimReleaser(control=control)
@@ -179,7 +179,7 @@ class RagApp:
             indexer=indexer,
             releaser=releaser,
             project_rags=project_rags,
-            migrations=migrations,
+            rebuilds=rebuilds,
             settings=settings,
             config=config,
             metrics=metrics,
@@ -205,7 +205,7 @@ class RagApp:
             documents=documents,
             importer=importer,
             project_rags=project_rags,
-            migrations=migrations,
+            rebuilds=rebuilds,
             lifecycle=lifecycle,
             indexer=indexer,
             scheduler=scheduler,

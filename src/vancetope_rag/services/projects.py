@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vancetope_rag.domain.rebuilds import Migration
+from vancetope_rag.domain.rebuilds import Rebuild
 from vancetope_rag.domain.records import (
     DEFAULT_RAG_NAME,
     Project,
@@ -22,7 +22,7 @@ from vancetope_rag.errors import (
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.rag import RagService
-from vancetope_rag.services.rebuilds.service import MigrationService
+from vancetope_rag.services.rebuilds.service import RebuildService
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
 from vancetope_rag.store.port import ChunkStore, ControlStore
 from vancetope_rag.store.types import RagScope
@@ -36,7 +36,7 @@ class ReindexResult:
     documents_queued: int
     #: The rebuild started (None for a plain reindex, and for a rebuild of a project that
     #: had no index yet: that one is created directly).
-    migration: Migration | None = None
+    migration: Rebuild | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -82,7 +82,7 @@ class ProjectRagService:
         rags: RagService,
         documents: DocumentService,
         settings: SettingsService,
-        migrations: MigrationService,
+        rebuilds: RebuildService,
     ) -> None:
         self.control = control
         self.chunks = chunks
@@ -90,7 +90,7 @@ class ProjectRagService:
         self.rags = rags
         self.documents = documents
         self.settings = settings
-        self.migrations = migrations
+        self.rebuilds = rebuilds
 
     def find_default_rag(self, tenant_id: str, project_id: str) -> RagRecord | None:
         return self.control.find_rag(tenant_id, project_id, DEFAULT_RAG_NAME)
@@ -130,8 +130,8 @@ class ProjectRagService:
 
     def dispose_default_rag(self, tenant_id: str, project_id: str) -> bool:
         """Every generation of ``_documents`` goes, a running rebuild with them."""
-        self.migrations.cancel_all(tenant_id, project_id, "the project was closed")
-        return bool(self.migrations.dispose_all(tenant_id, project_id, DEFAULT_RAG_NAME))
+        self.rebuilds.cancel_all(tenant_id, project_id, "the project was closed")
+        return bool(self.rebuilds.dispose_all(tenant_id, project_id, DEFAULT_RAG_NAME))
 
     def indexable_rag(
         self, tenant_id: str, project_id: str, snapshot: SettingsSnapshot | None = None
@@ -190,17 +190,17 @@ class ProjectRagService:
             queued = self.documents.mark_all_for_reindex(tenant_id, project_id)
             return ReindexResult(rebuild=True, documents_queued=queued)
         self.collect_garbage(tenant_id, project_id, live)  # what the old index holds is not copied
-        started = self.migrations.start(live, snapshot)
+        started = self.rebuilds.start(live, snapshot)
         return ReindexResult(True, started.documents_queued, started.migration)
 
-    def cancel_rebuild(self, tenant_id: str, project_id: str) -> Migration:
+    def cancel_rebuild(self, tenant_id: str, project_id: str) -> Rebuild:
         """Cancel the running rebuild; its new generation goes, the live one stays.
 
         Raises:
             NoRebuildError: No rebuild is running.
             RebuildRunningError: It is switching over already.
         """
-        return self.migrations.cancel(tenant_id, project_id)
+        return self.rebuilds.cancel(tenant_id, project_id)
 
     def collect_garbage(self, tenant_id: str, project_id: str, rag: RagRecord | None) -> int:
         """Remove chunks no document or RAG owns; returns how many.
@@ -218,7 +218,7 @@ class ProjectRagService:
         removed = 0
         chunk_rags = self.chunks.chunk_rags(tenant_id, project_id)
         for rag_id, dim in chunk_rags.items():
-            if self.migrations.find_generation(tenant_id, project_id, rag_id) is None:
+            if self.rebuilds.find_generation(tenant_id, project_id, rag_id) is None:
                 removed += self.chunks.drop_rag(RagScope(tenant_id, project_id, rag_id, dim))
         if rag is not None:
             scope = RagScope.of(rag)
@@ -236,7 +236,7 @@ class ProjectRagService:
         rag = self.find_default_rag(tenant_id, project_id)
         counts = self.control.document_state_counts(tenant_id, project_id)
         truncated = self.control.count_truncated(tenant_id, project_id)
-        progress = self.migrations.progress(tenant_id, project_id)
+        progress = self.rebuilds.progress(tenant_id, project_id)
         if rag is None:
             return RagStatus(
                 exists=False, documents=counts, truncated_documents=truncated, progress=progress

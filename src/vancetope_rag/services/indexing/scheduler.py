@@ -24,7 +24,7 @@ from vancetope_rag.services.indexing.claims import ClaimReleaser
 from vancetope_rag.services.indexing.indexer import ProjectRagIndexer
 from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
-from vancetope_rag.services.rebuilds.service import MigrationService
+from vancetope_rag.services.rebuilds.service import RebuildService
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store.port import ControlStore
 
@@ -48,7 +48,7 @@ class ProjectRagIndexScheduler:
         indexer: ProjectRagIndexer,
         releaser: ClaimReleaser,
         project_rags: ProjectRagService,
-        migrations: MigrationService,
+        rebuilds: RebuildService,
         settings: SettingsService,
         config: EngineConfig,
         metrics: Metrics,
@@ -60,7 +60,7 @@ class ProjectRagIndexScheduler:
         self.indexer = indexer
         self.releaser = releaser
         self.project_rags = project_rags
-        self.migrations = migrations
+        self.rebuilds = rebuilds
         self.settings = settings
         self.config = config
         self.metrics = metrics
@@ -145,7 +145,7 @@ class ProjectRagIndexScheduler:
         """A rebuild goes on whatever blocks the live RAG's indexing (its old model may be the
         very thing that no longer loads); it checks the kill switch itself."""
         try:
-            done, claimed = self.migrations.work(t, p, self.worker_id)
+            done, claimed = self.rebuilds.work(t, p, self.worker_id)
         except RagError as exc:
             log.warning("project %s/%s: rebuild not advanced this tick: %s", t, p, exc)
             self._count_store_error(exc, result)
@@ -172,7 +172,7 @@ class ProjectRagIndexScheduler:
             counts = self.control.document_state_counts(t, p)
             total += counts.get(IndexState.PENDING.value, 0)
             total += counts.get(IndexState.PROCESSING.value, 0)
-        return total + self.migrations.pending((r.tenant_id, r.project_id) for r in projects)
+        return total + self.rebuilds.pending((r.tenant_id, r.project_id) for r in projects)
 
     def run_until_idle(
         self,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from llama_index.core.schema import BaseNode
 
 from vancetope_rag.config import EngineConfig
-from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem
+from vancetope_rag.domain.rebuilds import ItemState, Rebuild, RebuildItem
 from vancetope_rag.domain.records import Document, RagRecord
 from vancetope_rag.errors import StoreError
 from vancetope_rag.metrics import Metrics
@@ -52,9 +52,9 @@ class ShadowIndexer:
 
     def index_items(
         self,
-        migration: Migration,
+        migration: Rebuild,
         shadow: RagRecord,
-        items: Sequence[MigrationItem],
+        items: Sequence[RebuildItem],
         worker_id: str,
         snapshot: SettingsSnapshot,
     ) -> BatchResult:
@@ -104,7 +104,7 @@ class ShadowIndexer:
     def _commit(
         self,
         shadow: RagRecord,
-        item: MigrationItem,
+        item: RebuildItem,
         doc: Document | None,
         worker_id: str,
         nodes: Sequence[BaseNode],
@@ -149,7 +149,7 @@ class ShadowIndexer:
 
     def _fail(
         self,
-        item: MigrationItem,
+        item: RebuildItem,
         doc: Document,
         worker_id: str,
         exc: BaseException,
