@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from vancetope_rag.default_plugins.extractors import html_to_text
     from vancetope_rag.domain.cascade import AutoInject, resolve_auto_inject
     from vancetope_rag.domain.context_block import render_context_block
-    from vancetope_rag.domain.rebuilds import Migration, MigrationState
+    from vancetope_rag.domain.rebuilds import Migration, MigrationState, Rebuild, RebuildState
     from vancetope_rag.domain.records import (
         DEFAULT_RAG_NAME,
         Document,
@@ -88,6 +88,8 @@ _EXPORTS: dict[str, str] = {
     "render_context_block": "vancetope_rag.domain.context_block",
     "Migration": "vancetope_rag.domain.rebuilds",
     "MigrationState": "vancetope_rag.domain.rebuilds",
+    "Rebuild": "vancetope_rag.domain.rebuilds",
+    "RebuildState": "vancetope_rag.domain.rebuilds",
     "DEFAULT_RAG_NAME": "vancetope_rag.domain.records",
     "Document": "vancetope_rag.domain.records",
     "Hit": "vancetope_rag.domain.records",
@@ -203,7 +205,9 @@ __all__ = [
     "RagState",
     "RagStatus",
     "RagVectorStore",
+    "Rebuild",
     "RebuildRunningError",
+    "RebuildState",
     "Recipe",
     "RecipeError",
     "RegisterExtractor",

@@ -30,11 +30,13 @@ from vancetope_rag.recipes import RagParams
 from vancetope_rag.services.autoinject import RagAutoInjectService
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.importer import DocumentImporter
+from vancetope_rag.services.indexing.claims import ClaimReleaser
 from vancetope_rag.services.indexing.indexer import ProjectRagIndexer
 from vancetope_rag.services.indexing.scheduler import ProjectRagIndexScheduler
 from vancetope_rag.services.projects import ProjectLifecycle, ProjectRagService
 from vancetope_rag.services.rag import RagService
-from vancetope_rag.services.rebuilds.service import MigrationService
+from vancetope_rag.services.rebuilds.service import RebuildService
+from vancetope_rag.services.rebuilds.shadow_indexer import ShadowIndexer
 from vancetope_rag.services.retrieval.retriever import (
     ProjectRagRetriever,
     RecipeLike,
@@ -71,7 +73,7 @@ class RagApp:
     documents: DocumentService
     importer: DocumentImporter
     project_rags: ProjectRagService
-    migrations: MigrationService
+    rebuilds: RebuildService
     lifecycle: ProjectLifecycle
     indexer: ProjectRagIndexer
     scheduler: ProjectRagIndexScheduler
@@ -111,35 +113,85 @@ class RagApp:
         )
         metrics = Metrics()
         control, chunks = store.control, store.chunks
-        settings = SettingsService(control)
+        settings = SettingsService(control=control)
         rags = RagService(
-            control,
-            chunks,
-            embeddings,
-            settings,
+            control=control,
+            chunks=chunks,
+            registry=embeddings,
+            settings=settings,
             default_chunk_size=config.chunk_size,
             default_chunk_overlap=config.chunk_overlap,
             fusion=config.fusion(),
             max_text_chars=config.max_text_chars,
         )
-        documents = DocumentService(control, chunks, store.migrations)
-        extraction = ExtractionService(extractors, settings)
+        documents = DocumentService(control=control, chunks=chunks, migrations=store.migrations)
+        extraction = ExtractionService(registry=extractors, settings=settings)
         importer = DocumentImporter(
-            documents, extractors, max_text_chars=config.max_text_chars, extraction=extraction
+            documents=documents,
+            extractors=extractors,
+            extraction=extraction,
+            max_text_chars=config.max_text_chars,
         )
-        migrations = MigrationService(
-            control, store.migrations, rags, documents, settings, config, metrics
+        shadows = ShadowIndexer(
+            control=control,
+            migrations=store.migrations,
+            rags=rags,
+            documents=documents,
+            config=config,
+            metrics=metrics,
         )
-        project_rags = ProjectRagService(control, rags, documents, settings, migrations)
-        lifecycle = ProjectLifecycle(control, project_rags)
+        rebuilds = RebuildService(
+            control=control,
+            migrations=store.migrations,
+            chunks=chunks,
+            embeddings=embeddings,
+            rags=rags,
+            documents=documents,
+            settings=settings,
+            shadows=shadows,
+            config=config,
+            metrics=metrics,
+        )
+        project_rags = ProjectRagService(
+            control=control,
+            chunks=chunks,
+            embeddings=embeddings,
+            rags=rags,
+            documents=documents,
+            settings=settings,
+            rebuilds=rebuilds,
+        )
+        lifecycle = ProjectLifecycle(control=control, project_rags=project_rags)
+        releaser = ClaimReleaser(control=control)
         indexer = ProjectRagIndexer(
-            control, rags, documents, project_rags, settings, config, metrics
+            control=control,
+            rags=rags,
+            documents=documents,
+            project_rags=project_rags,
+            settings=settings,
+            releaser=releaser,
+            config=config,
+            metrics=metrics,
         )
         scheduler = ProjectRagIndexScheduler(
-            control, indexer, project_rags, settings, config, metrics, worker_id=worker_id
+            control=control,
+            rags=rags,
+            indexer=indexer,
+            releaser=releaser,
+            project_rags=project_rags,
+            rebuilds=rebuilds,
+            settings=settings,
+            config=config,
+            metrics=metrics,
+            worker_id=worker_id,
         )
         autoinject = RagAutoInjectService(
-            rags, project_rags, settings, config, metrics, default_template=context_template
+            rags=rags,
+            project_rags=project_rags,
+            settings=settings,
+            config=config,
+            metrics=metrics,
+            default_template=context_template,
         )
         return cls(
             config=config,
@@ -153,7 +205,7 @@ class RagApp:
             documents=documents,
             importer=importer,
             project_rags=project_rags,
-            migrations=migrations,
+            rebuilds=rebuilds,
             lifecycle=lifecycle,
             indexer=indexer,
             scheduler=scheduler,
@@ -275,7 +327,12 @@ class RagApp:
         """
         options = check_retriever_options(overrides)
         return ProjectRagRetriever(
-            self.rags, self.config, tenant_id, project_id, recipe=recipe, **options
+            rags=self.rags,
+            config=self.config,
+            tenant_id=tenant_id,
+            project_id=project_id,
+            recipe=recipe,
+            **options,
         )
 
     def as_query_engine(

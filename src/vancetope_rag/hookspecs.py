@@ -14,18 +14,20 @@ Phases:
 * **Chat turn** — ``pre_turn`` returns system messages to add before the LLM call.
 * **Tools** — ``register_tools`` hands agent tools to a ``register`` callback.
 
-The hooks of the later phases receive the :class:`~vancetope_rag.app.RagApp` as ``app``.
+The hooks of the later phases receive the :class:`~vancetope_rag.app.RagApp` as ``app``
+(typed :class:`HostApp` here: this contract is loaded by the app it describes, so it does not
+import it; an implementation annotates ``app: RagApp`` itself).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 
 if TYPE_CHECKING:
-    from vancetope_rag.app import RagApp
+    from vancetope_rag.config import EngineConfig
     from vancetope_rag.domain.records import Document
     from vancetope_rag.embeddings import EmbeddingProvider
     from vancetope_rag.extraction.registry import RegisterExtractor
@@ -35,6 +37,15 @@ PROJECT_NAME = "vancetope_rag"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+class HostApp(Protocol):
+    """The ``app`` a hook receives: the :class:`~vancetope_rag.app.RagApp` that called it,
+    with every service (``app.documents``, ``app.rags``, ``app.autoinject``…). Named by a
+    Protocol so the contract stays below the composition root that loads it."""
+
+    config: EngineConfig
+    plugins: pluggy.PluginManager
 
 
 # -- startup: extension points -----------------------------------------------------------
@@ -85,7 +96,7 @@ def context_template() -> str | None:
 
 
 @hookspec
-def project_bring(app: RagApp, tenant_id: str, project_id: str, home_node: str | None) -> None:
+def project_bring(app: HostApp, tenant_id: str, project_id: str, home_node: str | None) -> None:
     """A project starts running (after the host initialised its workspace).
 
     Called by :meth:`RagApp.bring <vancetope_rag.app.RagApp.bring>`. The default plugin marks
@@ -95,12 +106,12 @@ def project_bring(app: RagApp, tenant_id: str, project_id: str, home_node: str |
 
 
 @hookspec
-def project_suspend(app: RagApp, tenant_id: str, project_id: str) -> None:
+def project_suspend(app: HostApp, tenant_id: str, project_id: str) -> None:
     """A project is suspended. The default plugin keeps the RAG intact."""
 
 
 @hookspec
-def project_close(app: RagApp, tenant_id: str, project_id: str) -> None:
+def project_close(app: HostApp, tenant_id: str, project_id: str) -> None:
     """A project is closed. The default plugin disposes the ``_documents`` RAG."""
 
 
@@ -109,7 +120,7 @@ def project_close(app: RagApp, tenant_id: str, project_id: str) -> None:
 
 @hookspec(firstresult=True)
 def document_saved(
-    app: RagApp,
+    app: HostApp,
     tenant_id: str,
     project_id: str,
     path: str,
@@ -126,7 +137,7 @@ def document_saved(
 
 
 @hookspec
-def document_deleted(app: RagApp, tenant_id: str, project_id: str, path: str) -> None:
+def document_deleted(app: HostApp, tenant_id: str, project_id: str, path: str) -> None:
     """The host deleted a document; the default plugin removes it and its chunks at once."""
 
 
@@ -135,7 +146,7 @@ def document_deleted(app: RagApp, tenant_id: str, project_id: str, path: str) ->
 
 @hookspec
 def pre_turn(
-    app: RagApp,
+    app: HostApp,
     tenant_id: str,
     project_id: str,
     user_messages: Sequence[str],
@@ -159,7 +170,7 @@ def pre_turn(
 
 @hookspec
 def register_tools(
-    register: Callable[[Any], None], app: RagApp, tenant_id: str, project_id: str
+    register: Callable[[Any], None], app: HostApp, tenant_id: str, project_id: str
 ) -> None:
     """Hand agent tools (LlamaIndex ``FunctionTool``s) bound to this tenant and project to
     ``register``. Called by :meth:`RagApp.tools <vancetope_rag.app.RagApp.tools>`; the

@@ -144,7 +144,7 @@ def test_rag_tab_in_a_real_browser(page: sync_api.Page, ui_app: RagApp, tmp_path
     page.click("#btn-rebuild")
     expect(page.locator("#action-result")).to_contain_text("Rebuild started: poison:poison-64")
     assert messages and "keeps answering" in messages[0]
-    running = ui_app.migrations.active(T, "p1")
+    running = ui_app.rebuilds.active(T, "p1")
     assert running is not None
     # the live generation still answers; the rebuild shows its progress bar at 0 of 4
     expect(page.locator("#rag-id")).to_have_text(old_id or "")
@@ -178,7 +178,7 @@ def test_rag_tab_in_a_real_browser(page: sync_api.Page, ui_app: RagApp, tmp_path
     expect(page.locator("#rebuild-box")).to_have_attribute("data-state", "cancelled")
     expect(page.locator("#rebuild-reason")).to_have_text("cancelled by a user")
     expect(page.locator("#rag-id")).to_have_text(new_id)
-    assert ui_app.migrations.active(T, "p1") is None
+    assert ui_app.rebuilds.active(T, "p1") is None
 
     # -- §8.1 tristate: Never index --------------------------------------------------------
     row = page.locator(f'#documents-table tr[data-path="{PATHS[1]}"]')

@@ -15,7 +15,7 @@ from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SWEEP_GRACE_S
 from fakes import DOCS, P, T
 from turnloop import TurnLoop, check_turns, seed
 from vancetope_rag.app import RagApp
-from vancetope_rag.domain.rebuilds import MigrationState
+from vancetope_rag.domain.rebuilds import RebuildState
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, RagState
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
@@ -72,7 +72,7 @@ def test_turns_while_rebuilding_on_the_lagging_atlas_double(
     assert app.store.migrations.item_counts(migration.id)["done"] == N_DOCS
     app.scheduler.tick()  # written, but search has not seen the last ones: no switch
     assert app.project_rags.find_default_rag(T, P) == old
-    assert app.migrations.active(T, P) is not None
+    assert app.rebuilds.active(T, P) is not None
     loop.wait_for(3)
     cluster.settle()
     switch_began = time.monotonic()
@@ -124,7 +124,7 @@ def test_a_switch_a_crash_interrupted_is_finished_by_the_next_tick(
 
     def crash_after_flip(migration: Any) -> bool:
         store.migrations.end_migration(
-            T, P, migration.id, state=MigrationState.SWITCHING, expected=[MigrationState.RUNNING]
+            T, P, migration.id, state=RebuildState.SWITCHING, expected=[RebuildState.RUNNING]
         )
         catalog.flip(T, P, DEFAULT_RAG_NAME, migration.from_rag_id, migration.to_rag_id)
         raise KeyboardInterrupt("kill -9")
@@ -139,12 +139,12 @@ def test_a_switch_a_crash_interrupted_is_finished_by_the_next_tick(
         RagState.RETIRED,
         RagState.LIVE,
     ]  # old: stored "live", the pointer moved on
-    assert app.store.migrations.get_migration(T, P, m.id).state is MigrationState.SWITCHING  # type: ignore[union-attr]
+    assert app.store.migrations.get_migration(T, P, m.id).state is RebuildState.SWITCHING  # type: ignore[union-attr]
     with pytest.raises(Exception, match="switching over"):
         app.project_rags.cancel_rebuild(T, P)
     app.scheduler.tick()
     ended = app.store.migrations.get_migration(T, P, m.id)
-    assert ended is not None and ended.state is MigrationState.COMPLETED
+    assert ended is not None and ended.state is RebuildState.COMPLETED
     assert [g.id for g in store.migrations.rag_generations(T, P)] == [m.to_rag_id]
     assert app.rags.chunk_count(live) == N_DOCS
     assert store.database[ix.RAG_NAMES].count_documents({}) == 1
@@ -231,7 +231,7 @@ def test_edits_during_a_rebuild_on_the_lagging_atlas_double(
     app.documents.create(T, P, "documents/otters.md", "Otters hold hands while sleeping.")
     shadow = migrations.get_any_rag(T, P, m.to_rag_id)
     assert shadow is not None
-    late = app.migrations.shadows.index_items(
+    late = app.rebuilds.shadows.index_items(
         m, shadow, claimed, "slow-pod", app.settings.snapshot(T, P)
     )
     assert late.indexed == 1 and late.lost_lease == 2  # only cluster.md was left alone

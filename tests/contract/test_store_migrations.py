@@ -10,7 +10,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationState
+from vancetope_rag.domain.rebuilds import ItemState, Rebuild, RebuildState
 from vancetope_rag.domain.records import Chunk, RagRecord, RagState
 from vancetope_rag.errors import RagAlreadyExistsError, RebuildRunningError
 from vancetope_rag.store.port import ControlStore, MigrationStore, Store
@@ -19,15 +19,15 @@ from vancetope_rag.store.types import NewDocument, RagScope
 TA, TB, P, DIM = "tenant-a", "tenant-b", "proj-1", 8
 NAME = "_documents"
 Settle = Callable[[], None]
-RUNNING, SWITCHING = MigrationState.RUNNING, MigrationState.SWITCHING
+RUNNING, SWITCHING = RebuildState.RUNNING, RebuildState.SWITCHING
 
 
 def record(rag_id: str, *, tenant: str = TA, name: str = NAME, dim: int = DIM) -> RagRecord:
     return RagRecord(rag_id, tenant, P, name, "test", f"model-{dim}", dim, 200, 20)
 
 
-def migration(mid: str, live: RagRecord, shadow_id: str, *, tenant: str = TA) -> Migration:
-    return Migration(mid, tenant, P, live.name, live.id, shadow_id, "test:old", "test:new")
+def migration(mid: str, live: RagRecord, shadow_id: str, *, tenant: str = TA) -> Rebuild:
+    return Rebuild(mid, tenant, P, live.name, live.id, shadow_id, "test:old", "test:new")
 
 
 def unit(i: int, dim: int = DIM) -> list[float]:
@@ -113,7 +113,7 @@ def test_the_switch_is_one_step_and_happens_once(
     old = migrations.get_any_rag(TA, P, live.id)
     assert old is not None and old.state is RagState.RETIRED and old.retired_at is not None
     done = migrations.get_migration(TA, P, m.id)
-    assert done is not None and done.state is MigrationState.COMPLETED and done.finished_at
+    assert done is not None and done.state is RebuildState.COMPLETED and done.finished_at
     assert migrations.active_migrations(TA, P) == []
     assert migrations.switch_live(m) is True  # repeated (a crash after the switch): harmless
     assert control.find_rag(TA, P, NAME) == replace(shadow, state=RagState.LIVE)
@@ -135,14 +135,14 @@ def test_one_active_migration_per_name_and_conditional_ends(
     # switching: a cancel (expects running) loses; the switch goes on
     assert migrations.end_migration(TA, P, m.id, state=SWITCHING, expected=[RUNNING])
     assert not migrations.end_migration(
-        TA, P, m.id, state=MigrationState.CANCELLED, expected=[RUNNING], reason="user"
+        TA, P, m.id, state=RebuildState.CANCELLED, expected=[RUNNING], reason="user"
     )
     assert migrations.active_migrations(TA, P)[0].state is SWITCHING
     assert migrations.end_migration(
-        TA, P, m.id, state=MigrationState.FAILED, expected=[SWITCHING], reason="broken"
+        TA, P, m.id, state=RebuildState.FAILED, expected=[SWITCHING], reason="broken"
     )
     ended = migrations.get_migration(TA, P, m.id)
-    assert ended is not None and (ended.state, ended.reason) == (MigrationState.FAILED, "broken")
+    assert ended is not None and (ended.state, ended.reason) == (RebuildState.FAILED, "broken")
     assert migrations.switch_live(ended) is False  # ended: no switch
     assert migrations.latest_migration(TA, P, NAME) == ended
     # ended frees the name

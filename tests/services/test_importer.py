@@ -10,6 +10,7 @@ import pytest
 from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.extraction.registry import ExtractorRegistry
+from vancetope_rag.extraction.service import ExtractionService
 from vancetope_rag.services.importer import DocumentImporter, ImportSource
 
 
@@ -42,7 +43,13 @@ def test_directory_import_creates_updates_and_skips(app: RagApp, tmp_path: Path)
 
 
 def test_one_bad_file_loses_nothing_else(app: RagApp) -> None:
-    importer = DocumentImporter(app.documents, app.extractors, max_text_chars=1000, max_bytes=10)
+    importer = DocumentImporter(
+        documents=app.documents,
+        extractors=app.extractors,
+        extraction=ExtractionService(registry=app.extractors),
+        max_text_chars=1000,
+        max_bytes=10,
+    )
     summary = importer.import_sources(
         T,
         P,
@@ -72,7 +79,12 @@ def test_extracts_through_the_given_registry(app: RagApp, registered: bool) -> N
     registry = ExtractorRegistry()
     if registered:
         registry.register(["message/rfc822"], lambda data, path: data.decode().upper())
-    importer = DocumentImporter(app.documents, registry, max_text_chars=1000)
+    importer = DocumentImporter(
+        documents=app.documents,
+        extractors=registry,
+        extraction=ExtractionService(registry=registry),
+        max_text_chars=1000,
+    )
     summary = importer.import_sources(T, P, [ImportSource("hi.eml", data=b"hello")])
     doc = app.documents.get_by_path(T, P, "documents/hi.eml")
     if registered:

@@ -11,7 +11,7 @@ from synchelpers import chunk_count, chunks, default_rag, states
 
 from fakes import DOCS, CallLog, P, ProbeProvider, Refuse, T, call_tool, registry
 from vancetope_rag.app import RagApp
-from vancetope_rag.domain.rebuilds import ItemState, MigrationState
+from vancetope_rag.domain.rebuilds import ItemState, RebuildState
 from vancetope_rag.domain.records import RagState
 from vancetope_rag.errors import EmbeddingDisabledError, NoRebuildError, RebuildRunningError
 from vancetope_rag.store.types import RagScope
@@ -77,7 +77,7 @@ def test_cancel_disposes_the_new_generation_and_keeps_the_live_one(rapp: RagApp)
 
     assert (ended.id, ended.state, ended.reason) == (
         started.id,
-        MigrationState.CANCELLED,
+        RebuildState.CANCELLED,
         "cancelled by a user",
     )
     assert default_rag(rapp) == live and chunk_count(rapp, live) == 3
@@ -85,8 +85,8 @@ def test_cancel_disposes_the_new_generation_and_keeps_the_live_one(rapp: RagApp)
     assert rapp.store.chunks.count_chunks(shadow_scope) == 0
     rapp.scheduler.run_until_idle(timeout_s=10)
     assert default_rag(rapp).id == live.id  # nothing switches later
-    latest = rapp.migrations.progress(T, P).migration
-    assert latest is not None and latest.migration.state is MigrationState.CANCELLED
+    latest = rapp.rebuilds.progress(T, P).migration
+    assert latest is not None and latest.migration.state is RebuildState.CANCELLED
     assert (latest.work.done, latest.work.pending) == (1, 2)
     assert b'vance_rag_rebuilds_total{outcome="cancelled"} 1.0' in rapp.metrics.exposition()
 
@@ -111,7 +111,7 @@ def test_the_kill_switch_stops_a_rebuild_and_leaves_the_live_generation(rapp: Ra
         rapp.project_rags.reindex(T, P, rebuild=True)
     rapp.scheduler.tick()
     ended = rapp.store.migrations.get_migration(T, P, started.id)
-    assert ended is not None and ended.state is MigrationState.CANCELLED
+    assert ended is not None and ended.state is RebuildState.CANCELLED
     assert "ai.embedding.provider=none" in (ended.reason or "")
     assert rapp.store.migrations.get_any_rag(T, P, started.to_rag_id) is None
     # the live generation is exactly as it was; switched on again, it answers again
@@ -139,7 +139,7 @@ def test_edits_during_a_rebuild_reach_the_new_generation(rapp: RagApp) -> None:
     # every one of its items was re-queued or removed meanwhile
     shadow = rapp.store.migrations.get_any_rag(T, P, m.to_rag_id)
     assert shadow is not None
-    late = rapp.migrations.shadows.index_items(
+    late = rapp.rebuilds.shadows.index_items(
         m, shadow, claimed, "slow-pod", rapp.settings.snapshot(T, P)
     )
     assert (late.indexed, late.lost_lease) == (0, 3)
@@ -168,7 +168,7 @@ def test_an_edit_whose_requeue_was_lost_is_caught_before_the_switch(
     assert m is not None
     shadow = rapp.store.migrations.get_any_rag(T, P, m.to_rag_id)
     items = rapp.store.migrations.claim_items(T, P, m.id, "w", 10, 60.0)
-    rapp.migrations.shadows.index_items(m, shadow, items, "w", rapp.settings.snapshot(T, P))  # type: ignore[arg-type]
+    rapp.rebuilds.shadows.index_items(m, shadow, items, "w", rapp.settings.snapshot(T, P))  # type: ignore[arg-type]
     monkeypatch.setattr(rapp.store.migrations, "requeue_documents", lambda *a: 0)  # "crash"
     rapp.documents.update(T, P, zebra.id, content="Zebras are black with white stripes.")
     monkeypatch.undo()
@@ -191,14 +191,14 @@ def test_an_edit_after_the_last_check_is_reindexed_into_the_new_generation(
     assert m is not None
     shadow = rapp.store.migrations.get_any_rag(T, P, m.to_rag_id)
     items = rapp.store.migrations.claim_items(T, P, m.id, "w", 10, 60.0)
-    rapp.migrations.shadows.index_items(m, shadow, items, "w", rapp.settings.snapshot(T, P))  # type: ignore[arg-type]
+    rapp.rebuilds.shadows.index_items(m, shadow, items, "w", rapp.settings.snapshot(T, P))  # type: ignore[arg-type]
     monkeypatch.setattr(rapp.store.migrations, "requeue_documents", lambda *a: 0)
     rapp.documents.update(T, P, zebra.id, content="Zebras changed after the last check.")
     # the live indexer takes the edit into the *old* generation, just before the switch
     claimed = rapp.store.control.claim_for_rag_index(T, P, "live-pod", 10, 60.0)
     assert rapp.indexer.index_batch(T, P, claimed, "live-pod").indexed == 1
     assert not rapp.documents.get(T, P, zebra.id).rag_dirty
-    rapp.migrations._switch(m)  # the switch lands right after
+    rapp.rebuilds._switch(m)  # the switch lands right after
     assert default_rag(rapp).id == m.to_rag_id
     assert rapp.documents.get(T, P, zebra.id).rag_dirty  # queued for the new live
     rapp.scheduler.run_until_idle(timeout_s=10)
@@ -215,7 +215,7 @@ def test_a_provider_that_fails_every_document_fails_the_rebuild_not_the_index(
     assert m is not None and m.to_model == "refuse:refuse-64"
     rapp.scheduler.run_until_idle(timeout_s=10)
     ended = rapp.store.migrations.get_migration(T, P, m.id)
-    assert ended is not None and ended.state is MigrationState.FAILED
+    assert ended is not None and ended.state is RebuildState.FAILED
     assert "of 3 documents failed with refuse:refuse-64" in (ended.reason or "")
     assert REFUSAL in (ended.reason or "") and "live generation" in (ended.reason or "")
     assert default_rag(rapp) == live and texts_of(rapp) == before  # never emptied
@@ -329,7 +329,7 @@ def test_closing_the_project_during_a_rebuild_disposes_every_generation(rapp: Ra
     rapp.close_project(T, P)
     assert rapp.store.migrations.rag_generations(T, P) == []
     ended = rapp.store.migrations.get_migration(T, P, m.id)
-    assert ended is not None and ended.state is MigrationState.CANCELLED
+    assert ended is not None and ended.state is RebuildState.CANCELLED
 
 
 def test_a_rebuild_keeps_the_sections_of_files_and_their_failures(rapp: RagApp) -> None:

@@ -32,7 +32,7 @@ def service(sandbox: ExtractionSandbox, **extractors: object) -> ExtractionServi
     registry = default_extractors()
     for ext, fn in extractors.items():
         registry.register([f"application/x-{ext}"], fn, extensions=[f".{ext}"])  # type: ignore[arg-type]
-    return ExtractionService(registry, sandbox=sandbox)
+    return ExtractionService(registry=registry, sandbox=sandbox)
 
 
 PLAN = ExtractionPlan(ExtractOptions(), timeout_s=1.5)

@@ -43,7 +43,7 @@ def test_the_record_round_trips_and_bad_json_is_no_record() -> None:
 
 
 def test_only_the_budgets_an_extractor_reads_change_its_fingerprint() -> None:
-    svc = ExtractionService(default_extractors())
+    svc = ExtractionService(registry=default_extractors())
     pdf = svc.registry.find_entry(PDF, "a.pdf")
     xlsx = svc.registry.find_entry(XLSX, "a.xlsx")
     md = svc.registry.find_entry(MD, "a.md")
@@ -55,7 +55,7 @@ def test_only_the_budgets_an_extractor_reads_change_its_fingerprint() -> None:
 
 
 def test_the_ocr_backend_counts_only_for_files_that_need_it() -> None:
-    svc = ExtractionService(default_extractors())
+    svc = ExtractionService(registry=default_extractors())
     off = plan()
     on = plan(ocr=OcrConfig("vision", vision_model="m", api_key="sk-secret-key-1234567890"))
     text_pdf = record_for(svc, PDF, "a.pdf", off, ocr=False)
@@ -72,7 +72,7 @@ def test_the_ocr_backend_counts_only_for_files_that_need_it() -> None:
 
 
 def test_changed_bytes_and_machine_failures_are_read_again() -> None:
-    svc = ExtractionService(default_extractors())
+    svc = ExtractionService(registry=default_extractors())
     p = plan()
     ok = record_for(svc, MD, "a.md", p)
     assert svc.is_current(ok, file_hash(b"x"), MD, "a.md", p)

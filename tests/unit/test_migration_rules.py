@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from vancetope_rag.domain.rebuilds import (
-    Migration,
-    MigrationProgress,
-    MigrationState,
     ProjectProgress,
+    Rebuild,
+    RebuildProgress,
+    RebuildState,
     failures_exceed,
     model_label,
     progress,
@@ -63,10 +63,20 @@ def test_progress_and_eta() -> None:
 
 def test_busy_while_anything_is_pending_or_a_rebuild_runs() -> None:
     idle = progress(3, 0, 0, 0, None, NOW)
-    m = Migration("m", "t", "p", "_documents", "a", "b", model_label("x", "1"), "y:2")
+    m = Rebuild("m", "t", "p", "_documents", "a", "b", model_label("x", "1"), "y:2")
     assert not ProjectProgress(idle).busy
     assert ProjectProgress(progress(3, 0, 1, 0, None, NOW)).busy
-    assert ProjectProgress(idle, MigrationProgress(m, idle)).busy  # running (to switch)
-    done = MigrationProgress(replace(m, state=MigrationState.COMPLETED), idle)
+    assert ProjectProgress(idle, RebuildProgress(m, idle)).busy  # running (to switch)
+    done = RebuildProgress(replace(m, state=RebuildState.COMPLETED), idle)
     assert not ProjectProgress(idle, done).busy
     assert done.to_json()["fromModel"] == "x:1" and done.to_json()["state"] == "completed"
+
+
+def test_the_first_record_names_stay_aliases_of_the_rebuild_names() -> None:
+    import vancetope_rag
+    from vancetope_rag.domain import rebuilds
+
+    assert vancetope_rag.Migration is vancetope_rag.Rebuild is rebuilds.Rebuild
+    assert vancetope_rag.MigrationState is vancetope_rag.RebuildState is rebuilds.RebuildState
+    assert rebuilds.MigrationItem is rebuilds.RebuildItem
+    assert rebuilds.MigrationProgress is rebuilds.RebuildProgress

@@ -237,7 +237,7 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
         """Cancel the running rebuild: its new generation is disposed, the live one stays as
         it was. 404 when none runs; 409 once it is switching over (too late to cancel)."""
         app.project_rags.cancel_rebuild(scope.tenant, scope.project)
-        progress = app.migrations.progress(scope.tenant, scope.project)
+        progress = app.rebuilds.progress(scope.tenant, scope.project)
         assert progress.migration is not None
         return CancelResponse.model_validate(
             {"cancelled": True, "migration": progress.migration.to_json()}

@@ -1,5 +1,5 @@
 """Progress on a terminal: the status lines of work in progress and ``reindex --rebuild
---wait``'s loop. The numbers are the store's (``MigrationService.progress``), the ones
+--wait``'s loop. The numbers are the store's (``RebuildService.progress``), the ones
 ``status --json`` and REST show."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from vancetope_rag.domain.rebuilds import Migration, Progress, ProjectProgress
+from vancetope_rag.domain.rebuilds import Progress, ProjectProgress, Rebuild
 from vancetope_rag.errors import RagError
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def wait_for_rebuild(
     app: RagApp,
     tenant_id: str,
     project_id: str,
-    migration: Migration | None,
+    migration: Rebuild | None,
     *,
     bar: bool,
     poll_s: float = 0.5,
@@ -70,15 +70,15 @@ def wait_for_rebuild(
         )
     if migration is None:
         scheduler.run_until_idle()
-        return app.migrations.progress(tenant_id, project_id)
-    progress = app.migrations.progress(tenant_id, project_id)
+        return app.rebuilds.progress(tenant_id, project_id)
+    progress = app.rebuilds.progress(tenant_id, project_id)
     length = progress.migration.work.total if progress.migration else 0
     label = f"rebuild {migration.from_model} -> {migration.to_model}"
     shown = 0
     pbar = click.progressbar(length=max(length, 1), label=label, file=sys.stderr) if bar else None
     while True:
         tick = scheduler.tick()
-        progress = app.migrations.progress(tenant_id, project_id)
+        progress = app.rebuilds.progress(tenant_id, project_id)
         current = progress.migration
         if current is None or current.migration.id != migration.id:
             break

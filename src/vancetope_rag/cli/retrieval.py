@@ -37,7 +37,8 @@ def query_cmd(
     with errors_to_exit():
         app = c.app
         rag = app.rags.get(c.tenant, c.project, rag_name)
-        hits = app.rags.query(
+        retriever = app.as_retriever(c.tenant, c.project, rag=rag.name)
+        hits = retriever.query_rag(
             rag, text, top_k=top_k, min_score=min_score, max_per_doc=max_per_doc, mode=mode
         )
     if as_json:

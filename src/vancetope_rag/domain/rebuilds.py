@@ -5,6 +5,10 @@ A rebuild fills a *shadow* generation of a RAG (same name, pinned to the current
 model) beside the *live* one that every reader keeps using; when the shadow holds every
 document, it becomes live in one step and the old generation is *retired* (its chunks go after
 a grace time). No I/O here: the stores persist these records, the services drive them.
+
+The records were first named ``Migration``, ``MigrationItem``, ``MigrationProgress`` and
+``MigrationState``; those names stay as aliases (a model change is a *rebuild*; the wire keeps
+its ``migration`` keys).
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ __all__ = [
     "MigrationState",
     "Progress",
     "ProjectProgress",
+    "Rebuild",
+    "RebuildItem",
+    "RebuildProgress",
+    "RebuildState",
     "failures_exceed",
     "model_label",
     "progress",
@@ -38,7 +46,7 @@ DEFAULT_MAX_FAILURE_RATIO = 0.05
 RATE_WINDOW_S = 60.0
 
 
-class MigrationState(enum.StrEnum):
+class RebuildState(enum.StrEnum):
     """Where a rebuild stands. ``running`` and ``switching`` are *active* (one per RAG)."""
 
     RUNNING = "running"  # the shadow fills; readers use the live generation
@@ -49,7 +57,7 @@ class MigrationState(enum.StrEnum):
 
     @property
     def active(self) -> bool:
-        return self in (MigrationState.RUNNING, MigrationState.SWITCHING)
+        return self in (RebuildState.RUNNING, RebuildState.SWITCHING)
 
 
 class ItemState(enum.StrEnum):
@@ -67,7 +75,7 @@ def model_label(provider: str, model: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Migration:
+class Rebuild:
     """One rebuild of a RAG: from the live generation ``from_rag_id`` to ``to_rag_id``."""
 
     id: str
@@ -78,7 +86,7 @@ class Migration:
     to_rag_id: str
     from_model: str
     to_model: str
-    state: MigrationState = MigrationState.RUNNING
+    state: RebuildState = RebuildState.RUNNING
     reason: str | None = None
     max_failure_ratio: float = DEFAULT_MAX_FAILURE_RATIO
     created_at: datetime | None = None
@@ -90,7 +98,7 @@ class Migration:
 
 
 @dataclass(frozen=True, slots=True)
-class MigrationItem:
+class RebuildItem:
     """One document queued for a migration's shadow generation."""
 
     migration_id: str
@@ -170,10 +178,10 @@ def progress(
 
 
 @dataclass(frozen=True, slots=True)
-class MigrationProgress:
+class RebuildProgress:
     """A rebuild and how far its shadow has come."""
 
-    migration: Migration
+    migration: Rebuild
     work: Progress
 
     def to_json(self) -> dict[str, Any]:
@@ -197,7 +205,7 @@ class ProjectProgress:
     latest rebuild (running, or how the last one ended)."""
 
     indexing: Progress
-    migration: MigrationProgress | None = None
+    migration: RebuildProgress | None = None
 
     @property
     def busy(self) -> bool:
@@ -211,3 +219,10 @@ class ProjectProgress:
             "indexing": self.indexing.to_json(),
             "migration": self.migration.to_json() if self.migration else None,
         }
+
+
+#: The records' first names, kept as aliases of the rebuild names.
+Migration = Rebuild
+MigrationItem = RebuildItem
+MigrationProgress = RebuildProgress
+MigrationState = RebuildState

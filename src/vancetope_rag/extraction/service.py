@@ -75,9 +75,9 @@ class ExtractionService:
 
     def __init__(
         self,
+        *,
         registry: ExtractorRegistry,
         settings: SettingsService | None = None,
-        *,
         sandbox: ExtractionSandbox | None = None,
         isolate: bool = True,
     ) -> None:

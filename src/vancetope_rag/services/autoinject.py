@@ -46,12 +46,12 @@ class RagAutoInjectService:
 
     def __init__(
         self,
+        *,
         rags: RagService,
         project_rags: ProjectRagService,
         settings: SettingsService,
         config: EngineConfig,
         metrics: Metrics,
-        *,
         default_template: str | None = None,
     ) -> None:
         self.rags = rags
@@ -82,7 +82,12 @@ class RagAutoInjectService:
         """The retriever of one turn: the project's ``_documents`` with the recipe's and the
         cascade's parameters (``snapshot``: the settings this turn already read)."""
         return ProjectRagRetriever(
-            self.rags, self.config, tenant_id, project_id, recipe=recipe, snapshot=snapshot
+            rags=self.rags,
+            config=self.config,
+            tenant_id=tenant_id,
+            project_id=project_id,
+            recipe=recipe,
+            snapshot=snapshot,
         )
 
     def decide(

@@ -59,7 +59,7 @@ class DocumentService:
     """Creates, updates and deletes documents; keeps ``ragDirty`` right (spec §4.2)."""
 
     def __init__(
-        self, control: ControlStore, chunks: ChunkStore, migrations: MigrationStore
+        self, *, control: ControlStore, chunks: ChunkStore, migrations: MigrationStore
     ) -> None:
         self.control = control
         self.chunks = chunks

@@ -164,16 +164,16 @@ class DocumentImporter:
 
     def __init__(
         self,
+        *,
         documents: DocumentService,
         extractors: ExtractorRegistry,
-        *,
+        extraction: ExtractionService,
         max_text_chars: int,
         max_bytes: int = MAX_IMPORT_BYTES,
-        extraction: ExtractionService | None = None,
     ) -> None:
         self.documents = documents
         self.extractors = extractors
-        self.extraction = extraction or ExtractionService(extractors)
+        self.extraction = extraction
         self.max_text_chars = max_text_chars
         self.max_bytes = max_bytes
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from vancetope_rag.domain.rebuilds import Migration
+from vancetope_rag.domain.rebuilds import Rebuild
 from vancetope_rag.domain.records import (
     DEFAULT_RAG_NAME,
     Project,
@@ -13,6 +12,7 @@ from vancetope_rag.domain.records import (
     RagRecord,
     RagStatus,
 )
+from vancetope_rag.embeddings import EmbeddingRegistry
 from vancetope_rag.errors import (
     ProjectClosedError,
     ProjectNotFoundError,
@@ -22,12 +22,10 @@ from vancetope_rag.errors import (
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.rag import RagService
+from vancetope_rag.services.rebuilds.service import RebuildService
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
-from vancetope_rag.store.port import ControlStore
+from vancetope_rag.store.port import ChunkStore, ControlStore
 from vancetope_rag.store.types import RagScope
-
-if TYPE_CHECKING:  # the migration service builds on the indexer, which builds on this
-    from vancetope_rag.services.rebuilds.service import MigrationService
 
 log = get_logger(__name__)
 
@@ -38,7 +36,7 @@ class ReindexResult:
     documents_queued: int
     #: The rebuild started (None for a plain reindex, and for a rebuild of a project that
     #: had no index yet: that one is created directly).
-    migration: Migration | None = None
+    migration: Rebuild | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -77,17 +75,22 @@ class ProjectRagService:
 
     def __init__(
         self,
+        *,
         control: ControlStore,
+        chunks: ChunkStore,
+        embeddings: EmbeddingRegistry,
         rags: RagService,
         documents: DocumentService,
         settings: SettingsService,
-        migrations: MigrationService,
+        rebuilds: RebuildService,
     ) -> None:
         self.control = control
+        self.chunks = chunks
+        self.embeddings = embeddings
         self.rags = rags
         self.documents = documents
         self.settings = settings
-        self.migrations = migrations
+        self.rebuilds = rebuilds
 
     def find_default_rag(self, tenant_id: str, project_id: str) -> RagRecord | None:
         return self.control.find_rag(tenant_id, project_id, DEFAULT_RAG_NAME)
@@ -127,8 +130,8 @@ class ProjectRagService:
 
     def dispose_default_rag(self, tenant_id: str, project_id: str) -> bool:
         """Every generation of ``_documents`` goes, a running rebuild with them."""
-        self.migrations.cancel_all(tenant_id, project_id, "the project was closed")
-        return bool(self.migrations.dispose_all(tenant_id, project_id, DEFAULT_RAG_NAME))
+        self.rebuilds.cancel_all(tenant_id, project_id, "the project was closed")
+        return bool(self.rebuilds.dispose_all(tenant_id, project_id, DEFAULT_RAG_NAME))
 
     def indexable_rag(
         self, tenant_id: str, project_id: str, snapshot: SettingsSnapshot | None = None
@@ -180,24 +183,24 @@ class ProjectRagService:
                 "set a provider before rebuilding; the index is kept as it is",
                 rag_name=DEFAULT_RAG_NAME,
             )
-        self.rags.registry.load(snapshot.embedding())  # refuse before anything is written
+        self.embeddings.load(snapshot.embedding())  # refuse before anything is written
         live = self.find_default_rag(tenant_id, project_id)
         if live is None:  # nothing to keep serving: create the index directly
             self.ensure_default_rag(tenant_id, project_id, strict=True, snapshot=snapshot)
             queued = self.documents.mark_all_for_reindex(tenant_id, project_id)
             return ReindexResult(rebuild=True, documents_queued=queued)
         self.collect_garbage(tenant_id, project_id, live)  # what the old index holds is not copied
-        started = self.migrations.start(live, snapshot)
+        started = self.rebuilds.start(live, snapshot)
         return ReindexResult(True, started.documents_queued, started.migration)
 
-    def cancel_rebuild(self, tenant_id: str, project_id: str) -> Migration:
+    def cancel_rebuild(self, tenant_id: str, project_id: str) -> Rebuild:
         """Cancel the running rebuild; its new generation goes, the live one stays.
 
         Raises:
             NoRebuildError: No rebuild is running.
             RebuildRunningError: It is switching over already.
         """
-        return self.migrations.cancel(tenant_id, project_id)
+        return self.rebuilds.cancel(tenant_id, project_id)
 
     def collect_garbage(self, tenant_id: str, project_id: str, rag: RagRecord | None) -> int:
         """Remove chunks no document or RAG owns; returns how many.
@@ -213,18 +216,18 @@ class ProjectRagService:
         meanwhile (its chunks come after its row) is never taken for garbage.
         """
         removed = 0
-        chunk_rags = self.rags.chunks.chunk_rags(tenant_id, project_id)
+        chunk_rags = self.chunks.chunk_rags(tenant_id, project_id)
         for rag_id, dim in chunk_rags.items():
-            if self.migrations.migrations.get_any_rag(tenant_id, project_id, rag_id) is None:
-                removed += self.rags.chunks.drop_rag(RagScope(tenant_id, project_id, rag_id, dim))
+            if self.rebuilds.find_generation(tenant_id, project_id, rag_id) is None:
+                removed += self.chunks.drop_rag(RagScope(tenant_id, project_id, rag_id, dim))
         if rag is not None:
             scope = RagScope.of(rag)
-            refs = self.rags.chunks.source_refs(scope)
+            refs = self.chunks.source_refs(scope)
             live = self.control.document_paths(tenant_id, project_id, refs)
             stale = [r for r in refs if r not in live]
             for start in range(0, len(stale), 500):
                 batch = stale[start : start + 500]
-                removed += self.rags.chunks.remove_chunks(scope, filters={"sourceRef": batch})
+                removed += self.chunks.remove_chunks(scope, filters={"sourceRef": batch})
         if removed:
             log.info("project %s/%s: removed %d orphaned chunks", tenant_id, project_id, removed)
         return removed
@@ -233,7 +236,7 @@ class ProjectRagService:
         rag = self.find_default_rag(tenant_id, project_id)
         counts = self.control.document_state_counts(tenant_id, project_id)
         truncated = self.control.count_truncated(tenant_id, project_id)
-        progress = self.migrations.progress(tenant_id, project_id)
+        progress = self.rebuilds.progress(tenant_id, project_id)
         if rag is None:
             return RagStatus(
                 exists=False, documents=counts, truncated_documents=truncated, progress=progress
@@ -254,7 +257,7 @@ class ProjectRagService:
 class ProjectLifecycle:
     """bring / suspend / close anchors of the project RAG (spec §6.1)."""
 
-    def __init__(self, control: ControlStore, project_rags: ProjectRagService) -> None:
+    def __init__(self, *, control: ControlStore, project_rags: ProjectRagService) -> None:
         self.control = control
         self.project_rags = project_rags
 

@@ -54,11 +54,11 @@ class RagService:
 
     def __init__(
         self,
+        *,
         control: ControlStore,
         chunks: ChunkStore,
         registry: EmbeddingRegistry,
         settings: SettingsService,
-        *,
         default_chunk_size: int | None = None,
         default_chunk_overlap: int | None = None,
         fusion: FusionParams | None = None,

@@ -210,7 +210,8 @@ class RagTools:
         if top_k is None:  # not `or 5`: topK=0 is an error, not the default
             top_k = 5
         # Hits as they may be cited now; the same label rule and numbering as the block.
-        hits = self.app.rags.query(rag, query, top_k=top_k)
+        retriever = self.app.as_retriever(self.tenant_id, self.project_id, rag=rag.name)
+        hits = retriever.query_rag(rag, query, top_k=top_k)
         out = [
             {
                 "label": c.label,

@@ -5,16 +5,14 @@ works on a claimed batch at once: it splits every document, embeds all chunks th
 not hold in one batched model call, then writes each document's chunks and marks it clean in
 one store transaction that first checks the worker still holds the lease (a worker whose lease
 expired never overwrites a newer pass). If the batched call fails, each document is embedded
-alone so one poison document cannot hold back the rest.
+alone so one poison document cannot hold back the rest. What a pass did
+(:class:`~.batch.BatchResult`) and the chunk fingerprint live in :mod:`.batch`, shared with
+a rebuild's shadow indexer.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from llama_index.core.schema import BaseNode
 
@@ -25,6 +23,7 @@ from vancetope_rag.extraction.records import ExtractionRecord
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import error_text, get_logger
 from vancetope_rag.services.documents import DocumentService
+from vancetope_rag.services.indexing.batch import BatchResult, fingerprint, retry_delay
 from vancetope_rag.services.indexing.claims import ClaimReleaser, Release
 from vancetope_rag.services.indexing.sources import IngestStats, SourceText, document_parts
 from vancetope_rag.services.projects import ProjectRagService
@@ -35,90 +34,18 @@ from vancetope_rag.store.port import ControlStore
 log = get_logger(__name__)
 
 
-@dataclass
-class BatchResult:
-    indexed: int = 0
-    removed: int = 0
-    failed: int = 0
-    lost_lease: int = 0
-    unchanged: int = 0
-    chunks: int = 0
-    embedded_texts: int = 0
-    cache_hits: int = 0
-    errors: dict[str, str] = field(default_factory=dict)
-    #: Failures of the store itself (not of a document), and the last one's message.
-    store_errors: int = 0
-    store_error: str | None = None
-    #: Documents of the batch whose claim was finished or given back.
-    handled: set[str] = field(default_factory=set)
-
-    def add(self, other: BatchResult) -> None:
-        self.indexed += other.indexed
-        self.removed += other.removed
-        self.failed += other.failed
-        self.lost_lease += other.lost_lease
-        self.unchanged += other.unchanged
-        self.chunks += other.chunks
-        self.embedded_texts += other.embedded_texts
-        self.cache_hits += other.cache_hits
-        self.errors.update(other.errors)
-        self.store_errors += other.store_errors
-        self.store_error = other.store_error or self.store_error
-        self.handled |= other.handled
-
-    @property
-    def progressed(self) -> bool:
-        """Some document got done (indexed, removed or confirmed unchanged)."""
-        return bool(self.indexed or self.removed or self.unchanged)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "indexed": self.indexed,
-            "removed": self.removed,
-            "failed": self.failed,
-            "chunks": self.chunks,
-            "embeddedTexts": self.embedded_texts,
-            "cacheHits": self.cache_hits,
-        }
-
-
-def fingerprint(rag: RagRecord, parts: Sequence[SourceText]) -> str:
-    """What a document's chunks are built from: the RAG (and its pinned model and chunking)
-    and every text with its kind and path. Equal fingerprints → identical chunks."""
-    h = hashlib.sha256()
-    for item in (
-        rag.id,
-        rag.embedding_provider,
-        rag.embedding_model,
-        str(rag.chunk_size),
-        str(rag.chunk_overlap),
-    ):
-        h.update(item.encode() + b"\x00")
-    for part in parts:
-        meta = json.dumps(dict(part.metadata), sort_keys=True, default=str)
-        for item in (part.kind, part.path or "", meta, part.text):
-            h.update(item.encode() + b"\x00")
-        h.update(b"\x01")
-    return h.hexdigest()
-
-
-def retry_delay(config: EngineConfig, attempts: int) -> float:
-    """Exponential backoff with jitter, capped (the indexer's and a rebuild's retries)."""
-    base = config.retry_backoff_s * (2 ** max(0, attempts))
-    capped: float = min(config.retry_backoff_max_s, base)
-    return capped * random.uniform(0.8, 1.2)
-
-
 class ProjectRagIndexer:
     """Brings the ``_documents`` chunks of claimed documents in line with their content."""
 
     def __init__(
         self,
+        *,
         control: ControlStore,
         rags: RagService,
         documents: DocumentService,
         project_rags: ProjectRagService,
         settings: SettingsService,
+        releaser: ClaimReleaser,
         config: EngineConfig,
         metrics: Metrics,
     ) -> None:
@@ -129,7 +56,7 @@ class ProjectRagIndexer:
         self.settings = settings
         self.config = config
         self.metrics = metrics
-        self.releaser = ClaimReleaser(control)
+        self.releaser = releaser
 
     def retry_delay(self, attempts: int) -> float:
         """Exponential backoff with jitter, capped."""

@@ -12,8 +12,8 @@ from datetime import timedelta
 from vancetope_rag.domain.rebuilds import (
     RATE_WINDOW_S,
     ItemState,
-    MigrationProgress,
     ProjectProgress,
+    RebuildProgress,
     progress,
 )
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, IndexState
@@ -51,4 +51,4 @@ def project_progress(
         oldest,
         now,
     )
-    return ProjectProgress(indexing, MigrationProgress(m, work))
+    return ProjectProgress(indexing, RebuildProgress(m, work))

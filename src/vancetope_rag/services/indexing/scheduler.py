@@ -19,9 +19,12 @@ from vancetope_rag.domain.records import IndexState
 from vancetope_rag.errors import RagError, StoreError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import error_text, get_logger
-from vancetope_rag.services.indexing.indexer import BatchResult, ProjectRagIndexer
+from vancetope_rag.services.indexing.batch import BatchResult
+from vancetope_rag.services.indexing.claims import ClaimReleaser
+from vancetope_rag.services.indexing.indexer import ProjectRagIndexer
 from vancetope_rag.services.projects import ProjectRagService
-from vancetope_rag.services.rebuilds.service import MigrationService
+from vancetope_rag.services.rag import RagService
+from vancetope_rag.services.rebuilds.service import RebuildService
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store.port import ControlStore
 
@@ -39,20 +42,25 @@ class ProjectRagIndexScheduler:
 
     def __init__(
         self,
+        *,
         control: ControlStore,
+        rags: RagService,
         indexer: ProjectRagIndexer,
+        releaser: ClaimReleaser,
         project_rags: ProjectRagService,
+        rebuilds: RebuildService,
         settings: SettingsService,
         config: EngineConfig,
         metrics: Metrics,
-        *,
         worker_id: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.control = control
+        self.rags = rags
         self.indexer = indexer
+        self.releaser = releaser
         self.project_rags = project_rags
-        self.migrations: MigrationService = project_rags.migrations
+        self.rebuilds = rebuilds
         self.settings = settings
         self.config = config
         self.metrics = metrics
@@ -78,7 +86,7 @@ class ProjectRagIndexScheduler:
             return "tenant_disabled"
         try:
             rag = self.project_rags.indexable_rag(t, p, snapshot)
-            ready = self.project_rags.rags.index_ready(rag)
+            ready = self.rags.index_ready(rag)
         except Exception as exc:
             if warn:
                 log.warning("project %s/%s not indexed this tick: %s", t, p, error_text(exc))
@@ -102,7 +110,7 @@ class ProjectRagIndexScheduler:
         are given back first. A store failure inside a project is counted in
         ``store_errors`` (the project is skipped); one before any project raises."""
         result = TickResult()
-        self.indexer.releaser.retry()
+        self.releaser.retry()
         for project in self.control.projects_for_node(self.config.node_id):
             t, p = project.tenant_id, project.project_id
             result.projects += 1
@@ -137,7 +145,7 @@ class ProjectRagIndexScheduler:
         """A rebuild goes on whatever blocks the live RAG's indexing (its old model may be the
         very thing that no longer loads); it checks the kill switch itself."""
         try:
-            done, claimed = self.migrations.work(t, p, self.worker_id)
+            done, claimed = self.rebuilds.work(t, p, self.worker_id)
         except RagError as exc:
             log.warning("project %s/%s: rebuild not advanced this tick: %s", t, p, exc)
             self._count_store_error(exc, result)
@@ -148,7 +156,7 @@ class ProjectRagIndexScheduler:
     def _sweep(self) -> None:
         """Old chunk generations go once search sees the new ones (a no-op on SQLite)."""
         try:
-            self.project_rags.rags.sweep_chunks()
+            self.rags.sweep_chunks()
         except RagError as exc:
             log.warning("sweeping old chunk generations failed (retried next tick): %s", exc)
 
@@ -164,7 +172,7 @@ class ProjectRagIndexScheduler:
             counts = self.control.document_state_counts(t, p)
             total += counts.get(IndexState.PENDING.value, 0)
             total += counts.get(IndexState.PROCESSING.value, 0)
-        return total + self.migrations.pending((r.tenant_id, r.project_id) for r in projects)
+        return total + self.rebuilds.pending((r.tenant_id, r.project_id) for r in projects)
 
     def run_until_idle(
         self,
@@ -236,9 +244,9 @@ class ProjectRagIndexScheduler:
     def _give_back(self) -> None:
         """Last try to give back claims the store refused (else their lease expires)."""
         try:
-            left = self.indexer.releaser.retry()
+            left = self.releaser.retry()
         except Exception:  # the store may be gone altogether
-            left = self.indexer.releaser.pending
+            left = self.releaser.pending
         if left:
             log.warning(
                 "%d claims could not be given back; their lease (%gs) frees them",

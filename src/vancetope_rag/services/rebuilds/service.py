@@ -1,7 +1,7 @@
 """Rebuilds without downtime: a new generation of ``_documents`` fills beside the live one and
 replaces it in one atomic step (see :mod:`vancetope_rag.domain.rebuilds`).
 
-:class:`MigrationService` starts and cancels rebuilds, advances them on the indexer's ticks
+:class:`RebuildService` starts and cancels rebuilds, advances them on the indexer's ticks
 and reports progress. One tick of a running rebuild:
 
 1. The kill switch (``ai.embedding.provider=none``) cancels it; ``rag.project.enabled=false``
@@ -32,24 +32,25 @@ from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.eligibility import is_rag_eligible
 from vancetope_rag.domain.rebuilds import (
     ItemState,
-    Migration,
-    MigrationState,
     ProjectProgress,
+    Rebuild,
+    RebuildState,
     failures_exceed,
     model_label,
 )
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, IndexState, RagRecord, RagState
+from vancetope_rag.embeddings import EmbeddingRegistry
 from vancetope_rag.errors import NoRebuildError, RebuildRunningError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.documents import DocumentService
+from vancetope_rag.services.indexing.batch import BatchResult
 from vancetope_rag.services.indexing.chunking import chunking_for
-from vancetope_rag.services.indexing.indexer import BatchResult
 from vancetope_rag.services.indexing.progress import project_progress
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.rebuilds.shadow_indexer import ShadowIndexer
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot
-from vancetope_rag.store.port import ControlStore, MigrationStore
+from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore
 from vancetope_rag.store.types import DocumentHead, RagScope
 
 log = get_logger(__name__)
@@ -62,7 +63,7 @@ KILL_SWITCH_REASON = (
 
 @dataclass(frozen=True)
 class RebuildStarted:
-    migration: Migration
+    migration: Rebuild
     documents_queued: int
 
 
@@ -73,27 +74,33 @@ def _wanted(head: DocumentHead) -> bool:
     )
 
 
-class MigrationService:
+class RebuildService:
     """Start, cancel, advance and report rebuilds of a project's ``_documents``."""
 
     def __init__(
         self,
+        *,
         control: ControlStore,
         migrations: MigrationStore,
+        chunks: ChunkStore,
+        embeddings: EmbeddingRegistry,
         rags: RagService,
         documents: DocumentService,
         settings: SettingsService,
+        shadows: ShadowIndexer,
         config: EngineConfig,
         metrics: Metrics,
     ) -> None:
         self.control = control
         self.migrations = migrations
+        self.chunks = chunks
+        self.embeddings = embeddings
         self.rags = rags
         self.documents = documents
         self.settings = settings
+        self.shadows = shadows
         self.config = config
         self.metrics = metrics
-        self.shadows = ShadowIndexer(control, migrations, rags, documents, config, metrics)
 
     # -- start and cancel ------------------------------------------------------------------
 
@@ -107,7 +114,7 @@ class MigrationService:
         t, p = live.tenant_id, live.project_id
         shadow = self._next_generation(live, snapshot)
         migration = self.migrations.start_migration(
-            Migration(
+            Rebuild(
                 id=uuid.uuid4().hex,
                 tenant_id=t,
                 project_id=p,
@@ -122,11 +129,11 @@ class MigrationService:
         try:
             # the migration exists before its shadow: a shadow no active migration claims
             # is an abandoned one (see collect)
-            self.rags.chunks.prepare_dimension(shadow.embedding_dimension)
+            self.chunks.prepare_dimension(shadow.embedding_dimension)
             self.migrations.insert_generation(shadow)
             queued = self.migrations.queue_items(migration, self.documents.reindex_candidates(t, p))
         except BaseException:
-            self._end(migration, MigrationState.FAILED, "the rebuild could not be started")
+            self._end(migration, RebuildState.FAILED, "the rebuild could not be started")
             raise
         log.info(
             "project %s/%s: rebuild %s started (%s -> %s, %d documents)",
@@ -142,7 +149,7 @@ class MigrationService:
     def _next_generation(self, live: RagRecord, snapshot: SettingsSnapshot) -> RagRecord:
         """The new generation of ``live`` (not stored yet): same name and texts, pinned to the
         configured model with that model's chunking."""
-        loaded = self.rags.registry.load(snapshot.embedding())
+        loaded = self.embeddings.load(snapshot.embedding())
         size, overlap = chunking_for(
             loaded,
             None,
@@ -165,7 +172,7 @@ class MigrationService:
             retired_at=None,
         )
 
-    def active(self, tenant_id: str, project_id: str) -> Migration | None:
+    def active(self, tenant_id: str, project_id: str) -> Rebuild | None:
         """The running (or switching) rebuild of ``_documents``, if any."""
         for m in self.migrations.active_migrations(tenant_id, project_id):
             if m.rag_name == DEFAULT_RAG_NAME:
@@ -174,7 +181,7 @@ class MigrationService:
 
     def cancel(
         self, tenant_id: str, project_id: str, *, reason: str = "cancelled by a user"
-    ) -> Migration:
+    ) -> Rebuild:
         """Cancel the running rebuild: its new generation is disposed, the live one stays.
 
         Raises:
@@ -189,9 +196,9 @@ class MigrationService:
                 project_id=project_id,
                 rag_name=DEFAULT_RAG_NAME,
             )
-        if not self._end(m, MigrationState.CANCELLED, reason):
+        if not self._end(m, RebuildState.CANCELLED, reason):
             current = self.migrations.get_migration(tenant_id, project_id, m.id)
-            if current is not None and current.state is MigrationState.SWITCHING:
+            if current is not None and current.state is RebuildState.SWITCHING:
                 raise RebuildRunningError(
                     "the rebuild is switching over to its new generation; it can no longer "
                     "be cancelled (run another rebuild to go back)",
@@ -212,16 +219,16 @@ class MigrationService:
     def cancel_all(self, tenant_id: str, project_id: str, reason: str) -> None:
         """End every active rebuild of the project (project close); never raises on a race."""
         for m in self.migrations.active_migrations(tenant_id, project_id):
-            self._end(m, MigrationState.CANCELLED, reason)
+            self._end(m, RebuildState.CANCELLED, reason)
 
-    def _end(self, m: Migration, state: MigrationState, reason: str) -> bool:
+    def _end(self, m: Rebuild, state: RebuildState, reason: str) -> bool:
         """End a running rebuild and dispose its shadow (a switching one cannot be ended)."""
         ended = self.migrations.end_migration(
             m.tenant_id,
             m.project_id,
             m.id,
             state=state,
-            expected=[MigrationState.RUNNING],
+            expected=[RebuildState.RUNNING],
             reason=reason,
         )
         if ended:
@@ -241,7 +248,7 @@ class MigrationService:
         rag = self.migrations.get_any_rag(tenant_id, project_id, rag_id)
         if rag is None or rag.state is RagState.LIVE:
             return
-        self.rags.chunks.drop_rag(RagScope.of(rag))
+        self.chunks.drop_rag(RagScope.of(rag))
         self.control.delete_rag(tenant_id, project_id, rag.id)
 
     # -- the tick --------------------------------------------------------------------------
@@ -259,21 +266,21 @@ class MigrationService:
         return result, claimed
 
     def _advance(
-        self, m: Migration, worker_id: str, snapshot: SettingsSnapshot, result: BatchResult
+        self, m: Rebuild, worker_id: str, snapshot: SettingsSnapshot, result: BatchResult
     ) -> int:
         if not snapshot.embeddings_enabled():
-            self._end(m, MigrationState.CANCELLED, KILL_SWITCH_REASON)
+            self._end(m, RebuildState.CANCELLED, KILL_SWITCH_REASON)
             return 0
         if not snapshot.project_rag_enabled():
             return 0  # paused with the project RAG
         shadow = self.migrations.get_any_rag(m.tenant_id, m.project_id, m.to_rag_id)
-        if m.state is MigrationState.SWITCHING or (shadow and shadow.state is RagState.LIVE):
+        if m.state is RebuildState.SWITCHING or (shadow and shadow.state is RagState.LIVE):
             self._switch(m)  # a switch a crash interrupted: finish it
             return 0
         if shadow is None:
             self._end(
                 m,
-                MigrationState.FAILED,
+                RebuildState.FAILED,
                 "its new generation is missing (interrupted "
                 "before it was created); start the rebuild again",
             )
@@ -292,21 +299,21 @@ class MigrationService:
         self._finish_if_done(m, shadow)
         return len(items)
 
-    def _finish_if_done(self, m: Migration, shadow: RagRecord) -> None:
+    def _finish_if_done(self, m: Rebuild, shadow: RagRecord) -> None:
         counts = self.migrations.item_counts(m.id)
         failed, total = counts[ItemState.FAILED.value], sum(counts.values())
         if failures_exceed(failed, total, m.max_failure_ratio):
-            self._end(m, MigrationState.FAILED, self._failure_reason(m, failed, total))
+            self._end(m, RebuildState.FAILED, self._failure_reason(m, failed, total))
             return
         if counts[ItemState.PENDING.value] or counts[ItemState.PROCESSING.value]:
             return
         if self._reconcile_queue(m, shadow):
             return  # documents were missing from the queue: index them first
-        if not self.rags.chunks.visible(RagScope.of(shadow)):
+        if not self.chunks.visible(RagScope.of(shadow)):
             return  # Atlas: readers switch only to what search already sees
         self._switch(m)
 
-    def _failure_reason(self, m: Migration, failed: int, total: int) -> str:
+    def _failure_reason(self, m: Rebuild, failed: int, total: int) -> str:
         errors = [i.last_error for i in self.migrations.list_items(m.id) if i.last_error]
         last = f"; last error: {errors[-1]}" if errors else ""
         return (
@@ -315,7 +322,7 @@ class MigrationService:
             f"{last}"
         )
 
-    def _reconcile_queue(self, m: Migration, shadow: RagRecord) -> bool:
+    def _reconcile_queue(self, m: Rebuild, shadow: RagRecord) -> bool:
         """Queue what the shadow lacks: documents never queued, and ones whose chunks were
         built from an older version (a re-queue a crash lost). True when anything was."""
         heads = {h.id: h for h in self.migrations.document_heads(m.tenant_id, m.project_id)}
@@ -336,19 +343,19 @@ class MigrationService:
             return True
         return False
 
-    def _switch(self, m: Migration) -> None:
+    def _switch(self, m: Rebuild) -> None:
         """The shadow becomes live (one store transaction on SQLite, the pointer flip on
         MongoDB); documents its chunks do not match go to the live indexer."""
         with self.control.transaction():
             if not self.migrations.switch_live(m):
                 return  # cancelled or failed meanwhile
             self._reconcile_after_switch(m)
-        self.metrics.rebuilds.labels(outcome=MigrationState.COMPLETED.value).inc()
+        self.metrics.rebuilds.labels(outcome=RebuildState.COMPLETED.value).inc()
         log.info(
             "project %s/%s: rebuild %s switched to %s", m.tenant_id, m.project_id, m.id, m.to_model
         )
 
-    def _reconcile_after_switch(self, m: Migration) -> None:
+    def _reconcile_after_switch(self, m: Rebuild) -> None:
         t, p = m.tenant_id, m.project_id
         items = {i.document_id: i for i in self.migrations.list_items(m.id)}
         adopt: dict[str, tuple[int, str | None]] = {}
@@ -391,7 +398,7 @@ class MigrationService:
                 rag.retired_at is None or rag.retired_at <= cutoff
             )
             if abandoned or expired:
-                self.rags.chunks.drop_rag(RagScope.of(rag))
+                self.chunks.drop_rag(RagScope.of(rag))
                 self.control.delete_rag(tenant_id, project_id, rag.id)
                 gone += 1
         return gone
@@ -400,9 +407,13 @@ class MigrationService:
         """Every generation of a RAG name goes (project close)."""
         generations = self.migrations.rag_generations(tenant_id, project_id, name)
         for rag in generations:
-            self.rags.chunks.drop_rag(RagScope.of(rag))
+            self.chunks.drop_rag(RagScope.of(rag))
             self.control.delete_rag(tenant_id, project_id, rag.id)
         return len(generations)
+
+    def find_generation(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
+        """The RAG row with this id in any state (live, shadow or retired), or None."""
+        return self.migrations.get_any_rag(tenant_id, project_id, rag_id)
 
     # -- progress --------------------------------------------------------------------------
 

@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from llama_index.core.schema import BaseNode
 
 from vancetope_rag.config import EngineConfig
-from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem
+from vancetope_rag.domain.rebuilds import ItemState, Rebuild, RebuildItem
 from vancetope_rag.domain.records import Document, RagRecord
 from vancetope_rag.errors import StoreError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import error_text, get_logger
 from vancetope_rag.services.documents import DocumentService
-from vancetope_rag.services.indexing.indexer import BatchResult, fingerprint, retry_delay
+from vancetope_rag.services.indexing.batch import BatchResult, fingerprint, retry_delay
 from vancetope_rag.services.indexing.sources import SourceText, document_parts
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsSnapshot
@@ -35,6 +35,7 @@ class ShadowIndexer:
 
     def __init__(
         self,
+        *,
         control: ControlStore,
         migrations: MigrationStore,
         rags: RagService,
@@ -51,9 +52,9 @@ class ShadowIndexer:
 
     def index_items(
         self,
-        migration: Migration,
+        migration: Rebuild,
         shadow: RagRecord,
-        items: Sequence[MigrationItem],
+        items: Sequence[RebuildItem],
         worker_id: str,
         snapshot: SettingsSnapshot,
     ) -> BatchResult:
@@ -103,7 +104,7 @@ class ShadowIndexer:
     def _commit(
         self,
         shadow: RagRecord,
-        item: MigrationItem,
+        item: RebuildItem,
         doc: Document | None,
         worker_id: str,
         nodes: Sequence[BaseNode],
@@ -148,7 +149,7 @@ class ShadowIndexer:
 
     def _fail(
         self,
-        item: MigrationItem,
+        item: RebuildItem,
         doc: Document,
         worker_id: str,
         exc: BaseException,

@@ -7,7 +7,9 @@ filters by path prefix, kind and LlamaIndex metadata filters, and the kill switc
 returns ``NodeWithScore``s whose node carries the document id as ``ref_doc_id`` and whose
 score is the cosine similarity. AutoInject (``pre_turn``) retrieves through it too, so
 LlamaIndex's instrumentation sees a retrieval span for every turn, and a user's own query or
-chat engine gets exactly what the ``<rag-context>`` block would show.
+chat engine gets exactly what the ``<rag-context>`` block would show. The ``rag_query`` tool
+and the CLI's ``query`` ask through it as well (:meth:`ProjectRagRetriever.query_rag`: their
+own parameters, no cascade).
 """
 
 from __future__ import annotations
@@ -284,15 +286,63 @@ class ProjectRagRetriever(BaseRetriever):
             log.debug("retrieval for %s/%s: %s", self.tenant_id, self.project_id, plan.reason)
             return []
         p = plan.params
-        return self.rags.query(
+        return self._query(
             plan.rag,
             text,
             top_k=p.top_k,
             min_score=p.min_score,
             max_per_doc=p.max_per_doc,
-            filters=self._store_filter,
-            snapshot=plan.snapshot,
             mode=p.mode,
+            snapshot=plan.snapshot,
+        )
+
+    def query_rag(
+        self,
+        rag: RagRecord,
+        text: str,
+        *,
+        top_k: int = 5,
+        min_score: float | None = None,
+        max_per_doc: int | None = None,
+        mode: str | None = None,
+    ) -> list[Hit]:
+        """The hits of ``rag`` (a RAG of this retriever's project, already looked up) for
+        ``text`` with exactly these parameters: the explicit query of the ``rag_query`` tool
+        and the CLI's ``query``. No cascade and no silent skip, unlike :meth:`retrieve`: a
+        parameter left None is :meth:`RagService.query
+        <vancetope_rag.services.rag.RagService.query>`'s own default, and the kill switch or
+        a bad argument raises as it does. The retriever's filters apply.
+
+        Raises:
+            InvalidInputError: ``rag`` belongs to another project, or a bad argument.
+        """
+        if (rag.tenant_id, rag.project_id) != (self.tenant_id, self.project_id):
+            raise InvalidInputError("the RAG belongs to another project than the retriever")
+        return self._query(
+            rag, text, top_k=top_k, min_score=min_score, max_per_doc=max_per_doc, mode=mode
+        )
+
+    def _query(
+        self,
+        rag: RagRecord,
+        text: str,
+        *,
+        top_k: int,
+        min_score: float | None,
+        max_per_doc: int | None,
+        mode: str | None,
+        snapshot: SettingsSnapshot | None = None,
+    ) -> list[Hit]:
+        """The one call into :meth:`RagService.query`, with this retriever's filters."""
+        return self.rags.query(
+            rag,
+            text,
+            top_k=top_k,
+            min_score=min_score,
+            max_per_doc=max_per_doc,
+            filters=self._store_filter,
+            snapshot=snapshot,
+            mode=mode,
             keep=self._keep,
         )
 
