@@ -78,6 +78,8 @@ def load_recipe(path: str | os.PathLike[str]) -> Recipe:
         RecipeError: The file is missing, unreadable or not valid YAML, or a value is invalid.
     """
     source = os.fspath(path)
+    if "\0" in source:
+        raise RecipeError(f"{source!r}: a recipe path cannot contain a NUL character")
     try:
         text = Path(source).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -247,6 +249,8 @@ def _read_template(file_name: object, where: str, base_dir: str | os.PathLike[st
         raise RecipeError(f"{where} must be a relative file path, got {file_name!r}")
     if base_dir is None:
         raise RecipeError(f"{where} needs a recipe loaded from a file (use load_recipe)")
+    if "\0" in file_name:
+        raise RecipeError(f"{where} cannot contain a NUL character, got {file_name!r}")
     root = Path(base_dir).resolve()
     path = (root / file_name).resolve()
     # Recipes can be user-supplied: keep templateFile inside the recipe's directory tree.

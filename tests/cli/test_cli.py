@@ -155,3 +155,13 @@ def test_index_with_misconfigured_provider_fails_clearly(run, docs: Path) -> Non
     result = run("index", ok=False)
     assert result.exit_code == 1
     assert "ai.embedding.apiKey is required" in result.stderr
+
+
+def test_a_path_with_a_nul_character_is_a_usage_error(tmp_path: Path) -> None:
+    """click's Path type stats the value, and a NUL made that a bare ValueError (the property
+    test of the CLI found it): a usage error naming the option instead."""
+    base = ["--store", f"sqlite:///{tmp_path / 'rag.db'}", "--tenant", "t", "--project", "p"]
+    for args in (["context", "x", "--recipe", "r\0.yaml"], ["import", "d\0"]):
+        result = CliRunner().invoke(cli, [*base, *args])
+        assert result.exit_code == 2, (args, repr(result.exception))
+        assert "NUL" in result.output

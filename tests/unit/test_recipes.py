@@ -227,6 +227,16 @@ def test_unreadable_file(tmp_path: Path) -> None:
         load_recipe(tmp_path)  # a directory
 
 
+def test_a_path_with_a_nul_character_is_a_recipe_error(tmp_path: Path) -> None:
+    """A NUL cannot be in a file name; the OS call raised a bare ValueError (the CLI's
+    ``--recipe`` answered with an internal error). It is the recipe's error, naming the path."""
+    with pytest.raises(RecipeError, match="NUL"):
+        load_recipe("recipe\x00.yaml")
+    path = _write(tmp_path, 'name: x\nparams:\n  rag:\n    templateFile: "a\\0b.j2"\n')
+    with pytest.raises(RecipeError, match=r"templateFile.*NUL"):
+        load_recipe(path)
+
+
 def test_example_recipes_load() -> None:
     recipes = {path.name: load_recipe(path) for path in sorted(RECIPES_DIR.glob("*.yaml"))}
     assert {"general-assistant.yaml", "discussion.yaml", "docs-assistant.yaml"} <= set(recipes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -55,6 +56,21 @@ class Ctx:
     def close(self) -> None:
         if self._app is not None:
             self._app.close()
+
+
+class FilePath(click.Path):
+    """``click.Path`` that refuses a NUL character as a usage error: ``click.Path`` stats the
+    value, and a NUL there raised a bare ``ValueError``."""
+
+    def convert(
+        self,
+        value: str | os.PathLike[str],
+        param: click.Parameter | None,
+        ctx: click.Context | None,
+    ) -> str | bytes | os.PathLike[str]:
+        if "\0" in os.fspath(value):
+            self.fail("a path cannot contain a NUL character", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

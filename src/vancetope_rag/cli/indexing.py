@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from vancetope_rag.cli import progress as terminal
-from vancetope_rag.cli.base import Ctx, cli, emit, errors_to_exit, fail, pass_ctx
+from vancetope_rag.cli.base import Ctx, FilePath, cli, emit, errors_to_exit, fail, pass_ctx
 from vancetope_rag.cli.progress import progress_lines, wait_for_rebuild
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 @cli.command("import")
-@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("directory", type=FilePath(exists=True, file_okay=False, path_type=Path))
 @click.option(
     "--prefix", default="documents/", show_default=True, help="Path prefix in the project."
 )

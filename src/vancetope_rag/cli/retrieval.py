@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from vancetope_rag.cli.base import Ctx, cli, emit, errors_to_exit, pass_ctx
+from vancetope_rag.cli.base import Ctx, FilePath, cli, emit, errors_to_exit, pass_ctx
 
 
 @cli.command("query")
@@ -57,7 +57,7 @@ def query_cmd(
 
 @cli.command("context")
 @click.argument("text")
-@click.option("--recipe", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--recipe", type=FilePath(dir_okay=False, path_type=Path), default=None)
 @click.option("--explain", is_flag=True, help="Say on stderr why a block was or was not made.")
 @pass_ctx
 def context_cmd(c: Ctx, text: str, recipe: Path | None, explain: bool) -> None:
