@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from vancetope_rag.domain import limits
 from vancetope_rag.domain.eligibility import (
     CODE_MIME_WHITELIST,
     OCTET_STREAM,
@@ -71,7 +72,7 @@ __all__ = [
 ]
 
 #: The text an extraction keeps at most, whatever budget it is given.
-HARD_MAX_CHARS = 10_000_000
+HARD_MAX_CHARS = limits.HARD_MAX_TEXT_CHARS
 #: Extracts text from a file's bytes; the second argument is the file's path (for messages).
 #: It returns the text, or an :class:`Extraction` with sections; registered with
 #: ``takes_options=True`` it is called with the :class:`ExtractOptions` as a third argument.

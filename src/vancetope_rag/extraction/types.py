@@ -10,14 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from vancetope_rag.domain import limits
 from vancetope_rag.domain.texts import one_line
 from vancetope_rag.errors import ExtractionError, MissingDependencyError, RagError
-from vancetope_rag.extraction.settings import EXTRACT_SETTINGS
 
 #: The character budget of an extraction when none is given.
-DEFAULT_MAX_CHARS = 2_000_000
-#: The settings' defaults: the one source of the budgets an extraction has when none is given.
-_DEFAULT = {spec.key: spec.default for spec in EXTRACT_SETTINGS}
+DEFAULT_MAX_CHARS = limits.MAX_TEXT_CHARS
 #: Longest section title kept (a sheet name, a slide title); longer ones are cut.
 MAX_SECTION_TITLE = 120
 
@@ -53,10 +51,10 @@ class ExtractOptions:
     """
 
     max_chars: int = DEFAULT_MAX_CHARS
-    max_pages: int = _DEFAULT["rag.extract.maxPages"]  # type: ignore[assignment]
-    max_slides: int = _DEFAULT["rag.extract.maxSlides"]  # type: ignore[assignment]
-    max_sheets: int = _DEFAULT["rag.extract.maxSheets"]  # type: ignore[assignment]
-    max_cells: int = _DEFAULT["rag.extract.maxCells"]  # type: ignore[assignment]
+    max_pages: int = limits.EXTRACT_MAX_PAGES
+    max_slides: int = limits.EXTRACT_MAX_SLIDES
+    max_sheets: int = limits.EXTRACT_MAX_SHEETS
+    max_cells: int = limits.EXTRACT_MAX_CELLS
     ocr: OcrConfig | None = None
 
 
@@ -74,14 +72,14 @@ class OcrConfig:
     """
 
     engine: str
-    language: str = _DEFAULT["rag.extract.ocrLanguage"]  # type: ignore[assignment]
+    language: str = limits.EXTRACT_OCR_LANGUAGE
     vision_model: str | None = None
     vision_base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     #: Pages (or images) of one document sent to the backend at most.
-    max_pages: int = _DEFAULT["rag.extract.vision.maxPages"]  # type: ignore[assignment]
+    max_pages: int = limits.EXTRACT_VISION_MAX_PAGES
     #: Requests to a vision backend in flight at once, per extraction.
-    concurrency: int = _DEFAULT["rag.extract.vision.concurrency"]  # type: ignore[assignment]
+    concurrency: int = limits.EXTRACT_VISION_CONCURRENCY
     #: Seconds one vision request may take.
     request_timeout_s: float = 60.0
 
