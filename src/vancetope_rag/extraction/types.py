@@ -1,5 +1,6 @@
 """What extraction speaks: sections, options and the OCR backend's configuration, what an
-extractor returns, the extracted text, and the named errors. Plain values, no I/O.
+extractor returns, the extracted text, and how a recorded error code is raised again as its
+class (the named errors themselves live in :mod:`vancetope_rag.errors`). Plain values, no I/O.
 
 Everything here is re-exported by :mod:`vancetope_rag.extraction.registry` (and the public names by
 ``vancetope_rag``); import it from there.
@@ -12,7 +13,16 @@ from dataclasses import dataclass, field
 
 from vancetope_rag.domain import limits
 from vancetope_rag.domain.texts import one_line
-from vancetope_rag.errors import ExtractionError, MissingDependencyError, RagError
+from vancetope_rag.errors import (
+    ExtractionError,
+    ExtractionTimeoutError,
+    ExtractorDependencyMissingError,
+    MissingDependencyError,
+    NoTextError,
+    NoTextLayerError,
+    RagError,
+    UnsupportedTypeError,
+)
 
 #: The character budget of an extraction when none is given.
 DEFAULT_MAX_CHARS = limits.MAX_TEXT_CHARS
@@ -117,42 +127,9 @@ class Extraction:
         return cls((Section(text),))
 
 
-class ExtractorDependencyMissing(ExtractionError, MissingDependencyError):
-    """An extractor needs an optional dependency; ``extra`` names what to install."""
-
-    code = "EXTRACT_DEPENDENCY_MISSING"
-
-    def __init__(self, what: str, extra: str) -> None:
-        super().__init__(what, extra)
-
-
-class NoTextLayerError(ExtractionError):
-    """A scan: a PDF without a text layer, or an image, and no OCR/vision backend configured
-    (or it read nothing)."""
-
-    code = "EXTRACT_NO_TEXT_LAYER"
-
-
-class NoTextError(ExtractionError):
-    """The file was read and holds no text (an empty file, a document of images only)."""
-
-    code = "EXTRACT_NO_TEXT"
-
-
-class ExtractionTimeoutError(ExtractionError):
-    """The extraction ran past its wall-time budget and was stopped."""
-
-    code = "EXTRACT_TIMEOUT"
-
-
-class UnsupportedTypeError(ExtractionError):
-    """No extractor handles the file's MIME type (images, archives, unknown binaries...)."""
-
-    code = "EXTRACT_UNSUPPORTED_TYPE"
-
-    def __init__(self, message: str, *, mime_type: str) -> None:
-        super().__init__(message)
-        self.mime_type = mime_type
+#: The name :class:`~vancetope_rag.errors.ExtractorDependencyMissingError` had before it moved
+#: to :mod:`vancetope_rag.errors`; plugins written against it keep working.
+ExtractorDependencyMissing = ExtractorDependencyMissingError
 
 
 @dataclass(frozen=True)
@@ -216,7 +193,7 @@ def error_from_code(code: str, message: str, extra: str | None = None) -> Extrac
         cls.code: cls
         for cls in (
             ExtractionError,
-            ExtractorDependencyMissing,
+            ExtractorDependencyMissingError,
             NoTextLayerError,
             NoTextError,
             UnsupportedTypeError,

@@ -21,7 +21,7 @@ from vancetope_rag.default_plugins.extractors.guards import check_zip, read_memb
 from vancetope_rag.extraction.registry import (
     Extraction,
     ExtractOptions,
-    ExtractorDependencyMissing,
+    ExtractorDependencyMissingError,
     RegisterExtractor,
     Section,
     decode_text,
@@ -178,7 +178,7 @@ def extract_rtf(data: bytes, path: str) -> str:
     try:
         from striprtf import striprtf
     except ImportError:
-        raise ExtractorDependencyMissing("RTF extraction", "office") from None
+        raise ExtractorDependencyMissingError("RTF extraction", "office") from None
     if not data.lstrip().startswith(b"{\\rtf"):
         raise extraction_error(path, "not an RTF file (it does not start with {\\rtf)")
     text = data.decode("latin-1")  # RTF is 7-bit; 8-bit bytes are read as Latin-1
