@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     # (tests/unit/test_public_api.py checks it); ``X as X`` marks each one re-exported.
     from vancetope_rag.app import RagApp as RagApp
     from vancetope_rag.config import EngineConfig as EngineConfig
-    from vancetope_rag.default_plugins.extractors import html_to_text as html_to_text
     from vancetope_rag.domain.cascade import AutoInject as AutoInject
     from vancetope_rag.domain.cascade import resolve_auto_inject as resolve_auto_inject
     from vancetope_rag.domain.context_block import render_context_block as render_context_block
@@ -64,6 +63,7 @@ if TYPE_CHECKING:
     from vancetope_rag.errors import StoreFullError as StoreFullError
     from vancetope_rag.errors import TextTooLongError as TextTooLongError
     from vancetope_rag.errors import UnsupportedTypeError as UnsupportedTypeError
+    from vancetope_rag.extraction.html import html_to_text as html_to_text
     from vancetope_rag.extraction.registry import ExtractedText as ExtractedText
     from vancetope_rag.extraction.registry import Extraction as Extraction
     from vancetope_rag.extraction.registry import ExtractOptions as ExtractOptions
@@ -96,7 +96,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "RagApp": "vancetope_rag.app",
     "EngineConfig": "vancetope_rag.config",
-    "html_to_text": "vancetope_rag.default_plugins.extractors",
+    "html_to_text": "vancetope_rag.extraction.html",
     "AutoInject": "vancetope_rag.domain.cascade",
     "resolve_auto_inject": "vancetope_rag.domain.cascade",
     "render_context_block": "vancetope_rag.domain.context_block",

@@ -20,6 +20,7 @@ import filemakers
 from fakes import default_extractors
 from vancetope_rag.default_plugins import extractors
 from vancetope_rag.default_plugins.extractors import scans as extract_scans
+from vancetope_rag.default_plugins.extractors import text as extract_text_formats
 from vancetope_rag.errors import ExtractionError, InvalidInputError, MissingDependencyError
 from vancetope_rag.extraction.registry import (
     DEFAULT_MAX_CHARS,
@@ -274,7 +275,7 @@ def test_docx_with_dtd_is_refused(prolog: str) -> None:
 
 
 def test_docx_zip_bomb_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(extractors, "MAX_DOCX_XML_BYTES", 1000)
+    monkeypatch.setattr(extract_text_formats, "MAX_DOCX_XML_BYTES", 1000)
     data = make_docx("<w:p><w:r><w:t>" + "x" * 5000 + "</w:t></w:r></w:p>")
     with pytest.raises(ExtractionError, match="larger than 1000 bytes"):
         extract(data, path="bomb.docx")

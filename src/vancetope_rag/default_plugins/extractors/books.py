@@ -18,6 +18,7 @@ from urllib.parse import unquote
 from xml.etree import ElementTree
 
 from vancetope_rag.default_plugins.extractors.guards import check_zip, read_member, refuse_dtd
+from vancetope_rag.extraction.html import html_to_text
 from vancetope_rag.extraction.registry import (
     Extraction,
     ExtractOptions,
@@ -48,13 +49,6 @@ def _xml(data: bytes, path: str, name: str) -> ElementTree.Element:
         raise extraction_error(path, f"{name} is not well-formed XML ({exc})") from None
 
 
-def _html_to_text(html: str) -> str:
-    # Imported here: the extractors module imports this one.
-    from vancetope_rag.default_plugins.extractors import html_to_text
-
-    return html_to_text(html)
-
-
 def _chapter_title(html: str) -> str | None:
     """The text of a chapter's first ``<h1>``, else ``<h2>``, else ``<title>``: found with
     ``str.find`` and one anchored, bounded match each, so hostile markup costs little."""
@@ -63,7 +57,7 @@ def _chapter_title(html: str) -> str | None:
         at = head.find(f"<{tag}")
         found = _HEADING.match(html, at) if at >= 0 else None
         if found and found.group(1).lower() == tag:
-            title = " ".join(_html_to_text(found.group(2)).split())
+            title = " ".join(html_to_text(found.group(2)).split())
             if title:
                 return title
     return None
@@ -72,8 +66,8 @@ def _chapter_title(html: str) -> str | None:
 def extract_epub(data: bytes, path: str, options: ExtractOptions) -> Extraction:
     """One section per spine item, in reading order (``chapter 3: Title``).
 
-    The chapters' XHTML goes through :func:`~vancetope_rag.default_plugins.extractors.
-    html_to_text`; entity declarations are refused, DRM-protected books named as such.
+    The chapters' XHTML goes through :func:`~vancetope_rag.extraction.html.html_to_text`;
+    entity declarations are refused, DRM-protected books named as such.
     """
     check_zip(data, path, "EPUB")
     sections: list[Section] = []
@@ -114,7 +108,7 @@ def extract_epub(data: bytes, path: str, options: ExtractOptions) -> Extraction:
                 refuse_dtd(raw, path, name, html=True)
                 html = decode_text(raw, path)
                 body = _BODY_TAG.search(html)  # the head's <title> is often the book's
-                text = _html_to_text(html[body.start() :] if body else html)
+                text = html_to_text(html[body.start() :] if body else html)
                 if not text.strip():
                     continue
                 title = _chapter_title(html)
