@@ -362,7 +362,8 @@ def test_custom_extractor_in_a_fresh_registry() -> None:
 
 def test_there_is_no_registry_but_the_callers() -> None:
     # No module-level default: a caller that forgets the app's registry fails at once
-    # instead of silently missing every plugin's extractors (issue 7, bug 2).
+    # instead of silently missing every plugin's extractors (an import that
+    # built its own registry skipped `.eml` files although the app's registry knew them).
     with pytest.raises(TypeError, match="registry"):
         extract_text(b"hi", path="a.txt")  # type: ignore[call-arg]
     first = default_extractors()

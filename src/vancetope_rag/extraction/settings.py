@@ -1,4 +1,4 @@
-"""The cascade settings of text extraction (issue 13): budgets, the time limit, OCR/vision.
+"""The cascade settings of text extraction: budgets, the time limit, OCR/vision.
 
 Set at tenant or project scope like every other setting; an import reads them once.
 """
