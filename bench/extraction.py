@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""What isolating extraction costs, and what an unchanged re-import costs (issue 13).
+"""What isolating extraction costs, and what an unchanged re-import costs.
 
 Side by side in one run, on the same generated files (Markdown, DOCX-free office files: XLSX,
 PPTX, ODT, EPUB, text PDFs), on fresh SQLite stores:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Indexer throughput vs raw model throughput, and the cost of a no-op reindex (issue 3).
+"""Indexer throughput vs raw model throughput, and the cost of a no-op reindex.
 
 Side by side in one run, on the same chunk texts, with the embedded all-MiniLM-L6-v2:
 

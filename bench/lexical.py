@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""BM25 search on the SQLite store (issue 10): FTS5's own ranking against the in-process index
+"""BM25 search on the SQLite store: FTS5's own ranking against the in-process index
 (store/lexical_index.py), side by side on one store, at 10k and 100k chunks.
 
 The chunks are SciFact abstract texts (the first 2,000, cut at 1,000 characters) replicated

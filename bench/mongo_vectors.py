@@ -1,5 +1,5 @@
-"""How much a chunk document shrinks with BSON binary vectors (issue 9: "3.3× smaller at 1,536
-dimensions"), and what decoding costs.
+"""How much a chunk document shrinks with BSON binary vectors (the claim to
+check: "3.3× smaller at 1,536 dimensions"), and what decoding costs.
 
 Builds the chunk document the MongoDB adapter writes (``mongo_queries.chunk_documents``: a
 binary float32 ``embedding``) and the same document with the vector as an array of doubles

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Latency of the AutoInject pre-turn hook (issue 4), query embedding included.
+"""Latency of the AutoInject pre-turn hook, query embedding included.
 
 For each size (default 10k and 100k chunks in ``_documents`` on the embedded SQLite store):
 

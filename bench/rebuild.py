@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""A rebuild onto another model without downtime (issue 11): what it costs and what chat
+"""A rebuild onto another model without downtime: what it costs and what chat
 turns see meanwhile.
 
 On the embedded SQLite store, ``--docs`` SciFact abstracts are indexed with the ``hashing``

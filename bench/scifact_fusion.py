@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Hybrid fusion parameters on SciFact (issue 10): nDCG@10 over a grid of RRF k, lexical
+"""Hybrid fusion parameters on SciFact: nDCG@10 over a grid of RRF k, lexical
 weight and stopword handling, through the package's own retrieval path on an indexed store.
 
 Needs a store that ``bench/scifact.py --store URI`` indexed (it reuses the ``bench`` tenant's

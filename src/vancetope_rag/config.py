@@ -14,6 +14,7 @@ import socket
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from vancetope_rag.domain import limits
 from vancetope_rag.domain.retrieval import FusionParams
 
 
@@ -135,7 +136,7 @@ class EngineConfig(BaseSettings):
         description="Hits per query when neither a recipe nor rag.topK says.",
         default=5,
         ge=1,
-        le=100,
+        le=limits.TOP_K_MAX,
         validation_alias=_env("VANCETOPE_RAG_RETRIEVAL_TOP_K", "RAG_RETRIEVAL_TOP_K"),
     )
     retrieval_min_score: float = Field(
@@ -151,7 +152,7 @@ class EngineConfig(BaseSettings):
         description="Hits per document when neither a recipe nor rag.maxPerDocument says.",
         default=2,
         ge=1,
-        le=100,
+        le=limits.MAX_PER_DOCUMENT_MAX,
         validation_alias=_env("VANCETOPE_RAG_RETRIEVAL_MAX_PER_DOC", "RAG_RETRIEVAL_MAX_PER_DOC"),
     )
     retrieval_rrf_k: float = Field(
@@ -185,16 +186,16 @@ class EngineConfig(BaseSettings):
         description="Candidates each side of a hybrid query returns at least.",
     )
     autoinject_max_tokens: int = Field(
-        default=1500,
-        ge=50,
-        le=100_000,
+        default=limits.AUTOINJECT_MAX_TOKENS,
+        ge=limits.AUTOINJECT_MAX_TOKENS_MIN,
+        le=limits.AUTOINJECT_MAX_TOKENS_MAX,
         validation_alias=_env("VANCETOPE_RAG_AUTOINJECT_MAX_TOKENS"),
         description="Default token budget of the <rag-context> block (cl100k_base tokens).",
     )
     max_text_chars: int = Field(
-        default=2_000_000,
-        ge=1000,
-        le=10_000_000,  # extract.HARD_MAX_CHARS: no text is ever held longer than that
+        default=limits.MAX_TEXT_CHARS,
+        ge=limits.MAX_TEXT_CHARS_MIN,
+        le=limits.HARD_MAX_TEXT_CHARS,  # no text is ever held longer than that
         validation_alias=_env("VANCETOPE_RAG_MAX_TEXT_CHARS", "VANCETOPE_RAG_EXTRACT_MAX_CHARS"),
         description="The longest text taken anywhere, in characters: the rag_* tools and the "
         "REST API refuse longer text; a longer document (document_saved, import) is indexed "

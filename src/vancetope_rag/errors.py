@@ -157,6 +157,44 @@ class ExtractionError(RagError):
     code = "EXTRACTION_FAILED"
 
 
+class ExtractorDependencyMissingError(ExtractionError, MissingDependencyError):
+    """An extractor needs an optional dependency; ``extra`` names what to install."""
+
+    code = "EXTRACT_DEPENDENCY_MISSING"
+
+    def __init__(self, what: str, extra: str) -> None:
+        super().__init__(what, extra)
+
+
+class NoTextLayerError(ExtractionError):
+    """A scan: a PDF without a text layer, or an image, and no OCR/vision backend configured
+    (or it read nothing)."""
+
+    code = "EXTRACT_NO_TEXT_LAYER"
+
+
+class NoTextError(ExtractionError):
+    """The file was read and holds no text (an empty file, a document of images only)."""
+
+    code = "EXTRACT_NO_TEXT"
+
+
+class ExtractionTimeoutError(ExtractionError):
+    """The extraction ran past its wall-time budget and was stopped."""
+
+    code = "EXTRACT_TIMEOUT"
+
+
+class UnsupportedTypeError(ExtractionError):
+    """No extractor handles the file's MIME type (images, archives, unknown binaries...)."""
+
+    code = "EXTRACT_UNSUPPORTED_TYPE"
+
+    def __init__(self, message: str, *, mime_type: str) -> None:
+        super().__init__(message)
+        self.mime_type = mime_type
+
+
 class PathNotAllowedError(RagError, PermissionError):
     """A workspace path was refused (traversal, absolute, dotfile, symlink out of the root...)."""
 
@@ -173,3 +211,9 @@ class SettingError(InvalidInputError):
     """A cascade setting key is unknown or its value is invalid."""
 
     code = "SETTING_INVALID"
+
+
+class ApiConfigError(RagError):
+    """The REST API cannot start as configured (no or too short JWT secret)."""
+
+    code = "API_CONFIG"

@@ -1,5 +1,5 @@
-"""The REST API's share of the text limit (issue 8, defect 3): oversized bodies are refused
-before any route reads them; documents indexed up to the limit say so."""
+"""The REST API's share of the one text limit (``VANCETOPE_RAG_MAX_TEXT_CHARS``): oversized
+bodies are refused before any route reads them; documents indexed up to the limit say so."""
 
 from __future__ import annotations
 

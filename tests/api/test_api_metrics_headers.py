@@ -1,4 +1,4 @@
-"""/metrics behind an optional bearer token, and nosniff on every answer (issue 8, defect 6)."""
+"""/metrics behind an optional bearer token, and nosniff on every answer."""
 
 from __future__ import annotations
 

@@ -224,7 +224,7 @@ def test_without_token_the_page_asks_for_one(page: sync_api.Page) -> None:
 def test_a_document_indexed_up_to_the_text_limit_says_so(
     page: sync_api.Page, ui_app: RagApp
 ) -> None:
-    """Issue 8, defect 3: a truncated document is marked in the table and counted in the
+    """The text limit in the UI: a truncated document is marked in the table and counted in the
     status card. (The limit is lowered on the running app: its default is 2 M characters.)"""
     from vancetope_rag.domain.texts import TextLimit
 
@@ -247,8 +247,8 @@ def test_a_document_indexed_up_to_the_text_limit_says_so(
 def test_unreadable_and_truncated_files_are_shown_with_their_reasons(
     page: sync_api.Page, ui_app: RagApp
 ) -> None:
-    """Issue 13: a file that cannot be read is listed as failed with its reason, and one read
-    only up to a budget says which budget."""
+    """Unreadable files in the UI: a file that cannot be read is listed as failed with its
+    reason, and one read only up to a budget says which budget."""
     import filemakers as fm
     from vancetope_rag.services.importer import ImportSource
 

@@ -1,4 +1,4 @@
-"""What a turn receives (issue 10): citations that name documents as they are now, the block's
+"""What a turn receives: citations that name documents as they are now, the block's
 token budget, and AutoInject deferring to a ``rag_query`` tool — through the pre-turn step,
 the ``rag_query`` tool and ``RagContextLLM`` with a tool-calling mock LLM."""
 

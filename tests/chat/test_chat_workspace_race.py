@@ -1,6 +1,6 @@
 """The path jail under a race: a directory swapped for a symlink (and back) while files are read.
 
-Regression for issue 8, defect 1: the jail resolved the path with ``realpath()`` and opened it
+Regression: the jail resolved the path with ``realpath()`` and opened it
 afterwards, so a directory swapped for a symlink in between let the read leave the workspace
 (about 1 escape in 150 tries), and the vanishing directory surfaced as an uncaught
 ``FileNotFoundError`` ("internal error"). Each test swaps for about two seconds.

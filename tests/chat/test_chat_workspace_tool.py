@@ -180,7 +180,7 @@ def test_ids_cannot_move_the_workspace_root(
     (tmp_path / "ws" / T / P).mkdir(parents=True)
     app = make_app(config={"workspaces_dir": str(tmp_path / "ws")}, tenant=T)
     assert app.workspace_root(tenant, project) is None
-    # and such ids are no ids at all: every host method refuses them (issue 8, defect 5)
+    # and such ids are no ids at all: every host method refuses them with InvalidInputError
     with pytest.raises(InvalidInputError, match="must be 1-200 characters"):
         app.bring(tenant, project)
     with pytest.raises(InvalidInputError):
@@ -188,7 +188,7 @@ def test_ids_cannot_move_the_workspace_root(
 
 
 def test_a_workbook_is_read_by_sheet_and_cited_with_it(ws: tuple[RagApp, Path, str]) -> None:
-    """Issue 13: the tool extracts like an import, with sections in the label."""
+    """The workspace tool extracts like an import, with sections in the label."""
     import filemakers as fm
 
     app, tmp_path, rag_id = ws

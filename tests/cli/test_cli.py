@@ -46,7 +46,7 @@ def test_import_index_query_context_status(run, docs: Path) -> None:
     _enable(run)
     imported = json.loads(run("import", str(docs), "--json").stdout)
     assert imported["created"] == 3 and imported["skippedFiles"] == []
-    # Files that cannot be read are documents in state failed, with the reason (issue 13).
+    # Files that cannot be read are documents in state failed, with the reason.
     assert {s["path"] for s in imported["failedFiles"]} == {"image.png", "latin1.txt"}
     reasons = " ".join(s["reason"] for s in imported["failedFiles"])
     assert "not UTF-8" in reasons and "no text layer" in reasons

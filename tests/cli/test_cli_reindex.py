@@ -42,8 +42,8 @@ def indexed(run, tmp_path: Path):
 
 
 def test_rebuild_with_embeddings_off_refuses_and_keeps_the_index(indexed) -> None:
-    """Regression (issue 7, bug 1): the CLI dropped `_documents`, said it had rebuilt the RAG
-    and exited 0; afterwards `status` said `exists: false`."""
+    """Regression (a rebuild with embeddings off): the CLI dropped `_documents`, said it had
+    rebuilt the RAG and exited 0; afterwards `status` said `exists: false`."""
     run = indexed
     before = json.loads(run("status", "--json").stdout)
     assert before["exists"] is True and before["chunkCount"] == 2

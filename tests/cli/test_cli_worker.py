@@ -63,9 +63,9 @@ def test_worker_indexes_and_stops_on_sigterm(tmp_path: Path) -> None:
 
 
 def test_worker_with_indexer_disabled_indexes_nothing(tmp_path: Path) -> None:
-    """Regression (issue 7, bug 3): `RAG_INDEXER_ENABLED=false vancetope-rag worker` indexed
-    anyway, nothing read the setting. Now the worker says the indexer is off, idles until
-    SIGTERM and exits 0; an explicit `index` run still works."""
+    """Regression (the indexer switch was never read): `RAG_INDEXER_ENABLED=false
+    vancetope-rag worker` indexed anyway, nothing read the setting. Now the worker says the
+    indexer is off, idles until SIGTERM and exits 0; an explicit `index` run still works."""
     store = f"sqlite:///{tmp_path / 'rag.db'}"
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -1,6 +1,6 @@
 """The SQLite database layer's failures: every apsw error leaves as a StoreError that says what
-to do, and a failed transaction (COMMIT included) forgets the schema it cached (issue 8,
-defect 4)."""
+to do, and a failed transaction (COMMIT included) forgets the schema it cached, so
+the next one reads it again."""
 
 from __future__ import annotations
 

@@ -287,7 +287,7 @@ def test_a_failing_lexical_insert_writes_no_chunk(
         raise apsw.IOError("disk I/O error (injected)")
 
     monkeypatch.setattr(SqliteLexical, "insert", fail)
-    with pytest.raises(StoreError, match="I/O error"):  # the store's error mapping (issue 8)
+    with pytest.raises(StoreError, match="I/O error"):  # apsw errors leave as StoreError
         chunks.add_chunks(
             SCOPES[0],
             [Chunk(f"c{i}", "r1", "s", f"lost text {i}", [1.0, 0, 0, 0]) for i in range(2)],

@@ -144,7 +144,7 @@ def test_plain_path_opens_a_new_store(tmp_path: Path) -> None:
 
 def test_an_empty_file_is_refused_not_taken_for_a_new_store(tmp_path: Path) -> None:
     """A 0-byte file is what `touch` makes, and what a store truncated by accident looks
-    like: taking it as a new store would hide the loss (issue 8, defect 4)."""
+    like: taking it as a new store would hide the loss."""
     path = tmp_path / "rag.db"
     path.touch()
     error = open_fails(uri(path), expect="the file is empty (0 bytes)")

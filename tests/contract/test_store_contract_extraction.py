@@ -1,5 +1,5 @@
 """Both stores keep what an import's extraction recorded, and a document whose file cannot be
-read: created FAILED with the reason, or failed later with its claim ended (issue 13)."""
+read: created FAILED with the reason, or failed later with its claim ended."""
 
 from __future__ import annotations
 

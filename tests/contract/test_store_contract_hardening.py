@@ -1,6 +1,6 @@
-"""Store contract of issue 8's additions: the garbage collection reads (a RAG's distinct source
-refs, the RAG ids that hold chunks in a project, documents' current paths by id) and the
-``truncated`` mark of a document indexed up to the text limit.
+"""Store contract of the hardening reads and marks: the garbage collection reads (a RAG's
+distinct source refs, the RAG ids that hold chunks in a project, documents' current paths by
+id) and the ``truncated`` mark of a document indexed up to the text limit.
 
 Runs once per adapter of ``conftest.STORE_FACTORIES``, through the port only.
 """

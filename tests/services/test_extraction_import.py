@@ -1,6 +1,7 @@
-"""Issue 13 end to end: the files users keep are imported, indexed and found with their section
-in the label; files that cannot be read are failed documents with the reason; re-imports
-read only what could change; hostile files end within their budget.
+"""Importing files end to end: the files users keep (office files, books, PDFs, notebooks) are
+imported, indexed and found with their section in the label; files that cannot be read are
+failed documents with the reason; re-imports read only what could change; hostile files end
+within their budget.
 
 Every file is written by the test (``filemakers``); the store is the real SQLite one and the
 provider the lexical ``hashing`` one, so a sentence found is a sentence that was extracted.

@@ -27,7 +27,7 @@ def test_directory_import_creates_updates_and_skips(app: RagApp, tmp_path: Path)
     assert (first.created, first.updated, first.unchanged) == (2, 0, 0)
     assert {s.path for s in first.skipped_files} == {"link.txt"}
     assert "symbolic link" in first.to_json()["skippedFiles"][0]["reason"]  # type: ignore[index]
-    # An image without OCR is no silence: a failed document that says why (issue 13).
+    # An image without OCR is no silence: a failed document that says why.
     assert [(f.path, "no text layer" in f.reason) for f in first.failed_files] == [
         ("pic.png", True)
     ]

@@ -1,5 +1,7 @@
-"""Input validation gaps (issue 8, defect 5): each case the issue lists, at every entry point
-it names. Each was accepted, or crashed with an internal error, before."""
+"""Input validation: malformed input (lone surrogates, bad ids and RAG names, a JWT secret
+without entropy, file names that are not UTF-8, runaway templates) is refused with a clear
+error at every entry point that takes it. Each was accepted, or crashed with an internal
+error, before."""
 
 from __future__ import annotations
 

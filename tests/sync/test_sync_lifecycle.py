@@ -170,7 +170,7 @@ def test_scheduler_serves_own_and_podless_running_projects_only(make_app: AppFac
 def test_background_scheduler_honours_indexer_enabled(
     make_app: AppFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Regression (issue 7, bug 3): `RAG_INDEXER_ENABLED=false` was parsed and never read.
+    """Regression (the indexer switch): `RAG_INDEXER_ENABLED=false` was parsed and never read.
     The background scheduler (worker, serve --with-indexer, plugin hosts) stays off and says
     so; an explicit tick is not affected."""
     caplog.set_level(logging.INFO, logger="vancetope_rag")

@@ -229,9 +229,9 @@ def test_sigkill_mid_batch_loses_nothing(
 def test_sigkill_mid_rebuild_resumes_and_switches_once(
     make_app: AppFactory, store_uri: str, tmp_path: Path, workers: list[Worker]
 ) -> None:
-    """Issue 11: a worker killed while filling the new generation; the next one resumes the
-    rebuild, the live generation answers throughout, the switch happens once, the result
-    equals a clean rebuild and the old generation is gone."""
+    """A rebuild survives its worker: a worker killed while filling the new generation; the
+    next one resumes the rebuild, the live generation answers throughout, the switch happens
+    once, the result equals a clean rebuild and the old generation is gone."""
     app = make_app()
     app.bring(T, P)
     n = 60

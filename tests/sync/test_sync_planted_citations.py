@@ -1,4 +1,4 @@
-"""No planted citations in ``_documents`` (issue 8, defect 2).
+"""No planted citations in ``_documents``: a manual write cannot cite a document's path.
 
 An agent could call ``rag_add_text(ragId="_documents", sourceRef="anything",
 metadata={"path": "documents/vacation.md"})``: the chunk survived every reindex and was

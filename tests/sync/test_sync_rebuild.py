@@ -333,8 +333,9 @@ def test_closing_the_project_during_a_rebuild_disposes_every_generation(rapp: Ra
 
 
 def test_a_rebuild_keeps_the_sections_of_files_and_their_failures(rapp: RagApp) -> None:
-    """Issue 13: the new generation is built from the same parts as the live one (a sheet per
-    chunk, labelled), and a file that could not be read stays failed, with no chunks."""
+    """A rebuild keeps extraction's parts: the new generation is built from the same parts as
+    the live one (a sheet per chunk, labelled), and a file that could not be read stays
+    failed, with no chunks."""
     import filemakers as fm
     from vancetope_rag.services.importer import ImportSource
 

@@ -145,8 +145,8 @@ def test_rebuild_with_misconfigured_provider_raises_and_keeps_the_index(app: Rag
 
 
 def test_rebuild_with_embeddings_off_refuses_before_dropping(app: RagApp) -> None:
-    """Regression (issue 7, bug 1): the guard sat in the REST router, so a service call (and
-    the CLI) dropped the index with nothing to re-create it with."""
+    """Regression (a rebuild with embeddings off): the guard sat in the REST router, so a
+    service call (and the CLI) dropped the index with nothing to re-create it with."""
     _seed(app)
     old = default_rag(app)
     app.settings.set(T, None, "ai.embedding.provider", "none")

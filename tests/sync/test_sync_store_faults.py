@@ -1,4 +1,4 @@
-"""Store faults surface as clear errors and lose nothing (issue 8, defect 4).
+"""Store faults (a corrupt file, a full disk) surface as clear errors and lose nothing.
 
 Before: a corrupt file gave a raw ``apsw.CorruptError`` traceback in ``status`` and
 ``index``; a full disk gave tracebacks, cost every document an attempt and, when the claim

@@ -1,4 +1,4 @@
-"""One text limit everywhere (issue 8, defect 3).
+"""One text limit everywhere: the tools, the REST API, document_saved and the import.
 
 ``rag_add_text`` / ``document_saved`` with 10 MB of text failed after many seconds inside the
 splitter, retried five times; CLI import silently kept the first 2 M characters of a file. Now

@@ -20,6 +20,7 @@ import filemakers
 from fakes import default_extractors
 from vancetope_rag.default_plugins import extractors
 from vancetope_rag.default_plugins.extractors import scans as extract_scans
+from vancetope_rag.default_plugins.extractors import text as extract_text_formats
 from vancetope_rag.errors import ExtractionError, InvalidInputError, MissingDependencyError
 from vancetope_rag.extraction.registry import (
     DEFAULT_MAX_CHARS,
@@ -274,7 +275,7 @@ def test_docx_with_dtd_is_refused(prolog: str) -> None:
 
 
 def test_docx_zip_bomb_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(extractors, "MAX_DOCX_XML_BYTES", 1000)
+    monkeypatch.setattr(extract_text_formats, "MAX_DOCX_XML_BYTES", 1000)
     data = make_docx("<w:p><w:r><w:t>" + "x" * 5000 + "</w:t></w:r></w:p>")
     with pytest.raises(ExtractionError, match="larger than 1000 bytes"):
         extract(data, path="bomb.docx")
@@ -361,7 +362,8 @@ def test_custom_extractor_in_a_fresh_registry() -> None:
 
 def test_there_is_no_registry_but_the_callers() -> None:
     # No module-level default: a caller that forgets the app's registry fails at once
-    # instead of silently missing every plugin's extractors (issue 7, bug 2).
+    # instead of silently missing every plugin's extractors (an import that
+    # built its own registry skipped `.eml` files although the app's registry knew them).
     with pytest.raises(TypeError, match="registry"):
         extract_text(b"hi", path="a.txt")  # type: ignore[call-arg]
     first = default_extractors()

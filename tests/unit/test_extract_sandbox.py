@@ -1,5 +1,5 @@
 """Extraction in worker processes: a hanging, crashing or memory-hungry extractor ends with a
-clear error in bounded time, and the next extraction works (issue 13)."""
+clear error in bounded time, and the next extraction works."""
 
 from __future__ import annotations
 

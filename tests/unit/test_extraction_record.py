@@ -1,4 +1,4 @@
-"""The extraction record and the rule for reading a file again (issue 13): pure values."""
+"""The extraction record and the rule for reading a file again: pure values."""
 
 from __future__ import annotations
 

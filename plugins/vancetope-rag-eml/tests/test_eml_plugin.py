@@ -84,8 +84,9 @@ def test_broken_mail_is_a_clear_error() -> None:
 
 
 def test_cli_import_extracts_eml_through_the_plugin(tmp_path: Path) -> None:
-    """Bug 2 of issue 7: `import` extracted with a module-level registry plugins never reach,
-    so it skipped `.eml` files as unsupported although the app's registry knew them."""
+    """Regression (the import's own registry): `import` extracted with a module-level
+    registry plugins never reach, so it skipped `.eml` files as unsupported although the
+    app's registry knew them."""
     root = tmp_path / "mail"
     root.mkdir()
     (root / "freeze.eml").write_bytes(MAIL)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from vancetope_rag.errors import MissingDependencyError
+from vancetope_rag.errors import ApiConfigError, MissingDependencyError
 
 try:
     from fastapi import FastAPI, Request, Response
@@ -21,7 +21,6 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingDependencyError("the REST API", "server") from exc
 
 from vancetope_rag.api.auth import (
-    ApiConfigError,
     AuthError,
     Principal,
     TokenVerifier,

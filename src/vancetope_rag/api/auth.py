@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import jwt
 
-from vancetope_rag.errors import RagError
+# Re-exported: it was defined here before it joined the other errors in vancetope_rag.errors.
+from vancetope_rag.errors import ApiConfigError as ApiConfigError
 
 ALGORITHM = "HS256"
 WRITE = "WRITE"
@@ -27,12 +28,6 @@ MIN_SECRET_DISTINCT = 8
 #: Tolerated clock skew between the token issuer and this process.
 LEEWAY_S = 30
 MAX_TOKEN_CHARS = 8192
-
-
-class ApiConfigError(RagError):
-    """The REST API cannot start as configured (no or too short JWT secret)."""
-
-    code = "API_CONFIG"
 
 
 class AuthError(Exception):

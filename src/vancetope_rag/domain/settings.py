@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from urllib.parse import urlsplit
 
+from vancetope_rag.domain import limits
 from vancetope_rag.domain.cascade import parse_auto_inject
 from vancetope_rag.domain.setting_kinds import SettingKind, SettingSpec
 from vancetope_rag.errors import SettingError
@@ -96,7 +97,7 @@ SETTINGS: Mapping[str, SettingSpec] = _specs(
         None,
         nullable=True,
         minimum=1,
-        maximum=100,
+        maximum=limits.TOP_K_MAX,
         description="How many hits a query returns; empty means the built-in default.",
     ),
     SettingSpec(
@@ -123,7 +124,7 @@ SETTINGS: Mapping[str, SettingSpec] = _specs(
         None,
         nullable=True,
         minimum=1,
-        maximum=100,
+        maximum=limits.MAX_PER_DOCUMENT_MAX,
         description="At most this many hits from one document.",
     ),
     SettingSpec(
@@ -140,8 +141,8 @@ SETTINGS: Mapping[str, SettingSpec] = _specs(
         SettingKind.INT,
         None,
         nullable=True,
-        minimum=50,
-        maximum=100_000,
+        minimum=limits.AUTOINJECT_MAX_TOKENS_MIN,
+        maximum=limits.AUTOINJECT_MAX_TOKENS_MAX,
         description="Token budget of the <rag-context> block; empty means the built-in default.",
     ),
     SettingSpec(

@@ -6,8 +6,8 @@ Extractors live in an :class:`ExtractorRegistry` that the app fills through the
 books, PDFs, images) are a default plugin, :mod:`vancetope_rag.default_plugins.extractors`,
 registered exactly like third-party ones; there is no registry outside the app's, so every
 caller of :func:`extract_text` passes the one it should use (``app.extractors``). The values
-extraction speaks (sections, options, results, errors) are :mod:`.extract_types`, re-exported
-here.
+extraction speaks (sections, options, results) are :mod:`vancetope_rag.extraction.types` and its
+errors :mod:`vancetope_rag.errors`; both are re-exported here.
 """
 
 from __future__ import annotations
@@ -17,26 +17,32 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from vancetope_rag.domain import limits
 from vancetope_rag.domain.eligibility import (
     CODE_MIME_WHITELIST,
     OCTET_STREAM,
     guess_mime_type,
 )
-from vancetope_rag.errors import ExtractionError, InvalidInputError, RagError
+from vancetope_rag.errors import (
+    ExtractionError,
+    ExtractionTimeoutError,
+    ExtractorDependencyMissingError,
+    InvalidInputError,
+    NoTextError,
+    NoTextLayerError,
+    RagError,
+    UnsupportedTypeError,
+)
 from vancetope_rag.extraction.types import (
     BUDGETS,
     DEFAULT_MAX_CHARS,
     MAX_SECTION_TITLE,
     ExtractedText,
     Extraction,
-    ExtractionTimeoutError,
     ExtractOptions,
     ExtractorDependencyMissing,
-    NoTextError,
-    NoTextLayerError,
     OcrConfig,
     Section,
-    UnsupportedTypeError,
     clean_title,
     error_from_code,
     sections_of,
@@ -53,6 +59,7 @@ __all__ = [
     "ExtractionTimeoutError",
     "Extractor",
     "ExtractorDependencyMissing",
+    "ExtractorDependencyMissingError",
     "ExtractorEntry",
     "ExtractorRegistry",
     "NoTextError",
@@ -71,7 +78,7 @@ __all__ = [
 ]
 
 #: The text an extraction keeps at most, whatever budget it is given.
-HARD_MAX_CHARS = 10_000_000
+HARD_MAX_CHARS = limits.HARD_MAX_TEXT_CHARS
 #: Extracts text from a file's bytes; the second argument is the file's path (for messages).
 #: It returns the text, or an :class:`Extraction` with sections; registered with
 #: ``takes_options=True`` it is called with the :class:`ExtractOptions` as a third argument.
@@ -271,7 +278,7 @@ def extract_text(
 
     Raises:
         UnsupportedTypeError: No extractor handles the type (e.g. ``application/zip``).
-        ExtractorDependencyMissing: The extractor needs an extra that is not installed.
+        ExtractorDependencyMissingError: The extractor needs an extra that is not installed.
         NoTextLayerError: A scan, and no OCR/vision backend is configured.
         ExtractionError: The content is not valid for its type (not UTF-8, NUL bytes,
             broken DOCX, DTD in XML, encrypted PDF, ...).

@@ -1,10 +1,11 @@
-"""The cascade settings of text extraction (issue 13): budgets, the time limit, OCR/vision.
+"""The cascade settings of text extraction: budgets, the time limit, OCR/vision.
 
 Set at tenant or project scope like every other setting; an import reads them once.
 """
 
 from __future__ import annotations
 
+from vancetope_rag.domain import limits
 from vancetope_rag.domain.setting_kinds import SettingKind, SettingSpec
 
 __all__ = ["EXTRACT_SETTINGS"]
@@ -22,7 +23,7 @@ EXTRACT_SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "rag.extract.maxPages",
         SettingKind.INT,
-        2_000,
+        limits.EXTRACT_MAX_PAGES,
         minimum=1,
         maximum=1_000_000,
         description="PDF pages read per file; the rest is left out and the document marked "
@@ -31,7 +32,7 @@ EXTRACT_SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "rag.extract.maxSlides",
         SettingKind.INT,
-        1_000,
+        limits.EXTRACT_MAX_SLIDES,
         minimum=1,
         maximum=1_000_000,
         description="Slides read per presentation (PPTX, ODP).",
@@ -39,7 +40,7 @@ EXTRACT_SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "rag.extract.maxSheets",
         SettingKind.INT,
-        100,
+        limits.EXTRACT_MAX_SHEETS,
         minimum=1,
         maximum=100_000,
         description="Sheets read per workbook (XLSX, ODS).",
@@ -47,7 +48,7 @@ EXTRACT_SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "rag.extract.maxCells",
         SettingKind.INT,
-        1_000_000,
+        limits.EXTRACT_MAX_CELLS,
         minimum=1,
         maximum=100_000_000,
         description="Non-empty cells read per workbook, over all its sheets.",
@@ -64,7 +65,7 @@ EXTRACT_SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "rag.extract.ocrLanguage",
         SettingKind.STRING,
-        "eng",
+        limits.EXTRACT_OCR_LANGUAGE,
         description="Tesseract language(s), e.g. 'eng' or 'deu+eng' (installed language packs).",
     ),
     SettingSpec(
@@ -93,7 +94,7 @@ EXTRACT_SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "rag.extract.vision.maxPages",
         SettingKind.INT,
-        50,
+        limits.EXTRACT_VISION_MAX_PAGES,
         minimum=1,
         maximum=10_000,
         description="Pages or images of one document sent to OCR/vision at most.",
@@ -101,7 +102,7 @@ EXTRACT_SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "rag.extract.vision.concurrency",
         SettingKind.INT,
-        2,
+        limits.EXTRACT_VISION_CONCURRENCY,
         minimum=1,
         maximum=16,
         description="Vision requests in flight at once for one document.",

@@ -1,5 +1,6 @@
 """What extraction speaks: sections, options and the OCR backend's configuration, what an
-extractor returns, the extracted text, and the named errors. Plain values, no I/O.
+extractor returns, the extracted text, and how a recorded error code is raised again as its
+class (the named errors themselves live in :mod:`vancetope_rag.errors`). Plain values, no I/O.
 
 Everything here is re-exported by :mod:`vancetope_rag.extraction.registry` (and the public names by
 ``vancetope_rag``); import it from there.
@@ -10,14 +11,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from vancetope_rag.domain import limits
 from vancetope_rag.domain.texts import one_line
-from vancetope_rag.errors import ExtractionError, MissingDependencyError, RagError
-from vancetope_rag.extraction.settings import EXTRACT_SETTINGS
+from vancetope_rag.errors import (
+    ExtractionError,
+    ExtractionTimeoutError,
+    ExtractorDependencyMissingError,
+    MissingDependencyError,
+    NoTextError,
+    NoTextLayerError,
+    RagError,
+    UnsupportedTypeError,
+)
 
 #: The character budget of an extraction when none is given.
-DEFAULT_MAX_CHARS = 2_000_000
-#: The settings' defaults: the one source of the budgets an extraction has when none is given.
-_DEFAULT = {spec.key: spec.default for spec in EXTRACT_SETTINGS}
+DEFAULT_MAX_CHARS = limits.MAX_TEXT_CHARS
 #: Longest section title kept (a sheet name, a slide title); longer ones are cut.
 MAX_SECTION_TITLE = 120
 
@@ -53,10 +61,10 @@ class ExtractOptions:
     """
 
     max_chars: int = DEFAULT_MAX_CHARS
-    max_pages: int = _DEFAULT["rag.extract.maxPages"]  # type: ignore[assignment]
-    max_slides: int = _DEFAULT["rag.extract.maxSlides"]  # type: ignore[assignment]
-    max_sheets: int = _DEFAULT["rag.extract.maxSheets"]  # type: ignore[assignment]
-    max_cells: int = _DEFAULT["rag.extract.maxCells"]  # type: ignore[assignment]
+    max_pages: int = limits.EXTRACT_MAX_PAGES
+    max_slides: int = limits.EXTRACT_MAX_SLIDES
+    max_sheets: int = limits.EXTRACT_MAX_SHEETS
+    max_cells: int = limits.EXTRACT_MAX_CELLS
     ocr: OcrConfig | None = None
 
 
@@ -74,14 +82,14 @@ class OcrConfig:
     """
 
     engine: str
-    language: str = _DEFAULT["rag.extract.ocrLanguage"]  # type: ignore[assignment]
+    language: str = limits.EXTRACT_OCR_LANGUAGE
     vision_model: str | None = None
     vision_base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     #: Pages (or images) of one document sent to the backend at most.
-    max_pages: int = _DEFAULT["rag.extract.vision.maxPages"]  # type: ignore[assignment]
+    max_pages: int = limits.EXTRACT_VISION_MAX_PAGES
     #: Requests to a vision backend in flight at once, per extraction.
-    concurrency: int = _DEFAULT["rag.extract.vision.concurrency"]  # type: ignore[assignment]
+    concurrency: int = limits.EXTRACT_VISION_CONCURRENCY
     #: Seconds one vision request may take.
     request_timeout_s: float = 60.0
 
@@ -119,42 +127,9 @@ class Extraction:
         return cls((Section(text),))
 
 
-class ExtractorDependencyMissing(ExtractionError, MissingDependencyError):
-    """An extractor needs an optional dependency; ``extra`` names what to install."""
-
-    code = "EXTRACT_DEPENDENCY_MISSING"
-
-    def __init__(self, what: str, extra: str) -> None:
-        super().__init__(what, extra)
-
-
-class NoTextLayerError(ExtractionError):
-    """A scan: a PDF without a text layer, or an image, and no OCR/vision backend configured
-    (or it read nothing)."""
-
-    code = "EXTRACT_NO_TEXT_LAYER"
-
-
-class NoTextError(ExtractionError):
-    """The file was read and holds no text (an empty file, a document of images only)."""
-
-    code = "EXTRACT_NO_TEXT"
-
-
-class ExtractionTimeoutError(ExtractionError):
-    """The extraction ran past its wall-time budget and was stopped."""
-
-    code = "EXTRACT_TIMEOUT"
-
-
-class UnsupportedTypeError(ExtractionError):
-    """No extractor handles the file's MIME type (images, archives, unknown binaries...)."""
-
-    code = "EXTRACT_UNSUPPORTED_TYPE"
-
-    def __init__(self, message: str, *, mime_type: str) -> None:
-        super().__init__(message)
-        self.mime_type = mime_type
+#: The name :class:`~vancetope_rag.errors.ExtractorDependencyMissingError` had before it moved
+#: to :mod:`vancetope_rag.errors`; plugins written against it keep working.
+ExtractorDependencyMissing = ExtractorDependencyMissingError
 
 
 @dataclass(frozen=True)
@@ -218,7 +193,7 @@ def error_from_code(code: str, message: str, extra: str | None = None) -> Extrac
         cls.code: cls
         for cls in (
             ExtractionError,
-            ExtractorDependencyMissing,
+            ExtractorDependencyMissingError,
             NoTextLayerError,
             NoTextError,
             UnsupportedTypeError,

@@ -1,169 +1,39 @@
-"""The built-in text extractors, registered through ``register_extractors`` like a plugin's.
+"""The built-in extractors, registered through ``register_extractors`` like a plugin's.
 
-Plain text and code, HTML, Jupyter notebooks and DOCX are read with the standard library; PDF
-needs the optional ``pypdf`` (``pip install 'vancetope-rag[pdf]'``).
+Each family module registers its own types: :mod:`.text` (plain text and code, HTML, Jupyter
+notebooks, DOCX; standard library only), :mod:`.office`, :mod:`.books` and :mod:`.scans` (PDFs
+and images; PDF needs the optional ``pypdf``, ``pip install 'vancetope-rag[pdf]'``). The
+extractor functions this package used to define are re-exported for callers of the old paths.
 """
 
 from __future__ import annotations
 
-import codecs
-import io
-import json
-import zipfile
-from typing import Any
-from xml.etree import ElementTree
-
 from vancetope_rag.default_plugins.extractors import books as extract_books
 from vancetope_rag.default_plugins.extractors import office as extract_office
 from vancetope_rag.default_plugins.extractors import scans as extract_scans
-from vancetope_rag.default_plugins.extractors.guards import ENCRYPTED, OLE_MAGIC
-from vancetope_rag.default_plugins.extractors.html import html_to_text as html_to_text
-from vancetope_rag.domain.eligibility import CODE_MIME_WHITELIST
-from vancetope_rag.errors import ExtractionError
-from vancetope_rag.extraction.registry import (
-    RegisterExtractor,
-    decode_text,
-    extraction_error,
+from vancetope_rag.default_plugins.extractors import text as extract_text_formats
+from vancetope_rag.default_plugins.extractors.scans import extract_pdf
+from vancetope_rag.default_plugins.extractors.text import (
+    DOCX_MIME,
+    IPYNB_MIME,
+    extract_docx,
+    extract_html,
+    extract_ipynb,
 )
+from vancetope_rag.extraction.html import html_to_text
+from vancetope_rag.extraction.registry import RegisterExtractor
 from vancetope_rag.hookspecs import hookimpl
 
-DOCX_MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
-IPYNB_MIME = "application/x-ipynb+json"
-PDF_MIME = "application/pdf"
-#: Largest ``word/document.xml`` read from a DOCX, after decompression (zip-bomb guard).
-MAX_DOCX_XML_BYTES = 50 * 1024 * 1024
-
-
-# --- HTML -------------------------------------------------------------------------------------
-
-
-def extract_html(data: bytes, path: str) -> str:
-    """Visible text of an HTML page (:func:`html_to_text` of the decoded bytes)."""
-    return html_to_text(decode_text(data, path))
-
-
-# --- notebooks --------------------------------------------------------------------------------
-
-
-def extract_ipynb(data: bytes, path: str) -> str:
-    """Markdown and code cell sources of a Jupyter notebook (nbformat 4); outputs skipped."""
-    try:
-        notebook: Any = json.loads(decode_text(data, path))
-    except (ValueError, RecursionError) as exc:
-        raise extraction_error(path, f"not a valid notebook (invalid JSON: {exc})") from None
-    cells = notebook.get("cells") if isinstance(notebook, dict) else None
-    if not isinstance(cells, list):
-        raise extraction_error(
-            path, "not a valid notebook (no 'cells' list; only nbformat 4 is supported)"
-        )
-    metadata = notebook.get("metadata")
-    language = ""
-    if isinstance(metadata, dict) and isinstance(metadata.get("language_info"), dict):
-        language = str(metadata["language_info"].get("name") or "")
-    blocks: list[str] = []
-    for cell in cells:
-        if not isinstance(cell, dict) or cell.get("cell_type") not in ("markdown", "code"):
-            continue
-        source = cell.get("source", "")
-        text = "".join(source) if isinstance(source, list) else str(source)
-        if not text.strip():
-            continue
-        if cell["cell_type"] == "code":
-            text = f"```{language}\n{text.rstrip()}\n```"
-        blocks.append(text.strip("\n"))
-    return "\n\n".join(blocks)
-
-
-# --- DOCX -------------------------------------------------------------------------------------
-
-
-_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
-# Skipped with their content: properties (where w:tab is a tab stop, not a tab character) and
-# the fallback copy of alternate content, which would repeat text-box text.
-_DOCX_SKIPPED = frozenset(
-    {
-        f"{_W}pPr",
-        f"{_W}rPr",
-        f"{_W}sectPr",
-        f"{_W}tblPr",
-        "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback",
-    }
-)
-
-
-def extract_docx(data: bytes, path: str) -> str:
-    """Paragraphs of a DOCX's main document, one per line; DTDs and entities are refused."""
-    if data.startswith(OLE_MAGIC):
-        # A password-protected Office file is an OLE container around the encrypted zip.
-        raise extraction_error(path, ENCRYPTED)
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            try:
-                info = archive.getinfo("word/document.xml")
-            except KeyError:
-                raise extraction_error(path, "not a DOCX file (no word/document.xml)") from None
-            if info.file_size > MAX_DOCX_XML_BYTES:
-                raise _docx_too_large(path)
-            with archive.open(info) as member:
-                xml = member.read(MAX_DOCX_XML_BYTES + 1)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError) as exc:
-        raise extraction_error(path, f"not a readable DOCX file ({exc})") from None
-    if len(xml) > MAX_DOCX_XML_BYTES:
-        raise _docx_too_large(path)
-    if xml.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, b"\x00")):
-        raise extraction_error(path, "word/document.xml is not UTF-8 encoded")
-    upper = xml.upper()
-    if b"<!DOCTYPE" in upper or b"<!ENTITY" in upper:
-        # Entity expansion and external entities are how XML bombs and file reads happen.
-        raise extraction_error(
-            path, "the DOCX contains a DTD or entity declaration, which is refused"
-        )
-    parser: ElementTree.XMLPullParser[ElementTree.Element] = ElementTree.XMLPullParser(
-        events=("start", "end")
-    )
-    parts: list[str] = []
-    skipping = 0
-    try:
-        parser.feed(xml)
-        parser.close()
-        for item in parser.read_events():
-            event, element = item[0], item[-1]
-            if not isinstance(element, ElementTree.Element):
-                continue
-            tag = element.tag
-            if tag in _DOCX_SKIPPED:
-                skipping += 1 if event == "start" else -1
-            elif skipping:
-                continue
-            elif event == "start":
-                if tag == f"{_W}tab":
-                    parts.append("\t")
-                elif tag in (f"{_W}br", f"{_W}cr"):
-                    parts.append("\n")
-            elif tag == f"{_W}t":
-                parts.append(element.text or "")
-            elif tag == f"{_W}p":
-                parts.append("\n")
-    except ElementTree.ParseError as exc:
-        raise extraction_error(path, f"word/document.xml is not well-formed XML ({exc})") from None
-    return "".join(parts).strip("\n")
-
-
-def _docx_too_large(path: str) -> ExtractionError:
-    return extraction_error(
-        path, f"word/document.xml is larger than {MAX_DOCX_XML_BYTES} bytes unpacked"
-    )
-
-
-# --- PDF --------------------------------------------------------------------------------------
-
-
-# The PDF extractor lives with the other extractors of pages that may be scans; it is
-# re-exported here, where it used to be.
-extract_pdf = extract_scans.extract_pdf
-
-
-# --- registration -----------------------------------------------------------------------------
+__all__ = [
+    "DOCX_MIME",
+    "IPYNB_MIME",
+    "extract_docx",
+    "extract_html",
+    "extract_ipynb",
+    "extract_pdf",
+    "html_to_text",
+    "register_extractors",
+]
 
 
 # tryfirst: built-ins register before third-party plugins, so a plugin that registers the same
@@ -171,37 +41,8 @@ extract_pdf = extract_scans.extract_pdf
 # plugin last, and the last registration for a key wins).
 @hookimpl(tryfirst=True)
 def register_extractors(register: RegisterExtractor) -> None:
-    # Order matters: IPYNB_MIME is one of the code/data types decoded as text, and the
-    # notebook extractor registered after it replaces that entry.
-    # Strict decoding is linear in the file and cannot hang: no worker-process round trip.
-    # The names are the ones these extractors had when their names came from their module
-    # paths: stored extraction records carry them, so a changed name would re-read every file.
-    register(
-        ("text/*", *sorted(CODE_MIME_WHITELIST)),
-        decode_text,
-        isolated=False,
-        name="vancetope_rag.extract.decode_text",
-    )
-    register(
-        ("text/html", "application/xhtml+xml"),
-        extract_html,
-        extensions=(".html", ".htm", ".xhtml"),
-        name="vancetope_rag.default_plugins.extractors.extract_html",
-    )
-    register(
-        (IPYNB_MIME,),
-        extract_ipynb,
-        extensions=(".ipynb",),
-        name="vancetope_rag.default_plugins.extractors.extract_ipynb",
-    )
-    register(
-        (DOCX_MIME,),
-        extract_docx,
-        extensions=(".docx",),
-        name="vancetope_rag.default_plugins.extractors.extract_docx",
-    )
-    register((PDF_MIME, "application/x-pdf"), extract_pdf, extensions=(".pdf",))
-    # Office files, books and scans: each module registers its own types.
+    # Text formats first: a later family may take over one of their types.
+    extract_text_formats.register(register)
     extract_office.register(register)
     extract_books.register(register)
     extract_scans.register(register)

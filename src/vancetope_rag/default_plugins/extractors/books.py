@@ -18,11 +18,11 @@ from urllib.parse import unquote
 from xml.etree import ElementTree
 
 from vancetope_rag.default_plugins.extractors.guards import check_zip, read_member, refuse_dtd
-from vancetope_rag.default_plugins.extractors.html import html_to_text
+from vancetope_rag.extraction.html import html_to_text
 from vancetope_rag.extraction.registry import (
     Extraction,
     ExtractOptions,
-    ExtractorDependencyMissing,
+    ExtractorDependencyMissingError,
     RegisterExtractor,
     Section,
     decode_text,
@@ -66,8 +66,8 @@ def _chapter_title(html: str) -> str | None:
 def extract_epub(data: bytes, path: str, options: ExtractOptions) -> Extraction:
     """One section per spine item, in reading order (``chapter 3: Title``).
 
-    The chapters' XHTML goes through :func:`~vancetope_rag.default_plugins.extractors.
-    html_to_text`; entity declarations are refused, DRM-protected books named as such.
+    The chapters' XHTML goes through :func:`~vancetope_rag.extraction.html.html_to_text`;
+    entity declarations are refused, DRM-protected books named as such.
     """
     check_zip(data, path, "EPUB")
     sections: list[Section] = []
@@ -172,7 +172,7 @@ def extract_rtf(data: bytes, path: str) -> str:
     try:
         from striprtf import striprtf
     except ImportError:
-        raise ExtractorDependencyMissing("RTF extraction", "office") from None
+        raise ExtractorDependencyMissingError("RTF extraction", "office") from None
     if not data.lstrip().startswith(b"{\\rtf"):
         raise extraction_error(path, "not an RTF file (it does not start with {\\rtf)")
     text = data.decode("latin-1")  # RTF is 7-bit; 8-bit bytes are read as Latin-1

@@ -20,7 +20,7 @@ from typing import Any
 
 from vancetope_rag.errors import ExtractionError
 from vancetope_rag.extraction.registry import (
-    ExtractorDependencyMissing,
+    ExtractorDependencyMissingError,
     OcrConfig,
     extraction_error,
 )
@@ -50,7 +50,7 @@ def recognize(images: Sequence[bytes], config: OcrConfig, path: str) -> list[str
         One text per image (``""`` where nothing was read).
 
     Raises:
-        ExtractorDependencyMissing: ``tesseract`` without ``pytesseract`` (the ``ocr`` extra).
+        ExtractorDependencyMissingError: ``tesseract`` without ``pytesseract`` (the ``ocr`` extra).
         ExtractionError: The backend is misconfigured, missing or failed (the message says
             which setting or package to fix; it never contains the API key).
     """
@@ -87,7 +87,7 @@ def _tesseract(png: bytes, config: OcrConfig, path: str) -> str:
         import pytesseract  # type: ignore[import-not-found, unused-ignore]
         from PIL import Image
     except ImportError:
-        raise ExtractorDependencyMissing("OCR with Tesseract", "ocr") from None
+        raise ExtractorDependencyMissingError("OCR with Tesseract", "ocr") from None
     language = config.language or "eng"
     packages = " ".join(f"tesseract-ocr-{lang}" for lang in language.split("+") if lang)
     try:

@@ -28,7 +28,7 @@ from vancetope_rag.errors import RagError
 from vancetope_rag.extraction.registry import (
     Extraction,
     ExtractOptions,
-    ExtractorDependencyMissing,
+    ExtractorDependencyMissingError,
     RegisterExtractor,
     Section,
     extraction_error,
@@ -64,7 +64,7 @@ def extract_xlsx(data: bytes, path: str, options: ExtractOptions) -> Extraction:
     try:
         import openpyxl
     except ImportError:
-        raise ExtractorDependencyMissing("XLSX extraction", "office") from None
+        raise ExtractorDependencyMissingError("XLSX extraction", "office") from None
     check_zip(data, path, "XLSX", scan_xml=True)
     sections: list[Section] = []
     reasons: list[str] = []
@@ -136,7 +136,7 @@ def extract_pptx(data: bytes, path: str, options: ExtractOptions) -> Extraction:
     try:
         import pptx
     except ImportError:
-        raise ExtractorDependencyMissing("PPTX extraction", "office") from None
+        raise ExtractorDependencyMissingError("PPTX extraction", "office") from None
     check_zip(data, path, "PPTX", scan_xml=True)
     sections: list[Section] = []
     truncated = None

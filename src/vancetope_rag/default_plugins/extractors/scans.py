@@ -19,7 +19,7 @@ from vancetope_rag.errors import ExtractionError, RagError
 from vancetope_rag.extraction.registry import (
     Extraction,
     ExtractOptions,
-    ExtractorDependencyMissing,
+    ExtractorDependencyMissingError,
     NoTextLayerError,
     OcrConfig,
     RegisterExtractor,
@@ -65,7 +65,7 @@ def extract_pdf(data: bytes, path: str, options: ExtractOptions | None = None) -
             without a text layer; the defaults when ``None``.
 
     Raises:
-        ExtractorDependencyMissing: ``pypdf`` (or, for scans, ``pypdfium2``) is missing.
+        ExtractorDependencyMissingError: ``pypdf`` (or, for scans, ``pypdfium2``) is missing.
         NoTextLayerError: No page has a text layer and no OCR backend is configured, or OCR
             found no text either.
         ExtractionError: The PDF is broken, or encrypted with a password.
@@ -74,7 +74,7 @@ def extract_pdf(data: bytes, path: str, options: ExtractOptions | None = None) -
     try:
         import pypdf  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
-        raise ExtractorDependencyMissing("PDF text extraction", "pdf") from None
+        raise ExtractorDependencyMissingError("PDF text extraction", "pdf") from None
     limit = max(1, options.max_pages)
     try:
         reader = pypdf.PdfReader(io.BytesIO(data))
@@ -240,7 +240,7 @@ def _ocr_pdf_pages(data: bytes, indexes: Sequence[int], config: OcrConfig, path:
         import pypdfium2  # type: ignore[import-not-found, unused-ignore]
         from PIL import Image  # noqa: F401  (the render's to_pil needs it)
     except ImportError:
-        raise ExtractorDependencyMissing("OCR of scanned PDF pages", "pdf") from None
+        raise ExtractorDependencyMissingError("OCR of scanned PDF pages", "pdf") from None
     try:
         document = pypdfium2.PdfDocument(data)
     except Exception as exc:
@@ -294,7 +294,7 @@ def extract_image(data: bytes, path: str, options: ExtractOptions | None = None)
 
     Raises:
         NoTextLayerError: No OCR backend is configured, or it found no text.
-        ExtractorDependencyMissing: Pillow is missing (the ``ocr`` extra).
+        ExtractorDependencyMissingError: Pillow is missing (the ``ocr`` extra).
         ExtractionError: The image is broken or larger than :data:`MAX_IMAGE_PIXELS`.
     """
     options = options or ExtractOptions()
@@ -330,7 +330,7 @@ def _frames(data: bytes, path: str, limit: int) -> tuple[list[bytes], bool]:
     try:
         from PIL import Image
     except ImportError:
-        raise ExtractorDependencyMissing("OCR of images", "ocr") from None
+        raise ExtractorDependencyMissingError("OCR of images", "ocr") from None
     frames: list[bytes] = []
     try:
         with Image.open(io.BytesIO(data)) as image:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vancetope_rag.domain.citations import SECTION_KEY
+from vancetope_rag.domain.limits import MAX_TEXT_CHARS
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, ChunkKind, Document, RagRecord
 from vancetope_rag.extraction.records import ExtractionRecord
 from vancetope_rag.extraction.registry import Section, sections_of
@@ -24,7 +25,7 @@ __all__ = [
 ]
 
 #: The text limit when none is configured (``EngineConfig.max_text_chars``'s default).
-DEFAULT_MAX_TEXT_CHARS = 2_000_000
+DEFAULT_MAX_TEXT_CHARS = MAX_TEXT_CHARS
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from vancetope_rag.config import EngineConfig
+from vancetope_rag.domain.limits import AUTOINJECT_MAX_TOKENS
 from vancetope_rag.domain.metadata_filters import (
     HitPredicate,
     all_of,
@@ -66,7 +67,7 @@ class RetrievalParams:
     min_score: float
     max_per_doc: int
     mode: str = "dense"
-    max_tokens: int = 1500
+    max_tokens: int = AUTOINJECT_MAX_TOKENS
 
 
 def as_rag_params(recipe: RecipeLike | None) -> RagParams | None:

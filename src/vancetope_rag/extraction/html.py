@@ -1,10 +1,12 @@
-"""HTML to text: the visible text of a page, for the HTML extractor, EPUB chapters and
-plugins (the e-mail plugin's HTML-only mails); public as
-``vancetope_rag.default_plugins.extractors.html_to_text``."""
+"""HTML to text, the public helper plugins reuse (``vancetope_rag.html_to_text``): the built-in
+HTML, EPUB and e-mail extractors all read HTML through it. Standard library only, no I/O.
+"""
 
 from __future__ import annotations
 
 from html.parser import HTMLParser
+
+__all__ = ["html_to_text"]
 
 _BLOCK_TAGS = frozenset(
     {

@@ -1,0 +1,83 @@
+"""The engine's limits and budgets, each defined once: the engine configuration, the cascade
+settings, the extraction options and the services read them from here.
+
+Pure values, no I/O and no imports of this package, so every layer (down to an extraction
+worker process) may import it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "AUTOINJECT_MAX_TOKENS",
+    "AUTOINJECT_MAX_TOKENS_MAX",
+    "AUTOINJECT_MAX_TOKENS_MIN",
+    "EXTRACT_MAX_CELLS",
+    "EXTRACT_MAX_PAGES",
+    "EXTRACT_MAX_SHEETS",
+    "EXTRACT_MAX_SLIDES",
+    "EXTRACT_OCR_LANGUAGE",
+    "EXTRACT_VISION_CONCURRENCY",
+    "EXTRACT_VISION_MAX_PAGES",
+    "HARD_MAX_TEXT_CHARS",
+    "MAX_PER_DOCUMENT_MAX",
+    "MAX_TEXT_CHARS",
+    "MAX_TEXT_CHARS_MIN",
+    "TOP_K_MAX",
+]
+
+MAX_TEXT_CHARS: Final[int] = 2_000_000
+"""The longest text taken anywhere when none is configured (``EngineConfig.max_text_chars``,
+``VANCETOPE_RAG_MAX_TEXT_CHARS``), and the character budget of an extraction given none: the
+tools and the REST API refuse longer text, a longer document is indexed up to it."""
+
+MAX_TEXT_CHARS_MIN: Final[int] = 1000
+"""The smallest text limit the engine configuration accepts."""
+
+HARD_MAX_TEXT_CHARS: Final[int] = 10_000_000
+"""The text no extraction ever keeps more of, whatever budget it is given; the largest text
+limit the engine configuration accepts."""
+
+AUTOINJECT_MAX_TOKENS: Final[int] = 1500
+"""The token budget (cl100k_base) of the ``<rag-context>`` block when neither a recipe nor
+``rag.autoInject.maxTokens`` says (``EngineConfig.autoinject_max_tokens``'s default)."""
+
+AUTOINJECT_MAX_TOKENS_MIN: Final[int] = 50
+"""The smallest token budget of the ``<rag-context>`` block a setting or the configuration
+accepts."""
+
+AUTOINJECT_MAX_TOKENS_MAX: Final[int] = 100_000
+"""The largest token budget of the ``<rag-context>`` block a setting or the configuration
+accepts."""
+
+TOP_K_MAX: Final[int] = 100
+"""The most hits one query may ask for (``rag.topK``, ``EngineConfig.retrieval_top_k``)."""
+
+MAX_PER_DOCUMENT_MAX: Final[int] = 100
+"""The most hits from one document a query may allow (``rag.maxPerDocument``,
+``EngineConfig.retrieval_max_per_doc``)."""
+
+EXTRACT_MAX_PAGES: Final[int] = 2_000
+"""PDF pages one extraction reads by default (``rag.extract.maxPages``)."""
+
+EXTRACT_MAX_SLIDES: Final[int] = 1_000
+"""Slides of a presentation one extraction reads by default (``rag.extract.maxSlides``)."""
+
+EXTRACT_MAX_SHEETS: Final[int] = 100
+"""Sheets of a workbook one extraction reads by default (``rag.extract.maxSheets``)."""
+
+EXTRACT_MAX_CELLS: Final[int] = 1_000_000
+"""Non-empty cells of a workbook, over all its sheets, one extraction reads by default
+(``rag.extract.maxCells``)."""
+
+EXTRACT_OCR_LANGUAGE: Final[str] = "eng"
+"""The Tesseract language(s) by default (``rag.extract.ocrLanguage``)."""
+
+EXTRACT_VISION_MAX_PAGES: Final[int] = 50
+"""Pages or images of one document sent to OCR/vision at most by default
+(``rag.extract.vision.maxPages``)."""
+
+EXTRACT_VISION_CONCURRENCY: Final[int] = 2
+"""Vision requests in flight at once for one document by default
+(``rag.extract.vision.concurrency``)."""
