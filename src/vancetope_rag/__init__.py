@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from vancetope_rag.errors import (
         ExtractorDependencyMissingError as ExtractorDependencyMissingError,
     )
+    from vancetope_rag.errors import FileChangedWhileReadError as FileChangedWhileReadError
+    from vancetope_rag.errors import FileTooLargeError as FileTooLargeError
     from vancetope_rag.errors import InvalidInputError as InvalidInputError
     from vancetope_rag.errors import MissingDependencyError as MissingDependencyError
     from vancetope_rag.errors import NoRebuildError as NoRebuildError
@@ -127,6 +129,8 @@ _EXPORTS: dict[str, str] = {
     "EmbeddingError": "vancetope_rag.errors",
     "ExtractionError": "vancetope_rag.errors",
     "ExtractionTimeoutError": "vancetope_rag.errors",
+    "FileChangedWhileReadError": "vancetope_rag.errors",
+    "FileTooLargeError": "vancetope_rag.errors",
     "ExtractorDependencyMissingError": "vancetope_rag.errors",
     "InvalidInputError": "vancetope_rag.errors",
     "MissingDependencyError": "vancetope_rag.errors",

@@ -195,6 +195,19 @@ class UnsupportedTypeError(ExtractionError):
         self.mime_type = mime_type
 
 
+class FileTooLargeError(ExtractionError):
+    """A file is larger than the size budget of its read; it was not read past the budget."""
+
+    code = "EXTRACT_TOO_LARGE"
+
+
+class FileChangedWhileReadError(ExtractionError):
+    """A file changed (size or mtime) while it was read, also when read a second time: its
+    bytes could mix two versions, so none are kept."""
+
+    code = "EXTRACT_CHANGED_WHILE_READ"
+
+
 class PathNotAllowedError(RagError, PermissionError):
     """A workspace path was refused (traversal, absolute, dotfile, symlink out of the root...)."""
 

@@ -11,10 +11,12 @@ import pytest
 from vancetope_rag.errors import (
     DocumentNotFoundError,
     ExtractionError,
+    FileChangedWhileReadError,
     InvalidInputError,
     PathNotAllowedError,
     RagError,
 )
+from vancetope_rag.tools import workspace as workspace_module
 from vancetope_rag.tools.workspace import read_workspace_file, resolve_workspace_path
 
 SECRET = "TOP-SECRET-7f3a9c"
@@ -191,6 +193,36 @@ def test_file_over_the_limit_is_an_extraction_error(workspace: pathlib.Path) -> 
     assert read_workspace_file(workspace, "a.md", max_bytes=5)[1] == b"alpha"
     with pytest.raises(ExtractionError, match="limit of 4 bytes"):
         read_workspace_file(workspace, "a.md", max_bytes=4)
+
+
+@pytest.mark.parametrize("rewrites", [1, 2])
+def test_a_file_rewritten_while_read_is_read_again_once(
+    workspace: pathlib.Path, monkeypatch: pytest.MonkeyPatch, rewrites: int
+) -> None:
+    """A writer caught mid-read: read once more; changed again, refused, never two versions."""
+    target = workspace / "a.md"
+    real = workspace_module._read_at_most
+    reads: list[int] = []
+
+    def read(fd: int, limit: int) -> bytes:
+        data = real(fd, limit)
+        reads.append(limit)
+        if len(reads) <= rewrites:
+            with open(target, "ab") as f:
+                f.write(b"+")
+            ns = target.stat().st_mtime_ns + 1_000_000_000 * len(reads)
+            os.utime(target, ns=(ns, ns))
+        return data
+
+    monkeypatch.setattr(workspace_module, "_read_at_most", read)
+    if rewrites == 1:
+        assert read_workspace_file(workspace, "a.md", max_bytes=100) == ("a.md", b"alpha+")
+    else:
+        with pytest.raises(FileChangedWhileReadError) as info:
+            read_workspace_file(workspace, "a.md", max_bytes=100)
+        assert info.value.code == "EXTRACT_CHANGED_WHILE_READ"
+        assert "changed while it was read" in info.value.message
+    assert reads == [101, 101]  # at most the limit plus one byte, and one retry
 
 
 @pytest.mark.parametrize("max_bytes", [0, -1, True])

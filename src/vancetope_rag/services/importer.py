@@ -10,6 +10,15 @@ encrypted or corrupt file, a missing extra, past the time limit) becomes a docum
 ``failed`` with the reason, so the status, the REST API and the UI show it; it never stops or
 undoes the others. Files that are no document at all (symlinks, unsupported types) are
 skipped with their reason.
+
+A directory is listed first and read afterwards (the CLI counts the files for its progress
+bar), so what is read may no longer be what was listed. Each file is read through the
+workspace module's race-free walk (:func:`~vancetope_rag.tools.workspace.open_below`: every
+component opened relative to its parent, no symlink followed, ``fstat`` of what was opened)
+and bounded read (:func:`~vancetope_rag.tools.workspace.read_open_file`: never more than the
+size limit plus one byte, one version only): a file that became a symlink, a FIFO or a
+device, or vanished, is skipped with its reason; one that kept changing while it was read
+fails with ``EXTRACT_CHANGED_WHILE_READ``.
 """
 
 from __future__ import annotations
@@ -21,11 +30,19 @@ from pathlib import Path
 
 from vancetope_rag.domain.eligibility import guess_mime_type, is_textual
 from vancetope_rag.domain.texts import has_lone_surrogate
-from vancetope_rag.errors import ExtractionError, RagError
+from vancetope_rag.errors import (
+    DocumentNotFoundError,
+    ExtractionError,
+    FileChangedWhileReadError,
+    FileTooLargeError,
+    PathNotAllowedError,
+    RagError,
+)
 from vancetope_rag.extraction.records import ExtractionRecord, file_hash
 from vancetope_rag.extraction.registry import ExtractorRegistry, UnsupportedTypeError
 from vancetope_rag.extraction.service import ExtractionPlan, ExtractionService, FileExtraction
 from vancetope_rag.services.documents import DocumentService, check_path
+from vancetope_rag.tools.workspace import WalkRules, open_below, read_open_file
 
 #: Files larger than this are skipped (a document is held in memory whole).
 MAX_IMPORT_BYTES = 50 * 1024 * 1024
@@ -35,28 +52,58 @@ MAX_IMPORT_BYTES = 50 * 1024 * 1024
 class ImportSource:
     """One file offered for import, under its path relative to the import root.
 
-    Exactly one of ``file`` (read from disk, size checked first), ``data`` (already in memory)
-    or ``skip_reason`` (not importable, e.g. a symbolic link) is set.
+    Exactly one of ``root`` (read from disk: the regular file ``path`` names below ``root``),
+    ``data`` (already in memory) or ``skip_reason`` (not importable, e.g. a symbolic link) is
+    set.
     """
 
     path: str
-    file: Path | None = None
+    root: Path | None = None
     data: bytes | None = None
     skip_reason: str | None = None
 
     def read(self, max_bytes: int) -> bytes:
-        """The file's bytes; refuses files over ``max_bytes`` before reading them."""
-        size = len(self.data) if self.data is not None else None
-        if size is None and self.file is not None:
-            size = self.file.stat().st_size
-        if size is None:
-            raise ExtractionError(self.skip_reason or "nothing to read")
-        if size > max_bytes:
-            raise ExtractionError(f"larger than {max_bytes // (1024 * 1024)} MiB")
+        """The file's bytes: at most ``max_bytes + 1`` are read, so a larger file is refused
+        (:class:`FileTooLargeError`) without reading it; one that changed while it was read,
+        also the second time, is refused (:class:`FileChangedWhileReadError`). A file no longer
+        the regular file listed (a symlink, FIFO or device now) or gone is another
+        :class:`RagError`: skipped, not a failed document."""
         if self.data is not None:
+            if len(self.data) > max_bytes:
+                raise _too_large(max_bytes)
             return self.data
-        assert self.file is not None
-        return self.file.read_bytes()
+        if self.root is None:
+            raise ExtractionError(self.skip_reason or "nothing to read")
+        fd, _, _ = open_below(self.root, self.path.split("/"), _LISTED_FILE)
+        try:
+            return read_open_file(
+                fd, max_bytes, too_large=lambda: _too_large(max_bytes), changed=_changed
+            )
+        finally:
+            os.close(fd)
+
+
+#: How the import reads a file it listed: no symlink followed anywhere on its path (the
+#: listing skipped symlinks; one there now was swapped in), hard links allowed as listed.
+_LISTED_FILE = WalkRules(
+    refuse=PathNotAllowedError,
+    not_found=lambda: DocumentNotFoundError("it vanished after it was listed"),
+    follow_symlinks=False,
+    single_link=False,
+)
+
+
+def _too_large(max_bytes: int) -> FileTooLargeError:
+    mib = 1024 * 1024
+    limit = f"{max_bytes // mib} MiB" if max_bytes % mib == 0 else f"{max_bytes:,} bytes"
+    return FileTooLargeError(f"larger than {limit} (the import's size limit)")
+
+
+def _changed() -> FileChangedWhileReadError:
+    return FileChangedWhileReadError(
+        "it changed while it was read, also when read again (its size or modification time); "
+        "import it again once it is no longer being written"
+    )
 
 
 @dataclass(frozen=True)
@@ -137,7 +184,9 @@ def file_type(path: str, mime: str) -> str:
 
 
 def walk_directory(root: Path) -> Iterator[ImportSource]:
-    """Every file under ``root``, sorted; hidden entries left out, symlinks not followed."""
+    """Every file under ``root``, sorted; hidden entries left out, symlinks not followed.
+    Files are only listed here: :meth:`ImportSource.read` opens each one later, race-free."""
+    real_root = Path(os.path.realpath(root))
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
@@ -155,7 +204,7 @@ def walk_directory(root: Path) -> Iterator[ImportSource]:
             elif not full.is_file():
                 yield ImportSource(rel, skip_reason="not a regular file")
             else:
-                yield ImportSource(rel, file=full)
+                yield ImportSource(rel, root=real_root)
 
 
 class DocumentImporter:
@@ -244,14 +293,13 @@ class DocumentImporter:
         previous = ExtractionRecord.from_json(existing.extraction) if existing else None
         try:
             data = source.read(self.max_bytes)
-        except ExtractionError as exc:  # over the size budget: a document that says so
-            reason = f"cannot import {source.path!r}: {exc.message} (the import's size limit)"
+        except ExtractionError as exc:  # too large, or changed while read: a document that says so
             record = ExtractionRecord(
                 file_hash="",
                 config="",
                 mime_type=mime,
-                error_code="EXTRACT_TOO_LARGE",
-                error=reason,
+                error_code=exc.code,
+                error=f"cannot import {source.path!r}: {exc.message}",
             )
             read = FileExtraction(record)
         else:

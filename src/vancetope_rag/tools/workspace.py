@@ -5,6 +5,9 @@ characters or dot-components), then opened race-free: walked from a directory fi
 of the root one component at a time, never resolved by name and opened afterwards. Symlinks are
 followed by hand and only while they stay inside the root and outside dot-directories; the
 file must be a regular file with one hard link, and ``file.txt/`` (a trailing slash) is refused.
+
+The walk and the bounded read are shared: ``import DIR`` reads each file it listed through
+:func:`open_below` (symlinks not followed at all) and :func:`read_open_file`.
 """
 
 from __future__ import annotations
@@ -15,12 +18,16 @@ import pathlib
 import re
 import stat
 import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from vancetope_rag.errors import (
     DocumentNotFoundError,
     ExtractionError,
+    FileChangedWhileReadError,
     InvalidInputError,
     PathNotAllowedError,
+    RagError,
 )
 
 MAX_COMPONENT_BYTES = 255
@@ -124,15 +131,42 @@ def _wants_directory(user_path: str) -> bool:
 
 
 def _link_parts(
-    target: str, prefixes: tuple[str, ...], here: list[str], user_path: str
+    target: str, prefixes: tuple[str, ...], here: list[str], rules: WalkRules
 ) -> list[str]:
     """Components, from the root, that a symlink in directory ``here`` points to."""
     if target.startswith("/"):
         for prefix in prefixes:
             if target == prefix or target.startswith(prefix.rstrip("/") + "/"):
                 return target[len(prefix) :].split("/")
-        raise _refuse(user_path, "it resolves (through a symlink) to a place outside the workspace")
+        raise rules.refuse(_OUTSIDE)
     return [*here, *target.split("/")]
+
+
+@dataclass(frozen=True)
+class WalkRules:
+    """What a walk below a root accepts, and how it words a refusal.
+
+    Attributes:
+        refuse: The error to raise for a reason (``"it is not a regular file ..."``).
+        not_found: The error to raise when a component does not exist (any more).
+        follow_symlinks: Follow symlinks by hand while they stay inside the root; when
+            ``False`` a symlink anywhere on the path is refused.
+        single_link: Refuse a file with more than one hard link.
+    """
+
+    refuse: Callable[[str], RagError]
+    not_found: Callable[[], RagError]
+    follow_symlinks: bool = True
+    single_link: bool = True
+
+
+_SYMLINK = "it is a symbolic link (not followed)"
+
+
+def _workspace_rules(user_path: str) -> WalkRules:
+    return WalkRules(
+        refuse=lambda reason: _refuse(user_path, reason), not_found=lambda: _not_found(user_path)
+    )
 
 
 class _Walk:
@@ -143,14 +177,15 @@ class _Walk:
     swapped for a symlink between two steps is seen as a symlink, never followed blindly.
     Symlinks are followed by hand (read with ``readlink``, spliced into the remaining path,
     walked again from the root), so one that stays inside the workspace works and one that
-    leaves it, or reaches a dot-directory, is refused. ``..`` can only come from a symlink's
-    target; it moves up the components walked so far, never above the root.
+    leaves it, or reaches a dot-directory, is refused; with ``rules.follow_symlinks`` off,
+    every symlink is refused. ``..`` can only come from a symlink's target; it moves up the
+    components walked so far, never above the root.
     """
 
-    def __init__(self, root_fd: int, prefixes: tuple[str, ...], user_path: str) -> None:
+    def __init__(self, root_fd: int, prefixes: tuple[str, ...], rules: WalkRules) -> None:
         self.root_fd = root_fd
         self.prefixes = prefixes
-        self.user_path = user_path
+        self.rules = rules
         self.fd = root_fd  # the directory reached so far
         self.here: list[str] = []  # its components below the root (no symlinks among them)
 
@@ -179,13 +214,12 @@ class _Walk:
                 continue
             if name == "..":
                 if not self.here:
-                    raise _refuse(self.user_path, _OUTSIDE)
+                    raise self.rules.refuse(_OUTSIDE)
                 pending = [*self.here[:-1], *pending]
                 self._restart()
                 continue
             if name.startswith("."):
-                raise _refuse(
-                    self.user_path,
+                raise self.rules.refuse(
                     "it resolves (through a symlink) to a dotfile or dot-directory"
                     if via_link
                     else f"dotfiles and dot-directories are not allowed ({name!r})",
@@ -196,10 +230,12 @@ class _Walk:
                 fd = os.open(name, _FILE_FLAGS if as_file else _DIR_FLAGS, dir_fd=self.fd)
             except OSError as exc:
                 target = self._symlink_target(name, exc, trailing_slash=last and wants_dir)
+                if not self.rules.follow_symlinks:
+                    raise self.rules.refuse(_SYMLINK) from None
                 hops += 1
                 if hops > _MAX_SYMLINKS:
-                    raise _refuse(self.user_path, "it is a symlink loop") from None
-                pending = [*_link_parts(target, self.prefixes, self.here, self.user_path), *pending]
+                    raise self.rules.refuse("it is a symlink loop") from None
+                pending = [*_link_parts(target, self.prefixes, self.here, self.rules), *pending]
                 via_link = True
                 self._restart()
                 continue
@@ -208,12 +244,12 @@ class _Walk:
                 self._enter(fd, name)
                 continue
             try:
-                _check_final(self.user_path, info, wants_dir)
+                _check_final(self.rules, info, wants_dir)
             except BaseException:
                 os.close(fd)
                 raise
             return fd, [*self.here, name]
-        raise _refuse(self.user_path, "it resolves to the workspace root itself, not a file")
+        raise self.rules.refuse("it resolves to the workspace root itself, not a file")
 
     def _symlink_target(self, name: str, exc: OSError, *, trailing_slash: bool) -> str:
         """The target of symlink ``name``; any other failure of opening it as an error."""
@@ -224,42 +260,106 @@ class _Walk:
                 pass  # not a symlink: a file where a directory was expected
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             if exc.errno == errno.ENOTDIR and trailing_slash:
-                raise _refuse(self.user_path, _TRAILING_SLASH) from None
-            raise _not_found(self.user_path) from None
-        raise _refuse(self.user_path, f"it cannot be opened ({_os_reason(exc)})") from None
+                raise self.rules.refuse(_TRAILING_SLASH) from None
+            raise self.rules.not_found() from None
+        raise self.rules.refuse(f"it cannot be opened ({_os_reason(exc)})") from None
 
 
 _OUTSIDE = "it resolves (through a symlink) to a place outside the workspace"
 _TRAILING_SLASH = "a trailing '/' names a directory, but it is a file"
 
 
-def _check_final(user_path: str, info: os.stat_result, wants_dir: bool) -> None:
+def _check_final(rules: WalkRules, info: os.stat_result, wants_dir: bool) -> None:
     if stat.S_ISDIR(info.st_mode):
-        raise _refuse(user_path, "it is a directory; name a file inside it")
+        raise rules.refuse("it is a directory; name a file inside it")
     if wants_dir:
-        raise _refuse(user_path, _TRAILING_SLASH)
+        raise rules.refuse(_TRAILING_SLASH)
     if not stat.S_ISREG(info.st_mode):
-        raise _refuse(user_path, "it is not a regular file (device, FIFO or socket)")
-    if info.st_nlink != 1:
+        raise rules.refuse("it is not a regular file (device, FIFO or socket)")
+    if rules.single_link and info.st_nlink != 1:
         # A hard link is the same file under two names; the other may be outside the workspace.
-        raise _refuse(user_path, "it has more than one hard link")
+        raise rules.refuse("it has more than one hard link")
 
 
-def _open_file(root: str | os.PathLike[str], raw_path: object) -> tuple[int, str, str, list[str]]:
-    """(fd of the file, canonical root, normalised user path, symlink-free components)."""
-    user_path, parts = _lexical_parts(raw_path)
+def open_below(
+    root: str | os.PathLike[str], parts: Sequence[str], rules: WalkRules, *, wants_dir: bool = False
+) -> tuple[int, str, list[str]]:
+    """Open the regular file that ``parts`` (components, no separators) names below ``root``,
+    race-free (see :class:`_Walk`): each component relative to its parent's fd, ``O_NOFOLLOW``,
+    the file ``O_NONBLOCK`` (a FIFO cannot block), and ``fstat`` of what was opened.
+
+    Returns:
+        The file's fd (the caller closes it), the canonical root and the symlink-free
+        components of the file.
+
+    Raises:
+        RagError: What ``rules`` make of a refusal or a missing component.
+        InvalidInputError: ``root`` is not a directory or cannot be opened.
+    """
     real_root, prefixes = _canonical_root(root)
     try:
         root_fd = os.open(real_root, _DIR_FLAGS)
     except OSError as exc:
         reason = _os_reason(exc)
         raise InvalidInputError(f"the workspace root cannot be opened ({reason})") from None
-    walk = _Walk(root_fd, prefixes, user_path)
+    walk = _Walk(root_fd, prefixes, rules)
     try:
-        fd, resolved = walk.open(parts, _wants_directory(user_path))
+        fd, resolved = walk.open(list(parts), wants_dir)
     finally:
         walk.close()
         os.close(root_fd)
+    return fd, real_root, resolved
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes from ``fd``'s current offset: fewer only at the end of the file."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = os.read(fd, min(_READ_CHUNK, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def read_open_file(
+    fd: int,
+    max_bytes: int,
+    *,
+    too_large: Callable[[], RagError],
+    changed: Callable[[], RagError],
+) -> bytes:
+    """The bytes of the regular file open as ``fd``, whole and of one version.
+
+    A file larger than ``max_bytes`` by ``fstat`` is refused unread; otherwise at most
+    ``max_bytes + 1`` bytes are read, so one that grew past the budget meanwhile is refused
+    without reading the rest. Size and ``st_mtime_ns`` of the open file are compared before
+    and after the read: a file that changed is read once more from the start, and if it
+    changed again it is refused (``changed``) rather than returned as a mix of two versions.
+    The caller closes ``fd``.
+    """
+    for _ in range(2):
+        before = os.fstat(fd)
+        if before.st_size > max_bytes:
+            raise too_large()
+        os.lseek(fd, 0, os.SEEK_SET)
+        data = _read_at_most(fd, max_bytes + 1)
+        if len(data) > max_bytes:
+            raise too_large()
+        after = os.fstat(fd)
+        if (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns):
+            return data
+    raise changed()
+
+
+def _open_file(root: str | os.PathLike[str], raw_path: object) -> tuple[int, str, str, list[str]]:
+    """(fd of the file, canonical root, normalised user path, symlink-free components)."""
+    user_path, parts = _lexical_parts(raw_path)
+    fd, real_root, resolved = open_below(
+        root, parts, _workspace_rules(user_path), wants_dir=_wants_directory(user_path)
+    )
     return fd, real_root, "/".join(parts), resolved
 
 
@@ -296,6 +396,7 @@ def read_workspace_file(
     :class:`_Walk`); what is read is the file descriptor that walk opened, checked with
     ``fstat``: a regular file with one hard link. No path is resolved and then opened again,
     so swapping a directory for a symlink meanwhile cannot lead the read out of the root.
+    The read is bounded and of one version (see :func:`read_open_file`).
 
     Args:
         root: The workspace root directory.
@@ -310,26 +411,26 @@ def read_workspace_file(
         PathNotAllowedError: See :func:`resolve_workspace_path`.
         DocumentNotFoundError: No such file exists.
         ExtractionError: The file is larger than ``max_bytes``.
+        FileChangedWhileReadError: The file changed while it was read, twice.
         InvalidInputError: ``max_bytes`` is not a positive integer or ``root`` is not a
             directory.
     """
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
         raise InvalidInputError(f"max_bytes must be a positive integer, got {max_bytes!r}")
     fd, _, relative, _ = _open_file(root, user_path)
-    with os.fdopen(fd, "rb", buffering=0) as handle:
-        if os.fstat(handle.fileno()).st_size > max_bytes:
-            raise _too_large(user_path, max_bytes)
-        chunks: list[bytes] = []
-        size = 0
-        while size <= max_bytes:  # the file may grow after fstat
-            chunk = handle.read(min(_READ_CHUNK, max_bytes + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    if size > max_bytes:
-        raise _too_large(user_path, max_bytes)
-    return relative, b"".join(chunks)
+    try:
+        data = read_open_file(
+            fd,
+            max_bytes,
+            too_large=lambda: _too_large(user_path, max_bytes),
+            changed=lambda: FileChangedWhileReadError(
+                f"workspace file {_show(user_path)} changed while it was read; "
+                "try again once it is no longer being written"
+            ),
+        )
+    finally:
+        os.close(fd)
+    return relative, data
 
 
 def _too_large(user_path: str, max_bytes: int) -> ExtractionError:
