@@ -20,7 +20,9 @@ Template variables:
 document carries the same label and the model can cite it; what a label names is the rule of
 :mod:`vancetope_rag.domain.citations` (the ``rag_query`` tool numbers with the same code).
 ``text`` is already cleaned: trailing whitespace stripped, runs of blank lines collapsed, and
-``<rag-context>`` tags neutralised (see :func:`neutralise_tags`).
+``<rag-context>`` tags and their lookalikes neutralised (see :func:`neutralise_tags`);
+``source``, ``path`` and ``source_ref`` are on one line, capped, with tags and ``[S#]``
+sequences escaped (:func:`~vancetope_rag.domain.lookalikes.clean_label`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from jinja2.sandbox import SandboxedEnvironment, SandboxedEscapeFormatter, Sandb
 from markupsafe import Markup
 
 from vancetope_rag.domain.citations import cite
+from vancetope_rag.domain.lookalikes import clean_label, neutralise_tags
 from vancetope_rag.domain.records import Hit
 from vancetope_rag.errors import InvalidInputError
 
@@ -72,9 +75,6 @@ source path when you use these.
 </rag-context>
 """
 
-# Opening or closing tag, any case, tolerant of the spacing a model would still read as a tag.
-_TAG_RE = re.compile(r"<(?=\s*/?\s*rag-context\b)", re.IGNORECASE)
-
 
 @dataclass(frozen=True, slots=True)
 class ContextSource:
@@ -99,22 +99,6 @@ class ContextHit:
     text: str
 
 
-def neutralise_tags(text: str) -> str:
-    """Defuse ``<rag-context>``/``</rag-context>`` tags so content cannot end the block early.
-
-    Only the ``<`` of such a tag becomes ``&lt;``: the model still sees what the document says,
-    the rest of the text (Markdown, other HTML) is left exactly as written, and the real
-    closing tag stays the only one in the message.
-
-    Args:
-        text: Excerpt text or a source label.
-
-    Returns:
-        The text with the ``<`` of every ``rag-context`` tag replaced by ``&lt;``.
-    """
-    return _TAG_RE.sub("&lt;", text)
-
-
 def _clean_text(text: str) -> str:
     lines: list[str] = []
     for line in neutralise_tags(text).splitlines():
@@ -127,7 +111,7 @@ def _clean_text(text: str) -> str:
 
 
 def _clean_label(label: str) -> str:
-    return " ".join(neutralise_tags(label).split())
+    return clean_label(label)
 
 
 #: How a render that broke a bound is reported (recipes refuse such templates at load).
@@ -577,15 +561,15 @@ def _views(
             sources[cited.label] = ContextSource(
                 label=cited.label,
                 source=_clean_label(cited.source),
-                path=hit.path,
-                source_ref=hit.source_ref,
+                path=None if hit.path is None else _clean_label(hit.path),
+                source_ref=_clean_label(hit.source_ref),
             )
         views.append(
             ContextHit(
                 label=cited.label,
                 source=sources[cited.label].source,
-                path=hit.path,
-                source_ref=hit.source_ref,
+                path=None if hit.path is None else _clean_label(hit.path),
+                source_ref=_clean_label(hit.source_ref),
                 kind=hit.kind,
                 score=hit.score,
                 text=_clean_text(hit.text),
