@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.tools import FunctionTool
 
 from vancetope_rag.domain.citations import cite
-from vancetope_rag.domain.context_block import neutralise_tags
 from vancetope_rag.domain.eligibility import guess_mime_type
+from vancetope_rag.domain.lookalikes import clean_label, neutralise_tags
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, RagRecord
 from vancetope_rag.errors import ExtractionError, InvalidInputError, RagError
 from vancetope_rag.secrets import get_logger, redact
@@ -215,7 +215,7 @@ class RagTools:
         out = [
             {
                 "label": c.label,
-                "source": neutralise_tags(c.source),
+                "source": clean_label(c.source),
                 "path": c.hit.path,
                 "sourceRef": c.hit.source_ref,
                 "kind": c.hit.kind,
