@@ -23,7 +23,7 @@ from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
-from vancetope_rag.store.port import ControlStore
+from vancetope_rag.store.port import ControlStore, ProjectStore
 from vancetope_rag.store.types import RagScope
 
 if TYPE_CHECKING:  # the migration service builds on the indexer, which builds on this
@@ -48,7 +48,7 @@ class ReindexResult:
         }
 
 
-def require_open_project(control: ControlStore, tenant_id: str, project_id: str) -> Project:
+def require_open_project(control: ProjectStore, tenant_id: str, project_id: str) -> Project:
     """The project, when work on its RAG may start: known and not closed.
 
     Raises:

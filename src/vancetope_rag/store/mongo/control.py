@@ -326,7 +326,7 @@ class MongoControlStore:
         flt = q.scope_filter(tenant_id, project_id, truncated=True)
         return int(self.documents.count_documents(flt))
 
-    # -- RAG catalog (live generations, through the name pointers: see .mongo_catalog) ------
+    # -- RAG catalog (read through the name pointers: see .catalog) -------------------------
 
     def insert_rag(self, rag: RagRecord) -> RagRecord:
         return self.catalog.insert_live(rag)
@@ -345,6 +345,17 @@ class MongoControlStore:
 
     def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
         return self.catalog.delete(tenant_id, project_id, rag_id)
+
+    def insert_generation(self, rag: RagRecord) -> RagRecord:
+        return self.catalog.insert_shadow(rag)
+
+    def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
+        return self.catalog.get_any(tenant_id, project_id, rag_id)
+
+    def rag_generations(
+        self, tenant_id: str, project_id: str, name: str | None = None
+    ) -> list[RagRecord]:
+        return self.catalog.generations(tenant_id, project_id, name)
 
     # -- settings (projectId null = tenant-wide) ---------------------------------------
 

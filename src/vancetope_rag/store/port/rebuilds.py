@@ -8,12 +8,12 @@ from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
-from vancetope_rag.domain.records import RagRecord
+from vancetope_rag.store.port.catalog import RagGenerations
 from vancetope_rag.store.types import DocumentHead
 
 
 @runtime_checkable
-class MigrationStore(Protocol):
+class MigrationStore(RagGenerations, Protocol):
     """Generations of a RAG name and the rebuilds that move readers from one to the next.
 
     A migration is *active* while ``running`` or ``switching``; at most one is active per
@@ -21,21 +21,7 @@ class MigrationStore(Protocol):
     documents themselves (lease, TTL, attempts, a fencing token from the same sequence).
     """
 
-    # generations
-    def insert_generation(self, rag: RagRecord) -> RagRecord:
-        """Store a SHADOW generation (invisible to the ControlStore's catalog reads)."""
-        ...
-
-    def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        """A catalog entry of any state."""
-        ...
-
-    def rag_generations(
-        self, tenant_id: str, project_id: str, name: str | None = None
-    ) -> list[RagRecord]:
-        """Every catalog entry of the project (of one name), any state, oldest first."""
-        ...
-
+    # generations (insert_generation, get_any_rag, rag_generations: RagGenerations)
     def switch_live(self, migration: Migration) -> bool:
         """Make ``migration.to_rag_id`` the live generation and retire ``from_rag_id`` in one
         atomic step, and mark the migration completed. False (and nothing changed) when the
