@@ -23,7 +23,7 @@ from vancetope_rag.store.mongo.builders import queries as mq
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
 from vancetope_rag.store.mongo.search import SearchSupport
-from vancetope_rag.store.types import NewDocument, RagScope
+from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
 
 mongomock = pytest.importorskip("mongomock")
 
@@ -143,7 +143,9 @@ def test_text_that_looks_like_an_operator_is_stored_as_text(mstore: MongoStore) 
     control = mstore.control
     doc = control.insert_document(NewDocument("t", "p", "$HOME/a.md", "text/plain", "$$NOW"))
     assert (doc.path, doc.content) == ("$HOME/a.md", "$$NOW")
-    updated = control.update_document("t", "p", doc.id, summary="$path", mark_dirty=True)
+    updated = control.update_document(
+        "t", "p", doc.id, DocumentChange(summary="$path", mark_dirty=True)
+    )
     assert updated.summary == "$path" and updated.path == "$HOME/a.md"
     assert [d.path for d in control.list_documents("t", "p", path_prefix="$HOME/")] == [
         "$HOME/a.md"
@@ -157,7 +159,7 @@ def test_a_document_over_16_mib_is_refused_before_the_driver(mstore: MongoStore)
         control.insert_document(NewDocument("t", "p", "big.md", "text/plain", big))
     doc = control.insert_document(NewDocument("t", "p", "small.md", "text/plain", "ok"))
     with pytest.raises(InvalidInputError, match="16 MiB"):
-        control.update_document("t", "p", doc.id, content=big)
+        control.update_document("t", "p", doc.id, DocumentChange(content=big))
     assert control.get_document("t", "p", doc.id).content == "ok"  # type: ignore[union-attr]
 
 

@@ -28,8 +28,8 @@ from vancetope_rag.errors import (
 )
 from vancetope_rag.store.types import (
     FILTER_KEYS,
-    UNSET,
     ChunkFilter,
+    DocumentChange,
     NewDocument,
     RagScope,
     _Unset,
@@ -58,7 +58,8 @@ FieldValue = str | bool | None
 
 @dataclass(frozen=True, slots=True)
 class DocumentChanges:
-    """What one ``update_document`` call changes, worked out once for every adapter.
+    """What one ``update_document`` call changes (its :class:`DocumentChange`), worked out
+    once for every adapter.
 
     ``values`` maps :class:`~vancetope_rag.domain.records.Document` field names to their new
     values, holding only the fields the caller gave (``None`` is a value: it clears
@@ -73,36 +74,26 @@ class DocumentChanges:
     failed_reason: str | None = None
 
     @classmethod
-    def from_args(
-        cls,
-        *,
-        path: str | _Unset = UNSET,
-        mime_type: str | _Unset = UNSET,
-        content: str | _Unset = UNSET,
-        summary: str | _Unset | None = UNSET,
-        rag_enabled: bool | _Unset | None = UNSET,
-        mark_dirty: bool = False,
-        extraction: str | _Unset | None = UNSET,
-        failed_reason: str | None = None,
-    ) -> DocumentChanges:
-        """The change set of ``ControlStore.update_document``'s keyword arguments."""
+    def of(cls, change: DocumentChange) -> DocumentChanges:
+        """The change set of a :class:`~vancetope_rag.store.types.DocumentChange`."""
+        c = change
         values: dict[str, FieldValue] = {}
-        if not isinstance(path, _Unset):
-            values["path"] = path
-        if not isinstance(mime_type, _Unset):
-            values["mime_type"] = mime_type
-        if not isinstance(content, _Unset):
-            values["content"] = content
-            values["content_hash"] = content_hash(content)
-        if not isinstance(summary, _Unset):
-            values["summary"] = summary
-        if not isinstance(rag_enabled, _Unset):
-            values["rag_enabled"] = rag_enabled
-        if not isinstance(extraction, _Unset):
-            values["extraction"] = extraction
-        if failed_reason is not None and mark_dirty:
+        if not isinstance(c.path, _Unset):
+            values["path"] = c.path
+        if not isinstance(c.mime_type, _Unset):
+            values["mime_type"] = c.mime_type
+        if not isinstance(c.content, _Unset):
+            values["content"] = c.content
+            values["content_hash"] = content_hash(c.content)
+        if not isinstance(c.summary, _Unset):
+            values["summary"] = c.summary
+        if not isinstance(c.rag_enabled, _Unset):
+            values["rag_enabled"] = c.rag_enabled
+        if not isinstance(c.extraction, _Unset):
+            values["extraction"] = c.extraction
+        if c.failed_reason is not None and c.mark_dirty:
             raise ValueError("a change either queues the document or fails it, not both")
-        return cls(values, mark_dirty, failed_reason)
+        return cls(values, c.mark_dirty, c.failed_reason)
 
 
 def new_document_state(doc: NewDocument) -> IndexState:

@@ -49,7 +49,7 @@ from vancetope_rag.store.shared import (
     vector_from_bytes,
     vector_to_bytes,
 )
-from vancetope_rag.store.types import UNSET, Clock, NewDocument, _Unset
+from vancetope_rag.store.types import Clock, DocumentChange, NewDocument
 
 
 @guard_errors
@@ -166,26 +166,9 @@ class MongoControlStore:
         tenant_id: str,
         project_id: str,
         document_id: str,
-        *,
-        path: str | _Unset = UNSET,
-        mime_type: str | _Unset = UNSET,
-        content: str | _Unset = UNSET,
-        summary: str | _Unset | None = UNSET,
-        rag_enabled: bool | _Unset | None = UNSET,
-        mark_dirty: bool = False,
-        extraction: str | _Unset | None = UNSET,
-        failed_reason: str | None = None,
+        change: DocumentChange,
     ) -> Document:
-        changes = DocumentChanges.from_args(
-            path=path,
-            mime_type=mime_type,
-            content=content,
-            summary=summary,
-            rag_enabled=rag_enabled,
-            mark_dirty=mark_dirty,
-            extraction=extraction,
-            failed_reason=failed_reason,
-        )
+        changes = DocumentChanges.of(change)
         update = q.document_update(changes, time=self._time())
         # the changed fields alone must fit; a sum over the limit the server refuses itself
         check_bson_size(update[0], f"document {document_id!r}", document_id=document_id)
@@ -196,7 +179,7 @@ class MongoControlStore:
                 return_document=ReturnDocument.AFTER,
             )
         except DuplicateKeyError as exc:
-            raise path_taken_error(path, document_id) from exc
+            raise path_taken_error(change.path, document_id) from exc
         if updated is None:
             raise document_not_found_error(tenant_id, project_id, document_id)
         return q.document_from_bson(updated)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from vancetope_rag.domain.records import Document, IndexState
-from vancetope_rag.store.types import UNSET, NewDocument, _Unset
+from vancetope_rag.store.types import DocumentChange, NewDocument
 
 
 @runtime_checkable
@@ -21,16 +21,11 @@ class DocumentStore(Protocol):
         tenant_id: str,
         project_id: str,
         document_id: str,
-        *,
-        path: str | _Unset = UNSET,
-        mime_type: str | _Unset = UNSET,
-        content: str | _Unset = UNSET,
-        summary: str | _Unset | None = UNSET,
-        rag_enabled: bool | _Unset | None = UNSET,
-        mark_dirty: bool = False,
-        extraction: str | _Unset | None = UNSET,
-        failed_reason: str | None = None,
-    ) -> Document: ...
+        change: DocumentChange,
+    ) -> Document:
+        """Apply ``change`` (its fields left UNSET stay as they are; see
+        :class:`~vancetope_rag.store.types.DocumentChange`)."""
+        ...
 
     def get_document(
         self, tenant_id: str, project_id: str, document_id: str

@@ -42,7 +42,7 @@ from vancetope_rag.store.sqlite.rows import (
     row_to_project,
 )
 from vancetope_rag.store.sqlite.settings import SqliteSettingsAndCache
-from vancetope_rag.store.types import UNSET, Clock, NewDocument, _Unset
+from vancetope_rag.store.types import Clock, DocumentChange, NewDocument
 
 T = TypeVar("T")
 
@@ -136,26 +136,9 @@ class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
         tenant_id: str,
         project_id: str,
         document_id: str,
-        *,
-        path: str | _Unset = UNSET,
-        mime_type: str | _Unset = UNSET,
-        content: str | _Unset = UNSET,
-        summary: str | _Unset | None = UNSET,
-        rag_enabled: bool | _Unset | None = UNSET,
-        mark_dirty: bool = False,
-        extraction: str | _Unset | None = UNSET,
-        failed_reason: str | None = None,
+        change: DocumentChange,
     ) -> Document:
-        changes = DocumentChanges.from_args(
-            path=path,
-            mime_type=mime_type,
-            content=content,
-            summary=summary,
-            rag_enabled=rag_enabled,
-            mark_dirty=mark_dirty,
-            extraction=extraction,
-            failed_reason=failed_reason,
-        )
+        changes = DocumentChanges.of(change)
         sets, params = document_update_sql(changes, self._clock())
         try:
             with self.db.transaction():
@@ -165,7 +148,7 @@ class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
                     (*params, document_id, tenant_id, project_id),
                 )
         except ConstraintViolation as exc:
-            raise path_taken_error(path, document_id) from exc
+            raise path_taken_error(change.path, document_id) from exc
         if not changed:
             raise document_not_found_error(tenant_id, project_id, document_id)
         doc = self.get_document(tenant_id, project_id, document_id)
