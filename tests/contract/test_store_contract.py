@@ -149,6 +149,9 @@ def test_store_satisfies_the_ports(store: Store) -> None:
     for port in (ProjectStore, DocumentStore, CatalogStore, SettingsStore, EmbeddingCache):
         assert isinstance(store.control, port)
     assert isinstance(store.migrations, MigrationStore)
+    # the adapter's own catalog, behind its control and rebuild stores, speaks the same port
+    catalog = store.migrations.catalog  # type: ignore[attr-defined]
+    assert isinstance(catalog, CatalogStore)
 
 
 # -- projects --------------------------------------------------------------------------------

@@ -312,33 +312,33 @@ class MongoControlStore:
     # -- RAG catalog (read through the name pointers: see .catalog) -------------------------
 
     def insert_rag(self, rag: RagRecord) -> RagRecord:
-        return self.catalog.insert_live(rag)
+        return self.catalog.insert_rag(rag)
 
     def get_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        return self.catalog.get_live(tenant_id, project_id, rag_id)
+        return self.catalog.get_rag(tenant_id, project_id, rag_id)
 
     def find_rag(self, tenant_id: str, project_id: str, name: str) -> RagRecord | None:
-        return self.catalog.find_live(tenant_id, project_id, name)
+        return self.catalog.find_rag(tenant_id, project_id, name)
 
     def list_rags(self, tenant_id: str, project_id: str) -> list[RagRecord]:
-        return self.catalog.list_live(tenant_id, project_id)
+        return self.catalog.list_rags(tenant_id, project_id)
 
     def rag_dimensions(self) -> set[int]:
-        return {int(d) for d in self.rags.distinct("embeddingDimension") if d}
+        return self.catalog.rag_dimensions()
 
     def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
-        return self.catalog.delete(tenant_id, project_id, rag_id)
+        return self.catalog.delete_rag(tenant_id, project_id, rag_id)
 
     def insert_generation(self, rag: RagRecord) -> RagRecord:
-        return self.catalog.insert_shadow(rag)
+        return self.catalog.insert_generation(rag)
 
     def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        return self.catalog.get_any(tenant_id, project_id, rag_id)
+        return self.catalog.get_any_rag(tenant_id, project_id, rag_id)
 
     def rag_generations(
         self, tenant_id: str, project_id: str, name: str | None = None
     ) -> list[RagRecord]:
-        return self.catalog.generations(tenant_id, project_id, name)
+        return self.catalog.rag_generations(tenant_id, project_id, name)
 
     # -- settings (projectId null = tenant-wide) ---------------------------------------
 

@@ -65,15 +65,15 @@ class MongoMigrationStore:
     # -- generations -----------------------------------------------------------------------
 
     def insert_generation(self, rag: RagRecord) -> RagRecord:
-        return self.catalog.insert_shadow(rag)
+        return self.catalog.insert_generation(rag)
 
     def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        return self.catalog.get_any(tenant_id, project_id, rag_id)
+        return self.catalog.get_any_rag(tenant_id, project_id, rag_id)
 
     def rag_generations(
         self, tenant_id: str, project_id: str, name: str | None = None
     ) -> list[RagRecord]:
-        return self.catalog.generations(tenant_id, project_id, name)
+        return self.catalog.rag_generations(tenant_id, project_id, name)
 
     def switch_live(self, migration: Migration) -> bool:
         m = migration
@@ -82,7 +82,7 @@ class MongoMigrationStore:
         if not self.end_migration(t, p, m.id, state=MigrationState.SWITCHING, expected=active):
             current = self.get_migration(t, p, m.id)
             return current is not None and current.state is MigrationState.COMPLETED
-        gone = self.catalog.get_any(t, p, m.to_rag_id) is None
+        gone = self.catalog.get_any_rag(t, p, m.to_rag_id) is None
         if gone or not self.catalog.flip(t, p, m.rag_name, m.from_rag_id, m.to_rag_id):
             reason = "the live RAG or its new generation was removed during the rebuild"
             self.end_migration(
