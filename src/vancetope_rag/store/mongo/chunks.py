@@ -46,6 +46,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 from vancetope_rag.domain.records import Chunk, Hit
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo import indexes as ix
+from vancetope_rag.store.mongo.bm25 import rank_bm25
 from vancetope_rag.store.mongo.builders import queries as mq
 from vancetope_rag.store.mongo.builders.text import build_text_search_pipeline
 from vancetope_rag.store.mongo.errors import guard_errors
@@ -54,7 +55,6 @@ from vancetope_rag.store.shared import (
     check_top_k,
     checked_vector,
     chunk_id_taken_error,
-    rank_bm25,
     words,
 )
 from vancetope_rag.store.types import ChunkFilter, Clock, RagScope

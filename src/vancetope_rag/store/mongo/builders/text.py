@@ -1,5 +1,5 @@
 """Pure builders for full-text (BM25) search on Atlas: the ``$search`` stages. (Servers
-without Atlas Search rank with :func:`vancetope_rag.store.shared.rank_bm25`.)
+without Atlas Search rank with :func:`vancetope_rag.store.mongo.bm25.rank_bm25`.)
 
 The ``$search`` stage puts the scope (tenant, project, RAG) and the chunk filters in the
 ``compound.filter`` clauses — inside the search, so they select before ranking and limiting —
