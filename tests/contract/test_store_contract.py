@@ -32,8 +32,8 @@ from vancetope_rag.store.port import (
     ControlStore,
     DocumentStore,
     EmbeddingCache,
-    MigrationStore,
     ProjectStore,
+    RebuildStore,
     SettingsStore,
     Store,
 )
@@ -148,7 +148,7 @@ def test_store_satisfies_the_ports(store: Store) -> None:
     assert isinstance(store.chunks, ChunkStore)
     for port in (ProjectStore, DocumentStore, CatalogStore, SettingsStore, EmbeddingCache):
         assert isinstance(store.control, port)
-    assert isinstance(store.migrations, MigrationStore)
+    assert isinstance(store.migrations, RebuildStore)
     # the adapter's own catalog, behind its control and rebuild stores, speaks the same port
     catalog = store.migrations.catalog  # type: ignore[attr-defined]
     assert isinstance(catalog, CatalogStore)

@@ -17,7 +17,7 @@ from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Document, IndexState,
 from vancetope_rag.domain.texts import check_label, has_lone_surrogate
 from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError
 from vancetope_rag.extraction.records import ExtractionRecord
-from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore
+from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
 from vancetope_rag.store.types import UNSET, DocumentChange, NewDocument, RagScope, _Unset
 
 RagOverride = Literal["auto", "on", "off"]
@@ -58,9 +58,7 @@ class UpsertResult:
 class DocumentService:
     """Creates, updates and deletes documents; keeps ``ragDirty`` right (spec §4.2)."""
 
-    def __init__(
-        self, control: ControlStore, chunks: ChunkStore, migrations: MigrationStore
-    ) -> None:
+    def __init__(self, control: ControlStore, chunks: ChunkStore, migrations: RebuildStore) -> None:
         self.control = control
         self.chunks = chunks
         self.migrations = migrations
@@ -382,7 +380,7 @@ class DocumentService:
         generation and a rebuild's new one — and its place in a rebuild's queue."""
         with self.control.transaction():
             self._remove_chunks(tenant_id, project_id, document_id)
-            for m in self.migrations.active_migrations(tenant_id, project_id):
+            for m in self.migrations.active_rebuilds(tenant_id, project_id):
                 self.migrations.remove_items(m.id, [document_id])
             return self.control.delete_document(tenant_id, project_id, document_id)
 

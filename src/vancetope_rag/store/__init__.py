@@ -30,7 +30,7 @@ from urllib.parse import unquote, urlparse
 
 from vancetope_rag.domain.records import IndexStatus
 from vancetope_rag.errors import MissingDependencyError, StoreError
-from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore, Store
+from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore, RebuildStore, Store
 from vancetope_rag.store.types import Clock, RagScope
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "ControlStore",
     "MigrationStore",
     "RagScope",
+    "RebuildStore",
     "SqliteStore",
     "Store",
     "open_store",
@@ -50,7 +51,7 @@ class SqliteStore:
 
     control: ControlStore
     chunks: ChunkStore
-    migrations: MigrationStore
+    migrations: RebuildStore
 
     def initialize(
         self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
@@ -116,7 +117,7 @@ def open_store(
     from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
     from vancetope_rag.store.sqlite.control import SqliteControlStore
     from vancetope_rag.store.sqlite.db import SqliteDatabase
-    from vancetope_rag.store.sqlite.rebuilds import SqliteMigrationStore
+    from vancetope_rag.store.sqlite.rebuilds import SqliteRebuildStore
     from vancetope_rag.store.sqlite.vector_cache import VectorCache
 
     db = SqliteDatabase(Path(path), busy_timeout_ms=max(1, int(busy_timeout_s * 1000)))
@@ -128,5 +129,5 @@ def open_store(
     return SqliteStore(
         control=SqliteControlStore(db, clock=clock),
         chunks=chunks,
-        migrations=SqliteMigrationStore(db, clock=clock),
+        migrations=SqliteRebuildStore(db, clock=clock),
     )

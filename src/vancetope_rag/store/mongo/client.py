@@ -35,8 +35,8 @@ from vancetope_rag.store.mongo import setup as mongo_setup
 from vancetope_rag.store.mongo.chunks import MongoChunkStore, VectorSearchMode
 from vancetope_rag.store.mongo.control import MongoControlStore
 from vancetope_rag.store.mongo.errors import guard_errors, store_error
-from vancetope_rag.store.mongo.rebuilds import MongoMigrationStore
-from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore
+from vancetope_rag.store.mongo.rebuilds import MongoRebuildStore
+from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
 from vancetope_rag.store.types import Clock
 
 __all__ = [
@@ -64,7 +64,7 @@ class MongoStore:
 
     control: ControlStore
     chunks: ChunkStore
-    migrations: MigrationStore
+    migrations: RebuildStore
     database: Any
     client: Any
     owns_client: bool = field(default=True)
@@ -190,7 +190,7 @@ def open_mongo_store(
             raise store_error(exc, f"opening store {shown!r}") from exc
         raise
     control = MongoControlStore(db, uri=shown, clock=clock, server_clock=server_clock)
-    migrations = MongoMigrationStore(
+    migrations = MongoRebuildStore(
         db, control.catalog, time_source=control.time_source, now=control.now
     )
     return MongoStore(

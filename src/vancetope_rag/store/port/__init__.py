@@ -13,8 +13,9 @@ Every call is scoped by tenant and project (chunks by :class:`~vancetope_rag.sto
 * :class:`ChunkStore` (:mod:`.chunks`) — chunk vectors per RAG.
   :class:`vancetope_rag.store.llamaindex_store.RagVectorStore` wraps any ChunkStore as a
   LlamaIndex ``BasePydanticVectorStore`` bound to one RAG.
-* :class:`MigrationStore` (:mod:`.rebuilds`) — generations of a RAG name and the rebuilds
-  between them, with the reads progress reporting needs.
+* :class:`RebuildStore` (:mod:`.rebuilds`; ``MigrationStore``, its former name, is an alias)
+  — generations of a RAG name and the rebuilds between them, with the reads progress
+  reporting needs.
 * :class:`Store` — a store opened from a URI: its control plane, chunks and rebuilds.
 
 A service that needs one concern takes the narrow Protocol. The value types they take are in
@@ -34,7 +35,7 @@ from vancetope_rag.store.port.catalog import CatalogStore, RagGenerations
 from vancetope_rag.store.port.chunks import ChunkStore
 from vancetope_rag.store.port.documents import DocumentStore
 from vancetope_rag.store.port.projects import ProjectStore
-from vancetope_rag.store.port.rebuilds import MigrationStore
+from vancetope_rag.store.port.rebuilds import MigrationStore, RebuildStore
 from vancetope_rag.store.port.settings import SettingsStore
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "MigrationStore",
     "ProjectStore",
     "RagGenerations",
+    "RebuildStore",
     "SettingsStore",
     "Store",
 ]
@@ -75,7 +77,7 @@ class Store(Protocol):
 
     control: ControlStore
     chunks: ChunkStore
-    migrations: MigrationStore
+    migrations: RebuildStore
 
     def initialize(
         self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
