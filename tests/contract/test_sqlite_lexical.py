@@ -24,7 +24,7 @@ from vancetope_rag.errors import StoreError
 from vancetope_rag.store import SqliteStore, open_store
 from vancetope_rag.store.sqlite.bm25 import scope_token
 from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
-from vancetope_rag.store.sqlite.db import MIGRATIONS, SCHEMA_VERSION, SqliteDatabase
+from vancetope_rag.store.sqlite.db import SCHEMA_VERSION, UPGRADES, SqliteDatabase
 from vancetope_rag.store.sqlite.fts import SqliteLexical
 from vancetope_rag.store.types import RagScope
 
@@ -208,8 +208,8 @@ def _v2_store(path: Path) -> None:
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
     with conn:
-        conn.execute(MIGRATIONS[0])
-        conn.execute(MIGRATIONS[1])
+        conn.execute(UPGRADES[0])
+        conn.execute(UPGRADES[1])
         conn.execute(
             "CREATE VIRTUAL TABLE vec_chunks_4 USING vec0(rag_id TEXT PARTITION KEY, "
             "embedding float[4] distance_metric=cosine, kind TEXT)"

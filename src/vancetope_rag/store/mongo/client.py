@@ -76,7 +76,7 @@ class MongoStore:
         self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
     ) -> list[IndexStatus]:
         """Create collections and indexes (B-tree, vector and text search) for every
-        dimension of the RAG catalog plus ``dimensions``, migrating a schema-1 store; with
+        dimension of the RAG catalog plus ``dimensions``, upgrading a schema-1 store; with
         ``wait``, block until every search index is READY (not merely queryable)."""
         assert isinstance(self.chunks, MongoChunkStore)
         return mongo_setup.initialize(

@@ -1,4 +1,4 @@
-"""The SQLite store's schema: its version and the migrations that reach it, in order.
+"""The SQLite store's schema: its version and the schema upgrades that reach it, in order.
 
 Pure data; :mod:`.sqlite_db` runs them in one transaction when it opens a file.
 """
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 SCHEMA_VERSION = 7
 
-#: Ordered migrations; index i brings the schema from version i to i + 1. Never edit a shipped
+#: Ordered schema upgrades; index i brings the schema from version i to i + 1. Never edit a shipped
 #: entry: add a new one.
-MIGRATIONS: tuple[str, ...] = (
+UPGRADES: tuple[str, ...] = (
     """
     CREATE TABLE projects (
         tenant_id TEXT NOT NULL,
