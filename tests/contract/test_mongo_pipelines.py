@@ -31,7 +31,7 @@ from vancetope_rag.store.mongo.builders.queries import (
     encode_vector,
     fetch_limit,
     keep_newest,
-    newest_generation,
+    newest_chunk_version,
     num_candidates_for,
     prefer_exact,
     rank_exact,
@@ -328,7 +328,7 @@ def test_the_newest_generation_per_source_wins_whatever_the_scores() -> None:
     ]
     # while the new generation is not yet visible, the old one answers
     assert [h.chunk_id for h in atlas_hits(rows[:1] + rows[4:], SCOPE)] == ["c1", "c0"]
-    assert [r["chunkId"] for r in newest_generation([])] == []
+    assert [r["chunkId"] for r in newest_chunk_version([])] == []
 
 
 def test_keep_newest_trusts_a_newer_generation_than_it_was_told() -> None:

@@ -992,7 +992,7 @@ def test_a_late_writer_never_supersedes_a_newer_claim(
     assert a.rag_claim_token is not None and b.rag_claim_token is not None
     assert b.rag_claim_token > a.rag_claim_token
     chunks.replace_source(
-        scope, doc.id, [chunk(scope, "b1", unit(1), source=doc.id)], generation=b.rag_claim_token
+        scope, doc.id, [chunk(scope, "b1", unit(1), source=doc.id)], chunk_version=b.rag_claim_token
     )
     assert control.mark_rag_clean(
         TA,
@@ -1004,7 +1004,7 @@ def test_a_late_writer_never_supersedes_a_newer_claim(
         claim_token=b.rag_claim_token,
     )
     chunks.replace_source(
-        scope, doc.id, [chunk(scope, "a1", unit(0), source=doc.id)], generation=a.rag_claim_token
+        scope, doc.id, [chunk(scope, "a1", unit(0), source=doc.id)], chunk_version=a.rag_claim_token
     )  # A wakes up
     assert not control.mark_rag_clean(
         TA,
@@ -1068,7 +1068,7 @@ def test_claim_tokens_increase_across_claims(control: ControlStore) -> None:
 def test_a_generation_must_be_a_positive_integer(chunks: ChunkStore, scope: RagScope) -> None:
     for bad in (0, -3, "7"):
         with pytest.raises(InvalidInputError):
-            chunks.replace_source(scope, "doc-1", [chunk(scope, "x", unit(0))], generation=bad)  # type: ignore[arg-type]
+            chunks.replace_source(scope, "doc-1", [chunk(scope, "x", unit(0))], chunk_version=bad)  # type: ignore[arg-type]
     assert chunks.count_chunks(scope) == 0
 
 

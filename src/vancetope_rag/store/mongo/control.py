@@ -236,7 +236,7 @@ class MongoControlStore:
         # an idle tick (the common case) reads only: no token is drawn for nothing
         if batch_size < 1 or self.documents.find_one(flt, {"_id": 1}, sort=q.CLAIM_SORT) is None:
             return []
-        update = q.claim_update(worker_id, ix.next_generation(self.counters), time_source)
+        update = q.claim_update(worker_id, ix.next_sequence(self.counters), time_source)
         claimed: list[Document] = []
         for _ in range(max(batch_size, 0)):
             found = self.documents.find_one_and_update(

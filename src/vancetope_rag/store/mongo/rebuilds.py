@@ -243,7 +243,7 @@ class MongoRebuildStore:
         }
         if batch_size < 1 or self.items.find_one(flt, {"_id": 1}) is None:
             return []  # an idle tick draws no token
-        token = ix.next_generation(self.counters)
+        token = ix.next_sequence(self.counters)
         update = [
             {
                 "$set": {

@@ -5,8 +5,8 @@ Schema versions of the MongoDB store:
 1. One ``chunks`` collection for every dimension: vectors as arrays of doubles in
    ``embedding_<dim>``, a write sequence ``seq``, staged copies flagged ``live: false``, one
    vector search index per dimension on that collection.
-2. One ``chunks_<dim>`` collection per dimension: binary float32 ``embedding``, source
-   generations ``gen``, a vector and a text search index per collection (see
+2. One ``chunks_<dim>`` collection per dimension: binary float32 ``embedding``, chunk
+   versions ``gen``, a vector and a text search index per collection (see
    :mod:`.mongo_indexes`).
 3. Generations of a RAG name (rebuilds without downtime): ``rags`` loses its unique name
    index, ``rag_names`` points at the live generation of each name (see
@@ -16,9 +16,9 @@ Schema versions of the MongoDB store:
 Opening a version-1 store that holds chunks does not strand them: the control plane works,
 chunk operations fail with a :class:`StoreError` that says to run ``init``, and ``init``
 (:func:`initialize`) copies every chunk into its ``chunks_<dim>`` collection (``seq`` becomes
-``gen``, so a half-finished old swap resolves to its newer side), raises the generation
-counter past every ``seq``, then drops the old collection. Copies keep their ``_id``, so an
-interrupted schema upgrade is simply run again.
+``gen``, so a half-finished old swap resolves to its newer side), raises the sequence counter
+(stored as ``generation``) past every ``seq``, then drops the old collection. Copies keep their
+``_id``, so an interrupted schema upgrade is simply run again.
 """
 
 from __future__ import annotations

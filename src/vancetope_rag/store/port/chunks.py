@@ -25,14 +25,14 @@ class ChunkStore(Protocol):
         source_ref: str,
         chunks: Sequence[Chunk],
         *,
-        generation: int | None = None,
+        chunk_version: int | None = None,
     ) -> None:
         """Swap a source's chunks: a query never sees the source with zero chunks, and
         ``count_chunks``/``get_chunks`` show the new chunks once this returns.
 
-        ``generation`` (the writer's claim token) orders writes of one source: a write with
-        an older generation than one already written is dropped, so a late writer can never
-        supersede a newer one. None draws a fresh generation (newer than all before)."""
+        ``chunk_version`` (the writer's claim token) orders writes of one source: a write with
+        an older chunk version than one already written is dropped, so a late writer can never
+        supersede a newer one. None draws a fresh chunk version (newer than all before)."""
         ...
 
     def remove_by_source(self, scope: RagScope, source_ref: str) -> int: ...
@@ -58,7 +58,7 @@ class ChunkStore(Protocol):
 
     def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
         """Chunks of the scope as last written (read from the primary, not from a search
-        index), one generation per source: the newest."""
+        index), one chunk version per source: the newest."""
         ...
 
     def get_chunks(
@@ -80,7 +80,7 @@ class ChunkStore(Protocol):
         """The ``top_k`` most similar chunks, best first, ``score`` = cosine similarity.
 
         On a store whose search index lags its writes (Atlas), the answer reflects the
-        writes the index has seen; per source, only the newest generation found is kept."""
+        writes the index has seen; per source, only the newest chunk version found is kept."""
         ...
 
     def lexical_query(
@@ -99,7 +99,7 @@ class ChunkStore(Protocol):
         ...
 
     def visible(self, scope: RagScope) -> bool:
-        """Does search see the newest generation of every source of the scope yet? (Always
+        """Does search see the newest chunk version of every source of the scope yet? (Always
         on stores whose queries read the data itself; a probe on Atlas.) A rebuild's shadow
         becomes live only once it is."""
         ...
@@ -116,6 +116,6 @@ class ChunkStore(Protocol):
         ...
 
     def sweep(self, *, limit: int = 100) -> int:
-        """Delete chunk generations superseded by a newer one that search already sees;
+        """Delete chunk versions superseded by a newer one that search already sees;
         returns how many chunks went. Run by the indexer's ticks, never by a query."""
         ...

@@ -128,28 +128,32 @@ class SqliteChunkStore:
         source_ref: str,
         chunks: Sequence[Chunk],
         *,
-        generation: int | None = None,
+        chunk_version: int | None = None,
     ) -> None:
         """One transaction: no reader ever sees the source between its old and new chunks.
-        A ``generation`` older than the source's last write drops the write (fencing)."""
-        if generation is not None and (not isinstance(generation, int) or generation < 1):
-            raise InvalidInputError(f"generation must be a positive integer, not {generation!r}")
+        A ``chunk_version`` older than the source's last write drops the write (fencing)."""
+        if chunk_version is not None and (not isinstance(chunk_version, int) or chunk_version < 1):
+            raise InvalidInputError(
+                f"chunk_version must be a positive integer, not {chunk_version!r}"
+            )
         key = (scope.tenant_id, scope.project_id, scope.rag_id, source_ref)
         with self.db.transaction():
-            gen = generation if generation is not None else self.db.next_generation()
+            version = chunk_version if chunk_version is not None else self.db.next_generation()
+            # each source's last chunk version; the stored table and column keep their old
+            # names (source_generations.generation)
             rows = self.db.query(
                 "SELECT generation FROM source_generations WHERE tenant_id = ? "
                 "AND project_id = ? AND rag_id = ? AND source_ref = ?",
                 key,
             )
-            if rows and int(rows[0][0]) > gen:
+            if rows and int(rows[0][0]) > version:
                 return  # a newer writer already replaced this source
             self._delete_where(scope, " AND c.source_ref = ?", (source_ref,))
             self._insert(scope, chunks)
             self.db.execute(
                 "INSERT INTO source_generations VALUES (?, ?, ?, ?, ?) ON CONFLICT "
                 "(tenant_id, project_id, rag_id, source_ref) DO UPDATE SET generation = ?",
-                (*key, gen, gen),
+                (*key, version, version),
             )
             self._bump(scope.rag_id)
 
