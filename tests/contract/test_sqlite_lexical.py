@@ -93,7 +93,7 @@ def pair(tmp_path: Path) -> tuple[SqliteStore, SqliteStore]:
     cached, plain = open_store(uri), open_store(uri, vector_cache=False)
     lexical_cache = _chunks(cached).lexical.cache
     assert lexical_cache is not None and _chunks(plain).lexical.cache is None
-    lexical_cache.reload_cooldown_s = 0.0  # refresh on every generation change
+    lexical_cache.reload_cooldown_s = 0.0  # refresh on every epoch change
     yield cached, plain  # type: ignore[misc]
     cached.close()
     plain.close()

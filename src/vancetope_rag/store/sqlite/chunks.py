@@ -55,6 +55,9 @@ class SqliteChunkStore:
         self.lexical = SqliteLexical(db, cache=lexical_cache)
 
     def _bump(self, rag_id: str) -> None:
+        """Advance the RAG's epoch and the store-wide chunk epoch (the in-process caches'
+        coherence counters; stored as ``rag_generations.generation`` and the
+        ``chunk_generation`` counter, names kept)."""
         self.db.execute(
             "INSERT INTO rag_generations (rag_id, generation) VALUES (?, 1) "
             "ON CONFLICT (rag_id) DO UPDATE SET generation = generation + 1",
@@ -62,7 +65,7 @@ class SqliteChunkStore:
         )
         self.db.execute("UPDATE counters SET value = value + 1 WHERE name = 'chunk_generation'")
 
-    def generation(self, rag_id: str) -> int:
+    def epoch(self, rag_id: str) -> int:
         rows = self.db.query("SELECT generation FROM rag_generations WHERE rag_id = ?", (rag_id,))
         return int(rows[0][0]) if rows else 0
 
@@ -138,7 +141,7 @@ class SqliteChunkStore:
             )
         key = (scope.tenant_id, scope.project_id, scope.rag_id, source_ref)
         with self.db.transaction():
-            version = chunk_version if chunk_version is not None else self.db.next_generation()
+            version = chunk_version if chunk_version is not None else self.db.next_sequence()
             # each source's last chunk version; the stored table and column keep their old
             # names (source_generations.generation)
             rows = self.db.query(
@@ -290,7 +293,7 @@ class SqliteChunkStore:
         key = (scope.tenant_id, scope.project_id, scope.rag_id)
         found = self.cache.search(
             key,
-            self.generation(scope.rag_id),
+            self.epoch(scope.rag_id),
             np.frombuffer(blob, dtype=np.float32),
             top_k,
             self._vector_loader(scope, table),
@@ -302,7 +305,7 @@ class SqliteChunkStore:
         return [
             row_to_hit(by_rowid[rid], float(score))
             for rid, score in zip(rowids.tolist(), scores.tolist(), strict=True)
-            if rid in by_rowid  # deleted between the generation read and now
+            if rid in by_rowid  # deleted between the epoch read and now
         ]
 
     def query(
@@ -385,7 +388,7 @@ class SqliteChunkStore:
             key = (scope.tenant_id, scope.project_id, scope.rag_id)
             found = self.cache.cosines(
                 key,
-                self.generation(scope.rag_id),
+                self.epoch(scope.rag_id),
                 np.asarray(rowids, dtype=np.int64),
                 np.frombuffer(blob, dtype=np.float32),
                 self._vector_loader(scope, table),

@@ -214,7 +214,7 @@ class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
     ) -> list[Document]:
         now = self._clock()
         with self.db.transaction():
-            token = self.db.next_generation()
+            token = self.db.next_sequence()
             rows = self.db.query_dicts(
                 "UPDATE documents SET rag_claimed_by = ?, rag_claimed_at = ?, "
                 f"rag_claim_token = {token:d}, "

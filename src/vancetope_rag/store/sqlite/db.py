@@ -305,9 +305,10 @@ class SqliteDatabase:
                 ) from cause
             raise
 
-    def next_generation(self) -> int:
+    def next_sequence(self) -> int:
         """The next number of the store's one increasing sequence (claim tokens and source
-        generations); call inside a transaction."""
+        chunk versions; the stored counter keeps its old name ``generation``); call inside a
+        transaction."""
         rows = self.query(
             "INSERT INTO counters (name, value) VALUES ('generation', 1) "
             "ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value"

@@ -216,7 +216,7 @@ class SqliteRebuildStore:
     ) -> list[MigrationItem]:
         now = self._clock()
         with self.db.transaction():
-            token = self.db.next_generation()
+            token = self.db.next_sequence()
             rows = self.db.query_dicts(
                 "UPDATE migration_items SET state = 'processing', claimed_by = ?, "
                 f"claimed_at = ?, claim_token = {token:d} WHERE migration_id = ? "

@@ -120,8 +120,9 @@ UPGRADES: tuple[str, ...] = (
     # 5: the lexical (BM25) index of chunk texts, backfilled from the chunks already stored.
     # Contentless (the text stays in `chunks` only) with deletes by rowid; `scope` holds one
     # token per chunk naming its tenant, project and RAG (store/lexical.py, scope_token).
-    # Two counters: a store-wide chunk generation (statistics caches) and the rowid high-water
-    # mark: chunk rowids are never reused, so an in-process index can trust them.
+    # Two counters: a store-wide chunk epoch (statistics caches; stored as chunk_generation)
+    # and the rowid high-water mark: chunk rowids are never reused, so an in-process index
+    # can trust them.
     """
     CREATE VIRTUAL TABLE chunks_fts USING fts5(
         scope, text, content='', contentless_delete=1,
