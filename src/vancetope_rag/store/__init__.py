@@ -2,21 +2,26 @@
 
 Modules:
 
-* ``port`` (and ``port_migrations``) — the Protocols the services use; ``types`` — the
-  values they take (scopes, filters, new documents, ``UNSET``); ``shared`` — what every
-  adapter does alike (argument checks, the document change set, the errors worded once).
-* SQLite: ``sqlite_db`` (connections, migrations, transactions), ``sqlite_control`` and
-  ``sqlite_chunks`` (the two adapters), ``sqlite_catalog`` (the RAG catalog and its
-  generations), ``sqlite_migrations`` (rebuilds), ``sqlite_rows`` (pure codecs and SQL
-  pieces), ``vector_cache`` (the in-process exact index).
-* MongoDB: ``mongo`` (open, compose, connection semantics), ``mongo_control``,
-  ``mongo_chunks`` and ``mongo_migrations`` (the adapters, thin I/O), ``mongo_catalog``
-  (RAG generations and the live pointers), ``mongo_updates``, ``mongo_queries``,
-  ``mongo_text``, ``mongo_probes`` and ``mongo_rebuilds`` (their pure builders),
-  ``mongo_search`` (what the server's Atlas Search can do, cached per process),
-  ``mongo_indexes`` (index definitions and management), ``mongo_setup`` (schema versions,
-  ``initialize``, migration), ``mongo_errors`` (driver failures as StoreErrors, the 16 MiB
-  check). Deployment notes: ``docs/stores.md``.
+* ``port`` (one Protocol per concern; ``port.rebuilds`` for rebuilds) — the Protocols the
+  services use; ``types`` — the values they take (scopes, filters, new documents, ``UNSET``);
+  ``shared`` — what every adapter does alike (argument checks, the document change set, the
+  errors worded once).
+* SQLite (``sqlite``): ``sqlite.db`` (connections, schema upgrades, transactions) and
+  ``sqlite.schema`` (the schema upgrades), ``sqlite.control`` and ``sqlite.chunks`` (the two
+  adapters), ``sqlite.catalog`` (the RAG catalog and its generations), ``sqlite.rebuilds``
+  (rebuilds), ``sqlite.settings``, ``sqlite.rows`` (pure codecs and SQL pieces),
+  ``sqlite.errors``, ``sqlite.fts`` (the FTS5 lexical index), ``sqlite.bm25``,
+  ``sqlite.bm25_index`` and ``sqlite.bm25_postings`` (the in-process BM25 index),
+  ``sqlite.vector_cache`` (the in-process exact index).
+* MongoDB (``mongo``): ``mongo.client`` (open, compose, connection semantics),
+  ``mongo.control``, ``mongo.chunks`` and ``mongo.rebuilds`` (the adapters, thin I/O),
+  ``mongo.catalog`` (RAG generations and the live pointers), ``mongo.builders.updates``,
+  ``mongo.builders.queries``, ``mongo.builders.text``, ``mongo.builders.probes`` and
+  ``mongo.builders.rebuilds`` (their pure builders), ``mongo.search`` (what the server's Atlas
+  Search can do, cached per process), ``mongo.indexes`` (index definitions and management),
+  ``mongo.setup`` (schema versions, ``initialize``, schema upgrade), ``mongo.errors`` (driver
+  failures as StoreErrors, the 16 MiB check), ``mongo.bm25`` (in-process BM25 ranking without
+  Atlas Search). Deployment notes: ``docs/stores.md``.
 * ``llamaindex_store`` — ``RagVectorStore``: any ChunkStore as a LlamaIndex vector store.
 """
 

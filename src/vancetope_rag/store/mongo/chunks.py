@@ -3,9 +3,9 @@
 Every chunk document carries its scope (``tenantId``, ``projectId``, ``ragId``) and every
 read, query and delete filters on all three, so a RAG id leaked from another tenant or project
 finds nothing. Chunks of dimension ``d`` live in ``chunks_<d>`` with a binary float32
-``embedding`` (see :mod:`.mongo_indexes`). A thin I/O class: filters, pipelines, ranking and
-codecs come from :mod:`.mongo_queries` and :mod:`.mongo_text`; what is known about the
-server's search, from :mod:`.mongo_search`.
+``embedding`` (see :mod:`.mongo.indexes`). A thin I/O class: filters, pipelines, ranking
+and codecs come from :mod:`.mongo.builders.queries` and :mod:`.mongo.builders.text`; what is
+known about the server's search, from :mod:`.mongo.search`.
 
 **Chunk versions.** Atlas Search indexes lag the collection (about a second, more under load):
 ``$vectorSearch`` finds ids in its index, then reads those documents from the collection.

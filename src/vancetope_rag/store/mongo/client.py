@@ -14,8 +14,8 @@ read preference with read concern ``local``; the client has an overall ``timeout
 (:data:`DEFAULT_TIMEOUT_MS` unless the URI sets one).
 
 Many processes may share one database: claims are atomic ``find_one_and_update`` calls whose
-lease condition the server evaluates on its own clock (see :mod:`.mongo_control`), and chunk
-replacement is safe without transactions (see :mod:`.mongo_chunks`).
+lease condition the server evaluates on its own clock (see :mod:`.mongo.control`), and chunk
+replacement is safe without transactions (see :mod:`.mongo.chunks`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Control store on MongoDB: projects, documents, RAG catalog, settings and embedding cache.
 
-A thin I/O class: filters and update pipelines come from :mod:`.mongo_updates`.
+A thin I/O class: filters and update pipelines come from :mod:`.mongo.builders.updates`.
 
 Multi-worker safety comes from single-document atomicity. A claim is a series of
 ``find_one_and_update`` calls, each leasing one document atomically; the lease condition is

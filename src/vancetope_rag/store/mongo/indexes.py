@@ -8,7 +8,7 @@ Chunks of each embedding dimension live in their own collection (:func:`chunk_co
 ``chunks_<dim>``) with two search indexes: :data:`VECTOR_INDEX` (``vectorSearch``: the
 ``embedding`` field with that collection's fixed ``numDimensions``, plus the pre-filter
 fields) and :data:`TEXT_INDEX` (``search``: the chunk text for BM25, the same fields as
-``token`` filters). Nothing here runs in the request path: :mod:`.mongo_setup` calls it from
+``token`` filters). Nothing here runs in the request path: :mod:`.mongo.setup` calls it from
 ``init`` and when a RAG of a new dimension is created.
 """
 
@@ -38,7 +38,7 @@ VECTOR_INDEX = "vancetope_rag_vectors"
 TEXT_INDEX = "vancetope_rag_text"
 VECTOR_FIELD = "embedding"
 TEXT_FIELD = "text"
-#: Pending chunk version swaps the sweeper works through (see :mod:`.mongo_chunks`).
+#: Pending chunk version swaps the sweeper works through (see :mod:`.mongo.chunks`).
 SWAPS = "chunk_swaps"
 #: One document per live RAG name: which generation readers use (switched in one write).
 RAG_NAMES = "rag_names"

@@ -5,7 +5,7 @@
 * **State changes are conditional single-document writes** (``state`` in the expected ones),
   so a cancel and a switch cannot both win: the switch first moves ``running → switching``,
   which a cancel (``running`` only) can no longer take.
-* **The switch** is then the pointer flip of :mod:`.mongo_catalog` (the one write readers
+* **The switch** is then the pointer flip of :mod:`.mongo.catalog` (the one write readers
   see), followed by bookkeeping a crash may interrupt: the next tick finds the migration
   ``switching`` and runs :meth:`MongoRebuildStore.switch_live` again, which is idempotent.
 * **The queue** is claimed like documents: ``find_one_and_update`` per item, a fencing token

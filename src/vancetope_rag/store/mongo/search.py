@@ -3,18 +3,18 @@
 :class:`SearchSupport` answers, once per process where it can:
 
 * **Is there Atlas Search at all?** ``auto`` probes ``$listSearchIndexes`` once. Only the
-  specific "search not supported" answer (:func:`~.mongo_errors.search_unsupported`)
+  specific "search not supported" answer (:func:`~.mongo.errors.search_unsupported`)
   switches the process to client-side exact ranking; an authorization error or a timeout is
   a :class:`StoreError` and is asked again next time.
 * **Can this dimension be queried?** A ``$vectorSearch`` on a missing or unbuilt index returns
   no documents — Atlas's documented behaviour, indistinguishable from an empty RAG — so the
   first query of a dimension checks the index is queryable and otherwise fails fast, telling
   the user to run ``init``. Queries never create or wait for an index.
-* **Exact or approximate?** :func:`~.mongo_queries.prefer_exact` on the scope's size against
-  its collection's, counted at most every ``estimate_ttl_s`` per scope.
-* **Does search see a chunk version yet?** The sweeper's probe (see :mod:`.mongo_chunks`).
+* **Exact or approximate?** :func:`~.mongo.builders.queries.prefer_exact` on the scope's size
+  against its collection's, counted at most every ``estimate_ttl_s`` per scope.
+* **Does search see a chunk version yet?** The sweeper's probe (see :mod:`.mongo.chunks`).
 
-Index creation lives in :mod:`.mongo_indexes`; it runs from ``init`` and when a RAG of a new
+Index creation lives in :mod:`.mongo.indexes`; it runs from ``init`` and when a RAG of a new
 dimension is created (:meth:`SearchSupport.prepare`), never from a query.
 """
 
@@ -209,7 +209,7 @@ class SearchSupport:
     def sees_scope(self, scope: RagScope, collection: Any) -> bool:
         """Do ``$vectorSearch`` (and ``$search``, when its index serves) see the newest
         generation of every source of the scope, as written to ``collection``? A probe per
-        group of sources (:mod:`.mongo_probes`); always true without Atlas Search."""
+        group of sources (:mod:`.mongo.builders.probes`); always true without Atlas Search."""
         if not self.uses_atlas():
             return True
         by_source = mp.written(collection.aggregate(mp.chunk_version_counts_pipeline(scope)))

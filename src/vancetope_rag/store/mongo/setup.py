@@ -7,11 +7,11 @@ Schema versions of the MongoDB store:
    vector search index per dimension on that collection.
 2. One ``chunks_<dim>`` collection per dimension: binary float32 ``embedding``, chunk
    versions ``gen``, a vector and a text search index per collection (see
-   :mod:`.mongo_indexes`).
+   :mod:`.mongo.indexes`).
 3. Generations of a RAG name (rebuilds without downtime): ``rags`` loses its unique name
    index, ``rag_names`` points at the live generation of each name (see
-   :mod:`.mongo_catalog`), ``migrations`` and ``migration_items`` record rebuilds. Done on
-   open (:func:`~.mongo_catalog.upgrade_catalog`): every existing RAG gets its pointer.
+   :mod:`.mongo.catalog`), ``migrations`` and ``migration_items`` record rebuilds. Done on
+   open (:func:`~.mongo.catalog.upgrade_catalog`): every existing RAG gets its pointer.
 
 Opening a version-1 store that holds chunks does not strand them: the control plane works,
 chunk operations fail with a :class:`StoreError` that says to run ``init``, and ``init``

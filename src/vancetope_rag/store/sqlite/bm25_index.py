@@ -10,7 +10,7 @@ frequencies) and each row's length in tokens. What it does not hold: the collect
 query, so a ranking from here equals FTS5's ranking of the same query, row for row and score
 for score (tested on random corpora), whichever path answers.
 
-Coherence is the vector cache's (:mod:`.vector_cache`): a per-RAG epoch bumped in the same
+Coherence is the vector cache's (:mod:`.sqlite.vector_cache`): a per-RAG epoch bumped in the same
 transaction as every chunk write; a stale entry is refreshed unless it was refreshed moments
 ago, in which case the caller asks FTS5. Refreshing is incremental: chunk rows never change
 (a replacement is a delete plus new rows), so only rows added since the last load are

@@ -2,7 +2,7 @@
 
 A name's generations are rows of ``rags`` told apart by ``state``; a partial unique index
 keeps one *live* row per tenant, project and name (schema upgrade 6), so a rebuild's
-switch (:meth:`~.sqlite_migrations.SqliteRebuildStore.switch_live`) is two row updates in
+switch (:meth:`~.sqlite.rebuilds.SqliteRebuildStore.switch_live`) is two row updates in
 one transaction.
 """
 

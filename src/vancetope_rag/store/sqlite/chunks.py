@@ -1,5 +1,5 @@
 """Chunk store on sqlite-vec: chunk rows in ``chunks``, vectors in a ``vec0`` table per dimension,
-texts in the FTS5 lexical index (:mod:`.sqlite_lexical`).
+texts in the FTS5 lexical index (:mod:`.sqlite.fts`).
 
 The RAG id is the ``vec0`` partition key, so a KNN query only scans that RAG's vectors; the
 join back to ``chunks`` re-checks tenant and project, so a RAG id from another tenant finds

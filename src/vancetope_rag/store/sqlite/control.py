@@ -1,6 +1,6 @@
 """Embedded control store on one SQLite file (projects, documents, RAG catalog, settings, cache).
 
-The I/O class; row codecs and the SQL of a document change set come from :mod:`.sqlite_rows`,
+The I/O class; row codecs and the SQL of a document change set come from :mod:`.sqlite.rows`,
 the rules both adapters share from :mod:`.shared`.
 """
 
@@ -49,8 +49,8 @@ T = TypeVar("T")
 
 class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
     """:class:`~vancetope_rag.store.port.ControlStore` on a :class:`SqliteDatabase` (the RAG
-    catalog comes from :class:`~.sqlite_catalog.SqliteRagCatalog`, settings and the embedding
-    cache from :class:`~.sqlite_settings.SqliteSettingsAndCache`)."""
+    catalog comes from :class:`~.sqlite.catalog.SqliteRagCatalog`, settings and the embedding
+    cache from :class:`~.sqlite.settings.SqliteSettingsAndCache`)."""
 
     def __init__(self, db: SqliteDatabase, *, clock: Clock = time.time) -> None:
         self.db = db

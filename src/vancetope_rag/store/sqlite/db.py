@@ -5,7 +5,7 @@ connection, so sharing one would mix transactions of different threads). Several
 open the same file: WAL mode plus ``BEGIN IMMEDIATE`` for every write transaction.
 
 This class is the adapters' only way to the database, and the one place where an apsw error
-becomes a :class:`~vancetope_rag.errors.StoreError` (:func:`.sqlite_errors.store_error`). A
+becomes a :class:`~vancetope_rag.errors.StoreError` (:func:`.sqlite.errors.store_error`). A
 failed transaction is rolled back and forgets the schema it cached (the ``vec0`` tables made
 in it), whether the failure came from a statement or from ``COMMIT`` itself.
 """

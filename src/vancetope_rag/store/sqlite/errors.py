@@ -1,6 +1,6 @@
 """Every SQLite (apsw) failure as a :class:`~vancetope_rag.errors.StoreError` saying what to do.
 
-The database layer (:mod:`.sqlite_db`) translates at its one boundary, so the adapters and the
+The database layer (:mod:`.sqlite.db`) translates at its one boundary, so the adapters and the
 services above them only ever see :class:`~vancetope_rag.errors.RagError`\\ s. A constraint
 failure becomes :class:`ConstraintViolation`: the adapter that wrote the row knows what it
 means (a path or a name already taken) and words it for the user.

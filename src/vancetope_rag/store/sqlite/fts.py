@@ -1,10 +1,10 @@
 """The SQLite store's lexical index: an FTS5 table written with the chunk rows, and BM25 search
-over it, answered by the in-process index (:mod:`.lexical_index`) or by FTS5 itself.
+over it, answered by the in-process index (:mod:`.sqlite.bm25_index`) or by FTS5 itself.
 
 ``chunks_fts`` (schema v3) is a contentless FTS5 table (the text lives once, in ``chunks``)
 whose rowid is the chunk's rowid and whose ``scope`` column holds one token naming the chunk's
 tenant, project and RAG. Its rows are inserted and deleted by the same statements' transaction
-as the chunk rows (:mod:`.sqlite_chunks`), so the two can never disagree, whatever crashes.
+as the chunk rows (:mod:`.sqlite.chunks`), so the two can never disagree, whatever crashes.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The SQLite store's schema: its version and the schema upgrades that reach it, in order.
 
-Pure data; :mod:`.sqlite_db` runs them in one transaction when it opens a file.
+Pure data; :mod:`.sqlite.db` runs them in one transaction when it opens a file.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ UPGRADES: tuple[str, ...] = (
     """,
     # 5: the lexical (BM25) index of chunk texts, backfilled from the chunks already stored.
     # Contentless (the text stays in `chunks` only) with deletes by rowid; `scope` holds one
-    # token per chunk naming its tenant, project and RAG (store/lexical.py, scope_token).
+    # token per chunk naming its tenant, project and RAG (store/sqlite/bm25.py, scope_token).
     # Two counters: a store-wide chunk epoch (statistics caches; stored as chunk_generation)
     # and the rowid high-water mark: chunk rowids are never reused, so an in-process index
     # can trust them.

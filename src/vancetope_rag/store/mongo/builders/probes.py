@@ -5,7 +5,7 @@ its sources (readers would otherwise switch to a generation search shows in part
 primary says what was written (:func:`chunk_version_counts_pipeline`); probes filtered to groups
 of sources ask ``$vectorSearch`` (exact, any query vector ranks every match) and ``$search``
 what they see (:func:`scope_probe_pipelines`); :func:`sees_all` compares. A group holds at
-most :data:`~.mongo_queries.MAX_NUM_CANDIDATES` chunks, Atlas's largest answer, so a large
+most :data:`~.mongo.builders.queries.MAX_NUM_CANDIDATES` chunks, Atlas's largest answer, so a large
 RAG takes several probes — run once per switch attempt, never by a query.
 """
 

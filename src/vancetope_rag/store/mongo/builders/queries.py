@@ -4,7 +4,7 @@ No I/O here; :mod:`vancetope_rag.store.mongo.chunks` sends what these functions 
 passes what the server answers back through them. Everything is tested without a database.
 
 Chunk versions: every chunk carries ``gen``, the chunk version of its source it was written in
-(:mod:`.mongo_chunks` explains the swap). A search answer may hold two chunk versions of a
+(:mod:`.mongo.chunks` explains the swap). A search answer may hold two chunk versions of a
 source while the newer one is becoming visible; :func:`newest_chunk_version` keeps, per source,
 only the newest chunk version *among the rows the search returned* and one row per chunk id.
 
