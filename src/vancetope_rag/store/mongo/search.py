@@ -208,7 +208,7 @@ class SearchSupport:
 
     def sees_scope(self, scope: RagScope, collection: Any) -> bool:
         """Do ``$vectorSearch`` (and ``$search``, when its index serves) see the newest
-        generation of every source of the scope, as written to ``collection``? A probe per
+        chunk version of every source of the scope, as written to ``collection``? A probe per
         group of sources (:mod:`.mongo.builders.probes`); always true without Atlas Search."""
         if not self.uses_atlas():
             return True
