@@ -233,7 +233,7 @@ def test_the_sweep_waits_until_search_sees_the_new_generation(
     assert store.database["chunks_8"].count_documents({}) == 2
     assert ids(chunks.query(SCOPE, unit(0), 3)) == []  # "old" not visible either: it was new
     fake_clock.advance(ATLAS_LAG_S + 0.01)  # visible to the probe, but within the grace time
-    assert chunks.search.visible(SCOPE, "doc-1", chunks.next_generation() - 1)
+    assert chunks.search.visible(SCOPE, "doc-1", chunks.next_chunk_version() - 1)
     assert chunks.sweep() == 0  # another search node may still lag the one probed
     cluster.settle()
     assert chunks.sweep() == 1

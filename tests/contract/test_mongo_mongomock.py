@@ -23,7 +23,7 @@ from vancetope_rag.store.mongo.builders import queries as mq
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
 from vancetope_rag.store.mongo.search import SearchSupport
-from vancetope_rag.store.types import NewDocument, RagScope
+from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
 
 mongomock = pytest.importorskip("mongomock")
 
@@ -143,7 +143,9 @@ def test_text_that_looks_like_an_operator_is_stored_as_text(mstore: MongoStore) 
     control = mstore.control
     doc = control.insert_document(NewDocument("t", "p", "$HOME/a.md", "text/plain", "$$NOW"))
     assert (doc.path, doc.content) == ("$HOME/a.md", "$$NOW")
-    updated = control.update_document("t", "p", doc.id, summary="$path", mark_dirty=True)
+    updated = control.update_document(
+        "t", "p", doc.id, DocumentChange(summary="$path", mark_dirty=True)
+    )
     assert updated.summary == "$path" and updated.path == "$HOME/a.md"
     assert [d.path for d in control.list_documents("t", "p", path_prefix="$HOME/")] == [
         "$HOME/a.md"
@@ -157,7 +159,7 @@ def test_a_document_over_16_mib_is_refused_before_the_driver(mstore: MongoStore)
         control.insert_document(NewDocument("t", "p", "big.md", "text/plain", big))
     doc = control.insert_document(NewDocument("t", "p", "small.md", "text/plain", "ok"))
     with pytest.raises(InvalidInputError, match="16 MiB"):
-        control.update_document("t", "p", doc.id, content=big)
+        control.update_document("t", "p", doc.id, DocumentChange(content=big))
     assert control.get_document("t", "p", doc.id).content == "ok"  # type: ignore[union-attr]
 
 
@@ -252,8 +254,8 @@ def test_a_late_writer_that_loses_the_race_leaves_nothing(
     """Writer A (older generation) is between its insert and its check when writer B, newer,
     replaces the source: A's chunks are removed, B's stay."""
     chunks.add_chunks(SCOPE, [chunk("old", unit(0))])
-    a_gen = chunks.next_generation()
-    b_gen = chunks.next_generation()
+    a_gen = chunks.next_chunk_version()
+    b_gen = chunks.next_chunk_version()
     ran: list[bool] = []
     inner = mstore.database["chunks_8"]
 
@@ -261,10 +263,10 @@ def test_a_late_writer_that_loses_the_race_leaves_nothing(
         if not ran:
             ran.append(True)
             chunks.search = SearchSupport(mstore.database, mstore.database, mode="exact")
-            chunks.replace_source(SCOPE, "doc-1", [chunk("b1", unit(2))], generation=b_gen)
+            chunks.replace_source(SCOPE, "doc-1", [chunk("b1", unit(2))], chunk_version=b_gen)
 
     hook_collection(chunks, {"aggregate": lambda: None, "insert_many": writer_b})
-    chunks.replace_source(SCOPE, "doc-1", [chunk("a1", unit(1))], generation=a_gen)
+    chunks.replace_source(SCOPE, "doc-1", [chunk("a1", unit(1))], chunk_version=a_gen)
     assert ran and ids(chunks.get_chunks(SCOPE)) == ["b1"]
     assert sorted(d["chunkId"] for d in inner.find({})) == ["b1"]
 
@@ -398,7 +400,7 @@ def test_a_schema_1_store_is_migrated_by_init_and_nothing_is_stranded(fake_clock
     assert ids(store.chunks.get_chunks(SCOPE)) == ["a"]
     assert store.chunks.query(SCOPE, unit(2), 1)[0].score == pytest.approx(1.0)
     assert ids(store.chunks.get_chunks(RagScope("ta", "p", "rag-w", 16))) == ["w"]
-    assert store.chunks.next_generation() > 5  # past every old write sequence
+    assert store.chunks.next_chunk_version() > 5  # past every old write sequence
     assert isinstance(db["chunks_8"].find_one()["embedding"], Binary)
     assert store.initialize()  # running it again is harmless
     assert db["chunks_8"].count_documents({}) == 3

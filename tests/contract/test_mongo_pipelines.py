@@ -31,7 +31,7 @@ from vancetope_rag.store.mongo.builders.queries import (
     encode_vector,
     fetch_limit,
     keep_newest,
-    newest_generation,
+    newest_chunk_version,
     num_candidates_for,
     prefer_exact,
     rank_exact,
@@ -46,7 +46,7 @@ from vancetope_rag.store.mongo.builders.text import (
 )
 from vancetope_rag.store.mongo.client import client_options, database_from_uri, redact_uri
 from vancetope_rag.store.shared import DocumentChanges
-from vancetope_rag.store.types import NewDocument, RagScope
+from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
 
 SCOPE = RagScope("tenant-a", "proj-1", "rag-a", 4)
 SCOPE_CLAUSES = [
@@ -328,7 +328,7 @@ def test_the_newest_generation_per_source_wins_whatever_the_scores() -> None:
     ]
     # while the new generation is not yet visible, the old one answers
     assert [h.chunk_id for h in atlas_hits(rows[:1] + rows[4:], SCOPE)] == ["c1", "c0"]
-    assert [r["chunkId"] for r in newest_generation([])] == []
+    assert [r["chunkId"] for r in newest_chunk_version([])] == []
 
 
 def test_keep_newest_trusts_a_newer_generation_than_it_was_told() -> None:
@@ -538,7 +538,7 @@ def test_written_values_are_literals() -> None:
     assert values["content"] == {"$literal": "$content"}
     assert values["createdAt"] == values["updatedAt"] == "$$NOW"
     assert values["ragVersion"] == {"$literal": 1}
-    (upd,) = q.document_update(DocumentChanges.from_args(path="$x"), time=q.ServerTime())
+    (upd,) = q.document_update(DocumentChanges.of(DocumentChange(path="$x")), time=q.ServerTime())
     assert upd["$set"] == {"path": {"$literal": "$x"}, "updatedAt": "$$NOW"}
     assert len(q.document_update(DocumentChanges({}, mark_dirty=True), time=q.ServerTime())) == 2
     (proj,) = q.project_upsert(ProjectStatus.RUNNING, "$node", q.ServerTime())

@@ -7,7 +7,7 @@ from atlas_search_sim import check_vector_stage
 
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders.probes import (
-    generation_counts_pipeline,
+    chunk_version_counts_pipeline,
     scope_probe_pipelines,
     sees_all,
     source_groups,
@@ -27,7 +27,7 @@ def test_written_keeps_the_newest_generation_and_counts_all() -> None:
     ]
     assert written(rows) == {"a": (5, 4, 6), "b": (1, 1, 1)}
     assert written(reversed(rows)) == {"a": (5, 4, 6), "b": (1, 1, 1)}
-    assert generation_counts_pipeline(SCOPE)[0] == {
+    assert chunk_version_counts_pipeline(SCOPE)[0] == {
         "$match": {"tenantId": "tenant-a", "projectId": "proj-1", "ragId": "rag-a"}
     }
 

@@ -50,7 +50,7 @@ from vancetope_rag.store.mongo.builders import queries as mq
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
 from vancetope_rag.store.port import ControlStore
-from vancetope_rag.store.types import NewDocument, RagScope
+from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
 
 RESTRICTED_URI_ENV = "VANCETOPE_RAG_TEST_MONGODB_RESTRICTED_URI"
 
@@ -115,7 +115,7 @@ def test_writes_take_their_times_from_the_server(server: MongoStore) -> None:
     assert doc.path == "$HOME/a.md"  # literal, not a field path
     again = control.upsert_project(T, P, status=ProjectStatus.SUSPENDED, home_node="n1")
     assert again.created_at == project.created_at and again.status is ProjectStatus.SUSPENDED
-    updated = control.update_document(T, P, doc.id, content="y", mark_dirty=True)
+    updated = control.update_document(T, P, doc.id, DocumentChange(content="y", mark_dirty=True))
     assert updated.updated_at is not None and updated.updated_at >= doc.updated_at  # type: ignore[operator]
     assert updated.rag_dirty and updated.index_state is IndexState.PENDING
 

@@ -123,7 +123,7 @@ def test_a_switch_a_crash_interrupted_is_finished_by_the_next_tick(
     catalog = store.control.catalog  # type: ignore[attr-defined]
 
     def crash_after_flip(migration: Any) -> bool:
-        store.migrations.end_migration(
+        store.migrations.end_rebuild(
             T, P, migration.id, state=RebuildState.SWITCHING, expected=[RebuildState.RUNNING]
         )
         catalog.flip(T, P, DEFAULT_RAG_NAME, migration.from_rag_id, migration.to_rag_id)
@@ -139,11 +139,11 @@ def test_a_switch_a_crash_interrupted_is_finished_by_the_next_tick(
         RagState.RETIRED,
         RagState.LIVE,
     ]  # old: stored "live", the pointer moved on
-    assert app.store.migrations.get_migration(T, P, m.id).state is RebuildState.SWITCHING  # type: ignore[union-attr]
+    assert app.store.migrations.get_rebuild(T, P, m.id).state is RebuildState.SWITCHING  # type: ignore[union-attr]
     with pytest.raises(Exception, match="switching over"):
         app.project_rags.cancel_rebuild(T, P)
     app.scheduler.tick()
-    ended = app.store.migrations.get_migration(T, P, m.id)
+    ended = app.store.migrations.get_rebuild(T, P, m.id)
     assert ended is not None and ended.state is RebuildState.COMPLETED
     assert [g.id for g in store.migrations.rag_generations(T, P)] == [m.to_rag_id]
     assert app.rags.chunk_count(live) == N_DOCS

@@ -24,7 +24,7 @@ from vancetope_rag.errors import StoreError
 from vancetope_rag.store import SqliteStore, open_store
 from vancetope_rag.store.sqlite.bm25 import scope_token
 from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
-from vancetope_rag.store.sqlite.db import MIGRATIONS, SCHEMA_VERSION, SqliteDatabase
+from vancetope_rag.store.sqlite.db import SCHEMA_VERSION, UPGRADES, SqliteDatabase
 from vancetope_rag.store.sqlite.fts import SqliteLexical
 from vancetope_rag.store.types import RagScope
 
@@ -93,7 +93,7 @@ def pair(tmp_path: Path) -> tuple[SqliteStore, SqliteStore]:
     cached, plain = open_store(uri), open_store(uri, vector_cache=False)
     lexical_cache = _chunks(cached).lexical.cache
     assert lexical_cache is not None and _chunks(plain).lexical.cache is None
-    lexical_cache.reload_cooldown_s = 0.0  # refresh on every generation change
+    lexical_cache.reload_cooldown_s = 0.0  # refresh on every epoch change
     yield cached, plain  # type: ignore[misc]
     cached.close()
     plain.close()
@@ -208,8 +208,8 @@ def _v2_store(path: Path) -> None:
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
     with conn:
-        conn.execute(MIGRATIONS[0])
-        conn.execute(MIGRATIONS[1])
+        conn.execute(UPGRADES[0])
+        conn.execute(UPGRADES[1])
         conn.execute(
             "CREATE VIRTUAL TABLE vec_chunks_4 USING vec0(rag_id TEXT PARTITION KEY, "
             "embedding float[4] distance_metric=cosine, kind TEXT)"

@@ -202,11 +202,11 @@ def test_two_handles_on_one_file_see_each_others_writes(tmp_path: Path) -> None:
 def test_schema_v1_store_is_migrated_in_place(tmp_path: Path) -> None:
     """A store written by schema version 1 opens, keeps its rows and gains the columns of
     the later versions (v2: rag_indexed_hash, v3: truncated)."""
-    from vancetope_rag.store.sqlite.db import MIGRATIONS
+    from vancetope_rag.store.sqlite.db import UPGRADES
 
     path = tmp_path / "v1.db"
     conn = apsw.Connection(str(path))
-    conn.execute(MIGRATIONS[0])
+    conn.execute(UPGRADES[0])
     conn.execute(
         "INSERT INTO documents (id, tenant_id, project_id, path, mime_type, content, "
         "content_hash, created_at, updated_at) VALUES "
@@ -234,11 +234,11 @@ def test_schema_v3_store_keeps_its_rags_as_live_generations(tmp_path: Path) -> N
 
     from vancetope_rag.domain.records import RagState
     from vancetope_rag.errors import RagAlreadyExistsError
-    from vancetope_rag.store.sqlite.db import MIGRATIONS
+    from vancetope_rag.store.sqlite.db import UPGRADES
 
     path = tmp_path / "v3.db"
     conn = apsw.Connection(str(path))
-    for step in MIGRATIONS[:3]:
+    for step in UPGRADES[:3]:
         conn.execute(step)
     conn.execute(
         "INSERT INTO rags (id, tenant_id, project_id, name, embedding_provider, "

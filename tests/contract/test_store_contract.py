@@ -26,8 +26,18 @@ from vancetope_rag.errors import (
     InvalidInputError,
     RagAlreadyExistsError,
 )
-from vancetope_rag.store.port import ChunkStore, ControlStore, Store
-from vancetope_rag.store.types import NewDocument, RagScope
+from vancetope_rag.store.port import (
+    CatalogStore,
+    ChunkStore,
+    ControlStore,
+    DocumentStore,
+    EmbeddingCache,
+    ProjectStore,
+    RebuildStore,
+    SettingsStore,
+    Store,
+)
+from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
 
 #: Lets search catch up with the writes so far (conftest's ``settle``).
 Settle = Callable[[], None]
@@ -136,6 +146,12 @@ def scope(control: ControlStore) -> RagScope:
 def test_store_satisfies_the_ports(store: Store) -> None:
     assert isinstance(store.control, ControlStore)
     assert isinstance(store.chunks, ChunkStore)
+    for port in (ProjectStore, DocumentStore, CatalogStore, SettingsStore, EmbeddingCache):
+        assert isinstance(store.control, port)
+    assert isinstance(store.migrations, RebuildStore)
+    # the adapter's own catalog, behind its control and rebuild stores, speaks the same port
+    catalog = store.migrations.catalog  # type: ignore[attr-defined]
+    assert isinstance(catalog, CatalogStore)
 
 
 # -- projects --------------------------------------------------------------------------------
@@ -258,11 +274,9 @@ def test_update_document_fields(control: ControlStore, fake_clock) -> None:
         TA,
         P,
         doc.id,
-        path="b.md",
-        mime_type="text/plain",
-        content="two",
-        summary=None,
-        rag_enabled=None,
+        DocumentChange(
+            path="b.md", mime_type="text/plain", content="two", summary=None, rag_enabled=None
+        ),
     )
     assert (updated.path, updated.mime_type, updated.content) == ("b.md", "text/plain", "two")
     assert updated.summary is None and updated.rag_enabled is None
@@ -273,7 +287,7 @@ def test_update_document_fields(control: ControlStore, fake_clock) -> None:
     assert control.get_document_by_path(TA, P, "a.md") is None
     assert control.get_document_by_path(TA, P, "b.md") == updated
 
-    only_flag = control.update_document(TA, P, doc.id, rag_enabled=False)
+    only_flag = control.update_document(TA, P, doc.id, DocumentChange(rag_enabled=False))
     assert only_flag.rag_enabled is False and only_flag.content == "two"
 
 
@@ -281,13 +295,13 @@ def test_update_to_a_taken_path_is_invalid_input(control: ControlStore) -> None:
     control.insert_document(new_doc("a.md"))
     b = control.insert_document(new_doc("b.md"))
     with pytest.raises(InvalidInputError):
-        control.update_document(TA, P, b.id, path="a.md")
+        control.update_document(TA, P, b.id, DocumentChange(path="a.md"))
     assert doc_of(control, b).path == "b.md"
 
 
 def test_update_unknown_document_raises(control: ControlStore) -> None:
     with pytest.raises(DocumentNotFoundError) as info:
-        control.update_document(TA, P, "missing", content="x")
+        control.update_document(TA, P, "missing", DocumentChange(content="x"))
     assert info.value.document_id == "missing"
 
 
@@ -306,7 +320,7 @@ def test_rag_version_increments_on_mark_dirty(control: ControlStore) -> None:
     d1 = doc_of(control, doc)
     assert d1.rag_version == v0 + 1
     assert d1.rag_dirty is True and d1.index_state is IndexState.PENDING
-    d2 = control.update_document(TA, P, doc.id, content="new", mark_dirty=True)
+    d2 = control.update_document(TA, P, doc.id, DocumentChange(content="new", mark_dirty=True))
     assert d2.rag_version == v0 + 2
     assert control.mark_dirty(TA, P, [doc.id, "missing"]) == 1
     assert doc_of(control, doc).rag_version == v0 + 3
@@ -320,7 +334,7 @@ def test_documents_are_scoped_by_tenant_and_project(control: ControlStore) -> No
         assert control.list_documents(tenant, project) == []
         assert control.list_documents(tenant, project, path_prefix="sec") == []
         with pytest.raises(DocumentNotFoundError):
-            control.update_document(tenant, project, a.id, content="overwritten")
+            control.update_document(tenant, project, a.id, DocumentChange(content="overwritten"))
         assert control.delete_document(tenant, project, a.id) is False
         assert control.mark_dirty(tenant, project, [a.id]) == 0
         assert control.claim_for_rag_index(tenant, project, "w-b", 10, TTL) == []
@@ -408,7 +422,7 @@ def test_mark_rag_clean_with_a_stale_version_leaves_it_dirty(
     if how == "mark_dirty":
         control.mark_dirty(TA, P, [doc.id])
     else:
-        control.update_document(TA, P, doc.id, content="changed", mark_dirty=True)
+        control.update_document(TA, P, doc.id, DocumentChange(content="changed", mark_dirty=True))
     assert control.holds_claim(TA, P, doc.id, "w1")  # an update does not steal the lease
 
     control.mark_rag_clean(TA, P, doc.id, "w1", claimed.rag_version, state=IndexState.INDEXED)
@@ -496,7 +510,7 @@ def test_dirty_again_after_failure_resets_attempts(
     if how == "mark_dirty":
         control.mark_dirty(TA, P, [doc.id])
     else:
-        control.update_document(TA, P, doc.id, content="fixed", mark_dirty=True)
+        control.update_document(TA, P, doc.id, DocumentChange(content="fixed", mark_dirty=True))
     d = doc_of(control, doc)
     assert d.rag_dirty is True and d.index_state is IndexState.PENDING
     assert d.index_attempts == 0 and d.index_last_error is None
@@ -978,7 +992,7 @@ def test_a_late_writer_never_supersedes_a_newer_claim(
     assert a.rag_claim_token is not None and b.rag_claim_token is not None
     assert b.rag_claim_token > a.rag_claim_token
     chunks.replace_source(
-        scope, doc.id, [chunk(scope, "b1", unit(1), source=doc.id)], generation=b.rag_claim_token
+        scope, doc.id, [chunk(scope, "b1", unit(1), source=doc.id)], chunk_version=b.rag_claim_token
     )
     assert control.mark_rag_clean(
         TA,
@@ -990,7 +1004,7 @@ def test_a_late_writer_never_supersedes_a_newer_claim(
         claim_token=b.rag_claim_token,
     )
     chunks.replace_source(
-        scope, doc.id, [chunk(scope, "a1", unit(0), source=doc.id)], generation=a.rag_claim_token
+        scope, doc.id, [chunk(scope, "a1", unit(0), source=doc.id)], chunk_version=a.rag_claim_token
     )  # A wakes up
     assert not control.mark_rag_clean(
         TA,
@@ -1054,7 +1068,7 @@ def test_claim_tokens_increase_across_claims(control: ControlStore) -> None:
 def test_a_generation_must_be_a_positive_integer(chunks: ChunkStore, scope: RagScope) -> None:
     for bad in (0, -3, "7"):
         with pytest.raises(InvalidInputError):
-            chunks.replace_source(scope, "doc-1", [chunk(scope, "x", unit(0))], generation=bad)  # type: ignore[arg-type]
+            chunks.replace_source(scope, "doc-1", [chunk(scope, "x", unit(0))], chunk_version=bad)  # type: ignore[arg-type]
     assert chunks.count_chunks(scope) == 0
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from vancetope_rag.domain.records import IndexState
 from vancetope_rag.store.port import ControlStore, Store
-from vancetope_rag.store.types import NewDocument
+from vancetope_rag.store.types import DocumentChange, NewDocument
 
 T, P = "tenant-x", "proj-x"
 RECORD = json.dumps({"fileHash": "ab", "config": "cd", "sections": [["page 1", 0, 4]]})
@@ -33,9 +33,9 @@ def test_the_extraction_record_round_trips(control: ControlStore) -> None:
     assert created.extraction == RECORD and created.index_state is IndexState.PENDING
     assert control.get_document(T, P, created.id).extraction == RECORD  # type: ignore[union-attr]
     other = json.dumps({"fileHash": "ef", "config": "cd"})
-    updated = control.update_document(T, P, created.id, extraction=other)
+    updated = control.update_document(T, P, created.id, DocumentChange(extraction=other))
     assert updated.extraction == other and updated.content == "text"
-    cleared = control.update_document(T, P, created.id, extraction=None)
+    cleared = control.update_document(T, P, created.id, DocumentChange(extraction=None))
     assert cleared.extraction is None
     assert control.insert_document(doc("documents/b.md")).extraction is None
 
@@ -54,7 +54,10 @@ def test_failing_a_claimed_document_ends_the_claim(control: ControlStore) -> Non
     created = control.insert_document(doc())
     [claimed] = control.claim_for_rag_index(T, P, "w1", 10, TTL)
     failed = control.update_document(
-        T, P, created.id, content="", extraction=RECORD, failed_reason="the PDF is encrypted"
+        T,
+        P,
+        created.id,
+        DocumentChange(content="", extraction=RECORD, failed_reason="the PDF is encrypted"),
     )
     assert failed.index_state is IndexState.FAILED and failed.rag_claimed_by is None
     assert failed.index_last_error == "the PDF is encrypted" and failed.content == ""

@@ -12,7 +12,7 @@ from test_store_contract import DIM, TA, TB, TTL, P, chunk, new_doc, rag_record,
 
 from vancetope_rag.domain.records import IndexState
 from vancetope_rag.store.port import ChunkStore, ControlStore, Store
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.types import DocumentChange, RagScope
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def test_document_paths_by_id_are_scoped(control: ControlStore) -> None:
     assert control.document_paths(TA, P, []) == {}
     found = control.document_paths(TA, P, [one.id, two.id, theirs.id, "no-such-id", one.id])
     assert found == {one.id: "documents/one.md", two.id: "documents/two.md"}
-    control.update_document(TA, P, one.id, path="documents/renamed.md")
+    control.update_document(TA, P, one.id, DocumentChange(path="documents/renamed.md"))
     assert control.document_paths(TA, P, [one.id]) == {one.id: "documents/renamed.md"}
     many = [f"missing-{i}" for i in range(1200)] + [two.id]  # more than one batch
     assert control.document_paths(TA, P, many) == {two.id: "documents/two.md"}

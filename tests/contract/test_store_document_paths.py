@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vancetope_rag.store.port import Store
-from vancetope_rag.store.types import NewDocument
+from vancetope_rag.store.types import DocumentChange, NewDocument
 
 
 def test_document_paths_are_current_and_scoped(store: Store) -> None:
@@ -11,7 +11,7 @@ def test_document_paths_are_current_and_scoped(store: Store) -> None:
     a = control.insert_document(NewDocument("t-a", "p1", "documents/a.md", "text/plain", "a"))
     b = control.insert_document(NewDocument("t-a", "p1", "documents/b.md", "text/plain", "b"))
     other = control.insert_document(NewDocument("t-b", "p1", "documents/x.md", "text/plain", "x"))
-    control.update_document("t-a", "p1", b.id, path="documents/moved/b.md")
+    control.update_document("t-a", "p1", b.id, DocumentChange(path="documents/moved/b.md"))
     paths = control.document_paths("t-a", "p1", [a.id, b.id, b.id, other.id, "no-such-id"])
     assert paths == {a.id: "documents/a.md", b.id: "documents/moved/b.md"}
     assert control.document_paths("t-a", "p2", [a.id]) == {}  # another project of the tenant

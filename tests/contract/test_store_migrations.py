@@ -13,7 +13,7 @@ import pytest
 from vancetope_rag.domain.rebuilds import ItemState, Rebuild, RebuildState
 from vancetope_rag.domain.records import Chunk, RagRecord, RagState
 from vancetope_rag.errors import RagAlreadyExistsError, RebuildRunningError
-from vancetope_rag.store.port import ControlStore, MigrationStore, Store
+from vancetope_rag.store.port import ControlStore, RebuildStore, Store
 from vancetope_rag.store.types import NewDocument, RagScope
 
 TA, TB, P, DIM = "tenant-a", "tenant-b", "proj-1", 8
@@ -46,7 +46,7 @@ def control(store: Store) -> ControlStore:
 
 
 @pytest.fixture
-def migrations(store: Store) -> MigrationStore:
+def migrations(store: Store) -> RebuildStore:
     return store.migrations
 
 
@@ -56,7 +56,7 @@ def live(control: ControlStore) -> RagRecord:
 
 
 @pytest.fixture
-def shadow(migrations: MigrationStore, live: RagRecord) -> RagRecord:
+def shadow(migrations: RebuildStore, live: RagRecord) -> RagRecord:
     nxt = replace(record("gen-2", dim=16), generation=2, replaces=live.id)
     return migrations.insert_generation(nxt)
 
@@ -76,11 +76,11 @@ def docs(control: ControlStore, n: int, tenant: str = TA) -> list[str]:
 
 
 def test_every_store_has_a_migration_store(store: Store) -> None:
-    assert isinstance(store.migrations, MigrationStore)
+    assert isinstance(store.migrations, RebuildStore)
 
 
 def test_readers_see_only_the_live_generation(
-    control: ControlStore, migrations: MigrationStore, live: RagRecord, shadow: RagRecord
+    control: ControlStore, migrations: RebuildStore, live: RagRecord, shadow: RagRecord
 ) -> None:
     assert shadow.state is RagState.SHADOW and (shadow.generation, shadow.replaces) == (2, live.id)
     assert control.find_rag(TA, P, NAME) == live
@@ -102,9 +102,9 @@ def test_readers_see_only_the_live_generation(
 
 
 def test_the_switch_is_one_step_and_happens_once(
-    control: ControlStore, migrations: MigrationStore, live: RagRecord, shadow: RagRecord
+    control: ControlStore, migrations: RebuildStore, live: RagRecord, shadow: RagRecord
 ) -> None:
-    m = migrations.start_migration(migration("m1", live, shadow.id))
+    m = migrations.start_rebuild(migration("m1", live, shadow.id))
     assert m.state is RUNNING and m.created_at is not None
     assert migrations.switch_live(m) is True
     assert control.find_rag(TA, P, NAME) == replace(shadow, state=RagState.LIVE)
@@ -112,54 +112,54 @@ def test_the_switch_is_one_step_and_happens_once(
     assert control.get_rag(TA, P, live.id) is None
     old = migrations.get_any_rag(TA, P, live.id)
     assert old is not None and old.state is RagState.RETIRED and old.retired_at is not None
-    done = migrations.get_migration(TA, P, m.id)
+    done = migrations.get_rebuild(TA, P, m.id)
     assert done is not None and done.state is RebuildState.COMPLETED and done.finished_at
-    assert migrations.active_migrations(TA, P) == []
+    assert migrations.active_rebuilds(TA, P) == []
     assert migrations.switch_live(m) is True  # repeated (a crash after the switch): harmless
     assert control.find_rag(TA, P, NAME) == replace(shadow, state=RagState.LIVE)
     # the name is free for the next rebuild, which replaces the new live generation
     third = migrations.insert_generation(replace(record("gen-3"), generation=3))
-    m2 = migrations.start_migration(migration("m2", replace(shadow, state=RagState.LIVE), third.id))
+    m2 = migrations.start_rebuild(migration("m2", replace(shadow, state=RagState.LIVE), third.id))
     assert migrations.switch_live(m2) is True
     assert control.find_rag(TA, P, NAME).id == third.id  # type: ignore[union-attr]
 
 
 def test_one_active_migration_per_name_and_conditional_ends(
-    migrations: MigrationStore, live: RagRecord, shadow: RagRecord
+    migrations: RebuildStore, live: RagRecord, shadow: RagRecord
 ) -> None:
-    m = migrations.start_migration(migration("m1", live, shadow.id))
+    m = migrations.start_rebuild(migration("m1", live, shadow.id))
     with pytest.raises(RebuildRunningError, match="already running"):
-        migrations.start_migration(migration("m2", live, "other"))
-    assert [a.id for a in migrations.active_migrations(TA, P)] == ["m1"]
-    assert migrations.active_migrations(TB, P) == []
+        migrations.start_rebuild(migration("m2", live, "other"))
+    assert [a.id for a in migrations.active_rebuilds(TA, P)] == ["m1"]
+    assert migrations.active_rebuilds(TB, P) == []
     # switching: a cancel (expects running) loses; the switch goes on
-    assert migrations.end_migration(TA, P, m.id, state=SWITCHING, expected=[RUNNING])
-    assert not migrations.end_migration(
+    assert migrations.end_rebuild(TA, P, m.id, state=SWITCHING, expected=[RUNNING])
+    assert not migrations.end_rebuild(
         TA, P, m.id, state=RebuildState.CANCELLED, expected=[RUNNING], reason="user"
     )
-    assert migrations.active_migrations(TA, P)[0].state is SWITCHING
-    assert migrations.end_migration(
+    assert migrations.active_rebuilds(TA, P)[0].state is SWITCHING
+    assert migrations.end_rebuild(
         TA, P, m.id, state=RebuildState.FAILED, expected=[SWITCHING], reason="broken"
     )
-    ended = migrations.get_migration(TA, P, m.id)
+    ended = migrations.get_rebuild(TA, P, m.id)
     assert ended is not None and (ended.state, ended.reason) == (RebuildState.FAILED, "broken")
     assert migrations.switch_live(ended) is False  # ended: no switch
-    assert migrations.latest_migration(TA, P, NAME) == ended
+    assert migrations.latest_rebuild(TA, P, NAME) == ended
     # ended frees the name
-    m3 = migrations.start_migration(migration("m3", live, shadow.id))
-    assert migrations.latest_migration(TA, P, NAME) == m3
-    assert migrations.get_migration(TB, P, "m3") is None
+    m3 = migrations.start_rebuild(migration("m3", live, shadow.id))
+    assert migrations.latest_rebuild(TA, P, NAME) == m3
+    assert migrations.get_rebuild(TB, P, "m3") is None
 
 
 def test_the_queue_claims_fences_and_requeues(
     control: ControlStore,
-    migrations: MigrationStore,
+    migrations: RebuildStore,
     live: RagRecord,
     shadow: RagRecord,
     fake_clock,
 ) -> None:
     ids = docs(control, 3)
-    m = migrations.start_migration(migration("m1", live, shadow.id))
+    m = migrations.start_rebuild(migration("m1", live, shadow.id))
     assert migrations.queue_items(m, ids) == 3
     assert migrations.item_counts(m.id) == {"pending": 3, "processing": 0, "done": 0, "failed": 0}
     first = migrations.claim_items(TA, P, m.id, "w1", 2, 60.0)
@@ -231,10 +231,10 @@ def test_the_queue_claims_fences_and_requeues(
 
 
 def test_requeue_adds_documents_created_during_a_rebuild(
-    control: ControlStore, migrations: MigrationStore, live: RagRecord, shadow: RagRecord
+    control: ControlStore, migrations: RebuildStore, live: RagRecord, shadow: RagRecord
 ) -> None:
     assert migrations.requeue_documents(TA, P, ["nobody"]) == 0  # no active migration
-    m = migrations.start_migration(migration("m1", live, shadow.id))
+    m = migrations.start_rebuild(migration("m1", live, shadow.id))
     (new,) = docs(control, 1)
     migrations.requeue_documents(TA, P, [new])
     assert [(i.document_id, i.state) for i in migrations.list_items(m.id)] == [
@@ -243,7 +243,7 @@ def test_requeue_adds_documents_created_during_a_rebuild(
 
 
 def test_document_heads_activity_and_adopted_hashes(
-    control: ControlStore, migrations: MigrationStore, fake_clock
+    control: ControlStore, migrations: RebuildStore, fake_clock
 ) -> None:
     a, b = docs(control, 2)
     heads = {h.id: h for h in migrations.document_heads(TA, P)}
@@ -274,7 +274,7 @@ def test_document_heads_activity_and_adopted_hashes(
 
 
 def test_a_shadow_becomes_visible_to_search(
-    store: Store, migrations: MigrationStore, live: RagRecord, shadow: RagRecord, settle: Settle
+    store: Store, migrations: RebuildStore, live: RagRecord, shadow: RagRecord, settle: Settle
 ) -> None:
     """On Atlas the switch waits for this; stores that query their rows see at once."""
     store.chunks.prepare_dimension(shadow.embedding_dimension)

@@ -40,7 +40,7 @@ from vancetope_rag.store.shared import (
     vector_to_bytes,
 )
 from vancetope_rag.store.sqlite.rows import DIRTY_SETS, document_update_sql
-from vancetope_rag.store.types import NewDocument, RagScope
+from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
 
 T, P, DIM = "tenant-s", "proj-s", 4
 
@@ -48,18 +48,20 @@ T, P, DIM = "tenant-s", "proj-s", 4
 
 
 def test_no_argument_changes_nothing() -> None:
-    changes = DocumentChanges.from_args()
+    changes = DocumentChanges.of(DocumentChange())
     assert changes.values == {} and changes.mark_dirty is False
 
 
 def test_every_given_field_is_changed_and_content_brings_its_hash() -> None:
-    changes = DocumentChanges.from_args(
-        path="b.md",
-        mime_type="text/plain",
-        content="two",
-        summary="s",
-        rag_enabled=True,
-        mark_dirty=True,
+    changes = DocumentChanges.of(
+        DocumentChange(
+            path="b.md",
+            mime_type="text/plain",
+            content="two",
+            summary="s",
+            rag_enabled=True,
+            mark_dirty=True,
+        ),
     )
     assert changes.values == {
         "path": "b.md",
@@ -73,9 +75,9 @@ def test_every_given_field_is_changed_and_content_brings_its_hash() -> None:
 
 
 def test_none_clears_a_field_while_unset_leaves_it() -> None:
-    cleared = DocumentChanges.from_args(summary=None, rag_enabled=None)
+    cleared = DocumentChanges.of(DocumentChange(summary=None, rag_enabled=None))
     assert cleared.values == {"summary": None, "rag_enabled": None}
-    assert "content_hash" not in DocumentChanges.from_args(path="x.md").values
+    assert "content_hash" not in DocumentChanges.of(DocumentChange(path="x.md")).values
 
 
 def test_content_hash_is_the_sha256_of_the_utf8_text() -> None:
@@ -84,7 +86,7 @@ def test_content_hash_is_the_sha256_of_the_utf8_text() -> None:
 
 
 def test_sqlite_translation_of_a_change_set() -> None:
-    changes = DocumentChanges.from_args(content="c", summary=None, rag_enabled=False)
+    changes = DocumentChanges.of(DocumentChange(content="c", summary=None, rag_enabled=False))
     sets, params = document_update_sql(changes, 12.5)
     assert sets == "updated_at = ?, content = ?, content_hash = ?, summary = ?, rag_enabled = ?"
     assert params == [12.5, "c", content_hash("c"), None, 0]  # booleans stored as 0/1
@@ -94,8 +96,8 @@ def test_sqlite_translation_of_a_change_set() -> None:
 
 
 def test_mongo_translation_of_a_change_set() -> None:
-    changes = DocumentChanges.from_args(
-        path="p", mime_type="m", content="c", summary=None, rag_enabled=True
+    changes = DocumentChanges.of(
+        DocumentChange(path="p", mime_type="m", content="c", summary=None, rag_enabled=True)
     )
     (stage,) = q.document_update(changes, time=q.ServerTime())
     assert stage["$set"] == {
@@ -194,12 +196,12 @@ def test_document_errors_are_worded_alike(store: Store) -> None:
 
     other = control.insert_document(NewDocument(T, P, "b.md", "text/plain", "two"))
     with pytest.raises(InvalidInputError) as info:
-        control.update_document(T, P, other.id, path="a.md")
+        control.update_document(T, P, other.id, DocumentChange(path="a.md"))
     assert _message(info) == str(path_taken_error("a.md", other.id))
     assert info.value.document_id == other.id
 
     with pytest.raises(DocumentNotFoundError) as missing:
-        control.update_document(T, P, "nope", content="x")
+        control.update_document(T, P, "nope", DocumentChange(content="x"))
     assert _message(missing) == str(document_not_found_error(T, P, "nope"))
 
 

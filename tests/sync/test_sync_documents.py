@@ -9,6 +9,7 @@ from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import IndexState
 from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError
+from vancetope_rag.store.types import DocumentChange
 
 
 @pytest.fixture
@@ -196,7 +197,7 @@ def test_set_summary_writes_summary_chunk_on_next_tick(running: RagApp) -> None:
 def test_summary_driver_path_mark_rag_dirty_writes_summary_chunk(running: RagApp) -> None:
     doc_id = _indexed(running, "documents/topic.md", "the body")
     # the summary driver stores its summary, then calls markRagDirty (spec §4.2)
-    running.store.control.update_document(T, P, doc_id, summary="driver summary")
+    running.store.control.update_document(T, P, doc_id, DocumentChange(summary="driver summary"))
     assert running.scheduler.tick().claimed == 0  # storing alone queues nothing
     running.documents.mark_rag_dirty(T, P, doc_id)
     running.scheduler.tick()

@@ -281,7 +281,7 @@ def test_sigkill_mid_rebuild_resumes_and_switches_once(
 
     new = default_rag(app)
     assert new.id == migration.to_rag_id and new.embedding_model == "hashing-128"
-    done = migrations.get_migration(T, P, migration.id)
+    done = migrations.get_rebuild(T, P, migration.id)
     assert done is not None and done.state.value == "completed"
     assert [g.id for g in migrations.rag_generations(T, P)] == [new.id]  # old one gone
     assert app.store.chunks.count_chunks(RagScope.of(old)) == 0

@@ -96,7 +96,7 @@ def test_a_second_rebuild_is_refused_while_one_runs(rapp: RagApp) -> None:
     with pytest.raises(RebuildRunningError, match="already running") as err:
         rapp.project_rags.reindex(T, P, rebuild=True)
     assert err.value.code == "REBUILD_RUNNING"
-    assert [m.id for m in rapp.store.migrations.active_migrations(T, P)] == [first.id]  # type: ignore[union-attr]
+    assert [m.id for m in rapp.store.migrations.active_rebuilds(T, P)] == [first.id]  # type: ignore[union-attr]
     rapp.scheduler.run_until_idle(timeout_s=10)
     assert rapp.project_rags.reindex(T, P, rebuild=True).migration is not None  # free again
 
@@ -110,7 +110,7 @@ def test_the_kill_switch_stops_a_rebuild_and_leaves_the_live_generation(rapp: Ra
     with pytest.raises(EmbeddingDisabledError):
         rapp.project_rags.reindex(T, P, rebuild=True)
     rapp.scheduler.tick()
-    ended = rapp.store.migrations.get_migration(T, P, started.id)
+    ended = rapp.store.migrations.get_rebuild(T, P, started.id)
     assert ended is not None and ended.state is RebuildState.CANCELLED
     assert "ai.embedding.provider=none" in (ended.reason or "")
     assert rapp.store.migrations.get_any_rag(T, P, started.to_rag_id) is None
@@ -214,7 +214,7 @@ def test_a_provider_that_fails_every_document_fails_the_rebuild_not_the_index(
     m = rapp.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None and m.to_model == "refuse:refuse-64"
     rapp.scheduler.run_until_idle(timeout_s=10)
-    ended = rapp.store.migrations.get_migration(T, P, m.id)
+    ended = rapp.store.migrations.get_rebuild(T, P, m.id)
     assert ended is not None and ended.state is RebuildState.FAILED
     assert "of 3 documents failed with refuse:refuse-64" in (ended.reason or "")
     assert REFUSAL in (ended.reason or "") and "live generation" in (ended.reason or "")
@@ -328,7 +328,7 @@ def test_closing_the_project_during_a_rebuild_disposes_every_generation(rapp: Ra
     assert m is not None
     rapp.close_project(T, P)
     assert rapp.store.migrations.rag_generations(T, P) == []
-    ended = rapp.store.migrations.get_migration(T, P, m.id)
+    ended = rapp.store.migrations.get_rebuild(T, P, m.id)
     assert ended is not None and ended.state is RebuildState.CANCELLED
 
 

@@ -17,8 +17,8 @@ from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Document, IndexState,
 from vancetope_rag.domain.texts import check_label, has_lone_surrogate
 from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError
 from vancetope_rag.extraction.records import ExtractionRecord
-from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore
-from vancetope_rag.store.types import UNSET, NewDocument, RagScope, _Unset
+from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
+from vancetope_rag.store.types import UNSET, DocumentChange, NewDocument, RagScope, _Unset
 
 RagOverride = Literal["auto", "on", "off"]
 _OVERRIDES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
@@ -59,7 +59,7 @@ class DocumentService:
     """Creates, updates and deletes documents; keeps ``ragDirty`` right (spec §4.2)."""
 
     def __init__(
-        self, *, control: ControlStore, chunks: ChunkStore, migrations: MigrationStore
+        self, *, control: ControlStore, chunks: ChunkStore, migrations: RebuildStore
     ) -> None:
         self.control = control
         self.chunks = chunks
@@ -189,13 +189,15 @@ class DocumentService:
                 tenant_id,
                 project_id,
                 document_id,
-                content=content,
-                path=path,
-                mime_type=mime_type,
-                summary=summary,
-                rag_enabled=rag_enabled,
-                mark_dirty=changed and relevant,
-                extraction=extraction,
+                DocumentChange(
+                    content=content,
+                    path=path,
+                    mime_type=mime_type,
+                    summary=summary,
+                    rag_enabled=rag_enabled,
+                    mark_dirty=changed and relevant,
+                    extraction=extraction,
+                ),
             )
             if changed and relevant:
                 self.migrations.requeue_documents(tenant_id, project_id, [document_id])
@@ -255,7 +257,10 @@ class DocumentService:
         ) and self.is_rag_eligible(doc)
         with self.control.transaction():
             updated = self.control.update_document(
-                doc.tenant_id, doc.project_id, doc.id, extraction=extraction, mark_dirty=requeue
+                doc.tenant_id,
+                doc.project_id,
+                doc.id,
+                DocumentChange(extraction=extraction, mark_dirty=requeue),
             )
             if requeue:
                 self.migrations.requeue_documents(doc.tenant_id, doc.project_id, [doc.id])
@@ -297,9 +302,9 @@ class DocumentService:
                     tenant_id,
                     project_id,
                     existing.id,
-                    mime_type=mime_type,
-                    extraction=extraction,
-                    failed_reason=reason,
+                    DocumentChange(
+                        mime_type=mime_type, extraction=extraction, failed_reason=reason
+                    ),
                 )
             before = ExtractionRecord.from_json(existing.extraction)
             after = ExtractionRecord.from_json(extraction)
@@ -312,9 +317,11 @@ class DocumentService:
                 tenant_id,
                 project_id,
                 existing.id,
-                extraction=extraction,
-                failed_reason=f"{reason} (the document keeps the text of its last readable "
-                "version)",
+                DocumentChange(
+                    extraction=extraction,
+                    failed_reason=f"{reason} (the document keeps the text of its last readable "
+                    "version)",
+                ),
             )
 
     def set_rag_enabled_override(
@@ -325,7 +332,10 @@ class DocumentService:
         self.get(tenant_id, project_id, document_id)
         with self.control.transaction():
             doc = self.control.update_document(
-                tenant_id, project_id, document_id, rag_enabled=override, mark_dirty=True
+                tenant_id,
+                project_id,
+                document_id,
+                DocumentChange(rag_enabled=override, mark_dirty=True),
             )
             self.migrations.requeue_documents(tenant_id, project_id, [document_id])
         return doc
@@ -334,7 +344,9 @@ class DocumentService:
         self, tenant_id: str, project_id: str, document_id: str, summary: str | None
     ) -> Document:
         """Store a summary and queue the document so its summary chunk is written."""
-        self.control.update_document(tenant_id, project_id, document_id, summary=summary)
+        self.control.update_document(
+            tenant_id, project_id, document_id, DocumentChange(summary=summary)
+        )
         return self.mark_rag_dirty(tenant_id, project_id, document_id)
 
     def mark_rag_dirty(self, tenant_id: str, project_id: str, document_id: str) -> Document:
@@ -370,7 +382,7 @@ class DocumentService:
         generation and a rebuild's new one — and its place in a rebuild's queue."""
         with self.control.transaction():
             self._remove_chunks(tenant_id, project_id, document_id)
-            for m in self.migrations.active_migrations(tenant_id, project_id):
+            for m in self.migrations.active_rebuilds(tenant_id, project_id):
                 self.migrations.remove_items(m.id, [document_id])
             return self.control.delete_document(tenant_id, project_id, document_id)
 

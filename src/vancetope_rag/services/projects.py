@@ -24,7 +24,7 @@ from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.rebuilds.service import RebuildService
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
-from vancetope_rag.store.port import ChunkStore, ControlStore
+from vancetope_rag.store.port import ChunkStore, ControlStore, ProjectStore
 from vancetope_rag.store.types import RagScope
 
 log = get_logger(__name__)
@@ -46,7 +46,7 @@ class ReindexResult:
         }
 
 
-def require_open_project(control: ControlStore, tenant_id: str, project_id: str) -> Project:
+def require_open_project(control: ProjectStore, tenant_id: str, project_id: str) -> Project:
     """The project, when work on its RAG may start: known and not closed.
 
     Raises:

@@ -293,7 +293,7 @@ class RagService:
         """Replace every chunk of ``source_ref`` with ``nodes`` (never zero chunks visible);
         ``generation`` is the indexer's claim token: an older one than the source's last
         write is dropped, so a worker that lost its lease never supersedes a newer pass."""
-        self.vector_store(rag).replace_source(source_ref, nodes, generation=generation)
+        self.vector_store(rag).replace_source(source_ref, nodes, chunk_version=generation)
 
     def add_text(
         self,

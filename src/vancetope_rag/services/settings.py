@@ -16,7 +16,7 @@ from vancetope_rag.domain.texts import check_id
 from vancetope_rag.embeddings import PROVIDER_NONE, EmbeddingSettings
 from vancetope_rag.errors import EmbeddingDisabledError, SettingError
 from vancetope_rag.secrets import register_secret
-from vancetope_rag.store.port import ControlStore
+from vancetope_rag.store.port import SettingsStore
 
 
 class SettingsSnapshot:
@@ -64,7 +64,7 @@ class SettingsSnapshot:
 class SettingsService:
     """Reads and writes ``rag.*`` / ``ai.embedding.*`` settings per tenant and project."""
 
-    def __init__(self, control: ControlStore) -> None:
+    def __init__(self, control: SettingsStore) -> None:
         self._control = control
 
     def _scope_values(self, tenant_id: str, project_id: str | None) -> dict[str, Any]:

@@ -2,21 +2,26 @@
 
 Modules:
 
-* ``port`` (and ``port_migrations``) — the Protocols the services use; ``types`` — the
-  values they take (scopes, filters, new documents, ``UNSET``); ``shared`` — what every
-  adapter does alike (argument checks, the document change set, the errors worded once).
-* SQLite: ``sqlite_db`` (connections, migrations, transactions), ``sqlite_control`` and
-  ``sqlite_chunks`` (the two adapters), ``sqlite_catalog`` (the RAG catalog and its
-  generations), ``sqlite_migrations`` (rebuilds), ``sqlite_rows`` (pure codecs and SQL
-  pieces), ``vector_cache`` (the in-process exact index).
-* MongoDB: ``mongo`` (open, compose, connection semantics), ``mongo_control``,
-  ``mongo_chunks`` and ``mongo_migrations`` (the adapters, thin I/O), ``mongo_catalog``
-  (RAG generations and the live pointers), ``mongo_updates``, ``mongo_queries``,
-  ``mongo_text``, ``mongo_probes`` and ``mongo_rebuilds`` (their pure builders),
-  ``mongo_search`` (what the server's Atlas Search can do, cached per process),
-  ``mongo_indexes`` (index definitions and management), ``mongo_setup`` (schema versions,
-  ``initialize``, migration), ``mongo_errors`` (driver failures as StoreErrors, the 16 MiB
-  check). Deployment notes: ``docs/stores.md``.
+* ``port`` (one Protocol per concern; ``port.rebuilds`` for rebuilds) — the Protocols the
+  services use; ``types`` — the values they take (scopes, filters, new documents, ``UNSET``);
+  ``shared`` — what every adapter does alike (argument checks, the document change set, the
+  errors worded once).
+* SQLite (``sqlite``): ``sqlite.db`` (connections, schema upgrades, transactions) and
+  ``sqlite.schema`` (the schema upgrades), ``sqlite.control`` and ``sqlite.chunks`` (the two
+  adapters), ``sqlite.catalog`` (the RAG catalog and its generations), ``sqlite.rebuilds``
+  (rebuilds), ``sqlite.settings``, ``sqlite.rows`` (pure codecs and SQL pieces),
+  ``sqlite.errors``, ``sqlite.fts`` (the FTS5 lexical index), ``sqlite.bm25``,
+  ``sqlite.bm25_index`` and ``sqlite.bm25_postings`` (the in-process BM25 index),
+  ``sqlite.vector_cache`` (the in-process exact index).
+* MongoDB (``mongo``): ``mongo.client`` (open, compose, connection semantics),
+  ``mongo.control``, ``mongo.chunks`` and ``mongo.rebuilds`` (the adapters, thin I/O),
+  ``mongo.catalog`` (RAG generations and the live pointers), ``mongo.builders.updates``,
+  ``mongo.builders.queries``, ``mongo.builders.text``, ``mongo.builders.probes`` and
+  ``mongo.builders.rebuilds`` (their pure builders), ``mongo.search`` (what the server's Atlas
+  Search can do, cached per process), ``mongo.indexes`` (index definitions and management),
+  ``mongo.setup`` (schema versions, ``initialize``, schema upgrade), ``mongo.errors`` (driver
+  failures as StoreErrors, the 16 MiB check), ``mongo.bm25`` (in-process BM25 ranking without
+  Atlas Search). Deployment notes: ``docs/stores.md``.
 * ``llamaindex_store`` — ``RagVectorStore``: any ChunkStore as a LlamaIndex vector store.
 """
 
@@ -30,7 +35,7 @@ from urllib.parse import unquote, urlparse
 
 from vancetope_rag.domain.records import IndexStatus
 from vancetope_rag.errors import MissingDependencyError, StoreError
-from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore, Store
+from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore, RebuildStore, Store
 from vancetope_rag.store.types import Clock, RagScope
 
 __all__ = [
@@ -38,6 +43,7 @@ __all__ = [
     "ControlStore",
     "MigrationStore",
     "RagScope",
+    "RebuildStore",
     "SqliteStore",
     "Store",
     "open_store",
@@ -50,7 +56,7 @@ class SqliteStore:
 
     control: ControlStore
     chunks: ChunkStore
-    migrations: MigrationStore
+    migrations: RebuildStore
 
     def initialize(
         self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
@@ -116,7 +122,7 @@ def open_store(
     from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
     from vancetope_rag.store.sqlite.control import SqliteControlStore
     from vancetope_rag.store.sqlite.db import SqliteDatabase
-    from vancetope_rag.store.sqlite.rebuilds import SqliteMigrationStore
+    from vancetope_rag.store.sqlite.rebuilds import SqliteRebuildStore
     from vancetope_rag.store.sqlite.vector_cache import VectorCache
 
     db = SqliteDatabase(Path(path), busy_timeout_ms=max(1, int(busy_timeout_s * 1000)))
@@ -128,5 +134,5 @@ def open_store(
     return SqliteStore(
         control=SqliteControlStore(db, clock=clock),
         chunks=chunks,
-        migrations=SqliteMigrationStore(db, clock=clock),
+        migrations=SqliteRebuildStore(db, clock=clock),
     )

@@ -153,15 +153,15 @@ class RagVectorStore(BasePydanticVectorStore):
         )
 
     def replace_source(
-        self, source_ref: str, nodes: Sequence[BaseNode], *, generation: int | None = None
+        self, source_ref: str, nodes: Sequence[BaseNode], *, chunk_version: int | None = None
     ) -> None:
         """Swap all chunks of ``source_ref`` for ``nodes`` (see ``ChunkStore.replace_source``;
-        ``generation``: the writer's claim token)."""
+        ``chunk_version``: the writer's claim token)."""
         self._chunks.replace_source(
             self._scope,
             source_ref,
             [node_to_chunk(n, self._scope.rag_id) for n in nodes],
-            generation=generation,
+            chunk_version=chunk_version,
         )
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:

@@ -8,12 +8,9 @@ SQL or MQL, so a rule changed here changes for both.
 from __future__ import annotations
 
 import hashlib
-import math
 import re
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -28,8 +25,8 @@ from vancetope_rag.errors import (
 )
 from vancetope_rag.store.types import (
     FILTER_KEYS,
-    UNSET,
     ChunkFilter,
+    DocumentChange,
     NewDocument,
     RagScope,
     _Unset,
@@ -58,7 +55,8 @@ FieldValue = str | bool | None
 
 @dataclass(frozen=True, slots=True)
 class DocumentChanges:
-    """What one ``update_document`` call changes, worked out once for every adapter.
+    """What one ``update_document`` call changes (its :class:`DocumentChange`), worked out
+    once for every adapter.
 
     ``values`` maps :class:`~vancetope_rag.domain.records.Document` field names to their new
     values, holding only the fields the caller gave (``None`` is a value: it clears
@@ -73,36 +71,26 @@ class DocumentChanges:
     failed_reason: str | None = None
 
     @classmethod
-    def from_args(
-        cls,
-        *,
-        path: str | _Unset = UNSET,
-        mime_type: str | _Unset = UNSET,
-        content: str | _Unset = UNSET,
-        summary: str | _Unset | None = UNSET,
-        rag_enabled: bool | _Unset | None = UNSET,
-        mark_dirty: bool = False,
-        extraction: str | _Unset | None = UNSET,
-        failed_reason: str | None = None,
-    ) -> DocumentChanges:
-        """The change set of ``ControlStore.update_document``'s keyword arguments."""
+    def of(cls, change: DocumentChange) -> DocumentChanges:
+        """The change set of a :class:`~vancetope_rag.store.types.DocumentChange`."""
+        c = change
         values: dict[str, FieldValue] = {}
-        if not isinstance(path, _Unset):
-            values["path"] = path
-        if not isinstance(mime_type, _Unset):
-            values["mime_type"] = mime_type
-        if not isinstance(content, _Unset):
-            values["content"] = content
-            values["content_hash"] = content_hash(content)
-        if not isinstance(summary, _Unset):
-            values["summary"] = summary
-        if not isinstance(rag_enabled, _Unset):
-            values["rag_enabled"] = rag_enabled
-        if not isinstance(extraction, _Unset):
-            values["extraction"] = extraction
-        if failed_reason is not None and mark_dirty:
+        if not isinstance(c.path, _Unset):
+            values["path"] = c.path
+        if not isinstance(c.mime_type, _Unset):
+            values["mime_type"] = c.mime_type
+        if not isinstance(c.content, _Unset):
+            values["content"] = c.content
+            values["content_hash"] = content_hash(c.content)
+        if not isinstance(c.summary, _Unset):
+            values["summary"] = c.summary
+        if not isinstance(c.rag_enabled, _Unset):
+            values["rag_enabled"] = c.rag_enabled
+        if not isinstance(c.extraction, _Unset):
+            values["extraction"] = c.extraction
+        if c.failed_reason is not None and c.mark_dirty:
             raise ValueError("a change either queues the document or fails it, not both")
-        return cls(values, mark_dirty, failed_reason)
+        return cls(values, c.mark_dirty, c.failed_reason)
 
 
 def new_document_state(doc: NewDocument) -> IndexState:
@@ -251,30 +239,3 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 def words(text: object) -> list[str]:
     """Lower-cased word tokens (letters, digits, underscore), like the standard analyzer."""
     return _WORD.findall(text.lower()) if isinstance(text, str) else []
-
-
-def rank_bm25(
-    rows: Sequence[Mapping[str, Any]], query: str, top_k: int, *, k1: float = 1.2, b: float = 0.75
-) -> list[tuple[Mapping[str, Any], float]]:
-    """``(row, BM25 score)`` of the ``top_k`` rows whose ``text`` shares a word with ``query``,
-    best first, with the statistics of ``rows`` (a scope's chunks): full-text ranking where
-    the store has no index for it (MongoDB without Atlas Search)."""
-    terms = set(words(query))
-    if not rows or not terms:
-        return []
-    counts = [Counter(words(r.get("text"))) for r in rows]
-    lengths = [sum(c.values()) for c in counts]
-    avg = (sum(lengths) / len(lengths)) or 1.0
-    df = {t: sum(1 for c in counts if c[t]) for t in terms}
-    n = len(rows)
-    scored: list[tuple[Mapping[str, Any], float]] = []
-    for row, tf, length in zip(rows, counts, lengths, strict=True):
-        score = 0.0
-        for t in terms:
-            if tf[t]:
-                idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
-                score += idf * tf[t] * (k1 + 1) / (tf[t] + k1 * (1 - b + b * length / avg))
-        if score > 0:
-            scored.append((row, score))
-    scored.sort(key=lambda t: -t[1])
-    return scored[:top_k]

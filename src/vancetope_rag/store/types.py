@@ -1,4 +1,5 @@
-"""Value types the store ports speak: scopes, chunk filters, new documents, the UNSET marker.
+"""Value types the store ports speak: scopes, chunk filters, new and changed documents, the
+UNSET marker.
 
 Plain data shared by the ports (:mod:`.port`), every adapter and the services; the logic both
 adapters share lives in :mod:`.shared`.
@@ -11,6 +12,17 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from vancetope_rag.domain.records import IndexState, RagRecord
+
+
+class _Unset:
+    """Sentinel: a field not given to an update."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = _Unset()
+"""The value of a :class:`DocumentChange` field that changes nothing."""
 
 #: Seconds since the epoch, injected so tests control time (``time.time`` in production).
 Clock = Callable[[], float]
@@ -55,6 +67,25 @@ class NewDocument:
 
 
 @dataclass(frozen=True, slots=True)
+class DocumentChange:
+    """What one ``update_document`` call changes: every field left :data:`UNSET` stays as it
+    is, ``None`` is a value (it clears ``summary``, ``rag_enabled`` or ``extraction``)."""
+
+    path: str | _Unset = UNSET
+    mime_type: str | _Unset = UNSET
+    content: str | _Unset = UNSET
+    summary: str | _Unset | None = UNSET
+    rag_enabled: bool | _Unset | None = UNSET
+    #: Queue the document for the indexer.
+    mark_dirty: bool = False
+    #: JSON of the import's extraction record (:attr:`Document.extraction`).
+    extraction: str | _Unset | None = UNSET
+    #: Mark the document FAILED with this reason (its file could not be read), ending any
+    #: claim; a change either queues the document or fails it, not both.
+    failed_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DocumentHead:
     """A document without its texts: what a rebuild's reconciliation compares."""
 
@@ -65,13 +96,3 @@ class DocumentHead:
     rag_version: int
     index_state: IndexState
     indexed_at: datetime | None
-
-
-class _Unset:
-    """Sentinel: a field not given to an update."""
-
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-UNSET = _Unset()

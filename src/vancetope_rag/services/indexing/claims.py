@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from vancetope_rag.errors import RagError, StoreError
 from vancetope_rag.secrets import get_logger
-from vancetope_rag.store.port import ControlStore
+from vancetope_rag.store.port import DocumentStore
 
 log = get_logger(__name__)
 
@@ -38,7 +38,7 @@ class Release:
 class ClaimReleaser:
     """Releases claims; keeps the ones the store refused and retries them later."""
 
-    def __init__(self, control: ControlStore) -> None:
+    def __init__(self, control: DocumentStore) -> None:
         self.control = control
         self._pending: dict[tuple[str, str, str], Release] = {}
         self._lock = threading.Lock()

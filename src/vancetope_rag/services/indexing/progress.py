@@ -17,11 +17,11 @@ from vancetope_rag.domain.rebuilds import (
     progress,
 )
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, IndexState
-from vancetope_rag.store.port import ControlStore, MigrationStore
+from vancetope_rag.store.port import ControlStore, RebuildStore
 
 
 def project_progress(
-    control: ControlStore, migrations: MigrationStore, tenant_id: str, project_id: str
+    control: ControlStore, migrations: RebuildStore, tenant_id: str, project_id: str
 ) -> ProjectProgress:
     """The indexer's work on the live ``_documents`` and its latest rebuild (running, or how
     the last one ended), with rates over the last minute and ETAs."""
@@ -38,7 +38,7 @@ def project_progress(
         oldest,
         now,
     )
-    m = migrations.latest_migration(tenant_id, project_id, DEFAULT_RAG_NAME)
+    m = migrations.latest_rebuild(tenant_id, project_id, DEFAULT_RAG_NAME)
     if m is None:
         return ProjectProgress(indexing)
     c = migrations.item_counts(m.id)

@@ -50,7 +50,7 @@ from vancetope_rag.services.indexing.progress import project_progress
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.rebuilds.shadow_indexer import ShadowIndexer
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot
-from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore
+from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
 from vancetope_rag.store.types import DocumentHead, RagScope
 
 log = get_logger(__name__)
@@ -81,7 +81,7 @@ class RebuildService:
         self,
         *,
         control: ControlStore,
-        migrations: MigrationStore,
+        migrations: RebuildStore,
         chunks: ChunkStore,
         embeddings: EmbeddingRegistry,
         rags: RagService,
@@ -113,7 +113,7 @@ class RebuildService:
         """
         t, p = live.tenant_id, live.project_id
         shadow = self._next_generation(live, snapshot)
-        migration = self.migrations.start_migration(
+        migration = self.migrations.start_rebuild(
             Rebuild(
                 id=uuid.uuid4().hex,
                 tenant_id=t,
@@ -174,7 +174,7 @@ class RebuildService:
 
     def active(self, tenant_id: str, project_id: str) -> Rebuild | None:
         """The running (or switching) rebuild of ``_documents``, if any."""
-        for m in self.migrations.active_migrations(tenant_id, project_id):
+        for m in self.migrations.active_rebuilds(tenant_id, project_id):
             if m.rag_name == DEFAULT_RAG_NAME:
                 return m
         return None
@@ -197,7 +197,7 @@ class RebuildService:
                 rag_name=DEFAULT_RAG_NAME,
             )
         if not self._end(m, RebuildState.CANCELLED, reason):
-            current = self.migrations.get_migration(tenant_id, project_id, m.id)
+            current = self.migrations.get_rebuild(tenant_id, project_id, m.id)
             if current is not None and current.state is RebuildState.SWITCHING:
                 raise RebuildRunningError(
                     "the rebuild is switching over to its new generation; it can no longer "
@@ -212,18 +212,18 @@ class RebuildService:
                 project_id=project_id,
                 rag_name=DEFAULT_RAG_NAME,
             )
-        ended = self.migrations.get_migration(tenant_id, project_id, m.id)
+        ended = self.migrations.get_rebuild(tenant_id, project_id, m.id)
         assert ended is not None
         return ended
 
     def cancel_all(self, tenant_id: str, project_id: str, reason: str) -> None:
         """End every active rebuild of the project (project close); never raises on a race."""
-        for m in self.migrations.active_migrations(tenant_id, project_id):
+        for m in self.migrations.active_rebuilds(tenant_id, project_id):
             self._end(m, RebuildState.CANCELLED, reason)
 
     def _end(self, m: Rebuild, state: RebuildState, reason: str) -> bool:
         """End a running rebuild and dispose its shadow (a switching one cannot be ended)."""
-        ended = self.migrations.end_migration(
+        ended = self.migrations.end_rebuild(
             m.tenant_id,
             m.project_id,
             m.id,
@@ -257,7 +257,7 @@ class RebuildService:
         """One tick of every active rebuild of the project, then cleanup. Returns what was
         indexed into new generations and how many documents were claimed for it."""
         result, claimed = BatchResult(), 0
-        actives = self.migrations.active_migrations(tenant_id, project_id)
+        actives = self.migrations.active_rebuilds(tenant_id, project_id)
         if actives:
             snapshot = self.settings.snapshot(tenant_id, project_id)
             for m in actives:
@@ -389,7 +389,7 @@ class RebuildService:
         generations = self.migrations.rag_generations(tenant_id, project_id)
         if all(r.state is RagState.LIVE for r in generations):
             return 0
-        targets = {m.to_rag_id for m in self.migrations.active_migrations(tenant_id, project_id)}
+        targets = {m.to_rag_id for m in self.migrations.active_rebuilds(tenant_id, project_id)}
         cutoff = self.control.now() - timedelta(seconds=self.config.retired_grace_s)
         gone = 0
         for rag in generations:
@@ -426,7 +426,7 @@ class RebuildService:
         (its switch) — what ``run_until_idle`` waits for."""
         total = 0
         for t, p in projects:
-            for m in self.migrations.active_migrations(t, p):
+            for m in self.migrations.active_rebuilds(t, p):
                 c = self.migrations.item_counts(m.id)
                 total += 1 + c[ItemState.PENDING.value] + c[ItemState.PROCESSING.value]
         return total

@@ -25,7 +25,7 @@ from vancetope_rag.services.indexing.batch import BatchResult, fingerprint, retr
 from vancetope_rag.services.indexing.sources import SourceText, document_parts
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsSnapshot
-from vancetope_rag.store.port import ControlStore, MigrationStore
+from vancetope_rag.store.port import ControlStore, RebuildStore
 
 log = get_logger(__name__)
 
@@ -37,7 +37,7 @@ class ShadowIndexer:
         self,
         *,
         control: ControlStore,
-        migrations: MigrationStore,
+        migrations: RebuildStore,
         rags: RagService,
         documents: DocumentService,
         config: EngineConfig,

@@ -9,7 +9,7 @@ from vancetope_rag.domain.citations import current_document_hits
 from vancetope_rag.domain.metadata_filters import HitPredicate
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Hit, RagRecord
 from vancetope_rag.domain.retrieval import Candidates, FusionParams, collect_hits
-from vancetope_rag.store.port import ChunkStore, ControlStore
+from vancetope_rag.store.port import ChunkStore, DocumentStore
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
 
@@ -94,7 +94,7 @@ class Retriever:
         )
 
 
-def citable_hits(control: ControlStore, rag: RagRecord, hits: Sequence[Hit]) -> list[Hit]:
+def citable_hits(control: DocumentStore, rag: RagRecord, hits: Sequence[Hit]) -> list[Hit]:
     """The hits as they may be cited now. In the project RAG, each names its document as it
     exists now (one store call for all hits): a moved document shows its new path, a deleted
     one's hits are dropped, chunks added by hand keep no path (``manual:`` labels). Manual

@@ -42,7 +42,9 @@ def as_seen(doc: Mapping[str, Any], live_id: str | None) -> RagRecord:
 
 @guard_errors
 class MongoRagCatalog:
-    """Generations and live pointers; shared by the control and migration stores."""
+    """:class:`~vancetope_rag.store.port.CatalogStore` on ``rags`` and the live pointers of
+    ``rag_names``; shared by the control and migration stores, which delegate to it (the
+    switch's :meth:`flip` and :meth:`record_states` are its own)."""
 
     def __init__(self, database: Any, now: Callable[[], datetime]) -> None:
         self.rags = database["rags"]
@@ -57,25 +59,25 @@ class MongoRagCatalog:
             flt["name"] = {"$in": names}
         return {p["name"]: p["ragId"] for p in self.names.find(flt, {"name": 1, "ragId": 1})}
 
-    def find_live(self, tenant_id: str, project_id: str, name: str) -> RagRecord | None:
+    def find_rag(self, tenant_id: str, project_id: str, name: str) -> RagRecord | None:
         pointer = self.names.find_one(_name_key(tenant_id, project_id, name))
         if pointer is None:
             return None
         doc = self.rags.find_one(q.scope_filter(tenant_id, project_id, _id=pointer["ragId"]))
         return as_seen(doc, pointer["ragId"]) if doc else None
 
-    def get_live(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        rag = self.get_any(tenant_id, project_id, rag_id)
+    def get_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
+        rag = self.get_any_rag(tenant_id, project_id, rag_id)
         return rag if rag is not None and rag.state is RagState.LIVE else None
 
-    def get_any(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
+    def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
         doc = self.rags.find_one(q.scope_filter(tenant_id, project_id, _id=rag_id))
         if doc is None:
             return None
         live = self._pointers(tenant_id, project_id, [doc["name"]]).get(doc["name"])
         return as_seen(doc, live)
 
-    def list_live(self, tenant_id: str, project_id: str) -> list[RagRecord]:
+    def list_rags(self, tenant_id: str, project_id: str) -> list[RagRecord]:
         pointers = self._pointers(tenant_id, project_id, None)
         docs = self.rags.find(
             q.scope_filter(tenant_id, project_id, _id={"$in": list(pointers.values())})
@@ -83,7 +85,7 @@ class MongoRagCatalog:
         found = [as_seen(d, pointers.get(d["name"])) for d in docs]
         return sorted((r for r in found if r.state is RagState.LIVE), key=lambda r: r.name)
 
-    def generations(
+    def rag_generations(
         self, tenant_id: str, project_id: str, name: str | None = None
     ) -> list[RagRecord]:
         flt = q.scope_filter(tenant_id, project_id)
@@ -93,9 +95,12 @@ class MongoRagCatalog:
         pointers = self._pointers(tenant_id, project_id, sorted({d["name"] for d in docs}))
         return [as_seen(d, pointers.get(d["name"])) for d in docs]
 
+    def rag_dimensions(self) -> set[int]:
+        return {int(d) for d in self.rags.distinct("embeddingDimension") if d}
+
     # -- writes ----------------------------------------------------------------------------
 
-    def insert_live(self, rag: RagRecord) -> RagRecord:
+    def insert_rag(self, rag: RagRecord) -> RagRecord:
         """A new live RAG: its document, then its pointer (a taken name undoes the first)."""
         record = q.rag_to_bson(
             replace(rag, state=RagState.LIVE, retired_at=None), rag.created_at or self._now()
@@ -121,14 +126,14 @@ class MongoRagCatalog:
                 raise rag_exists_error(rag) from exc
         return q.rag_from_bson(record)
 
-    def insert_shadow(self, rag: RagRecord) -> RagRecord:
+    def insert_generation(self, rag: RagRecord) -> RagRecord:
         record = q.rag_to_bson(
             replace(rag, state=RagState.SHADOW, retired_at=None), rag.created_at or self._now()
         )
         self.rags.insert_one(record)
         return q.rag_from_bson(record)
 
-    def delete(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
+    def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
         """Pointer first (unreachable at once), then the document."""
         self.names.delete_one({"tenantId": tenant_id, "projectId": project_id, "ragId": rag_id})
         result = self.rags.delete_one(q.scope_filter(tenant_id, project_id, _id=rag_id))

@@ -3,32 +3,32 @@
 Every chunk document carries its scope (``tenantId``, ``projectId``, ``ragId``) and every
 read, query and delete filters on all three, so a RAG id leaked from another tenant or project
 finds nothing. Chunks of dimension ``d`` live in ``chunks_<d>`` with a binary float32
-``embedding`` (see :mod:`.mongo_indexes`). A thin I/O class: filters, pipelines, ranking and
-codecs come from :mod:`.mongo_queries` and :mod:`.mongo_text`; what is known about the
-server's search, from :mod:`.mongo_search`.
+``embedding`` (see :mod:`.mongo.indexes`). A thin I/O class: filters, pipelines, ranking
+and codecs come from :mod:`.mongo.builders.queries` and :mod:`.mongo.builders.text`; what is
+known about the server's search, from :mod:`.mongo.search`.
 
-**Generations.** Atlas Search indexes lag the collection (about a second, more under load):
+**Chunk versions.** Atlas Search indexes lag the collection (about a second, more under load):
 ``$vectorSearch`` finds ids in its index, then reads those documents from the collection.
 Deleting a source's old chunks right after writing new ones would show the source with zero
-chunks for that window. So every chunk carries ``gen``, the generation of its source:
+chunks for that window. So every chunk carries ``gen``, the chunk version of its source:
 
-* ``replace_source`` writes the new generation *beside* the old one (a fresh number from the
+* ``replace_source`` writes the new chunk version *beside* the old one (a fresh number from the
   store's ``counters``, or the indexer's claim token) and records a pending swap; a write
-  whose generation is older than one already written is dropped (a late writer never
+  whose chunk version is older than one already written is dropped (a late writer never
   supersedes a newer one).
-* A query keeps, per source, only the newest generation *among the rows the search
+* A query keeps, per source, only the newest chunk version *among the rows the search
   returned*: while the new one is not yet visible, the old one answers; once it is, the new
   one does. Queries fetch more rows than ``top_k`` so dropped rows do not shorten answers.
-* ``count_chunks`` / ``get_chunks`` read the collection (primary): the newest generation
+* ``count_chunks`` / ``get_chunks`` read the collection (primary): the newest chunk version
   written, at once.
 * :meth:`MongoChunkStore.sweep` (run by the indexer's ticks) deletes a source's older
-  generations once a search probe sees all of the newest *and* the swap is older than
+  chunk versions once a search probe sees all of the newest *and* the swap is older than
   ``sweep_grace_s``: the probe ran on one search node, and with several (Atlas Search Nodes)
   another may still lag behind it. Without Atlas Search (exact ranking reads the
   collection, no lag) they are deleted at once.
-* ``add_chunks`` writes into a source's newest generation, so adding never hides chunks.
+* ``add_chunks`` writes into a source's newest chunk version, so adding never hides chunks.
 
-A crash between steps leaves an extra generation the next write or sweep removes.
+A crash between steps leaves an extra chunk version the next write or sweep removes.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 from vancetope_rag.domain.records import Chunk, Hit
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo import indexes as ix
+from vancetope_rag.store.mongo.bm25 import rank_bm25
 from vancetope_rag.store.mongo.builders import queries as mq
 from vancetope_rag.store.mongo.builders.text import build_text_search_pipeline
 from vancetope_rag.store.mongo.errors import guard_errors
@@ -54,7 +55,6 @@ from vancetope_rag.store.shared import (
     check_top_k,
     checked_vector,
     chunk_id_taken_error,
-    rank_bm25,
     words,
 )
 from vancetope_rag.store.types import ChunkFilter, Clock, RagScope
@@ -74,7 +74,7 @@ class MongoChunkStore:
             defaults to ``database``.
         vector_search: ``atlas``, ``exact``, or ``auto`` (Atlas when the server has search).
         clock: when swaps are recorded and how old they are (seconds since the epoch).
-        sweep_grace_s: how long an old generation outlives its replacement at least.
+        sweep_grace_s: how long an old chunk version outlives its replacement at least.
     """
 
     def __init__(
@@ -112,16 +112,16 @@ class MongoChunkStore:
             )
         return self.search.collection(scope.dimension)
 
-    # -- generations -------------------------------------------------------------------
+    # -- chunk versions ----------------------------------------------------------------
 
-    def next_generation(self) -> int:
-        """A number greater than every generation and claim token handed out before."""
-        return ix.next_generation(self.counters)
+    def next_chunk_version(self) -> int:
+        """A number greater than every chunk version and claim token handed out before."""
+        return ix.next_sequence(self.counters)
 
     def _newest(
         self, collection: Any, scope: RagScope, filters: ChunkFilter | None = None
     ) -> dict[str, int]:
-        rows = collection.aggregate(mq.newest_generations_pipeline(scope, filters))
+        rows = collection.aggregate(mq.newest_chunk_versions_pipeline(scope, filters))
         return {row["_id"]: int(row["gen"]) for row in rows}
 
     def _check_ids_free(
@@ -131,7 +131,7 @@ class MongoChunkStore:
         docs: Sequence[dict[str, Any]],
         replacing: str | None,
     ) -> None:
-        """Refuse chunk ids the newest generation of a source holds (but ``replacing``)."""
+        """Refuse chunk ids the newest chunk version of a source holds (but ``replacing``)."""
         flt = {**mq.scope_match(scope), "chunkId": {"$in": [d["chunkId"] for d in docs]}}
         if replacing is not None:
             flt["sourceRef"] = {"$ne": replacing}
@@ -168,11 +168,11 @@ class MongoChunkStore:
         self._check_ids_free(collection, scope, docs, None)
         fresh: int | None = None
         for doc in docs:
-            gen = newest.get(doc["sourceRef"])
-            if gen is None:
-                fresh = fresh if fresh is not None else self.next_generation()
-                gen = fresh
-            doc["gen"] = gen
+            version = newest.get(doc["sourceRef"])
+            if version is None:
+                fresh = fresh if fresh is not None else self.next_chunk_version()
+                version = fresh
+            doc["gen"] = version
         self._insert(collection, scope, docs)
         return [c.id for c in chunks]
 
@@ -182,42 +182,49 @@ class MongoChunkStore:
         source_ref: str,
         chunks: Sequence[Chunk],
         *,
-        generation: int | None = None,
+        chunk_version: int | None = None,
     ) -> None:
         docs = mq.chunk_documents(scope, chunks)
-        if generation is not None and (not isinstance(generation, int) or generation < 1):
-            raise InvalidInputError(f"generation must be a positive integer, not {generation!r}")
+        if chunk_version is not None and (not isinstance(chunk_version, int) or chunk_version < 1):
+            raise InvalidInputError(
+                f"chunk_version must be a positive integer, not {chunk_version!r}"
+            )
         collection = self._collection(scope)
         if docs:
             self._check_ids_free(collection, scope, docs, source_ref)
-        gen = generation if generation is not None else self.next_generation()
+        version = chunk_version if chunk_version is not None else self.next_chunk_version()
         source = {**mq.scope_match(scope), "sourceRef": source_ref}
         written = self._newest(collection, scope, {"sourceRef": source_ref}).get(source_ref)
-        if written is not None and written > gen:
+        if written is not None and written > version:
             log.info(
-                "dropped a write of %s under generation %s: %s is newer", source_ref, gen, written
+                "dropped a write of %s under chunk version %s: %s is newer",
+                source_ref,
+                version,
+                written,
             )
             return
         if not docs:  # a removal: meant to leave the source empty, at once
-            collection.delete_many({**source, "gen": {"$lte": gen}})
+            collection.delete_many({**source, "gen": {"$lte": version}})
             self.swaps.delete_many(source)
             return
-        if written == gen:  # the same writer again under its token: redo that generation
-            collection.delete_many({**source, "gen": gen})
+        if written == version:  # the same writer again under its token: redo that chunk version
+            collection.delete_many({**source, "gen": version})
         # the swap is recorded first: a crash after the insert still leaves the sweeper a note
-        self.swaps.insert_one({**source, "dim": scope.dimension, "gen": gen, "at": self._instant()})
+        self.swaps.insert_one(
+            {**source, "dim": scope.dimension, "gen": version, "at": self._instant()}
+        )
         for doc in docs:
-            doc["gen"] = gen
+            doc["gen"] = version
         self._insert(collection, scope, docs)
-        latest = self._newest(collection, scope, {"sourceRef": source_ref}).get(source_ref, gen)
-        if latest > gen:  # a newer writer came in meanwhile: these chunks can never show
-            collection.delete_many({**source, "gen": gen})
+        latest = self._newest(collection, scope, {"sourceRef": source_ref}).get(source_ref, version)
+        if latest > version:  # a newer writer came in meanwhile: these chunks can never show
+            collection.delete_many({**source, "gen": version})
         elif not self.uses_atlas():  # no search index to lag behind: swap at once
-            self._drop_older(collection, source, gen)
+            self._drop_older(collection, source, version)
 
-    def _drop_older(self, collection: Any, source: dict[str, Any], gen: int) -> int:
-        removed = int(collection.delete_many({**source, "gen": {"$lt": gen}}).deleted_count)
-        self.swaps.delete_many({**source, "gen": {"$lte": gen}})
+    def _drop_older(self, collection: Any, source: dict[str, Any], version: int) -> int:
+        removed = int(collection.delete_many({**source, "gen": {"$lt": version}}).deleted_count)
+        self.swaps.delete_many({**source, "gen": {"$lte": version}})
         return removed
 
     def _instant(self, seconds_ago: float = 0.0) -> datetime:
@@ -314,7 +321,7 @@ class MongoChunkStore:
             )
             rows = list(search.aggregate(pipeline))
             hits = mq.atlas_hits(rows, scope)
-            # older generations took places: ask for more, unless the search ran dry
+            # older chunk versions took places: ask for more, unless the search ran dry
             if len(hits) >= top_k or len(rows) < limit or limit >= mq.MAX_NUM_CANDIDATES:
                 return hits[:top_k]
             limit = min(mq.MAX_NUM_CANDIDATES, limit * 4)
@@ -353,7 +360,7 @@ class MongoChunkStore:
             return []
         fields = {name: 1 for name in (*mq.HIT_FIELDS, ix.VECTOR_FIELD)}
         if not self.uses_atlas():  # BM25 over the scope's chunks as they are now
-            rows = mq.newest_generation(
+            rows = mq.newest_chunk_version(
                 self._collection(scope).find(mq.chunk_match(scope, None, filters), fields)
             )
             ranked = rank_bm25(rows, text, top_k)
@@ -368,7 +375,7 @@ class MongoChunkStore:
         wanted = (scope.tenant_id, scope.project_id, scope.rag_id)
         while True:
             rows = list(search.aggregate(build_text_search_pipeline(scope, text, limit, filters)))
-            kept = mq.newest_generation(
+            kept = mq.newest_chunk_version(
                 r for r in rows if (r["tenantId"], r["projectId"], r["ragId"]) == wanted
             )
             if len(kept) >= top_k or len(rows) < limit or limit >= mq.MAX_NUM_CANDIDATES:
@@ -392,7 +399,7 @@ class MongoChunkStore:
         return self.search.sees_scope(scope, self._collection(scope))
 
     def sweep(self, *, limit: int = 100) -> int:
-        """Delete older generations of sources whose newest one search sees entirely."""
+        """Delete older chunk versions of sources whose newest one search sees entirely."""
         removed = 0
         grace = self.sweep_grace_s if self.uses_atlas() else 0.0
         due = {"at": {"$lte": self._instant(grace)}}
@@ -407,10 +414,10 @@ class MongoChunkStore:
             source = {**mq.scope_match(scope), "sourceRef": source_ref}
             newest = self._newest(collection, scope, {"sourceRef": source_ref}).get(source_ref)
             if newest is not None and not self.search.visible(scope, source_ref, newest):
-                continue  # not yet: the old generation keeps answering
+                continue  # not yet: the old chunk version keeps answering
             if newest is not None:
                 removed += self._drop_older(collection, source, newest)
-            # a note of a generation still being written (newer than any chunk) stays
-            done = [oid for oid, gen in notes if newest is None or gen <= newest]
+            # a note of a chunk version still being written (newer than any chunk) stays
+            done = [oid for oid, version in notes if newest is None or version <= newest]
             self.swaps.delete_many({"_id": {"$in": done}})
         return removed

@@ -14,8 +14,8 @@ read preference with read concern ``local``; the client has an overall ``timeout
 (:data:`DEFAULT_TIMEOUT_MS` unless the URI sets one).
 
 Many processes may share one database: claims are atomic ``find_one_and_update`` calls whose
-lease condition the server evaluates on its own clock (see :mod:`.mongo_control`), and chunk
-replacement is safe without transactions (see :mod:`.mongo_chunks`).
+lease condition the server evaluates on its own clock (see :mod:`.mongo.control`), and chunk
+replacement is safe without transactions (see :mod:`.mongo.chunks`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from vancetope_rag.store.mongo import setup as mongo_setup
 from vancetope_rag.store.mongo.chunks import MongoChunkStore, VectorSearchMode
 from vancetope_rag.store.mongo.control import MongoControlStore
 from vancetope_rag.store.mongo.errors import guard_errors, store_error
-from vancetope_rag.store.mongo.rebuilds import MongoMigrationStore
-from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore
+from vancetope_rag.store.mongo.rebuilds import MongoRebuildStore
+from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
 from vancetope_rag.store.types import Clock
 
 __all__ = [
@@ -64,7 +64,7 @@ class MongoStore:
 
     control: ControlStore
     chunks: ChunkStore
-    migrations: MigrationStore
+    migrations: RebuildStore
     database: Any
     client: Any
     owns_client: bool = field(default=True)
@@ -76,7 +76,7 @@ class MongoStore:
         self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
     ) -> list[IndexStatus]:
         """Create collections and indexes (B-tree, vector and text search) for every
-        dimension of the RAG catalog plus ``dimensions``, migrating a schema-1 store; with
+        dimension of the RAG catalog plus ``dimensions``, upgrading a schema-1 store; with
         ``wait``, block until every search index is READY (not merely queryable)."""
         assert isinstance(self.chunks, MongoChunkStore)
         return mongo_setup.initialize(
@@ -190,7 +190,7 @@ def open_mongo_store(
             raise store_error(exc, f"opening store {shown!r}") from exc
         raise
     control = MongoControlStore(db, uri=shown, clock=clock, server_clock=server_clock)
-    migrations = MongoMigrationStore(
+    migrations = MongoRebuildStore(
         db, control.catalog, time_source=control.time_source, now=control.now
     )
     return MongoStore(

@@ -1,6 +1,6 @@
 """Control store on MongoDB: projects, documents, RAG catalog, settings and embedding cache.
 
-A thin I/O class: filters and update pipelines come from :mod:`.mongo_updates`.
+A thin I/O class: filters and update pipelines come from :mod:`.mongo.builders.updates`.
 
 Multi-worker safety comes from single-document atomicity. A claim is a series of
 ``find_one_and_update`` calls, each leasing one document atomically; the lease condition is
@@ -49,7 +49,7 @@ from vancetope_rag.store.shared import (
     vector_from_bytes,
     vector_to_bytes,
 )
-from vancetope_rag.store.types import UNSET, Clock, NewDocument, _Unset
+from vancetope_rag.store.types import Clock, DocumentChange, NewDocument
 
 
 @guard_errors
@@ -166,26 +166,9 @@ class MongoControlStore:
         tenant_id: str,
         project_id: str,
         document_id: str,
-        *,
-        path: str | _Unset = UNSET,
-        mime_type: str | _Unset = UNSET,
-        content: str | _Unset = UNSET,
-        summary: str | _Unset | None = UNSET,
-        rag_enabled: bool | _Unset | None = UNSET,
-        mark_dirty: bool = False,
-        extraction: str | _Unset | None = UNSET,
-        failed_reason: str | None = None,
+        change: DocumentChange,
     ) -> Document:
-        changes = DocumentChanges.from_args(
-            path=path,
-            mime_type=mime_type,
-            content=content,
-            summary=summary,
-            rag_enabled=rag_enabled,
-            mark_dirty=mark_dirty,
-            extraction=extraction,
-            failed_reason=failed_reason,
-        )
+        changes = DocumentChanges.of(change)
         update = q.document_update(changes, time=self._time())
         # the changed fields alone must fit; a sum over the limit the server refuses itself
         check_bson_size(update[0], f"document {document_id!r}", document_id=document_id)
@@ -196,7 +179,7 @@ class MongoControlStore:
                 return_document=ReturnDocument.AFTER,
             )
         except DuplicateKeyError as exc:
-            raise path_taken_error(path, document_id) from exc
+            raise path_taken_error(change.path, document_id) from exc
         if updated is None:
             raise document_not_found_error(tenant_id, project_id, document_id)
         return q.document_from_bson(updated)
@@ -253,7 +236,7 @@ class MongoControlStore:
         # an idle tick (the common case) reads only: no token is drawn for nothing
         if batch_size < 1 or self.documents.find_one(flt, {"_id": 1}, sort=q.CLAIM_SORT) is None:
             return []
-        update = q.claim_update(worker_id, ix.next_generation(self.counters), time_source)
+        update = q.claim_update(worker_id, ix.next_sequence(self.counters), time_source)
         claimed: list[Document] = []
         for _ in range(max(batch_size, 0)):
             found = self.documents.find_one_and_update(
@@ -326,25 +309,36 @@ class MongoControlStore:
         flt = q.scope_filter(tenant_id, project_id, truncated=True)
         return int(self.documents.count_documents(flt))
 
-    # -- RAG catalog (live generations, through the name pointers: see .mongo_catalog) ------
+    # -- RAG catalog (read through the name pointers: see .catalog) -------------------------
 
     def insert_rag(self, rag: RagRecord) -> RagRecord:
-        return self.catalog.insert_live(rag)
+        return self.catalog.insert_rag(rag)
 
     def get_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        return self.catalog.get_live(tenant_id, project_id, rag_id)
+        return self.catalog.get_rag(tenant_id, project_id, rag_id)
 
     def find_rag(self, tenant_id: str, project_id: str, name: str) -> RagRecord | None:
-        return self.catalog.find_live(tenant_id, project_id, name)
+        return self.catalog.find_rag(tenant_id, project_id, name)
 
     def list_rags(self, tenant_id: str, project_id: str) -> list[RagRecord]:
-        return self.catalog.list_live(tenant_id, project_id)
+        return self.catalog.list_rags(tenant_id, project_id)
 
     def rag_dimensions(self) -> set[int]:
-        return {int(d) for d in self.rags.distinct("embeddingDimension") if d}
+        return self.catalog.rag_dimensions()
 
     def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
-        return self.catalog.delete(tenant_id, project_id, rag_id)
+        return self.catalog.delete_rag(tenant_id, project_id, rag_id)
+
+    def insert_generation(self, rag: RagRecord) -> RagRecord:
+        return self.catalog.insert_generation(rag)
+
+    def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
+        return self.catalog.get_any_rag(tenant_id, project_id, rag_id)
+
+    def rag_generations(
+        self, tenant_id: str, project_id: str, name: str | None = None
+    ) -> list[RagRecord]:
+        return self.catalog.rag_generations(tenant_id, project_id, name)
 
     # -- settings (projectId null = tenant-wide) ---------------------------------------
 

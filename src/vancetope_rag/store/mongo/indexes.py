@@ -8,7 +8,7 @@ Chunks of each embedding dimension live in their own collection (:func:`chunk_co
 ``chunks_<dim>``) with two search indexes: :data:`VECTOR_INDEX` (``vectorSearch``: the
 ``embedding`` field with that collection's fixed ``numDimensions``, plus the pre-filter
 fields) and :data:`TEXT_INDEX` (``search``: the chunk text for BM25, the same fields as
-``token`` filters). Nothing here runs in the request path: :mod:`.mongo_setup` calls it from
+``token`` filters). Nothing here runs in the request path: :mod:`.mongo.setup` calls it from
 ``init`` and when a RAG of a new dimension is created.
 """
 
@@ -38,7 +38,7 @@ VECTOR_INDEX = "vancetope_rag_vectors"
 TEXT_INDEX = "vancetope_rag_text"
 VECTOR_FIELD = "embedding"
 TEXT_FIELD = "text"
-#: Pending generation swaps the sweeper works through (see :mod:`.mongo_chunks`).
+#: Pending chunk version swaps the sweeper works through (see :mod:`.mongo.chunks`).
 SWAPS = "chunk_swaps"
 #: One document per live RAG name: which generation readers use (switched in one write).
 RAG_NAMES = "rag_names"
@@ -48,9 +48,10 @@ MIGRATION_ITEMS = "migration_items"
 LEGACY_RAG_NAME_INDEX = "tenant_project_name_uniq"
 
 #: Fields a search stage may pre-filter on: ``filter`` fields of the vector index, ``token``
-#: fields of the text index. ``gen`` lets the sweeper probe one generation of one source.
+#: fields of the text index. ``gen`` lets the sweeper probe one chunk version of one source.
 FILTER_FIELDS: tuple[str, ...] = ("tenantId", "projectId", "ragId", "kind", "path", "sourceRef")
-GENERATION_FIELD = "gen"
+#: A chunk's chunk version; the stored field keeps its old name ``gen``.
+CHUNK_VERSION_FIELD = "gen"
 
 #: Server error codes meaning "index already exists" (a concurrent creator won the race).
 _ALREADY_EXISTS = frozenset({68, 85, 86})
@@ -117,7 +118,7 @@ def control_index_models() -> dict[str, list[IndexModel]]:
 def chunk_index_models() -> list[IndexModel]:
     """B-tree indexes of a ``chunks_<dim>`` collection.
 
-    A chunk id is unique per RAG *and generation*: a replacement writes the new generation
+    A chunk id is unique per RAG *and chunk version*: a replacement writes the new chunk version
     beside the old one (which may reuse the ids) and the old one goes later.
     """
     return [
@@ -192,12 +193,12 @@ def upsert_racing(upsert: Callable[[], T]) -> T:
         return upsert()
 
 
-def next_generation(counters: Any) -> int:
-    """The next number of the store's one increasing sequence: chunk generations and claim
-    tokens both come from it, so a claim's token exceeds every generation written before."""
+def next_sequence(counters: Any) -> int:
+    """The next number of the store's one increasing sequence: chunk versions and claim
+    tokens both come from it, so a claim's token exceeds every chunk version written before."""
     found = upsert_racing(
         lambda: counters.find_one_and_update(
-            {"_id": "generation"},
+            {"_id": "generation"},  # the stored counter keeps its old name
             {"$inc": {"seq": 1}},
             upsert=True,
             return_document=ReturnDocument.AFTER,
@@ -215,7 +216,7 @@ def vector_index_definition(dim: int) -> dict[str, Any]:
     fields: list[dict[str, Any]] = [
         {"type": "vector", "path": VECTOR_FIELD, "numDimensions": dim, "similarity": "cosine"}
     ]
-    fields += [{"type": "filter", "path": name} for name in (*FILTER_FIELDS, GENERATION_FIELD)]
+    fields += [{"type": "filter", "path": name} for name in (*FILTER_FIELDS, CHUNK_VERSION_FIELD)]
     return {"fields": fields}
 
 
@@ -224,7 +225,7 @@ def text_index_definition() -> dict[str, Any]:
     splits prose and code identifiers alike), filter fields as ``token``."""
     fields: dict[str, Any] = {TEXT_FIELD: {"type": "string", "analyzer": "lucene.standard"}}
     fields.update({name: {"type": "token"} for name in FILTER_FIELDS})
-    fields[GENERATION_FIELD] = {"type": "number"}
+    fields[CHUNK_VERSION_FIELD] = {"type": "number"}
     return {"mappings": {"dynamic": False, "fields": fields}}
 
 

@@ -1,13 +1,13 @@
-"""RAG generations and rebuild migrations on MongoDB (:class:`MigrationStore`), no transactions.
+"""RAG generations and rebuild migrations on MongoDB (:class:`RebuildStore`), no transactions.
 
 * **One active migration per RAG name**: ``migrations`` documents carry ``active: true`` while
   running or switching, under a partial unique index; a second start is a duplicate key.
 * **State changes are conditional single-document writes** (``state`` in the expected ones),
   so a cancel and a switch cannot both win: the switch first moves ``running → switching``,
   which a cancel (``running`` only) can no longer take.
-* **The switch** is then the pointer flip of :mod:`.mongo_catalog` (the one write readers
+* **The switch** is then the pointer flip of :mod:`.mongo.catalog` (the one write readers
   see), followed by bookkeeping a crash may interrupt: the next tick finds the migration
-  ``switching`` and runs :meth:`MongoMigrationStore.switch_live` again, which is idempotent.
+  ``switching`` and runs :meth:`MongoRebuildStore.switch_live` again, which is idempotent.
 * **The queue** is claimed like documents: ``find_one_and_update`` per item, a fencing token
   from the store's one sequence, leases on the store's (or the server's) clock.
 """
@@ -36,8 +36,8 @@ lit = q.lit
 
 
 @guard_errors
-class MongoMigrationStore:
-    """:class:`~vancetope_rag.store.port.MigrationStore` on a pymongo ``Database``.
+class MongoRebuildStore:
+    """:class:`~vancetope_rag.store.port.RebuildStore` on a pymongo ``Database``.
 
     Args:
         database: the database, reads on the primary.
@@ -65,27 +65,27 @@ class MongoMigrationStore:
     # -- generations -----------------------------------------------------------------------
 
     def insert_generation(self, rag: RagRecord) -> RagRecord:
-        return self.catalog.insert_shadow(rag)
+        return self.catalog.insert_generation(rag)
 
     def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        return self.catalog.get_any(tenant_id, project_id, rag_id)
+        return self.catalog.get_any_rag(tenant_id, project_id, rag_id)
 
     def rag_generations(
         self, tenant_id: str, project_id: str, name: str | None = None
     ) -> list[RagRecord]:
-        return self.catalog.generations(tenant_id, project_id, name)
+        return self.catalog.rag_generations(tenant_id, project_id, name)
 
     def switch_live(self, migration: Migration) -> bool:
         m = migration
         t, p = m.tenant_id, m.project_id
         active = (MigrationState.RUNNING, MigrationState.SWITCHING)
-        if not self.end_migration(t, p, m.id, state=MigrationState.SWITCHING, expected=active):
-            current = self.get_migration(t, p, m.id)
+        if not self.end_rebuild(t, p, m.id, state=MigrationState.SWITCHING, expected=active):
+            current = self.get_rebuild(t, p, m.id)
             return current is not None and current.state is MigrationState.COMPLETED
-        gone = self.catalog.get_any(t, p, m.to_rag_id) is None
+        gone = self.catalog.get_any_rag(t, p, m.to_rag_id) is None
         if gone or not self.catalog.flip(t, p, m.rag_name, m.from_rag_id, m.to_rag_id):
             reason = "the live RAG or its new generation was removed during the rebuild"
-            self.end_migration(
+            self.end_rebuild(
                 t,
                 p,
                 m.id,
@@ -96,14 +96,14 @@ class MongoMigrationStore:
             return False
         # readers use the new generation from the flip on; the rest is bookkeeping
         self.catalog.record_states(t, p, m.to_rag_id, m.from_rag_id)
-        self.end_migration(
+        self.end_rebuild(
             t, p, m.id, state=MigrationState.COMPLETED, expected=[MigrationState.SWITCHING]
         )
         return True
 
     # -- migrations ------------------------------------------------------------------------
 
-    def start_migration(self, migration: Migration) -> Migration:
+    def start_rebuild(self, migration: Migration) -> Migration:
         m = migration
         doc = {
             "_id": m.id,
@@ -127,22 +127,22 @@ class MongoMigrationStore:
             raise rebuild_running_error(m.tenant_id, m.project_id, m.rag_name) from exc
         return mm.migration_from_bson(doc)
 
-    def get_migration(self, tenant_id: str, project_id: str, migration_id: str) -> Migration | None:
+    def get_rebuild(self, tenant_id: str, project_id: str, migration_id: str) -> Migration | None:
         found = self.migrations.find_one(q.scope_filter(tenant_id, project_id, _id=migration_id))
         return mm.migration_from_bson(found) if found else None
 
-    def active_migrations(self, tenant_id: str, project_id: str) -> list[Migration]:
+    def active_rebuilds(self, tenant_id: str, project_id: str) -> list[Migration]:
         cursor = self.migrations.find(q.scope_filter(tenant_id, project_id, active=True))
         return [mm.migration_from_bson(d) for d in cursor.sort([("createdAt", 1)])]
 
-    def latest_migration(self, tenant_id: str, project_id: str, rag_name: str) -> Migration | None:
+    def latest_rebuild(self, tenant_id: str, project_id: str, rag_name: str) -> Migration | None:
         found = self.migrations.find_one(
             q.scope_filter(tenant_id, project_id, ragName=rag_name),
             sort=[("createdAt", -1), ("_id", -1)],
         )
         return mm.migration_from_bson(found) if found else None
 
-    def end_migration(
+    def end_rebuild(
         self,
         tenant_id: str,
         project_id: str,
@@ -212,7 +212,7 @@ class MongoMigrationStore:
             return 0
         return sum(
             self._upsert_items(m.id, tenant_id, project_id, document_ids)
-            for m in self.active_migrations(tenant_id, project_id)
+            for m in self.active_rebuilds(tenant_id, project_id)
         )
 
     def remove_items(self, migration_id: str, document_ids: Sequence[str]) -> int:
@@ -243,7 +243,7 @@ class MongoMigrationStore:
         }
         if batch_size < 1 or self.items.find_one(flt, {"_id": 1}) is None:
             return []  # an idle tick draws no token
-        token = ix.next_generation(self.counters)
+        token = ix.next_sequence(self.counters)
         update = [
             {
                 "$set": {

@@ -3,18 +3,18 @@
 :class:`SearchSupport` answers, once per process where it can:
 
 * **Is there Atlas Search at all?** ``auto`` probes ``$listSearchIndexes`` once. Only the
-  specific "search not supported" answer (:func:`~.mongo_errors.search_unsupported`)
+  specific "search not supported" answer (:func:`~.mongo.errors.search_unsupported`)
   switches the process to client-side exact ranking; an authorization error or a timeout is
   a :class:`StoreError` and is asked again next time.
 * **Can this dimension be queried?** A ``$vectorSearch`` on a missing or unbuilt index returns
   no documents — Atlas's documented behaviour, indistinguishable from an empty RAG — so the
   first query of a dimension checks the index is queryable and otherwise fails fast, telling
   the user to run ``init``. Queries never create or wait for an index.
-* **Exact or approximate?** :func:`~.mongo_queries.prefer_exact` on the scope's size against
-  its collection's, counted at most every ``estimate_ttl_s`` per scope.
-* **Does search see a generation yet?** The sweeper's probe (see :mod:`.mongo_chunks`).
+* **Exact or approximate?** :func:`~.mongo.builders.queries.prefer_exact` on the scope's size
+  against its collection's, counted at most every ``estimate_ttl_s`` per scope.
+* **Does search see a chunk version yet?** The sweeper's probe (see :mod:`.mongo.chunks`).
 
-Index creation lives in :mod:`.mongo_indexes`; it runs from ``init`` and when a RAG of a new
+Index creation lives in :mod:`.mongo.indexes`; it runs from ``init`` and when a RAG of a new
 dimension is created (:meth:`SearchSupport.prepare`), never from a query.
 """
 
@@ -183,36 +183,36 @@ class SearchSupport:
             self._estimates[key] = (now + self.estimate_ttl_s, exact)
         return exact
 
-    def visible(self, scope: RagScope, source_ref: str, gen: int) -> bool:
+    def visible(self, scope: RagScope, source_ref: str, version: int) -> bool:
         """Does ``$vectorSearch`` (and ``$search``, when its index serves) see every chunk of
-        generation ``gen`` of a source yet?"""
+        chunk version ``version`` of a source yet?"""
         collection = self.collection(scope.dimension)
         count = int(
             collection.count_documents(
-                {**mq.scope_match(scope), "sourceRef": source_ref, "gen": gen}
+                {**mq.scope_match(scope), "sourceRef": source_ref, "gen": version}
             )
         )
         if count == 0 or not self.uses_atlas():
             return True
         want = min(count, mq.MAX_NUM_CANDIDATES)
         search = self.search_collection(scope.dimension)
-        probes = [mq.build_probe_pipeline(scope, source_ref, gen, count, scope.dimension)]
+        probes = [mq.build_probe_pipeline(scope, source_ref, version, count, scope.dimension)]
         if (scope.dimension, ix.TEXT_INDEX) in self._queryable:
-            probes.append(build_text_probe_pipeline(scope, source_ref, gen, count))
+            probes.append(build_text_probe_pipeline(scope, source_ref, version, count))
         try:
             return all(len(list(search.aggregate(p))) >= want for p in probes)
         except OperationFailure as exc:
             # e.g. the index still serves a definition without ``gen`` as a filter field
-            log.info("cannot probe generation %s of %s yet: %s", gen, source_ref, exc)
+            log.info("cannot probe chunk version %s of %s yet: %s", version, source_ref, exc)
             return False
 
     def sees_scope(self, scope: RagScope, collection: Any) -> bool:
         """Do ``$vectorSearch`` (and ``$search``, when its index serves) see the newest
-        generation of every source of the scope, as written to ``collection``? A probe per
-        group of sources (:mod:`.mongo_probes`); always true without Atlas Search."""
+        chunk version of every source of the scope, as written to ``collection``? A probe per
+        group of sources (:mod:`.mongo.builders.probes`); always true without Atlas Search."""
         if not self.uses_atlas():
             return True
-        by_source = mp.written(collection.aggregate(mp.generation_counts_pipeline(scope)))
+        by_source = mp.written(collection.aggregate(mp.chunk_version_counts_pipeline(scope)))
         if not by_source:
             return True
         try:

@@ -1,24 +1,24 @@
-"""Schema versions, ``init`` and the migration from the single ``chunks`` collection.
+"""Schema versions, ``init`` and the schema upgrade from the single ``chunks`` collection.
 
 Schema versions of the MongoDB store:
 
 1. One ``chunks`` collection for every dimension: vectors as arrays of doubles in
    ``embedding_<dim>``, a write sequence ``seq``, staged copies flagged ``live: false``, one
    vector search index per dimension on that collection.
-2. One ``chunks_<dim>`` collection per dimension: binary float32 ``embedding``, source
-   generations ``gen``, a vector and a text search index per collection (see
-   :mod:`.mongo_indexes`).
+2. One ``chunks_<dim>`` collection per dimension: binary float32 ``embedding``, chunk
+   versions ``gen``, a vector and a text search index per collection (see
+   :mod:`.mongo.indexes`).
 3. Generations of a RAG name (rebuilds without downtime): ``rags`` loses its unique name
    index, ``rag_names`` points at the live generation of each name (see
-   :mod:`.mongo_catalog`), ``migrations`` and ``migration_items`` record rebuilds. Done on
-   open (:func:`~.mongo_catalog.upgrade_catalog`): every existing RAG gets its pointer.
+   :mod:`.mongo.catalog`), ``migrations`` and ``migration_items`` record rebuilds. Done on
+   open (:func:`~.mongo.catalog.upgrade_catalog`): every existing RAG gets its pointer.
 
 Opening a version-1 store that holds chunks does not strand them: the control plane works,
 chunk operations fail with a :class:`StoreError` that says to run ``init``, and ``init``
 (:func:`initialize`) copies every chunk into its ``chunks_<dim>`` collection (``seq`` becomes
-``gen``, so a half-finished old swap resolves to its newer side), raises the generation
-counter past every ``seq``, then drops the old collection. Copies keep their ``_id``, so an
-interrupted migration is simply run again.
+``gen``, so a half-finished old swap resolves to its newer side), raises the sequence counter
+(stored as ``generation``) past every ``seq``, then drops the old collection. Copies keep their
+``_id``, so an interrupted schema upgrade is simply run again.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def has_legacy_chunks(database: Any) -> bool:
 
 
 def open_schema(database: Any, shown_uri: str, chunks: MongoChunkStore) -> None:
-    """Check the schema on open: refuse a newer one, note chunks waiting for migration."""
+    """Check the schema on open: refuse a newer one, note chunks waiting for a schema upgrade."""
     version = schema_version(database)
     if version > SCHEMA_VERSION:
         raise StoreError(
@@ -79,7 +79,7 @@ def open_schema(database: Any, shown_uri: str, chunks: MongoChunkStore) -> None:
             chunks.legacy_chunks = True
             log.warning(
                 "store %s holds chunks of schema version %s; run `vancetope-rag --store … init` "
-                "to migrate them",
+                "to upgrade them",
                 shown_uri,
                 version,
             )
@@ -87,7 +87,7 @@ def open_schema(database: Any, shown_uri: str, chunks: MongoChunkStore) -> None:
             set_schema_version(database)
 
 
-def migrated_document(doc: dict[str, Any]) -> dict[str, Any] | None:
+def upgraded_document(doc: dict[str, Any]) -> dict[str, Any] | None:
     """A version-1 chunk as a version-2 one (None when its vector is unreadable)."""
     dim = int(doc["dim"])
     vector = decode_vector(doc.get(f"embedding_{dim}"))
@@ -115,7 +115,7 @@ def migrated_document(doc: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def migrate_legacy_chunks(database: Any) -> dict[int, int]:
+def upgrade_legacy_chunks(database: Any) -> dict[int, int]:
     """Move every version-1 chunk to its ``chunks_<dim>`` collection; chunks moved per dim."""
     legacy = database[LEGACY_CHUNKS]
     moved: dict[int, int] = {}
@@ -134,7 +134,7 @@ def migrate_legacy_chunks(database: Any) -> dict[int, int]:
         moved[dim] = moved.get(dim, 0) + len(batch)
 
     for doc in legacy.find({}):
-        new = migrated_document(doc)
+        new = upgraded_document(doc)
         if new is None:
             log.warning("skipped chunk %s: its vector cannot be read", doc.get("_id"))
             continue
@@ -150,7 +150,7 @@ def migrate_legacy_chunks(database: Any) -> dict[int, int]:
         flush(dim)
     database["counters"].update_one({"_id": "generation"}, {"$max": {"seq": highest}}, upsert=True)
     database.drop_collection(LEGACY_CHUNKS)  # its search indexes go with it
-    log.info("migrated chunks to per-dimension collections: %s", moved)
+    log.info("upgraded chunks to per-dimension collections: %s", moved)
     return moved
 
 
@@ -171,11 +171,11 @@ def initialize(
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> list[IndexStatus]:
-    """Collections, B-tree and search indexes for every dimension; migrate version 1; with
+    """Collections, B-tree and search indexes for every dimension; upgrade version 1; with
     ``wait``, block until every search index is READY. Idempotent."""
     ix.ensure_control_indexes(database)
     if has_legacy_chunks(database):
-        migrate_legacy_chunks(database)
+        upgrade_legacy_chunks(database)
     chunks.legacy_chunks = False
     set_schema_version(database)
     dims = sorted(catalog_dimensions(database) | {int(d) for d in dimensions})

@@ -1,5 +1,6 @@
-"""The store port of rebuilds: generations of a RAG name and the migrations between them (see
-:mod:`vancetope_rag.domain.rebuilds`). Re-exported by :mod:`.port`."""
+"""The store port of rebuilds (a RAG moved to a new embedding model): generations of a RAG
+name and the rebuilds between them (see :mod:`vancetope_rag.domain.rebuilds`). Re-exported by
+:mod:`.port`; ``MigrationStore`` is the former name of :class:`RebuildStore`."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
-from vancetope_rag.domain.records import RagRecord
+from vancetope_rag.store.port.catalog import RagGenerations
 from vancetope_rag.store.types import DocumentHead
 
 
 @runtime_checkable
-class MigrationStore(Protocol):
+class RebuildStore(RagGenerations, Protocol):
     """Generations of a RAG name and the rebuilds that move readers from one to the next.
 
     A migration is *active* while ``running`` or ``switching``; at most one is active per
@@ -21,21 +22,7 @@ class MigrationStore(Protocol):
     documents themselves (lease, TTL, attempts, a fencing token from the same sequence).
     """
 
-    # generations
-    def insert_generation(self, rag: RagRecord) -> RagRecord:
-        """Store a SHADOW generation (invisible to the ControlStore's catalog reads)."""
-        ...
-
-    def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        """A catalog entry of any state."""
-        ...
-
-    def rag_generations(
-        self, tenant_id: str, project_id: str, name: str | None = None
-    ) -> list[RagRecord]:
-        """Every catalog entry of the project (of one name), any state, oldest first."""
-        ...
-
+    # generations (insert_generation, get_any_rag, rag_generations: RagGenerations)
     def switch_live(self, migration: Migration) -> bool:
         """Make ``migration.to_rag_id`` the live generation and retire ``from_rag_id`` in one
         atomic step, and mark the migration completed. False (and nothing changed) when the
@@ -43,21 +30,21 @@ class MigrationStore(Protocol):
         ...
 
     # migrations
-    def start_migration(self, migration: Migration) -> Migration:
+    def start_rebuild(self, migration: Migration) -> Migration:
         """Record a running migration; ``RebuildRunningError`` when one is active already."""
         ...
 
-    def get_migration(
+    def get_rebuild(
         self, tenant_id: str, project_id: str, migration_id: str
     ) -> Migration | None: ...
 
-    def active_migrations(self, tenant_id: str, project_id: str) -> list[Migration]: ...
+    def active_rebuilds(self, tenant_id: str, project_id: str) -> list[Migration]: ...
 
-    def latest_migration(self, tenant_id: str, project_id: str, rag_name: str) -> Migration | None:
+    def latest_rebuild(self, tenant_id: str, project_id: str, rag_name: str) -> Migration | None:
         """The most recently started migration of a RAG name, whatever its state."""
         ...
 
-    def end_migration(
+    def end_rebuild(
         self,
         tenant_id: str,
         project_id: str,
@@ -156,3 +143,7 @@ class MigrationStore(Protocol):
         """Set ``rag_indexed_hash`` of documents ``{id: (rag_version, hash)}`` whose version
         is still that one (after a switch: the new live chunks were built from it)."""
         ...
+
+
+#: The former name of :class:`RebuildStore`, kept so existing imports keep working.
+MigrationStore = RebuildStore

@@ -29,8 +29,8 @@ __all__ = [
     "sqlite_varints",
 ]
 
-#: The ``tokenize=`` option of the FTS5 table (schema v3). Changing it needs a new migration
-#: that rebuilds the table; the in-process index must then follow (tests compare them).
+#: The ``tokenize=`` option of the FTS5 table (schema v3). Changing it needs a new schema
+#: upgrade that rebuilds the table; the in-process index must then follow (tests compare them).
 FTS5_TOKENIZE = "porter unicode61 remove_diacritics 2 tokenchars '_'"
 #: The same tokenizer as apsw's ``Connection.fts5_tokenizer(name, args)`` takes it.
 TOKENIZER_ARGS: tuple[str, list[str]] = (

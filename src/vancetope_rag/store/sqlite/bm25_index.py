@@ -10,7 +10,7 @@ frequencies) and each row's length in tokens. What it does not hold: the collect
 query, so a ranking from here equals FTS5's ranking of the same query, row for row and score
 for score (tested on random corpora), whichever path answers.
 
-Coherence is the vector cache's (:mod:`.vector_cache`): a per-RAG generation bumped in the same
+Coherence is the vector cache's (:mod:`.sqlite.vector_cache`): a per-RAG epoch bumped in the same
 transaction as every chunk write; a stale entry is refreshed unless it was refreshed moments
 ago, in which case the caller asks FTS5. Refreshing is incremental: chunk rows never change
 (a replacement is a delete plus new rows), so only rows added since the last load are
@@ -63,7 +63,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Entry:
-    generation: int
+    epoch: int
     loaded_at: float
     vocab: dict[str, int]
     rowids: IntArray  # main rows then delta rows
@@ -102,7 +102,7 @@ class LexicalCache:
     def search(
         self,
         key: Key,
-        generation: int,
+        epoch: int,
         terms: Sequence[str],
         stats: CollectionStats,
         top_k: int,
@@ -116,7 +116,7 @@ class LexicalCache:
 
         Args:
             key: The RAG's (tenant, project, rag id).
-            generation: The RAG's current generation in the store.
+            epoch: The RAG's current epoch in the store (its chunk write counter).
             terms: The query's tokens, in the order of the FTS5 expression's phrases.
             stats: FTS5's statistics for these terms.
             top_k: How many rows to return at most.
@@ -124,7 +124,7 @@ class LexicalCache:
             load_texts: Reads chunk texts by rowid (called for rows not held yet).
             tokenize: The FTS5 tokenizer in document mode.
         """
-        entry = self._current(key, generation, load_rowids, load_texts, tokenize)
+        entry = self._current(key, epoch, load_rowids, load_texts, tokenize)
         if entry is None:
             return None
         segments = (entry.main, entry.delta)
@@ -137,14 +137,14 @@ class LexicalCache:
     def _current(
         self,
         key: Key,
-        generation: int,
+        epoch: int,
         load_rowids: LoadRowids,
         load_texts: LoadTexts,
         tokenize: TokenizeDocument,
     ) -> _Entry | None:
         with self._lock:
             old = self._entries.get(key)
-            if old is not None and old.generation == generation:
+            if old is not None and old.epoch == epoch:
                 self._entries.move_to_end(key)
                 return old
             if old is not None and self._clock() - old.loaded_at < self.reload_cooldown_s:
@@ -155,14 +155,14 @@ class LexicalCache:
         entry = None if old is None else self._refresh(old, wanted, load_texts, tokenize)
         if entry is None:
             if len(wanted) > self.sync_build_max_rows:
-                self._build_in_background(key, generation, wanted, load_texts, tokenize)
+                self._build_in_background(key, epoch, wanted, load_texts, tokenize)
                 return None
             entry = self._build(wanted, load_texts, tokenize)
-        self._put(key, entry, generation)
+        self._put(key, entry, epoch)
         return entry
 
-    def _put(self, key: Key, entry: _Entry, generation: int) -> None:
-        entry.generation = generation
+    def _put(self, key: Key, entry: _Entry, epoch: int) -> None:
+        entry.epoch = epoch
         entry.loaded_at = self._clock()
         with self._lock:
             self.reloads += 1
@@ -173,7 +173,7 @@ class LexicalCache:
     def _build_in_background(
         self,
         key: Key,
-        generation: int,
+        epoch: int,
         wanted: IntArray,
         load_texts: LoadTexts,
         tokenize: TokenizeDocument,
@@ -187,7 +187,7 @@ class LexicalCache:
         def build() -> None:
             try:
                 # Rows written meanwhile make the entry stale: the next query refreshes it.
-                self._put(key, self._build(wanted, load_texts, tokenize), generation)
+                self._put(key, self._build(wanted, load_texts, tokenize), epoch)
             except Exception:
                 log.warning(
                     "lexical index build for %s failed; FTS5 answers", key[2], exc_info=True
@@ -231,7 +231,7 @@ class LexicalCache:
     ) -> _Entry:
         ids = np.asarray(rowids, dtype=np.int64)
         return _Entry(
-            generation=-1,
+            epoch=-1,
             loaded_at=0.0,
             vocab=vocab,
             rowids=ids,

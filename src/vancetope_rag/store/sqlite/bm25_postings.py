@@ -1,4 +1,4 @@
-"""Postings of the in-process BM25 index (:mod:`.lexical_index`): building them from chunk
+"""Postings of the in-process BM25 index (:mod:`.sqlite.bm25_index`): building them from chunk
 texts, and ranking rows exactly as FTS5's ``bm25()`` does.
 
 Pure numpy, no I/O: the tokens come from FTS5's own tokenizer through the caller, the

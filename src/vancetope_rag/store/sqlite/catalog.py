@@ -1,8 +1,8 @@
 """The RAG catalog on SQLite: live RAGs for readers, every generation for rebuilds.
 
 A name's generations are rows of ``rags`` told apart by ``state``; a partial unique index
-keeps one *live* row per tenant, project and name (schema migration 6), so a rebuild's
-switch (:meth:`~.sqlite_migrations.SqliteMigrationStore.switch_live`) is two row updates in
+keeps one *live* row per tenant, project and name (schema upgrade 6), so a rebuild's
+switch (:meth:`~.sqlite.rebuilds.SqliteRebuildStore.switch_live`) is two row updates in
 one transaction.
 """
 

@@ -1,5 +1,5 @@
 """Chunk store on sqlite-vec: chunk rows in ``chunks``, vectors in a ``vec0`` table per dimension,
-texts in the FTS5 lexical index (:mod:`.sqlite_lexical`).
+texts in the FTS5 lexical index (:mod:`.sqlite.fts`).
 
 The RAG id is the ``vec0`` partition key, so a KNN query only scans that RAG's vectors; the
 join back to ``chunks`` re-checks tenant and project, so a RAG id from another tenant finds
@@ -55,6 +55,9 @@ class SqliteChunkStore:
         self.lexical = SqliteLexical(db, cache=lexical_cache)
 
     def _bump(self, rag_id: str) -> None:
+        """Advance the RAG's epoch and the store-wide chunk epoch (the in-process caches'
+        coherence counters; stored as ``rag_generations.generation`` and the
+        ``chunk_generation`` counter, names kept)."""
         self.db.execute(
             "INSERT INTO rag_generations (rag_id, generation) VALUES (?, 1) "
             "ON CONFLICT (rag_id) DO UPDATE SET generation = generation + 1",
@@ -62,7 +65,7 @@ class SqliteChunkStore:
         )
         self.db.execute("UPDATE counters SET value = value + 1 WHERE name = 'chunk_generation'")
 
-    def generation(self, rag_id: str) -> int:
+    def epoch(self, rag_id: str) -> int:
         rows = self.db.query("SELECT generation FROM rag_generations WHERE rag_id = ?", (rag_id,))
         return int(rows[0][0]) if rows else 0
 
@@ -128,28 +131,32 @@ class SqliteChunkStore:
         source_ref: str,
         chunks: Sequence[Chunk],
         *,
-        generation: int | None = None,
+        chunk_version: int | None = None,
     ) -> None:
         """One transaction: no reader ever sees the source between its old and new chunks.
-        A ``generation`` older than the source's last write drops the write (fencing)."""
-        if generation is not None and (not isinstance(generation, int) or generation < 1):
-            raise InvalidInputError(f"generation must be a positive integer, not {generation!r}")
+        A ``chunk_version`` older than the source's last write drops the write (fencing)."""
+        if chunk_version is not None and (not isinstance(chunk_version, int) or chunk_version < 1):
+            raise InvalidInputError(
+                f"chunk_version must be a positive integer, not {chunk_version!r}"
+            )
         key = (scope.tenant_id, scope.project_id, scope.rag_id, source_ref)
         with self.db.transaction():
-            gen = generation if generation is not None else self.db.next_generation()
+            version = chunk_version if chunk_version is not None else self.db.next_sequence()
+            # each source's last chunk version; the stored table and column keep their old
+            # names (source_generations.generation)
             rows = self.db.query(
                 "SELECT generation FROM source_generations WHERE tenant_id = ? "
                 "AND project_id = ? AND rag_id = ? AND source_ref = ?",
                 key,
             )
-            if rows and int(rows[0][0]) > gen:
+            if rows and int(rows[0][0]) > version:
                 return  # a newer writer already replaced this source
             self._delete_where(scope, " AND c.source_ref = ?", (source_ref,))
             self._insert(scope, chunks)
             self.db.execute(
                 "INSERT INTO source_generations VALUES (?, ?, ?, ?, ?) ON CONFLICT "
                 "(tenant_id, project_id, rag_id, source_ref) DO UPDATE SET generation = ?",
-                (*key, gen, gen),
+                (*key, version, version),
             )
             self._bump(scope.rag_id)
 
@@ -286,7 +293,7 @@ class SqliteChunkStore:
         key = (scope.tenant_id, scope.project_id, scope.rag_id)
         found = self.cache.search(
             key,
-            self.generation(scope.rag_id),
+            self.epoch(scope.rag_id),
             np.frombuffer(blob, dtype=np.float32),
             top_k,
             self._vector_loader(scope, table),
@@ -298,7 +305,7 @@ class SqliteChunkStore:
         return [
             row_to_hit(by_rowid[rid], float(score))
             for rid, score in zip(rowids.tolist(), scores.tolist(), strict=True)
-            if rid in by_rowid  # deleted between the generation read and now
+            if rid in by_rowid  # deleted between the epoch read and now
         ]
 
     def query(
@@ -381,7 +388,7 @@ class SqliteChunkStore:
             key = (scope.tenant_id, scope.project_id, scope.rag_id)
             found = self.cache.cosines(
                 key,
-                self.generation(scope.rag_id),
+                self.epoch(scope.rag_id),
                 np.asarray(rowids, dtype=np.int64),
                 np.frombuffer(blob, dtype=np.float32),
                 self._vector_loader(scope, table),

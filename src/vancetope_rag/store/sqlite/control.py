@@ -1,6 +1,6 @@
 """Embedded control store on one SQLite file (projects, documents, RAG catalog, settings, cache).
 
-The I/O class; row codecs and the SQL of a document change set come from :mod:`.sqlite_rows`,
+The I/O class; row codecs and the SQL of a document change set come from :mod:`.sqlite.rows`,
 the rules both adapters share from :mod:`.shared`.
 """
 
@@ -42,15 +42,15 @@ from vancetope_rag.store.sqlite.rows import (
     row_to_project,
 )
 from vancetope_rag.store.sqlite.settings import SqliteSettingsAndCache
-from vancetope_rag.store.types import UNSET, Clock, NewDocument, _Unset
+from vancetope_rag.store.types import Clock, DocumentChange, NewDocument
 
 T = TypeVar("T")
 
 
 class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
     """:class:`~vancetope_rag.store.port.ControlStore` on a :class:`SqliteDatabase` (the RAG
-    catalog comes from :class:`~.sqlite_catalog.SqliteRagCatalog`, settings and the embedding
-    cache from :class:`~.sqlite_settings.SqliteSettingsAndCache`)."""
+    catalog comes from :class:`~.sqlite.catalog.SqliteRagCatalog`, settings and the embedding
+    cache from :class:`~.sqlite.settings.SqliteSettingsAndCache`)."""
 
     def __init__(self, db: SqliteDatabase, *, clock: Clock = time.time) -> None:
         self.db = db
@@ -136,26 +136,9 @@ class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
         tenant_id: str,
         project_id: str,
         document_id: str,
-        *,
-        path: str | _Unset = UNSET,
-        mime_type: str | _Unset = UNSET,
-        content: str | _Unset = UNSET,
-        summary: str | _Unset | None = UNSET,
-        rag_enabled: bool | _Unset | None = UNSET,
-        mark_dirty: bool = False,
-        extraction: str | _Unset | None = UNSET,
-        failed_reason: str | None = None,
+        change: DocumentChange,
     ) -> Document:
-        changes = DocumentChanges.from_args(
-            path=path,
-            mime_type=mime_type,
-            content=content,
-            summary=summary,
-            rag_enabled=rag_enabled,
-            mark_dirty=mark_dirty,
-            extraction=extraction,
-            failed_reason=failed_reason,
-        )
+        changes = DocumentChanges.of(change)
         sets, params = document_update_sql(changes, self._clock())
         try:
             with self.db.transaction():
@@ -165,7 +148,7 @@ class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
                     (*params, document_id, tenant_id, project_id),
                 )
         except ConstraintViolation as exc:
-            raise path_taken_error(path, document_id) from exc
+            raise path_taken_error(change.path, document_id) from exc
         if not changed:
             raise document_not_found_error(tenant_id, project_id, document_id)
         doc = self.get_document(tenant_id, project_id, document_id)
@@ -231,7 +214,7 @@ class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
     ) -> list[Document]:
         now = self._clock()
         with self.db.transaction():
-            token = self.db.next_generation()
+            token = self.db.next_sequence()
             rows = self.db.query_dicts(
                 "UPDATE documents SET rag_claimed_by = ?, rag_claimed_at = ?, "
                 f"rag_claim_token = {token:d}, "

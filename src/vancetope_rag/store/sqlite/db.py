@@ -1,11 +1,11 @@
-"""One SQLite file through apsw with sqlite-vec: connections, migrations, transactions.
+"""One SQLite file through apsw with sqlite-vec: connections, schema upgrades, transactions.
 
 Connections are per thread (apsw connections are safe to share, but a transaction is per
 connection, so sharing one would mix transactions of different threads). Several processes may
 open the same file: WAL mode plus ``BEGIN IMMEDIATE`` for every write transaction.
 
 This class is the adapters' only way to the database, and the one place where an apsw error
-becomes a :class:`~vancetope_rag.errors.StoreError` (:func:`.sqlite_errors.store_error`). A
+becomes a :class:`~vancetope_rag.errors.StoreError` (:func:`.sqlite.errors.store_error`). A
 failed transaction is rolled back and forgets the schema it cached (the ``vec0`` tables made
 in it), whether the failure came from a statement or from ``COMMIT`` itself.
 """
@@ -22,9 +22,9 @@ from typing import Any, NoReturn
 from vancetope_rag.errors import StoreCorruptError, StoreError
 from vancetope_rag.store.sqlite.bm25 import scope_token
 from vancetope_rag.store.sqlite.errors import store_error
-from vancetope_rag.store.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
+from vancetope_rag.store.sqlite.schema import SCHEMA_VERSION, UPGRADES
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqliteDatabase"]
+__all__ = ["SCHEMA_VERSION", "UPGRADES", "SqliteDatabase"]
 
 
 def _load_apsw() -> Any:
@@ -44,7 +44,7 @@ class SqliteDatabase:
         self._apsw, self._sqlite_vec = _load_apsw()
         self._check_path()
         try:
-            self._migrate()
+            self._upgrade()
         except BaseException:
             self.close()  # a refused file keeps no connection (nor -wal/-shm files) open
             raise
@@ -103,7 +103,7 @@ class SqliteDatabase:
             conn.load_extension(self._sqlite_vec.loadable_path())
             conn.enable_load_extension(False)
             conn.set_busy_timeout(self._busy_timeout_ms)
-            # used by migration 3's backfill; the same function the chunk writes call
+            # used by schema upgrade 3's backfill; the same function the chunk writes call
             conn.create_scalar_function("vtr_scope_token", scope_token, 3, deterministic=True)
             self._refuse_foreign(conn)  # before WAL mode, which rewrites the file header
             conn.execute("PRAGMA journal_mode=WAL")
@@ -277,7 +277,7 @@ class SqliteDatabase:
 
     # -- schema ------------------------------------------------------------------------
 
-    def _migrate(self) -> None:
+    def _upgrade(self) -> None:
         apsw = self._apsw
         try:
             with self.transaction() as conn:
@@ -288,7 +288,7 @@ class SqliteDatabase:
                         f"vancetope-rag understands ({SCHEMA_VERSION}); upgrade the package"
                     )
                 for step in range(version, SCHEMA_VERSION):
-                    conn.execute(MIGRATIONS[step])
+                    conn.execute(UPGRADES[step])
                 if version != SCHEMA_VERSION:
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except StoreError as exc:
@@ -305,9 +305,10 @@ class SqliteDatabase:
                 ) from cause
             raise
 
-    def next_generation(self) -> int:
+    def next_sequence(self) -> int:
         """The next number of the store's one increasing sequence (claim tokens and source
-        generations); call inside a transaction."""
+        chunk versions; the stored counter keeps its old name ``generation``); call inside a
+        transaction."""
         rows = self.query(
             "INSERT INTO counters (name, value) VALUES ('generation', 1) "
             "ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value"

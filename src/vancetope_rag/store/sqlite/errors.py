@@ -1,6 +1,6 @@
 """Every SQLite (apsw) failure as a :class:`~vancetope_rag.errors.StoreError` saying what to do.
 
-The database layer (:mod:`.sqlite_db`) translates at its one boundary, so the adapters and the
+The database layer (:mod:`.sqlite.db`) translates at its one boundary, so the adapters and the
 services above them only ever see :class:`~vancetope_rag.errors.RagError`\\ s. A constraint
 failure becomes :class:`ConstraintViolation`: the adapter that wrote the row knows what it
 means (a path or a name already taken) and words it for the user.
@@ -55,7 +55,7 @@ def store_error(apsw: Any, exc: BaseException, path: str) -> RagError:
     missing = str(exc).partition("no such table:")[2].strip()
     if isinstance(exc, apsw.SQLError) and missing and not missing.startswith("vec_"):
         # Every table but the per-dimension vec_* ones exists once the store is open (its
-        # schema is migrated then): one that is missing means the file under the connection
+        # schema is upgraded then): one that is missing means the file under the connection
         # is not the store it opened (truncated or replaced under a running worker).
         return StoreCorruptError(
             f"{where} was removed, replaced or truncated while in use ({exc}); stop every "

@@ -1,10 +1,10 @@
 """The SQLite store's lexical index: an FTS5 table written with the chunk rows, and BM25 search
-over it, answered by the in-process index (:mod:`.lexical_index`) or by FTS5 itself.
+over it, answered by the in-process index (:mod:`.sqlite.bm25_index`) or by FTS5 itself.
 
 ``chunks_fts`` (schema v3) is a contentless FTS5 table (the text lives once, in ``chunks``)
 whose rowid is the chunk's rowid and whose ``scope`` column holds one token naming the chunk's
 tenant, project and RAG. Its rows are inserted and deleted by the same statements' transaction
-as the chunk rows (:mod:`.sqlite_chunks`), so the two can never disagree, whatever crashes.
+as the chunk rows (:mod:`.sqlite.chunks`), so the two can never disagree, whatever crashes.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ class SqliteLexical:
         self.db = db
         #: In-process BM25 index (None: every query goes to FTS5).
         self.cache = cache
-        #: Document frequencies by (store-wide chunk generation, token): statistics of the
+        #: Document frequencies by (store-wide chunk epoch, token): statistics of the
         #: whole table, unchanged until some chunk anywhere changes.
         self._df: dict[str, int] = {}
-        self._df_generation = -1
+        self._df_epoch = -1
         self._df_lock = threading.Lock()
 
     # -- writes (inside the chunk write's transaction) -------------------------------------
@@ -122,12 +122,14 @@ class SqliteLexical:
 
     def _cached(self, scope: RagScope, terms: Sequence[QueryTerm], top_k: int) -> Ranked | None:
         assert self.cache is not None
-        rag_generation, store_generation = self.db.query(
+        # the RAG's epoch and the store-wide chunk epoch; the stored table and counter keep
+        # their old names (rag_generations, chunk_generation)
+        rag_epoch, store_epoch = self.db.query(
             "SELECT (SELECT generation FROM rag_generations WHERE rag_id = ?), "
             "(SELECT value FROM counters WHERE name = 'chunk_generation')",
             (scope.rag_id,),
         )[0]
-        stats = self._stats(terms, int(store_generation or 0))
+        stats = self._stats(terms, int(store_epoch or 0))
         key = (scope.tenant_id, scope.project_id, scope.rag_id)
         flags = self.db.apsw.FTS5_TOKENIZE_DOCUMENT
 
@@ -141,7 +143,7 @@ class SqliteLexical:
 
         found = self.cache.search(
             key,
-            int(rag_generation or 0),
+            int(rag_epoch or 0),
             [t.token for t in terms],
             stats,
             top_k,
@@ -156,12 +158,12 @@ class SqliteLexical:
 
     # -- what the in-process index reads -------------------------------------------------
 
-    def _stats(self, terms: Sequence[QueryTerm], store_generation: int) -> CollectionStats:
+    def _stats(self, terms: Sequence[QueryTerm], store_epoch: int) -> CollectionStats:
         """FTS5's statistics: rows and tokens of the table (its averages record) and the
         document frequency of each term in the text column (as ``bm25()`` counts them)."""
         with self._df_lock:
-            if store_generation != self._df_generation:
-                self._df, self._df_generation = {}, store_generation
+            if store_epoch != self._df_epoch:
+                self._df, self._df_epoch = {}, store_epoch
             df = self._df
             for term in terms:
                 if term.token not in df:

@@ -1,4 +1,4 @@
-"""RAG generations and rebuild migrations on the SQLite file (:class:`MigrationStore`).
+"""RAG generations and rebuild migrations on the SQLite file (:class:`RebuildStore`).
 
 Every state change is one transaction: the switch from the shadow to the live generation is
 a single ``BEGIN IMMEDIATE`` … ``COMMIT`` that retires the old generation, makes the new one
@@ -31,8 +31,8 @@ _REQUEUE = (
 )
 
 
-class SqliteMigrationStore:
-    """:class:`~vancetope_rag.store.port.MigrationStore` on a :class:`SqliteDatabase`."""
+class SqliteRebuildStore:
+    """:class:`~vancetope_rag.store.port.RebuildStore` on a :class:`SqliteDatabase`."""
 
     def __init__(self, db: SqliteDatabase, *, clock: Clock = time.time) -> None:
         self.db = db
@@ -84,7 +84,7 @@ class SqliteMigrationStore:
 
     # -- migrations ------------------------------------------------------------------------
 
-    def start_migration(self, migration: Migration) -> Migration:
+    def start_rebuild(self, migration: Migration) -> Migration:
         m = migration
         row = {
             "id": m.id,
@@ -105,18 +105,18 @@ class SqliteMigrationStore:
                 self.db.execute(*insert_sql("migrations", row))
         except ConstraintViolation as exc:
             raise rebuild_running_error(m.tenant_id, m.project_id, m.rag_name) from exc
-        stored = self.get_migration(m.tenant_id, m.project_id, m.id)
+        stored = self.get_rebuild(m.tenant_id, m.project_id, m.id)
         assert stored is not None
         return stored
 
-    def get_migration(self, tenant_id: str, project_id: str, migration_id: str) -> Migration | None:
+    def get_rebuild(self, tenant_id: str, project_id: str, migration_id: str) -> Migration | None:
         rows = self.db.query_dicts(
             "SELECT * FROM migrations WHERE id = ? AND tenant_id = ? AND project_id = ?",
             (migration_id, tenant_id, project_id),
         )
         return row_to_migration(rows[0]) if rows else None
 
-    def active_migrations(self, tenant_id: str, project_id: str) -> list[Migration]:
+    def active_rebuilds(self, tenant_id: str, project_id: str) -> list[Migration]:
         rows = self.db.query_dicts(
             "SELECT * FROM migrations WHERE tenant_id = ? AND project_id = ? "
             "AND state IN ('running', 'switching') ORDER BY created_at",
@@ -124,7 +124,7 @@ class SqliteMigrationStore:
         )
         return [row_to_migration(r) for r in rows]
 
-    def latest_migration(self, tenant_id: str, project_id: str, rag_name: str) -> Migration | None:
+    def latest_rebuild(self, tenant_id: str, project_id: str, rag_name: str) -> Migration | None:
         rows = self.db.query_dicts(
             "SELECT * FROM migrations WHERE tenant_id = ? AND project_id = ? AND rag_name = ? "
             "ORDER BY created_at DESC, rowid DESC LIMIT 1",
@@ -132,7 +132,7 @@ class SqliteMigrationStore:
         )
         return row_to_migration(rows[0]) if rows else None
 
-    def end_migration(
+    def end_rebuild(
         self,
         tenant_id: str,
         project_id: str,
@@ -191,7 +191,7 @@ class SqliteMigrationStore:
             return 0
         total = 0
         with self.db.transaction():  # joins the caller's (the document change's) transaction
-            for m in self.active_migrations(tenant_id, project_id):
+            for m in self.active_rebuilds(tenant_id, project_id):
                 total += self._upsert_items(m.id, tenant_id, project_id, document_ids)
         return total
 
@@ -216,7 +216,7 @@ class SqliteMigrationStore:
     ) -> list[MigrationItem]:
         now = self._clock()
         with self.db.transaction():
-            token = self.db.next_generation()
+            token = self.db.next_sequence()
             rows = self.db.query_dicts(
                 "UPDATE migration_items SET state = 'processing', claimed_by = ?, "
                 f"claimed_at = ?, claim_token = {token:d} WHERE migration_id = ? "

@@ -1,6 +1,6 @@
 """Pure parts of the SQLite adapters: row ↔ record codecs and the SQL pieces they compose.
 
-No I/O here; :mod:`.sqlite_control` and :mod:`.sqlite_chunks` run what these functions build.
+No I/O here; :mod:`.sqlite.control` and :mod:`.sqlite.chunks` run what these functions build.
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
-"""The SQLite store's schema: its version and the migrations that reach it, in order.
+"""The SQLite store's schema: its version and the schema upgrades that reach it, in order.
 
-Pure data; :mod:`.sqlite_db` runs them in one transaction when it opens a file.
+Pure data; :mod:`.sqlite.db` runs them in one transaction when it opens a file.
 """
 
 from __future__ import annotations
 
 SCHEMA_VERSION = 7
 
-#: Ordered migrations; index i brings the schema from version i to i + 1. Never edit a shipped
+#: Ordered schema upgrades; index i brings the schema from version i to i + 1. Never edit a shipped
 #: entry: add a new one.
-MIGRATIONS: tuple[str, ...] = (
+UPGRADES: tuple[str, ...] = (
     """
     CREATE TABLE projects (
         tenant_id TEXT NOT NULL,
@@ -119,9 +119,10 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 5: the lexical (BM25) index of chunk texts, backfilled from the chunks already stored.
     # Contentless (the text stays in `chunks` only) with deletes by rowid; `scope` holds one
-    # token per chunk naming its tenant, project and RAG (store/lexical.py, scope_token).
-    # Two counters: a store-wide chunk generation (statistics caches) and the rowid high-water
-    # mark: chunk rowids are never reused, so an in-process index can trust them.
+    # token per chunk naming its tenant, project and RAG (store/sqlite/bm25.py, scope_token).
+    # Two counters: a store-wide chunk epoch (statistics caches; stored as chunk_generation)
+    # and the rowid high-water mark: chunk rowids are never reused, so an in-process index
+    # can trust them.
     """
     CREATE VIRTUAL TABLE chunks_fts USING fts5(
         scope, text, content='', contentless_delete=1,

@@ -5,12 +5,12 @@ machinery: ~80 ms per turn at 100k 384-dim chunks in ``bench/pre_turn.py``, too 
 pre-turn hook. The same exact search as one matrix-vector product takes a few ms (figures and
 how they were taken: docs/benchmarks.md, "Pre-turn hook latency").
 
-Coherence: every chunk write bumps the RAG's generation in the same transaction; a query
-reads the generation (one indexed row) and uses the matrix only if it was loaded at that
-generation. When the RAG changed, the matrix is reloaded — unless it was reloaded moments ago
-(the RAG is being written right now), in which case the caller falls back to sqlite-vec, so
-a busy indexer never makes every query pay for a reload. Results are always exact and always
-reflect committed data; only the speed varies.
+Coherence: every chunk write bumps the RAG's epoch (a counter of its chunk writes) in the
+same transaction; a query reads the epoch (one indexed row) and uses the matrix only if it
+was loaded at that epoch. When the RAG changed, the matrix is reloaded — unless it was
+reloaded moments ago (the RAG is being written right now), in which case the caller falls
+back to sqlite-vec, so a busy indexer never makes every query pay for a reload. Results are
+always exact and always reflect committed data; only the speed varies.
 
 Speed: a float32 scan of 100k × 384 reads 150 MB per query (memory-bound). When
 torch is present, rows are also kept as int8 with a per-row scale and scored first with
@@ -38,7 +38,7 @@ Key = tuple[str, str, str]  # tenant, project, rag id
 
 @dataclass
 class _Entry:
-    generation: int
+    epoch: int
     rowids: npt.NDArray[np.int64]  # ascending
     matrix: npt.NDArray[np.float32]  # rows L2-normalised, in rowid order
     loaded_at: float
@@ -134,13 +134,13 @@ class VectorCache:
     def search(
         self,
         key: Key,
-        generation: int,
+        epoch: int,
         vector: npt.NDArray[np.float32],
         top_k: int,
         load: Loader,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
         """(rowids, cosine scores) best first, or None: the caller should ask sqlite-vec."""
-        entry = self._current(key, generation, load)
+        entry = self._current(key, epoch, load)
         if entry is None:
             return None
         if len(entry.rowids) == 0:
@@ -160,7 +160,7 @@ class VectorCache:
     def cosines(
         self,
         key: Key,
-        generation: int,
+        epoch: int,
         rowids: npt.NDArray[np.int64],
         vector: npt.NDArray[np.float32],
         load: Loader,
@@ -168,7 +168,7 @@ class VectorCache:
         """Cosine similarity of ``vector`` to each of ``rowids`` (NaN for a rowid the RAG does
         not hold), or None: the caller should ask sqlite-vec. What the lexical side of a
         hybrid query uses: a ``vec0`` point lookup costs ~0.2 ms per row at 100k chunks."""
-        entry = self._current(key, generation, load)
+        entry = self._current(key, epoch, load)
         if entry is None:
             return None
         out = np.full(len(rowids), np.nan, dtype=np.float32)
@@ -180,11 +180,11 @@ class VectorCache:
         out[held] = entry.matrix[at[held]] @ _unit(vector)
         return out
 
-    def _current(self, key: Key, generation: int, load: Loader) -> _Entry | None:
-        """The RAG's entry at ``generation``, loading it if due; None to fall back."""
+    def _current(self, key: Key, epoch: int, load: Loader) -> _Entry | None:
+        """The RAG's entry at ``epoch``, loading it if due; None to fall back."""
         with self._lock:
             entry = self._entries.get(key)
-            if entry is not None and entry.generation == generation:
+            if entry is not None and entry.epoch == epoch:
                 self._entries.move_to_end(key)
                 return entry
             if entry is not None and self._clock() - entry.loaded_at < self.reload_cooldown_s:
@@ -197,7 +197,7 @@ class VectorCache:
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         matrix = np.ascontiguousarray(matrix / norms, dtype=np.float32)
-        entry = _Entry(generation, rowids, matrix, self._clock())
+        entry = _Entry(epoch, rowids, matrix, self._clock())
         if len(rowids) >= self.quantize_min_rows:
             torch = _load_torch()
             if torch is not None:

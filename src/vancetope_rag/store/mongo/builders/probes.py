@@ -1,11 +1,11 @@
 """Pure builders for asking Atlas Search whether it sees a whole RAG yet.
 
-A rebuild's shadow becomes live only when search sees the newest generation of every one of
+A rebuild's shadow becomes live only when search sees the newest chunk version of every one of
 its sources (readers would otherwise switch to a generation search shows in part). The
-primary says what was written (:func:`generation_counts_pipeline`); probes filtered to groups
+primary says what was written (:func:`chunk_version_counts_pipeline`); probes filtered to groups
 of sources ask ``$vectorSearch`` (exact, any query vector ranks every match) and ``$search``
 what they see (:func:`scope_probe_pipelines`); :func:`sees_all` compares. A group holds at
-most :data:`~.mongo_queries.MAX_NUM_CANDIDATES` chunks, Atlas's largest answer, so a large
+most :data:`~.mongo.builders.queries.MAX_NUM_CANDIDATES` chunks, Atlas's largest answer, so a large
 RAG takes several probes — run once per switch attempt, never by a query.
 """
 
@@ -23,12 +23,12 @@ from vancetope_rag.store.mongo.builders.text import scope_clauses
 from vancetope_rag.store.mongo.indexes import TEXT_INDEX, VECTOR_FIELD, VECTOR_INDEX
 from vancetope_rag.store.types import RagScope
 
-#: Per source: (newest generation, its chunk count, chunks of every generation).
+#: Per source: (newest chunk version, its chunk count, chunks of every chunk version).
 Written = Mapping[str, tuple[int, int, int]]
 
 
-def generation_counts_pipeline(scope: RagScope) -> list[dict[str, Any]]:
-    """Chunks per source and generation of a scope, as written (read on the primary)."""
+def chunk_version_counts_pipeline(scope: RagScope) -> list[dict[str, Any]]:
+    """Chunks per source and chunk version of a scope, as written (read on the primary)."""
     return [
         {"$match": scope_match(scope)},
         {"$group": {"_id": {"s": "$sourceRef", "g": "$gen"}, "n": {"$sum": 1}}},
@@ -36,21 +36,21 @@ def generation_counts_pipeline(scope: RagScope) -> list[dict[str, Any]]:
 
 
 def written(rows: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int, int]]:
-    """:data:`Written` from the rows of :func:`generation_counts_pipeline`."""
+    """:data:`Written` from the rows of :func:`chunk_version_counts_pipeline`."""
     found: dict[str, tuple[int, int, int]] = {}
     for row in rows:
-        source, gen, n = row["_id"]["s"], int(row["_id"]["g"]), int(row["n"])
-        newest, count, total = found.get(source, (gen, 0, 0))
-        if gen > newest:
-            newest, count = gen, n
-        elif gen == newest:
+        source, version, n = row["_id"]["s"], int(row["_id"]["g"]), int(row["n"])
+        newest, count, total = found.get(source, (version, 0, 0))
+        if version > newest:
+            newest, count = version, n
+        elif version == newest:
             count = n
         found[source] = (newest, count, total + n)
     return found
 
 
 def source_groups(by_source: Written, limit: int = MAX_NUM_CANDIDATES) -> list[list[str]]:
-    """Sources in groups whose chunks (every generation) fit one probe's answer."""
+    """Sources in groups whose chunks (every chunk version) fit one probe's answer."""
     groups: list[list[str]] = []
     size = 0
     for source in sorted(by_source):
@@ -97,7 +97,7 @@ def scope_probe_pipelines(
 
 
 def sees_all(by_source: Written, sources: Sequence[str], seen: Iterable[Mapping[str, Any]]) -> bool:
-    """Does a probe's answer hold every chunk of the newest generation of each source?"""
+    """Does a probe's answer hold every chunk of the newest chunk version of each source?"""
     counts: dict[tuple[str, int], int] = {}
     for row in seen:
         key = (row["sourceRef"], int(row.get("gen", 0)))

@@ -1,12 +1,12 @@
-"""Pure builders for the MongoDB chunk store: filters, search pipelines, generations, codecs.
+"""Pure builders for the MongoDB chunk store: filters, search pipelines, chunk versions, codecs.
 
 No I/O here; :mod:`vancetope_rag.store.mongo.chunks` sends what these functions build and
 passes what the server answers back through them. Everything is tested without a database.
 
-Generations: every chunk carries ``gen``, the generation of its source it was written in
-(:mod:`.mongo_chunks` explains the swap). A search answer may hold two generations of a
-source while the newer one is becoming visible; :func:`newest_generation` keeps, per source,
-only the newest generation *among the rows the search returned* and one row per chunk id.
+Chunk versions: every chunk carries ``gen``, the chunk version of its source it was written in
+(:mod:`.mongo.chunks` explains the swap). A search answer may hold two chunk versions of a
+source while the newer one is becoming visible; :func:`newest_chunk_version` keeps, per source,
+only the newest chunk version *among the rows the search returned* and one row per chunk id.
 
 Vectors are stored as BSON binary vectors (float32, :func:`encode_vector`); stores written by
 earlier versions hold arrays of doubles, and :func:`decode_vector` reads both.
@@ -98,7 +98,7 @@ def chunk_match(
 
 def source_part(filters: ChunkFilter | None) -> dict[str, Any]:
     """The ``sourceRef`` conditions of a filter alone: safe to apply before the newest
-    generation of each source is found (the other keys are not — see :func:`count_pipeline`)."""
+    chunk version of each source is found (the other keys are not — see :func:`count_pipeline`)."""
     return dict(
         translate_filters(
             {k: v for k, v in (filters or {}).items() if k.lstrip("!") == "sourceRef"}
@@ -183,7 +183,7 @@ def chunk_documents(scope: RagScope, chunks: Sequence[Chunk]) -> list[dict[str, 
 
 
 def fetch_limit(top_k: int) -> int:
-    """Rows to ask the search for: room for a second generation of some sources (dropped
+    """Rows to ask the search for: room for a second chunk version of some sources (dropped
     after the search) without shrinking the answer below ``top_k``; capped by Atlas."""
     return min(MAX_NUM_CANDIDATES, top_k * 2 + 8)
 
@@ -245,11 +245,11 @@ def build_vector_search_pipeline(
 
 
 def build_probe_pipeline(
-    scope: RagScope, source_ref: str, gen: int, count: int, dimension: int
+    scope: RagScope, source_ref: str, version: int, count: int, dimension: int
 ) -> list[dict[str, Any]]:
-    """Which chunks of one generation of one source does ``$vectorSearch`` see yet?
+    """Which chunks of one chunk version of one source does ``$vectorSearch`` see yet?
 
-    An exact search filtered to that source and generation (any query vector ranks them
+    An exact search filtered to that source and chunk version (any query vector ranks them
     all), projecting only ``_id``: the sweeper compares the count with the collection's.
     """
     stage = {
@@ -262,7 +262,7 @@ def build_probe_pipeline(
             "$and": [
                 *vector_search_filter(scope, None)["$and"],
                 {"sourceRef": {"$eq": source_ref}},
-                {"gen": {"$eq": gen}},
+                {"gen": {"$eq": version}},
             ]
         },
     }
@@ -274,17 +274,17 @@ def atlas_score_to_cosine(score: float) -> float:
     return 2.0 * float(score) - 1.0
 
 
-# -- generations -----------------------------------------------------------------------------
+# -- chunk versions --------------------------------------------------------------------------
 
 
-def newest_generation(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Rows of the newest generation of each source among ``rows``, one per chunk id, in the
-    order given. Never the best-scored copy: an older generation is stale whatever its score."""
+def newest_chunk_version(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Rows of the newest chunk version of each source among ``rows``, one per chunk id, in the
+    order given. Never the best-scored copy: an older chunk version is stale whatever its score."""
     rows = list(rows)
     newest: dict[str, int] = {}
     for row in rows:
-        source, gen = row["sourceRef"], int(row.get("gen", 0))
-        newest[source] = max(gen, newest.get(source, gen))
+        source, version = row["sourceRef"], int(row.get("gen", 0))
+        newest[source] = max(version, newest.get(source, version))
     kept: list[Mapping[str, Any]] = []
     seen: set[str] = set()
     for row in rows:
@@ -296,17 +296,19 @@ def newest_generation(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, An
 
 
 def atlas_hits(rows: Iterable[Mapping[str, Any]], scope: RagScope) -> list[Hit]:
-    """Hits of a ``$vectorSearch`` answer, in its order: in scope, newest generation."""
+    """Hits of a ``$vectorSearch`` answer, in its order: in scope, newest chunk version."""
     wanted = (scope.tenant_id, scope.project_id, scope.rag_id)
     # the pre-filter already scopes; re-checking costs nothing and guards isolation
     scoped = [r for r in rows if (r["tenantId"], r["projectId"], r["ragId"]) == wanted]
-    return [hit_from_bson(r, atlas_score_to_cosine(r["score"])) for r in newest_generation(scoped)]
+    return [
+        hit_from_bson(r, atlas_score_to_cosine(r["score"])) for r in newest_chunk_version(scoped)
+    ]
 
 
-def newest_generations_pipeline(
+def newest_chunk_versions_pipeline(
     scope: RagScope, filters: ChunkFilter | None
 ) -> list[dict[str, Any]]:
-    """The newest generation written of each source of the scope (``{_id: source, gen}``);
+    """The newest chunk version written of each source of the scope (``{_id: source, gen}``);
     served by the ``(scope, sourceRef, gen)`` index."""
     return [
         {"$match": {**scope_match(scope), **source_part(filters)}},
@@ -315,10 +317,10 @@ def newest_generations_pipeline(
 
 
 def count_pipeline(scope: RagScope, filters: ChunkFilter | None) -> list[dict[str, Any]]:
-    """Chunks matching ``filters`` in the newest generation of each source.
+    """Chunks matching ``filters`` in the newest chunk version of each source.
 
-    The newest generation is found among *all* of a source's chunks, then the other filter
-    keys are counted in it: a summary dropped by the newest generation is not counted from
+    The newest chunk version is found among *all* of a source's chunks, then the other filter
+    keys are counted in it: a summary dropped by the newest chunk version is not counted from
     an older one.
     """
     return [
@@ -338,8 +340,8 @@ def count_pipeline(scope: RagScope, filters: ChunkFilter | None) -> list[dict[st
 def keep_newest(
     rows: Iterable[Mapping[str, Any]], written: Mapping[str, int]
 ) -> list[Mapping[str, Any]]:
-    """Rows of a ``find`` that belong to the newest generation of their source; ``written``
-    is that generation as read just before (a newer one seen in ``rows`` wins)."""
+    """Rows of a ``find`` that belong to the newest chunk version of their source; ``written``
+    is that chunk version as read just before (a newer one seen in ``rows`` wins)."""
     rows = list(rows)
     newest = dict(written)
     for row in rows:
@@ -368,8 +370,8 @@ def rank_rows_exact(
     rows: Sequence[Mapping[str, Any]], query: np.ndarray, top_k: int
 ) -> list[tuple[Mapping[str, Any], float]]:
     """``(row, cosine)`` of the ``top_k`` rows nearest ``query``, best first; rows of the
-    newest generation of their source only (rows hold the vector, ``sourceRef`` and ``gen``)."""
-    current = newest_generation(rows)
+    newest chunk version of their source only (rows hold the vector, ``sourceRef`` and ``gen``)."""
+    current = newest_chunk_version(rows)
     usable = [(r, v) for r in current if (v := decode_vector(r.get(VECTOR_FIELD))) is not None]
     if not usable:
         return []

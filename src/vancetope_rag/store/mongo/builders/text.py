@@ -1,5 +1,5 @@
 """Pure builders for full-text (BM25) search on Atlas: the ``$search`` stages. (Servers
-without Atlas Search rank with :func:`vancetope_rag.store.shared.rank_bm25`.)
+without Atlas Search rank with :func:`vancetope_rag.store.mongo.bm25.rank_bm25`.)
 
 The ``$search`` stage puts the scope (tenant, project, RAG) and the chunk filters in the
 ``compound.filter`` clauses — inside the search, so they select before ranking and limiting —
@@ -64,13 +64,13 @@ def build_text_search_pipeline(
 
 
 def build_text_probe_pipeline(
-    scope: RagScope, source_ref: str, gen: int, count: int
+    scope: RagScope, source_ref: str, version: int, count: int
 ) -> list[dict[str, Any]]:
-    """Which chunks of one generation of one source does ``$search`` see yet?"""
+    """Which chunks of one chunk version of one source does ``$search`` see yet?"""
     clauses = [
         *scope_clauses(scope),
         {"equals": {"path": "sourceRef", "value": source_ref}},
-        {"equals": {"path": "gen", "value": gen}},
+        {"equals": {"path": "gen", "value": version}},
     ]
     return [
         {"$search": {"index": TEXT_INDEX, "compound": {"filter": clauses}}},

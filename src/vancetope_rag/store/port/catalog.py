@@ -1,0 +1,62 @@
+"""The store port of the RAG catalog: the generations of each RAG name (live, shadow, retired).
+
+Readers see live generations only (:class:`CatalogStore`'s ``get``/``find``/``list``); a name
+is unique among the live RAGs of a project. The reads and writes of every generation
+(:class:`RagGenerations`) are what a rebuild needs, so the rebuild port
+(:class:`~.rebuilds.RebuildStore`) has them too. Re-exported by :mod:`.port`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from vancetope_rag.domain.records import RagRecord
+
+
+@runtime_checkable
+class RagGenerations(Protocol):
+    """Every generation of the catalog, whatever its state."""
+
+    def insert_generation(self, rag: RagRecord) -> RagRecord:
+        """Store a SHADOW generation (invisible to the live reads of :class:`CatalogStore`)."""
+        ...
+
+    def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
+        """A catalog entry of any state."""
+        ...
+
+    def rag_generations(
+        self, tenant_id: str, project_id: str, name: str | None = None
+    ) -> list[RagRecord]:
+        """Every catalog entry of the project (of one name), any state, oldest first."""
+        ...
+
+
+@runtime_checkable
+class CatalogStore(RagGenerations, Protocol):
+    """The RAG catalog: live RAGs for readers, plus every generation (:class:`RagGenerations`)."""
+
+    def insert_rag(self, rag: RagRecord) -> RagRecord:
+        """Create a live RAG; raises ``RagAlreadyExistsError`` when the name is taken."""
+        ...
+
+    def get_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
+        """The RAG with that id if it is the live generation of its name, else None."""
+        ...
+
+    def find_rag(self, tenant_id: str, project_id: str, name: str) -> RagRecord | None:
+        """The live RAG of that name."""
+        ...
+
+    def list_rags(self, tenant_id: str, project_id: str) -> list[RagRecord]:
+        """The live RAGs of the project, by name."""
+        ...
+
+    def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
+        """Delete a catalog entry of any state (its chunks are the caller's business)."""
+        ...
+
+    def rag_dimensions(self) -> set[int]:
+        """Every embedding dimension of the RAG catalog (every state), across tenants (for
+        ``init``: a rebuild's shadow needs its dimension's indexes too)."""
+        ...

@@ -1,0 +1,121 @@
+"""The store port of chunks: chunk vectors per RAG, their searches and the index management
+that goes with them. Re-exported by :mod:`.port`; any ChunkStore can be wrapped as a LlamaIndex
+vector store (:class:`vancetope_rag.store.llamaindex_store.RagVectorStore`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from vancetope_rag.domain.records import Chunk, Hit
+from vancetope_rag.store.types import ChunkFilter, RagScope
+
+
+@runtime_checkable
+class ChunkStore(Protocol):
+    """Chunk vectors per RAG; every method is scoped by :class:`RagScope`."""
+
+    def add_chunks(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
+        """Add chunks to their sources (a source's chunks so far stay and stay visible)."""
+        ...
+
+    def replace_source(
+        self,
+        scope: RagScope,
+        source_ref: str,
+        chunks: Sequence[Chunk],
+        *,
+        chunk_version: int | None = None,
+    ) -> None:
+        """Swap a source's chunks: a query never sees the source with zero chunks, and
+        ``count_chunks``/``get_chunks`` show the new chunks once this returns.
+
+        ``chunk_version`` (the writer's claim token) orders writes of one source: a write with
+        an older chunk version than one already written is dropped, so a late writer can never
+        supersede a newer one. None draws a fresh chunk version (newer than all before)."""
+        ...
+
+    def remove_by_source(self, scope: RagScope, source_ref: str) -> int: ...
+
+    def remove_chunks(
+        self,
+        scope: RagScope,
+        *,
+        chunk_ids: Sequence[str] | None = None,
+        filters: ChunkFilter | None = None,
+    ) -> int: ...
+
+    def drop_rag(self, scope: RagScope) -> int: ...
+
+    def source_refs(self, scope: RagScope) -> list[str]:
+        """The distinct source refs of the RAG's chunks, sorted."""
+        ...
+
+    def chunk_rags(self, tenant_id: str, project_id: str) -> dict[str, int]:
+        """Every RAG id holding chunks in the project, with its vector dimension: finds
+        chunks left behind by a RAG whose catalog row is gone."""
+        ...
+
+    def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
+        """Chunks of the scope as last written (read from the primary, not from a search
+        index), one chunk version per source: the newest."""
+        ...
+
+    def get_chunks(
+        self,
+        scope: RagScope,
+        *,
+        chunk_ids: Sequence[str] | None = None,
+        filters: ChunkFilter | None = None,
+    ) -> list[Hit]: ...
+
+    def query(
+        self,
+        scope: RagScope,
+        vector: Sequence[float],
+        top_k: int,
+        *,
+        filters: ChunkFilter | None = None,
+    ) -> list[Hit]:
+        """The ``top_k`` most similar chunks, best first, ``score`` = cosine similarity.
+
+        On a store whose search index lags its writes (Atlas), the answer reflects the
+        writes the index has seen; per source, only the newest chunk version found is kept."""
+        ...
+
+    def lexical_query(
+        self,
+        scope: RagScope,
+        text: str,
+        top_k: int,
+        *,
+        vector: Sequence[float],
+        filters: ChunkFilter | None = None,
+    ) -> list[Hit]:
+        """The ``top_k`` chunks of the scope by full-text relevance (BM25) to ``text``, best
+        first. Each ``Hit.score`` is that chunk's cosine similarity to ``vector`` (so the caller
+        can gate lexical-only hits on minScore); ``Hit.lexical_score`` is the store's relevance
+        score. A text with no searchable word finds nothing."""
+        ...
+
+    def visible(self, scope: RagScope) -> bool:
+        """Does search see the newest chunk version of every source of the scope yet? (Always
+        on stores whose queries read the data itself; a probe on Atlas.) A rebuild's shadow
+        becomes live only once it is."""
+        ...
+
+    # index management: never called in the query path
+
+    def prepare_dimension(self, dimension: int) -> None:
+        """Create what chunks of ``dimension`` need (collection, indexes) if missing, without
+        waiting for a build. Called when a RAG of a new dimension is created."""
+        ...
+
+    def dimension_ready(self, dimension: int) -> bool:
+        """Are the search indexes of ``dimension`` built (READY), so indexing may proceed?"""
+        ...
+
+    def sweep(self, *, limit: int = 100) -> int:
+        """Delete chunk versions superseded by a newer one that search already sees;
+        returns how many chunks went. Run by the indexer's ticks, never by a query."""
+        ...

@@ -1,0 +1,109 @@
+"""The store port of documents: their texts, dirty flags, the indexer's claims (leases with
+fencing tokens) and the counts status reports. Re-exported by :mod:`.port`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from vancetope_rag.domain.records import Document, IndexState
+from vancetope_rag.store.types import DocumentChange, NewDocument
+
+
+@runtime_checkable
+class DocumentStore(Protocol):
+    """Documents of a project, queued for and claimed by the indexer."""
+
+    def insert_document(self, doc: NewDocument) -> Document: ...
+
+    def update_document(
+        self,
+        tenant_id: str,
+        project_id: str,
+        document_id: str,
+        change: DocumentChange,
+    ) -> Document:
+        """Apply ``change`` (its fields left UNSET stay as they are; see
+        :class:`~vancetope_rag.store.types.DocumentChange`)."""
+        ...
+
+    def get_document(
+        self, tenant_id: str, project_id: str, document_id: str
+    ) -> Document | None: ...
+
+    def get_document_by_path(
+        self, tenant_id: str, project_id: str, path: str
+    ) -> Document | None: ...
+
+    def list_documents(
+        self, tenant_id: str, project_id: str, *, path_prefix: str | None = None
+    ) -> list[Document]: ...
+
+    def document_paths(
+        self, tenant_id: str, project_id: str, document_ids: Sequence[str]
+    ) -> dict[str, str]:
+        """Current path by id of those ``document_ids`` that are documents of the project
+        (without loading their content; ids that are no document are left out)."""
+        ...
+
+    def delete_document(self, tenant_id: str, project_id: str, document_id: str) -> bool: ...
+
+    def mark_dirty(self, tenant_id: str, project_id: str, document_ids: Sequence[str]) -> int:
+        """Queue documents for the indexer (resets failed state and attempts)."""
+        ...
+
+    def claim_for_rag_index(
+        self, tenant_id: str, project_id: str, worker_id: str, batch_size: int, claim_ttl_s: float
+    ) -> list[Document]:
+        """Atomically lease up to ``batch_size`` dirty documents whose retry time has come.
+
+        Each claimed document carries a fresh ``rag_claim_token``, greater than every token
+        and chunk generation the store handed out before."""
+        ...
+
+    def holds_claim(
+        self, tenant_id: str, project_id: str, document_id: str, worker_id: str
+    ) -> bool: ...
+
+    def mark_rag_clean(
+        self,
+        tenant_id: str,
+        project_id: str,
+        document_id: str,
+        worker_id: str,
+        version: int,
+        *,
+        state: IndexState,
+        indexed_hash: str | None = None,
+        claim_token: int | None = None,
+        truncated: bool = False,
+    ) -> bool:
+        """Finish a claim. Clears ``rag_dirty`` only when nothing changed since ``version``;
+        records ``indexed_hash``, the fingerprint of what the chunks were built from, and
+        ``truncated``, whether a text was indexed only up to the engine's limit.
+        With ``claim_token``, changes nothing unless the document's current claim is that
+        one (a worker whose lease was taken over and given again finishes nothing)."""
+        ...
+
+    def release_rag_claim(
+        self,
+        tenant_id: str,
+        project_id: str,
+        document_id: str,
+        worker_id: str,
+        *,
+        error: str,
+        retry_delay_s: float,
+        max_attempts: int,
+        count_attempt: bool = True,
+    ) -> IndexState:
+        """Give a claim back after a failure; after ``max_attempts`` the state is FAILED.
+        ``count_attempt`` False: the failure was not the document's (the store failed), so
+        it costs no attempt; the document waits ``retry_delay_s`` and is tried again."""
+        ...
+
+    def document_state_counts(self, tenant_id: str, project_id: str) -> dict[str, int]: ...
+
+    def count_truncated(self, tenant_id: str, project_id: str) -> int:
+        """Documents whose last indexing pass stopped at the text limit."""
+        ...
