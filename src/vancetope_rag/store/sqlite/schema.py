@@ -206,7 +206,7 @@ UPGRADES: tuple[str, ...] = (
         ON migration_items (tenant_id, project_id, document_id);
     CREATE INDEX documents_indexed_at_idx ON documents (tenant_id, project_id, indexed_at);
     """,
-    # 6 -> 7: what an import's text extraction recorded (JSON; issue 13).
+    # 6 -> 7: what an import's text extraction recorded (JSON: hashes, fingerprint, sections).
     """
     ALTER TABLE documents ADD COLUMN extraction TEXT;
     """,
