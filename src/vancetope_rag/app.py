@@ -187,7 +187,6 @@ class RagApp:
         )
         autoinject = RagAutoInjectService(
             rags=rags,
-            project_rags=project_rags,
             settings=settings,
             config=config,
             metrics=metrics,

@@ -14,7 +14,6 @@ from vancetope_rag.domain.records import Hit
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.recipes import RagParams
 from vancetope_rag.secrets import get_logger
-from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.retrieval.retriever import (
     PROJECT_RAG_DISABLED,
@@ -48,14 +47,12 @@ class RagAutoInjectService:
         self,
         *,
         rags: RagService,
-        project_rags: ProjectRagService,
         settings: SettingsService,
         config: EngineConfig,
         metrics: Metrics,
         default_template: str | None = None,
     ) -> None:
         self.rags = rags
-        self.project_rags = project_rags
         self.settings = settings
         self.config = config
         self.metrics = metrics
