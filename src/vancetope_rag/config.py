@@ -92,7 +92,8 @@ class EngineConfig(BaseSettings):
         le=10_000,
         validation_alias=_env("VANCETOPE_RAG_MAX_STORE_FAILURES"),
         description="Consecutive indexer ticks the store may fail before the background "
-        "indexer stops (`worker` then exits with status 1, for its supervisor to see).",
+        "indexer stops (`worker` then exits with status 1, for its supervisor to see), and "
+        "before `index --until-idle` gives up (status 1 as well).",
     )
     max_attempts: int = Field(
         description="Indexing attempts of one document version before it is marked failed.",

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,8 @@ from synchelpers import states
 from fakes import DOCS, P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.cli import cli
-from vancetope_rag.errors import StoreFullError
+from vancetope_rag.errors import StoreError, StoreFullError
+from vancetope_rag.services.indexing.scheduler import TickResult
 from vancetope_rag.store.sqlite.db import SqliteDatabase
 
 
@@ -203,3 +205,38 @@ def test_a_worker_whose_store_is_truncated_under_it_exits_non_zero(
         for words in ("removed, replaced or truncated while in use", "stayed locked", "corrupt")
     ), err
     assert "Traceback" not in err
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("until_idle", [False, True])
+def test_an_explicit_run_on_a_store_that_stays_full_gives_up_after_the_bound(
+    make_app: Callable[..., RagApp], until_idle: bool
+) -> None:
+    """The claims succeed (rows rewritten in place) and every write after them fails: a tick
+    claims a batch and gets nothing done, the next ones may claim nothing while the refused
+    claims wait to be given back. Before, a plain run returned after such an idle tick as if
+    nothing were left to do, and ``until_idle`` ticked forever. Now a plain run raises the
+    store's error when it stops, an until-idle one after the third failing tick."""
+    app = make_app(config={"max_store_failures": 3})
+    _seed(app)
+    _fill_disk(app)
+    failing = {"n": 0}
+    real_tick = app.scheduler.tick
+
+    def tick() -> TickResult:
+        result = real_tick()
+        failing["n"] += bool(result.store_errors)
+        return result
+
+    app.scheduler.tick = tick  # type: ignore[method-assign]
+    with pytest.raises(StoreError) as raised:
+        app.scheduler.run_until_idle(stop_when_nothing_claimable=not until_idle)
+    if until_idle:
+        assert failing["n"] == 3
+        assert raised.value.message.startswith("the store failed 3 indexer ticks in a row")
+    else:
+        assert 1 <= failing["n"] <= 3
+        assert raised.value.message.startswith("the store failed ")
+    assert "free space" in raised.value.message
+    assert states(app) == {"pending": len(DOCS)}  # claims given back, no attempt spent
+    assert all(d.index_attempts == 0 for d in app.documents.list_documents(T, P))

@@ -82,6 +82,10 @@ def import_cmd(c: Ctx, directory: Path, prefix: str, as_json: bool) -> None:
 def index_cmd(c: Ctx, until_idle: bool, as_json: bool) -> None:
     """Embed what needs it: run indexer ticks until nothing is waiting.
 
+    A store that fails (full disk, locked, corrupt) ends the run with exit 1 and the store's
+    message; --until-idle gives up after VANCETOPE_RAG_MAX_STORE_FAILURES failing ticks
+    with nothing done in between, as `worker` does.
+
     Runs even when RAG_INDEXER_ENABLED=false: that switch only stops the background
     scheduler (worker, serve --with-indexer, plugin hosts), not an explicit run.
     """
@@ -109,9 +113,13 @@ def index_cmd(c: Ctx, until_idle: bool, as_json: bool) -> None:
             if bar is not None:
                 bar.update(tick.indexed + tick.removed + tick.failed)
 
-        result = sched.run_until_idle(on_tick=on_tick, stop_when_nothing_claimable=not until_idle)
-        if bar is not None:
-            bar.render_finish()
+        try:  # a store that keeps failing raises its StoreError: exit 1 with its message
+            result = sched.run_until_idle(
+                on_tick=on_tick, stop_when_nothing_claimable=not until_idle
+            )
+        finally:
+            if bar is not None:
+                bar.render_finish()  # the error line starts on a line of its own
         failures = [
             {"path": d.path, "state": d.index_state.value, "error": d.index_last_error}
             for d in app.documents.list_failures(c.tenant, c.project)

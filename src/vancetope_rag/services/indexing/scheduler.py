@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NoReturn
 
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import IndexState
@@ -185,25 +186,70 @@ class ProjectRagIndexScheduler:
 
         With ``stop_when_nothing_claimable`` it stops as soon as a tick claims nothing: what
         is left waits for its retry time or another worker's lease.
+
+        The store failing is bounded by the background thread's rule: after
+        ``max_store_failures`` failing ticks (see :meth:`_checked_tick`) with no tick getting
+        work done in between, or when the run stops with documents waiting and the store
+        failed since work was last done, the claims are given back and :class:`StoreError`
+        is raised with the store's message, instead of ticking forever or returning a result
+        that reads as "nothing to do". A tick that claims nothing (the documents the store
+        refused wait out their retry back-off) neither counts nor clears a failure here.
         """
         total = TickResult()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        failures = 0  # failing ticks since work was last done
+        last_error: str | None = None
         while True:
-            tick = self.tick()
+            tick, store_error = self._checked_tick()
+            if store_error:
+                failures, last_error = failures + 1, store_error
+            elif tick.progressed or tick.claimed:
+                failures, last_error = 0, None
             total.add(tick)
             total.claimed += tick.claimed
             total.projects = max(total.projects, tick.projects)
+            if last_error and failures >= self.config.max_store_failures:
+                self._give_up(failures, last_error)
             left = self.pending()
             if on_tick is not None:
                 on_tick(tick, left)
             if left == 0:
                 return total
-            if deadline is not None and time.monotonic() > deadline:
-                return total
-            if tick.claimed == 0 and stop_when_nothing_claimable:
+            stops = (deadline is not None and time.monotonic() > deadline) or (
+                tick.claimed == 0 and stop_when_nothing_claimable
+            )
+            if stops and last_error:
+                self._give_up(failures, last_error)
+            if stops:
                 return total
             if tick.claimed == 0:
                 self._sleep(min(1.0, max(0.05, self.config.retry_backoff_s / 4)))
+
+    def _checked_tick(self) -> tuple[TickResult, str | None]:
+        """One tick, and the store's message when the store failed it: an error before any
+        project, or store errors in a tick that got nothing done. The one rule of a failing
+        tick for the background thread and for :meth:`run_until_idle`."""
+        try:
+            tick = self.tick()
+        except StoreError as exc:
+            log.warning("indexer tick failed: %s", exc.message)
+            return TickResult(), exc.message
+        if tick.store_errors and not tick.progressed:
+            return tick, tick.store_error
+        return tick, None
+
+    @staticmethod
+    def _gave_up(failures: int, store_error: str) -> str:
+        if failures == 1:
+            return f"the store failed an indexer tick; last error: {store_error}"
+        return f"the store failed {failures} indexer ticks in a row; last error: {store_error}"
+
+    def _give_up(self, failures: int, store_error: str) -> NoReturn:
+        """An explicit run stops on a failing store: claims given back, the error raised."""
+        self._give_back()
+        message = self._gave_up(failures, store_error)
+        log.error("indexer run stops: %s", message)
+        raise StoreError(message)
 
     # -- background thread ---------------------------------------------------------------
 
@@ -263,23 +309,14 @@ class ProjectRagIndexScheduler:
             return
         failures = 0  # consecutive ticks the store failed
         while not self._stop.is_set():
-            store_error: str | None = None
             try:
-                tick = self.tick()
-                if tick.store_errors and not tick.progressed:
-                    store_error = tick.store_error
-            except StoreError as exc:
-                log.warning("indexer tick failed: %s", exc.message)
-                store_error = exc.message
-                tick = TickResult()
+                tick, store_error = self._checked_tick()
             except Exception:
                 log.exception("indexer tick failed")
-                tick = TickResult()
+                tick, store_error = TickResult(), None
             failures = failures + 1 if store_error else 0
-            if failures >= self.config.max_store_failures:
-                self.fatal_error = (
-                    f"the store failed {failures} indexer ticks in a row; last error: {store_error}"
-                )
+            if store_error and failures >= self.config.max_store_failures:
+                self.fatal_error = self._gave_up(failures, store_error)
                 log.error("background indexer stops: %s", self.fatal_error)
                 return
             # A full batch means more is waiting: go again at once instead of idling.
