@@ -4,7 +4,9 @@ An agent could call ``rag_add_text(ragId="_documents", sourceRef="anything",
 metadata={"path": "documents/vacation.md"})``: the chunk survived every reindex and was
 injected into every turn as ``[S1] documents/vacation.md``. Now the label of a ``_documents``
 hit is the current path of the document whose id is the chunk's sourceRef, else
-``manual:<sourceRef>``; and ``reindex`` removes chunks whose source is no current document.
+``manual:<sourceRef>``; a manual write is stored under its own ``manual:`` source ref (never a
+document's id, see ``test_sync_manual_writes_keep_documents.py``); and ``reindex`` removes
+chunks whose source is no current document.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ def test_documents_label_rule() -> None:
     assert documents_label("d1", paths) == "documents/a.md"
     assert documents_label("anything", paths) == f"{MANUAL_PREFIX}anything"
     assert documents_label("documents/a.md", paths) == "manual:documents/a.md"
+    assert documents_label("manual:d1", {"manual:d1": "documents/a.md"}) == "manual:d1"
 
 
 def test_a_planted_chunk_is_labelled_manual_in_the_block_and_the_tool(app: RagApp) -> None:
@@ -71,21 +74,26 @@ def test_a_planted_chunk_is_labelled_manual_in_the_block_and_the_tool(app: RagAp
     hits = call_tool(app.tools(T, P), "rag_query", ragId=DEFAULT_RAG_NAME, query=QUESTION)
     planted = [h for h in hits["hits"] if "ninety" in h["text"]]
     assert [h["path"] for h in planted] == ["manual:anything"]
-    # (a) the chunk itself does not carry the path the caller gave
-    stored = chunks(app, default_rag(app), "anything")
+    # (a) stored under its own manual: source ref, without the path the caller gave
+    assert chunks(app, default_rag(app), "anything") == []
+    stored = chunks(app, default_rag(app), "manual:anything")
     assert [c.path for c in stored] == [None]
     assert all("path" not in c.metadata for c in stored)
 
 
-def test_a_chunk_claiming_a_real_documents_id_gets_that_documents_current_path(
-    app: RagApp,
-) -> None:
+def test_a_chunk_claiming_a_real_documents_id_is_labelled_manual(app: RagApp) -> None:
+    """It used to be cited under that document's current path; a manual write is stored
+    under its own ``manual:`` source ref now and never names a document."""
     ids = _seeded(app)
     holiday = ids["documents/holiday.md"]
     _plant(app, source_ref=holiday, path="documents/zebra.md")  # metadata.path lies
     app.documents.update(T, P, holiday, path="documents/leave.md")  # renamed, not reindexed
     label = _label_of(_block(app), "ninety extra")
-    assert "] documents/leave.md" in label  # not zebra.md, and not the old holiday.md
+    assert f"] manual:{holiday}" in label
+    assert "documents/" not in label
+    assert [c.text for c in chunks(app, default_rag(app), holiday)] == [
+        DOCS["documents/holiday.md"]
+    ]
 
 
 def test_reindex_removes_chunks_whose_source_is_no_document(app: RagApp) -> None:

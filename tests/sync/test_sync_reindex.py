@@ -157,19 +157,26 @@ def test_rebuild_with_embeddings_off_refuses_before_dropping(app: RagApp) -> Non
     assert states(app) == {"indexed": 4, "none": 2}
 
 
-def test_reindex_overwrites_chunks_added_by_hand_to_documents(app: RagApp) -> None:
-    """Spec §9: writing to `_documents` is allowed, but the next indexer pass for that source
-    overwrites it — also when the document itself did not change."""
+def test_chunks_added_by_hand_to_documents_never_touch_a_document(app: RagApp) -> None:
+    """Spec §9 as narrowed: writing to `_documents` is allowed, but under its own `manual:`
+    source ref, so a write naming a document's id leaves that document's chunks alone (it
+    used to replace or extend them until the next pass); reindex removes the manual chunk
+    and every document stays unchanged."""
     ids = _seed(app)
     app.scheduler.run_until_idle(timeout_s=10)
     rag = default_rag(app)
     before = {c.text for c in chunks(app, rag) if c.source_ref == ids[0]}
     app.rags.add_text(rag, ids[0], "a note added by hand with the tool")
+    assert {c.text for c in chunks(app, rag) if c.source_ref == ids[0]} == before
+    assert [c.text for c in chunks(app, rag) if c.source_ref == f"manual:{ids[0]}"] == [
+        "a note added by hand with the tool"
+    ]
     app.project_rags.reindex(T, P)
     result = app.scheduler.run_until_idle(timeout_s=10)
     after = {c.text for c in chunks(app, rag) if c.source_ref == ids[0]}
     assert after == before
-    assert result.unchanged == 3 and result.embedded_texts == 0
+    assert not [c for c in chunks(app, rag) if c.source_ref.startswith("manual:")]
+    assert result.unchanged == 4 and result.embedded_texts == 0
 
 
 def test_reindex_refuses_unknown_and_closed_projects(app: RagApp) -> None:

@@ -6,8 +6,9 @@ now: the caller first resolves each hit's document by id (the chunk's ``sourceRe
 the hit's ``path`` to the document's current path, dropping hits whose document is gone
 (:func:`current_document_hits`). A ``_documents`` chunk that names no document was added by
 hand and is labelled ``manual:<sourceRef>``: a caller's ``metadata.path`` never becomes a
-label there (:func:`documents_label`). In manual RAGs, a hit is labelled by its path, else its
-sourceRef.
+label there (:func:`documents_label`). Manual writes into ``_documents`` are stored under a
+``manual:`` source ref already (never a document id), which labels as itself. In manual
+RAGs, a hit is labelled by its path, else its sourceRef.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "cite",
     "current_document_hits",
     "documents_label",
+    "manual_label",
     "section_of",
     "source_of",
 ]
@@ -39,6 +41,12 @@ SECTION_KEY = "section"
 _SECTION_CHARS = 120
 
 
+def manual_label(source_ref: str) -> str:
+    """The label of a ``_documents`` chunk added by hand: ``manual:<source_ref>``, or the
+    source ref itself when it is in the ``manual:`` namespace already."""
+    return source_ref if source_ref.startswith(MANUAL_PREFIX) else MANUAL_PREFIX + source_ref
+
+
 def documents_label(source_ref: str, document_paths: Mapping[str, str]) -> str:
     """The citation label of a ``_documents`` chunk: the current path of the document whose id
     is ``source_ref``, else ``manual:<source_ref>``. Whatever path or metadata the chunk was
@@ -49,8 +57,10 @@ def documents_label(source_ref: str, document_paths: Mapping[str, str]) -> str:
         document_paths: Current path by document id, for the project's documents among the
             hits' source refs (ids that are no document are simply absent).
     """
+    if source_ref.startswith(MANUAL_PREFIX):  # a manual write's own namespace: never a path
+        return source_ref
     path = document_paths.get(source_ref)
-    return path if path is not None else MANUAL_PREFIX + source_ref
+    return path if path is not None else manual_label(source_ref)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +80,7 @@ def source_of(hit: Hit, *, project_rag: bool) -> str:
         project_rag: The hit comes from the project's ``_documents`` RAG.
     """
     if project_rag:
-        base = hit.path if hit.path is not None else MANUAL_PREFIX + hit.source_ref
+        base = hit.path if hit.path is not None else manual_label(hit.source_ref)
     else:
         base = hit.path if hit.path is not None else hit.source_ref
     section = section_of(hit)

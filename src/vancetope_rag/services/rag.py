@@ -36,6 +36,7 @@ from vancetope_rag.services.indexing.sources import (
     IngestStats,
     SourceText,
     manual_parts,
+    manual_source_ref,
 )
 from vancetope_rag.services.retrieval.search import Retriever, citable_hits
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
@@ -307,12 +308,14 @@ class RagService:
     ) -> IngestStats:
         """Chunk, embed and add a text to the RAG (existing chunks of the source stay).
 
-        A manual write: in ``_documents`` the chunk keeps no path (:func:`.sources.manual_parts`).
+        A manual write: in ``_documents`` the chunk keeps no path (:func:`.sources.manual_parts`)
+        and is stored under :func:`.sources.manual_source_ref`, never a document's source.
         """
         text = self.check_text_size(check_text(text))
         ref = uuid.uuid4().hex if source_ref is None else check_label(source_ref, "sourceRef", 1024)
         if not ref.strip():
             ref = uuid.uuid4().hex
+        ref = manual_source_ref(rag, ref)
         meta: dict[str, Any] = check_metadata(metadata)
         path = path if path is not None else meta.pop("path", None)
         kind = str(meta.pop("kind", kind))
@@ -324,7 +327,8 @@ class RagService:
     def replace_source(
         self, rag: RagRecord, source_ref: str, parts: Sequence[SourceText]
     ) -> IngestStats:
-        """Index ``parts`` as the complete new content of ``source_ref`` (a manual write)."""
+        """Index ``parts`` as the complete new content of ``source_ref`` (a manual write; in
+        ``_documents`` of :func:`.sources.manual_source_ref`, never a document's source)."""
         return self.replace_sources(rag, {source_ref: parts})
 
     def replace_sources(
@@ -332,13 +336,14 @@ class RagService:
     ) -> IngestStats:
         """Manual writes of many sources: one embedding run, then each source replaced.
         Texts (a document's, a file's) are indexed up to the limit; ``truncated`` counts the
-        sources cut there."""
+        sources cut there. In ``_documents`` each is stored under its manual source ref
+        (:func:`.sources.manual_source_ref`): only the indexer writes a document's chunks."""
         manual: dict[str, list[SourceText]] = {}
         truncated = 0
         for ref, parts in sources.items():
-            check_label(ref, "sourceRef", 1024)
+            key = manual_source_ref(rag, check_label(ref, "sourceRef", 1024))
             clipped = [(p, *self.clip(p.text)) for p in manual_parts(rag, parts)]
-            manual[ref] = [dataclasses.replace(p, text=text) for p, text, _ in clipped]
+            manual[key] = [dataclasses.replace(p, text=text) for p, text, _ in clipped]
             truncated += any(cut for _, _, cut in clipped)
         grouped, stats = self.embed_sources(rag, manual) if manual else ({}, IngestStats())
         for ref, nodes in grouped.items():

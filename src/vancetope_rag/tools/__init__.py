@@ -25,7 +25,11 @@ from vancetope_rag.domain.lookalikes import clean_label, neutralise_tags
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, RagRecord
 from vancetope_rag.errors import ExtractionError, InvalidInputError, RagError
 from vancetope_rag.secrets import get_logger, redact
-from vancetope_rag.services.indexing.sources import SourceText, section_parts
+from vancetope_rag.services.indexing.sources import (
+    SourceText,
+    manual_source_ref,
+    section_parts,
+)
 from vancetope_rag.tools.schemas import TOOL_SPECS
 from vancetope_rag.tools.workspace import read_workspace_file
 
@@ -125,9 +129,16 @@ class RagTools:
         rag = self._rag(ragId)
         if metadata is not None and not isinstance(metadata, dict):
             raise InvalidInputError("metadata must be an object of string keys")
-        ref = sourceRef or uuid.uuid4().hex
+        ref = sourceRef
+        if ref is None or (isinstance(ref, str) and not ref.strip()):
+            ref = uuid.uuid4().hex  # the one the service would draw: the result shows it
         stats = self.app.rags.add_text(rag, ref, text, metadata)
-        return {"ragId": rag.id, "sourceRef": ref, "chunksAdded": stats.chunks}
+        # In _documents the write is stored under its own manual: ref, never a document's.
+        return {
+            "ragId": rag.id,
+            "sourceRef": manual_source_ref(rag, ref),
+            "chunksAdded": stats.chunks,
+        }
 
     def rag_add_workspace_file(
         self,
@@ -155,7 +166,7 @@ class RagTools:
         stats = self.app.rags.replace_source(rag, ref, parts)
         return {
             "ragId": rag.id,
-            "sourceRef": ref,
+            "sourceRef": manual_source_ref(rag, ref),
             "path": rel,
             "chunks": stats.chunks,
             "truncated": extracted.truncated,
@@ -173,6 +184,7 @@ class RagTools:
         return {
             "ragId": rag.id,
             "documentId": doc.id,
+            "sourceRef": manual_source_ref(rag, doc.id),
             "path": doc.path,
             "chunks": stats.chunks,
             "truncated": bool(stats.truncated),  # indexed up to the text limit

@@ -30,6 +30,7 @@ from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store.port import ControlStore
+from vancetope_rag.store.types import RagScope
 
 log = get_logger(__name__)
 
@@ -184,13 +185,18 @@ class ProjectRagIndexer:
         return
 
     def _chunks_intact(self, rag: RagRecord, doc: Document, fp: str) -> bool:
-        """The document's chunks were built from exactly these inputs and nobody has added or
-        removed chunks of its source since (e.g. a manual rag_add_text to ``_documents``,
-        which the next pass must overwrite, spec §9)."""
+        """The document's chunks were built from exactly these inputs and nobody has added,
+        removed or replaced chunks of its source since. Manual writes are stored under their
+        own ``manual:`` source refs now (:func:`.sources.manual_source_ref`), but a store may
+        hold chunks an older version let a tool write under a document's id: every chunk the
+        indexer writes carries the document's path and a manual write into ``_documents``
+        never does, so a source with a chunk of another path is rewritten, not kept."""
         recorded, _, count = (doc.rag_indexed_hash or "").partition(":")
         if recorded != fp or not count.isdigit():
             return False
-        return self.rags.source_chunk_count(rag, doc.id) == int(count)
+        scope = RagScope.of(rag)
+        own = self.rags.chunks.count_chunks(scope, filters={"sourceRef": doc.id, "path": doc.path})
+        return own == int(count) == self.rags.source_chunk_count(rag, doc.id)
 
     @staticmethod
     def _count(stats: IngestStats, result: BatchResult) -> None:

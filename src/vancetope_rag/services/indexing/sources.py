@@ -1,5 +1,6 @@
 """What gets indexed under a source: its texts, what a write did, a document's texts, and the
-rule for manual writes into ``_documents``. Plain values and pure functions."""
+rules for manual writes into ``_documents`` (their own ``manual:`` source refs, no path).
+Plain values and pure functions."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vancetope_rag.domain.citations import SECTION_KEY
+from vancetope_rag.domain.citations import MANUAL_PREFIX, SECTION_KEY
 from vancetope_rag.domain.limits import MAX_TEXT_CHARS
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, ChunkKind, Document, RagRecord
 from vancetope_rag.extraction.records import ExtractionRecord
@@ -21,6 +22,7 @@ __all__ = [
     "SourceText",
     "document_parts",
     "manual_parts",
+    "manual_source_ref",
     "section_parts",
 ]
 
@@ -45,6 +47,19 @@ class IngestStats:
     cache_hits: int = 0
     #: Sources of a manual write whose text was indexed only up to the limit.
     truncated: int = 0
+
+
+def manual_source_ref(rag: RagRecord, source_ref: str) -> str:
+    """The source ref a manual write (a tool, not the indexer) is stored under. In
+    ``_documents`` it is always in the ``manual:`` namespace, which no document id is in
+    (they are uuid hex): whatever the caller passes (a document id, a path, a ``manual:``
+    string, any case or whitespace), the write can never replace, extend or remove a
+    document's own chunks, and a plain reindex collects it (its source is no document).
+    Idempotent, so a ``sourceRef`` a result showed maps to itself. Other RAGs keep the
+    caller's ref."""
+    if rag.name != DEFAULT_RAG_NAME or source_ref.startswith(MANUAL_PREFIX):
+        return source_ref
+    return MANUAL_PREFIX + source_ref
 
 
 def manual_parts(rag: RagRecord, parts: Sequence[SourceText]) -> list[SourceText]:
