@@ -124,7 +124,7 @@ class RagApp:
             fusion=config.fusion(),
             max_text_chars=config.max_text_chars,
         )
-        documents = DocumentService(control=control, chunks=chunks, migrations=store.migrations)
+        documents = DocumentService(control=control, chunks=chunks, rebuild_store=store.rebuilds)
         extraction = ExtractionService(registry=extractors, settings=settings)
         importer = DocumentImporter(
             documents=documents,
@@ -134,7 +134,7 @@ class RagApp:
         )
         shadows = ShadowIndexer(
             control=control,
-            migrations=store.migrations,
+            rebuild_store=store.rebuilds,
             rags=rags,
             documents=documents,
             config=config,
@@ -142,7 +142,7 @@ class RagApp:
         )
         rebuilds = RebuildService(
             control=control,
-            migrations=store.migrations,
+            rebuild_store=store.rebuilds,
             chunks=chunks,
             embeddings=embeddings,
             rags=rags,

@@ -167,7 +167,7 @@ def test_cancel_a_rebuild(client: TestClient, api_app: RagApp) -> None:
     assert (status["ragId"], status["chunkCount"]) == (old_id, 3)
     assert status["progress"]["busy"] is False
     shadow = body["migration"]["toRagId"]
-    assert api_app.store.migrations.get_any_rag(T, "p1", shadow) is None  # disposed
+    assert api_app.store.rebuilds.get_any_rag(T, "p1", shadow) is None  # disposed
 
 
 def test_rebuild_with_embeddings_off_keeps_the_index(make_api_app: ApiAppFactory) -> None:

@@ -66,10 +66,10 @@ def test_turns_while_rebuilding_on_the_lagging_atlas_double(
     for _ in range(20):
         app.scheduler.tick()
         loop.wait_for(2)
-        counts = app.store.migrations.item_counts(migration.id)
+        counts = app.store.rebuilds.item_counts(migration.id)
         if counts["done"] == N_DOCS:
             break
-    assert app.store.migrations.item_counts(migration.id)["done"] == N_DOCS
+    assert app.store.rebuilds.item_counts(migration.id)["done"] == N_DOCS
     app.scheduler.tick()  # written, but search has not seen the last ones: no switch
     assert app.project_rags.find_default_rag(T, P) == old
     assert app.rebuilds.active(T, P) is not None
@@ -94,7 +94,7 @@ def test_turns_while_rebuilding_on_the_lagging_atlas_double(
     ]
     assert probes and all(p["exact"] and p["queryVector"] == [1.0] * 128 for p in probes)
     # retired, not gone: a turn that looked it up before the switch still found its chunks
-    retired = app.store.migrations.get_any_rag(T, P, old.id)
+    retired = app.store.rebuilds.get_any_rag(T, P, old.id)
     assert retired is not None and retired.state is RagState.RETIRED
     assert app.rags.get(T, P, DEFAULT_RAG_NAME).id == live.id
 
@@ -119,33 +119,33 @@ def test_a_switch_a_crash_interrupted_is_finished_by_the_next_tick(
     m = app.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None
     assert isinstance(store, MongoStore)
-    real_switch = store.migrations.switch_live
+    real_switch = store.rebuilds.switch_live
     catalog = store.control.catalog  # type: ignore[attr-defined]
 
     def crash_after_flip(migration: Any) -> bool:
-        store.migrations.end_rebuild(
+        store.rebuilds.end_rebuild(
             T, P, migration.id, state=RebuildState.SWITCHING, expected=[RebuildState.RUNNING]
         )
         catalog.flip(T, P, DEFAULT_RAG_NAME, migration.from_rag_id, migration.to_rag_id)
         raise KeyboardInterrupt("kill -9")
 
-    store.migrations.switch_live = crash_after_flip  # type: ignore[method-assign]
+    store.rebuilds.switch_live = crash_after_flip  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         app.scheduler.run_until_idle(timeout_s=30)
-    store.migrations.switch_live = real_switch  # type: ignore[method-assign]
+    store.rebuilds.switch_live = real_switch  # type: ignore[method-assign]
     live = app.project_rags.find_default_rag(T, P)
     assert live is not None and live.id == m.to_rag_id  # the flip is what readers see
-    assert [g.state for g in store.migrations.rag_generations(T, P)] == [
+    assert [g.state for g in store.rebuilds.rag_generations(T, P)] == [
         RagState.RETIRED,
         RagState.LIVE,
     ]  # old: stored "live", the pointer moved on
-    assert app.store.migrations.get_rebuild(T, P, m.id).state is RebuildState.SWITCHING  # type: ignore[union-attr]
+    assert app.store.rebuilds.get_rebuild(T, P, m.id).state is RebuildState.SWITCHING  # type: ignore[union-attr]
     with pytest.raises(Exception, match="switching over"):
         app.project_rags.cancel_rebuild(T, P)
     app.scheduler.tick()
-    ended = app.store.migrations.get_rebuild(T, P, m.id)
+    ended = app.store.rebuilds.get_rebuild(T, P, m.id)
     assert ended is not None and ended.state is RebuildState.COMPLETED
-    assert [g.id for g in store.migrations.rag_generations(T, P)] == [m.to_rag_id]
+    assert [g.id for g in store.rebuilds.rag_generations(T, P)] == [m.to_rag_id]
     assert app.rags.chunk_count(live) == N_DOCS
     assert store.database[ix.RAG_NAMES].count_documents({}) == 1
 
@@ -224,7 +224,7 @@ def test_edits_during_a_rebuild_on_the_lagging_atlas_double(
     app.settings.set(T, None, "ai.embedding.model", "hashing-64")
     m = app.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None
-    migrations = app.store.migrations
+    migrations = app.store.rebuilds
     claimed = migrations.claim_items(T, P, m.id, "slow-pod", 10, 60.0)
     app.documents.update(T, P, ids["documents/zebra.md"], content="Zebras sleep standing up.")
     app.documents.delete(T, P, ids["documents/holiday.md"])

@@ -254,7 +254,7 @@ def test_schema_v3_store_keeps_its_rags_as_live_generations(tmp_path: Path) -> N
         assert rag is not None and (rag.id, rag.state, rag.generation) == ("r1", RagState.LIVE, 1)
         with pytest.raises(RagAlreadyExistsError):
             store.control.insert_rag(replace(rag, id="r2"))
-        shadow = store.migrations.insert_generation(replace(rag, id="r3", generation=2))
+        shadow = store.rebuilds.insert_generation(replace(rag, id="r3", generation=2))
         assert shadow.state is RagState.SHADOW
         assert store.control.find_rag("t", "p", "_documents") == rag
     finally:

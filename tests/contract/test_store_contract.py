@@ -148,9 +148,9 @@ def test_store_satisfies_the_ports(store: Store) -> None:
     assert isinstance(store.chunks, ChunkStore)
     for port in (ProjectStore, DocumentStore, CatalogStore, SettingsStore, EmbeddingCache):
         assert isinstance(store.control, port)
-    assert isinstance(store.migrations, RebuildStore)
+    assert isinstance(store.rebuilds, RebuildStore)
     # the adapter's own catalog, behind its control and rebuild stores, speaks the same port
-    catalog = store.migrations.catalog  # type: ignore[attr-defined]
+    catalog = store.rebuilds.catalog  # type: ignore[attr-defined]
     assert isinstance(catalog, CatalogStore)
 
 

@@ -47,7 +47,7 @@ def control(store: Store) -> ControlStore:
 
 @pytest.fixture
 def migrations(store: Store) -> RebuildStore:
-    return store.migrations
+    return store.rebuilds
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def docs(control: ControlStore, n: int, tenant: str = TA) -> list[str]:
 
 
 def test_every_store_has_a_migration_store(store: Store) -> None:
-    assert isinstance(store.migrations, RebuildStore)
+    assert isinstance(store.rebuilds, RebuildStore)
 
 
 def test_readers_see_only_the_live_generation(

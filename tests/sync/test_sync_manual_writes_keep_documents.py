@@ -12,14 +12,13 @@ chunks; and a reindex rewrites a document whose chunks were not all written by t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from synchelpers import chunks, default_rag, ticks_until_idle
 
-from conftest import AppFactory
 from fakes import DOCS, P, T, call_tool
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME
@@ -35,7 +34,7 @@ Own = dict[str, list[tuple[str, str | None, str, Any]]]
 
 
 @pytest.fixture
-def seeded(make_app: AppFactory, tmp_path: Path) -> RagApp:
+def seeded(make_app: Callable[..., RagApp], tmp_path: Path) -> RagApp:
     app = make_app(config={"workspaces_dir": str(tmp_path / "ws")})
     app.bring(T, P)
     root = tmp_path / "ws" / T / P

@@ -243,7 +243,7 @@ def test_sigkill_mid_rebuild_resumes_and_switches_once(
     app.settings.set(T, None, "ai.embedding.model", "hashing-128")
     migration = app.project_rags.reindex(T, P, rebuild=True).migration
     assert migration is not None
-    migrations = app.store.migrations
+    migrations = app.store.rebuilds
 
     started = tmp_path / "embedding-started"
     victim = Worker(

@@ -81,7 +81,7 @@ def test_cancel_disposes_the_new_generation_and_keeps_the_live_one(rapp: RagApp)
         "cancelled by a user",
     )
     assert default_rag(rapp) == live and chunk_count(rapp, live) == 3
-    assert rapp.store.migrations.get_any_rag(T, P, started.to_rag_id) is None
+    assert rapp.store.rebuilds.get_any_rag(T, P, started.to_rag_id) is None
     assert rapp.store.chunks.count_chunks(shadow_scope) == 0
     rapp.scheduler.run_until_idle(timeout_s=10)
     assert default_rag(rapp).id == live.id  # nothing switches later
@@ -96,7 +96,7 @@ def test_a_second_rebuild_is_refused_while_one_runs(rapp: RagApp) -> None:
     with pytest.raises(RebuildRunningError, match="already running") as err:
         rapp.project_rags.reindex(T, P, rebuild=True)
     assert err.value.code == "REBUILD_RUNNING"
-    assert [m.id for m in rapp.store.migrations.active_rebuilds(T, P)] == [first.id]  # type: ignore[union-attr]
+    assert [m.id for m in rapp.store.rebuilds.active_rebuilds(T, P)] == [first.id]  # type: ignore[union-attr]
     rapp.scheduler.run_until_idle(timeout_s=10)
     assert rapp.project_rags.reindex(T, P, rebuild=True).migration is not None  # free again
 
@@ -110,10 +110,10 @@ def test_the_kill_switch_stops_a_rebuild_and_leaves_the_live_generation(rapp: Ra
     with pytest.raises(EmbeddingDisabledError):
         rapp.project_rags.reindex(T, P, rebuild=True)
     rapp.scheduler.tick()
-    ended = rapp.store.migrations.get_rebuild(T, P, started.id)
+    ended = rapp.store.rebuilds.get_rebuild(T, P, started.id)
     assert ended is not None and ended.state is RebuildState.CANCELLED
     assert "ai.embedding.provider=none" in (ended.reason or "")
-    assert rapp.store.migrations.get_any_rag(T, P, started.to_rag_id) is None
+    assert rapp.store.rebuilds.get_any_rag(T, P, started.to_rag_id) is None
     # the live generation is exactly as it was; switched on again, it answers again
     assert default_rag(rapp) == live and chunk_count(rapp, live) == 3
     rapp.settings.set(T, None, "ai.embedding.provider", "hashing")
@@ -129,7 +129,7 @@ def test_edits_during_a_rebuild_reach_the_new_generation(rapp: RagApp) -> None:
     switch_model(rapp)
     m = rapp.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None
-    claimed = rapp.store.migrations.claim_items(T, P, m.id, "slow-pod", 10, 60.0)
+    claimed = rapp.store.rebuilds.claim_items(T, P, m.id, "slow-pod", 10, 60.0)
     assert len(claimed) == 3
     rapp.documents.update(T, P, ids["documents/zebra.md"], content="Zebras sleep standing.")
     rapp.documents.create(T, P, "documents/new.md", "Brand new document about otters.")
@@ -137,7 +137,7 @@ def test_edits_during_a_rebuild_reach_the_new_generation(rapp: RagApp) -> None:
     rapp.documents.set_rag_enabled_override(T, P, ids["documents/cluster.md"], "off")
     # the slow pod finishes its batch with what it read before the edits: fenced off, since
     # every one of its items was re-queued or removed meanwhile
-    shadow = rapp.store.migrations.get_any_rag(T, P, m.to_rag_id)
+    shadow = rapp.store.rebuilds.get_any_rag(T, P, m.to_rag_id)
     assert shadow is not None
     late = rapp.rebuilds.shadows.index_items(
         m, shadow, claimed, "slow-pod", rapp.settings.snapshot(T, P)
@@ -166,10 +166,10 @@ def test_an_edit_whose_requeue_was_lost_is_caught_before_the_switch(
     switch_model(rapp)
     m = rapp.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None
-    shadow = rapp.store.migrations.get_any_rag(T, P, m.to_rag_id)
-    items = rapp.store.migrations.claim_items(T, P, m.id, "w", 10, 60.0)
+    shadow = rapp.store.rebuilds.get_any_rag(T, P, m.to_rag_id)
+    items = rapp.store.rebuilds.claim_items(T, P, m.id, "w", 10, 60.0)
     rapp.rebuilds.shadows.index_items(m, shadow, items, "w", rapp.settings.snapshot(T, P))  # type: ignore[arg-type]
-    monkeypatch.setattr(rapp.store.migrations, "requeue_documents", lambda *a: 0)  # "crash"
+    monkeypatch.setattr(rapp.store.rebuilds, "requeue_documents", lambda *a: 0)  # "crash"
     rapp.documents.update(T, P, zebra.id, content="Zebras are black with white stripes.")
     monkeypatch.undo()
     rapp.scheduler.tick()  # live indexes the edit; the rebuild re-queues the stale item
@@ -189,10 +189,10 @@ def test_an_edit_after_the_last_check_is_reindexed_into_the_new_generation(
     switch_model(rapp)
     m = rapp.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None
-    shadow = rapp.store.migrations.get_any_rag(T, P, m.to_rag_id)
-    items = rapp.store.migrations.claim_items(T, P, m.id, "w", 10, 60.0)
+    shadow = rapp.store.rebuilds.get_any_rag(T, P, m.to_rag_id)
+    items = rapp.store.rebuilds.claim_items(T, P, m.id, "w", 10, 60.0)
     rapp.rebuilds.shadows.index_items(m, shadow, items, "w", rapp.settings.snapshot(T, P))  # type: ignore[arg-type]
-    monkeypatch.setattr(rapp.store.migrations, "requeue_documents", lambda *a: 0)
+    monkeypatch.setattr(rapp.store.rebuilds, "requeue_documents", lambda *a: 0)
     rapp.documents.update(T, P, zebra.id, content="Zebras changed after the last check.")
     # the live indexer takes the edit into the *old* generation, just before the switch
     claimed = rapp.store.control.claim_for_rag_index(T, P, "live-pod", 10, 60.0)
@@ -214,12 +214,12 @@ def test_a_provider_that_fails_every_document_fails_the_rebuild_not_the_index(
     m = rapp.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None and m.to_model == "refuse:refuse-64"
     rapp.scheduler.run_until_idle(timeout_s=10)
-    ended = rapp.store.migrations.get_rebuild(T, P, m.id)
+    ended = rapp.store.rebuilds.get_rebuild(T, P, m.id)
     assert ended is not None and ended.state is RebuildState.FAILED
     assert "of 3 documents failed with refuse:refuse-64" in (ended.reason or "")
     assert REFUSAL in (ended.reason or "") and "live generation" in (ended.reason or "")
     assert default_rag(rapp) == live and texts_of(rapp) == before  # never emptied
-    assert rapp.store.migrations.get_any_rag(T, P, m.to_rag_id) is None
+    assert rapp.store.rebuilds.get_any_rag(T, P, m.to_rag_id) is None
     assert b'vance_rag_rebuilds_total{outcome="failed"} 1.0' in rapp.metrics.exposition()
     progress = rapp.project_rags.status(T, P).to_json()["progress"]
     assert progress["migration"]["state"] == "failed" and not progress["busy"]
@@ -285,20 +285,20 @@ def test_a_worker_that_dies_mid_rebuild_is_taken_over_and_the_switch_happens_onc
     switch_model(rapp)
     m = rapp.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None
-    dead = rapp.store.migrations.claim_items(T, P, m.id, "dead-pod", 2, 60.0)
+    dead = rapp.store.rebuilds.claim_items(T, P, m.id, "dead-pod", 2, 60.0)
     assert len(dead) == 2
     rapp.scheduler.tick()  # the third one; the other two are leased to the dead pod
-    counts = rapp.store.migrations.item_counts(m.id)
+    counts = rapp.store.rebuilds.item_counts(m.id)
     assert (counts["done"], counts["processing"]) == (1, 2)
     assert default_rag(rapp).id == live.id  # not before every document is in
     clock.advance(rapp.config.claim_ttl_s + 1)  # the dead pod's lease expires
     rapp.scheduler.tick()
     assert default_rag(rapp).id == m.to_rag_id
-    assert rapp.store.migrations.switch_live(m) is True  # again: harmless, nothing changes
+    assert rapp.store.rebuilds.switch_live(m) is True  # again: harmless, nothing changes
     rapp.scheduler.tick()  # and no tick switches it a second time
     assert b'vance_rag_rebuilds_total{outcome="completed"} 1.0' in rapp.metrics.exposition()
-    assert [r.id for r in rapp.store.migrations.rag_generations(T, P)] == [m.to_rag_id]
-    items = rapp.store.migrations.list_items(m.id)
+    assert [r.id for r in rapp.store.rebuilds.rag_generations(T, P)] == [m.to_rag_id]
+    items = rapp.store.rebuilds.list_items(m.id)
     assert {i.state for i in items} == {ItemState.DONE}
 
 
@@ -308,7 +308,7 @@ def test_only_the_live_generation_is_listed_and_queried_during_a_rebuild(rapp: R
     rapp.project_rags.reindex(T, P, rebuild=True)
     rapp.config.indexer_batch_size = 1
     rapp.scheduler.tick()  # the new generation holds a chunk now
-    shadow = rapp.store.migrations.rag_generations(T, P)[1]
+    shadow = rapp.store.rebuilds.rag_generations(T, P)[1]
     assert shadow.state is RagState.SHADOW
     tools = rapp.tools(T, P)
     listed = call_tool(tools, "rag_list")["rags"]
@@ -327,8 +327,8 @@ def test_closing_the_project_during_a_rebuild_disposes_every_generation(rapp: Ra
     m = rapp.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None
     rapp.close_project(T, P)
-    assert rapp.store.migrations.rag_generations(T, P) == []
-    ended = rapp.store.migrations.get_rebuild(T, P, m.id)
+    assert rapp.store.rebuilds.rag_generations(T, P) == []
+    ended = rapp.store.rebuilds.get_rebuild(T, P, m.id)
     assert ended is not None and ended.state is RebuildState.CANCELLED
 
 

@@ -111,12 +111,12 @@ def test_rebuild_moves_to_the_current_model(app: RagApp) -> None:
     assert [r.id for r in app.rags.list_rags(T, P)] == [new.id]
     # the old generation is retired: a reader that looked it up just before the switch still
     # finds its chunks until the grace time has passed, then it goes
-    retired = app.store.migrations.get_any_rag(T, P, old.id)
+    retired = app.store.rebuilds.get_any_rag(T, P, old.id)
     assert retired is not None and retired.state is RagState.RETIRED
     assert app.store.chunks.count_chunks(RagScope.of(old)) == 5
     app.config.retired_grace_s = 0
     app.scheduler.tick()
-    assert app.store.migrations.get_any_rag(T, P, old.id) is None
+    assert app.store.rebuilds.get_any_rag(T, P, old.id) is None
     assert app.store.chunks.count_chunks(RagScope.of(old)) == 0
     hits = app.rags.query(new, "cherry notes", top_k=1)
     assert hits[0].source_ref == ids[2]

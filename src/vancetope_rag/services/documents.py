@@ -59,11 +59,11 @@ class DocumentService:
     """Creates, updates and deletes documents; keeps ``ragDirty`` right (spec §4.2)."""
 
     def __init__(
-        self, *, control: ControlStore, chunks: ChunkStore, migrations: RebuildStore
+        self, *, control: ControlStore, chunks: ChunkStore, rebuild_store: RebuildStore
     ) -> None:
         self.control = control
         self.chunks = chunks
-        self.migrations = migrations
+        self.rebuild_store = rebuild_store
 
     def get(self, tenant_id: str, project_id: str, document_id: str) -> Document:
         if not isinstance(document_id, str) or not document_id:
@@ -139,7 +139,7 @@ class DocumentService:
                 )
             )
             if dirty:
-                self.migrations.requeue_documents(tenant_id, project_id, [doc.id])
+                self.rebuild_store.requeue_documents(tenant_id, project_id, [doc.id])
         return doc
 
     def update(
@@ -200,7 +200,7 @@ class DocumentService:
                 ),
             )
             if changed and relevant:
-                self.migrations.requeue_documents(tenant_id, project_id, [document_id])
+                self.rebuild_store.requeue_documents(tenant_id, project_id, [document_id])
         return doc
 
     def upsert_by_path(
@@ -263,7 +263,7 @@ class DocumentService:
                 DocumentChange(extraction=extraction, mark_dirty=requeue),
             )
             if requeue:
-                self.migrations.requeue_documents(doc.tenant_id, doc.project_id, [doc.id])
+                self.rebuild_store.requeue_documents(doc.tenant_id, doc.project_id, [doc.id])
         return updated
 
     def record_unreadable(
@@ -337,7 +337,7 @@ class DocumentService:
                 document_id,
                 DocumentChange(rag_enabled=override, mark_dirty=True),
             )
-            self.migrations.requeue_documents(tenant_id, project_id, [document_id])
+            self.rebuild_store.requeue_documents(tenant_id, project_id, [document_id])
         return doc
 
     def set_summary(
@@ -361,14 +361,14 @@ class DocumentService:
         """Queue documents for the indexer and for a running rebuild."""
         with self.control.transaction():
             marked = self.control.mark_dirty(tenant_id, project_id, document_ids)
-            self.migrations.requeue_documents(tenant_id, project_id, document_ids)
+            self.rebuild_store.requeue_documents(tenant_id, project_id, document_ids)
         return marked
 
     def reindex_candidates(self, tenant_id: str, project_id: str) -> list[str]:
         """Ids of every eligible document (and of every one that may still have chunks)."""
         return [
             d.id
-            for d in self.migrations.document_heads(tenant_id, project_id)
+            for d in self.rebuild_store.document_heads(tenant_id, project_id)
             if is_rag_eligible(d.path, d.mime_type, d.rag_enabled) or d.indexed_at is not None
         ]
 
@@ -382,12 +382,12 @@ class DocumentService:
         generation and a rebuild's new one — and its place in a rebuild's queue."""
         with self.control.transaction():
             self._remove_chunks(tenant_id, project_id, document_id)
-            for m in self.migrations.active_rebuilds(tenant_id, project_id):
-                self.migrations.remove_items(m.id, [document_id])
+            for m in self.rebuild_store.active_rebuilds(tenant_id, project_id):
+                self.rebuild_store.remove_items(m.id, [document_id])
             return self.control.delete_document(tenant_id, project_id, document_id)
 
     def _remove_chunks(self, tenant_id: str, project_id: str, document_id: str) -> None:
         """The document's chunks in ``_documents``: the live generation and a rebuild's."""
-        for rag in self.migrations.rag_generations(tenant_id, project_id, DEFAULT_RAG_NAME):
+        for rag in self.rebuild_store.rag_generations(tenant_id, project_id, DEFAULT_RAG_NAME):
             if rag.state is not RagState.RETIRED:
                 self.chunks.remove_by_source(RagScope.of(rag), document_id)

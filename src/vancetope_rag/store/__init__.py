@@ -56,7 +56,7 @@ class SqliteStore:
 
     control: ControlStore
     chunks: ChunkStore
-    migrations: RebuildStore
+    rebuilds: RebuildStore
 
     def initialize(
         self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
@@ -134,5 +134,5 @@ def open_store(
     return SqliteStore(
         control=SqliteControlStore(db, clock=clock),
         chunks=chunks,
-        migrations=SqliteRebuildStore(db, clock=clock),
+        rebuilds=SqliteRebuildStore(db, clock=clock),
     )

@@ -21,14 +21,14 @@ from vancetope_rag.store.port import ControlStore, RebuildStore
 
 
 def project_progress(
-    control: ControlStore, migrations: RebuildStore, tenant_id: str, project_id: str
+    control: ControlStore, rebuild_store: RebuildStore, tenant_id: str, project_id: str
 ) -> ProjectProgress:
     """The indexer's work on the live ``_documents`` and its latest rebuild (running, or how
     the last one ended), with rates over the last minute and ETAs."""
     now = control.now()
     since = now - timedelta(seconds=RATE_WINDOW_S)
     counts = control.document_state_counts(tenant_id, project_id)
-    recent, oldest = migrations.indexing_activity(tenant_id, project_id, since)
+    recent, oldest = rebuild_store.indexing_activity(tenant_id, project_id, since)
     pending = counts[IndexState.PENDING.value] + counts[IndexState.PROCESSING.value]
     indexing = progress(
         counts[IndexState.INDEXED.value],
@@ -38,11 +38,11 @@ def project_progress(
         oldest,
         now,
     )
-    m = migrations.latest_rebuild(tenant_id, project_id, DEFAULT_RAG_NAME)
+    m = rebuild_store.latest_rebuild(tenant_id, project_id, DEFAULT_RAG_NAME)
     if m is None:
         return ProjectProgress(indexing)
-    c = migrations.item_counts(m.id)
-    recent, oldest = migrations.item_activity(m.id, since)
+    c = rebuild_store.item_counts(m.id)
+    recent, oldest = rebuild_store.item_activity(m.id, since)
     work = progress(
         c[ItemState.DONE.value],
         c[ItemState.FAILED.value],

@@ -81,7 +81,7 @@ class RebuildService:
         self,
         *,
         control: ControlStore,
-        migrations: RebuildStore,
+        rebuild_store: RebuildStore,
         chunks: ChunkStore,
         embeddings: EmbeddingRegistry,
         rags: RagService,
@@ -92,7 +92,7 @@ class RebuildService:
         metrics: Metrics,
     ) -> None:
         self.control = control
-        self.migrations = migrations
+        self.rebuild_store = rebuild_store
         self.chunks = chunks
         self.embeddings = embeddings
         self.rags = rags
@@ -113,7 +113,7 @@ class RebuildService:
         """
         t, p = live.tenant_id, live.project_id
         shadow = self._next_generation(live, snapshot)
-        migration = self.migrations.start_rebuild(
+        migration = self.rebuild_store.start_rebuild(
             Rebuild(
                 id=uuid.uuid4().hex,
                 tenant_id=t,
@@ -130,8 +130,10 @@ class RebuildService:
             # the migration exists before its shadow: a shadow no active migration claims
             # is an abandoned one (see collect)
             self.chunks.prepare_dimension(shadow.embedding_dimension)
-            self.migrations.insert_generation(shadow)
-            queued = self.migrations.queue_items(migration, self.documents.reindex_candidates(t, p))
+            self.rebuild_store.insert_generation(shadow)
+            queued = self.rebuild_store.queue_items(
+                migration, self.documents.reindex_candidates(t, p)
+            )
         except BaseException:
             self._end(migration, RebuildState.FAILED, "the rebuild could not be started")
             raise
@@ -174,7 +176,7 @@ class RebuildService:
 
     def active(self, tenant_id: str, project_id: str) -> Rebuild | None:
         """The running (or switching) rebuild of ``_documents``, if any."""
-        for m in self.migrations.active_rebuilds(tenant_id, project_id):
+        for m in self.rebuild_store.active_rebuilds(tenant_id, project_id):
             if m.rag_name == DEFAULT_RAG_NAME:
                 return m
         return None
@@ -197,7 +199,7 @@ class RebuildService:
                 rag_name=DEFAULT_RAG_NAME,
             )
         if not self._end(m, RebuildState.CANCELLED, reason):
-            current = self.migrations.get_rebuild(tenant_id, project_id, m.id)
+            current = self.rebuild_store.get_rebuild(tenant_id, project_id, m.id)
             if current is not None and current.state is RebuildState.SWITCHING:
                 raise RebuildRunningError(
                     "the rebuild is switching over to its new generation; it can no longer "
@@ -212,18 +214,18 @@ class RebuildService:
                 project_id=project_id,
                 rag_name=DEFAULT_RAG_NAME,
             )
-        ended = self.migrations.get_rebuild(tenant_id, project_id, m.id)
+        ended = self.rebuild_store.get_rebuild(tenant_id, project_id, m.id)
         assert ended is not None
         return ended
 
     def cancel_all(self, tenant_id: str, project_id: str, reason: str) -> None:
         """End every active rebuild of the project (project close); never raises on a race."""
-        for m in self.migrations.active_rebuilds(tenant_id, project_id):
+        for m in self.rebuild_store.active_rebuilds(tenant_id, project_id):
             self._end(m, RebuildState.CANCELLED, reason)
 
     def _end(self, m: Rebuild, state: RebuildState, reason: str) -> bool:
         """End a running rebuild and dispose its shadow (a switching one cannot be ended)."""
-        ended = self.migrations.end_rebuild(
+        ended = self.rebuild_store.end_rebuild(
             m.tenant_id,
             m.project_id,
             m.id,
@@ -245,7 +247,7 @@ class RebuildService:
         return ended
 
     def _dispose(self, tenant_id: str, project_id: str, rag_id: str) -> None:
-        rag = self.migrations.get_any_rag(tenant_id, project_id, rag_id)
+        rag = self.rebuild_store.get_any_rag(tenant_id, project_id, rag_id)
         if rag is None or rag.state is RagState.LIVE:
             return
         self.chunks.drop_rag(RagScope.of(rag))
@@ -257,7 +259,7 @@ class RebuildService:
         """One tick of every active rebuild of the project, then cleanup. Returns what was
         indexed into new generations and how many documents were claimed for it."""
         result, claimed = BatchResult(), 0
-        actives = self.migrations.active_rebuilds(tenant_id, project_id)
+        actives = self.rebuild_store.active_rebuilds(tenant_id, project_id)
         if actives:
             snapshot = self.settings.snapshot(tenant_id, project_id)
             for m in actives:
@@ -273,7 +275,7 @@ class RebuildService:
             return 0
         if not snapshot.project_rag_enabled():
             return 0  # paused with the project RAG
-        shadow = self.migrations.get_any_rag(m.tenant_id, m.project_id, m.to_rag_id)
+        shadow = self.rebuild_store.get_any_rag(m.tenant_id, m.project_id, m.to_rag_id)
         if m.state is RebuildState.SWITCHING or (shadow and shadow.state is RagState.LIVE):
             self._switch(m)  # a switch a crash interrupted: finish it
             return 0
@@ -287,7 +289,7 @@ class RebuildService:
             return 0
         if not self.rags.index_ready(shadow):
             return 0  # the new dimension's search indexes are building
-        items = self.migrations.claim_items(
+        items = self.rebuild_store.claim_items(
             m.tenant_id,
             m.project_id,
             m.id,
@@ -300,7 +302,7 @@ class RebuildService:
         return len(items)
 
     def _finish_if_done(self, m: Rebuild, shadow: RagRecord) -> None:
-        counts = self.migrations.item_counts(m.id)
+        counts = self.rebuild_store.item_counts(m.id)
         failed, total = counts[ItemState.FAILED.value], sum(counts.values())
         if failures_exceed(failed, total, m.max_failure_ratio):
             self._end(m, RebuildState.FAILED, self._failure_reason(m, failed, total))
@@ -314,7 +316,7 @@ class RebuildService:
         self._switch(m)
 
     def _failure_reason(self, m: Rebuild, failed: int, total: int) -> str:
-        errors = [i.last_error for i in self.migrations.list_items(m.id) if i.last_error]
+        errors = [i.last_error for i in self.rebuild_store.list_items(m.id) if i.last_error]
         last = f"; last error: {errors[-1]}" if errors else ""
         return (
             f"{failed} of {total} documents failed with {m.to_model} (more than "
@@ -325,13 +327,13 @@ class RebuildService:
     def _reconcile_queue(self, m: Rebuild, shadow: RagRecord) -> bool:
         """Queue what the shadow lacks: documents never queued, and ones whose chunks were
         built from an older version (a re-queue a crash lost). True when anything was."""
-        heads = {h.id: h for h in self.migrations.document_heads(m.tenant_id, m.project_id)}
-        items = {i.document_id: i for i in self.migrations.list_items(m.id)}
+        heads = {h.id: h for h in self.rebuild_store.document_heads(m.tenant_id, m.project_id)}
+        items = {i.document_id: i for i in self.rebuild_store.list_items(m.id)}
         gone = [d for d in items if d not in heads]
         if gone:  # deleted documents: nothing of them may reach the new generation
             for doc_id in gone:
                 self.rags.remove_by_source(shadow, doc_id)
-            self.migrations.remove_items(m.id, gone)
+            self.rebuild_store.remove_items(m.id, gone)
         missing = [h.id for h in heads.values() if _wanted(h) and h.id not in items]
         stale = [
             d
@@ -339,7 +341,7 @@ class RebuildService:
             if d in heads and i.state is ItemState.DONE and i.doc_version != heads[d].rag_version
         ]
         if missing or stale:
-            self.migrations.queue_items(m, [*missing, *stale])
+            self.rebuild_store.queue_items(m, [*missing, *stale])
             return True
         return False
 
@@ -347,7 +349,7 @@ class RebuildService:
         """The shadow becomes live (one store transaction on SQLite, the pointer flip on
         MongoDB); documents its chunks do not match go to the live indexer."""
         with self.control.transaction():
-            if not self.migrations.switch_live(m):
+            if not self.rebuild_store.switch_live(m):
                 return  # cancelled or failed meanwhile
             self._reconcile_after_switch(m)
         self.metrics.rebuilds.labels(outcome=RebuildState.COMPLETED.value).inc()
@@ -357,10 +359,10 @@ class RebuildService:
 
     def _reconcile_after_switch(self, m: Rebuild) -> None:
         t, p = m.tenant_id, m.project_id
-        items = {i.document_id: i for i in self.migrations.list_items(m.id)}
+        items = {i.document_id: i for i in self.rebuild_store.list_items(m.id)}
         adopt: dict[str, tuple[int, str | None]] = {}
         dirty: list[str] = []
-        heads = self.migrations.document_heads(t, p)
+        heads = self.rebuild_store.document_heads(t, p)
         for h in heads:
             item = items.get(h.id)
             current = item is not None and item.doc_version == h.rag_version
@@ -370,13 +372,13 @@ class RebuildService:
                     dirty.append(h.id)
             elif _wanted(h):  # changed since, failed with the new model, or never queued
                 dirty.append(h.id)
-        live = self.migrations.get_any_rag(t, p, m.to_rag_id)
+        live = self.rebuild_store.get_any_rag(t, p, m.to_rag_id)
         known = {h.id for h in heads}
         if live is not None:
             for doc_id in items:
                 if doc_id not in known:
                     self.rags.remove_by_source(live, doc_id)
-        self.migrations.adopt_indexed_hashes(t, p, adopt)
+        self.rebuild_store.adopt_indexed_hashes(t, p, adopt)
         if dirty:
             self.control.mark_dirty(t, p, dirty)
 
@@ -386,10 +388,10 @@ class RebuildService:
         """Dispose generations nobody uses: shadows of ended rebuilds, and retired ones past
         the grace time. Returns how many went."""
         # generations first: a shadow listed here had its migration recorded before it
-        generations = self.migrations.rag_generations(tenant_id, project_id)
+        generations = self.rebuild_store.rag_generations(tenant_id, project_id)
         if all(r.state is RagState.LIVE for r in generations):
             return 0
-        targets = {m.to_rag_id for m in self.migrations.active_rebuilds(tenant_id, project_id)}
+        targets = {m.to_rag_id for m in self.rebuild_store.active_rebuilds(tenant_id, project_id)}
         cutoff = self.control.now() - timedelta(seconds=self.config.retired_grace_s)
         gone = 0
         for rag in generations:
@@ -405,7 +407,7 @@ class RebuildService:
 
     def dispose_all(self, tenant_id: str, project_id: str, name: str) -> int:
         """Every generation of a RAG name goes (project close)."""
-        generations = self.migrations.rag_generations(tenant_id, project_id, name)
+        generations = self.rebuild_store.rag_generations(tenant_id, project_id, name)
         for rag in generations:
             self.chunks.drop_rag(RagScope.of(rag))
             self.control.delete_rag(tenant_id, project_id, rag.id)
@@ -413,20 +415,20 @@ class RebuildService:
 
     def find_generation(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
         """The RAG row with this id in any state (live, shadow or retired), or None."""
-        return self.migrations.get_any_rag(tenant_id, project_id, rag_id)
+        return self.rebuild_store.get_any_rag(tenant_id, project_id, rag_id)
 
     # -- progress --------------------------------------------------------------------------
 
     def progress(self, tenant_id: str, project_id: str) -> ProjectProgress:
         """The indexer's work on the live RAG and the latest rebuild (:func:`project_progress`)."""
-        return project_progress(self.control, self.migrations, tenant_id, project_id)
+        return project_progress(self.control, self.rebuild_store, tenant_id, project_id)
 
     def pending(self, projects: Iterable[tuple[str, str]]) -> int:
         """Rebuild work left in these projects: queued items, plus one per active rebuild
         (its switch) — what ``run_until_idle`` waits for."""
         total = 0
         for t, p in projects:
-            for m in self.migrations.active_rebuilds(t, p):
-                c = self.migrations.item_counts(m.id)
+            for m in self.rebuild_store.active_rebuilds(t, p):
+                c = self.rebuild_store.item_counts(m.id)
                 total += 1 + c[ItemState.PENDING.value] + c[ItemState.PROCESSING.value]
         return total

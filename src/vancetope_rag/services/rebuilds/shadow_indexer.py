@@ -37,14 +37,14 @@ class ShadowIndexer:
         self,
         *,
         control: ControlStore,
-        migrations: RebuildStore,
+        rebuild_store: RebuildStore,
         rags: RagService,
         documents: DocumentService,
         config: EngineConfig,
         metrics: Metrics,
     ) -> None:
         self.control = control
-        self.migrations = migrations
+        self.rebuild_store = rebuild_store
         self.rags = rags
         self.documents = documents
         self.config = config
@@ -119,16 +119,16 @@ class ShadowIndexer:
         m_id, d_id = item.migration_id, item.document_id
         try:
             with self.control.transaction():
-                if not self.migrations.holds_item(m_id, d_id, worker_id, token):
+                if not self.rebuild_store.holds_item(m_id, d_id, worker_id, token):
                     result.lost_lease += 1
                     return
                 if doc is None:
                     self.rags.remove_by_source(shadow, d_id)
-                    self.migrations.remove_items(m_id, [d_id])
+                    self.rebuild_store.remove_items(m_id, [d_id])
                     result.removed += 1
                     return
                 self.rags.write_source(shadow, d_id, nodes, generation=token)
-                finished = self.migrations.finish_item(
+                finished = self.rebuild_store.finish_item(
                     m_id,
                     d_id,
                     worker_id,
@@ -168,7 +168,7 @@ class ShadowIndexer:
             return
         assert item.claim_token is not None
         try:
-            state = self.migrations.release_item(
+            state = self.rebuild_store.release_item(
                 item.migration_id,
                 item.document_id,
                 worker_id,

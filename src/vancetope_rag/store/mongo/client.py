@@ -64,7 +64,7 @@ class MongoStore:
 
     control: ControlStore
     chunks: ChunkStore
-    migrations: RebuildStore
+    rebuilds: RebuildStore
     database: Any
     client: Any
     owns_client: bool = field(default=True)
@@ -196,7 +196,7 @@ def open_mongo_store(
     return MongoStore(
         control=control,
         chunks=chunks,
-        migrations=migrations,
+        rebuilds=migrations,
         database=db,
         client=client,
         owns_client=owns_client,

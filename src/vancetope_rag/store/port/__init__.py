@@ -77,7 +77,7 @@ class Store(Protocol):
 
     control: ControlStore
     chunks: ChunkStore
-    migrations: RebuildStore
+    rebuilds: RebuildStore
 
     def initialize(
         self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
