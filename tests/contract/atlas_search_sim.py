@@ -147,7 +147,11 @@ def field_types(definition: Mapping[str, Any]) -> dict[str, str]:
 
 
 class Bm25:
-    """BM25 over the words of one field of every indexed document (Lucene's defaults)."""
+    """BM25 over the words of one field of every indexed document (Lucene's defaults).
+
+    The statistics are the whole index's, every tenant's documents included, as Atlas keeps
+    them per search index (docs/stores.md): deliberately not per RAG, like the adapter's other
+    backends, so tests see the limit Atlas has."""
 
     def __init__(self, docs: Sequence[Mapping[str, Any]], path: str) -> None:
         self.terms = {d["_id"]: Counter(words(d.get(path))) for d in docs}

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from vancetope_rag.domain.records import Chunk
 from vancetope_rag.errors import StoreError
 from vancetope_rag.store import SqliteStore, open_store
-from vancetope_rag.store.sqlite.bm25 import scope_token
+from vancetope_rag.store.sqlite.bm25 import match_expression, scope_token
 from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
 from vancetope_rag.store.sqlite.db import SCHEMA_VERSION, UPGRADES, SqliteDatabase
 from vancetope_rag.store.sqlite.fts import SqliteLexical
@@ -133,6 +133,37 @@ def test_in_process_index_ranks_exactly_as_fts5(pair: tuple[SqliteStore, SqliteS
     assert compared > 300
     cache = _chunks(cached).lexical.cache
     assert cache is not None and cache.reloads >= 6  # it answered, refreshed and merged
+
+
+def test_one_rag_alone_ranks_as_fts5s_own_bm25(pair: tuple[SqliteStore, SqliteStore]) -> None:
+    """With one RAG in the file its statistics are the table's: ``vtr_bm25`` with them gives
+    what FTS5's own ``bm25()`` gives, so the per-RAG formula is FTS5's."""
+    cached, plain = pair
+    rng = random.Random(11)
+    scope = SCOPES[0]
+    for i in range(60):
+        _add(cached, scope, _text(rng), source=f"s{i % 4}")
+    lexical = _chunks(plain).lexical
+    token = scope_token(scope.tenant_id, scope.project_id, scope.rag_id)
+    compared = 0
+    for _ in range(60):
+        terms = lexical.terms(_text(rng) or "cell")
+        if not terms:
+            continue
+        ours = lexical.search(scope, terms, 20)
+        expr = match_expression(token, terms)
+        theirs = [
+            (int(r[0]), -float(r[1]))
+            for r in lexical.db.query(
+                "SELECT rowid, bm25(chunks_fts, 0.0, 1.0) AS s FROM chunks_fts "
+                "WHERE chunks_fts MATCH ? ORDER BY s, rowid LIMIT 20",
+                (expr,),
+            )
+        ]
+        assert [r for r, _ in ours] == [r for r, _ in theirs]
+        assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], rel=1e-12)
+        compared += bool(ours)
+    assert compared > 30
 
 
 @settings(

@@ -13,16 +13,19 @@ import hashlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "BM25_B",
     "BM25_K1",
+    "FTS5_BM25_FUNCTION",
     "FTS5_TOKENIZE",
     "MAX_QUERY_TERMS",
     "STOPWORDS",
     "TOKENIZER_ARGS",
     "QueryTerm",
     "bm25_idf",
+    "fts5_bm25",
     "match_expression",
     "query_terms",
     "scope_token",
@@ -138,6 +141,32 @@ def bm25_idf(n_rows: int, n_hit: int) -> float:
     """FTS5's IDF of a term found in ``n_hit`` of ``n_rows`` rows (at least 1e-6)."""
     idf = math.log((n_rows - n_hit + 0.5) / (n_hit + 0.5))
     return idf if idf > 0.0 else 1e-6
+
+
+#: The name :func:`fts5_bm25` is registered under on every connection of the store.
+FTS5_BM25_FUNCTION = "vtr_bm25"
+
+
+def fts5_bm25(api: Any, avgdl: float, *idfs: float) -> float:
+    """FTS5's ``bm25()`` with the caller's statistics: an FTS5 auxiliary function.
+
+    ``bm25()`` counts the row count, average length and document frequencies over the whole
+    table, every tenant's rows included; this one takes the RAG's own (``avgdl`` and one IDF
+    per phrase of the expression, the scope phrase's first) and computes the rest as
+    ``fts5_aux.c`` does, with the same operations in the same order as the in-process index
+    (:func:`.sqlite.bm25_postings.rank`), so the two paths give the same bits. The scope
+    column has weight 0 (its phrase never adds to the score); the row length counts every
+    column, as FTS5 does. Returns the score itself (higher is better), not its negation.
+    """
+    length = float(api.column_size(-1))
+    score = 0.0
+    for i, idf in enumerate(idfs):
+        columns = api.phrase_locations(i)
+        freq = float(len(columns[1])) if len(columns) > 1 else 0.0  # the text column only
+        score += idf * (
+            (freq * (BM25_K1 + 1.0)) / (freq + BM25_K1 * (1 - BM25_B + BM25_B * length / avgdl))
+        )
+    return score
 
 
 def sqlite_varints(blob: bytes) -> list[int]:

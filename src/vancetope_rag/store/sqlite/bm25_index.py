@@ -1,4 +1,4 @@
-"""An in-process BM25 index per RAG that ranks exactly as the store's FTS5 ``bm25()`` does.
+"""An in-process BM25 index per RAG that ranks exactly as the store's FTS5 path does.
 
 Why: FTS5 ranks an OR-query by scoring every matching row through its auxiliary-function API;
 at 100k chunks that is ~47 ms per query (docs/benchmarks.md), more than the whole dense
@@ -6,9 +6,10 @@ pre-turn hook. The same scoring over postings held in numpy takes a few ms.
 
 What it holds per RAG: the chunks' term frequencies as column-major postings (term → rows,
 frequencies) and each row's length in tokens. What it does not hold: the collection statistics
-(row count, average length, document frequencies). Those are FTS5's, read from the store per
-query, so a ranking from here equals FTS5's ranking of the same query, row for row and score
-for score (tested on random corpora), whichever path answers.
+(row count, average length, document frequencies). Those are the RAG's own, read from FTS5's
+tables by the caller (:meth:`.sqlite.fts.SqliteLexical._stats`) and given to the FTS5 path's
+``vtr_bm25`` too, so a ranking from here equals the FTS5 path's ranking of the same query,
+row for row and score for score (tested on random corpora), whichever path answers.
 
 Coherence is the vector cache's (:mod:`.sqlite.vector_cache`): a per-RAG epoch bumped in the same
 transaction as every chunk write; a stale entry is refreshed unless it was refreshed moments
@@ -118,7 +119,7 @@ class LexicalCache:
             key: The RAG's (tenant, project, rag id).
             epoch: The RAG's current epoch in the store (its chunk write counter).
             terms: The query's tokens, in the order of the FTS5 expression's phrases.
-            stats: FTS5's statistics for these terms.
+            stats: The RAG's statistics for these terms.
             top_k: How many rows to return at most.
             load_rowids: Reads the RAG's chunk rowids (called on a refresh).
             load_texts: Reads chunk texts by rowid (called for rows not held yet).

@@ -1,8 +1,8 @@
 """Postings of the in-process BM25 index (:mod:`.sqlite.bm25_index`): building them from chunk
-texts, and ranking rows exactly as FTS5's ``bm25()`` does.
+texts, and ranking rows with FTS5's ``bm25()`` formula (and the RAG's statistics).
 
-Pure numpy, no I/O: the tokens come from FTS5's own tokenizer through the caller, the
-collection statistics from FTS5's tables through the caller.
+Pure numpy, no I/O: the tokens come from FTS5's own tokenizer through the caller, the RAG's
+own collection statistics from FTS5's tables through the caller.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ TokenizeDocument = Callable[[str], Sequence[str]]
 
 @dataclass(frozen=True, slots=True)
 class CollectionStats:
-    """FTS5's statistics for one query: rows and tokens of the whole table (every column,
-    every scope, as ``bm25()`` counts them) and each term's document frequency in the text
-    column."""
+    """A RAG's statistics for one query: its rows and their tokens (every column, as
+    ``bm25()`` counts a row's length) and each term's document frequency in the text column
+    among those rows. Never the whole table's: other tenants' rows must not move a RAG's
+    scores."""
 
     n_rows: int
     total_tokens: int

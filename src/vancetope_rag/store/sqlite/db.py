@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from vancetope_rag.errors import StoreCorruptError, StoreError
-from vancetope_rag.store.sqlite.bm25 import scope_token
+from vancetope_rag.store.sqlite.bm25 import FTS5_BM25_FUNCTION, fts5_bm25, scope_token
 from vancetope_rag.store.sqlite.errors import store_error
 from vancetope_rag.store.sqlite.schema import SCHEMA_VERSION, UPGRADES
 
@@ -109,6 +109,9 @@ class SqliteDatabase:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
+            # BM25 with a RAG's own statistics (store/sqlite/fts.py); after the file is known
+            # to be a store: registering reads it
+            conn.register_fts5_function(FTS5_BM25_FUNCTION, fts5_bm25)
         except BaseException as exc:
             conn.close()
             if isinstance(exc, apsw.Error):
