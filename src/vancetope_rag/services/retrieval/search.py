@@ -80,8 +80,11 @@ class Retriever:
         (each at least ``fusion.depth`` deep), every hit gated on its own cosine."""
 
         def fetch(n: int) -> Candidates:
-            dense = self.chunks.query(scope, vector, n, filters=filters)
-            lexical = self.chunks.lexical_query(scope, text, n, vector=vector, filters=filters)
+            # Both lists from one committed state: a source replaced between them would
+            # otherwise fuse its old chunks from one list with its new ones from the other.
+            with self.chunks.snapshot():
+                dense = self.chunks.query(scope, vector, n, filters=filters)
+                lexical = self.chunks.lexical_query(scope, text, n, vector=vector, filters=filters)
             return Candidates.hybrid(dense, lexical, n, self.fusion)
 
         return collect_hits(

@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -394,6 +395,10 @@ class MongoChunkStore:
 
     def dimension_ready(self, dimension: int) -> bool:
         return self.search.ready(dimension)
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        # No read snapshot shared by several queries here: each query reads on its own.
+        return nullcontext()
 
     def visible(self, scope: RagScope) -> bool:
         return self.search.sees_scope(scope, self._collection(scope))

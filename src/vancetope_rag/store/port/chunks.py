@@ -5,6 +5,7 @@ vector store (:class:`vancetope_rag.store.llamaindex_store.RagVectorStore`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 from vancetope_rag.domain.records import Chunk, Hit
@@ -96,6 +97,13 @@ class ChunkStore(Protocol):
         first. Each ``Hit.score`` is that chunk's cosine similarity to ``vector`` (so the caller
         can gate lexical-only hits on minScore); ``Hit.lexical_score`` is the store's relevance
         score. A text with no searchable word finds nothing."""
+        ...
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        """Queries made inside (on this thread) read one committed state of the chunks, so
+        the lists of a hybrid query hold a source's old chunks or its new ones, never a mix.
+        A store whose queries cannot share a snapshot returns a no-op context (each query
+        still reads one state)."""
         ...
 
     def visible(self, scope: RagScope) -> bool:

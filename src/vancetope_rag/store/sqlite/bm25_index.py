@@ -187,8 +187,12 @@ class LexicalCache:
 
         def build() -> None:
             try:
-                # Rows written meanwhile make the entry stale: the next query refreshes it.
-                self._put(key, self._build(wanted, load_texts, tokenize), epoch)
+                # This thread reads outside the caller's snapshot: a row deleted since means
+                # the RAG is no longer at ``epoch``, and an entry missing it would hide that
+                # source from readers still at ``epoch``. Drop it; a later query builds again.
+                entry = self._build(wanted, load_texts, tokenize)
+                if len(entry.rowids) == len(wanted):
+                    self._put(key, entry, epoch)
             except Exception:
                 log.warning(
                     "lexical index build for %s failed; FTS5 answers", key[2], exc_info=True

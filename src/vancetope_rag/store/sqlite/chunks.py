@@ -10,6 +10,7 @@ one transaction, by one code path (``_insert_rows`` / ``_delete_where``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from vancetope_rag.store.shared import (
     chunk_id_taken_error,
     foreign_chunk_error,
 )
+from vancetope_rag.store.sqlite.bm25 import QueryTerm
 from vancetope_rag.store.sqlite.bm25_index import LexicalCache
 from vancetope_rag.store.sqlite.db import SqliteDatabase
 from vancetope_rag.store.sqlite.errors import ConstraintViolation
@@ -228,6 +230,9 @@ class SqliteChunkStore:
     def visible(self, scope: RagScope) -> bool:
         return True  # queries read the committed rows themselves
 
+    def snapshot(self) -> AbstractContextManager[None]:
+        return self.db.snapshot()  # one read transaction
+
     def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
         where, params = chunk_filter_sql(filters)
         rows = self.db.query(
@@ -317,9 +322,15 @@ class SqliteChunkStore:
         filters: ChunkFilter | None = None,
     ) -> list[Hit]:
         check_top_k(top_k)
-        table = self.db.ensure_vec_table(scope.dimension)
+        table = self.db.ensure_vec_table(scope.dimension)  # before the snapshot: may write
         blob = _vector_blob(vector, scope.dimension)
         where, params = chunk_filter_sql(filters)
+        with self.db.snapshot():  # the epoch, the cache's rows and the chunk rows: one state
+            return self._query(scope, table, blob, top_k, where, params)
+
+    def _query(
+        self, scope: RagScope, table: str, blob: bytes, top_k: int, where: str, params: list[Any]
+    ) -> list[Hit]:
         if not where and self.cache is not None:
             hits = self._cached_query(scope, table, blob, top_k)
             if hits is not None:
@@ -362,10 +373,25 @@ class SqliteChunkStore:
         """The ``top_k`` chunks by BM25 relevance to ``text``, best first; ``score`` is each
         chunk's cosine similarity to ``vector``, ``lexical_score`` its BM25 score."""
         check_top_k(top_k)
-        table = self.db.ensure_vec_table(scope.dimension)
+        table = self.db.ensure_vec_table(scope.dimension)  # before the snapshot: may write
         blob = _vector_blob(vector, scope.dimension)
         where, params = chunk_filter_sql(filters)
         terms = self.lexical.terms(text)
+        # Candidates, their rows and their cosines from one committed state: a source replaced
+        # between two of these reads would otherwise lose its rows or its vectors.
+        with self.db.snapshot():
+            return self._lexical_query(scope, table, blob, terms, top_k, where, params)
+
+    def _lexical_query(
+        self,
+        scope: RagScope,
+        table: str,
+        blob: bytes,
+        terms: list[QueryTerm],
+        top_k: int,
+        where: str,
+        params: list[Any],
+    ) -> list[Hit]:
         ranked = self.lexical.search(scope, terms, top_k, where=where, params=params)
         rows = self._rows_by_rowid(scope, [r for r, _ in ranked])
         if len(rows) < len(ranked) and not where:
@@ -375,7 +401,9 @@ class SqliteChunkStore:
             rows = self._rows_by_rowid(scope, [r for r, _ in ranked])
         ranked = [(r, s) for r, s in ranked if r in rows]
         cosines = self._cosines(scope, table, blob, [r for r, _ in ranked])
-        return [row_to_hit(rows[r], cosines[r], bm25) for r, bm25 in ranked]
+        # In one snapshot every row has its vector; a row without one is dropped, not a
+        # KeyError, should that ever not hold.
+        return [row_to_hit(rows[r], cosines[r], bm25) for r, bm25 in ranked if r in cosines]
 
     def _cosines(
         self, scope: RagScope, table: str, blob: bytes, rowids: Sequence[int]

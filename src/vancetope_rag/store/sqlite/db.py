@@ -247,6 +247,36 @@ class SqliteDatabase:
             self._forget(conn)
             raise self._error(exc) from exc
 
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """A read transaction: every statement inside reads the same committed state (WAL
+        keeps it while writers commit). A query that reads twice (candidate rowids, then
+        their rows, then their vectors) sees a document's old chunks or its new ones, never
+        none and never a mix. Nested use, or use inside a write transaction, joins it.
+
+        Only reads belong inside: a write there would have to upgrade a snapshot that may be
+        stale already. (``CREATE ... IF NOT EXISTS`` of a table that exists writes nothing.)
+        """
+        conn = self.conn
+        if self._local.depth or getattr(self._local, "reading", False) or conn.in_transaction:
+            yield
+            return
+        with self._mapped():
+            conn.execute("BEGIN DEFERRED")  # the snapshot starts at the first read
+        self._local.reading = True
+        try:
+            yield
+        except BaseException:
+            self._local.reading = False
+            self._forget(conn)
+            raise
+        self._local.reading = False
+        try:
+            conn.execute("COMMIT")
+        except self._apsw.Error as exc:
+            self._forget(conn)
+            raise self._error(exc) from exc
+
     def query(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
         with self._mapped():
             return list(self.conn.execute(sql, params))
