@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vancetope_rag.domain.records import Chunk
-from vancetope_rag.errors import StoreError
+from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store import SqliteStore, open_store
 from vancetope_rag.store.sqlite.bm25 import match_expression, scope_token
 from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
@@ -387,3 +387,82 @@ def test_a_writer_killed_mid_transaction_leaves_both_indexes_agreeing(tmp_path: 
     assert len(chunks.lexical_query(SCOPES[0], "killed", 5, vector=[1.0, 0, 0, 0])) == 1
     assert _fts_rows(chunks, SCOPES[0]) == 2
     store.close()
+
+
+def test_writes_of_this_process_are_absorbed_and_still_rank_as_fts5(
+    pair: tuple[SqliteStore, SqliteStore],
+) -> None:
+    """Re-indexes, additions and removals interleaved with queries: after each write of the
+    cached store, its in-process index is already at the RAG's new epoch (the write's delta
+    was applied, no reload, no fallback) and ranks as FTS5 does, bit for bit; a write through
+    the other handle (another process) is still seen."""
+    cached, plain = pair
+    cache = _chunks(cached).lexical.cache
+    assert cache is not None
+    cache.reload_cooldown_s = 3600.0  # a stale index would fall back, not refresh
+    rng = random.Random(11)
+    vec = [1.0, 0.5, 0.25, 0.125]
+
+    def chunks_of(scope: RagScope, source: str) -> list[Chunk]:
+        return [
+            Chunk(uuid.uuid4().hex, scope.rag_id, source, _text(rng), vec)
+            for _ in range(rng.randint(0, 6))
+        ]
+
+    for scope in SCOPES:
+        for i in range(8):
+            cached.chunks.replace_source(scope, f"s{i}", chunks_of(scope, f"s{i}"))
+    queries = [_text(rng) or "cell" for _ in range(12)]
+
+    def agree(scope: RagScope) -> None:
+        for query in queries:
+            fast, fts = _both(pair, scope, query)
+            assert [r for r, _ in fast] == [r for r, _ in fts], query
+            assert [s for _, s in fast] == [s for _, s in fts], query
+
+    for scope in SCOPES:
+        agree(scope)  # the first load
+    reloads = cache.reloads
+    for step in range(60):
+        scope = SCOPES[step % len(SCOPES)]
+        source = f"s{rng.randint(0, 9)}"
+        action = rng.random()
+        if action < 0.6:
+            cached.chunks.replace_source(scope, source, chunks_of(scope, source))
+        elif action < 0.8:
+            cached.chunks.add_chunks(scope, chunks_of(scope, source))
+        else:
+            cached.chunks.remove_by_source(scope, source)
+        key = (scope.tenant_id, scope.project_id, scope.rag_id)
+        assert cache.epoch_of(key) == _chunks(cached).epoch(scope.rag_id), step
+        agree(scope)
+    assert cache.reloads - reloads >= 40  # deltas applied (remove_by_source of nothing: none)
+    # A write through the other handle moves the epoch without a delta: the cached store
+    # refreshes from the database (cooldown off) and still agrees.
+    cache.reload_cooldown_s = 0.0
+    plain.chunks.replace_source(SCOPES[0], "s1", chunks_of(SCOPES[0], "s1"))
+    agree(SCOPES[0])
+    key = (SCOPES[0].tenant_id, SCOPES[0].project_id, SCOPES[0].rag_id)
+    assert cache.epoch_of(key) == _chunks(plain).epoch(SCOPES[0].rag_id)
+    cached.chunks.replace_source(SCOPES[0], "s2", chunks_of(SCOPES[0], "s2"))
+    assert cache.epoch_of(key) == _chunks(cached).epoch(SCOPES[0].rag_id)
+    agree(SCOPES[0])
+
+
+def test_a_rolled_back_write_is_not_absorbed(pair: tuple[SqliteStore, SqliteStore]) -> None:
+    cached, _ = pair
+    cache = _chunks(cached).lexical.cache
+    assert cache is not None
+    scope = SCOPES[0]
+    first = _add(cached, scope, "cell gene")
+    _both(pair, scope, "cell")
+    key = (scope.tenant_id, scope.project_id, scope.rag_id)
+    epoch = cache.epoch_of(key)
+    vec = [1.0, 0.5, 0.25, 0.125]
+    with pytest.raises(InvalidInputError):  # a chunk id twice: the transaction rolls back
+        cached.chunks.replace_source(
+            scope, "other", [Chunk(uuid.uuid4().hex, scope.rag_id, "other", "cell", vec)] * 2
+        )
+    assert cache.epoch_of(key) == epoch == _chunks(cached).epoch(scope.rag_id)
+    fast, fts = _both(pair, scope, "cell")
+    assert fast == fts and len(fast) == 1 and first

@@ -127,3 +127,43 @@ def test_int8_first_pass_still_returns_the_exact_top_k(spread: float) -> None:
         assert np.allclose(scores, np.sort(brute)[::-1][:10], atol=1e-5)
     entry = next(iter(cache._entries.values()))
     assert entry.quantized is not None  # the int8 path was really taken
+
+
+@pytest.mark.parametrize("quantize_min_rows", [1, 1_000_000])
+def test_writes_of_this_process_are_absorbed_exactly(db_path: Path, quantize_min_rows: int) -> None:
+    """Each re-index through the cached store is applied to the held matrix (it stays at the
+    RAG's epoch, no reload) and the cache still answers what sqlite-vec does, with the int8
+    first pass too."""
+    rng = np.random.default_rng(3)
+    cached = open_store(f"sqlite:///{db_path}")
+    plain = open_store(f"sqlite:///{db_path}", vector_cache=False)
+    store = cached.chunks
+    assert isinstance(store, SqliteChunkStore) and store.cache is not None
+    store.cache.quantize_min_rows = quantize_min_rows
+    store.cache.reload_cooldown_s = 3600.0  # a stale matrix would fall back, not reload
+    store.add_chunks(SCOPE, _chunks(rng.standard_normal((300, DIM)).astype(np.float32), "c"))
+    queries = rng.standard_normal((5, DIM)).astype(np.float32)
+    key = (SCOPE.tenant_id, SCOPE.project_id, SCOPE.rag_id)
+
+    def agree() -> None:
+        for q in queries:
+            a = store.query(SCOPE, q.tolist(), 10)
+            b = plain.chunks.query(SCOPE, q.tolist(), 10)
+            assert [h.chunk_id for h in a] == [h.chunk_id for h in b]
+            assert np.allclose([h.score for h in a], [h.score for h in b], atol=1e-5)
+
+    agree()
+    assert store.cache.reloads == 1
+    for step in range(30):
+        source = f"c-{int(rng.integers(0, 300))}"
+        vectors = rng.standard_normal((int(rng.integers(0, 4)), DIM)).astype(np.float32)
+        chunks = [
+            Chunk(f"{source}-{step}-{i}", SCOPE.rag_id, source, "x", v.tolist())
+            for i, v in enumerate(vectors)
+        ]
+        store.replace_source(SCOPE, source, chunks)
+        assert store.cache.epoch_of(key) == store.epoch(SCOPE.rag_id)
+        agree()
+    assert store.cache.reloads == 31  # one load, then one applied delta per write
+    cached.close()
+    plain.close()

@@ -5,11 +5,19 @@ at 100k chunks that is ~47 ms per query (docs/benchmarks.md), more than the whol
 pre-turn hook. The same scoring over postings held in numpy takes a few ms.
 
 What it holds per RAG: the chunks' term frequencies as column-major postings (term → rows,
-frequencies) and each row's length in tokens. What it does not hold: the collection statistics
-(row count, average length, document frequencies). Those are the RAG's own, read from FTS5's
-tables by the caller (:meth:`.sqlite.fts.SqliteLexical._stats`) and given to the FTS5 path's
-``vtr_bm25`` too, so a ranking from here equals the FTS5 path's ranking of the same query,
-row for row and score for score (tested on random corpora), whichever path answers.
+frequencies) and each row's length in tokens. The collection statistics (row count, total
+length, document frequencies) are the RAG's own: an entry holds every row of the RAG at its
+epoch, tokenized by FTS5's tokenizer, so it derives from them the same integers the FTS5 path
+reads from FTS5's tables (:meth:`.sqlite.fts.SqliteLexical._stats`) and gives ``vtr_bm25``; a
+ranking from here equals the FTS5 path's ranking of the same query, row for row and score for
+score (tested on random corpora, and after every write of an interleaving), whichever answers.
+
+Writes of this process do not make an entry stale: the chunk store hands each committed
+write's delta to :meth:`LexicalCache.apply`, which advances the entry to the new epoch (rows
+removed masked, rows added tokenized into the delta segment). The delta is also kept a while
+(a per-RAG log of this process's recent writes), so a reload that lands at an epoch behind
+them is caught up; a reader whose snapshot predates the last write gets the entry before it.
+Writes of another process only move the epoch: they are refreshed as below.
 
 Coherence is the vector cache's (:mod:`.sqlite.vector_cache`): a per-RAG epoch bumped in the same
 transaction as every chunk write; a stale entry is refreshed unless it was refreshed moments
@@ -56,10 +64,19 @@ LoadRowids = Callable[[], Iterable[int]]
 #: ``load_texts(rowids)``: ``(rowid, text)`` of those chunks.
 LoadTexts = Callable[[Sequence[int]], Iterable[tuple[int, str]]]
 
+#: Writes of this process kept per RAG, for a reload that lands behind them.
+_LOG_HELD = 64
+
+_Step = tuple[int, tuple[int, ...], tuple[tuple[int, str], ...], TokenizeDocument]
+
 #: Merge the delta and the deletions into the main segment past this fraction of it.
 _MERGE_FRACTION = 0.25
 
 log = logging.getLogger(__name__)
+
+
+def _texts_of(texts: dict[int, str]) -> LoadTexts:
+    return lambda rowids: [(r, texts[r]) for r in rowids]
 
 
 @dataclass
@@ -73,6 +90,7 @@ class _Entry:
     main: Segment
     n_main: int
     delta: Segment | None = None
+    previous: _Entry | None = None  # the entry before the last applied write, for old snapshots
 
     @property
     def dead(self) -> int:
@@ -97,6 +115,9 @@ class LexicalCache:
         self._clock = clock
         self._entries: OrderedDict[Key, _Entry] = OrderedDict()
         self._building: dict[Key, float] = {}  # key → when its background build started
+        #: This process's recent writes per held RAG: from epoch → (to epoch, removed rowids,
+        #: added (rowid, text), tokenizer); see :meth:`apply`.
+        self._log: dict[Key, OrderedDict[int, _Step]] = {}
         self._lock = threading.Lock()
         self.reloads = 0
 
@@ -105,7 +126,7 @@ class LexicalCache:
         key: Key,
         epoch: int,
         terms: Sequence[str],
-        stats: CollectionStats,
+        stats: CollectionStats | None,
         top_k: int,
         *,
         load_rowids: LoadRowids,
@@ -119,7 +140,7 @@ class LexicalCache:
             key: The RAG's (tenant, project, rag id).
             epoch: The RAG's current epoch in the store (its chunk write counter).
             terms: The query's tokens, in the order of the FTS5 expression's phrases.
-            stats: The RAG's statistics for these terms.
+            stats: The RAG's statistics for these terms; None: taken from the index itself.
             top_k: How many rows to return at most.
             load_rowids: Reads the RAG's chunk rowids (called on a refresh).
             load_texts: Reads chunk texts by rowid (called for rows not held yet).
@@ -128,10 +149,84 @@ class LexicalCache:
         entry = self._current(key, epoch, load_rowids, load_texts, tokenize)
         if entry is None:
             return None
+        if stats is None:
+            stats = self._stats_of(entry, terms)
         segments = (entry.main, entry.delta)
         return rank(
             segments, entry.rowids, entry.lengths, entry.alive, entry.vocab, terms, stats, top_k
         )
+
+    @staticmethod
+    def _stats_of(entry: _Entry, terms: Sequence[str]) -> CollectionStats:
+        """The RAG's statistics from the entry itself: it holds every row of the RAG at its
+        epoch, tokenized as FTS5 does, so these are the integers FTS5's tables give."""
+        alive = entry.alive
+        doc_freq: dict[str, int] = {}
+        for token in terms:
+            term = entry.vocab.get(token)
+            n = 0
+            if term is not None:
+                for segment in (entry.main, entry.delta):
+                    if segment is not None:
+                        n += int(np.count_nonzero(alive[segment.postings(term)[0]]))
+            doc_freq[token] = n
+        return CollectionStats(
+            n_rows=int(np.count_nonzero(alive)),
+            total_tokens=int(entry.lengths[alive].sum()),
+            doc_freq=doc_freq,
+        )
+
+    def apply(
+        self,
+        key: Key,
+        from_epoch: int,
+        to_epoch: int,
+        removed: Sequence[int],
+        added: Sequence[tuple[int, str]],
+        tokenize: TokenizeDocument,
+    ) -> bool:
+        """Absorb one committed chunk write of this process: the RAG went from ``from_epoch``
+        to ``to_epoch`` by deleting the rows ``removed`` and inserting ``added``. Applied only
+        when the held entry is exactly at ``from_epoch`` (else the read path refreshes it as
+        for a write from another process). The old entry is left intact for its readers."""
+        with self._lock:
+            if key not in self._entries:
+                return False
+            # Kept a while: a reader's reload racing this write may land at ``from_epoch``.
+            log = self._log.setdefault(key, OrderedDict())
+            log[from_epoch] = (to_epoch, tuple(removed), tuple(added), tokenize)
+            while len(log) > _LOG_HELD:
+                log.popitem(last=False)
+        return self._catch_up(key)
+
+    def _catch_up(self, key: Key) -> bool:
+        """Replay the logged writes from the held entry's epoch on; True if it moved."""
+        moved = False
+        while True:
+            with self._lock:
+                old = self._entries.get(key)
+                log = self._log.get(key)
+                step = None if old is None or log is None else log.get(old.epoch)
+            if old is None or step is None:
+                return moved
+            to_epoch, removed, added, tokenize = step
+            new = np.asarray([rowid for rowid, _ in added], dtype=np.int64)
+            if len(new) and (np.isin(new, old.rowids).any() or len(np.unique(new)) != len(new)):
+                return moved  # rowids are never reused: this cannot be the write it claims
+            gone = np.isin(old.rowids, np.asarray(removed, dtype=np.int64)) & old.alive
+            entry = self._advanced(old, gone, np.sort(new), _texts_of(dict(added)), tokenize)
+            entry.epoch = to_epoch
+            entry.loaded_at = old.loaded_at
+            with self._lock:
+                if self._entries.get(key) is not old:
+                    continue  # replaced meanwhile (a reload, another catch-up): look again
+                # readers whose snapshot predates the write still rank with the old state
+                entry.previous = dataclasses.replace(old, previous=None)
+                self.reloads += 1
+                self._entries[key] = entry
+                self._entries.move_to_end(key)
+                self._evict()
+            moved = True
 
     # -- loading -------------------------------------------------------------------------
 
@@ -148,6 +243,18 @@ class LexicalCache:
             if old is not None and old.epoch == epoch:
                 self._entries.move_to_end(key)
                 return old
+            if old is not None and old.epoch > epoch:
+                if old.previous is not None and old.previous.epoch == epoch:
+                    return old.previous  # the state before this process's last write
+                return None  # a reader still at an older snapshot: FTS5 answers it
+        if old is not None and self._catch_up(key):
+            with self._lock:
+                old = self._entries.get(key)
+            if old is not None and old.epoch == epoch:
+                return old
+            if old is not None and old.epoch > epoch:
+                return None
+        with self._lock:
             if old is not None and self._clock() - old.loaded_at < self.reload_cooldown_s:
                 return None  # being written right now: don't refresh on every query
         wanted = np.fromiter(load_rowids(), dtype=np.int64)
@@ -160,6 +267,7 @@ class LexicalCache:
                 return None
             entry = self._build(wanted, load_texts, tokenize)
         self._put(key, entry, epoch)
+        self._catch_up(key)  # writes of this process committed while it loaded
         return entry
 
     def _put(self, key: Key, entry: _Entry, epoch: int) -> None:
@@ -193,6 +301,7 @@ class LexicalCache:
                 entry = self._build(wanted, load_texts, tokenize)
                 if len(entry.rowids) == len(wanted):
                     self._put(key, entry, epoch)
+                    self._catch_up(key)
             except Exception:
                 log.warning(
                     "lexical index build for %s failed; FTS5 answers", key[2], exc_info=True
@@ -261,6 +370,19 @@ class LexicalCache:
         new = np.setdiff1d(wanted, held, assume_unique=False)
         if len(np.setdiff1d(wanted, held[old.alive])) != len(new):
             return None  # a masked row is back: only a rebuild can tell what it holds now
+        return self._advanced(old, gone, new, load_texts, tokenize)
+
+    def _advanced(
+        self,
+        old: _Entry,
+        gone: npt.NDArray[np.bool_],
+        new: IntArray,
+        load_texts: LoadTexts,
+        tokenize: TokenizeDocument,
+    ) -> _Entry:
+        """A new entry: ``old`` without the rows ``gone`` (a mask over its rows) and with the
+        rows ``new`` (ascending rowids, none held yet)."""
+        held = old.rowids
         vocab = dict(old.vocab)  # the old entry's vocabulary must not grow under its readers
         limit = _MERGE_FRACTION * max(old.n_main, 1)
         if len(held) - old.n_main + len(new) > limit or old.dead + int(gone.sum()) > limit:
@@ -322,10 +444,22 @@ class LexicalCache:
             np.concatenate([tf, add_tf]),
         )
 
+    def keys_of(self, rag_id: str) -> list[Key]:
+        """The held keys of that RAG id (whatever the tenant and project)."""
+        with self._lock:
+            return [key for key in self._entries if key[2] == rag_id]
+
+    def epoch_of(self, key: Key) -> int | None:
+        """The epoch of the RAG's held index (None: none held)."""
+        with self._lock:
+            entry = self._entries.get(key)
+        return None if entry is None else entry.epoch
+
     def _evict(self) -> None:
         total = sum(len(e.rowids) for e in self._entries.values())
         while total > self.max_rows and len(self._entries) > 1:
-            _, old = self._entries.popitem(last=False)
+            gone, old = self._entries.popitem(last=False)
+            self._log.pop(gone, None)
             total -= len(old.rowids)
 
     # -- ranking ---------------------------------------------------------------------------

@@ -9,8 +9,10 @@ one transaction, by one code path (``_insert_rows`` / ``_delete_where``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,6 +38,14 @@ from vancetope_rag.store.types import ChunkFilter, RagScope
 _KNN_MAX_K = 4096
 
 
+@dataclass
+class _Delta:
+    """One scope's chunk changes within a write transaction, for the in-process indexes."""
+
+    removed: list[int] = field(default_factory=list)
+    added: list[tuple[int, str, bytes]] = field(default_factory=list)  # rowid, text, vector
+
+
 def _vector_blob(vector: Sequence[float], dim: int) -> bytes:
     return checked_vector(vector, dim).tobytes()
 
@@ -55,17 +65,67 @@ class SqliteChunkStore:
         self.cache = cache
         #: The lexical index; its in-process BM25 index is ``lexical_cache``.
         self.lexical = SqliteLexical(db, cache=lexical_cache)
+        #: The calling thread's write being tracked: each scope's delta (None: not tracked).
+        self._local = threading.local()
+
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        """A write transaction whose chunk delta the in-process indexes absorb once it has
+        committed, so that a write does not make them stale (readers would fall back to FTS5
+        and sqlite-vec until a reload). A write inside a caller's transaction is not tracked:
+        it commits later, or not; the readers then refresh from the database as for a write
+        of another process."""
+        track = (self.cache is not None or self.lexical.cache is not None) and not (
+            self.db.conn.in_transaction or getattr(self._local, "deltas", None) is not None
+        )
+        if not track:
+            with self.db.transaction():
+                yield
+            return
+        deltas: dict[tuple[str, str, str], _Delta] = {}
+        epochs: dict[str, tuple[int, int]] = {}  # RAG id → its epoch before and after
+        self._local.deltas, self._local.epochs = deltas, epochs
+        try:
+            with self.db.transaction():
+                yield
+        finally:
+            self._local.deltas = self._local.epochs = None
+        # Committed. The epoch is per RAG id: the RAG's other scopes (other tenants or
+        # projects under the same id) moved to the new epoch too, with no change of theirs.
+        for rag_id, (start, end) in epochs.items():
+            lexical = self.lexical.cache.keys_of(rag_id) if self.lexical.cache else []
+            vector = self.cache.keys_of(rag_id) if self.cache is not None else []
+            for key in {*lexical, *vector, *(k for k in deltas if k[2] == rag_id)}:
+                delta = deltas.get(key, _Delta())
+                self.lexical.applied(
+                    key, start, end, delta.removed, [(r, text) for r, text, _ in delta.added]
+                )
+                if self.cache is not None:
+                    self.cache.apply(
+                        key, start, end, delta.removed, [(r, blob) for r, _, blob in delta.added]
+                    )
+
+    def _delta(self, scope: RagScope) -> _Delta | None:
+        deltas: dict[tuple[str, str, str], _Delta] | None = getattr(self._local, "deltas", None)
+        if deltas is None:
+            return None
+        return deltas.setdefault((scope.tenant_id, scope.project_id, scope.rag_id), _Delta())
 
     def _bump(self, rag_id: str) -> None:
         """Advance the RAG's epoch and the store-wide chunk epoch (the in-process caches'
         coherence counters; stored as ``rag_generations.generation`` and the
         ``chunk_generation`` counter, names kept)."""
-        self.db.execute(
+        ((epoch,),) = self.db.query(
             "INSERT INTO rag_generations (rag_id, generation) VALUES (?, 1) "
-            "ON CONFLICT (rag_id) DO UPDATE SET generation = generation + 1",
+            "ON CONFLICT (rag_id) DO UPDATE SET generation = generation + 1 "
+            "RETURNING generation",
             (rag_id,),
         )
         self.db.execute("UPDATE counters SET value = value + 1 WHERE name = 'chunk_generation'")
+        epochs: dict[str, tuple[int, int]] | None = getattr(self._local, "epochs", None)
+        if epochs is not None:  # the transaction holds the write lock: no write in between
+            start = epochs[rag_id][0] if rag_id in epochs else int(epoch) - 1
+            epochs[rag_id] = (start, int(epoch))
 
     def epoch(self, rag_id: str) -> int:
         rows = self.db.query("SELECT generation FROM rag_generations WHERE rag_id = ?", (rag_id,))
@@ -99,6 +159,9 @@ class SqliteChunkStore:
             )
             texts.append((rowid, ch.text))
         self.lexical.insert(scope, texts)
+        delta = self._delta(scope)
+        if delta is not None:
+            delta.added += [(r, t, b) for (r, t), b in zip(texts, blobs, strict=True)]
         return [ch.id for ch in chunks]
 
     def _delete_where(self, scope: RagScope, where: str, params: Sequence[Any]) -> int:
@@ -117,12 +180,15 @@ class SqliteChunkStore:
             self.db.execute(f"DELETE FROM {table} WHERE rowid IN ({marks})", part)
             self.db.execute(f"DELETE FROM chunks WHERE rowid IN ({marks})", part)
             self.lexical.delete(part)
+        delta = self._delta(scope)
+        if delta is not None:
+            delta.removed += [int(r) for r in rowids]
         return len(rowids)
 
     # -- port --------------------------------------------------------------------------
 
     def add_chunks(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
-        with self.db.transaction():
+        with self._write():
             ids = self._insert(scope, chunks)
             self._bump(scope.rag_id)
         return ids
@@ -142,7 +208,7 @@ class SqliteChunkStore:
                 f"chunk_version must be a positive integer, not {chunk_version!r}"
             )
         key = (scope.tenant_id, scope.project_id, scope.rag_id, source_ref)
-        with self.db.transaction():
+        with self._write():
             version = chunk_version if chunk_version is not None else self.db.next_sequence()
             # each source's last chunk version; the stored table and column keep their old
             # names (source_generations.generation)
@@ -163,7 +229,7 @@ class SqliteChunkStore:
             self._bump(scope.rag_id)
 
     def remove_by_source(self, scope: RagScope, source_ref: str) -> int:
-        with self.db.transaction():
+        with self._write():
             n = self._delete_where(scope, " AND c.source_ref = ?", (source_ref,))
             if n:
                 self._bump(scope.rag_id)
@@ -182,14 +248,14 @@ class SqliteChunkStore:
                 return 0
             where += f" AND c.id IN ({','.join('?' * len(chunk_ids))})"
             params += list(chunk_ids)
-        with self.db.transaction():
+        with self._write():
             n = self._delete_where(scope, where, params)
             if n:
                 self._bump(scope.rag_id)
         return n
 
     def drop_rag(self, scope: RagScope) -> int:
-        with self.db.transaction():
+        with self._write():
             n = self._delete_where(scope, "", ())
             self.db.execute(
                 "DELETE FROM source_generations WHERE tenant_id = ? AND project_id = ? "

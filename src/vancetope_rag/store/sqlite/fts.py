@@ -148,34 +148,46 @@ class SqliteLexical:
     def _cached(self, scope: RagScope, terms: Sequence[QueryTerm], top_k: int) -> Ranked | None:
         assert self.cache is not None
         rag_epoch = self._rag_epoch(scope)
-        stats = self._stats(scope, terms, rag_epoch)
-        if not stats.n_rows:
-            return []
         key = (scope.tenant_id, scope.project_id, scope.rag_id)
-        flags = self.db.apsw.FTS5_TOKENIZE_DOCUMENT
-
-        def tokenize(text: str) -> list[str]:
-            # The tokenizer of the calling thread's connection: a first load may run on a
-            # background thread.
-            tokens: list[str] = self._tokenizer()(
-                text.encode("utf-8"), flags, None, include_offsets=False, include_colocated=False
-            )
-            return tokens
-
+        # No statistics read here: an index entry at this epoch holds every row of the RAG,
+        # so it derives the same integers FTS5's tables would give (and no write invalidates
+        # them: :meth:`applied` keeps the entry at the RAG's epoch).
         found = self.cache.search(
             key,
             rag_epoch,
             [t.token for t in terms],
-            stats,
+            None,
             top_k,
             load_rowids=lambda: self._scope_rowids(scope),
             load_texts=self._texts,
-            tokenize=tokenize,
+            tokenize=self._tokenize_document,
         )
         if found is None:
             return None
         rowids, scores = found
         return list(zip(rowids.tolist(), scores.tolist(), strict=True))
+
+    def _tokenize_document(self, text: str) -> list[str]:
+        # The tokenizer of the calling thread's connection: a first load may run on a
+        # background thread.
+        flags = self.db.apsw.FTS5_TOKENIZE_DOCUMENT
+        tokens: list[str] = self._tokenizer()(
+            text.encode("utf-8"), flags, None, include_offsets=False, include_colocated=False
+        )
+        return tokens
+
+    def applied(
+        self,
+        key: tuple[str, str, str],
+        from_epoch: int,
+        to_epoch: int,
+        removed: Sequence[int],
+        added: Sequence[tuple[int, str]],
+    ) -> None:
+        """A chunk write of this process committed: the in-process index absorbs its delta
+        (after the commit, never inside the transaction: it could still roll back)."""
+        if self.cache is not None:
+            self.cache.apply(key, from_epoch, to_epoch, removed, added, self._tokenize_document)
 
     # -- statistics and what the in-process index reads --------------------------------
 

@@ -23,10 +23,11 @@ machines (query embedding 10 ms → 200-400 ms after a two-thread numpy product)
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +44,7 @@ class _Entry:
     matrix: npt.NDArray[np.float32]  # rows L2-normalised, in rowid order
     loaded_at: float
     quantized: _Int8Rows | None = None
+    previous: _Entry | None = None  # the entry before the last applied write, for old snapshots
 
 
 class _Int8Rows:
@@ -53,16 +55,29 @@ class _Int8Rows:
 
     def __init__(self, torch: Any, matrix: npt.NDArray[np.float32]) -> None:
         self.torch = torch
-        scale = np.abs(matrix).max(axis=1) / 127.0
+        scale = np.abs(matrix).max(axis=1) / 127.0 if len(matrix) else np.zeros(0)
         scale[scale == 0] = 1.0
         q8 = np.clip(np.rint(matrix / scale[:, None]), -127, 127).astype(np.int8)
         # Per-row reconstruction error, with the scale as the kernel will see it (bfloat16).
         scale_bf16 = torch.from_numpy(scale.astype(np.float32)).to(torch.bfloat16)
         recon = q8.astype(np.float32) * scale_bf16.float().numpy()[:, None]
-        self.row_error = float(np.linalg.norm(matrix - recon, axis=1).max())
-        self.max_row_norm = float(np.linalg.norm(recon, axis=1).max())
+        self.row_error = float(np.linalg.norm(matrix - recon, axis=1).max(initial=0.0))
+        self.max_row_norm = float(np.linalg.norm(recon, axis=1).max(initial=0.0))
         self.weights = torch.from_numpy(q8)
         self.scales = scale_bf16
+
+    def advanced(self, keep: npt.NDArray[np.bool_], new: npt.NDArray[np.float32]) -> _Int8Rows:
+        """These rows where ``keep``, then ``new`` quantized. The error bounds stay maxima over
+        the rows (an old maximum still bounds the rows kept), so the rescoring stays exact."""
+        added = _Int8Rows(self.torch, new)
+        out = object.__new__(_Int8Rows)
+        out.torch = self.torch
+        mask = self.torch.from_numpy(keep)
+        out.weights = self.torch.cat([self.weights[mask], added.weights])
+        out.scales = self.torch.cat([self.scales[mask], added.scales])
+        out.row_error = max(self.row_error, added.row_error)
+        out.max_row_norm = max(self.max_row_norm, added.max_row_norm)
+        return out
 
     def scores(self, q: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.float32], float]:
         """Approximate scores and a bound on |approximate - exact| valid for every row."""
@@ -104,6 +119,11 @@ def _cap_blas_threads() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
+#: Writes of this process kept per RAG, for a reload that lands behind them.
+_LOG_HELD = 64
+
+_Step = tuple[int, tuple[int, ...], tuple[tuple[int, bytes], ...]]
+
 Loader = Callable[[], tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
 
 
@@ -128,6 +148,9 @@ class VectorCache:
         self.reload_cooldown_s = reload_cooldown_s
         self._clock = clock
         self._entries: OrderedDict[Key, _Entry] = OrderedDict()
+        #: This process's recent writes per held RAG: from epoch → (to epoch, removed rowids,
+        #: added (rowid, float32 blob)); see :meth:`apply`.
+        self._log: dict[Key, OrderedDict[int, _Step]] = {}
         self._lock = threading.Lock()
         self.reloads = 0
 
@@ -180,6 +203,82 @@ class VectorCache:
         out[held] = entry.matrix[at[held]] @ _unit(vector)
         return out
 
+    def apply(
+        self,
+        key: Key,
+        from_epoch: int,
+        to_epoch: int,
+        removed: Sequence[int],
+        added: Sequence[tuple[int, bytes]],
+    ) -> bool:
+        """Absorb one committed chunk write of this process (rows ``removed`` deleted, rows
+        ``added`` inserted as float32 blobs, the RAG's epoch ``from_epoch`` → ``to_epoch``),
+        when the held matrix is exactly at ``from_epoch``; else the read path reloads it. New
+        rowids come from a high-water mark, so appending keeps the rows in rowid order."""
+        with self._lock:
+            if key not in self._entries:
+                return False
+            # Kept a while: a reader's reload racing this write may land at ``from_epoch``.
+            log = self._log.setdefault(key, OrderedDict())
+            log[from_epoch] = (to_epoch, tuple(removed), tuple(added))
+            while len(log) > _LOG_HELD:
+                log.popitem(last=False)
+        return self._catch_up(key)
+
+    def _catch_up(self, key: Key) -> bool:
+        """Replay the logged writes from the held matrix's epoch on; True if it moved."""
+        moved = False
+        while True:
+            with self._lock:
+                old = self._entries.get(key)
+                log = self._log.get(key)
+                step = None if old is None or log is None else log.get(old.epoch)
+            if old is None or step is None:
+                return moved
+            entry = self._advanced(old, *step)
+            if entry is None:
+                return moved
+            with self._lock:
+                if self._entries.get(key) is not old:
+                    continue  # replaced meanwhile (a reload, another catch-up): look again
+                # readers whose snapshot predates the write still rank with the old state
+                entry.previous = dataclasses.replace(old, previous=None)
+                self.reloads += 1
+                self._entries[key] = entry
+                self._entries.move_to_end(key)
+                self._evict()
+            moved = True
+
+    @staticmethod
+    def _advanced(
+        old: _Entry,
+        to_epoch: int,
+        removed: Sequence[int],
+        added: Sequence[tuple[int, bytes]],
+    ) -> _Entry | None:
+        dim = old.matrix.shape[1]
+        new_ids = np.asarray([r for r, _ in added], dtype=np.int64)
+        if len(new_ids) and (
+            (len(old.rowids) and new_ids.min() <= old.rowids[-1])
+            or np.any(np.diff(new_ids) <= 0)
+            or any(len(b) != 4 * dim for _, b in added)
+        ):
+            return None
+        vectors = np.frombuffer(b"".join(b for _, b in added), dtype=np.float32).reshape(-1, dim)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        vectors = (vectors / norms).astype(np.float32)
+        keep = ~np.isin(old.rowids, np.asarray(removed, dtype=np.int64))
+        entry = _Entry(
+            to_epoch,
+            np.concatenate([old.rowids[keep], new_ids]),
+            np.ascontiguousarray(np.concatenate([old.matrix[keep], vectors]), dtype=np.float32),
+            old.loaded_at,
+        )
+        if old.quantized is not None:
+            entry.quantized = old.quantized.advanced(keep, vectors)
+        return entry
+
     def _current(self, key: Key, epoch: int, load: Loader) -> _Entry | None:
         """The RAG's entry at ``epoch``, loading it if due; None to fall back."""
         with self._lock:
@@ -187,6 +286,18 @@ class VectorCache:
             if entry is not None and entry.epoch == epoch:
                 self._entries.move_to_end(key)
                 return entry
+            if entry is not None and entry.epoch > epoch:
+                if entry.previous is not None and entry.previous.epoch == epoch:
+                    return entry.previous  # the state before this process's last write
+                return None  # a reader still at an older snapshot: sqlite-vec answers it
+        if entry is not None and self._catch_up(key):
+            with self._lock:
+                entry = self._entries.get(key)
+            if entry is not None and entry.epoch == epoch:
+                return entry
+            if entry is not None and entry.epoch > epoch:
+                return None
+        with self._lock:
             if entry is not None and self._clock() - entry.loaded_at < self.reload_cooldown_s:
                 return None  # being written right now: don't reload on every query
         rowids, matrix = load()
@@ -207,6 +318,7 @@ class VectorCache:
             self._entries[key] = entry
             self._entries.move_to_end(key)
             self._evict()
+        self._catch_up(key)  # writes of this process committed while it loaded
         return entry
 
     @staticmethod
@@ -227,8 +339,20 @@ class VectorCache:
             exact = np.concatenate([exact, entry.matrix[extra] @ q])
         return cand.astype(np.int64), exact
 
+    def keys_of(self, rag_id: str) -> list[Key]:
+        """The held keys of that RAG id (whatever the tenant and project)."""
+        with self._lock:
+            return [key for key in self._entries if key[2] == rag_id]
+
+    def epoch_of(self, key: Key) -> int | None:
+        """The epoch of the RAG's held matrix (None: none held)."""
+        with self._lock:
+            entry = self._entries.get(key)
+        return None if entry is None else entry.epoch
+
     def _evict(self) -> None:
         total = sum(len(e.rowids) for e in self._entries.values())
         while total > self.max_rows and len(self._entries) > 1:
-            _, old = self._entries.popitem(last=False)
+            gone, old = self._entries.popitem(last=False)
+            self._log.pop(gone, None)
             total -= len(old.rowids)
