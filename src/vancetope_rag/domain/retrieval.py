@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from vancetope_rag.domain.records import Hit
 from vancetope_rag.errors import InvalidInputError
@@ -23,15 +25,23 @@ from vancetope_rag.errors import InvalidInputError
 __all__ = [
     "MAX_TOP_K",
     "Candidates",
+    "FusedHits",
+    "FusedRank",
     "FusionParams",
     "RetrievalMode",
     "check_query_args",
     "collect_hits",
     "first_fetch",
     "fuse",
+    "fuse_ranks",
+    "fused_hits",
     "parse_retrieval_mode",
     "select_hits",
 ]
+
+
+#: What names a candidate in :func:`fuse_ranks`: a chunk id, or a store's row id.
+K = TypeVar("K", str, int)
 
 
 class RetrievalMode(enum.StrEnum):
@@ -79,6 +89,123 @@ class FusionParams:
             )
 
 
+@dataclass(frozen=True, slots=True)
+class FusedRank(Generic[K]):
+    """One candidate's place after fusion, before its hit is read: ``key`` names it (a chunk
+    id, or a store's row id), ``score`` is its cosine (the dense list's when both found it)."""
+
+    key: K
+    score: float
+    fused_score: float
+    dense_rank: int | None
+    lexical_rank: int | None
+    lexical_score: float | None
+
+
+def fuse_ranks(
+    dense: Sequence[tuple[K, float]],
+    lexical: Sequence[tuple[K, float, float | None]],
+    params: FusionParams,
+    *,
+    tie_break: Callable[[Sequence[K]], Mapping[K, str]] | None = None,
+) -> list[FusedRank[K]]:
+    """Reciprocal-rank fusion of two ranked lists of one RAG, on keys alone, so a store can
+    fuse before it reads any chunk row and read only the hits that get selected.
+
+    Args:
+        dense: ``(key, cosine)``, best first.
+        lexical: ``(key, cosine, lexical score)``, best first.
+        params: The fusion's constant and weights.
+        tie_break: The chunk id of each key given, for keys that tie on fused score and
+            cosine (called once, only when some do); None: the keys are the chunk ids.
+
+    Returns:
+        Every candidate once, ordered by fused score, then cosine, then chunk id.
+    """
+    ranks: dict[K, list[Any]] = {}  # key → [cosine, fused, dense rank, lexical rank, lexical score]
+    for rank, (key, cosine) in enumerate(dense, 1):
+        if key not in ranks:
+            ranks[key] = [cosine, params.dense_weight / (params.k + rank), rank, None, None]
+    for rank, (key, cosine, lexical_score) in enumerate(lexical, 1):
+        seen = ranks.get(key)
+        if seen is None:
+            ranks[key] = [cosine, 0.0, None, None, None]
+            seen = ranks[key]
+        elif seen[3] is not None:
+            continue
+        seen[1] += params.lexical_weight / (params.k + rank)
+        seen[3], seen[4] = rank, lexical_score
+    fused = [FusedRank(key, *values) for key, values in ranks.items()]
+    if tie_break is None:
+        fused.sort(key=lambda f: (-f.fused_score, -f.score, f.key))
+        return fused
+    fused.sort(key=lambda f: (-f.fused_score, -f.score))
+    tied: set[K] = set()
+    for a, b in itertools.pairwise(fused):
+        if a.fused_score == b.fused_score and a.score == b.score:
+            tied.update((a.key, b.key))
+    if tied:
+        ids = tie_break(sorted(tied))
+        fused.sort(key=lambda f: (-f.fused_score, -f.score, ids.get(f.key, "")))
+    return fused
+
+
+class FusedHits:
+    """Fused candidates, in order, whose hits are read in batches as iteration reaches them:
+    selecting ``topK`` hits usually reads a few rows, not the whole fusion depth.
+    ``read(ranks)`` returns the hits of those ranks in their order, leaving out any whose row
+    is gone; a store reads them from the committed state the ranks came from, so iterate
+    inside the store's snapshot. Read hits are kept: iterating again reads nothing."""
+
+    _FIRST_BATCH = 16
+
+    def __init__(
+        self,
+        ranks: Sequence[FusedRank[Any]],
+        read: Callable[[Sequence[FusedRank[Any]]], list[Hit]],
+    ) -> None:
+        self._ranks = ranks
+        self._read = read
+        self._hits: list[Hit] = []
+        self._done = 0  # ranks read so far
+
+    def __iter__(self) -> Iterator[Hit]:
+        i = 0
+        while True:
+            while i >= len(self._hits) and self._done < len(self._ranks):
+                batch = self._ranks[self._done : self._done + max(self._FIRST_BATCH, self._done)]
+                self._done += len(batch)
+                self._hits += self._read(batch)
+            if i >= len(self._hits):
+                return
+            yield self._hits[i]
+            i += 1
+
+
+def _fused_hit(hit: Hit, rank: FusedRank[Any]) -> Hit:
+    return dataclasses.replace(
+        hit,
+        score=rank.score,
+        dense_rank=rank.dense_rank,
+        lexical_rank=rank.lexical_rank,
+        lexical_score=rank.lexical_score,
+        fused_score=rank.fused_score,
+    )
+
+
+def fused_hits(dense: Sequence[Hit], lexical: Sequence[Hit], params: FusionParams) -> FusedHits:
+    """:func:`fuse` with each hit copied only when it is first looked at."""
+    by_id: dict[str, Hit] = {}
+    for hit in (*lexical, *dense):  # the dense list's hit wins: its cosine orders the fusion
+        by_id[hit.chunk_id] = hit
+    ranks = fuse_ranks(
+        [(h.chunk_id, h.score) for h in dense],
+        [(h.chunk_id, h.score, h.lexical_score) for h in lexical],
+        params,
+    )
+    return FusedHits(ranks, lambda batch: [_fused_hit(by_id[r.key], r) for r in batch])
+
+
 def fuse(dense: Sequence[Hit], lexical: Sequence[Hit], params: FusionParams) -> list[Hit]:
     """Merge two ranked candidate lists of one RAG by reciprocal rank.
 
@@ -87,27 +214,7 @@ def fuse(dense: Sequence[Hit], lexical: Sequence[Hit], params: FusionParams) -> 
     ``lexical_score`` and ``fused_score``. Order: fused score, then cosine, then chunk id
     (deterministic for equal scores).
     """
-    merged: dict[str, Hit] = {}
-    fused: dict[str, float] = {}
-    for rank, hit in enumerate(dense, 1):
-        if hit.chunk_id in merged:
-            continue
-        merged[hit.chunk_id] = dataclasses.replace(hit, dense_rank=rank, lexical_rank=None)
-        fused[hit.chunk_id] = params.dense_weight / (params.k + rank)
-    for rank, hit in enumerate(lexical, 1):
-        seen = merged.get(hit.chunk_id)
-        if seen is not None and seen.lexical_rank is not None:
-            continue
-        if seen is None:
-            merged[hit.chunk_id] = dataclasses.replace(hit, dense_rank=None, lexical_rank=rank)
-            fused[hit.chunk_id] = 0.0
-        else:
-            merged[hit.chunk_id] = dataclasses.replace(
-                seen, lexical_rank=rank, lexical_score=hit.lexical_score
-            )
-        fused[hit.chunk_id] += params.lexical_weight / (params.k + rank)
-    order = sorted(merged, key=lambda cid: (-fused[cid], -merged[cid].score, cid))
-    return [dataclasses.replace(merged[cid], fused_score=fused[cid]) for cid in order]
+    return list(fused_hits(dense, lexical, params))
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +228,7 @@ class Candidates:
         cosine_floor: No chunk left out scores a higher cosine than this; None if unknown.
     """
 
-    hits: Sequence[Hit]
+    hits: Iterable[Hit]
     complete: bool
     cosine_floor: float | None
 
@@ -137,7 +244,9 @@ class Candidates:
         """Both lists of one round (``asked`` per side), fused. Every chunk missing from the
         dense list scores at most its last cosine, so that is the floor."""
         return cls(
-            fuse(dense, lexical, params), len(dense) < asked, dense[-1].score if dense else None
+            fused_hits(dense, lexical, params),
+            len(dense) < asked,
+            dense[-1].score if dense else None,
         )
 
 
@@ -186,7 +295,7 @@ def first_fetch(top_k: int, max_per_doc: int | None) -> int:
 
 
 def select_hits(
-    ranked: Sequence[Hit],
+    ranked: Iterable[Hit],
     top_k: int,
     min_score: float | None,
     max_per_doc: int | None,

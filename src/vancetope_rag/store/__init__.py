@@ -12,7 +12,8 @@ Modules:
   (rebuilds), ``sqlite.settings``, ``sqlite.rows`` (pure codecs and SQL pieces),
   ``sqlite.errors``, ``sqlite.fts`` (the FTS5 lexical index), ``sqlite.bm25``,
   ``sqlite.bm25_index`` and ``sqlite.bm25_postings`` (the in-process BM25 index),
-  ``sqlite.vector_cache`` (the in-process exact index).
+  ``sqlite.vector_cache`` (the in-process exact index), ``sqlite.epoch_cache`` (what both
+  in-process indexes share: epochs, absorbed writes).
 * MongoDB (``mongo``): ``mongo.client`` (open, compose, connection semantics),
   ``mongo.control``, ``mongo.chunks`` and ``mongo.rebuilds`` (the adapters, thin I/O),
   ``mongo.catalog`` (RAG generations and the live pointers), ``mongo.builders.updates``,

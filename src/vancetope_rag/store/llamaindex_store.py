@@ -228,7 +228,8 @@ class RagVectorStore(BasePydanticVectorStore):
                 f"query mode {getattr(query.mode, 'value', query.mode)!r} is not supported; "
                 "use 'default' or 'hybrid'"
             )
-        hits = collect_hits(fetch, top_k=query.similarity_top_k, keep=keep, min_fetch=min_fetch)
+        with self._chunks.snapshot():  # a hybrid query's hits are read as they are selected
+            hits = collect_hits(fetch, top_k=query.similarity_top_k, keep=keep, min_fetch=min_fetch)
         return VectorStoreQueryResult(
             nodes=[hit_to_node(h) for h in hits],
             similarities=[h.score for h in hits],
@@ -248,11 +249,9 @@ class RagVectorStore(BasePydanticVectorStore):
             fusion = FusionParams(fusion.k, query.alpha, 1.0 - query.alpha, fusion.depth)
 
         def fetch(n: int) -> Candidates:
-            dense = self._chunks.query(self._scope, vector, n, filters=filters)
-            lexical = self._chunks.lexical_query(
-                self._scope, text, n, vector=vector, filters=filters
+            return self._chunks.hybrid_query(
+                self._scope, text, vector, n, fusion=fusion, filters=filters
             )
-            return Candidates.hybrid(dense, lexical, n, fusion)
 
         return fetch, fusion.depth
 

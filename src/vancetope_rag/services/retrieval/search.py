@@ -80,21 +80,22 @@ class Retriever:
         (each at least ``fusion.depth`` deep), every hit gated on its own cosine."""
 
         def fetch(n: int) -> Candidates:
-            # Both lists from one committed state: a source replaced between them would
-            # otherwise fuse its old chunks from one list with its new ones from the other.
-            with self.chunks.snapshot():
-                dense = self.chunks.query(scope, vector, n, filters=filters)
-                lexical = self.chunks.lexical_query(scope, text, n, vector=vector, filters=filters)
-            return Candidates.hybrid(dense, lexical, n, self.fusion)
+            return self.chunks.hybrid_query(
+                scope, text, vector, n, fusion=self.fusion, filters=filters
+            )
 
-        return collect_hits(
-            fetch,
-            top_k=top_k,
-            min_score=min_score,
-            max_per_doc=max_per_doc,
-            min_fetch=self.fusion.depth,
-            keep=keep,
-        )
+        # Both lists, and every hit read from them, from one committed state: a source
+        # replaced meanwhile would otherwise fuse its old chunks from one list with its new
+        # ones from the other, or lose a row between the fusion and the read.
+        with self.chunks.snapshot():
+            return collect_hits(
+                fetch,
+                top_k=top_k,
+                min_score=min_score,
+                max_per_doc=max_per_doc,
+                min_fetch=self.fusion.depth,
+                keep=keep,
+            )
 
 
 def citable_hits(control: DocumentStore, rag: RagRecord, hits: Sequence[Hit]) -> list[Hit]:

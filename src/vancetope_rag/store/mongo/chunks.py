@@ -45,6 +45,7 @@ from bson import ObjectId
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from vancetope_rag.domain.records import Chunk, Hit
+from vancetope_rag.domain.retrieval import Candidates, FusionParams
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.bm25 import rank_bm25
@@ -343,6 +344,20 @@ class MongoChunkStore:
             )
         }
         return [mq.hit_from_bson(found[r["_id"]], s) for r, s in chosen if r["_id"] in found]
+
+    def hybrid_query(
+        self,
+        scope: RagScope,
+        text: str,
+        vector: Sequence[float],
+        top_k: int,
+        *,
+        fusion: FusionParams,
+        filters: ChunkFilter | None = None,
+    ) -> Candidates:
+        dense = self.query(scope, vector, top_k, filters=filters)
+        lexical = self.lexical_query(scope, text, top_k, vector=vector, filters=filters)
+        return Candidates.hybrid(dense, lexical, top_k, fusion)
 
     def lexical_query(
         self,

@@ -9,6 +9,7 @@ from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 from vancetope_rag.domain.records import Chunk, Hit
+from vancetope_rag.domain.retrieval import Candidates, FusionParams
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
 
@@ -97,6 +98,21 @@ class ChunkStore(Protocol):
         first. Each ``Hit.score`` is that chunk's cosine similarity to ``vector`` (so the caller
         can gate lexical-only hits on minScore); ``Hit.lexical_score`` is the store's relevance
         score. A text with no searchable word finds nothing."""
+        ...
+
+    def hybrid_query(
+        self,
+        scope: RagScope,
+        text: str,
+        vector: Sequence[float],
+        top_k: int,
+        *,
+        fusion: FusionParams,
+        filters: ChunkFilter | None = None,
+    ) -> Candidates:
+        """:meth:`query` and :meth:`lexical_query` (``top_k`` each) from one committed state,
+        fused by :meth:`Candidates.hybrid`. A store may fuse on row ids and read each hit's
+        row only when it is first looked at: look at them inside :meth:`snapshot`."""
         ...
 
     def snapshot(self) -> AbstractContextManager[None]:

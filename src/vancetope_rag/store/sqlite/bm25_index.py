@@ -12,16 +12,12 @@ reads from FTS5's tables (:meth:`.sqlite.fts.SqliteLexical._stats`) and gives ``
 ranking from here equals the FTS5 path's ranking of the same query, row for row and score for
 score (tested on random corpora, and after every write of an interleaving), whichever answers.
 
-Writes of this process do not make an entry stale: the chunk store hands each committed
-write's delta to :meth:`LexicalCache.apply`, which advances the entry to the new epoch (rows
-removed masked, rows added tokenized into the delta segment). The delta is also kept a while
-(a per-RAG log of this process's recent writes), so a reload that lands at an epoch behind
-them is caught up; a reader whose snapshot predates the last write gets the entry before it.
-Writes of another process only move the epoch: they are refreshed as below.
-
-Coherence is the vector cache's (:mod:`.sqlite.vector_cache`): a per-RAG epoch bumped in the same
-transaction as every chunk write; a stale entry is refreshed unless it was refreshed moments
-ago, in which case the caller asks FTS5. Refreshing is incremental: chunk rows never change
+Coherence is the vector cache's (:mod:`.sqlite.epoch_cache`). Writes of this process do not
+make an entry stale: the chunk store hands each committed write's delta to
+:meth:`LexicalCache.apply`, which advances the entry to the new epoch (rows removed masked,
+rows added tokenized into the delta segment). Writes of another process only move the
+epoch: a stale entry is refreshed unless it was refreshed moments ago, in which case the
+caller asks FTS5. Refreshing is incremental: chunk rows never change
 (a replacement is a delete plus new rows), so only rows added since the last load are
 tokenized, into a small delta segment; rows removed since are masked. When the delta or the
 mask grows past a fraction of the main segment, both merge into a new main segment.
@@ -37,7 +33,6 @@ import dataclasses
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -54,20 +49,17 @@ from vancetope_rag.store.sqlite.bm25_postings import (
     postings_of,
     rank,
 )
+from vancetope_rag.store.sqlite.epoch_cache import EpochCache, Key
 
 __all__ = ["CollectionStats", "LexicalCache"]
-
-Key = tuple[str, str, str]  # tenant, project, rag id
 
 #: ``load_rowids()``: every chunk rowid of the RAG (any order).
 LoadRowids = Callable[[], Iterable[int]]
 #: ``load_texts(rowids)``: ``(rowid, text)`` of those chunks.
 LoadTexts = Callable[[Sequence[int]], Iterable[tuple[int, str]]]
 
-#: Writes of this process kept per RAG, for a reload that lands behind them.
-_LOG_HELD = 64
-
-_Step = tuple[int, tuple[int, ...], tuple[tuple[int, str], ...], TokenizeDocument]
+#: One write: the rowids it removed, the (rowid, text) it added, the tokenizer.
+_Delta = tuple[tuple[int, ...], tuple[tuple[int, str], ...], TokenizeDocument]
 
 #: Merge the delta and the deletions into the main segment past this fraction of it.
 _MERGE_FRACTION = 0.25
@@ -97,7 +89,7 @@ class _Entry:
         return int(len(self.alive) - np.count_nonzero(self.alive))
 
 
-class LexicalCache:
+class LexicalCache(EpochCache[_Entry, _Delta]):
     """LRU of per-RAG lexical indexes, bounded by the total number of rows held."""
 
     def __init__(
@@ -108,18 +100,10 @@ class LexicalCache:
         sync_build_max_rows: int = 20_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.max_rows = max_rows
-        self.reload_cooldown_s = reload_cooldown_s
+        super().__init__(max_rows=max_rows, reload_cooldown_s=reload_cooldown_s, clock=clock)
         #: A first load of more rows than this runs in the background (FTS5 answers meanwhile).
         self.sync_build_max_rows = sync_build_max_rows
-        self._clock = clock
-        self._entries: OrderedDict[Key, _Entry] = OrderedDict()
         self._building: dict[Key, float] = {}  # key → when its background build started
-        #: This process's recent writes per held RAG: from epoch → (to epoch, removed rowids,
-        #: added (rowid, text), tokenizer); see :meth:`apply`.
-        self._log: dict[Key, OrderedDict[int, _Step]] = {}
-        self._lock = threading.Lock()
-        self.reloads = 0
 
     def search(
         self,
@@ -186,47 +170,17 @@ class LexicalCache:
         tokenize: TokenizeDocument,
     ) -> bool:
         """Absorb one committed chunk write of this process: the RAG went from ``from_epoch``
-        to ``to_epoch`` by deleting the rows ``removed`` and inserting ``added``. Applied only
-        when the held entry is exactly at ``from_epoch`` (else the read path refreshes it as
-        for a write from another process). The old entry is left intact for its readers."""
-        with self._lock:
-            if key not in self._entries:
-                return False
-            # Kept a while: a reader's reload racing this write may land at ``from_epoch``.
-            log = self._log.setdefault(key, OrderedDict())
-            log[from_epoch] = (to_epoch, tuple(removed), tuple(added), tokenize)
-            while len(log) > _LOG_HELD:
-                log.popitem(last=False)
-        return self._catch_up(key)
+        to ``to_epoch`` by deleting the rows ``removed`` and inserting ``added`` (see
+        :meth:`EpochCache._absorb`)."""
+        return self._absorb(key, from_epoch, to_epoch, (tuple(removed), tuple(added), tokenize))
 
-    def _catch_up(self, key: Key) -> bool:
-        """Replay the logged writes from the held entry's epoch on; True if it moved."""
-        moved = False
-        while True:
-            with self._lock:
-                old = self._entries.get(key)
-                log = self._log.get(key)
-                step = None if old is None or log is None else log.get(old.epoch)
-            if old is None or step is None:
-                return moved
-            to_epoch, removed, added, tokenize = step
-            new = np.asarray([rowid for rowid, _ in added], dtype=np.int64)
-            if len(new) and (np.isin(new, old.rowids).any() or len(np.unique(new)) != len(new)):
-                return moved  # rowids are never reused: this cannot be the write it claims
-            gone = np.isin(old.rowids, np.asarray(removed, dtype=np.int64)) & old.alive
-            entry = self._advanced(old, gone, np.sort(new), _texts_of(dict(added)), tokenize)
-            entry.epoch = to_epoch
-            entry.loaded_at = old.loaded_at
-            with self._lock:
-                if self._entries.get(key) is not old:
-                    continue  # replaced meanwhile (a reload, another catch-up): look again
-                # readers whose snapshot predates the write still rank with the old state
-                entry.previous = dataclasses.replace(old, previous=None)
-                self.reloads += 1
-                self._entries[key] = entry
-                self._entries.move_to_end(key)
-                self._evict()
-            moved = True
+    def _advance(self, old: _Entry, delta: _Delta) -> _Entry | None:
+        removed, added, tokenize = delta
+        new = np.asarray([rowid for rowid, _ in added], dtype=np.int64)
+        if len(new) and (np.isin(new, old.rowids).any() or len(np.unique(new)) != len(new)):
+            return None  # rowids are never reused: this cannot be the write it claims
+        gone = np.isin(old.rowids, np.asarray(removed, dtype=np.int64)) & old.alive
+        return self._advanced(old, gone, np.sort(new), _texts_of(dict(added)), tokenize)
 
     # -- loading -------------------------------------------------------------------------
 
@@ -238,25 +192,9 @@ class LexicalCache:
         load_texts: LoadTexts,
         tokenize: TokenizeDocument,
     ) -> _Entry | None:
-        with self._lock:
-            old = self._entries.get(key)
-            if old is not None and old.epoch == epoch:
-                self._entries.move_to_end(key)
-                return old
-            if old is not None and old.epoch > epoch:
-                if old.previous is not None and old.previous.epoch == epoch:
-                    return old.previous  # the state before this process's last write
-                return None  # a reader still at an older snapshot: FTS5 answers it
-        if old is not None and self._catch_up(key):
-            with self._lock:
-                old = self._entries.get(key)
-            if old is not None and old.epoch == epoch:
-                return old
-            if old is not None and old.epoch > epoch:
-                return None
-        with self._lock:
-            if old is not None and self._clock() - old.loaded_at < self.reload_cooldown_s:
-                return None  # being written right now: don't refresh on every query
+        old, due = self._lookup(key, epoch)
+        if not due:
+            return old
         wanted = np.fromiter(load_rowids(), dtype=np.int64)
         if len(wanted) > self.max_rows:
             return None
@@ -267,17 +205,7 @@ class LexicalCache:
                 return None
             entry = self._build(wanted, load_texts, tokenize)
         self._put(key, entry, epoch)
-        self._catch_up(key)  # writes of this process committed while it loaded
         return entry
-
-    def _put(self, key: Key, entry: _Entry, epoch: int) -> None:
-        entry.epoch = epoch
-        entry.loaded_at = self._clock()
-        with self._lock:
-            self.reloads += 1
-            self._entries[key] = entry
-            self._entries.move_to_end(key)
-            self._evict()
 
     def _build_in_background(
         self,
@@ -301,7 +229,6 @@ class LexicalCache:
                 entry = self._build(wanted, load_texts, tokenize)
                 if len(entry.rowids) == len(wanted):
                     self._put(key, entry, epoch)
-                    self._catch_up(key)
             except Exception:
                 log.warning(
                     "lexical index build for %s failed; FTS5 answers", key[2], exc_info=True
@@ -443,23 +370,3 @@ class LexicalCache:
             np.concatenate([terms, add_terms]),
             np.concatenate([tf, add_tf]),
         )
-
-    def keys_of(self, rag_id: str) -> list[Key]:
-        """The held keys of that RAG id (whatever the tenant and project)."""
-        with self._lock:
-            return [key for key in self._entries if key[2] == rag_id]
-
-    def epoch_of(self, key: Key) -> int | None:
-        """The epoch of the RAG's held index (None: none held)."""
-        with self._lock:
-            entry = self._entries.get(key)
-        return None if entry is None else entry.epoch
-
-    def _evict(self) -> None:
-        total = sum(len(e.rowids) for e in self._entries.values())
-        while total > self.max_rows and len(self._entries) > 1:
-            gone, old = self._entries.popitem(last=False)
-            self._log.pop(gone, None)
-            total -= len(old.rowids)
-
-    # -- ranking ---------------------------------------------------------------------------

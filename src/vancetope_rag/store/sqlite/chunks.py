@@ -18,6 +18,13 @@ from typing import Any
 import numpy as np
 
 from vancetope_rag.domain.records import Chunk, Hit
+from vancetope_rag.domain.retrieval import (
+    Candidates,
+    FusedHits,
+    FusedRank,
+    FusionParams,
+    fuse_ranks,
+)
 from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.shared import (
     check_top_k,
@@ -28,6 +35,7 @@ from vancetope_rag.store.shared import (
 from vancetope_rag.store.sqlite.bm25 import QueryTerm
 from vancetope_rag.store.sqlite.bm25_index import LexicalCache
 from vancetope_rag.store.sqlite.db import SqliteDatabase
+from vancetope_rag.store.sqlite.epoch_cache import EpochCache
 from vancetope_rag.store.sqlite.errors import ConstraintViolation
 from vancetope_rag.store.sqlite.fts import SqliteLexical
 from vancetope_rag.store.sqlite.rows import chunk_filter_sql, chunk_row, insert_sql, row_to_hit
@@ -88,22 +96,32 @@ class SqliteChunkStore:
         try:
             with self.db.transaction():
                 yield
+            # Committed. The epoch is per RAG id: the RAG's other scopes (other tenants or
+            # projects under the same id) moved to the new epoch too, with no change of theirs.
+            for rag_id, (start, end) in epochs.items():
+                lexical = self.lexical.cache.keys_of(rag_id) if self.lexical.cache else []
+                vector = self.cache.keys_of(rag_id) if self.cache is not None else []
+                for key in {*lexical, *vector, *(k for k in deltas if k[2] == rag_id)}:
+                    delta = deltas.get(key, _Delta())
+                    self.lexical.applied(
+                        key, start, end, delta.removed, [(r, text) for r, text, _ in delta.added]
+                    )
+                    if self.cache is not None:
+                        self.cache.apply(
+                            key,
+                            start,
+                            end,
+                            delta.removed,
+                            [(r, blob) for r, _, blob in delta.added],
+                        )
         finally:
             self._local.deltas = self._local.epochs = None
-        # Committed. The epoch is per RAG id: the RAG's other scopes (other tenants or
-        # projects under the same id) moved to the new epoch too, with no change of theirs.
-        for rag_id, (start, end) in epochs.items():
-            lexical = self.lexical.cache.keys_of(rag_id) if self.lexical.cache else []
-            vector = self.cache.keys_of(rag_id) if self.cache is not None else []
-            for key in {*lexical, *vector, *(k for k in deltas if k[2] == rag_id)}:
-                delta = deltas.get(key, _Delta())
-                self.lexical.applied(
-                    key, start, end, delta.removed, [(r, text) for r, text, _ in delta.added]
-                )
-                if self.cache is not None:
-                    self.cache.apply(
-                        key, start, end, delta.removed, [(r, blob) for r, _, blob in delta.added]
-                    )
+            for rag_id, (start, _) in epochs.items():  # applied, or never committed
+                for cache in self._caches():
+                    cache.settle(rag_id, start)
+
+    def _caches(self) -> list[EpochCache[Any, Any]]:
+        return [c for c in (self.cache, self.lexical.cache) if c is not None]
 
     def _delta(self, scope: RagScope) -> _Delta | None:
         deltas: dict[tuple[str, str, str], _Delta] | None = getattr(self._local, "deltas", None)
@@ -124,6 +142,10 @@ class SqliteChunkStore:
         self.db.execute("UPDATE counters SET value = value + 1 WHERE name = 'chunk_generation'")
         epochs: dict[str, tuple[int, int]] | None = getattr(self._local, "epochs", None)
         if epochs is not None:  # the transaction holds the write lock: no write in between
+            if rag_id not in epochs:
+                # readers that see the new epoch before its delta is applied wait for it
+                for cache in self._caches():
+                    cache.expect(rag_id, int(epoch) - 1)
             start = epochs[rag_id][0] if rag_id in epochs else int(epoch) - 1
             epochs[rag_id] = (start, int(epoch))
 
@@ -426,6 +448,82 @@ class SqliteChunkStore:
             (blob, scope.tenant_id, scope.project_id, scope.rag_id, *params, top_k),
         )
         return [row_to_hit(r, 1.0 - float(r["distance"])) for r in rows]
+
+    def hybrid_query(
+        self,
+        scope: RagScope,
+        text: str,
+        vector: Sequence[float],
+        top_k: int,
+        *,
+        fusion: FusionParams,
+        filters: ChunkFilter | None = None,
+    ) -> Candidates:
+        check_top_k(top_k)
+        table = self.db.ensure_vec_table(scope.dimension)  # before the snapshot: may write
+        blob = _vector_blob(vector, scope.dimension)
+        where, params = chunk_filter_sql(filters)
+        terms = self.lexical.terms(text)
+        with self.db.snapshot():
+            if not where and self.cache is not None:
+                found = self._indexed_hybrid(scope, table, blob, terms, top_k, fusion)
+                if found is not None:
+                    return found
+            dense = self._query(scope, table, blob, top_k, where, params)
+            lexical = self._lexical_query(scope, table, blob, terms, top_k, where, params)
+        return Candidates.hybrid(dense, lexical, top_k, fusion)
+
+    def _indexed_hybrid(
+        self,
+        scope: RagScope,
+        table: str,
+        blob: bytes,
+        terms: list[QueryTerm],
+        top_k: int,
+        fusion: FusionParams,
+    ) -> Candidates | None:
+        """Both lists from the in-process indexes as row ids and scores, fused before any
+        chunk row is read; a hit's row is read when the caller first looks at it (in the
+        caller's snapshot). None when the vector cache cannot answer."""
+        assert self.cache is not None
+        key = (scope.tenant_id, scope.project_id, scope.rag_id)
+        found = self.cache.search(
+            key,
+            self.epoch(scope.rag_id),
+            np.frombuffer(blob, dtype=np.float32),
+            top_k,
+            self._vector_loader(scope, table),
+        )
+        if found is None:
+            return None
+        dense = list(zip(found[0].tolist(), found[1].tolist(), strict=True))
+        ranked = self.lexical.search(scope, terms, top_k)
+        cosines = self._cosines(scope, table, blob, [r for r, _ in ranked])
+        lexical = [(r, cosines[r], bm25) for r, bm25 in ranked if r in cosines]
+        ranks = fuse_ranks(dense, lexical, fusion, tie_break=self._chunk_ids)
+
+        def read(batch: Sequence[FusedRank[int]]) -> list[Hit]:
+            rows = self._rows_by_rowid(scope, [r.key for r in batch])
+            return [
+                row_to_hit(
+                    rows[r.key],
+                    r.score,
+                    r.lexical_score,
+                    dense_rank=r.dense_rank,
+                    lexical_rank=r.lexical_rank,
+                    fused_score=r.fused_score,
+                )
+                for r in batch
+                if r.key in rows
+            ]
+
+        floor = dense[-1][1] if dense else None
+        return Candidates(FusedHits(ranks, read), len(dense) < top_k, floor)
+
+    def _chunk_ids(self, rowids: Sequence[int]) -> dict[int, str]:
+        marks = ",".join("?" * len(rowids))
+        rows = self.db.query(f"SELECT rowid, id FROM chunks WHERE rowid IN ({marks})", rowids)
+        return {int(r[0]): str(r[1]) for r in rows}
 
     def lexical_query(
         self,

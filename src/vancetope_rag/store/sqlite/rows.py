@@ -234,7 +234,15 @@ def row_to_project(r: Mapping[str, Any]) -> Project:
     )
 
 
-def row_to_hit(row: Mapping[str, Any], score: float, lexical_score: float | None = None) -> Hit:
+def row_to_hit(
+    row: Mapping[str, Any],
+    score: float,
+    lexical_score: float | None = None,
+    *,
+    dense_rank: int | None = None,
+    lexical_rank: int | None = None,
+    fused_score: float | None = None,
+) -> Hit:
     return Hit(
         score=score,
         lexical_score=lexical_score,
@@ -245,6 +253,9 @@ def row_to_hit(row: Mapping[str, Any], score: float, lexical_score: float | None
         rag_id=row["rag_id"],
         chunk_id=row["id"],
         metadata=json.loads(row["metadata"]),
+        dense_rank=dense_rank,
+        lexical_rank=lexical_rank,
+        fused_score=fused_score,
     )
 
 
