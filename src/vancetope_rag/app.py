@@ -430,9 +430,11 @@ def open_store_copy(
     batch_size: int = 100,
     progress: Callable[[str], None] | None = None,
     busy_timeout_s: float = 30.0,
+    dry_run: bool = False,
 ) -> Iterator[StoreCopier]:
     """Open the two stores of a copy (``vancetope-rag copy``) and the copier between them;
-    both are closed on leaving.
+    both are closed on leaving. With ``dry_run`` the target is not opened (opening a SQLite
+    file that does not exist would create it).
 
     Refused before anything is opened: two URIs naming the same store, and a SQLite source
     whose file does not exist (opening it would create an empty store to copy from).
@@ -453,13 +455,14 @@ def open_store_copy(
         )
     source = open_store(source_uri, busy_timeout_s=busy_timeout_s)
     try:
-        target = open_store(target_uri, busy_timeout_s=busy_timeout_s)
+        target = None if dry_run else open_store(target_uri, busy_timeout_s=busy_timeout_s)
         try:
             yield StoreCopier(
                 source, target, selection=selection, batch_size=batch_size, progress=progress
             )
         finally:
-            target.close()
+            if target is not None:
+                target.close()
     finally:
         source.close()
 

@@ -123,7 +123,9 @@ def _summary_lines(report: CopyReport) -> list[str]:
     show_default=True,
     help="Documents or chunk sources read and written at a time (bounds memory).",
 )
-@click.option("--dry-run", is_flag=True, help="Count what would be copied; write nothing.")
+@click.option(
+    "--dry-run", is_flag=True, help="Count what the source holds; open no target, write nothing."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def copy_cmd(
     source: str,
@@ -161,7 +163,12 @@ def copy_cmd(
             f"{redact_store_uri(target)}" + (" (dry run)" if dry_run else "")
         )
         with open_store_copy(
-            source, target, selection=selection, batch_size=batch_size, progress=say
+            source,
+            target,
+            selection=selection,
+            batch_size=batch_size,
+            progress=say,
+            dry_run=dry_run,
         ) as copier:
             report = copier.run(dry_run=dry_run)
     if as_json:

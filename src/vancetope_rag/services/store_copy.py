@@ -170,7 +170,8 @@ class StoreCopier:
 
     Args:
         source: the store read from (never written).
-        target: the store written to; ``initialize``\\ d by :meth:`run`.
+        target: the store written to, initialized by :meth:`run` (None: a dry run only,
+            which reads the source alone).
         selection: which projects to copy.
         batch_size: documents, chunk sources or cache entries read and written at a time.
         progress: called with one line per step (the CLI prints them on stderr).
@@ -179,7 +180,7 @@ class StoreCopier:
     def __init__(
         self,
         source: Store,
-        target: Store,
+        target: Store | None,
         *,
         selection: CopySelection | None = None,
         batch_size: int = 100,
@@ -188,10 +189,16 @@ class StoreCopier:
         if batch_size < 1:
             raise InvalidInputError("the batch size must be at least 1")
         self.source = source
-        self.target = target
+        self._target = target
         self.selection = selection or CopySelection()
         self.batch_size = batch_size
         self._say = progress or (lambda _line: None)
+
+    @property
+    def target(self) -> Store:
+        if self._target is None:
+            raise InvalidInputError("only a dry run goes without a target store")
+        return self._target
 
     # -- the whole run -------------------------------------------------------------------------
 
