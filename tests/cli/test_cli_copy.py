@@ -137,6 +137,10 @@ def test_bad_input_is_a_clear_error(tmp_path: Path, runner: CliRunner, source: s
     assert "Traceback" not in result.output
 
     assert run(runner, "copy", "--to", source).exit_code == 2  # --from is required
+    # the group's options name nothing for a copy: refused rather than ignored
+    before = run(runner, "--tenant", "t", "copy", "--from", source, "--to", f"sqlite:///{missing}")
+    assert before.exit_code == 2 and "put --tenant / --project after `copy`" in before.output
+    assert not missing.exists()
 
 
 def test_credentials_are_never_printed(tmp_path: Path, runner: CliRunner) -> None:

@@ -283,6 +283,27 @@ def test_a_live_rag_of_the_same_name_at_the_target_is_a_conflict(
     assert target.control.find_rag(T, P2, "_documents").id == "another-id"  # type: ignore[union-attr]
 
 
+def test_progress_lines_are_bounded_in_number(source: RagApp, target: Store) -> None:
+    """One line per step; within a long step the last batch and at most one per interval."""
+    lines: list[str] = []
+    tick = iter(range(1000))
+    copier = StoreCopier(
+        source.store,
+        target,
+        batch_size=1,
+        progress=lines.append,
+        progress_every_s=2.0,
+        monotonic=lambda: float(next(tick)),  # one second passes per progress line asked
+    )
+    copier.run()
+    documents = [line for line in lines if line.startswith(f"{T}/{P}: ") and "documents" in line]
+    # four documents one at a time: the RAGs' last lines came a second before the first, so
+    # the second is the first due, then the last one
+    assert documents == [f"{T}/{P}: {n} of 4 documents" for n in (2, 4)]
+    assert f"{T}/{P} notes: 1 of 1 sources" in lines
+    assert lines[-1].startswith("embedding cache: ")
+
+
 def test_open_store_copy_refuses_the_same_store_and_a_missing_source(tmp_path: Path) -> None:
     db = tmp_path / "rag.db"
     open_store(f"sqlite:///{db}").close()

@@ -106,6 +106,25 @@ def _summary_lines(report: CopyReport) -> list[str]:
     return lines
 
 
+def _refuse_group_options(ctx: click.Context) -> None:
+    """``vancetope-rag --tenant t copy …`` would copy every tenant (copy's own options come
+    after its name; ``--store`` names no side of a copy): say so instead of guessing."""
+    group = ctx.parent
+    if group is None:
+        return
+    given = [
+        f"--{name}"
+        for name in ("store", "tenant", "project")
+        if group.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    ]
+    if given:
+        raise click.UsageError(
+            f"{', '.join(given)} before `copy` choose nothing for it: name the stores with "
+            "--from and --to, and put --tenant / --project after `copy`",
+            ctx,
+        )
+
+
 @cli.command("copy")
 @click.option("--from", "source", required=True, metavar="URI", help="The store to copy from.")
 @click.option("--to", "target", required=True, metavar="URI", help="The store to copy into.")
@@ -127,7 +146,9 @@ def _summary_lines(report: CopyReport) -> list[str]:
     "--dry-run", is_flag=True, help="Count what the source holds; open no target, write nothing."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_context
 def copy_cmd(
+    ctx: click.Context,
     source: str,
     target: str,
     tenant_id: str | None,
@@ -144,6 +165,7 @@ def copy_cmd(
     stops the copy, nothing is overwritten. Stop the workers on the source first: what
     changes during the copy may be missed. A project with a rebuild in progress is refused.
     """
+    _refuse_group_options(ctx)
     # Imported here: `--help` stays fast without the store and LlamaIndex.
     from vancetope_rag.app import open_store_copy
     from vancetope_rag.services.store_copy import CopySelection

@@ -30,6 +30,8 @@ written that many at a time.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TypeVar
@@ -174,7 +176,9 @@ class StoreCopier:
             which reads the source alone).
         selection: which projects to copy.
         batch_size: documents, chunk sources or cache entries read and written at a time.
-        progress: called with one line per step (the CLI prints them on stderr).
+        progress: called with each progress line (the CLI prints them on stderr): one per
+            step, and within a RAG's chunks or a project's documents the last batch's and
+            at most one per ``progress_every_s`` of ``monotonic``.
     """
 
     def __init__(
@@ -185,6 +189,8 @@ class StoreCopier:
         selection: CopySelection | None = None,
         batch_size: int = 100,
         progress: Callable[[str], None] | None = None,
+        progress_every_s: float = 2.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if batch_size < 1:
             raise InvalidInputError("the batch size must be at least 1")
@@ -193,6 +199,16 @@ class StoreCopier:
         self.selection = selection or CopySelection()
         self.batch_size = batch_size
         self._say = progress or (lambda _line: None)
+        self._every_s = progress_every_s
+        self._monotonic = monotonic
+        self._last_said = -math.inf
+
+    def _tell(self, line: str, *, done: bool) -> None:
+        """A progress line of a long step: the last one, and at most one per interval."""
+        now = self._monotonic()
+        if done or now - self._last_said >= self._every_s:
+            self._last_said = now
+            self._say(line)
 
     @property
     def target(self) -> Store:
@@ -374,7 +390,7 @@ class StoreCopier:
                 self.target.chunks.replace_source(scope, ref, chunks)
                 report.written.chunks += len(chunks)
             done += len(batch)
-            self._say(f"{label}: {done} of {len(refs)} sources")
+            self._tell(f"{label}: {done} of {len(refs)} sources", done=done == len(refs))
 
     def _copy_documents(self, report: CopyReport, project: Project) -> None:
         t, p = project.tenant_id, project.project_id
@@ -407,7 +423,7 @@ class StoreCopier:
                     ) from exc
                 report.written.documents += 1
             done += len(batch)
-            self._say(f"{t}/{p}: {done} of {len(heads)} documents")
+            self._tell(f"{t}/{p}: {done} of {len(heads)} documents", done=done == len(heads))
 
     # -- the embedding cache -------------------------------------------------------------------
 
@@ -430,7 +446,8 @@ class StoreCopier:
                 report.found.cached_embeddings += len(items)
                 report.written.cached_embeddings += len(missing)
                 report.present.cached_embeddings += len(there)
-            self._say(f"embedding cache: {report.found.cached_embeddings} entries")
+            self._tell(f"embedding cache: {report.found.cached_embeddings} entries", done=False)
+        self._say(f"embedding cache: {report.found.cached_embeddings} entries")
 
 
 def _claimed(doc: Document) -> bool:
