@@ -194,6 +194,26 @@ def test_an_interrupted_copy_completes_when_run_again(source: RagApp, target: St
     assert copy(source, target).written.total() == 0
 
 
+def test_a_rag_whose_live_pointer_a_crash_left_unwritten_is_completed(
+    source: RagApp, clock: Any
+) -> None:
+    """MongoDB writes a RAG's entry, then its live pointer: a copy killed in between leaves
+    an entry read as retired, which the next run completes instead of calling a conflict."""
+    target = mongomock_target(clock)
+    try:
+        rag = source.rags.find(T, P2, "_documents")
+        assert rag is not None
+        target.control.upsert_project(T, P2, status=ProjectStatus.RUNNING, home_node=None)
+        target.control.insert_rag(rag)
+        target.database["rag_names"].delete_many({})  # type: ignore[attr-defined]
+        assert target.control.get_any_rag(T, P2, rag.id).state.value == "retired"  # type: ignore[union-attr]
+        report = copy(source, target, selection=CopySelection(T, P2))
+        assert report.written.rags == 1
+        assert target.control.find_rag(T, P2, "_documents").id == rag.id  # type: ignore[union-attr]
+    finally:
+        target.close()
+
+
 def test_a_claimed_document_is_queued_at_the_target(source: RagApp, target: Store) -> None:
     source.documents.create(T, P, "documents/late.md", "Late arrival about zebra herds.")
     control = source.store.control

@@ -352,6 +352,18 @@ class StoreCopier:
         report.found.rags += 1
         there = self.target.control.get_any_rag(rag.tenant_id, rag.project_id, rag.id)
         project = Project(rag.tenant_id, rag.project_id)
+        named = self.target.control.find_rag(rag.tenant_id, rag.project_id, rag.name)
+        if (
+            there is not None
+            and there.state is not RagState.LIVE
+            and named is None
+            and not _differs(there, rag, _RAG_FIELDS)
+        ):
+            # Ours, cut short: a store without transactions (MongoDB) writes the entry, then
+            # its live pointer, and a crash in between leaves it unpointed (read as retired).
+            # Written again; its chunks stay, they are the same RAG id's.
+            self.target.control.delete_rag(rag.tenant_id, rag.project_id, rag.id)
+            there = None
         if there is not None:
             changed = _differs(there, rag, _RAG_FIELDS)
             if there.state is not RagState.LIVE or changed:
@@ -362,7 +374,6 @@ class StoreCopier:
                 )
             report.present.rags += 1
             return
-        named = self.target.control.find_rag(rag.tenant_id, rag.project_id, rag.name)
         if named is not None:
             raise self._conflict(
                 project, f"a RAG named {rag.name!r} in project {rag.project_id!r} (id {named.id!r})"
