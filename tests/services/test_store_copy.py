@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from conftest import make_config
 from fakes import DOCS, CallLog, P, ProbeProvider, T, registry
 from vancetope_rag.app import RagApp, open_store_copy
+from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import Document, IndexState, ProjectStatus, RagRecord
 from vancetope_rag.errors import (
     CopyConflictError,
@@ -58,7 +58,7 @@ def source(make_app: AppFactory, clock: Any) -> RagApp:
 def target_app(store: Store) -> tuple[RagApp, CallLog]:
     log = CallLog()
     app = RagApp.open(
-        make_config("sqlite:///unused.db"),
+        EngineConfig(store="sqlite:///unused.db", node_id="test-node"),  # the store is given
         store=store,
         embeddings=registry(ProbeProvider("probe", log)),
     )
