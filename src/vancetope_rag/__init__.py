@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from vancetope_rag.embeddings import EmbeddingSettings as EmbeddingSettings
     from vancetope_rag.embeddings import LoadedModel as LoadedModel
     from vancetope_rag.errors import ApiConfigError as ApiConfigError
+    from vancetope_rag.errors import CopyConflictError as CopyConflictError
     from vancetope_rag.errors import DimensionMismatchError as DimensionMismatchError
     from vancetope_rag.errors import DocumentNotFoundError as DocumentNotFoundError
     from vancetope_rag.errors import EmbeddingConfigError as EmbeddingConfigError
@@ -122,6 +123,7 @@ _EXPORTS: dict[str, str] = {
     "EmbeddingSettings": "vancetope_rag.embeddings",
     "LoadedModel": "vancetope_rag.embeddings",
     "ApiConfigError": "vancetope_rag.errors",
+    "CopyConflictError": "vancetope_rag.errors",
     "DimensionMismatchError": "vancetope_rag.errors",
     "DocumentNotFoundError": "vancetope_rag.errors",
     "EmbeddingConfigError": "vancetope_rag.errors",

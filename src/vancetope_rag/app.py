@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pluggy
 from llama_index.core.base.base_query_engine import BaseQueryEngine
@@ -21,12 +23,13 @@ from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import Document, IndexStatus
 from vancetope_rag.domain.texts import check_id
 from vancetope_rag.embeddings import EmbeddingRegistry
-from vancetope_rag.errors import InvalidInputError
+from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.extraction.registry import ExtractorRegistry
 from vancetope_rag.extraction.service import ExtractionService
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.plugins import get_plugin_manager
 from vancetope_rag.recipes import RagParams
+from vancetope_rag.secrets import register_secret
 from vancetope_rag.services.autoinject import RagAutoInjectService
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.importer import DocumentImporter
@@ -46,7 +49,8 @@ from vancetope_rag.services.retrieval.retriever import (
     split_options,
 )
 from vancetope_rag.services.settings import SettingsService
-from vancetope_rag.store import Store, open_store
+from vancetope_rag.services.store_copy import CopySelection, StoreCopier
+from vancetope_rag.store import Store, open_store, redact_store_uri, same_store, store_file
 from vancetope_rag.store.types import Clock
 
 
@@ -415,6 +419,52 @@ class RagApp:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextmanager
+def open_store_copy(
+    source_uri: str,
+    target_uri: str,
+    *,
+    selection: CopySelection | None = None,
+    batch_size: int = 100,
+    progress: Callable[[str], None] | None = None,
+    busy_timeout_s: float = 30.0,
+    dry_run: bool = False,
+) -> Iterator[StoreCopier]:
+    """Open the two stores of a copy (``vancetope-rag copy``) and the copier between them;
+    both are closed on leaving. With ``dry_run`` the target is not opened (opening a SQLite
+    file that does not exist would create it).
+
+    Refused before anything is opened: two URIs naming the same store, and a SQLite source
+    whose file does not exist (opening it would create an empty store to copy from).
+    Passwords in the URIs are registered as secrets, so no message shows them.
+    """
+    for uri in (source_uri, target_uri):
+        register_secret(urlparse(uri).password)
+    if same_store(source_uri, target_uri):
+        raise InvalidInputError(
+            f"--from and --to name the same store ({redact_store_uri(source_uri)}); "
+            "copy into another one"
+        )
+    path = store_file(source_uri)
+    if path is not None and not path.is_file():
+        raise StoreError(
+            f"cannot copy from {redact_store_uri(source_uri)}: there is no store file at "
+            f"{str(path)!r}"
+        )
+    source = open_store(source_uri, busy_timeout_s=busy_timeout_s)
+    try:
+        target = None if dry_run else open_store(target_uri, busy_timeout_s=busy_timeout_s)
+        try:
+            yield StoreCopier(
+                source, target, selection=selection, batch_size=batch_size, progress=progress
+            )
+        finally:
+            if target is not None:
+                target.close()
+    finally:
+        source.close()
 
 
 def _set_torch_threads(threads: int) -> None:

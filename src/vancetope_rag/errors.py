@@ -96,6 +96,13 @@ class NoRebuildError(RagError, LookupError):
     code = "NO_REBUILD_RUNNING"
 
 
+class CopyConflictError(RagError):
+    """A store-to-store copy found the target holding something else under a record's id or
+    name; the copy stops there and overwrites nothing."""
+
+    code = "COPY_CONFLICT"
+
+
 class StoreError(RagError):
     """The store cannot be opened or used (bad URI, unwritable path, corrupt file...)."""
 

@@ -42,6 +42,7 @@ _STATUS: tuple[tuple[type[e.RagError], int], ...] = (
     (e.DimensionMismatchError, 409),
     (e.MissingDependencyError, 409),
     (e.RagAlreadyExistsError, 409),
+    (e.CopyConflictError, 409),
     (e.EmbeddingError, 502),  # the provider itself failed (network, rate limit)
     (e.StoreError, 503),
 )

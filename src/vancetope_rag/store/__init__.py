@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import parse_qsl, unquote, urlparse, urlunparse
 
 from vancetope_rag.domain.records import IndexStatus
 from vancetope_rag.errors import MissingDependencyError, StoreError
@@ -48,6 +48,9 @@ __all__ = [
     "SqliteStore",
     "Store",
     "open_store",
+    "redact_store_uri",
+    "same_store",
+    "store_file",
 ]
 
 
@@ -83,6 +86,42 @@ def sqlite_path_from_uri(uri: str) -> str:
     if not path:
         raise StoreError(f"invalid SQLite store URI {uri!r}: the file path is missing")
     return path
+
+
+def store_file(uri: str) -> Path | None:
+    """The file of a SQLite store URI (or plain path); None for a server's URI."""
+    scheme = urlparse(uri).scheme
+    if scheme == "sqlite":
+        return Path(sqlite_path_from_uri(uri))
+    if scheme == "" or len(scheme) == 1:  # a path (len 1: a Windows drive letter)
+        return Path(uri)
+    return None
+
+
+def redact_store_uri(uri: str) -> str:
+    """The URI with its password replaced by ``***``: what may be printed or logged."""
+    parts = urlparse(uri)
+    if parts.password is None:
+        return uri
+    login, _, hosts = parts.netloc.rpartition("@")
+    return urlunparse(parts._replace(netloc=f"{login.split(':', 1)[0]}:***@{hosts}"))
+
+
+def _identity(uri: str) -> tuple[str, ...]:
+    path = store_file(uri)
+    if path is not None:
+        return ("sqlite", str(path.expanduser().resolve()))
+    parts = urlparse(uri.strip())
+    scheme = {"postgres": "postgresql"}.get(parts.scheme.lower(), parts.scheme.lower())
+    hosts = parts.netloc.rpartition("@")[2].lower()  # credentials do not make another store
+    query = "&".join(f"{k}={v}" for k, v in sorted(parse_qsl(parts.query)))
+    return (scheme, hosts, unquote(parts.path).strip("/"), query)
+
+
+def same_store(a: str, b: str) -> bool:
+    """Do two URIs name the same store? A SQLite file however its path is spelt; a server's
+    database whatever the credentials."""
+    return _identity(a) == _identity(b)
 
 
 def open_store(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from vancetope_rag.domain.records import IndexState, RagRecord
+from vancetope_rag.domain.records import Document, IndexState, RagRecord
 from vancetope_rag.errors import (
     DimensionMismatchError,
     DocumentNotFoundError,
@@ -118,6 +118,17 @@ def path_exists_error(doc: NewDocument) -> InvalidInputError:
         f"a document with path {doc.path!r} already exists in the project; update it instead",
         tenant_id=doc.tenant_id,
         project_id=doc.project_id,
+    )
+
+
+def document_taken_error(doc: Document) -> InvalidInputError:
+    """A restored document whose id or path a document of the project already has."""
+    return InvalidInputError(
+        f"cannot restore document {doc.id!r}: the project already has a document with that "
+        f"id or with path {doc.path!r}",
+        tenant_id=doc.tenant_id,
+        project_id=doc.project_id,
+        document_id=doc.id,
     )
 
 

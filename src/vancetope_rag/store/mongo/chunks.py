@@ -57,6 +57,7 @@ from vancetope_rag.store.shared import (
     check_top_k,
     checked_vector,
     chunk_id_taken_error,
+    unique_batches,
     words,
 )
 from vancetope_rag.store.types import ChunkFilter, Clock, RagScope
@@ -293,6 +294,18 @@ class MongoChunkStore:
             [("sourceRef", 1), ("gen", 1), ("ord", 1)]
         )
         return [mq.hit_from_bson(row, 0.0) for row in mq.keep_newest(rows, written)]
+
+    def export_chunks(self, scope: RagScope, source_refs: Sequence[str]) -> list[Chunk]:
+        collection = self._collection(scope)
+        fields = {name: 1 for name in (*mq.HIT_FIELDS, "ord", ix.VECTOR_FIELD)}
+        found: list[Chunk] = []
+        for part in unique_batches(source_refs, 500):
+            written = self._newest(collection, scope, {"sourceRef": part})  # as in get_chunks
+            rows = collection.find({**mq.scope_match(scope), "sourceRef": {"$in": part}}, fields)
+            rows = rows.sort([("sourceRef", 1), ("gen", 1), ("ord", 1)])
+            found += [mq.chunk_from_bson(row) for row in mq.keep_newest(rows, written)]
+        found.sort(key=lambda ch: ch.source_ref)  # stable: each source keeps its write order
+        return found
 
     # -- queries -----------------------------------------------------------------------
 

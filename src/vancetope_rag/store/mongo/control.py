@@ -42,6 +42,7 @@ from vancetope_rag.store.shared import (
     DocumentChanges,
     content_hash,
     document_not_found_error,
+    document_taken_error,
     path_exists_error,
     path_taken_error,
     state_counts,
@@ -160,6 +161,17 @@ class MongoControlStore:
         except DuplicateKeyError as exc:
             raise path_exists_error(doc) from exc
         return q.document_from_bson(created)
+
+    def restore_document(self, doc: Document) -> Document:
+        record = q.document_to_bson(doc, self.now())
+        check_bson_size(
+            record, f"document {doc.path!r}", tenant_id=doc.tenant_id, project_id=doc.project_id
+        )
+        try:
+            self.documents.insert_one(record)
+        except DuplicateKeyError as exc:  # the id or the unique (scope, path) is taken
+            raise document_taken_error(doc) from exc
+        return q.document_from_bson(record)
 
     def update_document(
         self,
@@ -360,6 +372,11 @@ class MongoControlStore:
         except DuplicateKeyError:  # a concurrent first write won: overwrite it
             self.settings.update_one(flt, {"$set": {"value": value}})
 
+    def settings_scopes(self) -> list[tuple[str, str | None]]:
+        rows = self.settings.aggregate([{"$group": {"_id": {"t": "$tenantId", "p": "$projectId"}}}])
+        scopes = {(str(r["_id"]["t"]), r["_id"].get("p")) for r in rows}
+        return sorted(scopes, key=lambda s: (s[0], s[1] is not None, s[1] or ""))
+
     # -- embedding cache ---------------------------------------------------------------
 
     def get_cached_embeddings(
@@ -386,3 +403,24 @@ class MongoControlStore:
         except BulkWriteError as exc:  # entries already cached (first writer wins) are fine
             if not ix.all_duplicate_keys(ix.write_errors(exc)):
                 raise
+
+    def scan_cached_embeddings(
+        self, *, after: tuple[str, str] | None = None, limit: int = 1000
+    ) -> list[tuple[str, str, list[float]]]:
+        if limit < 1:
+            return []
+        flt: dict[str, Any] = {}
+        if after is not None:
+            model_key, text_hash = after
+            flt = {
+                "$or": [
+                    {"modelKey": {"$gt": model_key}},
+                    {"modelKey": model_key, "textHash": {"$gt": text_hash}},
+                ]
+            }
+        cursor = (
+            self.embedding_cache.find(flt, {"_id": 0, "modelKey": 1, "textHash": 1, "vector": 1})
+            .sort([("modelKey", 1), ("textHash", 1)])
+            .limit(limit)
+        )
+        return [(d["modelKey"], d["textHash"], vector_from_bytes(d["vector"])) for d in cursor]

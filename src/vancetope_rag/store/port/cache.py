@@ -20,3 +20,11 @@ class EmbeddingCache(Protocol):
     def put_cached_embeddings(self, model_key: str, items: Mapping[str, Sequence[float]]) -> None:
         """Cache vectors by text hash; an entry already cached stays (first writer wins)."""
         ...
+
+    def scan_cached_embeddings(
+        self, *, after: tuple[str, str] | None = None, limit: int = 1000
+    ) -> list[tuple[str, str, list[float]]]:
+        """Up to ``limit`` cached entries ``(model_key, text_hash, vector)`` ordered by model key
+        then text hash, starting after the key ``after`` (exclusive): pages through the whole
+        cache with bounded memory (a copy to another store)."""
+        ...

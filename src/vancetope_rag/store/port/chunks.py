@@ -71,6 +71,12 @@ class ChunkStore(Protocol):
         filters: ChunkFilter | None = None,
     ) -> list[Hit]: ...
 
+    def export_chunks(self, scope: RagScope, source_refs: Sequence[str]) -> list[Chunk]:
+        """The chunks of those sources with their vectors, as ``get_chunks`` sees them (the
+        newest chunk version of each source), by source ref then in the order they were
+        written: what a copy to another store writes with ``replace_source``."""
+        ...
+
     def query(
         self,
         scope: RagScope,

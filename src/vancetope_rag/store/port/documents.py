@@ -16,6 +16,13 @@ class DocumentStore(Protocol):
 
     def insert_document(self, doc: NewDocument) -> Document: ...
 
+    def restore_document(self, doc: Document) -> Document:
+        """Store a document exactly as given: its id, texts, version, index state, hashes and
+        timestamps (what a copy from another store writes; nothing is drawn or reset, so the
+        caller clears claims first). ``InvalidInputError`` when the project already has a
+        document with that id or that path."""
+        ...
+
     def update_document(
         self,
         tenant_id: str,

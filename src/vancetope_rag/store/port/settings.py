@@ -17,3 +17,9 @@ class SettingsStore(Protocol):
     ) -> None:
         """Store ``value`` under ``key``; None removes the key."""
         ...
+
+    def settings_scopes(self) -> list[tuple[str, str | None]]:
+        """Every scope holding at least one setting, as ``(tenant_id, project_id)`` with
+        None for a tenant-wide scope, sorted (None first): a copy finds tenants with settings
+        but no project this way."""
+        ...

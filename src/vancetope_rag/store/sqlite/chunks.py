@@ -31,6 +31,7 @@ from vancetope_rag.store.shared import (
     checked_vector,
     chunk_id_taken_error,
     foreign_chunk_error,
+    unique_batches,
 )
 from vancetope_rag.store.sqlite.bm25 import QueryTerm
 from vancetope_rag.store.sqlite.bm25_index import LexicalCache
@@ -38,7 +39,13 @@ from vancetope_rag.store.sqlite.db import SqliteDatabase
 from vancetope_rag.store.sqlite.epoch_cache import EpochCache
 from vancetope_rag.store.sqlite.errors import ConstraintViolation
 from vancetope_rag.store.sqlite.fts import SqliteLexical
-from vancetope_rag.store.sqlite.rows import chunk_filter_sql, chunk_row, insert_sql, row_to_hit
+from vancetope_rag.store.sqlite.rows import (
+    chunk_filter_sql,
+    chunk_row,
+    insert_sql,
+    row_to_chunk,
+    row_to_hit,
+)
 from vancetope_rag.store.sqlite.vector_cache import VectorCache
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
@@ -349,6 +356,21 @@ class SqliteChunkStore:
             (scope.tenant_id, scope.project_id, scope.rag_id, *params),
         )
         return [row_to_hit(r, 0.0) for r in rows]
+
+    def export_chunks(self, scope: RagScope, source_refs: Sequence[str]) -> list[Chunk]:
+        table = self.db.ensure_vec_table(scope.dimension)
+        found: list[Chunk] = []
+        for part in unique_batches(source_refs, 500):
+            marks = ",".join("?" * len(part))
+            rows = self.db.query_dicts(
+                f"SELECT c.*, v.embedding AS vector FROM chunks c JOIN {table} v "
+                "ON v.rowid = c.rowid WHERE c.tenant_id = ? AND c.project_id = ? "
+                f"AND c.rag_id = ? AND c.source_ref IN ({marks}) ORDER BY c.source_ref, c.rowid",
+                (scope.tenant_id, scope.project_id, scope.rag_id, *part),
+            )
+            found += [row_to_chunk(r, r["vector"]) for r in rows]
+        found.sort(key=lambda ch: ch.source_ref)  # stable: each source keeps its write order
+        return found
 
     def _vector_loader(
         self, scope: RagScope, table: str

@@ -24,6 +24,7 @@ from vancetope_rag.store.shared import (
     capped_error,
     content_hash,
     document_not_found_error,
+    document_taken_error,
     path_exists_error,
     path_taken_error,
     state_counts,
@@ -38,6 +39,7 @@ from vancetope_rag.store.sqlite.rows import (
     document_row,
     document_update_sql,
     insert_sql,
+    restored_document_row,
     row_to_document,
     row_to_project,
 )
@@ -130,6 +132,20 @@ class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
         created = self.get_document(doc.tenant_id, doc.project_id, doc_id)
         assert created is not None
         return created
+
+    def restore_document(self, doc: Document) -> Document:
+        row = restored_document_row(doc)
+        now = self._clock()
+        row["created_at"] = now if row["created_at"] is None else row["created_at"]
+        row["updated_at"] = now if row["updated_at"] is None else row["updated_at"]
+        try:
+            with self.db.transaction():
+                self.db.execute(*insert_sql("documents", row))
+        except ConstraintViolation as exc:  # the id (primary key) or the path is taken
+            raise document_taken_error(doc) from exc
+        restored = self.get_document(doc.tenant_id, doc.project_id, doc.id)
+        assert restored is not None
+        return restored
 
     def update_document(
         self,

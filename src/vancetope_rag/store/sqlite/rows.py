@@ -21,7 +21,12 @@ from vancetope_rag.domain.records import (
     RagRecord,
     RagState,
 )
-from vancetope_rag.store.shared import DocumentChanges, iter_filter, new_document_state
+from vancetope_rag.store.shared import (
+    DocumentChanges,
+    iter_filter,
+    new_document_state,
+    vector_from_bytes,
+)
 from vancetope_rag.store.types import ChunkFilter, NewDocument, RagScope
 
 #: ``SET`` clauses that queue a document for the indexer: new version, attempts and retry time
@@ -133,6 +138,40 @@ def document_row(doc: NewDocument, doc_id: str, content_hash: str, now: float) -
     }
 
 
+def _ts(value: datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+def restored_document_row(doc: Document) -> dict[str, Any]:
+    """The ``documents`` row of a document restored as it is (every field kept)."""
+    return {
+        "id": doc.id,
+        "tenant_id": doc.tenant_id,
+        "project_id": doc.project_id,
+        "path": doc.path,
+        "mime_type": doc.mime_type,
+        "content": doc.content,
+        "summary": doc.summary,
+        "rag_enabled": None if doc.rag_enabled is None else int(doc.rag_enabled),
+        "rag_dirty": int(doc.rag_dirty),
+        "rag_claimed_by": doc.rag_claimed_by,
+        "rag_claimed_at": _ts(doc.rag_claimed_at),
+        "rag_version": doc.rag_version,
+        "index_state": doc.index_state.value,
+        "index_attempts": doc.index_attempts,
+        "index_last_error": doc.index_last_error,
+        "index_next_attempt_at": _ts(doc.index_next_attempt_at),
+        "indexed_at": _ts(doc.indexed_at),
+        "rag_indexed_hash": doc.rag_indexed_hash,
+        "rag_claim_token": doc.rag_claim_token,
+        "truncated": int(doc.truncated),
+        "content_hash": doc.content_hash,
+        "created_at": _ts(doc.created_at),
+        "updated_at": _ts(doc.updated_at),
+        "extraction": doc.extraction,
+    }
+
+
 def rag_row(rag: RagRecord, created_at: float) -> dict[str, Any]:
     return {
         "id": rag.id,
@@ -231,6 +270,20 @@ def row_to_project(r: Mapping[str, Any]) -> Project:
         status=ProjectStatus(r["status"]),
         home_node=r["home_node"],
         created_at=dt(r["created_at"]),
+    )
+
+
+def row_to_chunk(row: Mapping[str, Any], embedding: bytes) -> Chunk:
+    """A chunk row with its ``vec0`` vector (float32 bytes) as the :class:`Chunk` it was."""
+    return Chunk(
+        id=row["id"],
+        rag_id=row["rag_id"],
+        source_ref=row["source_ref"],
+        text=row["text"],
+        embedding=vector_from_bytes(embedding),
+        kind=row["kind"],
+        path=row["path"],
+        metadata=json.loads(row["metadata"]),
     )
 
 

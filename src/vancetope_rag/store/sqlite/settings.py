@@ -42,6 +42,12 @@ class SqliteSettingsAndCache:
                     (tenant_id, project_id or "", key, value),
                 )
 
+    def settings_scopes(self) -> list[tuple[str, str | None]]:
+        rows = self.db.query(
+            "SELECT DISTINCT tenant_id, project_id FROM settings ORDER BY tenant_id, project_id"
+        )
+        return [(str(t), str(p) if p else None) for t, p in rows]
+
     # -- embedding cache ---------------------------------------------------------------
 
     def get_cached_embeddings(
@@ -67,3 +73,18 @@ class SqliteSettingsAndCache:
                 "VALUES (?, ?, ?)",
                 [(model_key, h, vector_to_bytes(v)) for h, v in items.items()],
             )
+
+    def scan_cached_embeddings(
+        self, *, after: tuple[str, str] | None = None, limit: int = 1000
+    ) -> list[tuple[str, str, list[float]]]:
+        if limit < 1:
+            return []
+        where, params = "", []
+        if after is not None:
+            where, params = "WHERE (model_key, text_hash) > (?, ?) ", [after[0], after[1]]
+        rows = self.db.query(
+            f"SELECT model_key, text_hash, vector FROM embedding_cache {where}"
+            "ORDER BY model_key, text_hash LIMIT ?",
+            (*params, limit),
+        )
+        return [(str(m), str(h), vector_from_bytes(blob)) for m, h, blob in rows]

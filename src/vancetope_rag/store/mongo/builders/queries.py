@@ -26,7 +26,7 @@ import numpy.typing as npt
 from bson.binary import Binary, BinaryVectorDtype
 
 from vancetope_rag.domain.records import Chunk, Hit
-from vancetope_rag.errors import InvalidInputError
+from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo.errors import check_bson_size
 from vancetope_rag.store.mongo.indexes import VECTOR_FIELD, VECTOR_INDEX
 from vancetope_rag.store.shared import checked_vector, foreign_chunk_error, iter_filter
@@ -389,6 +389,23 @@ def cosine(vector: Any, query: np.ndarray) -> float:
 
 
 # -- codecs ----------------------------------------------------------------------------------
+
+
+def chunk_from_bson(row: Mapping[str, Any]) -> Chunk:
+    """A chunk document (with its ``embedding``) as the :class:`Chunk` it was written as."""
+    vector = decode_vector(row.get(VECTOR_FIELD))
+    if vector is None:
+        raise StoreError(f"chunk {row.get('chunkId')!r} has no readable vector")
+    return Chunk(
+        id=row["chunkId"],
+        rag_id=row["ragId"],
+        source_ref=row["sourceRef"],
+        text=row["text"],
+        embedding=vector.tolist(),
+        kind=row["kind"],
+        path=row.get("path"),
+        metadata=dict(row.get("metadata") or {}),
+    )
 
 
 def hit_from_bson(row: Mapping[str, Any], score: float, lexical: float | None = None) -> Hit:

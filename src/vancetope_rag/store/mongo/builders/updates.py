@@ -374,6 +374,41 @@ def document_from_bson(d: Mapping[str, Any]) -> Document:
     )
 
 
+def document_to_bson(doc: Document, now: datetime) -> dict[str, Any]:
+    """A document restored as it is, every field kept (``now`` stands in for a missing
+    creation or update time)."""
+
+    def when(value: datetime | None) -> datetime | None:
+        return None if value is None else to_bson_time(value)
+
+    return {
+        "_id": doc.id,
+        "tenantId": doc.tenant_id,
+        "projectId": doc.project_id,
+        "path": doc.path,
+        "mimeType": doc.mime_type,
+        "content": doc.content,
+        "summary": doc.summary,
+        "ragEnabled": doc.rag_enabled,
+        "ragDirty": doc.rag_dirty,
+        "ragClaimedBy": doc.rag_claimed_by,
+        "ragClaimedAt": when(doc.rag_claimed_at),
+        "ragVersion": doc.rag_version,
+        "indexState": doc.index_state.value,
+        "indexAttempts": doc.index_attempts,
+        "indexLastError": doc.index_last_error,
+        "indexNextAttemptAt": when(doc.index_next_attempt_at),
+        "indexedAt": when(doc.indexed_at),
+        "ragIndexedHash": doc.rag_indexed_hash,
+        "ragClaimToken": doc.rag_claim_token,
+        "truncated": doc.truncated,
+        "contentHash": doc.content_hash,
+        "createdAt": to_bson_time(doc.created_at or now),
+        "updatedAt": to_bson_time(doc.updated_at or now),
+        "extraction": doc.extraction,
+    }
+
+
 def rag_to_bson(rag: RagRecord, created_at: datetime) -> dict[str, Any]:
     return {
         "_id": rag.id,
