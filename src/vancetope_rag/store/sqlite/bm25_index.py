@@ -83,6 +83,10 @@ class _Entry:
     n_main: int
     delta: Segment | None = None
     previous: _Entry | None = None  # the entry before the last applied write, for old snapshots
+    #: Statistics derived from the rows (an entry's rows never change once it is held):
+    #: (live rows, their tokens) and each term's live document frequency, filled by queries.
+    totals: tuple[int, int] | None = None
+    doc_freq: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def dead(self) -> int:
@@ -143,21 +147,27 @@ class LexicalCache(EpochCache[_Entry, _Delta]):
     @staticmethod
     def _stats_of(entry: _Entry, terms: Sequence[str]) -> CollectionStats:
         """The RAG's statistics from the entry itself: it holds every row of the RAG at its
-        epoch, tokenized as FTS5 does, so these are the integers FTS5's tables give."""
+        epoch, tokenized as FTS5 does, so these are the integers FTS5's tables give. Kept on
+        the entry as they are computed (two threads computing one at once agree)."""
         alive = entry.alive
-        doc_freq: dict[str, int] = {}
+        if entry.totals is None:
+            entry.totals = (int(np.count_nonzero(alive)), int(entry.lengths[alive].sum()))
+        known = entry.doc_freq
         for token in terms:
+            if token in known:
+                continue
             term = entry.vocab.get(token)
             n = 0
             if term is not None:
                 for segment in (entry.main, entry.delta):
                     if segment is not None:
                         n += int(np.count_nonzero(alive[segment.postings(term)[0]]))
-            doc_freq[token] = n
+            known[token] = n
+        n_rows, total_tokens = entry.totals
         return CollectionStats(
-            n_rows=int(np.count_nonzero(alive)),
-            total_tokens=int(entry.lengths[alive].sum()),
-            doc_freq=doc_freq,
+            n_rows=n_rows,
+            total_tokens=total_tokens,
+            doc_freq={token: known[token] for token in terms},
         )
 
     def apply(
@@ -314,7 +324,9 @@ class LexicalCache(EpochCache[_Entry, _Delta]):
         limit = _MERGE_FRACTION * max(old.n_main, 1)
         if len(held) - old.n_main + len(new) > limit or old.dead + int(gone.sum()) > limit:
             return self._merged(old, vocab, old.alive & ~gone, new, load_texts, tokenize)
-        entry = dataclasses.replace(old, vocab=vocab, alive=old.alive & ~gone)
+        entry = dataclasses.replace(
+            old, vocab=vocab, alive=old.alive & ~gone, totals=None, doc_freq={}
+        )
         if len(new):
             self._append_delta(entry, new, load_texts, tokenize)
         return entry
