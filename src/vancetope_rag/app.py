@@ -189,6 +189,9 @@ class RagApp:
             metrics=metrics,
             worker_id=worker_id,
         )
+        # a document queued here wakes this process's indexer (another process's: see
+        # Store.watch_queued, wired in ProjectRagIndexScheduler.start)
+        documents.on_queued = lambda _tenant, _project: scheduler.wake()
         autoinject = RagAutoInjectService(
             rags=rags,
             settings=settings,

@@ -58,6 +58,14 @@ class EngineConfig(BaseSettings):
         gt=0,
         validation_alias=_env("VANCETOPE_RAG_INDEXER_INTERVAL_S", "RAG_INDEXER_POLL_SECONDS"),
     )
+    indexer_wake_delay_s: float = Field(
+        description="A saved document wakes the indexer early: it ticks this many seconds "
+        "after the first wake-up (saves meanwhile join that tick), and never sooner than this "
+        "after its last tick ended. 0: at once.",
+        default=0.25,
+        ge=0,
+        validation_alias=_env("VANCETOPE_RAG_INDEXER_WAKE_DELAY_S"),
+    )
     indexer_initial_delay_s: float = Field(
         description="Seconds after start before the first indexer tick.",
         default=60.0,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -64,6 +65,14 @@ class DocumentService:
         self.control = control
         self.chunks = chunks
         self.rebuild_store = rebuild_store
+        #: Called with (tenant, project) once documents of that project were queued for the
+        #: indexer and committed: the app wakes its scheduler, so a saved document is
+        #: searchable within seconds, not at the next tick.
+        self.on_queued: Callable[[str, str], None] | None = None
+
+    def _queued(self, tenant_id: str, project_id: str) -> None:
+        if self.on_queued is not None:
+            self.on_queued(tenant_id, project_id)
 
     def get(self, tenant_id: str, project_id: str, document_id: str) -> Document:
         if not isinstance(document_id, str) or not document_id:
@@ -140,6 +149,8 @@ class DocumentService:
             )
             if dirty:
                 self.rebuild_store.requeue_documents(tenant_id, project_id, [doc.id])
+        if dirty:
+            self._queued(tenant_id, project_id)
         return doc
 
     def update(
@@ -201,6 +212,8 @@ class DocumentService:
             )
             if changed and relevant:
                 self.rebuild_store.requeue_documents(tenant_id, project_id, [document_id])
+        if changed and relevant:
+            self._queued(tenant_id, project_id)
         return doc
 
     def upsert_by_path(
@@ -264,6 +277,8 @@ class DocumentService:
             )
             if requeue:
                 self.rebuild_store.requeue_documents(doc.tenant_id, doc.project_id, [doc.id])
+        if requeue:
+            self._queued(doc.tenant_id, doc.project_id)
         return updated
 
     def record_unreadable(
@@ -338,6 +353,7 @@ class DocumentService:
                 DocumentChange(rag_enabled=override, mark_dirty=True),
             )
             self.rebuild_store.requeue_documents(tenant_id, project_id, [document_id])
+        self._queued(tenant_id, project_id)
         return doc
 
     def set_summary(
@@ -362,6 +378,8 @@ class DocumentService:
         with self.control.transaction():
             marked = self.control.mark_dirty(tenant_id, project_id, document_ids)
             self.rebuild_store.requeue_documents(tenant_id, project_id, document_ids)
+        if marked:
+            self._queued(tenant_id, project_id)
         return marked
 
     def reindex_candidates(self, tenant_id: str, project_id: str) -> list[str]:

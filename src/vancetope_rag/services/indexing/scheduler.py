@@ -68,7 +68,11 @@ class ProjectRagIndexScheduler:
         self.worker_id = worker_id or f"{config.node_id}:{uuid.uuid4().hex[:8]}"
         self._sleep = sleep
         self._stop = threading.Event()
+        #: Set by :meth:`wake` (a document was queued here, or the store says so): the loop
+        #: ticks early. The interval stays the longest wait between ticks.
+        self._woken = threading.Event()
         self._thread: threading.Thread | None = None
+        self.wakeups = 0  # early ticks taken on a wake-up
         #: Why the background thread gave up (consecutive store failures), else None.
         self.fatal_error: str | None = None
 
@@ -280,8 +284,14 @@ class ProjectRagIndexScheduler:
         )
         self._thread.start()
 
+    def wake(self) -> None:
+        """Tick early: documents were queued (by this process, or by another one when the
+        store can tell). Cheap and thread-safe; a burst of wake-ups makes one tick."""
+        self._woken.set()
+
     def stop(self, timeout: float = 30.0) -> None:
         self._stop.set()
+        self._woken.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
@@ -321,5 +331,20 @@ class ProjectRagIndexScheduler:
                 return
             # A full batch means more is waiting: go again at once instead of idling.
             busy = tick.claimed >= self.config.indexer_batch_size
-            if self._stop.wait(0 if busy else self.config.indexer_interval_s):
+            if not busy and not self._idle():
                 return
+
+    def _idle(self) -> bool:
+        """Wait for the next tick: the interval, or less when woken. False: stopped."""
+        delay = self.config.indexer_wake_delay_s
+        if self._stop.wait(delay):  # never tick again sooner than this after a tick
+            return False
+        woken = self._woken.wait(max(0.0, self.config.indexer_interval_s - delay))
+        if self._stop.is_set():
+            return False
+        if woken:
+            self._woken.clear()
+            self.wakeups += 1
+            # let the saves of the same burst land in this tick
+            return not self._stop.wait(delay)
+        return True

@@ -1,0 +1,89 @@
+"""A saved document wakes the background indexer: it is searchable within seconds, not at
+the next tick of the interval (30 s by default); the interval stays the longest wait."""
+
+from __future__ import annotations
+
+import time
+
+from synchelpers import default_rag
+
+from conftest import AppFactory
+from fakes import P, T
+from vancetope_rag.app import RagApp
+
+
+def _wait_indexed(app: RagApp, doc_id: str, timeout_s: float) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        doc = app.documents.get(T, P, doc_id)
+        if doc.index_state.value == "indexed":
+            return time.monotonic() - start
+        time.sleep(0.02)
+    raise AssertionError(f"{doc_id} not indexed within {timeout_s} s")
+
+
+def test_a_saved_document_is_indexed_at_once_not_at_the_next_tick(make_app: AppFactory) -> None:
+    app = make_app(
+        config={
+            "indexer_interval_s": 3600.0,
+            "indexer_initial_delay_s": 0.0,
+            "indexer_wake_delay_s": 0.05,
+        }
+    )
+    app.bring(T, P)
+    app.scheduler.start()
+    try:
+        time.sleep(0.2)  # the first tick ran on an empty project: now it waits an hour
+        for i in range(3):
+            doc = app.document_saved(T, P, f"documents/w{i}.md", f"wake-up number {i}")
+            assert doc is not None
+            assert _wait_indexed(app, doc.id, 10.0) < 5.0
+        hits = app.rags.query(default_rag(app), "wake-up number 2", top_k=1)
+        assert hits and hits[0].path == "documents/w2.md"
+        assert app.scheduler.wakeups >= 3
+    finally:
+        app.scheduler.stop()
+
+
+def test_a_burst_of_saves_makes_one_early_tick(make_app: AppFactory) -> None:
+    app = make_app(
+        config={
+            "indexer_interval_s": 3600.0,
+            "indexer_initial_delay_s": 0.0,
+            "indexer_wake_delay_s": 0.5,
+        }
+    )
+    app.bring(T, P)
+    app.scheduler.start()
+    try:
+        time.sleep(0.6)
+        docs = [app.document_saved(T, P, f"documents/b{i}.md", f"burst {i}") for i in range(5)]
+        for doc in docs:
+            assert doc is not None
+            _wait_indexed(app, doc.id, 10.0)
+        assert app.scheduler.wakeups == 1
+    finally:
+        app.scheduler.stop()
+
+
+def test_without_a_wake_up_the_indexer_waits_its_interval(make_app: AppFactory) -> None:
+    """Writes that bypass the document service (here: the store itself, as another process
+    on a store that cannot notify would) are picked up by the interval, not earlier."""
+    app = make_app(
+        config={
+            "indexer_interval_s": 1.5,
+            "indexer_initial_delay_s": 0.0,
+            "indexer_wake_delay_s": 0.05,
+        }
+    )
+    app.bring(T, P)
+    app.scheduler.start()
+    try:
+        time.sleep(0.2)
+        app.documents.on_queued = None  # as if another process saved it
+        doc = app.documents.create(T, P, "documents/quiet.md", "quiet")
+        took = _wait_indexed(app, doc.id, 10.0)
+        assert 0.5 < took < 5.0
+        assert app.scheduler.wakeups == 0
+    finally:
+        app.scheduler.stop()
