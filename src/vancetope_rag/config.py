@@ -60,8 +60,8 @@ class EngineConfig(BaseSettings):
     )
     indexer_wake_delay_s: float = Field(
         description="A saved document wakes the indexer early: it ticks this many seconds "
-        "after the first wake-up (saves meanwhile join that tick), and never sooner than this "
-        "after its last tick ended. 0: at once.",
+        "after the wake-up (saves meanwhile join that tick), so never sooner than this after "
+        "its last tick ended. 0: at once.",
         default=0.25,
         ge=0,
         validation_alias=_env("VANCETOPE_RAG_INDEXER_WAKE_DELAY_S"),

@@ -335,16 +335,16 @@ class ProjectRagIndexScheduler:
                 return
 
     def _idle(self) -> bool:
-        """Wait for the next tick: the interval, or less when woken. False: stopped."""
-        delay = self.config.indexer_wake_delay_s
-        if self._stop.wait(delay):  # never tick again sooner than this after a tick
-            return False
-        woken = self._woken.wait(max(0.0, self.config.indexer_interval_s - delay))
+        """Wait for the next tick: the interval, or less when woken (then ``wake_delay``
+        more, so a burst of saves joins one tick and no tick follows the last one sooner
+        than that: a wake-up comes after that tick ended, or was set during it). False:
+        stopped."""
+        woken = self._woken.wait(self.config.indexer_interval_s)
         if self._stop.is_set():
             return False
         if woken:
-            self._woken.clear()
             self.wakeups += 1
-            # let the saves of the same burst land in this tick
-            return not self._stop.wait(delay)
+            if self._stop.wait(self.config.indexer_wake_delay_s):
+                return False
+            self._woken.clear()  # the tick now covers these wake-ups (later ones set it again)
         return True
