@@ -192,6 +192,7 @@ class RagApp:
         # a document queued here wakes this process's indexer (another process's: see
         # Store.watch_queued, wired in ProjectRagIndexScheduler.start)
         documents.on_queued = lambda _tenant, _project: scheduler.wake()
+        scheduler.watch = store.watch_queued
         autoinject = RagAutoInjectService(
             rags=rags,
             settings=settings,

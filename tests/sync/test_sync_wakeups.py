@@ -4,12 +4,14 @@ the next tick of the interval (30 s by default); the interval stays the longest 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from synchelpers import default_rag
 
-from conftest import AppFactory
 from fakes import P, T
 from vancetope_rag.app import RagApp
+
+AppFactory = Callable[..., RagApp]
 
 
 def _wait_indexed(app: RagApp, doc_id: str, timeout_s: float) -> float:

@@ -29,7 +29,7 @@ Modules:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlparse, urlunparse
@@ -72,6 +72,9 @@ class SqliteStore:
         for dim in dims:
             self.chunks.prepare_dimension(dim)
         return [IndexStatus(f"vec_chunks_{d}", "vec0", "vector", "READY", True) for d in dims]
+
+    def watch_queued(self, wake: Callable[[], None]) -> Callable[[], None] | None:
+        return None  # another process's writes to the file are not signalled
 
     def close(self) -> None:
         self.control.close()

@@ -73,6 +73,10 @@ class ProjectRagIndexScheduler:
         self._woken = threading.Event()
         self._thread: threading.Thread | None = None
         self.wakeups = 0  # early ticks taken on a wake-up
+        #: The store's feed of documents queued by any process (``Store.watch_queued``),
+        #: subscribed while the background thread runs; None: this process's saves only.
+        self.watch: Callable[[Callable[[], None]], Callable[[], None] | None] | None = None
+        self._unwatch: Callable[[], None] | None = None
         #: Why the background thread gave up (consecutive store failures), else None.
         self.fatal_error: str | None = None
 
@@ -283,6 +287,11 @@ class ProjectRagIndexScheduler:
             target=self._loop, name="vancetope-rag-indexer", daemon=True
         )
         self._thread.start()
+        if self.watch is not None and self._unwatch is None:
+            try:
+                self._unwatch = self.watch(self.wake)
+            except Exception:  # a feed that cannot start leaves the interval in charge
+                log.warning("cannot watch the store for queued documents", exc_info=True)
 
     def wake(self) -> None:
         """Tick early: documents were queued (by this process, or by another one when the
@@ -292,6 +301,9 @@ class ProjectRagIndexScheduler:
     def stop(self, timeout: float = 30.0) -> None:
         self._stop.set()
         self._woken.set()
+        unwatch, self._unwatch = self._unwatch, None
+        if unwatch is not None:
+            unwatch()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None

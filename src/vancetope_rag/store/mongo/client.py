@@ -89,6 +89,9 @@ class MongoStore:
             monotonic=self.monotonic,
         )
 
+    def watch_queued(self, wake: Callable[[], None]) -> Callable[[], None] | None:
+        return None  # change streams could; not used yet
+
     def close(self) -> None:
         """Close the client when this store created it (an injected client stays open)."""
         self.control.close()

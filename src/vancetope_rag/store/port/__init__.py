@@ -24,7 +24,7 @@ A service that needs one concern takes the narrow Protocol. The value types they
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -85,6 +85,12 @@ class Store(Protocol):
         """Create collections, regular and search indexes for every embedding dimension of
         the RAG catalog (plus ``dimensions``), migrating older layouts; with ``wait``, block
         until every search index is READY. Idempotent: run it on every deployment."""
+        ...
+
+    def watch_queued(self, wake: Callable[[], None]) -> Callable[[], None] | None:
+        """Call ``wake`` (from a thread of the store's) whenever any process queues documents
+        for the indexer, until the returned function is called; None when the store cannot
+        tell (the indexer then finds other processes' documents at its next tick)."""
         ...
 
     def close(self) -> None: ...
