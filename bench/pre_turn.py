@@ -16,7 +16,7 @@ For each size (default 10k and 100k chunks in ``_documents`` on the embedded SQL
   sqlite-vec; the query-embedding time alone is reported too.
 
     python bench/pre_turn.py [--sizes 10000,100000] [--turns 300] [--mode dense,hybrid]
-                             [--sqlite-vec] [--threads N] [--json]
+                             [--sqlite-vec] [--threads N] [--store URI] [--noise S] [--json]
 """
 
 from __future__ import annotations
@@ -68,6 +68,19 @@ def main() -> None:
     ap.add_argument(
         "--threads", type=int, default=None, help="torch intra-op threads (default: torch's)"
     )
+    ap.add_argument(
+        "--store",
+        default=None,
+        help="store URI, one store per size: '{size}' in it is replaced by the size (e.g. "
+        "postgresql://…?schema=bench_{size}); default: a temp SQLite file per size",
+    )
+    ap.add_argument(
+        "--noise",
+        type=float,
+        default=0.02,
+        help="per-component Gaussian noise on the replicated embeddings (0.02: near-copies of "
+        "2,000 texts; 0.05: distinct vectors, ~45 degrees from their text's embedding)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -92,7 +105,9 @@ def main() -> None:
 
     for size in sizes:
         tmp = tempfile.mkdtemp(prefix="vrag-preturn-")
-        uri = f"sqlite:///{tmp}/rag.db"
+        uri = args.store.replace("{size}", str(size)) if args.store else f"sqlite:///{tmp}/rag.db"
+        if args.store:
+            open_store(uri).initialize(dimensions=[384])
         app = RagApp.open(EngineConfig(store=uri, node_id="bench"))
         t, p = "bench", "chat"
         app.settings.set(t, None, "ai.embedding.provider", "embedded")
@@ -113,7 +128,8 @@ def main() -> None:
                 doc_ids.append(app.store.control.insert_document(new).id)
         for i in range(size):
             j = i % len(texts)
-            v = base_vectors[j] + rng.normal(0, 0.02, base_vectors.shape[1]).astype(np.float32)
+            noise = rng.normal(0, args.noise, base_vectors.shape[1]).astype(np.float32)
+            v = base_vectors[j] + noise
             v /= np.linalg.norm(v)
             batch.append(
                 Chunk(
@@ -130,7 +146,8 @@ def main() -> None:
                 batch = []
         if batch:
             app.store.chunks.add_chunks(scope, batch)
-        lexical_cache = app.store.chunks.lexical.cache  # type: ignore[attr-defined]
+        lexical = getattr(app.store.chunks, "lexical", None)  # SQLite's in-process BM25 index
+        lexical_cache = getattr(lexical, "cache", None)
 
         turns = [queries[i % len(queries)] for i in range(args.turns)]
         row: dict[str, Any] = {"chunks": app.rags.chunk_count(rag)}
@@ -138,7 +155,7 @@ def main() -> None:
             (mode, app, RagParams(retrieval_mode=mode)) for mode in modes
         ]
         plain = None
-        if args.sqlite_vec:
+        if args.sqlite_vec and not args.store:
             plain = RagApp.open(
                 EngineConfig(store=uri, node_id="bench"), store=open_store(uri, vector_cache=False)
             )
