@@ -58,20 +58,31 @@ class PostgresDatabase:
         #: Dimensions whose chunk table is known to exist.
         self.dimensions: set[int] = set()
         self._lock = threading.Lock()
+        self._connect_timeout_s = connect_timeout_s
         self._probe(connect_timeout_s)
-        self.pool = ConnectionPool(
-            uri.conninfo,
+        self.pool = self._new_pool()
+
+    def _new_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
+        pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            self.uri.conninfo,
             min_size=1,
-            max_size=uri.pool_size,
+            max_size=self.uri.pool_size,
             kwargs={"autocommit": True, "application_name": "vancetope-rag"},
             configure=self._configure,
             check=ConnectionPool.check_connection,
-            timeout=connect_timeout_s,
+            timeout=self._connect_timeout_s,
             num_workers=1,
             open=False,
             name="vancetope-rag",
         )
-        self.pool.open(wait=False)
+        pool.open(wait=False)
+        return pool
+
+    def reconnect(self) -> None:
+        """Replace every pooled connection (``init`` made the extension: a store in its own
+        schema puts the extension's schema on its connections' search path)."""
+        old, self.pool = self.pool, self._new_pool()
+        old.close()
 
     # -- connections -----------------------------------------------------------------------
 

@@ -273,6 +273,8 @@ def initialize(db: PostgresDatabase) -> int:
         if db.uri.schema:
             db.execute(f'CREATE SCHEMA IF NOT EXISTS "{db.uri.schema}"')
         _ensure_extension(db)
+        if db.uri.schema:
+            db.reconnect()  # search paths made before the extension existed lack its schema
         with db.transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (DDL_LOCK,))
             conn.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (version integer NOT NULL)")
