@@ -435,3 +435,51 @@ def test_a_rag_holding_1pct_of_the_table_gets_its_exact_top_k(hnsw: bool) -> Non
     finally:
         store.close()
         postgres_support.drop_schema(name)
+
+
+# -- lexical meaning: the SQLite store's -----------------------------------------------------
+
+CORPUS = [
+    "Cats purr and cats sleep.",
+    "The café serves crème brûlée",
+    "A naive resume of running",
+    "Résumé writing for naïve runners",
+    "the and of",
+]
+#: Stemming (cats, running, runner), accents folded both ways, stopwords kept in texts and
+#: dropped from queries unless a query holds nothing else.
+QUERIES = [
+    "cats",
+    "cafe",
+    "café",
+    "naïve résumé",
+    "running",
+    "the",
+    "CRÈME",
+    "runner",
+    "sleeping cat",
+]
+
+
+def _lexical_hits(store: Any) -> dict[str, list[str]]:
+    if isinstance(store, PostgresStore):
+        store.initialize()
+    scope = RagScope.of(store.control.insert_rag(rag("r", 4)))
+    store.chunks.add_chunks(
+        scope, [Chunk(f"c{i}", "r", "s", text, unit(0, 4)) for i, text in enumerate(CORPUS)]
+    )
+    return {
+        q: [h.chunk_id for h in store.chunks.lexical_query(scope, q, 10, vector=unit(0, 4))]
+        for q in QUERIES
+    }
+
+
+def test_lexical_hits_mean_what_they_mean_on_sqlite(schema_uri: str, tmp_path: Any) -> None:
+    """The same words find the same chunks in the same order (scores differ a little: the
+    stemmers are Porter's and Snowball's, and PostgreSQL splits ``snake_case`` words)."""
+    sqlite, postgres = open_store(f"sqlite:///{tmp_path}/rag.db"), open_store(schema_uri)
+    try:
+        assert _lexical_hits(postgres) == _lexical_hits(sqlite)
+    finally:
+        sqlite.close()
+        postgres.close()

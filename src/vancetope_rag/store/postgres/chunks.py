@@ -334,7 +334,7 @@ class PostgresChunkStore:
                 return []
             stats = self.db.query(
                 lexical.stats_sql(table),
-                (*_scope(scope), *_scope(scope), lexical.tsquery(lexemes), lexemes),
+                (*_scope(scope), lexemes, *_scope(scope), lexical.tsquery(lexemes)),
             )
             n_rows, tokens = int(stats[0][1]), int(stats[0][2])
             if not n_rows:

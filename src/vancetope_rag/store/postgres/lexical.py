@@ -57,16 +57,23 @@ def tsquery(lexemes: Sequence[str]) -> str:
     return " | ".join("'" + lex.replace("\\", "\\\\").replace("'", "''") + "'" for lex in lexemes)
 
 
+#: A row's ``tsvector`` cut down to the query's lexemes (the ``text[]`` parameter): they
+#: are weighted A (every indexed lexeme has the default D) and only A is kept, so a matching
+#: row yields its few query terms, not every lexeme it holds.
+_QUERY_TERMS_OF_ROW = "unnest(ts_filter(setweight(c.tsv, 'A', %s::text[]), '{a}'))"
+
+
 def stats_sql(table: str) -> str:
     """The RAG's chunk count and token total, then each query lexeme's document frequency
-    (parameters: tenant, project, RAG, the tsquery, the lexemes; twice the scope)."""
+    (parameters: tenant, project, RAG, the lexemes, tenant, project, RAG, the tsquery)."""
     return (
         f"SELECT NULL::text AS lexeme, count(*) AS n, coalesce(sum(n_tokens), 0) AS tokens "
         f"FROM {table} WHERE tenant_id = %s AND project_id = %s AND rag_id = %s "
         "UNION ALL "
-        f"SELECT u.lexeme, count(*), 0 FROM {table} c CROSS JOIN LATERAL unnest(c.tsv) u "
+        f"SELECT u.lexeme, count(*), 0 FROM {table} c CROSS JOIN LATERAL "
+        f"{_QUERY_TERMS_OF_ROW} u "
         "WHERE c.tenant_id = %s AND c.project_id = %s AND c.rag_id = %s "
-        "AND c.tsv @@ %s::tsquery AND u.lexeme = ANY(%s) GROUP BY u.lexeme"
+        "AND c.tsv @@ %s::tsquery GROUP BY u.lexeme"
     )
 
 
@@ -77,9 +84,9 @@ def idfs(n_rows: int, doc_freq: dict[str, int], lexemes: Sequence[str]) -> list[
 def bm25_sql(table: str, where: str, columns: str) -> str:
     """The ``top_k`` chunks of the scope by BM25, best first (ties: older row first).
 
-    Parameters, in order: the lexemes, their IDFs, the average length, tenant, project,
-    RAG, the tsquery, ``where``'s parameters, ``top_k``. The sum runs in a fixed order, so a
-    score is the same bits whatever plan the server picks.
+    Parameters, in order: the lexemes, their IDFs, the average length, the lexemes again,
+    tenant, project, RAG, the tsquery, ``where``'s parameters, ``top_k``. The sum runs in a
+    fixed order, so a score is the same bits whatever plan the server picks.
     """
     tf = "cardinality(u.positions)::float8"
     term = (
@@ -91,7 +98,8 @@ def bm25_sql(table: str, where: str, columns: str) -> str:
         "p AS (SELECT %s::float8 AS avgdl), "
         "ranked AS ("
         f"  SELECT c.rowid, sum({term} ORDER BY u.lexeme) AS score "
-        f"  FROM {table} c CROSS JOIN LATERAL unnest(c.tsv) u JOIN q ON q.lexeme = u.lexeme "
+        f"  FROM {table} c CROSS JOIN LATERAL {_QUERY_TERMS_OF_ROW} u "
+        "  JOIN q ON q.lexeme = u.lexeme "
         "  CROSS JOIN p "
         "  WHERE c.tenant_id = %s AND c.project_id = %s AND c.rag_id = %s "
         f"  AND c.tsv @@ %s::tsquery{where} "
@@ -114,6 +122,7 @@ def bm25_params(
         list(lexemes),
         list(weights),
         avgdl,
+        list(lexemes),
         *scope,
         tsquery(lexemes),
         *filter_params,

@@ -43,15 +43,19 @@ class PostgresStore:
         Idempotent. Indexes are built by the statements that create them, so everything is
         READY when this returns (``wait`` and ``timeout_s`` change nothing)."""
         schema.initialize(self.db)
-        dims = sorted(self.control.rag_dimensions() | {int(d) for d in dimensions})
-        for dim in dims:
+        dims = self.control.rag_dimensions() | {int(d) for d in dimensions}
+        dims = dims | set(self.db.known_dimensions())
+        for dim in sorted(dims):
             schema.ensure_dimension(self.db, dim)
-        return [
-            IndexStatus(
-                schema.chunk_table(d), f"{schema.chunk_table(d)}_hnsw", "vector", "READY", True
-            )
-            for d in dims
-        ]
+        return [self._status(d) for d in sorted(dims)]
+
+    def _status(self, dim: int) -> IndexStatus:
+        table = schema.chunk_table(dim)
+        if self.db.uri.hnsw:
+            return IndexStatus(table, f"{table}_hnsw", "vector", "READY", True)
+        return IndexStatus(
+            table, "-", "exact", "READY", True, "vector_index=none: every query scans its RAG"
+        )
 
     def close(self) -> None:
         self.db.close()
