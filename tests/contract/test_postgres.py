@@ -21,7 +21,9 @@ import pytest
 from vancetope_rag.domain.records import Chunk, ProjectStatus, RagRecord
 from vancetope_rag.errors import StoreError, StoreFullError
 from vancetope_rag.store import open_store
+from vancetope_rag.store.postgres.chunks import dense_sql
 from vancetope_rag.store.postgres.errors import ConstraintViolation, store_error
+from vancetope_rag.store.postgres.rows import vector_literal
 from vancetope_rag.store.postgres.store import PostgresStore, open_postgres_store
 from vancetope_rag.store.postgres.uri import PostgresUri, redact_uri
 from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
@@ -483,3 +485,28 @@ def test_lexical_hits_mean_what_they_mean_on_sqlite(schema_uri: str, tmp_path: A
     finally:
         sqlite.close()
         postgres.close()
+
+
+def test_the_index_path_orders_by_what_the_hnsw_index_holds() -> None:
+    """The large-scope query can be served by the HNSW index (planned, never run: planning
+    executes none of pgvector's HNSW code, so this holds on every CPU), and the exact one
+    cannot."""
+    name, uri = postgres_support.fresh_schema(hnsw=True)
+    store = open_postgres_store(uri)
+    try:
+        store.initialize(dimensions=[8])  # an empty index: nothing inserted
+        with store.db.snapshot(), store.db.connection() as conn:
+            conn.execute("SET LOCAL enable_seqscan = off")
+            conn.execute("SET LOCAL enable_sort = off")
+            params = (T, P, "r", vector_literal(np.ones(8, dtype=np.float32)), 10)
+            plans = {
+                exact: "\n".join(
+                    r[0] for r in conn.execute("EXPLAIN " + dense_sql(8, "", exact=exact), params)
+                )
+                for exact in (False, True)
+            }
+        assert "Index Scan using chunks_8_hnsw" in plans[False]
+        assert "chunks_8_hnsw" not in plans[True]
+    finally:
+        store.close()
+        postgres_support.drop_schema(name)

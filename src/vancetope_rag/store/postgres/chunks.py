@@ -275,21 +275,17 @@ class PostgresChunkStore:
             return []
         table, dim = chunk_table(scope.dimension), scope.dimension
         wanted = top_k + max(top_k, _RERANK_MARGIN)  # candidates for the exact re-rank
-        key = index_expression(dim)
         with self.db.snapshot():
-            if wanted > _EF_MAX or self._scope_size(scope, table) <= self.exact_scan_max:
-                order = f"({key} <=> %s::halfvec({dim})) + 0"  # no index serves "+ 0"
-            else:
+            exact = wanted > _EF_MAX or self._scope_size(scope, table) <= self.exact_scan_max
+            if not exact:
                 self.db.query(
                     "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), "
                     "set_config('hnsw.ef_search', %s, true), "
                     "set_config('hnsw.max_scan_tuples', %s, true)",
                     (str(min(_EF_MAX, max(_EF_MIN, wanted))), str(_MAX_SCAN_TUPLES)),
                 )
-                order = f"{key} <=> %s::halfvec({dim})"
             rows = self.db.query_dicts(
-                f"SELECT {CHUNK_COLUMNS}, c.embedding::text AS embedding "
-                f"FROM {table} c WHERE {_SCOPE}{where} ORDER BY {order}, c.rowid LIMIT %s",
+                dense_sql(dim, where, exact=exact),
                 (*_scope(scope), *params, vector_literal(query), wanted),
             )
         return rerank(rows, query, top_k)
@@ -356,6 +352,19 @@ class PostgresChunkStore:
             row_to_hit(r, float(cos), float(r["lexical_score"]))
             for r, cos in zip(rows, cosines, strict=True)
         ]
+
+
+def dense_sql(dim: int, where: str, *, exact: bool) -> str:
+    """The candidates of a dense query, nearest first by the half-precision cosine, with
+    their full vectors (parameters: tenant, project, RAG, ``where``'s, the query vector,
+    how many). ``exact``: scan the scope (``+ 0`` is an expression no index serves);
+    otherwise the HNSW index can give the order."""
+    distance = f"{index_expression(dim)} <=> %s::halfvec({int(dim)})"
+    order = f"({distance}) + 0, c.rowid" if exact else distance
+    return (
+        f"SELECT {CHUNK_COLUMNS}, c.embedding::text AS embedding FROM {chunk_table(dim)} c "
+        f"WHERE {_SCOPE}{where} ORDER BY {order} LIMIT %s"
+    )
 
 
 def _cosines(rows: Sequence[dict[str, Any]], query: npt.NDArray[np.float32]) -> list[float]:

@@ -218,7 +218,7 @@ def chunk_table_steps(dim: int, *, hnsw: bool = True) -> list[str]:
             UNIQUE (tenant_id, project_id, rag_id, id)
         )""",
         f"CREATE INDEX IF NOT EXISTS {table}_scope_idx "
-        f"ON {table} (tenant_id, project_id, rag_id, source_ref)",
+        f"ON {table} (tenant_id, project_id, rag_id, source_ref) INCLUDE (n_tokens)",
         f"CREATE INDEX IF NOT EXISTS {table}_tsv ON {table} USING gin (tsv)",
         f"INSERT INTO vtr_dimensions (dim) VALUES ({int(dim)}) ON CONFLICT DO NOTHING",
     ]
