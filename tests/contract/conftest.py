@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import postgres_support
 import pytest
 from mongo_support import (
     MONGODB_URI_ENV,
@@ -27,6 +26,7 @@ from mongo_support import (
     real_settle,
 )
 
+import postgres_support
 from vancetope_rag.store import open_store
 from vancetope_rag.store.port import Store
 
@@ -125,13 +125,6 @@ def opened(request: Any, tmp_path: Path, fake_clock: SettableClock) -> Iterator[
     yield result
     result.store.close()
     result.cleanup()
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _postgres_server() -> Iterator[None]:
-    """The PostgreSQL server ``postgres_support`` starts on first use, stopped at the end."""
-    yield
-    postgres_support.shutdown()
 
 
 @pytest.fixture

@@ -9,15 +9,18 @@ or the adapter's internals.
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import postgres_support
 import psycopg
 import pytest
 
+import postgres_support
 from vancetope_rag.domain.records import Chunk, ProjectStatus, RagRecord
 from vancetope_rag.errors import StoreError, StoreFullError
 from vancetope_rag.store import open_store
@@ -146,6 +149,8 @@ def test_our_uri_parameters_are_taken_out_and_the_rest_pass_through() -> None:
         "postgresql://app:***@db.example.net:6432/rag?sslmode=require&schema=tenant_a"
         "&pool_size=3&statement_timeout_ms=250&vector_index=none&application_name=x"
     )
+    spaced = PostgresUri.parse("postgresql://h/db?options=-c%20work_mem%3D8MB&schema=s")
+    assert spaced.conninfo == "postgresql://h/db?options=-c%20work_mem%3D8MB"  # no "+"
     assert redact_uri("postgres://u:p@h/db?password=secret&x=1") == (
         "postgres://u:***@h/db?password=***&x=1"
     )
@@ -507,6 +512,55 @@ def test_the_index_path_orders_by_what_the_hnsw_index_holds() -> None:
             }
         assert "Index Scan using chunks_8_hnsw" in plans[False]
         assert "chunks_8_hnsw" not in plans[True]
+    finally:
+        store.close()
+        postgres_support.drop_schema(name)
+
+
+@pytest.fixture
+def small_tablespace() -> Iterator[str]:
+    """A 2 MiB tmpfs as a tablespace of the bundled server (root only; skipped otherwise)."""
+    if os.environ.get(postgres_support.POSTGRES_URI_ENV):
+        pytest.skip("the full-disk test mounts a tmpfs for the bundled server only")
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mount = tempfile.mkdtemp(prefix="vtr-small-")  # the server's user must reach it
+    os.chmod(mount, 0o755)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mount],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        os.rmdir(mount)
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    name = f"vtr_small_{uuid.uuid4().hex[:8]}"
+    try:
+        owner = os.stat(postgres_support.data_directory()).st_uid
+        os.chown(mount, owner, -1)
+        postgres_support.admin().execute(f"CREATE TABLESPACE {name} LOCATION '{mount}'")
+        yield name
+    finally:
+        postgres_support.admin().execute(f"DROP TABLESPACE IF EXISTS {name}")
+        subprocess.run(["umount", mount], check=False)
+        os.rmdir(mount)
+
+
+def test_a_full_disk_is_a_store_full_error_and_reads_go_on(small_tablespace: str) -> None:
+    name, uri = postgres_support.fresh_schema()
+    store = open_postgres_store(f"{uri}&options=-c%20default_tablespace%3D{small_tablespace}")
+    try:
+        store.initialize(dimensions=[8])
+        scope = RagScope.of(store.control.insert_rag(rag("r")))
+        rng = np.random.default_rng(3)
+        written = 0
+        with pytest.raises(StoreFullError, match="is full") as info:
+            for i in range(400):  # 50 kB of incompressible text each: 2 MiB fill up first
+                text = rng.bytes(25_000).hex()
+                store.chunks.add_chunks(scope, [Chunk(f"c{i}", "r", f"s{i}", text, unit(i))])
+                written += 1
+        assert "free space" in str(info.value)
+        assert written > 0 and store.chunks.count_chunks(scope) == written
     finally:
         store.close()
         postgres_support.drop_schema(name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 from vancetope_rag.errors import StoreError
 
@@ -66,7 +66,8 @@ class PostgresUri:
             raise StoreError(
                 f"vector_index in store URI {shown!r} must be hnsw or none, not {index!r}"
             )
-        conninfo = urlunsplit(parts._replace(query=urlencode(rest)))
+        # percent-encoding only: libpq reads no "+" as a space
+        conninfo = urlunsplit(parts._replace(query=urlencode(rest, quote_via=quote)))
         password = unquote(parts.password) if parts.password else None
         password = password or next((v for k, v in rest if k == "password"), None)
         return cls(conninfo, shown, password, schema, pool_size, timeout, index == "hnsw")

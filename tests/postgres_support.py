@@ -64,6 +64,13 @@ def database_uri() -> str:
     return uri
 
 
+def data_directory() -> str:
+    """The bundled server's data directory (only when this module started the server)."""
+    database_uri()
+    folder: str = _state["folder"]
+    return folder
+
+
 def admin() -> psycopg.Connection[Any]:
     """A superuser connection to the test database (autocommit)."""
     database_uri()
