@@ -22,7 +22,7 @@ import pytest
 
 import postgres_support
 from vancetope_rag.domain.records import Chunk, ProjectStatus, RagRecord
-from vancetope_rag.errors import StoreError, StoreFullError
+from vancetope_rag.errors import InvalidInputError, StoreError, StoreFullError
 from vancetope_rag.store import open_store
 from vancetope_rag.store.postgres.chunks import dense_sql
 from vancetope_rag.store.postgres.errors import ConstraintViolation, store_error
@@ -202,7 +202,7 @@ def test_credentials_never_appear_in_errors_or_logs(caplog: pytest.LogCaptureFix
         ("42501", StoreError, "privilege"),
         ("42P01", StoreError, "init"),
         ("53300", StoreError, "pool_size"),
-        ("25006", StoreError, "primary"),
+        ("25006", StoreError, "read-only"),
     ],
 )
 def test_server_errors_map_to_actionable_store_errors(
@@ -393,6 +393,12 @@ def test_text_with_nul_characters_gives_the_sqlite_stores_answers(
         assert [d.path for d in found] == ["b\x00c.md"]
     finally:
         store.close()
+
+
+def test_a_lone_surrogate_is_invalid_input_as_on_sqlite(store: PostgresStore) -> None:
+    with pytest.raises(InvalidInputError, match="lone surrogate"):
+        store.control.insert_document(NewDocument(T, P, "a.md", "text/plain", "bad \ud800"))
+    assert store.control.list_documents(T, P) == []
 
 
 # -- filtered recall -------------------------------------------------------------------------

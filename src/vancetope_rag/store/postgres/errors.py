@@ -93,8 +93,8 @@ def store_error(
         )
     if sqlstate == "25006":
         return StoreError(
-            f"{where}: the server is read-only (a standby?): {text}; point the store URI at "
-            "the primary"
+            f"{where}: a write met a read-only transaction or server ({text}); if the server "
+            "is a standby, point the store URI at the primary"
         )
     if sqlstate in _GONE or _is_connection_loss(exc):
         return StoreError(

@@ -276,6 +276,7 @@ def initialize(db: PostgresDatabase) -> int:
         if db.uri.schema:
             db.reconnect()  # search paths made before the extension existed lack its schema
         with db.transaction() as conn:
+            conn.execute("SET LOCAL statement_timeout = 0")  # index builds take their time
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (DDL_LOCK,))
             conn.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (version integer NOT NULL)")
             version = db.schema_version(conn)
@@ -304,6 +305,7 @@ def ensure_dimension(db: PostgresDatabase, dim: int) -> None:
         return
     try:
         with db.transaction() as conn:
+            conn.execute("SET LOCAL statement_timeout = 0")  # index builds take their time
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (DDL_LOCK,))
             for statement in chunk_table_steps(dim, hnsw=db.uri.hnsw):
                 conn.execute(statement)
