@@ -39,8 +39,8 @@ from vancetope_rag.store.shared import (
 from vancetope_rag.store.sqlite.rows import chunk_row, row_to_hit
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
-#: Scopes of at most this many chunks are ranked exactly (a few ms even at 1,536 dims).
-EXACT_SCAN_MAX = 20_000
+#: Scopes of at most this many chunks are ranked exactly (~20 ms at 384 dimensions).
+EXACT_SCAN_MAX = 10_000
 #: pgvector's ``hnsw.ef_search`` range; the search list is the candidates' count within it.
 _EF_MIN, _EF_MAX = 100, 1000
 #: Candidates beyond ``top_k`` ranked by the index's half-precision distance and re-ranked
@@ -98,11 +98,12 @@ class PostgresChunkStore:
         try:
             self.db.executemany(
                 f"INSERT INTO {table} (id, tenant_id, project_id, rag_id, source_ref, kind, "
-                "path, text, metadata, dim, tsv, n_tokens, embedding) "
+                "path, text, metadata, dim, tsv, n_tokens, embedding, embedding_h) "
                 "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, t.tsv, "
                 "(SELECT coalesce(sum(cardinality(positions)), 0) FROM unnest(t.tsv)), "
-                f"%s::vector FROM (SELECT to_tsvector('{lexical.TS_CONFIG}', %s) AS tsv) t",
-                [(*r[:10], r[11], r[10]) for r in rows],
+                f"%s::vector, %s::halfvec FROM (SELECT to_tsvector('{lexical.TS_CONFIG}', %s) "
+                "AS tsv) t",
+                [(*r[:10], r[11], r[11], r[10]) for r in rows],
             )
         except ConstraintViolation as exc:
             raise chunk_id_taken_error(scope, exc.detail) from exc
@@ -328,14 +329,14 @@ class PostgresChunkStore:
             ]
             if not lexemes:
                 return []
-            stats = self.db.query(
-                lexical.stats_sql(table),
-                (*_scope(scope), lexemes, *_scope(scope), lexical.tsquery(lexemes)),
+            ((n_rows, tokens, *freqs),) = self.db.query(
+                lexical.stats_sql(table, len(lexemes)),
+                lexical.stats_params(lexemes, _scope(scope)),
             )
-            n_rows, tokens = int(stats[0][1]), int(stats[0][2])
+            n_rows, tokens = int(n_rows), int(tokens)
             if not n_rows:
                 return []
-            doc_freq = {str(r[0]): int(r[1]) for r in stats[1:]}
+            doc_freq = {lex: int(f) for lex, f in zip(lexemes, freqs, strict=True)}
             rows = self.db.query_dicts(
                 lexical.bm25_sql(table, where, CHUNK_COLUMNS + ", c.embedding::text AS embedding"),
                 lexical.bm25_params(
@@ -361,9 +362,13 @@ def dense_sql(dim: int, where: str, *, exact: bool) -> str:
     otherwise the HNSW index can give the order."""
     distance = f"{index_expression(dim)} <=> %s::halfvec({int(dim)})"
     order = f"({distance}) + 0, c.rowid" if exact else distance
+    table = chunk_table(dim)
+    # the rows' columns (and the vectors' text) only for the candidates, not every row
+    # the scan ranks: a target list is computed below the sort
     return (
-        f"SELECT {CHUNK_COLUMNS}, c.embedding::text AS embedding FROM {chunk_table(dim)} c "
-        f"WHERE {_SCOPE}{where} ORDER BY {order} LIMIT %s"
+        f"SELECT {CHUNK_COLUMNS}, c.embedding::text AS embedding FROM {table} c JOIN ("
+        f"  SELECT c.rowid FROM {table} c WHERE {_SCOPE}{where} ORDER BY {order} LIMIT %s"
+        ") AS nearest ON nearest.rowid = c.rowid"
     )
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "fold",
     "idfs",
     "query_text",
+    "stats_params",
     "stats_sql",
     "tsquery",
 ]
@@ -63,18 +64,19 @@ def tsquery(lexemes: Sequence[str]) -> str:
 _QUERY_TERMS_OF_ROW = "unnest(ts_filter(setweight(c.tsv, 'A', %s::text[]), '{a}'))"
 
 
-def stats_sql(table: str) -> str:
-    """The RAG's chunk count and token total, then each query lexeme's document frequency
-    (parameters: tenant, project, RAG, the lexemes, tenant, project, RAG, the tsquery)."""
+def stats_sql(table: str, n_terms: int) -> str:
+    """The RAG's chunk count and token total, and each of the ``n_terms`` query lexemes'
+    document frequency (parameters: one tsquery per lexeme, then tenant, project, RAG), in
+    one pass over the RAG's rows."""
+    freqs = "".join(", count(*) FILTER (WHERE c.tsv @@ %s::tsquery)" for _ in range(n_terms))
     return (
-        f"SELECT NULL::text AS lexeme, count(*) AS n, coalesce(sum(n_tokens), 0) AS tokens "
-        f"FROM {table} WHERE tenant_id = %s AND project_id = %s AND rag_id = %s "
-        "UNION ALL "
-        f"SELECT u.lexeme, count(*), 0 FROM {table} c CROSS JOIN LATERAL "
-        f"{_QUERY_TERMS_OF_ROW} u "
-        "WHERE c.tenant_id = %s AND c.project_id = %s AND c.rag_id = %s "
-        "AND c.tsv @@ %s::tsquery GROUP BY u.lexeme"
+        f"SELECT count(*), coalesce(sum(c.n_tokens), 0){freqs} FROM {table} c "
+        "WHERE c.tenant_id = %s AND c.project_id = %s AND c.rag_id = %s"
     )
+
+
+def stats_params(lexemes: Sequence[str], scope: tuple[str, str, str]) -> list[Any]:
+    return [*(tsquery([lex]) for lex in lexemes), *scope]
 
 
 def idfs(n_rows: int, doc_freq: dict[str, int], lexemes: Sequence[str]) -> list[float]:
@@ -89,9 +91,10 @@ def bm25_sql(table: str, where: str, columns: str) -> str:
     fixed order, so a score is the same bits whatever plan the server picks.
     """
     tf = "cardinality(u.positions)::float8"
+    k1, b = f"{BM25_K1!r}::float8", f"{BM25_B!r}::float8"  # float arithmetic, not numeric
     term = (
-        f"q.idf * ({tf} * {BM25_K1 + 1.0!r}) / ({tf} + {BM25_K1!r} * "
-        f"(1 - {BM25_B!r} + {BM25_B!r} * c.n_tokens / p.avgdl))"
+        f"q.idf * ({tf} * {BM25_K1 + 1.0!r}::float8) / ({tf} + {k1} * "
+        f"(1::float8 - {b} + {b} * c.n_tokens / p.avgdl))"
     )
     return (
         "WITH q AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS q(lexeme, idf)), "
