@@ -16,8 +16,8 @@ from vancetope_rag.domain.records import RagRecord, RagState
 from vancetope_rag.store.postgres.db import PostgresDatabase
 from vancetope_rag.store.postgres.errors import ConstraintViolation
 from vancetope_rag.store.postgres.rows import insert_sql
+from vancetope_rag.store.rows import rag_row, row_to_rag
 from vancetope_rag.store.shared import rag_exists_error
-from vancetope_rag.store.sqlite.rows import rag_row, row_to_rag
 from vancetope_rag.store.types import Clock
 
 

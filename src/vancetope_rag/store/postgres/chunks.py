@@ -30,13 +30,13 @@ from vancetope_rag.store.postgres.db import PostgresDatabase
 from vancetope_rag.store.postgres.errors import ConstraintViolation
 from vancetope_rag.store.postgres.rows import CHUNK_COLUMNS, chunk_filter_sql, vector_literal
 from vancetope_rag.store.postgres.schema import chunk_table, ensure_dimension, index_expression
+from vancetope_rag.store.rows import chunk_row, row_to_hit
 from vancetope_rag.store.shared import (
     check_top_k,
     checked_vector,
     chunk_id_taken_error,
     foreign_chunk_error,
 )
-from vancetope_rag.store.sqlite.rows import chunk_row, row_to_hit
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
 #: Scopes of at most this many chunks are ranked exactly (~20 ms at 384 dimensions).

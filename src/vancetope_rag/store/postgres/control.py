@@ -22,6 +22,7 @@ from vancetope_rag.store.postgres.db import PostgresDatabase
 from vancetope_rag.store.postgres.errors import ConstraintViolation
 from vancetope_rag.store.postgres.rows import DIRTY, document_update_sql, insert_sql
 from vancetope_rag.store.postgres.settings import PostgresSettingsAndCache
+from vancetope_rag.store.rows import document_row, row_to_document, row_to_project
 from vancetope_rag.store.shared import (
     DocumentChanges,
     capped_error,
@@ -32,7 +33,6 @@ from vancetope_rag.store.shared import (
     state_counts,
     unique_batches,
 )
-from vancetope_rag.store.sqlite.rows import document_row, row_to_document, row_to_project
 from vancetope_rag.store.types import Clock, DocumentChange, NewDocument
 
 T = TypeVar("T")

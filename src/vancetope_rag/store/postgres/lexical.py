@@ -7,7 +7,7 @@ its token count; a GIN index finds the rows holding a query's lexemes. ``ts_rank
 IDF, so the ranking is BM25 computed in SQL from each matching row's term frequencies, with
 the document count, the average length and each term's document frequency counted over the
 RAG's own chunks only (never the table's, which every tenant writes into). The constants and
-the IDF are FTS5's, as on the SQLite store (:mod:`vancetope_rag.store.sqlite.bm25`), so a
+the IDF are FTS5's, as on the SQLite store (:mod:`vancetope_rag.store.shared`), so a
 score means the same on both; queries drop the same English stopwords.
 
 Pure functions (no I/O); :mod:`.postgres.chunks` runs what they build.
@@ -19,8 +19,14 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
-from vancetope_rag.store.shared import words
-from vancetope_rag.store.sqlite.bm25 import BM25_B, BM25_K1, MAX_QUERY_TERMS, STOPWORDS, bm25_idf
+from vancetope_rag.store.shared import (
+    BM25_B,
+    BM25_K1,
+    MAX_QUERY_TERMS,
+    STOPWORDS,
+    bm25_idf,
+    words,
+)
 
 __all__ = [
     "TS_CONFIG",

@@ -1,6 +1,6 @@
 """Pure SQL pieces of the PostgreSQL adapters (``%s`` placeholders) and the vector literal.
 
-The row ↔ record codecs are the SQLite store's (:mod:`vancetope_rag.store.sqlite.rows`):
+The row ↔ record codecs are shared with the SQLite store (:mod:`vancetope_rag.store.rows`):
 the two schemas share their column names and value encodings (see :mod:`.postgres.schema`).
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from vancetope_rag.store.rows import DIRTY_SETS, FAILED_SETS
 from vancetope_rag.store.shared import DocumentChanges, iter_filter
-from vancetope_rag.store.sqlite.rows import DIRTY_SETS, FAILED_SETS
 from vancetope_rag.store.types import ChunkFilter
 
 __all__ = [
