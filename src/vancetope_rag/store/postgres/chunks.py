@@ -1,0 +1,441 @@
+"""The chunk store on PostgreSQL + pgvector: one ``chunks_<dim>`` table per embedding
+dimension holding each chunk's row, vector (HNSW, cosine) and ``tsvector`` (GIN).
+
+Every statement names tenant, project and RAG, so a RAG id from another tenant finds and
+deletes nothing. A source's replacement is one transaction (its chunk version fenced in
+``source_versions``), so a reader sees its old chunks or its new ones, never none and never
+a mix; nothing is ever left to sweep. Queries never create anything: a dimension without its
+table has no chunks, and a write to one creates it (:func:`.postgres.schema.ensure_dimension`).
+
+Dense search orders candidates by the half-precision cosine the HNSW index holds, then
+re-ranks them on the full vectors in process (scores are exact cosines). A small scope is
+scanned whole (a B-tree walk of the scope: no index to miss a hit); a large one goes
+through HNSW with pgvector's iterative scans in strict order, so a filter that keeps 1% of
+the table still fills ``top_k``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from vancetope_rag.domain.records import Chunk, Hit
+from vancetope_rag.domain.retrieval import Candidates, FusionParams
+from vancetope_rag.errors import InvalidInputError
+from vancetope_rag.store.postgres import lexical
+from vancetope_rag.store.postgres.db import PostgresDatabase
+from vancetope_rag.store.postgres.errors import ConstraintViolation
+from vancetope_rag.store.postgres.rows import CHUNK_COLUMNS, chunk_filter_sql, vector_literal
+from vancetope_rag.store.postgres.schema import chunk_table, ensure_dimension, index_expression
+from vancetope_rag.store.rows import chunk_row, row_to_hit
+from vancetope_rag.store.shared import (
+    check_top_k,
+    checked_vector,
+    chunk_id_taken_error,
+    foreign_chunk_error,
+    unique_batches,
+)
+from vancetope_rag.store.types import ChunkFilter, RagScope
+
+#: Scopes of at most this many chunks are ranked exactly (~20 ms at 384 dimensions).
+EXACT_SCAN_MAX = 10_000
+#: pgvector's ``hnsw.ef_search`` range; the search list is the candidates' count within it.
+_EF_MIN, _EF_MAX = 100, 1000
+#: Candidates beyond ``top_k`` ranked by the index's half-precision distance and re-ranked
+#: on the full vectors (at least ``top_k`` more), so a near-tie that float16 rounding put
+#: out of order still makes the top-k.
+_RERANK_MARGIN = 20
+#: How many index tuples an iterative scan may visit before it stops (pgvector's default is
+#: 20,000: a RAG holding 0.1% of a big table would come back short).
+_MAX_SCAN_TUPLES = 200_000
+
+_SCOPE = "c.tenant_id = %s AND c.project_id = %s AND c.rag_id = %s"
+
+
+def _scope(scope: RagScope) -> tuple[str, str, str]:
+    return scope.tenant_id, scope.project_id, scope.rag_id
+
+
+class PostgresChunkStore:
+    """:class:`~vancetope_rag.store.port.ChunkStore` on PostgreSQL + pgvector."""
+
+    def __init__(self, db: PostgresDatabase, *, exact_scan_max: int = EXACT_SCAN_MAX) -> None:
+        self.db = db
+        #: Scopes up to this size are ranked exactly; larger ones through HNSW.
+        self.exact_scan_max = exact_scan_max
+
+    # -- writes ------------------------------------------------------------------------
+
+    def _insert(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
+        if any(ch.rag_id != scope.rag_id for ch in chunks):
+            raise foreign_chunk_error()
+        vectors = [vector_literal(checked_vector(ch.embedding, scope.dimension)) for ch in chunks]
+        if not chunks:
+            return []
+        ensure_dimension(self.db, scope.dimension)
+        table = chunk_table(scope.dimension)
+        rows = []
+        for ch, vec in zip(chunks, vectors, strict=True):
+            r = chunk_row(scope, ch)
+            rows.append(
+                (
+                    r["id"],
+                    r["tenant_id"],
+                    r["project_id"],
+                    r["rag_id"],
+                    r["source_ref"],
+                    r["kind"],
+                    r["path"],
+                    r["text"],
+                    r["metadata"],
+                    r["dim"],
+                    lexical.fold(ch.text),
+                    vec,
+                )
+            )
+        try:
+            self.db.executemany(
+                f"INSERT INTO {table} (id, tenant_id, project_id, rag_id, source_ref, kind, "
+                "path, text, metadata, dim, tsv, n_tokens, embedding, embedding_h) "
+                "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, t.tsv, "
+                "(SELECT coalesce(sum(cardinality(positions)), 0) FROM unnest(t.tsv)), "
+                f"%s::vector, %s::halfvec FROM (SELECT to_tsvector('{lexical.TS_CONFIG}', %s) "
+                "AS tsv) t",
+                [(*r[:10], r[11], r[11], r[10]) for r in rows],
+            )
+        except ConstraintViolation as exc:
+            raise chunk_id_taken_error(scope, exc.detail) from exc
+        return [ch.id for ch in chunks]
+
+    def _delete(self, scope: RagScope, where: str = "", params: Sequence[Any] = ()) -> int:
+        if not self.db.has_dimension(scope.dimension):
+            return 0
+        return self.db.execute(
+            f"DELETE FROM {chunk_table(scope.dimension)} c WHERE {_SCOPE}{where}",
+            (*_scope(scope), *params),
+        )
+
+    def add_chunks(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
+        if chunks and not self.db.in_transaction():
+            ensure_dimension(self.db, scope.dimension)  # DDL in its own transaction
+        with self.db.transaction():
+            return self._insert(scope, chunks)
+
+    def replace_source(
+        self,
+        scope: RagScope,
+        source_ref: str,
+        chunks: Sequence[Chunk],
+        *,
+        chunk_version: int | None = None,
+    ) -> None:
+        """One transaction: no reader ever sees the source between its old and new chunks.
+        A ``chunk_version`` older than the source's last write drops the write (fencing)."""
+        if chunk_version is not None and (not isinstance(chunk_version, int) or chunk_version < 1):
+            raise InvalidInputError(
+                f"chunk_version must be a positive integer, not {chunk_version!r}"
+            )
+        for ch in chunks:  # refuse bad input before anything is written
+            if ch.rag_id != scope.rag_id:
+                raise foreign_chunk_error()
+            checked_vector(ch.embedding, scope.dimension)
+        if chunks:
+            ensure_dimension(self.db, scope.dimension)  # DDL in its own transaction
+        with self.db.transaction():
+            version = chunk_version if chunk_version is not None else self.db.next_sequence()
+            # the upsert locks the source's row: concurrent writers of one source queue here
+            kept = self.db.query(
+                "INSERT INTO source_versions AS s (tenant_id, project_id, rag_id, source_ref, "
+                "version) VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (tenant_id, project_id, rag_id, source_ref) DO UPDATE "
+                "SET version = excluded.version WHERE s.version <= excluded.version "
+                "RETURNING version",
+                (*_scope(scope), source_ref, version),
+            )
+            if not kept:
+                return  # a newer writer already replaced this source
+            self._delete(scope, " AND c.source_ref = %s", (source_ref,))
+            self._insert(scope, chunks)
+
+    def remove_by_source(self, scope: RagScope, source_ref: str) -> int:
+        with self.db.transaction():
+            return self._delete(scope, " AND c.source_ref = %s", (source_ref,))
+
+    def remove_chunks(
+        self,
+        scope: RagScope,
+        *,
+        chunk_ids: Sequence[str] | None = None,
+        filters: ChunkFilter | None = None,
+    ) -> int:
+        where, params = chunk_filter_sql(filters)
+        if chunk_ids is not None:
+            if not chunk_ids:
+                return 0
+            where += " AND c.id = ANY(%s)"
+            params.append(list(chunk_ids))
+        with self.db.transaction():
+            return self._delete(scope, where, params)
+
+    def drop_rag(self, scope: RagScope) -> int:
+        with self.db.transaction():
+            n = self._delete(scope)
+            self.db.execute(
+                "DELETE FROM source_versions WHERE tenant_id = %s AND project_id = %s "
+                "AND rag_id = %s",
+                _scope(scope),
+            )
+        return n
+
+    # -- index management ----------------------------------------------------------------
+
+    def prepare_dimension(self, dimension: int) -> None:
+        ensure_dimension(self.db, dimension)
+
+    def dimension_ready(self, dimension: int) -> bool:
+        return True  # indexes are built by the statement that creates them
+
+    def sweep(self, *, limit: int = 100) -> int:
+        return 0  # a swap is one transaction: nothing is ever left to sweep
+
+    def visible(self, scope: RagScope) -> bool:
+        return True  # queries read the committed rows themselves
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        return self.db.snapshot()
+
+    # -- reads -------------------------------------------------------------------------
+
+    def source_refs(self, scope: RagScope) -> list[str]:
+        if not self.db.has_dimension(scope.dimension):
+            return []
+        rows = self.db.query(
+            f"SELECT DISTINCT c.source_ref FROM {chunk_table(scope.dimension)} c "
+            f"WHERE {_SCOPE} ORDER BY c.source_ref",
+            _scope(scope),
+        )
+        return [r[0] for r in rows]
+
+    def chunk_rags(self, tenant_id: str, project_id: str) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for dim in self.db.known_dimensions():
+            for (rag_id,) in self.db.query(
+                f"SELECT DISTINCT rag_id FROM {chunk_table(dim)} WHERE tenant_id = %s "
+                "AND project_id = %s",
+                (tenant_id, project_id),
+            ):
+                found[rag_id] = max(found.get(rag_id, 0), dim)
+        return found
+
+    def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
+        where, params = chunk_filter_sql(filters)
+        if not self.db.has_dimension(scope.dimension):
+            return 0
+        rows = self.db.query(
+            f"SELECT count(*) FROM {chunk_table(scope.dimension)} c WHERE {_SCOPE}{where}",
+            (*_scope(scope), *params),
+        )
+        return int(rows[0][0])
+
+    def get_chunks(
+        self,
+        scope: RagScope,
+        *,
+        chunk_ids: Sequence[str] | None = None,
+        filters: ChunkFilter | None = None,
+    ) -> list[Hit]:
+        where, params = chunk_filter_sql(filters)
+        if chunk_ids is not None:
+            if not chunk_ids:
+                return []
+            where += " AND c.id = ANY(%s)"
+            params.append(list(chunk_ids))
+        if not self.db.has_dimension(scope.dimension):
+            return []
+        rows = self.db.query_dicts(
+            f"SELECT {CHUNK_COLUMNS} FROM {chunk_table(scope.dimension)} c "
+            f"WHERE {_SCOPE}{where} ORDER BY c.source_ref, c.rowid",
+            (*_scope(scope), *params),
+        )
+        return [row_to_hit(r, 0.0) for r in rows]
+
+    def export_chunks(self, scope: RagScope, source_refs: Sequence[str]) -> list[Chunk]:
+        if not self.db.has_dimension(scope.dimension):
+            return []
+        found: list[Chunk] = []
+        for part in unique_batches(source_refs, 500):
+            rows = self.db.query_dicts(
+                f"SELECT {CHUNK_COLUMNS}, c.embedding::text AS embedding "
+                f"FROM {chunk_table(scope.dimension)} c WHERE {_SCOPE} "
+                "AND c.source_ref = ANY(%s) ORDER BY c.rowid",
+                (*_scope(scope), list(part)),
+            )
+            found += [
+                Chunk(
+                    id=r["id"],
+                    rag_id=r["rag_id"],
+                    source_ref=r["source_ref"],
+                    text=r["text"],
+                    embedding=np.array(  # the float32 values pgvector holds, as floats
+                        str(r["embedding"])[1:-1].split(","), dtype=np.float32
+                    ).tolist(),
+                    kind=r["kind"],
+                    path=r["path"],
+                    metadata=json.loads(r["metadata"]),
+                )
+                for r in rows
+            ]
+        found.sort(key=lambda ch: ch.source_ref)  # stable: each source keeps its write order
+        return found
+
+    def hybrid_query(
+        self,
+        scope: RagScope,
+        text: str,
+        vector: Sequence[float],
+        top_k: int,
+        *,
+        fusion: FusionParams,
+        filters: ChunkFilter | None = None,
+    ) -> Candidates:
+        with self.db.snapshot():  # both lists from one committed state
+            dense = self.query(scope, vector, top_k, filters=filters)
+            lexical = self.lexical_query(scope, text, top_k, vector=vector, filters=filters)
+        return Candidates.hybrid(dense, lexical, top_k, fusion)
+
+    def query(
+        self,
+        scope: RagScope,
+        vector: Sequence[float],
+        top_k: int,
+        *,
+        filters: ChunkFilter | None = None,
+    ) -> list[Hit]:
+        check_top_k(top_k)
+        query = checked_vector(vector, scope.dimension)
+        where, params = chunk_filter_sql(filters)
+        if not self.db.has_dimension(scope.dimension):
+            return []
+        table, dim = chunk_table(scope.dimension), scope.dimension
+        wanted = top_k + max(top_k, _RERANK_MARGIN)  # candidates for the exact re-rank
+        with self.db.snapshot():
+            exact = wanted > _EF_MAX or self._scope_size(scope, table) <= self.exact_scan_max
+            if not exact:
+                self.db.query(
+                    "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), "
+                    "set_config('hnsw.ef_search', %s, true), "
+                    "set_config('hnsw.max_scan_tuples', %s, true)",
+                    (str(min(_EF_MAX, max(_EF_MIN, wanted))), str(_MAX_SCAN_TUPLES)),
+                )
+            rows = self.db.query_dicts(
+                dense_sql(dim, where, exact=exact),
+                (*_scope(scope), *params, vector_literal(query), wanted),
+            )
+        return rerank(rows, query, top_k)
+
+    def _scope_size(self, scope: RagScope, table: str) -> int:
+        """The scope's chunk count, counted no further than the exact-scan limit."""
+        ((n,),) = self.db.query(
+            f"SELECT count(*) FROM (SELECT 1 FROM {table} c WHERE {_SCOPE} LIMIT %s) s",
+            (*_scope(scope), self.exact_scan_max + 1),
+        )
+        return int(n)
+
+    def lexical_query(
+        self,
+        scope: RagScope,
+        text: str,
+        top_k: int,
+        *,
+        vector: Sequence[float],
+        filters: ChunkFilter | None = None,
+    ) -> list[Hit]:
+        """The ``top_k`` chunks by BM25 relevance to ``text`` (the RAG's own statistics),
+        best first; ``score`` is each chunk's cosine to ``vector``, ``lexical_score`` its
+        BM25 score."""
+        check_top_k(top_k)
+        query = checked_vector(vector, scope.dimension)
+        where, params = chunk_filter_sql(filters)
+        words = lexical.query_text(text)
+        if not words or not self.db.has_dimension(scope.dimension):
+            return []
+        table = chunk_table(scope.dimension)
+        with self.db.snapshot():  # statistics and ranking from one committed state
+            lexemes = [
+                str(r[0])
+                for r in self.db.query(
+                    "SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s)) "
+                    "ORDER BY positions[1]",
+                    (lexical.TS_CONFIG, words),
+                )
+            ]
+            if not lexemes:
+                return []
+            ((n_rows, tokens, *freqs),) = self.db.query(
+                lexical.stats_sql(table, len(lexemes)),
+                lexical.stats_params(lexemes, _scope(scope)),
+            )
+            n_rows, tokens = int(n_rows), int(tokens)
+            if not n_rows:
+                return []
+            doc_freq = {lex: int(f) for lex, f in zip(lexemes, freqs, strict=True)}
+            rows = self.db.query_dicts(
+                lexical.bm25_sql(table, where, CHUNK_COLUMNS + ", c.embedding::text AS embedding"),
+                lexical.bm25_params(
+                    lexemes,
+                    lexical.idfs(n_rows, doc_freq, lexemes),
+                    tokens / n_rows or 1.0,
+                    _scope(scope),
+                    params,
+                    top_k,
+                ),
+            )
+        cosines = _cosines(rows, query)
+        return [
+            row_to_hit(r, float(cos), float(r["lexical_score"]))
+            for r, cos in zip(rows, cosines, strict=True)
+        ]
+
+
+def dense_sql(dim: int, where: str, *, exact: bool) -> str:
+    """The candidates of a dense query, nearest first by the half-precision cosine, with
+    their full vectors (parameters: tenant, project, RAG, ``where``'s, the query vector,
+    how many). ``exact``: scan the scope (``+ 0`` is an expression no index serves);
+    otherwise the HNSW index can give the order."""
+    distance = f"{index_expression(dim)} <=> %s::halfvec({int(dim)})"
+    order = f"({distance}) + 0, c.rowid" if exact else distance
+    table = chunk_table(dim)
+    # the rows' columns (and the vectors' text) only for the candidates, not every row
+    # the scan ranks: a target list is computed below the sort
+    return (
+        f"SELECT {CHUNK_COLUMNS}, c.embedding::text AS embedding FROM {table} c JOIN ("
+        f"  SELECT c.rowid FROM {table} c WHERE {_SCOPE}{where} ORDER BY {order} LIMIT %s"
+        ") AS nearest ON nearest.rowid = c.rowid"
+    )
+
+
+def _cosines(rows: Sequence[dict[str, Any]], query: npt.NDArray[np.float32]) -> list[float]:
+    """Each row's cosine similarity to ``query``, from its full-precision vector."""
+    if not rows:
+        return []
+    matrix = np.array(
+        [np.array(str(r["embedding"])[1:-1].split(","), dtype=np.float32) for r in rows],
+        dtype=np.float64,
+    )
+    q = query.astype(np.float64)
+    norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(q))
+    scores: list[float] = ((matrix @ q) / np.where(norms == 0, 1.0, norms)).tolist()
+    return scores
+
+
+def rerank(rows: Sequence[dict[str, Any]], query: npt.NDArray[np.float32], top_k: int) -> list[Hit]:
+    """The ``top_k`` best of candidates by exact cosine (ties: older row first)."""
+    scored = sorted(
+        zip(_cosines(rows, query), rows, strict=True), key=lambda t: (-t[0], t[1]["rowid"])
+    )
+    return [row_to_hit(r, float(cos)) for cos, r in scored[:top_k]]

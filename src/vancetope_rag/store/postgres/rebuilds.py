@@ -1,0 +1,386 @@
+"""RAG generations and rebuild migrations on PostgreSQL (:class:`RebuildStore`).
+
+Every state change is one transaction: the switch from the shadow to the live generation
+locks the migration row, retires the old generation, makes the new one live (the partial
+unique index on live names holds at every instant) and completes the migration, so a reader
+sees either generation whole and a crash leaves either state. Items are claimed with
+``FOR UPDATE SKIP LOCKED`` under tokens of the store's one sequence.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
+from vancetope_rag.domain.records import IndexState, RagRecord
+from vancetope_rag.store.postgres.catalog import PostgresRagCatalog
+from vancetope_rag.store.postgres.db import PostgresDatabase
+from vancetope_rag.store.postgres.errors import ConstraintViolation
+from vancetope_rag.store.postgres.rows import insert_sql
+from vancetope_rag.store.rows import dt, row_to_item, row_to_migration
+from vancetope_rag.store.shared import capped_error, rebuild_running_error
+from vancetope_rag.store.types import Clock, DocumentHead
+
+_ACTIVE = ("running", "switching")
+
+
+#: ``SET`` clauses that put an item (back) in the queue: no claim, fresh attempts.
+_REQUEUE = (
+    "state = 'pending', claimed_by = NULL, claimed_at = NULL, claim_token = NULL, "
+    "attempts = 0, last_error = NULL, next_attempt_at = NULL"
+)
+
+
+class PostgresRebuildStore:
+    """:class:`~vancetope_rag.store.port.RebuildStore` on a :class:`PostgresDatabase`."""
+
+    def __init__(self, db: PostgresDatabase, *, clock: Clock = time.time) -> None:
+        self.db = db
+        self._clock = clock
+        self.catalog = PostgresRagCatalog(db, clock=clock)
+
+    # -- generations -----------------------------------------------------------------------
+
+    def insert_generation(self, rag: RagRecord) -> RagRecord:
+        return self.catalog.insert_generation(rag)
+
+    def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
+        return self.catalog.get_any_rag(tenant_id, project_id, rag_id)
+
+    def rag_generations(
+        self, tenant_id: str, project_id: str, name: str | None = None
+    ) -> list[RagRecord]:
+        return self.catalog.rag_generations(tenant_id, project_id, name)
+
+    def switch_live(self, migration: Migration) -> bool:
+        m = migration
+        scope = (m.tenant_id, m.project_id)
+        with self.db.transaction():
+            rows = self.db.query(
+                "SELECT state FROM migrations WHERE id = %s AND tenant_id = %s AND project_id = %s "
+                "FOR UPDATE",
+                (m.id, *scope),
+            )
+            if not rows or rows[0][0] not in _ACTIVE:
+                return bool(rows) and rows[0][0] == MigrationState.COMPLETED.value
+            target = self.get_any_rag(m.tenant_id, m.project_id, m.to_rag_id)
+            if target is None:
+                return False
+            # retire first: the partial unique index allows one live RAG per name
+            self.db.execute(
+                "UPDATE rags SET state = 'retired', retired_at = %s WHERE tenant_id = %s "
+                "AND project_id = %s AND name = %s AND state = 'live' AND id != %s",
+                (self._clock(), *scope, m.rag_name, m.to_rag_id),
+            )
+            self.db.execute(
+                "UPDATE rags SET state = 'live', retired_at = NULL WHERE id = %s "
+                "AND tenant_id = %s AND project_id = %s",
+                (m.to_rag_id, *scope),
+            )
+            self.db.execute(
+                "UPDATE migrations SET state = 'completed', finished_at = %s WHERE id = %s",
+                (self._clock(), m.id),
+            )
+        return True
+
+    # -- migrations ------------------------------------------------------------------------
+
+    def start_rebuild(self, migration: Migration) -> Migration:
+        m = migration
+        row = {
+            "id": m.id,
+            "tenant_id": m.tenant_id,
+            "project_id": m.project_id,
+            "rag_name": m.rag_name,
+            "from_rag_id": m.from_rag_id,
+            "to_rag_id": m.to_rag_id,
+            "from_model": m.from_model,
+            "to_model": m.to_model,
+            "state": MigrationState.RUNNING.value,
+            "reason": None,
+            "max_failure_ratio": m.max_failure_ratio,
+            "created_at": self._clock(),
+        }
+        try:
+            with self.db.transaction():
+                self.db.execute(*insert_sql("migrations", row))
+        except ConstraintViolation as exc:
+            raise rebuild_running_error(m.tenant_id, m.project_id, m.rag_name) from exc
+        stored = self.get_rebuild(m.tenant_id, m.project_id, m.id)
+        assert stored is not None
+        return stored
+
+    def get_rebuild(self, tenant_id: str, project_id: str, migration_id: str) -> Migration | None:
+        rows = self.db.query_dicts(
+            "SELECT * FROM migrations WHERE id = %s AND tenant_id = %s AND project_id = %s",
+            (migration_id, tenant_id, project_id),
+        )
+        return row_to_migration(rows[0]) if rows else None
+
+    def active_rebuilds(self, tenant_id: str, project_id: str) -> list[Migration]:
+        rows = self.db.query_dicts(
+            "SELECT * FROM migrations WHERE tenant_id = %s AND project_id = %s "
+            "AND state IN ('running', 'switching') ORDER BY created_at",
+            (tenant_id, project_id),
+        )
+        return [row_to_migration(r) for r in rows]
+
+    def latest_rebuild(self, tenant_id: str, project_id: str, rag_name: str) -> Migration | None:
+        rows = self.db.query_dicts(
+            "SELECT * FROM migrations WHERE tenant_id = %s AND project_id = %s AND rag_name = %s "
+            "ORDER BY created_at DESC, seq DESC LIMIT 1",
+            (tenant_id, project_id, rag_name),
+        )
+        return row_to_migration(rows[0]) if rows else None
+
+    def end_rebuild(
+        self,
+        tenant_id: str,
+        project_id: str,
+        migration_id: str,
+        *,
+        state: MigrationState,
+        expected: Sequence[MigrationState],
+        reason: str | None = None,
+    ) -> bool:
+        if not expected:
+            return False
+        finished = None if state.active else self._clock()
+        with self.db.transaction():
+            changed = self.db.execute(
+                "UPDATE migrations SET state = %s, reason = coalesce(%s, reason), "
+                "finished_at = %s WHERE id = %s AND tenant_id = %s AND project_id = %s "
+                "AND state = ANY(%s)",
+                (
+                    state.value,
+                    reason,
+                    finished,
+                    migration_id,
+                    tenant_id,
+                    project_id,
+                    [s.value for s in expected],
+                ),
+            )
+        return bool(changed)
+
+    # -- the queue -------------------------------------------------------------------------
+
+    def _upsert_items(
+        self, migration_id: str, tenant_id: str, project_id: str, document_ids: Sequence[str]
+    ) -> int:
+        if not document_ids:
+            return 0
+        return self.db.execute(
+            "INSERT INTO migration_items (migration_id, document_id, tenant_id, project_id) "
+            "SELECT %s, d, %s, %s FROM unnest(%s::text[]) AS d "
+            f"ON CONFLICT (migration_id, document_id) DO UPDATE SET {_REQUEUE}",
+            (migration_id, tenant_id, project_id, list(dict.fromkeys(document_ids))),
+        )
+
+    def queue_items(self, migration: Migration, document_ids: Sequence[str]) -> int:
+        with self.db.transaction():
+            return self._upsert_items(
+                migration.id, migration.tenant_id, migration.project_id, document_ids
+            )
+
+    def requeue_documents(
+        self, tenant_id: str, project_id: str, document_ids: Sequence[str]
+    ) -> int:
+        if not document_ids:
+            return 0
+        total = 0
+        with self.db.transaction():  # joins the caller's (the document change's) transaction
+            for m in self.active_rebuilds(tenant_id, project_id):
+                total += self._upsert_items(m.id, tenant_id, project_id, document_ids)
+        return total
+
+    def remove_items(self, migration_id: str, document_ids: Sequence[str]) -> int:
+        if not document_ids:
+            return 0
+        with self.db.transaction():
+            return self.db.execute(
+                "DELETE FROM migration_items WHERE migration_id = %s AND document_id = ANY(%s)",
+                (migration_id, list(dict.fromkeys(document_ids))),
+            )
+
+    def claim_items(
+        self,
+        tenant_id: str,
+        project_id: str,
+        migration_id: str,
+        worker_id: str,
+        batch_size: int,
+        claim_ttl_s: float,
+    ) -> list[MigrationItem]:
+        now = self._clock()
+        with self.db.transaction():
+            token = self.db.next_sequence()  # one fencing token per claim batch
+            rows = self.db.query_dicts(
+                "WITH picked AS (SELECT document_id FROM migration_items "
+                "  WHERE migration_id = %s AND tenant_id = %s AND project_id = %s AND ("
+                "    (state = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= %s))"
+                "    OR (state = 'processing' AND claimed_at < %s))"
+                "  ORDER BY document_id LIMIT %s FOR UPDATE SKIP LOCKED) "
+                "UPDATE migration_items i SET state = 'processing', claimed_by = %s, "
+                "claimed_at = %s, claim_token = %s FROM picked "
+                "WHERE i.migration_id = %s AND i.document_id = picked.document_id RETURNING i.*",
+                (
+                    migration_id,
+                    tenant_id,
+                    project_id,
+                    now,
+                    now - claim_ttl_s,
+                    batch_size,
+                    worker_id,
+                    now,
+                    token,
+                    migration_id,
+                ),
+            )
+        return sorted((row_to_item(r) for r in rows), key=lambda i: i.document_id)
+
+    def holds_item(
+        self, migration_id: str, document_id: str, worker_id: str, claim_token: int
+    ) -> bool:
+        rows = self.db.query(
+            "SELECT 1 FROM migration_items WHERE migration_id = %s AND document_id = %s "
+            "AND state = 'processing' AND claimed_by = %s AND claim_token = %s",
+            (migration_id, document_id, worker_id, claim_token),
+        )
+        return bool(rows)
+
+    def finish_item(
+        self,
+        migration_id: str,
+        document_id: str,
+        worker_id: str,
+        claim_token: int,
+        *,
+        doc_version: int,
+        indexed_hash: str | None,
+    ) -> bool:
+        with self.db.transaction():
+            changed = self.db.execute(
+                "UPDATE migration_items SET state = 'done', claimed_by = NULL, "
+                "claimed_at = NULL, claim_token = NULL, last_error = NULL, "
+                "next_attempt_at = NULL, doc_version = %s, indexed_hash = %s, completed_at = %s "
+                "WHERE migration_id = %s AND document_id = %s AND state = 'processing' "
+                "AND claimed_by = %s AND claim_token = %s",
+                (
+                    doc_version,
+                    indexed_hash,
+                    self._clock(),
+                    migration_id,
+                    document_id,
+                    worker_id,
+                    claim_token,
+                ),
+            )
+        return bool(changed)
+
+    def release_item(
+        self,
+        migration_id: str,
+        document_id: str,
+        worker_id: str,
+        claim_token: int,
+        *,
+        error: str,
+        retry_delay_s: float,
+        max_attempts: int,
+    ) -> ItemState:
+        now = self._clock()
+        gave_up = "attempts + 1 >= %s"
+        with self.db.transaction():
+            rows = self.db.query(
+                "UPDATE migration_items SET claimed_by = NULL, claimed_at = NULL, "
+                "claim_token = NULL, attempts = attempts + 1, last_error = %s, "
+                f"state = CASE WHEN {gave_up} THEN 'failed' ELSE 'pending' END, "
+                f"next_attempt_at = CASE WHEN {gave_up} THEN NULL ELSE %s::float8 END, "
+                f"completed_at = CASE WHEN {gave_up} THEN %s::float8 ELSE NULL END "
+                "WHERE migration_id = %s AND document_id = %s AND state = 'processing' "
+                "AND claimed_by = %s AND claim_token = %s RETURNING state",
+                (
+                    capped_error(error),
+                    max_attempts,
+                    max_attempts,
+                    now + retry_delay_s,
+                    max_attempts,
+                    now,
+                    migration_id,
+                    document_id,
+                    worker_id,
+                    claim_token,
+                ),
+            )
+        return ItemState(rows[0][0]) if rows else ItemState.PENDING
+
+    def list_items(self, migration_id: str) -> list[MigrationItem]:
+        rows = self.db.query_dicts(
+            "SELECT * FROM migration_items WHERE migration_id = %s ORDER BY document_id",
+            (migration_id,),
+        )
+        return [row_to_item(r) for r in rows]
+
+    def item_counts(self, migration_id: str) -> dict[str, int]:
+        counts = {s.value: 0 for s in ItemState}
+        for state, n in self.db.query(
+            "SELECT state, count(*) FROM migration_items WHERE migration_id = %s GROUP BY state",
+            (migration_id,),
+        ):
+            counts[state] = int(n)
+        return counts
+
+    def item_activity(self, migration_id: str, since: datetime) -> tuple[int, datetime | None]:
+        rows = self.db.query(
+            "SELECT count(*), min(completed_at) FROM migration_items WHERE migration_id = %s "
+            "AND completed_at >= %s::float8",
+            (migration_id, since.timestamp()),
+        )
+        return int(rows[0][0]), dt(rows[0][1])
+
+    # -- reads for reconciliation and progress -----------------------------------------------
+
+    def document_heads(self, tenant_id: str, project_id: str) -> list[DocumentHead]:
+        rows = self.db.query_dicts(
+            "SELECT id, path, mime_type, rag_enabled, rag_version, index_state, indexed_at "
+            "FROM documents WHERE tenant_id = %s AND project_id = %s ORDER BY id",
+            (tenant_id, project_id),
+        )
+        return [
+            DocumentHead(
+                id=r["id"],
+                path=r["path"],
+                mime_type=r["mime_type"],
+                rag_enabled=None if r["rag_enabled"] is None else bool(r["rag_enabled"]),
+                rag_version=int(r["rag_version"]),
+                index_state=IndexState(r["index_state"]),
+                indexed_at=dt(r["indexed_at"]),
+            )
+            for r in rows
+        ]
+
+    def indexing_activity(
+        self, tenant_id: str, project_id: str, since: datetime
+    ) -> tuple[int, datetime | None]:
+        rows = self.db.query(
+            "SELECT count(*), min(indexed_at) FROM documents WHERE tenant_id = %s "
+            "AND project_id = %s AND indexed_at >= %s::float8",
+            (tenant_id, project_id, since.timestamp()),
+        )
+        return int(rows[0][0]), dt(rows[0][1])
+
+    def adopt_indexed_hashes(
+        self, tenant_id: str, project_id: str, hashes: Mapping[str, tuple[int, str | None]]
+    ) -> int:
+        total = 0
+        with self.db.transaction():
+            for doc_id, (version, digest) in hashes.items():
+                total += self.db.execute(
+                    "UPDATE documents SET rag_indexed_hash = %s WHERE id = %s AND tenant_id = %s "
+                    "AND project_id = %s AND rag_version = %s",
+                    (digest, doc_id, tenant_id, project_id, version),
+                )
+        return total

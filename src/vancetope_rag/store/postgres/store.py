@@ -1,0 +1,104 @@
+"""Opening the PostgreSQL store: the URI, the pool, the adapters, and ``init``.
+
+``open_postgres_store("postgresql://app:pw@db.example.net/rag?schema=rag&sslmode=require")``
+connects once (a wrong host or password fails here, with the server's reason) and composes
+the adapters over one pool; it creates nothing. ``init``
+(:meth:`PostgresStore.initialize`) creates the pgvector extension, the schema's tables and
+each dimension's chunk table; until it has run, every call fails with an error naming it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from vancetope_rag.domain.records import IndexStatus
+from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
+from vancetope_rag.store.postgres import schema
+from vancetope_rag.store.postgres.chunks import EXACT_SCAN_MAX, PostgresChunkStore
+from vancetope_rag.store.postgres.control import PostgresControlStore
+from vancetope_rag.store.postgres.db import PostgresDatabase
+from vancetope_rag.store.postgres.rebuilds import PostgresRebuildStore
+from vancetope_rag.store.postgres.uri import PostgresUri
+from vancetope_rag.store.types import Clock
+
+__all__ = ["PostgresStore", "open_postgres_store"]
+
+
+@dataclass
+class PostgresStore:
+    """The PostgreSQL store: control plane, chunks and rebuilds over one connection pool."""
+
+    control: ControlStore
+    chunks: ChunkStore
+    rebuilds: RebuildStore
+    db: PostgresDatabase
+
+    def initialize(
+        self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
+    ) -> list[IndexStatus]:
+        """Create the ``vector`` extension, apply the schema steps not applied yet, and make
+        the chunk table and indexes of every dimension of the catalog plus ``dimensions``.
+        Idempotent. Indexes are built by the statements that create them, so everything is
+        READY when this returns (``wait`` and ``timeout_s`` change nothing)."""
+        schema.initialize(self.db)
+        dims = self.control.rag_dimensions() | {int(d) for d in dimensions}
+        dims = dims | set(self.db.known_dimensions())
+        for dim in sorted(dims):
+            schema.ensure_dimension(self.db, dim)
+        return [self._status(d) for d in sorted(dims)]
+
+    def _status(self, dim: int) -> IndexStatus:
+        table = schema.chunk_table(dim)
+        if self.db.uri.hnsw:
+            return IndexStatus(table, f"{table}_hnsw", "vector", "READY", True)
+        return IndexStatus(
+            table, "-", "exact", "READY", True, "vector_index=none: every query scans its RAG"
+        )
+
+    def watch_queued(self, wake: Callable[[], None]) -> Callable[[], None] | None:
+        return None  # LISTEN/NOTIFY: not yet
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def open_postgres_store(
+    uri: str,
+    *,
+    clock: Clock = time.time,
+    server_clock: bool | None = None,
+    exact_scan_max: int = EXACT_SCAN_MAX,
+    connect_timeout_s: float = 15.0,
+) -> PostgresStore:
+    """Open the PostgreSQL store a URI names.
+
+    Args:
+        uri: ``postgresql://…`` or ``postgres://…``. Our query parameters: ``schema`` (the
+            schema the store lives in, created by ``init``; default: the role's
+            ``search_path``), ``pool_size`` (connections at most, default 8) and
+            ``statement_timeout_ms`` (default 60,000); the others go to libpq.
+        clock: the injected clock; leases are measured on it when ``server_clock`` is False.
+        server_clock: measure leases on the server's clock. Default: yes, unless a clock
+            was injected.
+        exact_scan_max: scopes of at most this many chunks are ranked exactly, larger ones
+            through the HNSW index.
+        connect_timeout_s: how long a connection may take.
+
+    Raises:
+        StoreError: a bad URI or an unreachable server (never quoting the password).
+    """
+    parsed = PostgresUri.parse(uri)
+    if server_clock is None:
+        server_clock = clock is time.time
+    db = PostgresDatabase(
+        parsed, schema_version=schema.SCHEMA_VERSION, connect_timeout_s=connect_timeout_s
+    )
+    control = PostgresControlStore(db, clock=clock, server_clock=server_clock)
+    return PostgresStore(
+        control=control,
+        chunks=PostgresChunkStore(db, exact_scan_max=exact_scan_max),
+        rebuilds=PostgresRebuildStore(db, clock=control.lease_clock),
+        db=db,
+    )

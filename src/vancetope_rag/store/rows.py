@@ -1,0 +1,290 @@
+"""Row ↔ record codecs of the SQL stores, and the ``SET`` clauses that queue or fail a
+document: the SQLite and PostgreSQL schemas share their column names and value encodings
+(times in seconds since the epoch, flags as integers, metadata as JSON text), so both read
+and write rows through these.
+
+Pure functions (no I/O). The clauses use ``?`` placeholders (SQLite's); the PostgreSQL
+adapter swaps in its driver's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
+from vancetope_rag.domain.records import (
+    Chunk,
+    Document,
+    Hit,
+    IndexState,
+    Project,
+    ProjectStatus,
+    RagRecord,
+    RagState,
+)
+from vancetope_rag.store.shared import new_document_state, vector_from_bytes
+from vancetope_rag.store.types import NewDocument, RagScope
+
+#: ``SET`` clauses that queue a document for the indexer: new version, attempts and retry time
+#: reset; PENDING unless a worker holds it (that worker's ``mark_rag_clean`` then sees the new
+#: version and re-queues it).
+DIRTY_SETS: tuple[str, ...] = (
+    "rag_dirty = 1",
+    "rag_version = rag_version + 1",
+    "index_state = CASE WHEN rag_claimed_by IS NULL THEN 'pending' ELSE index_state END",
+    "index_attempts = 0",
+    "index_next_attempt_at = NULL",
+    "index_last_error = NULL",
+)
+
+#: A document whose file could not be read: FAILED with the reason (the last parameter), not
+#: queued, any claim ended (a new version, so a worker holding one finishes nothing).
+FAILED_SETS: tuple[str, ...] = (
+    "rag_dirty = 0",
+    "rag_version = rag_version + 1",
+    "rag_claimed_by = NULL",
+    "rag_claimed_at = NULL",
+    "rag_claim_token = NULL",
+    "index_state = 'failed'",
+    "index_attempts = 0",
+    "index_next_attempt_at = NULL",
+    "rag_indexed_hash = NULL",
+    "truncated = 0",
+    "index_last_error = ?",
+)
+
+# -- codecs ----------------------------------------------------------------------------------
+
+
+def document_row(doc: NewDocument, doc_id: str, content_hash: str, now: float) -> dict[str, Any]:
+    """The ``documents`` row of a new document (version 1; PENDING when it starts dirty)."""
+    return {
+        "id": doc_id,
+        "tenant_id": doc.tenant_id,
+        "project_id": doc.project_id,
+        "path": doc.path,
+        "mime_type": doc.mime_type,
+        "content": doc.content,
+        "summary": doc.summary,
+        "rag_enabled": None if doc.rag_enabled is None else int(doc.rag_enabled),
+        "rag_dirty": int(doc.rag_dirty and doc.failed_reason is None),
+        "rag_version": 1,
+        "index_state": new_document_state(doc).value,
+        "index_last_error": doc.failed_reason,
+        "extraction": doc.extraction,
+        "content_hash": content_hash,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def _ts(value: datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+def restored_document_row(doc: Document) -> dict[str, Any]:
+    """The ``documents`` row of a document restored as it is (every field kept)."""
+    return {
+        "id": doc.id,
+        "tenant_id": doc.tenant_id,
+        "project_id": doc.project_id,
+        "path": doc.path,
+        "mime_type": doc.mime_type,
+        "content": doc.content,
+        "summary": doc.summary,
+        "rag_enabled": None if doc.rag_enabled is None else int(doc.rag_enabled),
+        "rag_dirty": int(doc.rag_dirty),
+        "rag_claimed_by": doc.rag_claimed_by,
+        "rag_claimed_at": _ts(doc.rag_claimed_at),
+        "rag_version": doc.rag_version,
+        "index_state": doc.index_state.value,
+        "index_attempts": doc.index_attempts,
+        "index_last_error": doc.index_last_error,
+        "index_next_attempt_at": _ts(doc.index_next_attempt_at),
+        "indexed_at": _ts(doc.indexed_at),
+        "rag_indexed_hash": doc.rag_indexed_hash,
+        "rag_claim_token": doc.rag_claim_token,
+        "truncated": int(doc.truncated),
+        "content_hash": doc.content_hash,
+        "created_at": _ts(doc.created_at),
+        "updated_at": _ts(doc.updated_at),
+        "extraction": doc.extraction,
+    }
+
+
+def rag_row(rag: RagRecord, created_at: float) -> dict[str, Any]:
+    return {
+        "id": rag.id,
+        "tenant_id": rag.tenant_id,
+        "project_id": rag.project_id,
+        "name": rag.name,
+        "title": rag.title,
+        "description": rag.description,
+        "embedding_provider": rag.embedding_provider,
+        "embedding_model": rag.embedding_model,
+        "embedding_dimension": rag.embedding_dimension,
+        "chunk_size": rag.chunk_size,
+        "chunk_overlap": rag.chunk_overlap,
+        "created_at": created_at,
+        "state": rag.state.value,
+        "generation": rag.generation,
+        "replaces": rag.replaces,
+        "retired_at": rag.retired_at.timestamp() if rag.retired_at else None,
+    }
+
+
+def chunk_row(scope: RagScope, chunk: Chunk) -> dict[str, Any]:
+    """The ``chunks`` row of a chunk written to ``scope`` (its vector goes to the vec0 table)."""
+    return {
+        "id": chunk.id,
+        "tenant_id": scope.tenant_id,
+        "project_id": scope.project_id,
+        "rag_id": scope.rag_id,
+        "source_ref": chunk.source_ref,
+        "kind": chunk.kind,
+        "path": chunk.path,
+        "text": chunk.text,
+        "metadata": json.dumps(chunk.metadata, default=str),
+        "dim": scope.dimension,
+    }
+
+
+def dt(ts: float | None) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+def row_to_document(r: Mapping[str, Any]) -> Document:
+    return Document(
+        id=r["id"],
+        tenant_id=r["tenant_id"],
+        project_id=r["project_id"],
+        path=r["path"],
+        mime_type=r["mime_type"],
+        content=r["content"],
+        summary=r["summary"],
+        rag_enabled=None if r["rag_enabled"] is None else bool(r["rag_enabled"]),
+        rag_dirty=bool(r["rag_dirty"]),
+        rag_claimed_by=r["rag_claimed_by"],
+        rag_claimed_at=dt(r["rag_claimed_at"]),
+        rag_version=r["rag_version"],
+        index_state=IndexState(r["index_state"]),
+        index_attempts=r["index_attempts"],
+        index_last_error=r["index_last_error"],
+        index_next_attempt_at=dt(r["index_next_attempt_at"]),
+        indexed_at=dt(r["indexed_at"]),
+        rag_indexed_hash=r["rag_indexed_hash"],
+        rag_claim_token=r["rag_claim_token"],
+        truncated=bool(r["truncated"]),
+        content_hash=r["content_hash"],
+        created_at=dt(r["created_at"]),
+        updated_at=dt(r["updated_at"]),
+        extraction=r["extraction"],
+    )
+
+
+def row_to_rag(r: Mapping[str, Any]) -> RagRecord:
+    return RagRecord(
+        id=r["id"],
+        tenant_id=r["tenant_id"],
+        project_id=r["project_id"],
+        name=r["name"],
+        title=r["title"],
+        description=r["description"],
+        embedding_provider=r["embedding_provider"],
+        embedding_model=r["embedding_model"],
+        embedding_dimension=r["embedding_dimension"],
+        chunk_size=r["chunk_size"],
+        chunk_overlap=r["chunk_overlap"],
+        created_at=dt(r["created_at"]),
+        state=RagState(r["state"]),
+        generation=int(r["generation"]),
+        replaces=r["replaces"],
+        retired_at=dt(r["retired_at"]),
+    )
+
+
+def row_to_project(r: Mapping[str, Any]) -> Project:
+    return Project(
+        tenant_id=r["tenant_id"],
+        project_id=r["project_id"],
+        status=ProjectStatus(r["status"]),
+        home_node=r["home_node"],
+        created_at=dt(r["created_at"]),
+    )
+
+
+def row_to_hit(
+    row: Mapping[str, Any],
+    score: float,
+    lexical_score: float | None = None,
+    *,
+    dense_rank: int | None = None,
+    lexical_rank: int | None = None,
+    fused_score: float | None = None,
+) -> Hit:
+    return Hit(
+        score=score,
+        lexical_score=lexical_score,
+        text=row["text"],
+        source_ref=row["source_ref"],
+        kind=row["kind"],
+        path=row["path"],
+        rag_id=row["rag_id"],
+        chunk_id=row["id"],
+        metadata=json.loads(row["metadata"]),
+        dense_rank=dense_rank,
+        lexical_rank=lexical_rank,
+        fused_score=fused_score,
+    )
+
+
+def row_to_chunk(row: Mapping[str, Any], embedding: bytes) -> Chunk:
+    """A chunk row with its vector (float32 bytes) as the :class:`Chunk` it was."""
+    return Chunk(
+        id=row["id"],
+        rag_id=row["rag_id"],
+        source_ref=row["source_ref"],
+        text=row["text"],
+        embedding=vector_from_bytes(embedding),
+        kind=row["kind"],
+        path=row["path"],
+        metadata=json.loads(row["metadata"]),
+    )
+
+
+def row_to_migration(r: Mapping[str, Any]) -> Migration:
+    return Migration(
+        id=r["id"],
+        tenant_id=r["tenant_id"],
+        project_id=r["project_id"],
+        rag_name=r["rag_name"],
+        from_rag_id=r["from_rag_id"],
+        to_rag_id=r["to_rag_id"],
+        from_model=r["from_model"],
+        to_model=r["to_model"],
+        state=MigrationState(r["state"]),
+        reason=r["reason"],
+        max_failure_ratio=float(r["max_failure_ratio"]),
+        created_at=dt(r["created_at"]),
+        finished_at=dt(r["finished_at"]),
+    )
+
+
+def row_to_item(r: Mapping[str, Any]) -> MigrationItem:
+    return MigrationItem(
+        migration_id=r["migration_id"],
+        tenant_id=r["tenant_id"],
+        project_id=r["project_id"],
+        document_id=r["document_id"],
+        state=ItemState(r["state"]),
+        attempts=int(r["attempts"]),
+        last_error=r["last_error"],
+        claimed_by=r["claimed_by"],
+        claim_token=r["claim_token"],
+        doc_version=r["doc_version"],
+        indexed_hash=r["indexed_hash"],
+        completed_at=dt(r["completed_at"]),
+    )

@@ -1,0 +1,572 @@
+"""The PostgreSQL store's own tests, on the real server of ``postgres_support``: ``init``
+(before, once, twice), URIs and credentials, privileges, faults (a terminated backend, a
+statement timeout, the error mapping), NUL characters, dimensions, and filtered recall.
+
+The contract suite (``conftest.STORE_FACTORIES``) covers the ports; what is here needs SQL
+or the adapter's internals.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+import postgres_support
+from vancetope_rag.domain.records import Chunk, ProjectStatus, RagRecord
+from vancetope_rag.errors import InvalidInputError, StoreError, StoreFullError
+from vancetope_rag.store import open_store
+from vancetope_rag.store.postgres.chunks import dense_sql
+from vancetope_rag.store.postgres.errors import ConstraintViolation, store_error
+from vancetope_rag.store.postgres.rows import vector_literal
+from vancetope_rag.store.postgres.store import PostgresStore, open_postgres_store
+from vancetope_rag.store.postgres.uri import PostgresUri, redact_uri
+from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
+
+T, P = "tenant-a", "proj-1"
+
+
+def rag(rag_id: str, dim: int = 8, *, name: str | None = None, tenant: str = T) -> RagRecord:
+    return RagRecord(rag_id, tenant, P, name or rag_id, "test", f"model-{dim}", dim, 200, 20)
+
+
+def unit(i: int, dim: int = 8) -> list[float]:
+    v = [0.0] * dim
+    v[i % dim] = 1.0
+    return v
+
+
+@pytest.fixture
+def schema_uri() -> Iterator[str]:
+    name, uri = postgres_support.fresh_schema()
+    yield uri
+    postgres_support.drop_schema(name)
+
+
+@pytest.fixture
+def store(schema_uri: str) -> Iterator[PostgresStore]:
+    opened = open_postgres_store(schema_uri)
+    opened.initialize()
+    yield opened
+    opened.close()
+
+
+# -- init ------------------------------------------------------------------------------------
+
+
+def test_a_store_before_init_fails_fast_naming_init(schema_uri: str) -> None:
+    store = open_postgres_store(schema_uri)  # opening creates nothing
+    try:
+        for call in (
+            lambda: store.control.list_projects(),
+            lambda: store.chunks.query(RagScope(T, P, "r", 8), unit(0), 3),
+            lambda: store.control.insert_rag(rag("r")),
+        ):
+            with pytest.raises(StoreError, match=r"not initialised: run `vancetope-rag"):
+                call()
+        tables = postgres_support.admin().execute(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = %s",
+            (PostgresUri.parse(schema_uri).schema,),
+        )
+        assert tables.fetchone() == (0,)  # nothing was created by a query
+    finally:
+        store.close()
+
+
+def test_init_on_an_empty_schema_then_again_is_a_no_op(schema_uri: str) -> None:
+    store = open_postgres_store(schema_uri)
+    try:
+        statuses = store.initialize(dimensions=[8])
+        assert [(s.collection, s.ready) for s in statuses] == [("chunks_8", True)]
+        doc = store.control.insert_document(NewDocument(T, P, "a.md", "text/plain", "hi"))
+        scope = RagScope.of(store.control.insert_rag(rag("r")))
+        store.chunks.add_chunks(scope, [Chunk("c1", "r", doc.id, "hello", unit(0))])
+        again = store.initialize(dimensions=[8])  # idempotent: every deployment runs it
+        assert [s.collection for s in again] == ["chunks_8"]
+        assert store.control.get_document(T, P, doc.id) == doc
+        assert store.chunks.count_chunks(scope) == 1
+        versions = store.db.query("SELECT version FROM vtr_schema")
+        assert versions == [(1,)]
+    finally:
+        store.close()
+
+
+def test_a_newer_schema_is_refused(store: PostgresStore, schema_uri: str) -> None:
+    store.db.execute("UPDATE vtr_schema SET version = 99")
+    other = open_postgres_store(schema_uri)
+    try:
+        with pytest.raises(StoreError, match="newer than this vancetope-rag"):
+            other.control.list_projects()
+        with pytest.raises(StoreError, match="newer than this vancetope-rag"):
+            other.initialize()
+    finally:
+        other.close()
+
+
+def test_dimensions_beyond_halfvec_hnsw_are_refused_with_the_reason(store: PostgresStore) -> None:
+    with pytest.raises(StoreError, match="at most 4000 dimensions"):
+        store.chunks.prepare_dimension(4001)
+    scope = RagScope.of(store.control.insert_rag(rag("wide", 3000)))
+    store.chunks.add_chunks(scope, [Chunk("w", "wide", "s", "wide text", unit(5, 3000))])
+    (hit,) = store.chunks.query(scope, unit(5, 3000), 3)
+    assert hit.chunk_id == "w" and hit.score == pytest.approx(1.0, abs=1e-6)
+
+
+def test_a_query_never_creates_a_dimension(store: PostgresStore) -> None:
+    scope = RagScope(T, P, "r", 24)
+    assert store.chunks.query(scope, unit(0, 24), 3) == []
+    assert store.chunks.lexical_query(scope, "hello", 3, vector=unit(0, 24)) == []
+    assert store.db.known_dimensions() == []
+
+
+# -- URIs and credentials --------------------------------------------------------------------
+
+
+def test_our_uri_parameters_are_taken_out_and_the_rest_pass_through() -> None:
+    uri = PostgresUri.parse(
+        "postgresql://app:pa%24s@db.example.net:6432/rag?sslmode=require&schema=tenant_a"
+        "&pool_size=3&statement_timeout_ms=250&vector_index=none&application_name=x"
+    )
+    assert (uri.schema, uri.pool_size, uri.statement_timeout_ms, uri.hnsw) == (
+        "tenant_a",
+        3,
+        250,
+        False,
+    )
+    assert uri.conninfo == (
+        "postgresql://app:pa%24s@db.example.net:6432/rag?sslmode=require&application_name=x"
+    )
+    assert uri.password == "pa$s"
+    assert uri.shown == (
+        "postgresql://app:***@db.example.net:6432/rag?sslmode=require&schema=tenant_a"
+        "&pool_size=3&statement_timeout_ms=250&vector_index=none&application_name=x"
+    )
+    spaced = PostgresUri.parse("postgresql://h/db?options=-c%20work_mem%3D8MB&schema=s")
+    assert spaced.conninfo == "postgresql://h/db?options=-c%20work_mem%3D8MB"  # no "+"
+    assert redact_uri("postgres://u:p@h/db?password=secret&x=1") == (
+        "postgres://u:***@h/db?password=***&x=1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "expect"),
+    [
+        ("schema=1bad", "invalid schema"),
+        ("schema=a;drop", "invalid schema"),
+        ("pool_size=0", "pool_size"),
+        ("statement_timeout_ms=soon", "statement_timeout_ms"),
+        ("vector_index=ivf", "vector_index"),
+    ],
+)
+def test_bad_uri_parameters_are_refused(query: str, expect: str) -> None:
+    with pytest.raises(StoreError, match=expect):
+        PostgresUri.parse(f"postgresql://u:pw@h/db?{query}")
+
+
+def test_credentials_never_appear_in_errors_or_logs(caplog: pytest.LogCaptureFixture) -> None:
+    secret = "Sup3rSecretPassw0rd"
+    caplog.set_level(logging.DEBUG)
+    for uri in (
+        f"postgresql://app:{secret}@127.0.0.1:1/rag",
+        f"postgres://127.0.0.1:1/rag?user=app&password={secret}",
+    ):
+        with pytest.raises(StoreError) as info:
+            open_store(uri)
+        assert secret not in str(info.value)
+        assert "cannot open store" in str(info.value) and "***" in str(info.value)
+    assert secret not in caplog.text
+    err = store_error(psycopg.OperationalError(f"auth failed for {secret}"), "x", password=secret)
+    assert secret not in str(err)
+
+
+# -- faults ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sqlstate", "kind", "words"),
+    [
+        ("53100", StoreFullError, "is full"),
+        ("57014", StoreError, "statement_timeout_ms"),
+        ("57P01", StoreError, "lost the connection"),
+        ("57P02", StoreError, "lost the connection"),
+        ("08006", StoreError, "lost the connection"),
+        ("23505", ConstraintViolation, "constraint"),
+        ("42501", StoreError, "privilege"),
+        ("42P01", StoreError, "init"),
+        ("53300", StoreError, "pool_size"),
+        ("25006", StoreError, "read-only"),
+    ],
+)
+def test_server_errors_map_to_actionable_store_errors(
+    sqlstate: str, kind: type[StoreError], words: str
+) -> None:
+    exc = psycopg.errors.lookup(sqlstate)("server says no")
+    err = store_error(exc, "postgresql://app:***@h/db", timeout_ms=250)
+    assert type(err) is kind
+    assert words in str(err) and "postgresql://app:***@h/db" in str(err)
+
+
+def _our_backends() -> list[int]:
+    rows = postgres_support.admin().execute(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'vancetope-rag' "
+        "AND pid <> pg_backend_pid()"
+    )
+    return [int(r[0]) for r in rows.fetchall()]
+
+
+def _terminate(pids: list[int]) -> None:
+    for pid in pids:
+        postgres_support.admin().execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+
+
+def test_a_terminated_backend_costs_one_call_and_the_next_reconnects(
+    store: PostgresStore,
+) -> None:
+    control = store.control
+    control.upsert_project(T, P, status=ProjectStatus.RUNNING, home_node=None)
+    _terminate(_our_backends())  # idle pooled connections: replaced on checkout
+    assert [p.project_id for p in control.list_projects()] == [P]
+    with pytest.raises(StoreError, match="lost the connection"), control.transaction():
+        ((pid,),) = store.db.query("SELECT pg_backend_pid()")
+        _terminate([int(pid)])
+        control.insert_document(NewDocument(T, P, "a.md", "text/plain", "lost"))
+    assert control.list_documents(T, P) == []  # nothing of the failed step was kept
+    assert (
+        control.insert_document(NewDocument(T, P, "a.md", "text/plain", "kept")).content == "kept"
+    )
+
+
+def test_a_statement_timeout_is_a_store_error_naming_the_setting(schema_uri: str) -> None:
+    store = open_postgres_store(schema_uri + "&statement_timeout_ms=100")
+    try:
+        store.initialize()
+        with pytest.raises(StoreError, match=r"longer than 100 ms.*statement_timeout_ms"):
+            store.db.query("SELECT pg_sleep(2)")
+        assert store.control.list_projects() == []  # the connection is usable again
+    finally:
+        store.close()
+
+
+# -- privileges ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def bare_database() -> Iterator[tuple[str, str, str]]:
+    """A database without pgvector, a role that may create schemas in it but not extensions,
+    and that role's URI with its own schema: ``(database, role, uri)``."""
+    admin = postgres_support.admin()
+    suffix = uuid.uuid4().hex[:8]
+    db, role, password = f"vtr_bare_{suffix}", f"vtr_app_{suffix}", f"pw_{suffix}_secret"
+    admin.execute(f'CREATE DATABASE "{db}"')
+    admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+    admin.execute(f'GRANT CREATE ON DATABASE "{db}" TO {role}')
+    yield db, role, _role_uri(db, role, password)
+    admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+    admin.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+def _role_uri(db: str, role: str, password: str) -> str:
+    """The URI of the test server's database ``db`` as ``role``, in schema ``app``."""
+    params = psycopg.conninfo.conninfo_to_dict(postgres_support.database_uri())
+    where = f"host={params.get('host', '')}" + (
+        f"&port={params['port']}" if params.get("port") else ""
+    )
+    return f"postgresql://{role}:{password}@/{db}?{where}&schema=app&vector_index=none"
+
+
+def _as_superuser(db: str) -> psycopg.Connection[Any]:
+    base = postgres_support.database_uri()
+    return psycopg.connect(base, dbname=db, autocommit=True)
+
+
+def test_init_says_how_to_get_pgvector_when_the_role_may_not_create_it(
+    bare_database: tuple[str, str, str],
+) -> None:
+    db, _role, uri = bare_database
+    store = open_postgres_store(uri)
+    try:
+        with pytest.raises(StoreError, match="may not create the pgvector extension") as info:
+            store.initialize()
+        assert "CREATE EXTENSION vector" in str(info.value)
+        assert "_secret" not in str(info.value)
+        with _as_superuser(db) as su:
+            su.execute("CREATE EXTENSION vector")
+        store.initialize(dimensions=[8])  # the extension exists: the role needs no more
+        scope = RagScope.of(store.control.insert_rag(rag("r")))
+        store.chunks.add_chunks(scope, [Chunk("c", "r", "s", "text", unit(1))])
+        assert [h.chunk_id for h in store.chunks.query(scope, unit(1), 1)] == ["c"]
+    finally:
+        store.close()
+
+
+def test_a_role_that_may_not_create_tables_is_told_to_run_init_dimension(
+    bare_database: tuple[str, str, str],
+) -> None:
+    db, role, uri = bare_database
+    with _as_superuser(db) as su:
+        su.execute("CREATE EXTENSION vector")
+    owner = open_postgres_store(uri)
+    owner.initialize()
+    owner.close()
+    reader = f"{role}_dml"
+    with _as_superuser(db) as su:
+        su.execute(f"CREATE ROLE {reader} LOGIN PASSWORD 'dml_pw_secret'")
+        su.execute(f"GRANT USAGE ON SCHEMA app TO {reader}")
+        su.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA app TO {reader}")
+        su.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA app TO {reader}")
+    app = open_postgres_store(_role_uri(db, reader, "dml_pw_secret"))
+    try:
+        scope = RagScope.of(app.control.insert_rag(rag("r", 12)))
+        with pytest.raises(StoreError, match=r"init --dimension 12"):
+            app.chunks.add_chunks(scope, [Chunk("c", "r", "s", "text", unit(1, 12))])
+        assert app.chunks.query(scope, unit(1, 12), 3) == []
+    finally:
+        app.close()
+        with _as_superuser(db) as su:
+            su.execute(f"DROP OWNED BY {reader}")
+        postgres_support.admin().execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        postgres_support.admin().execute(f"DROP ROLE IF EXISTS {reader}")
+
+
+# -- NUL characters: the SQLite store's answers ----------------------------------------------
+
+
+def _nul_answers(uri: str) -> list[Any]:
+    store = open_store(uri)
+    try:
+        if isinstance(store, PostgresStore):
+            store.initialize()
+        c = store.control
+        doc = c.insert_document(
+            NewDocument(T, P, "a\x00b.md", "text/plain", "he\x00llo \x01 x", summary="s\x00")
+        )
+        c.update_document(T, P, doc.id, DocumentChange(content="new\x00\x01\x00"))
+        record = c.insert_rag(rag("r\x00", name="n\x00"))
+        scope = RagScope.of(record)
+        store.chunks.add_chunks(
+            scope,
+            [
+                Chunk(
+                    "c\x001",
+                    record.id,
+                    "src\x00",
+                    "text wi\x00th nul",
+                    unit(0),
+                    path="p\x00",
+                    metadata={"k\x00": "v\x00"},
+                )
+            ],
+        )
+        c.set_setting(T, None, "k\x00", "v\x00\x01")
+        got = c.get_document(T, P, doc.id)
+        assert got is not None
+        hits = store.chunks.get_chunks(scope, filters={"path": "p\x00"})
+        return [
+            (got.path, got.content, got.summary),
+            c.find_rag(T, P, "n\x00") is not None,
+            [(h.chunk_id, h.text, h.source_ref, h.path, h.metadata) for h in hits],
+            [h.chunk_id for h in store.chunks.lexical_query(scope, "text", 3, vector=unit(0))],
+            c.get_settings(T, None),
+        ]
+    finally:
+        store.close()
+
+
+def test_text_with_nul_characters_gives_the_sqlite_stores_answers(
+    schema_uri: str, tmp_path: Any
+) -> None:
+    assert _nul_answers(schema_uri) == _nul_answers(f"sqlite:///{tmp_path}/rag.db")
+    # A path prefix holding NUL finds its document here (SQLite's substr() stops at NUL,
+    # so it finds nothing there: not an answer worth copying).
+    store = open_postgres_store(schema_uri)
+    try:
+        store.control.insert_document(NewDocument(T, P, "b\x00c.md", "text/plain", "x"))
+        found = store.control.list_documents(T, P, path_prefix="b\x00")
+        assert [d.path for d in found] == ["b\x00c.md"]
+    finally:
+        store.close()
+
+
+def test_a_lone_surrogate_is_invalid_input_as_on_sqlite(store: PostgresStore) -> None:
+    with pytest.raises(InvalidInputError, match="lone surrogate"):
+        store.control.insert_document(NewDocument(T, P, "a.md", "text/plain", "bad \ud800"))
+    assert store.control.list_documents(T, P) == []
+
+
+# -- filtered recall -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "hnsw",
+    [
+        pytest.param(False, id="scan"),
+        pytest.param(
+            True,
+            id="hnsw",
+            marks=pytest.mark.skipif(
+                not postgres_support.hnsw_supported(), reason=postgres_support.NO_HNSW
+            ),
+        ),
+    ],
+)
+def test_a_rag_holding_1pct_of_the_table_gets_its_exact_top_k(hnsw: bool) -> None:
+    """5,000 chunks of other RAGs, 50 of ours; the index path (exact scans off) must
+    return the exact top 10 of ours, by numpy."""
+    name, uri = postgres_support.fresh_schema(hnsw=hnsw)
+    store = open_postgres_store(uri, exact_scan_max=0)
+    try:
+        store.initialize(dimensions=[32])
+        rng = np.random.default_rng(7)
+        others = RagScope.of(store.control.insert_rag(rag("big", 32)))
+        vecs = rng.standard_normal((5000, 32)).astype(np.float32)
+        for start in range(0, 5000, 1000):
+            store.chunks.add_chunks(
+                others,
+                [
+                    Chunk(f"o{i}", "big", f"s{i % 50}", "other", vecs[i].tolist())
+                    for i in range(start, start + 1000)
+                ],
+            )
+        mine = RagScope.of(store.control.insert_rag(rag("small", 32)))
+        ours = rng.standard_normal((50, 32)).astype(np.float32)
+        store.chunks.add_chunks(
+            mine, [Chunk(f"m{i}", "small", "s", "mine", v.tolist()) for i, v in enumerate(ours)]
+        )
+        unit_ours = ours / np.linalg.norm(ours, axis=1, keepdims=True)
+        for q in rng.standard_normal((5, 32)).astype(np.float32):
+            exact = np.argsort(-(unit_ours @ (q / np.linalg.norm(q))))[:10]
+            hits = store.chunks.query(mine, q.tolist(), 10)
+            assert [h.chunk_id for h in hits] == [f"m{i}" for i in exact]
+    finally:
+        store.close()
+        postgres_support.drop_schema(name)
+
+
+# -- lexical meaning: the SQLite store's -----------------------------------------------------
+
+CORPUS = [
+    "Cats purr and cats sleep.",
+    "The café serves crème brûlée",
+    "A naive resume of running",
+    "Résumé writing for naïve runners",
+    "the and of",
+]
+#: Stemming (cats, running, runner), accents folded both ways, stopwords kept in texts and
+#: dropped from queries unless a query holds nothing else.
+QUERIES = [
+    "cats",
+    "cafe",
+    "café",
+    "naïve résumé",
+    "running",
+    "the",
+    "CRÈME",
+    "runner",
+    "sleeping cat",
+]
+
+
+def _lexical_hits(store: Any) -> dict[str, list[str]]:
+    if isinstance(store, PostgresStore):
+        store.initialize()
+    scope = RagScope.of(store.control.insert_rag(rag("r", 4)))
+    store.chunks.add_chunks(
+        scope, [Chunk(f"c{i}", "r", "s", text, unit(0, 4)) for i, text in enumerate(CORPUS)]
+    )
+    return {
+        q: [h.chunk_id for h in store.chunks.lexical_query(scope, q, 10, vector=unit(0, 4))]
+        for q in QUERIES
+    }
+
+
+def test_lexical_hits_mean_what_they_mean_on_sqlite(schema_uri: str, tmp_path: Any) -> None:
+    """The same words find the same chunks in the same order (scores differ a little: the
+    stemmers are Porter's and Snowball's, and PostgreSQL splits ``snake_case`` words)."""
+    sqlite, postgres = open_store(f"sqlite:///{tmp_path}/rag.db"), open_store(schema_uri)
+    try:
+        assert _lexical_hits(postgres) == _lexical_hits(sqlite)
+    finally:
+        sqlite.close()
+        postgres.close()
+
+
+def test_the_index_path_orders_by_what_the_hnsw_index_holds() -> None:
+    """The large-scope query can be served by the HNSW index (planned, never run: planning
+    executes none of pgvector's HNSW code, so this holds on every CPU), and the exact one
+    cannot."""
+    name, uri = postgres_support.fresh_schema(hnsw=True)
+    store = open_postgres_store(uri)
+    try:
+        store.initialize(dimensions=[8])  # an empty index: nothing inserted
+        with store.db.snapshot(), store.db.connection() as conn:
+            conn.execute("SET LOCAL enable_seqscan = off")
+            conn.execute("SET LOCAL enable_sort = off")
+            params = (T, P, "r", vector_literal(np.ones(8, dtype=np.float32)), 10)
+            plans = {
+                exact: "\n".join(
+                    r[0] for r in conn.execute("EXPLAIN " + dense_sql(8, "", exact=exact), params)
+                )
+                for exact in (False, True)
+            }
+        assert "Index Scan using chunks_8_hnsw" in plans[False]
+        assert "chunks_8_hnsw" not in plans[True]
+    finally:
+        store.close()
+        postgres_support.drop_schema(name)
+
+
+@pytest.fixture
+def small_tablespace() -> Iterator[str]:
+    """A 2 MiB tmpfs as a tablespace of the bundled server (root only; skipped otherwise)."""
+    if os.environ.get(postgres_support.POSTGRES_URI_ENV):
+        pytest.skip("the full-disk test mounts a tmpfs for the bundled server only")
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mount = tempfile.mkdtemp(prefix="vtr-small-")  # the server's user must reach it
+    os.chmod(mount, 0o755)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mount],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        os.rmdir(mount)
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    name = f"vtr_small_{uuid.uuid4().hex[:8]}"
+    try:
+        owner = os.stat(postgres_support.data_directory()).st_uid
+        os.chown(mount, owner, -1)
+        postgres_support.admin().execute(f"CREATE TABLESPACE {name} LOCATION '{mount}'")
+        yield name
+    finally:
+        postgres_support.admin().execute(f"DROP TABLESPACE IF EXISTS {name}")
+        subprocess.run(["umount", mount], check=False)
+        os.rmdir(mount)
+
+
+def test_a_full_disk_is_a_store_full_error_and_reads_go_on(small_tablespace: str) -> None:
+    name, uri = postgres_support.fresh_schema()
+    store = open_postgres_store(f"{uri}&options=-c%20default_tablespace%3D{small_tablespace}")
+    try:
+        store.initialize(dimensions=[8])
+        scope = RagScope.of(store.control.insert_rag(rag("r")))
+        rng = np.random.default_rng(3)
+        written = 0
+        with pytest.raises(StoreFullError, match="is full") as info:
+            for i in range(400):  # 50 kB of incompressible text each: 2 MiB fill up first
+                text = rng.bytes(25_000).hex()
+                store.chunks.add_chunks(scope, [Chunk(f"c{i}", "r", f"s{i}", text, unit(i))])
+                written += 1
+        assert "free space" in str(info.value)
+        assert written > 0 and store.chunks.count_chunks(scope) == written
+    finally:
+        store.close()
+        postgres_support.drop_schema(name)
