@@ -24,6 +24,7 @@ import postgres_support
 from vancetope_rag.domain.records import Chunk, ProjectStatus, RagRecord
 from vancetope_rag.errors import InvalidInputError, StoreError, StoreFullError
 from vancetope_rag.store import open_store
+from vancetope_rag.store.postgres import schema
 from vancetope_rag.store.postgres.chunks import dense_sql
 from vancetope_rag.store.postgres.errors import ConstraintViolation, store_error
 from vancetope_rag.store.postgres.rows import vector_literal
@@ -94,7 +95,7 @@ def test_init_on_an_empty_schema_then_again_is_a_no_op(schema_uri: str) -> None:
         assert store.control.get_document(T, P, doc.id) == doc
         assert store.chunks.count_chunks(scope) == 1
         versions = store.db.query("SELECT version FROM vtr_schema")
-        assert versions == [(1,)]
+        assert versions == [(schema.SCHEMA_VERSION,)]
     finally:
         store.close()
 

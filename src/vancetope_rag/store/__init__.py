@@ -28,10 +28,11 @@ Modules:
   ``postgres.uri`` (our URI parameters, the shown URI), ``postgres.db`` (the pool,
   transactions, snapshots, the schema check), ``postgres.errors`` (psycopg failures as
   StoreErrors), ``postgres.schema`` (versioned schema steps, per-dimension chunk tables),
-  ``postgres.textcodec`` (NUL characters kept losslessly), ``postgres.rows`` (pure SQL
-  pieces), ``postgres.control``, ``postgres.catalog``, ``postgres.settings``,
-  ``postgres.chunks`` and ``postgres.rebuilds`` (the adapters), ``postgres.lexical`` (BM25
-  with per-RAG statistics in SQL). Deployment notes: ``docs/stores.md``.
+  ``postgres.notify`` (LISTEN/NOTIFY wake-ups), ``postgres.textcodec`` (NUL characters kept
+  losslessly), ``postgres.rows`` (pure SQL pieces), ``postgres.control``,
+  ``postgres.catalog``, ``postgres.settings``, ``postgres.chunks`` and ``postgres.rebuilds``
+  (the adapters), ``postgres.lexical`` (BM25 with per-RAG statistics in SQL). Deployment
+  notes: ``docs/stores.md``.
 * ``llamaindex_store`` — ``RagVectorStore``: any ChunkStore as a LlamaIndex vector store.
 """
 

@@ -170,6 +170,18 @@ STEPS: tuple[str, ...] = (
     ALTER TEXT SEARCH CONFIGURATION vtr_english ALTER MAPPING FOR asciiword, asciihword,
         hword_asciipart, word, hword, hword_part WITH vtr_english_stem;
     """,
+    # 2: a queued document notifies the indexers of every process (.postgres.notify); the
+    # payload is the schema, so stores sharing a database wake only their own indexers
+    """
+    CREATE FUNCTION vtr_notify_queued() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify('vancetope_rag_queued', TG_TABLE_SCHEMA);
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER vtr_documents_queued AFTER INSERT OR UPDATE OF rag_dirty ON documents
+        FOR EACH ROW WHEN (NEW.rag_dirty = 1) EXECUTE FUNCTION vtr_notify_queued();
+    """,
 )
 
 SCHEMA_VERSION = len(STEPS)

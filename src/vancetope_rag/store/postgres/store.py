@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vancetope_rag.domain.records import IndexStatus
 from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
@@ -19,6 +19,7 @@ from vancetope_rag.store.postgres import schema
 from vancetope_rag.store.postgres.chunks import EXACT_SCAN_MAX, PostgresChunkStore
 from vancetope_rag.store.postgres.control import PostgresControlStore
 from vancetope_rag.store.postgres.db import PostgresDatabase
+from vancetope_rag.store.postgres.notify import QueuedListener
 from vancetope_rag.store.postgres.rebuilds import PostgresRebuildStore
 from vancetope_rag.store.postgres.uri import PostgresUri
 from vancetope_rag.store.types import Clock
@@ -34,6 +35,7 @@ class PostgresStore:
     chunks: ChunkStore
     rebuilds: RebuildStore
     db: PostgresDatabase
+    listeners: list[QueuedListener] = field(default_factory=list)
 
     def initialize(
         self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
@@ -58,9 +60,16 @@ class PostgresStore:
         )
 
     def watch_queued(self, wake: Callable[[], None]) -> Callable[[], None] | None:
-        return None  # LISTEN/NOTIFY: not yet
+        """LISTEN on a connection of its own (:mod:`.postgres.notify`); the start-up round
+        trip and its log line run on the listener's thread."""
+        ((schema,),) = self.db.query("SELECT current_schema()")
+        listener = QueuedListener(self.db.uri, str(schema), wake)
+        self.listeners.append(listener)
+        return listener.stop
 
     def close(self) -> None:
+        for listener in self.listeners:
+            listener.stop()
         self.db.close()
 
 
