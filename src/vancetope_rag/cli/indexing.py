@@ -5,7 +5,10 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING
 
 import click
@@ -15,7 +18,51 @@ from vancetope_rag.cli.base import Ctx, FilePath, cli, emit, errors_to_exit, fai
 from vancetope_rag.cli.progress import progress_lines, wait_for_rebuild
 
 if TYPE_CHECKING:
-    from vancetope_rag.services.indexing.scheduler import TickResult
+    from vancetope_rag.services.indexing.scheduler import ProjectRagIndexScheduler, TickResult
+
+
+class _Interrupted(BaseException):
+    """SIGINT or SIGTERM in an explicit indexer run; a BaseException, like
+    KeyboardInterrupt, so that no ``except Exception`` of the indexer swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    raise _Interrupted(signum)
+
+
+@contextmanager
+def claims_given_back_on_signal(scheduler: ProjectRagIndexScheduler) -> Iterator[None]:
+    """Ctrl-C or SIGTERM of an indexer run in this process (``index``, ``reindex --wait``)
+    gives the claims of the batch in hand back (pending again at once, not ``processing``
+    until the lease expires), says so and exits 128 + the signal number."""
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    except (_Interrupted, KeyboardInterrupt) as exc:
+        signum = exc.signum if isinstance(exc, _Interrupted) else signal.SIGINT
+        for s in previous:  # a second Ctrl-C must not cut the give-back short
+            signal.signal(s, signal.SIG_IGN)
+        given = scheduler.give_back_claimed()
+        try:
+            kept = scheduler.releaser.retry()
+        except Exception:  # the store may be what is failing; the lease frees them then
+            kept = scheduler.releaser.pending
+        name = signal.Signals(signum).name
+        message = f"interrupted ({name}): gave back {given} claimed documents"
+        if kept:
+            message += (
+                f"; {kept} could not be given back now, their lease "
+                f"({scheduler.config.claim_ttl_s:g}s) frees them"
+            )
+        click.echo(f"\n{message}; run `vancetope-rag index` to go on", err=True)
+        sys.exit(128 + signum)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 @cli.command("import")
@@ -114,9 +161,10 @@ def index_cmd(c: Ctx, until_idle: bool, as_json: bool) -> None:
                 bar.update(tick.indexed + tick.removed + tick.failed)
 
         try:  # a store that keeps failing raises its StoreError: exit 1 with its message
-            result = sched.run_until_idle(
-                on_tick=on_tick, stop_when_nothing_claimable=not until_idle
-            )
+            with claims_given_back_on_signal(sched):
+                result = sched.run_until_idle(
+                    on_tick=on_tick, stop_when_nothing_claimable=not until_idle
+                )
         finally:
             if bar is not None:
                 bar.render_finish()  # the error line starts on a line of its own
@@ -233,13 +281,14 @@ def reindex_cmd(c: Ctx, rebuild: bool, wait: bool, cancel: bool, as_json: bool) 
         c.bring_up("reindex")
         result = c.app.project_rags.reindex(c.tenant, c.project, rebuild=rebuild)
         if wait:
-            outcome = wait_for_rebuild(
-                c.app,
-                c.tenant,
-                c.project,
-                result.migration,
-                bar=not as_json and terminal.on_terminal(),
-            )
+            with claims_given_back_on_signal(c.app.scheduler):
+                outcome = wait_for_rebuild(
+                    c.app,
+                    c.tenant,
+                    c.project,
+                    result.migration,
+                    bar=not as_json and terminal.on_terminal(),
+                )
     if as_json:
         emit({**result.to_json(), **({"outcome": outcome.to_json()} if wait else {})})
     elif result.migration is not None:
