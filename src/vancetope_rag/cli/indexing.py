@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import threading
@@ -188,19 +189,61 @@ def index_cmd(c: Ctx, until_idle: bool, as_json: bool) -> None:
 
 
 @cli.command("worker")
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Serve Prometheus metrics at http://<metrics-host>:<port>/metrics (default: off).",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Interface of the metrics endpoint.",
+)
 @pass_ctx
-def worker_cmd(c: Ctx) -> None:
+def worker_cmd(c: Ctx, metrics_port: int | None, metrics_host: str) -> None:
     """Run the indexer scheduler in the foreground until SIGTERM / Ctrl-C.
 
     With RAG_INDEXER_ENABLED=false the worker says so on stderr and idles, indexing nothing,
     until it is stopped (exit 0): indexing can be paused without a process manager
     restarting a worker that quit. `vancetope-rag index` still indexes on demand.
+
+    Logs one line per indexer tick that did work (INFO, shown without -v). With
+    --metrics-port it serves /metrics as `serve` does (VANCETOPE_RAG_METRICS_TOKEN
+    guards it the same way).
     """
+    if c.verbose == 0:  # a worker's log is its output: the tick lines are INFO
+        logging.getLogger("vancetope_rag").setLevel(logging.INFO)
     with errors_to_exit():
         app = c.app
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
+        server = None
+        if metrics_port is not None:
+            from vancetope_rag.metrics import serve_metrics
+
+            token = app.config.metrics_token
+            server = serve_metrics(
+                app.metrics,
+                metrics_host,
+                metrics_port,
+                token=token.get_secret_value() if token else None,
+            )
+            shown = f"[{metrics_host}]" if ":" in metrics_host else metrics_host
+            click.echo(f"metrics at http://{shown}:{metrics_port}/metrics", err=True)
+        try:
+            _run_worker(c, stop)
+        finally:
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+
+
+def _run_worker(c: Ctx, stop: threading.Event) -> None:
+    with errors_to_exit():
+        app = c.app
         scheduler = app.scheduler
         scheduler.start()
         if not scheduler.enabled:

@@ -121,6 +121,7 @@ class ProjectRagIndexScheduler:
         """One pass over this node's projects. Claims the store refused to take back earlier
         are given back first. A store failure inside a project is counted in
         ``store_errors`` (the project is skipped); one before any project raises."""
+        started = time.monotonic()
         result = TickResult()
         self.releaser.retry()
         for project in self.control.projects_for_node(self.config.node_id):
@@ -129,7 +130,31 @@ class ProjectRagIndexScheduler:
             self._index_live(t, p, result)
             self._advance_rebuilds(t, p, result)
         self._sweep()
+        if result.claimed or result.progressed or result.failed or result.store_errors:
+            self._log_tick(result, time.monotonic() - started)
         return result
+
+    def _log_tick(self, r: TickResult, seconds: float) -> None:
+        """The one line an operator reads per tick that did work (no tenant or paths: the
+        per-document warnings say those)."""
+        log.info(
+            "indexer tick %s: %d claimed in %d projects; %d indexed (%d unchanged), "
+            "%d removed, %d failed, %d lost leases; %d chunks, %d texts embedded, "
+            "%d from cache; %d store errors; %.2fs",
+            self.worker_id,
+            r.claimed,
+            r.projects,
+            r.indexed,
+            r.unchanged,
+            r.removed,
+            r.failed,
+            r.lost_lease,
+            r.chunks,
+            r.embedded_texts,
+            r.cache_hits,
+            r.store_errors,
+            seconds,
+        )
 
     def _index_live(self, t: str, p: str, result: TickResult) -> None:
         try:
