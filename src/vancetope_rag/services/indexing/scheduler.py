@@ -366,6 +366,9 @@ class ProjectRagIndexScheduler:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        # A tick still running after the timeout (a slow model) dies with the process: its
+        # batch goes back now; should the tick finish after all, the fence refuses its writes.
+        self.give_back_claimed()
         self._give_back()
 
     def _give_back(self) -> None:
