@@ -233,6 +233,12 @@ def worker_cmd(c: Ctx, metrics_port: int | None, metrics_host: str) -> None:
             )
             shown = f"[{metrics_host}]" if ":" in metrics_host else metrics_host
             click.echo(f"metrics at http://{shown}:{metrics_port}/metrics", err=True)
+            if token is None and metrics_host not in ("127.0.0.1", "localhost", "::1"):
+                click.echo(
+                    "warning: /metrics is open on a non-loopback address; set "
+                    "VANCETOPE_RAG_METRICS_TOKEN or keep it on a private network",
+                    err=True,
+                )
         try:
             _run_worker(c, stop)
         finally:
