@@ -35,6 +35,7 @@ from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.importer import DocumentImporter
 from vancetope_rag.services.indexing.claims import ClaimReleaser
 from vancetope_rag.services.indexing.indexer import ProjectRagIndexer
+from vancetope_rag.services.indexing.progress import node_work_state
 from vancetope_rag.services.indexing.scheduler import ProjectRagIndexScheduler
 from vancetope_rag.services.projects import ProjectLifecycle, ProjectRagService
 from vancetope_rag.services.rag import RagService
@@ -115,7 +116,7 @@ class RagApp:
         store = store or open_store(
             config.store, clock=clock, busy_timeout_s=config.store_busy_timeout_s
         )
-        metrics = Metrics()
+        metrics = Metrics(state_ttl_s=config.metrics_state_ttl_s)
         control, chunks = store.control, store.chunks
         settings = SettingsService(control=control)
         rags = RagService(
@@ -127,7 +128,9 @@ class RagApp:
             default_chunk_overlap=config.chunk_overlap,
             fusion=config.fusion(),
             max_text_chars=config.max_text_chars,
+            metrics=metrics,
         )
+        metrics.watch_work(lambda: node_work_state(control, store.rebuilds, config.node_id))
         documents = DocumentService(control=control, chunks=chunks, rebuild_store=store.rebuilds)
         extraction = ExtractionService(registry=extractors, settings=settings)
         importer = DocumentImporter(

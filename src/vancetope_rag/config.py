@@ -239,6 +239,13 @@ class EngineConfig(BaseSettings):
         validation_alias=_env("VANCETOPE_RAG_METRICS_TOKEN"),
         description="When set, GET /metrics needs 'Authorization: Bearer <token>'.",
     )
+    metrics_state_ttl_s: float = Field(
+        default=10.0,
+        ge=0,
+        validation_alias=_env("VANCETOPE_RAG_METRICS_STATE_TTL_S"),
+        description="Seconds a scrape's document and rebuild counts (read from the store) "
+        "are reused by the next scrapes: scrapes stay cheap however often they come.",
+    )
 
     def fusion(self) -> FusionParams:
         """The hybrid retrieval's fusion parameters."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -139,7 +140,8 @@ class CachedEmbedding(BaseEmbedding):
     """Wraps a pinned model: text already embedded with it is read from the store's cache.
 
     Query embeddings are not cached (chat messages rarely repeat and would fill the cache).
-    ``embedded_texts`` and ``cache_hits`` count what this instance did.
+    ``embedded_texts`` and ``cache_hits`` count what this instance did; ``on_call``, when
+    given, hears of every call to the model: its duration and whether it succeeded.
     """
 
     _inner: BaseEmbedding = PrivateAttr()
@@ -148,12 +150,20 @@ class CachedEmbedding(BaseEmbedding):
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _embedded: int = PrivateAttr(default=0)
     _hits: int = PrivateAttr(default=0)
+    _on_call: Callable[[float, bool], None] | None = PrivateAttr(default=None)
 
-    def __init__(self, inner: BaseEmbedding, cache: EmbeddingCache, cache_key: str) -> None:
+    def __init__(
+        self,
+        inner: BaseEmbedding,
+        cache: EmbeddingCache,
+        cache_key: str,
+        on_call: Callable[[float, bool], None] | None = None,
+    ) -> None:
         super().__init__(model_name=inner.model_name, embed_batch_size=2048)
         self._inner = inner
         self._cache = cache
         self._key = cache_key
+        self._on_call = on_call
 
     @classmethod
     def class_name(cls) -> str:
@@ -176,7 +186,13 @@ class CachedEmbedding(BaseEmbedding):
             if h not in found and h not in missing:
                 missing[h] = t
         if missing:
-            vectors = self._inner.get_text_embedding_batch(list(missing.values()))
+            started, ok = time.perf_counter(), False
+            try:
+                vectors = self._inner.get_text_embedding_batch(list(missing.values()))
+                ok = True
+            finally:
+                if self._on_call is not None:
+                    self._on_call(time.perf_counter() - started, ok)
             new = dict(zip(missing.keys(), vectors, strict=True))
             self._cache.put_cached_embeddings(self._key, new)
             found.update(new)

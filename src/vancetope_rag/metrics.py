@@ -1,15 +1,122 @@
-"""Prometheus metrics. Each app owns a registry, so several apps (tests) never collide."""
+"""Prometheus metrics. Each app owns a registry, so several apps (tests) never collide.
+
+No metric carries a tenant, project, document or model label: tenant and project ids may name
+customers, and their number is unbounded. Per-project numbers are in the REST status. The
+labels are bounded sets: outcomes, states, retrieval modes, provider names (registered by
+plugins), HTTP methods, route templates (never raw paths) and status codes.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+import hmac
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from vancetope_rag.secrets import get_logger
+
+log = get_logger(__name__)
 
 OUTCOMES = ("success", "failed", "skipped", "tenant_disabled")
 REBUILD_OUTCOMES = ("completed", "failed", "cancelled")
+#: ``written``: chunks (re)written, from the model or the embedding cache; ``unchanged``: the
+#: chunks were built from exactly this content, only confirmed (a no-op reindex).
+DOCUMENT_RESULTS = ("written", "unchanged", "removed", "failed")
+DOCUMENT_STATES = ("pending", "processing", "indexed", "failed", "none")
+ITEM_STATES = ("pending", "processing", "done", "failed")
+RETRIEVAL_MODES = ("dense", "hybrid")
+#: Route label of a request no route matched (a 404): raw paths are unbounded.
+UNMATCHED_ROUTE = "<unmatched>"
+
+_LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+@dataclass(frozen=True)
+class WorkState:
+    """What the store holds of the indexer's work, summed over the projects it serves."""
+
+    documents: Mapping[str, int] = field(default_factory=dict)
+    rebuilds_running: int = 0
+    rebuild_items: Mapping[str, int] = field(default_factory=dict)
+
+
+class _WorkStateCollector(Collector):
+    """Gauges read from the store at scrape time, reused for ``ttl_s`` (scrapes stay cheap).
+    A store that cannot answer leaves the last numbers (or none) and a warning."""
+
+    def __init__(self, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl_s = ttl_s
+        self.source: Callable[[], WorkState] | None = None
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cached: tuple[float, WorkState] | None = None
+
+    def _state(self) -> WorkState | None:
+        if self.source is None:
+            return None
+        with self._lock:
+            now = self._clock()
+            if self._cached is not None and now - self._cached[0] < self.ttl_s:
+                return self._cached[1]
+            try:
+                state = self.source()
+            except Exception as exc:
+                log.warning("metrics: cannot read the work state from the store: %s", exc)
+                return self._cached[1] if self._cached else None
+            self._cached = (now, state)
+            return state
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+        return (
+            GaugeMetricFamily(
+                "vance_rag_documents",
+                "Documents of the projects this node indexes, by index state (the queue: "
+                "pending and processing).",
+                labels=["state"],
+            ),
+            GaugeMetricFamily(
+                "vance_rag_rebuilds_running",
+                "Rebuilds onto a new embedding model running in those projects.",
+            ),
+            GaugeMetricFamily(
+                "vance_rag_rebuild_items",
+                "Documents of the running rebuilds, by state (their progress).",
+                labels=["state"],
+            ),
+        )
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families()
+
+    def collect(self) -> Iterable[Metric]:
+        documents, running, items = self._families()
+        state = self._state()
+        if state is not None:
+            for name in DOCUMENT_STATES:
+                documents.add_metric([name], state.documents.get(name, 0))
+            running.add_metric([], state.rebuilds_running)
+            for name in ITEM_STATES:
+                items.add_metric([name], state.rebuild_items.get(name, 0))
+        return (documents, running, items)
 
 
 class Metrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, state_ttl_s: float = 10.0
+    ) -> None:
         self.registry = registry or CollectorRegistry()
         self.indexer_runs = Counter(
             "vance_rag_indexer_runs",
@@ -34,6 +141,78 @@ class Metrics:
             registry=self.registry,
             buckets=(0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
         )
+        self.indexed_documents = Counter(
+            "vance_rag_indexed_documents",
+            "Documents the live indexer finished, by result: written (chunks rewritten, "
+            "from the model or the embedding cache), unchanged (chunks confirmed: a no-op "
+            "reindex), removed (no longer eligible), failed.",
+            ["result"],
+            registry=self.registry,
+        )
+        for result in DOCUMENT_RESULTS:
+            self.indexed_documents.labels(result=result)
+        self.indexed_chunks = Counter(
+            "vance_rag_indexed_chunks",
+            "Chunks written by the live indexer.",
+            registry=self.registry,
+        )
+        self.embedding_cache = Counter(
+            "vance_rag_embedding_cache",
+            "Chunk texts to embed, by result: hit (from the embedding cache, or a duplicate "
+            "in the batch) or miss (sent to the model).",
+            ["result"],
+            registry=self.registry,
+        )
+        for result in ("hit", "miss"):
+            self.embedding_cache.labels(result=result)
+        self.embedding_requests = Counter(
+            "vance_rag_embedding_requests",
+            "Calls to an embedding model, by provider, kind (text: chunks; query) and "
+            "outcome (ok/error).",
+            ["provider", "kind", "outcome"],
+            registry=self.registry,
+        )
+        self.embedding_seconds = Histogram(
+            "vance_rag_embedding_request_seconds",
+            "Latency of the calls to an embedding model, by provider (errors included).",
+            ["provider", "kind"],
+            registry=self.registry,
+            buckets=_LATENCY,
+        )
+        self.retrieval_seconds = Histogram(
+            "vance_rag_retrieval_seconds",
+            "Latency of a retrieval (query embedding, search, citation check), by mode.",
+            ["mode"],
+            registry=self.registry,
+            buckets=_LATENCY,
+        )
+        for mode in RETRIEVAL_MODES:
+            self.retrieval_seconds.labels(mode=mode)
+        self.http_requests = Counter(
+            "vance_rag_http_requests",
+            "REST and UI requests, by method, route template and status code.",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.http_seconds = Histogram(
+            "vance_rag_http_request_seconds",
+            "Latency of REST and UI requests, by method and route template.",
+            ["method", "route"],
+            registry=self.registry,
+            buckets=_LATENCY,
+        )
+        self._work = _WorkStateCollector(state_ttl_s)
+        self.registry.register(self._work)
+
+    def watch_work(self, source: Callable[[], WorkState]) -> None:
+        """Read the queue depth and rebuild progress from ``source`` at scrape time."""
+        self._work.source = source
+
+    def embedding_call(self, provider: str, kind: str, seconds: float, ok: bool) -> None:
+        """Count one call to an embedding model."""
+        outcome = "ok" if ok else "error"
+        self.embedding_requests.labels(provider=provider, kind=kind, outcome=outcome).inc()
+        self.embedding_seconds.labels(provider=provider, kind=kind).observe(seconds)
 
     def runs(self, outcome: str) -> float:
         """Current value of ``vance_rag_indexer_runs_total{outcome}``."""
@@ -42,3 +221,38 @@ class Metrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def serve_metrics(
+    metrics: Metrics, host: str, port: int, *, token: str | None = None
+) -> ThreadingHTTPServer:
+    """Serve ``GET /metrics`` on ``host:port`` in a daemon thread (the worker's endpoint);
+    with ``token``, only for ``Authorization: Bearer <token>``, as the REST API's.
+    ``shutdown()`` the returned server to stop it."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?", 1)[0] != "/metrics":
+                self._answer(404, b"not found; the metrics are at /metrics\n", "text/plain")
+                return
+            if token and not hmac.compare_digest(
+                (self.headers.get("Authorization") or "").encode(), f"Bearer {token}".encode()
+            ):
+                self._answer(401, b"/metrics needs 'Authorization: Bearer <token>'\n")
+                return
+            self._answer(200, metrics.exposition(), CONTENT_TYPE_LATEST)
+
+        def _answer(self, code: int, body: bytes, kind: str = "text/plain") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            log.debug("metrics endpoint: " + format, *args)
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="vancetope-rag-metrics", daemon=True).start()
+    return server

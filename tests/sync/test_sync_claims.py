@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from synchelpers import chunks, default_rag, doc, states, ticks_until_idle
 
-from fakes import P, T
+from fakes import P, ProbeProvider, T, registry
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import IndexState
 
@@ -140,3 +140,30 @@ def test_update_during_claim_gets_a_second_pass(make_app: AppFactory, clock: obj
     final = doc(app, d.id)
     assert not final.rag_dirty and final.index_state is IndexState.INDEXED
     assert ticks_until_idle(app) == 0
+
+
+def test_stop_gives_back_the_batch_of_a_tick_that_outlives_the_timeout(
+    make_app: AppFactory,
+) -> None:
+    """A worker stopped (SIGTERM) while its model hangs exits after ``stop``'s timeout with
+    the tick still running: before, that batch stayed ``processing`` until the lease
+    expired; now ``stop`` gives it back, and the hung tick's late writes are fenced out."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hang(kind: str, texts: list[str]) -> None:
+        if kind == "text":
+            entered.set()
+            release.wait(30)
+
+    app = make_app(provider="probe", embeddings=registry(ProbeProvider(probe=hang)))
+    app.bring(T, P)
+    for i in range(3):
+        app.documents.create(T, P, f"documents/{i}.md", f"text {i}")
+    app.scheduler.start()
+    try:
+        assert entered.wait(30), "the indexer never reached the model"
+        assert states(app) == {"processing": 3}
+        app.scheduler.stop(timeout=0.2)
+        assert states(app) == {"pending": 3}
+    finally:
+        release.set()

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from vancetope_rag.errors import ApiConfigError, MissingDependencyError
+from vancetope_rag.metrics import UNMATCHED_ROUTE
 
 try:
     from fastapi import FastAPI, Request, Response
@@ -85,6 +86,13 @@ def create_api(app: RagApp) -> FastAPI:
     ) -> Response:
         start = time.perf_counter()
         response = await call_next(request)
+        seconds = time.perf_counter() - start
+        # The route's template, never the raw path: ids in paths would make the label
+        # unbounded (and put tenant names into the metrics).
+        route = getattr(request.scope.get("route"), "path", None) or UNMATCHED_ROUTE
+        labels = {"method": request.method, "route": route}
+        app.metrics.http_requests.labels(**labels, status=str(response.status_code)).inc()
+        app.metrics.http_seconds.labels(**labels).observe(seconds)
         if request.url.path.startswith("/brain/"):
             response.headers.setdefault("Cache-Control", "no-store")
         # Every answer (JSON, static files, errors), not only the page: a browser must never
@@ -96,7 +104,7 @@ def create_api(app: RagApp) -> FastAPI:
             request.method,
             request.url.path,
             response.status_code,
-            (time.perf_counter() - start) * 1000,
+            seconds * 1000,
         )
         return response
 

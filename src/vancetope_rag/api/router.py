@@ -303,7 +303,8 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
         dependencies=guard,
     )
     def metrics(request: Request) -> Response:
-        """Prometheus exposition (indexer outcomes, AutoInject latency; no tenant labels).
+        """Prometheus exposition: queue depth, indexing, embeddings, retrieval, HTTP and
+        rebuilds (docs/operations.md lists every family; no tenant or project labels).
         With ``VANCETOPE_RAG_METRICS_TOKEN`` set, only for ``Authorization: Bearer <it>``."""
         if token:
             check_metrics_token(token, request.headers.get("authorization"))

@@ -4,7 +4,6 @@ opened app, error-to-exit-code mapping and JSON output."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
+from vancetope_rag.cli.logs import LOG_FORMATS, configure_logging
 from vancetope_rag.errors import RagError
 from vancetope_rag.secrets import get_logger, redact
 
@@ -117,15 +117,20 @@ def check_ident(value: str, what: str) -> str:
 @click.option("--tenant", envvar="VANCETOPE_RAG_TENANT", default="default", show_default=True)
 @click.option("--project", envvar="VANCETOPE_RAG_PROJECT", default="default", show_default=True)
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default="text",
+    show_default=True,
+    envvar="VANCETOPE_RAG_LOG_FORMAT",
+    help="Log lines on stderr: timestamped text, or one JSON object a line.",
+)
 @click.pass_context
-def cli(ctx: click.Context, store: str | None, tenant: str, project: str, verbose: int) -> None:
+def cli(
+    ctx: click.Context, store: str | None, tenant: str, project: str, verbose: int, log_format: str
+) -> None:
     """Project RAG: import documents, index them, query, and build the <rag-context> block."""
-    logging.basicConfig(
-        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    for noisy in ("httpx", "sentence_transformers", "transformers"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    configure_logging(verbose, log_format)
     ctx.obj = Ctx(
         store, check_ident(tenant, "--tenant"), check_ident(project, "--project"), verbose
     )

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING
 
 import click
@@ -15,7 +19,51 @@ from vancetope_rag.cli.base import Ctx, FilePath, cli, emit, errors_to_exit, fai
 from vancetope_rag.cli.progress import progress_lines, wait_for_rebuild
 
 if TYPE_CHECKING:
-    from vancetope_rag.services.indexing.scheduler import TickResult
+    from vancetope_rag.services.indexing.scheduler import ProjectRagIndexScheduler, TickResult
+
+
+class _Interrupted(BaseException):
+    """SIGINT or SIGTERM in an explicit indexer run; a BaseException, like
+    KeyboardInterrupt, so that no ``except Exception`` of the indexer swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    raise _Interrupted(signum)
+
+
+@contextmanager
+def claims_given_back_on_signal(scheduler: ProjectRagIndexScheduler) -> Iterator[None]:
+    """Ctrl-C or SIGTERM of an indexer run in this process (``index``, ``reindex --wait``)
+    gives the claims of the batch in hand back (pending again at once, not ``processing``
+    until the lease expires), says so and exits 128 + the signal number."""
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    except (_Interrupted, KeyboardInterrupt) as exc:
+        signum = exc.signum if isinstance(exc, _Interrupted) else signal.SIGINT
+        for s in previous:  # a second Ctrl-C must not cut the give-back short
+            signal.signal(s, signal.SIG_IGN)
+        given = scheduler.give_back_claimed()
+        try:
+            kept = scheduler.releaser.retry()
+        except Exception:  # the store may be what is failing; the lease frees them then
+            kept = scheduler.releaser.pending
+        name = signal.Signals(signum).name
+        message = f"interrupted ({name}): gave back {given} claimed documents"
+        if kept:
+            message += (
+                f"; {kept} could not be given back now, their lease "
+                f"({scheduler.config.claim_ttl_s:g}s) frees them"
+            )
+        click.echo(f"\n{message}; run `vancetope-rag index` to go on", err=True)
+        sys.exit(128 + signum)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 @cli.command("import")
@@ -114,9 +162,10 @@ def index_cmd(c: Ctx, until_idle: bool, as_json: bool) -> None:
                 bar.update(tick.indexed + tick.removed + tick.failed)
 
         try:  # a store that keeps failing raises its StoreError: exit 1 with its message
-            result = sched.run_until_idle(
-                on_tick=on_tick, stop_when_nothing_claimable=not until_idle
-            )
+            with claims_given_back_on_signal(sched):
+                result = sched.run_until_idle(
+                    on_tick=on_tick, stop_when_nothing_claimable=not until_idle
+                )
         finally:
             if bar is not None:
                 bar.render_finish()  # the error line starts on a line of its own
@@ -140,19 +189,67 @@ def index_cmd(c: Ctx, until_idle: bool, as_json: bool) -> None:
 
 
 @cli.command("worker")
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Serve Prometheus metrics at http://<metrics-host>:<port>/metrics (default: off).",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Interface of the metrics endpoint.",
+)
 @pass_ctx
-def worker_cmd(c: Ctx) -> None:
+def worker_cmd(c: Ctx, metrics_port: int | None, metrics_host: str) -> None:
     """Run the indexer scheduler in the foreground until SIGTERM / Ctrl-C.
 
     With RAG_INDEXER_ENABLED=false the worker says so on stderr and idles, indexing nothing,
     until it is stopped (exit 0): indexing can be paused without a process manager
     restarting a worker that quit. `vancetope-rag index` still indexes on demand.
+
+    Logs one line per indexer tick that did work (INFO, shown without -v). With
+    --metrics-port it serves /metrics as `serve` does (VANCETOPE_RAG_METRICS_TOKEN
+    guards it the same way).
     """
+    if c.verbose == 0:  # a worker's log is its output: the tick lines are INFO
+        logging.getLogger("vancetope_rag").setLevel(logging.INFO)
     with errors_to_exit():
         app = c.app
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
+        server = None
+        if metrics_port is not None:
+            from vancetope_rag.metrics import serve_metrics
+
+            token = app.config.metrics_token
+            server = serve_metrics(
+                app.metrics,
+                metrics_host,
+                metrics_port,
+                token=token.get_secret_value() if token else None,
+            )
+            shown = f"[{metrics_host}]" if ":" in metrics_host else metrics_host
+            click.echo(f"metrics at http://{shown}:{metrics_port}/metrics", err=True)
+            if token is None and metrics_host not in ("127.0.0.1", "localhost", "::1"):
+                click.echo(
+                    "warning: /metrics is open on a non-loopback address; set "
+                    "VANCETOPE_RAG_METRICS_TOKEN or keep it on a private network",
+                    err=True,
+                )
+        try:
+            _run_worker(c, stop)
+        finally:
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+
+
+def _run_worker(c: Ctx, stop: threading.Event) -> None:
+    with errors_to_exit():
+        app = c.app
         scheduler = app.scheduler
         scheduler.start()
         if not scheduler.enabled:
@@ -233,13 +330,14 @@ def reindex_cmd(c: Ctx, rebuild: bool, wait: bool, cancel: bool, as_json: bool) 
         c.bring_up("reindex")
         result = c.app.project_rags.reindex(c.tenant, c.project, rebuild=rebuild)
         if wait:
-            outcome = wait_for_rebuild(
-                c.app,
-                c.tenant,
-                c.project,
-                result.migration,
-                bar=not as_json and terminal.on_terminal(),
-            )
+            with claims_given_back_on_signal(c.app.scheduler):
+                outcome = wait_for_rebuild(
+                    c.app,
+                    c.tenant,
+                    c.project,
+                    result.migration,
+                    bar=not as_json and terminal.on_terminal(),
+                )
     if as_json:
         emit({**result.to_json(), **({"outcome": outcome.to_json()} if wait else {})})
     elif result.migration is not None:

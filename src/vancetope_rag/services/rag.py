@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -29,6 +30,7 @@ from vancetope_rag.embeddings import (
     check_dimension,
 )
 from vancetope_rag.errors import InvalidInputError, RagNotFoundError, ReservedNameError
+from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.indexing.chunking import chunking_for, ingestion_pipeline
 from vancetope_rag.services.indexing.sources import (
@@ -64,8 +66,10 @@ class RagService:
         default_chunk_overlap: int | None = None,
         fusion: FusionParams | None = None,
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+        metrics: Metrics | None = None,
     ) -> None:
         self.control = control
+        self.metrics = metrics or Metrics()
         self.limit = TextLimit(max_text_chars)
         self.chunks = chunks
         self.registry = registry
@@ -269,7 +273,13 @@ class RagService:
         """Split and embed texts of many sources in one pipeline run (one batched model call
         for everything the cache does not hold). Returns nodes grouped by source ref."""
         loaded = self.model_for(rag)
-        embed = CachedEmbedding(loaded.embed_model, self.control, loaded.cache_key)
+        provider = loaded.provider
+        embed = CachedEmbedding(
+            loaded.embed_model,
+            self.control,
+            loaded.cache_key,
+            on_call=lambda s, ok: self.metrics.embedding_call(provider, "text", s, ok),
+        )
         docs = self._documents(sources)
         grouped: dict[str, list[BaseNode]] = {ref: [] for ref in sources}
         if docs:
@@ -281,6 +291,8 @@ class RagService:
             embedded_texts=embed.embedded_texts,
             cache_hits=embed.cache_hits,
         )
+        self.metrics.embedding_cache.labels(result="hit").inc(stats.cache_hits)
+        self.metrics.embedding_cache.labels(result="miss").inc(stats.embedded_texts)
         return grouped, stats
 
     def write_source(
@@ -381,7 +393,8 @@ class RagService:
             snapshot = snapshot or self.settings.snapshot(rag.tenant_id, rag.project_id)
             mode = snapshot.effective["rag.retrieval.mode"]
         resolved = parse_retrieval_mode(mode)
-        vector = self.model_for(rag, snapshot).embed_model.get_query_embedding(text)
+        started = time.perf_counter()
+        vector = self._embed_query(rag, text, snapshot)
         hybrid = resolved is RetrievalMode.HYBRID
         hits = (self.retriever.hybrid if hybrid else self.retriever.dense_text)(
             RagScope.of(rag),
@@ -393,7 +406,24 @@ class RagService:
             filters=filters,
             keep=keep,
         )
-        return citable_hits(self.control, rag, hits)
+        found = citable_hits(self.control, rag, hits)
+        seconds = time.perf_counter() - started
+        self.metrics.retrieval_seconds.labels(mode=resolved.value).observe(seconds)
+        return found
+
+    def _embed_query(
+        self, rag: RagRecord, text: str, snapshot: SettingsSnapshot | None
+    ) -> list[float]:
+        """The query's vector, the model call counted in the embedding metrics."""
+        loaded = self.model_for(rag, snapshot)
+        started, ok = time.perf_counter(), False
+        try:
+            vector = loaded.embed_model.get_query_embedding(text)
+            ok = True
+        finally:
+            seconds = time.perf_counter() - started
+            self.metrics.embedding_call(loaded.provider, "query", seconds, ok)
+        return vector
 
     async def aquery(self, rag: RagRecord, text: str, **kwargs: Any) -> list[Hit]:
         """:meth:`query` in a worker thread (with its own store connection)."""

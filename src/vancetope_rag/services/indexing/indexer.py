@@ -253,9 +253,13 @@ class ProjectRagIndexer:
         self.metrics.indexer_runs.labels(outcome="success").inc()
         if state is IndexState.NONE:
             result.removed += 1
+            counted = "removed"
         else:
             result.indexed += 1
             result.chunks += len(nodes or ())
+            counted = "unchanged" if nodes is None else "written"
+            self.metrics.indexed_chunks.inc(len(nodes or ()))
+        self.metrics.indexed_documents.labels(result=counted).inc()
 
     def _fail(self, doc: Document, worker_id: str, exc: BaseException, result: BatchResult) -> None:
         """Count a failed document and give its claim back. A failure of the store is not the
@@ -264,6 +268,7 @@ class ProjectRagIndexer:
         store = isinstance(exc, StoreError)
         log.warning("indexing %s (%s) failed: %s", doc.path, doc.id, error)
         self.metrics.indexer_runs.labels(outcome="failed").inc()
+        self.metrics.indexed_documents.labels(result="failed").inc()
         result.failed += 1
         result.errors[doc.id] = error
         result.handled.add(doc.id)
@@ -291,6 +296,7 @@ class ProjectRagIndexer:
         self, doc: Document, worker_id: str, error: str, result: BatchResult
     ) -> None:
         """Give the claim back as failed for good (no retry can read the file)."""
+        self.metrics.indexed_documents.labels(result="failed").inc()
         result.failed += 1
         result.errors[doc.id] = error
         self._give_back(doc, worker_id, result, error, max_attempts=1)

@@ -17,7 +17,25 @@ from vancetope_rag.domain.rebuilds import (
     progress,
 )
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, IndexState
+from vancetope_rag.metrics import WorkState
 from vancetope_rag.store.port import ControlStore, RebuildStore
+
+
+def node_work_state(control: ControlStore, rebuild_store: RebuildStore, node_id: str) -> WorkState:
+    """Document states and running rebuilds' items, summed over the projects the node
+    indexes (the scheduler's projects): the queue depth and rebuild progress of /metrics."""
+    documents: dict[str, int] = {}
+    items: dict[str, int] = {}
+    running = 0
+    for project in control.projects_for_node(node_id):
+        t, p = project.tenant_id, project.project_id
+        for state, n in control.document_state_counts(t, p).items():
+            documents[state] = documents.get(state, 0) + n
+        for m in rebuild_store.active_rebuilds(t, p):
+            running += 1
+            for state, n in rebuild_store.item_counts(m.id).items():
+                items[state] = items.get(state, 0) + n
+    return WorkState(documents, running, items)
 
 
 def project_progress(

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from vancetope_rag.config import EngineConfig
-from vancetope_rag.domain.records import IndexState
+from vancetope_rag.domain.records import Document, IndexState
 from vancetope_rag.errors import RagError, StoreError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import error_text, get_logger
 from vancetope_rag.services.indexing.batch import BatchResult
-from vancetope_rag.services.indexing.claims import ClaimReleaser
+from vancetope_rag.services.indexing.claims import ClaimReleaser, Release
 from vancetope_rag.services.indexing.indexer import ProjectRagIndexer
 from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
@@ -79,6 +79,9 @@ class ProjectRagIndexScheduler:
         self._unwatch: Callable[[], None] | None = None
         #: Why the background thread gave up (consecutive store failures), else None.
         self.fatal_error: str | None = None
+        #: Documents claimed by a batch still being indexed (see :meth:`give_back_claimed`).
+        self._in_flight: dict[str, Document] = {}
+        self._in_flight_lock = threading.Lock()
 
     def blocked(self, tenant_id: str, project_id: str, *, warn: bool = True) -> str | None:
         """Why this project is not indexed now (the metric outcome), or None when it is.
@@ -118,6 +121,7 @@ class ProjectRagIndexScheduler:
         """One pass over this node's projects. Claims the store refused to take back earlier
         are given back first. A store failure inside a project is counted in
         ``store_errors`` (the project is skipped); one before any project raises."""
+        started = time.monotonic()
         result = TickResult()
         self.releaser.retry()
         for project in self.control.projects_for_node(self.config.node_id):
@@ -126,7 +130,31 @@ class ProjectRagIndexScheduler:
             self._index_live(t, p, result)
             self._advance_rebuilds(t, p, result)
         self._sweep()
+        if result.claimed or result.progressed or result.failed or result.store_errors:
+            self._log_tick(result, time.monotonic() - started)
         return result
+
+    def _log_tick(self, r: TickResult, seconds: float) -> None:
+        """The one line an operator reads per tick that did work (no tenant or paths: the
+        per-document warnings say those)."""
+        log.info(
+            "indexer tick %s: %d claimed in %d projects; %d indexed (%d unchanged), "
+            "%d removed, %d failed, %d lost leases; %d chunks, %d texts embedded, "
+            "%d from cache; %d store errors; %.2fs",
+            self.worker_id,
+            r.claimed,
+            r.projects,
+            r.indexed,
+            r.unchanged,
+            r.removed,
+            r.failed,
+            r.lost_lease,
+            r.chunks,
+            r.embedded_texts,
+            r.cache_hits,
+            r.store_errors,
+            seconds,
+        )
 
     def _index_live(self, t: str, p: str, result: TickResult) -> None:
         try:
@@ -142,7 +170,38 @@ class ProjectRagIndexScheduler:
             self._count_store_error(exc, result)
             return
         result.claimed += len(docs)
-        result.add(self.indexer.index_batch(t, p, docs, self.worker_id))
+        with self._in_flight_lock:
+            self._in_flight.update((d.id, d) for d in docs)
+        # Not in a ``finally``: a batch cut short by a signal (KeyboardInterrupt) keeps its
+        # documents here for give_back_claimed; a finished one has handled every claim.
+        batch = self.indexer.index_batch(t, p, docs, self.worker_id)
+        with self._in_flight_lock:
+            for d in docs:
+                self._in_flight.pop(d.id, None)
+        result.add(batch)
+
+    def give_back_claimed(self) -> int:
+        """Give back the claims of a batch that was cut short (Ctrl-C or SIGTERM of an
+        explicit run): its documents are pending again at once, no attempt counted and their
+        last error (if any) kept, instead of ``processing`` until their lease expires. A
+        document the batch had finished is no longer ours, and the store's release leaves
+        it alone. Returns how many were given back (or kept by the releaser to retry)."""
+        with self._in_flight_lock:
+            docs, self._in_flight = list(self._in_flight.values()), {}
+        for doc in docs:
+            self.releaser.release(
+                Release(
+                    doc.tenant_id,
+                    doc.project_id,
+                    doc.id,
+                    self.worker_id,
+                    error=doc.index_last_error or "",
+                    retry_delay_s=0.0,
+                    max_attempts=self.config.max_attempts,
+                    count_attempt=False,
+                )
+            )
+        return len(docs)
 
     @staticmethod
     def _count_store_error(exc: RagError, result: TickResult) -> None:
@@ -307,6 +366,9 @@ class ProjectRagIndexScheduler:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        # A tick still running after the timeout (a slow model) dies with the process: its
+        # batch goes back now; should the tick finish after all, the fence refuses its writes.
+        self.give_back_claimed()
         self._give_back()
 
     def _give_back(self) -> None:

@@ -1,0 +1,150 @@
+"""Ctrl-C / SIGTERM of `vancetope-rag index` as a real process: the claims it holds go back.
+
+Before, the claimed documents stayed ``processing`` until their lease expired (600 s): no
+other worker (and no second `index`) could take them in the meantime.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from vancetope_rag.cli import cli
+
+# A third-party plugin, installed the way pip would (a dist-info with an entry point) on a
+# PYTHONPATH of the test's own: provider ``slow`` embeds like ``hashing`` but takes its time,
+# and says on a marker file when the indexer first calls it (the batch is claimed by then).
+PLUGIN = """
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from vancetope_rag.default_plugins.hashing import HashingEmbedding
+from vancetope_rag.embeddings import LoadedModel
+from vancetope_rag.hookspecs import hookimpl
+
+
+class SlowEmbedding(HashingEmbedding):
+    def _get_text_embeddings(self, texts):
+        Path(os.environ["SLOW_EMBED_MARKER"]).touch()
+        time.sleep(60)
+        return [self._vector(t) for t in texts]
+
+
+class SlowProvider:
+    name = "slow"
+
+    def default_model(self):
+        return "slow-64"
+
+    def load(self, settings, model):
+        return LoadedModel(
+            provider=self.name,
+            model=model,
+            dimension=64,
+            embed_model=SlowEmbedding(dimension=64),
+            max_input_tokens=512,
+            tokenizer=lambda text: text.split(),
+        )
+
+
+@hookimpl
+def register_embedding_providers(register):
+    register(SlowProvider())
+"""
+
+
+def _install_plugin(root: Path) -> None:
+    (root / "slow_embed_plugin.py").write_text(PLUGIN)
+    info = root / "slow_embed_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: slow-embed-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        textwrap.dedent("""\
+            [vancetope_rag]
+            slow = slow_embed_plugin
+            """)
+    )
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("signum", "name", "code"),
+    [(signal.SIGINT, "SIGINT", 130), (signal.SIGTERM, "SIGTERM", 143)],
+)
+def test_interrupted_index_gives_its_claims_back(
+    tmp_path: Path, signum: signal.Signals, name: str, code: int
+) -> None:
+    plugins = tmp_path / "site"
+    plugins.mkdir()
+    _install_plugin(plugins)
+    marker = tmp_path / "embedding-started"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(plugins), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
+        "VANCETOPE_RAG_PLUGINS": "slow",
+        "SLOW_EMBED_MARKER": str(marker),
+    }
+    store = f"sqlite:///{tmp_path / 'rag.db'}"
+    base = ["--store", store, "--tenant", "t", "--project", "p"]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(4):
+        (docs / f"n{i}.md").write_text(f"note number {i} about topic {i}")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "vancetope_rag.cli", *base, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    setting = run("settings", "set", "ai.embedding.provider", "slow", "--scope", "tenant")
+    assert setting.returncode == 0, setting.stderr
+    assert run("import", str(docs)).returncode == 0
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vancetope_rag.cli", *base, "index"],
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert marker.exists(), "the indexer never reached the model"
+        claimed = json.loads(CliRunner().invoke(cli, [*base, "status", "--json"]).stdout)
+        assert claimed["documents"]["processing"] == 4  # the batch is claimed
+        sent = time.monotonic()
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=20)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert took < 10, f"exited {took:.1f}s after {name}"
+    assert proc.returncode == code, err
+    assert f"interrupted ({name})" in err, err
+    assert "gave back 4 claimed documents" in err, err
+    assert "Traceback" not in err, err
+    status = json.loads(CliRunner().invoke(cli, [*base, "status", "--json"]).stdout)
+    assert status["documents"]["processing"] == 0
+    assert status["documents"]["pending"] == 4
