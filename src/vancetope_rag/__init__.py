@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from vancetope_rag.errors import StoreError as StoreError
     from vancetope_rag.errors import StoreFullError as StoreFullError
     from vancetope_rag.errors import TextTooLongError as TextTooLongError
+    from vancetope_rag.errors import ToolArgumentError as ToolArgumentError
     from vancetope_rag.errors import UnsupportedTypeError as UnsupportedTypeError
     from vancetope_rag.extraction.html import html_to_text as html_to_text
     from vancetope_rag.extraction.registry import ExtractedText as ExtractedText
@@ -153,6 +154,7 @@ _EXPORTS: dict[str, str] = {
     "StoreError": "vancetope_rag.errors",
     "StoreFullError": "vancetope_rag.errors",
     "TextTooLongError": "vancetope_rag.errors",
+    "ToolArgumentError": "vancetope_rag.errors",
     "UnsupportedTypeError": "vancetope_rag.errors",
     "ExtractOptions": "vancetope_rag.extraction.registry",
     "ExtractedText": "vancetope_rag.extraction.registry",

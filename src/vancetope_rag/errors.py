@@ -42,6 +42,17 @@ class InvalidInputError(RagError, ValueError):
     code = "INVALID_INPUT"
 
 
+class ToolArgumentError(InvalidInputError):
+    """A tool call's argument is missing, unknown or of the wrong type (``.parameter`` names
+    it), so the model can correct the call and retry."""
+
+    code = "INVALID_ARGUMENT"
+
+    def __init__(self, message: str, *, parameter: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
 class TextTooLongError(InvalidInputError):
     """A text is longer than the engine's limit (``VANCETOPE_RAG_MAX_TEXT_CHARS``)."""
 
