@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from vancetope_rag.errors import PathNotAllowedError as PathNotAllowedError
     from vancetope_rag.errors import ProjectClosedError as ProjectClosedError
     from vancetope_rag.errors import ProjectNotFoundError as ProjectNotFoundError
+    from vancetope_rag.errors import ProjectRagDisabledError as ProjectRagDisabledError
     from vancetope_rag.errors import RagAlreadyExistsError as RagAlreadyExistsError
     from vancetope_rag.errors import RagError as RagError
     from vancetope_rag.errors import RagNotFoundError as RagNotFoundError
@@ -143,6 +144,7 @@ _EXPORTS: dict[str, str] = {
     "PathNotAllowedError": "vancetope_rag.errors",
     "ProjectClosedError": "vancetope_rag.errors",
     "ProjectNotFoundError": "vancetope_rag.errors",
+    "ProjectRagDisabledError": "vancetope_rag.errors",
     "RagAlreadyExistsError": "vancetope_rag.errors",
     "RagError": "vancetope_rag.errors",
     "RagNotFoundError": "vancetope_rag.errors",

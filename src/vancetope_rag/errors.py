@@ -95,6 +95,13 @@ class ProjectClosedError(RagError):
     code = "PROJECT_CLOSED"
 
 
+class ProjectRagDisabledError(RagError):
+    """The project's ``_documents`` RAG is turned off (``rag.project.enabled`` is false), so
+    an explicit query of it is refused rather than answered from a disabled index."""
+
+    code = "PROJECT_RAG_DISABLED"
+
+
 class RebuildRunningError(RagError):
     """A rebuild of that RAG is already running (or switching over); wait or cancel it."""
 

@@ -12,9 +12,24 @@ from vancetope_rag.cli.base import Ctx, FilePath, cli, emit, errors_to_exit, pas
 @cli.command("query")
 @click.argument("text")
 @click.option("--rag", "rag_name", default="_documents", show_default=True)
-@click.option("--top-k", type=click.IntRange(1, 1000), default=5, show_default=True)
-@click.option("--min-score", type=click.FloatRange(-1, 1), default=None)
-@click.option("--max-per-doc", type=click.IntRange(1, 1000), default=None)
+@click.option(
+    "--top-k",
+    type=click.IntRange(1, 1000),
+    default=None,
+    help="Hits at most; default: the project's rag.topK (else 5).",
+)
+@click.option(
+    "--min-score",
+    type=click.FloatRange(-1, 1),
+    default=None,
+    help="Cosine threshold; default: the project's rag.minScore.",
+)
+@click.option(
+    "--max-per-doc",
+    type=click.IntRange(1, 1000),
+    default=None,
+    help="Hits per document at most; default: the project's rag.maxPerDocument.",
+)
 @click.option(
     "--mode",
     type=click.Choice(["dense", "hybrid"], case_sensitive=False),
@@ -27,13 +42,15 @@ def query_cmd(
     c: Ctx,
     text: str,
     rag_name: str,
-    top_k: int,
+    top_k: int | None,
     min_score: float | None,
     max_per_doc: int | None,
     mode: str | None,
     as_json: bool,
 ) -> None:
-    """Hits for TEXT, best first (the score shown is the cosine similarity)."""
+    """Hits for TEXT, best first (the score shown is the cosine similarity).
+
+    Options left out come from the settings cascade, as for the retriever a turn uses."""
     with errors_to_exit():
         app = c.app
         rag = app.rags.get(c.tenant, c.project, rag_name)

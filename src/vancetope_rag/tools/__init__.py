@@ -195,15 +195,14 @@ class RagTools:
             "documentsTruncated": stats.truncated,
         }
 
-    def rag_query(self, ragId: str, query: str, topK: int = 5) -> dict[str, Any]:
-        """Search a RAG; returns the best-matching excerpts with source labels and scores."""
+    def rag_query(self, ragId: str, query: str, topK: int | None = None) -> dict[str, Any]:
+        """Search a RAG; returns the best-matching excerpts with source labels and scores.
+        topK omitted: the project's rag.topK (as minScore and maxPerDocument always are)."""
         rag = self._rag(ragId)
         top_k = _opt_int(topK, "topK")
-        if top_k is None:  # not `or 5`: topK=0 is an error, not the default
-            top_k = 5
         # Hits as they may be cited now; the same label rule and numbering as the block.
         retriever = self.app.as_retriever(self.tenant_id, self.project_id, rag=rag.name)
-        hits = retriever.query_rag(rag, query, top_k=top_k)
+        hits = retriever.query_rag(rag, query, top_k=top_k)  # None: the cascade's
         out = [
             {
                 "label": c.label,
