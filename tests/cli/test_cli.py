@@ -64,7 +64,7 @@ def test_import_index_query_context_status(run, docs: Path) -> None:
 
     hits = json.loads(run("query", "do cats sleep a lot", "--json").stdout)
     assert hits[0]["path"] == "documents/notes/cats.md"
-    base = {"path", "kind", "score", "text", "sourceRef"}
+    base = {"label", "source", "path", "kind", "score", "text", "sourceRef"}
     # hybrid by default: the fusion's ranks ride along; dense answers with the plain fields
     assert set(hits[0]) == base | {"fusedScore", "denseRank", "lexicalRank"}
     assert hits[0]["denseRank"] == 1 and hits[0]["lexicalRank"] == 1

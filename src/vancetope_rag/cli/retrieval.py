@@ -7,6 +7,9 @@ from pathlib import Path
 import click
 
 from vancetope_rag.cli.base import Ctx, FilePath, cli, emit, errors_to_exit, pass_ctx
+from vancetope_rag.domain.citations import cite
+from vancetope_rag.domain.lookalikes import clean_label
+from vancetope_rag.domain.records import DEFAULT_RAG_NAME
 
 
 @cli.command("query")
@@ -59,7 +62,11 @@ def query_cmd(
             rag, text, top_k=top_k, min_score=min_score, max_per_doc=max_per_doc, mode=mode
         )
     if as_json:
-        emit([h.to_json() for h in hits])
+        # The label and source a rag_query tool call shows for the same hits.
+        cited = cite(hits, project_rag=rag.name == DEFAULT_RAG_NAME)
+        emit(
+            [{"label": h.label, "source": clean_label(h.source), **h.hit.to_json()} for h in cited]
+        )
         return
     for h in hits:
         marker = " [summary]" if h.kind == "summary" else ""
@@ -76,14 +83,35 @@ def query_cmd(
 @click.argument("text")
 @click.option("--recipe", type=FilePath(dir_okay=False, path_type=Path), default=None)
 @click.option("--explain", is_flag=True, help="Say on stderr why a block was or was not made.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="The decision as JSON: enabled, decidedBy, reason, hits (labelled) and block.",
+)
 @pass_ctx
-def context_cmd(c: Ctx, text: str, recipe: Path | None, explain: bool) -> None:
+def context_cmd(c: Ctx, text: str, recipe: Path | None, explain: bool, as_json: bool) -> None:
     """The <rag-context> system message a turn with user message TEXT would get."""
     from vancetope_rag.recipes import load_recipe
 
     with errors_to_exit():
         params = load_recipe(recipe).rag if recipe else None
         decision = c.app.autoinject.decide(c.tenant, c.project, [text], params)
+    if as_json:
+        cited = cite(list(decision.hits), project_rag=True)
+        hits = [
+            {"label": h.label, "source": clean_label(h.source), **h.hit.to_json()} for h in cited
+        ]
+        emit(
+            {
+                "enabled": decision.enabled,
+                "decidedBy": decision.decided_by,
+                "reason": decision.reason,
+                "hits": hits,
+                "block": decision.block,
+            }
+        )
+        return
     if explain:
         click.echo(
             f"autoInject {'on' if decision.enabled else 'off'} (decided by "
