@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from vancetope_rag.errors import PathNotAllowedError as PathNotAllowedError
     from vancetope_rag.errors import ProjectClosedError as ProjectClosedError
     from vancetope_rag.errors import ProjectNotFoundError as ProjectNotFoundError
+    from vancetope_rag.errors import ProjectRagDisabledError as ProjectRagDisabledError
     from vancetope_rag.errors import RagAlreadyExistsError as RagAlreadyExistsError
     from vancetope_rag.errors import RagError as RagError
     from vancetope_rag.errors import RagNotFoundError as RagNotFoundError
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from vancetope_rag.errors import StoreError as StoreError
     from vancetope_rag.errors import StoreFullError as StoreFullError
     from vancetope_rag.errors import TextTooLongError as TextTooLongError
+    from vancetope_rag.errors import ToolArgumentError as ToolArgumentError
     from vancetope_rag.errors import UnsupportedTypeError as UnsupportedTypeError
     from vancetope_rag.extraction.html import html_to_text as html_to_text
     from vancetope_rag.extraction.registry import ExtractedText as ExtractedText
@@ -142,6 +144,7 @@ _EXPORTS: dict[str, str] = {
     "PathNotAllowedError": "vancetope_rag.errors",
     "ProjectClosedError": "vancetope_rag.errors",
     "ProjectNotFoundError": "vancetope_rag.errors",
+    "ProjectRagDisabledError": "vancetope_rag.errors",
     "RagAlreadyExistsError": "vancetope_rag.errors",
     "RagError": "vancetope_rag.errors",
     "RagNotFoundError": "vancetope_rag.errors",
@@ -153,6 +156,7 @@ _EXPORTS: dict[str, str] = {
     "StoreError": "vancetope_rag.errors",
     "StoreFullError": "vancetope_rag.errors",
     "TextTooLongError": "vancetope_rag.errors",
+    "ToolArgumentError": "vancetope_rag.errors",
     "UnsupportedTypeError": "vancetope_rag.errors",
     "ExtractOptions": "vancetope_rag.extraction.registry",
     "ExtractedText": "vancetope_rag.extraction.registry",

@@ -20,6 +20,7 @@ from llama_index.core.chat_engine.types import BaseChatEngine
 from llama_index.core.llms import LLM
 
 from vancetope_rag.config import EngineConfig
+from vancetope_rag.domain.context_block import check_template_cost, compile_template
 from vancetope_rag.domain.records import Document, IndexStatus
 from vancetope_rag.domain.texts import check_id
 from vancetope_rag.embeddings import EmbeddingRegistry
@@ -111,6 +112,10 @@ class RagApp:
             pm.hook.register_extractors(register=extractors.register)
         if context_template is None:
             context_template = pm.hook.context_template()
+        if context_template is not None:
+            # Refused here, not rendered as no block in every turn.
+            compile_template(context_template)
+            check_template_cost(context_template)
         if config.torch_threads is not None:
             _set_torch_threads(config.torch_threads)
         store = store or open_store(

@@ -42,6 +42,17 @@ class InvalidInputError(RagError, ValueError):
     code = "INVALID_INPUT"
 
 
+class ToolArgumentError(InvalidInputError):
+    """A tool call's argument is missing, unknown or of the wrong type (``.parameter`` names
+    it), so the model can correct the call and retry."""
+
+    code = "INVALID_ARGUMENT"
+
+    def __init__(self, message: str, *, parameter: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
 class TextTooLongError(InvalidInputError):
     """A text is longer than the engine's limit (``VANCETOPE_RAG_MAX_TEXT_CHARS``)."""
 
@@ -82,6 +93,13 @@ class ProjectClosedError(RagError):
     """The project is closed (its RAG disposed); bring it up again before working on it."""
 
     code = "PROJECT_CLOSED"
+
+
+class ProjectRagDisabledError(RagError):
+    """The project's ``_documents`` RAG is turned off (``rag.project.enabled`` is false), so
+    an explicit query of it is refused rather than answered from a disabled index."""
+
+    code = "PROJECT_RAG_DISABLED"
 
 
 class RebuildRunningError(RagError):

@@ -155,7 +155,8 @@ def test_reserved_names_through_the_agent(agent_app: RagApp) -> None:
     assert create["code"] == "RESERVED_NAME" and "reserved" in create["error"]
     assert delete["code"] == "RESERVED_NAME" and "cannot be deleted" in delete["error"]
     assert query["hits"][0]["path"] == "documents/zebra.md"
-    assert not any(r.tool_output.is_error for r in results)  # errors are results, not raises
+    # errors are results, not raises, and flagged as errors (issue 20 item 8)
+    assert [r.tool_output.is_error for r in results] == [True, True, False]
     rag = agent_app.project_rags.find_default_rag(T, P)
     assert rag is not None and agent_app.rags.chunk_count(rag) == 3
 
@@ -166,12 +167,12 @@ def test_reserved_names_through_the_agent(agent_app: RagApp) -> None:
         ("rag_create", {"name": "_x"}, "RESERVED_NAME"),
         ("rag_create", {"name": "_documents"}, "RESERVED_NAME"),
         ("rag_create", {"name": ""}, "INVALID_INPUT"),
-        ("rag_create", {"name": "x", "chunkSize": "big"}, "INVALID_INPUT"),
+        ("rag_create", {"name": "x", "chunkSize": "big"}, "INVALID_ARGUMENT"),
         ("rag_delete", {"ragId": "_documents"}, "RESERVED_NAME"),
         ("rag_delete", {"ragId": "nope"}, "RAG_NOT_FOUND"),
         ("rag_query", {"ragId": "nope", "query": "x"}, "RAG_NOT_FOUND"),
         ("rag_query", {"ragId": "_documents", "query": "  "}, "INVALID_INPUT"),
-        ("rag_query", {"ragId": "_documents", "query": "x", "topK": 0}, "INVALID_INPUT"),
+        ("rag_query", {"ragId": "_documents", "query": "x", "topK": 0}, "INVALID_ARGUMENT"),
         ("rag_add_text", {"ragId": "_documents", "text": ""}, "INVALID_INPUT"),
         ("rag_list", {"projectId": "another-project"}, "INVALID_INPUT"),
     ],

@@ -130,21 +130,24 @@ def test_settings_get_and_set_per_scope(run: Cli) -> None:
         "rag.topK = 3 (project)\n"
     )
     run("settings", "set", "rag.topK", "7", "--scope", "tenant")
-    assert run("settings", "get", "rag.topK", "--scope", "project").stdout == "rag.topK = 3\n"
-    assert run("settings", "get", "rag.topK", "--scope", "tenant").stdout == "rag.topK = 7\n"
-    assert run("settings", "get", "rag.topK").stdout == "rag.topK = 3\n"  # effective
+    # each value says where it comes from (issue 20 item 9)
+    got = run("settings", "get", "rag.topK", "--scope", "project").stdout
+    assert got == "rag.topK = 3 (project)\n"
+    got = run("settings", "get", "rag.topK", "--scope", "tenant").stdout
+    assert got == "rag.topK = 7 (tenant)\n"
+    assert run("settings", "get", "rag.topK").stdout == "rag.topK = 3 (project)\n"  # effective
     run("settings", "set", "rag.topK", "--unset", "--scope", "project")
-    assert run("settings", "get", "rag.topK").stdout == "rag.topK = 7\n"
+    assert run("settings", "get", "rag.topK").stdout == "rag.topK = 7 (tenant)\n"
 
     run("settings", "set", "rag.autoInject.enabled", "true", "--scope", "project")
     out = run("settings", "get", "rag.autoInject.enabled", "--scope", "project").stdout
-    assert out == 'rag.autoInject.enabled = "ON"\n'  # legacy true is stored as ON
+    assert out == 'rag.autoInject.enabled = "ON" (project)\n'  # legacy true is stored as ON
 
     everything = run("settings", "get").stdout.splitlines()
     assert [line.split(" = ")[0] for line in everything] == sorted(
         line.split(" = ")[0] for line in everything
     )
-    assert 'ai.embedding.provider = "hashing"' in everything
+    assert 'ai.embedding.provider = "hashing" (tenant)' in everything
 
 
 @pytest.mark.parametrize(
@@ -170,7 +173,8 @@ def test_api_key_is_never_shown(run: Cli, tmp_path: Path, caplog: pytest.LogCapt
         outputs.append(result.output)
     for scope in ("tenant", "project", "effective"):
         one = run("settings", "get", "ai.embedding.apiKey", "--scope", scope)
-        assert one.stdout == 'ai.embedding.apiKey = "********"\n'
+        source = "project" if scope == "effective" else scope
+        assert one.stdout == f'ai.embedding.apiKey = "********" ({source})\n'
         outputs += [one.output, run("settings", "get", "--scope", scope).output]
 
     # drive code paths that handle the key: an openai tenant whose server refuses connections

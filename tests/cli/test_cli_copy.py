@@ -46,7 +46,9 @@ def run(runner: CliRunner, *args: str) -> Result:
 def query(runner: CliRunner, store: str, text: str) -> list[dict[str, object]]:
     result = run(runner, "--store", store, "--tenant", "t", "--project", "p", "query", text)
     assert result.exit_code == 0, result.output
-    out = run(runner, "--store", store, "--tenant", "t", "--project", "p", "query", text, "--json")
+    # every hit, scored 0 or not: the engine's minScore would hide the ties at 0
+    args = ("query", text, "--json", "--min-score", "-1")
+    out = run(runner, "--store", store, "--tenant", "t", "--project", "p", *args)
     found: list[dict[str, object]] = json.loads(out.stdout)
     return found
 

@@ -302,7 +302,7 @@ def test_a_new_extractor_version_re_extracts_its_files_only(make_app: Any, files
 
 
 def test_a_fixed_file_replaces_its_failed_document(app: RagApp, files: Path) -> None:
-    (files / "notes.txt").write_bytes("caf\xe9".encode("latin-1"))
+    (files / "notes.txt").write_bytes(b"caf\x00\xe9")  # binary (Latin-1 is read now)
     app.importer.import_directory(T, P, files)
     doc = app.documents.get_by_path(T, P, "documents/notes.txt")
     assert doc is not None and doc.index_state is IndexState.FAILED

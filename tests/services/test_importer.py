@@ -56,14 +56,14 @@ def test_one_bad_file_loses_nothing_else(app: RagApp) -> None:
         [
             ImportSource("ok.md", data=b"fine"),
             ImportSource("big.md", data=b"x" * 11),
-            ImportSource("bad.txt", data="caf\xe9".encode("latin-1")),
+            ImportSource("bad.txt", data=b"caf\x00\xe9"),  # binary: Latin-1 is read now
             ImportSource("also-ok.md", data=b"also fine"),
         ],
     )
     assert summary.created == 2 and not summary.skipped_files
     reasons = {s.path: s.reason for s in summary.failed_files}
     assert reasons.keys() == {"big.md", "bad.txt"}
-    assert "larger than" in reasons["big.md"] and "not UTF-8" in reasons["bad.txt"]
+    assert "larger than" in reasons["big.md"] and "not text" in reasons["bad.txt"]
     states = {d.path: (d.index_state, d.content) for d in app.documents.list_documents(T, P)}
     assert states == {
         "documents/ok.md": ("pending", "fine"),

@@ -346,14 +346,19 @@ def test_tools_answer_or_refuse_with_a_code(
     name, args = call
     tool = next(t for t in app.tools(T, P) if t.metadata.name == name)
     before = rows(app)
-    try:
-        result = json.loads(tool.call(**args).content)
-    except TypeError:
-        return  # an argument the function does not take: the framework refuses the call
-    if isinstance(result, dict) and "error" in result:
-        assert set(result) == {"error", "code"}, result
-        assert result["code"] != "INTERNAL", (name, args, result)
+    output = tool.call(**args)
+    result = json.loads(output.content)
+    assert output.is_error == (isinstance(result, dict) and "error" in result), result
+    if output.is_error:
+        _check_error(result)
         assert rows(app) == before, (name, result)
+
+
+def _check_error(result: dict[str, Any]) -> None:
+    """An error result: a message and a code; a bad argument also names its parameter."""
+    named = {"parameter"} if result.get("code") == "INVALID_ARGUMENT" else set()
+    assert set(result) == {"error", "code"} | named, result
+    assert result["code"] != "INTERNAL", result
 
 
 #: Mostly real RAGs, queries that match the churned document and valid sizes, so that most
@@ -379,10 +384,10 @@ def test_rag_query_tool_answers_while_chunks_are_replaced(
     if top_k is not None:
         args = {**args, "topK": top_k}
     before = rows(app, skip=("churn",))
-    result = json.loads(tool.call(**args).content)
-    if isinstance(result, dict) and "error" in result:
-        assert set(result) == {"error", "code"}, result
-        assert result["code"] != "INTERNAL", (args, result)
+    output = tool.call(**args)
+    result = json.loads(output.content)
+    if output.is_error:
+        _check_error(result)
     assert rows(app, skip=("churn",)) == before  # a query never writes
 
 

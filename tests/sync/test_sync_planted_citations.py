@@ -140,6 +140,7 @@ def test_reindex_collects_chunks_of_a_rag_row_deleted_behind_the_services_back(
 def test_manual_rags_keep_the_callers_path(app: RagApp) -> None:
     """The rule is for ``_documents`` only: a manual RAG belongs to its user."""
     app.bring(T, P)
+    app.settings.set(T, None, "rag.minScore", -1.0)  # rag_query follows the cascade
     tools = app.tools(T, P)
     rag_id = call_tool(tools, "rag_create", name="notes")["ragId"]
     call_tool(tools, "rag_add_text", ragId=rag_id, text=PLANTED, metadata={"path": "my/notes.md"})

@@ -31,6 +31,7 @@ from vancetope_rag.extraction.registry import (
     UnsupportedTypeError,
     decode_text,
     extract_text,
+    read_text,
 )
 
 DOCX_MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -71,7 +72,8 @@ def test_utf8_text() -> None:
         mime_type="text/plain",
         truncated=False,
         chars=14,
-        extractor="vancetope_rag.extract.decode_text@1",
+        extractor="vancetope_rag.extract.decode_text@2",
+        encoding="utf-8",
     )
 
 
@@ -93,9 +95,16 @@ def test_utf16_without_bom_is_refused() -> None:
         extract("hello".encode("utf-16-le"), path="a.txt")
 
 
-def test_latin1_is_refused_with_offset_and_advice() -> None:
+def test_latin1_is_read_in_its_detected_encoding() -> None:
+    # issue 20 item 11: refused until the text extractor's version 2
+    result = extract("café crème!".encode("latin-1"), path="notes/a.md")
+    assert result.text == "café crème!" and result.encoding == "cp1252"
+
+
+def test_strict_decoding_refuses_latin1_with_offset_and_advice() -> None:
+    # decode_text, the strict helper HTML and notebooks decode with
     with pytest.raises(ExtractionError) as info:
-        extract("café!".encode("latin-1"), path="notes/a.md")
+        decode_text("café!".encode("latin-1"), "notes/a.md")
     message = str(info.value)
     assert "not UTF-8 text (invalid byte 0xe9 at offset 3)" in message
     assert "convert the file to UTF-8 or mark it ragEnabled=false" in message
@@ -368,15 +377,15 @@ def test_there_is_no_registry_but_the_callers() -> None:
         extract_text(b"hi", path="a.txt")  # type: ignore[call-arg]
     first = default_extractors()
     first.register(["text/plain"], shout)
-    assert default_extractors().find("text/plain", "a.txt") is decode_text
+    assert default_extractors().find("text/plain", "a.txt") is read_text
     assert extract(b"hi", path="a.txt").text == "hi"
 
 
 def test_registry_lookup_order() -> None:
     registry = default_extractors()
     assert registry.find("text/html; charset=utf-8", "x.txt") is extractors.extract_html
-    assert registry.find("application/ld+json", "x") is decode_text
-    assert registry.find("text/x-whatever", "x.docx") is decode_text
+    assert registry.find("application/ld+json", "x") is read_text
+    assert registry.find("text/x-whatever", "x.docx") is read_text
     assert registry.find("application/octet-stream", "x.ipynb") is extractors.extract_ipynb
     assert registry.find("application/x-ipynb+json", "x") is extractors.extract_ipynb
     assert registry.find("image/png", "x.png") is extract_scans.extract_image

@@ -6,7 +6,7 @@ import signal
 
 import click
 
-from vancetope_rag.cli.base import Ctx, check_ident, cli, errors_to_exit, fail, pass_ctx
+from vancetope_rag.cli.base import Ctx, check_ident, cli, emit, errors_to_exit, fail, pass_ctx
 
 _SERVER_EXTRA = "the REST API needs the 'server' extra: pip install 'vancetope-rag[server]'"
 
@@ -74,9 +74,20 @@ def serve_cmd(c: Ctx, host: str, port: int, with_indexer: bool) -> None:
     show_default=True,
     help="Lifetime in seconds.",
 )
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print {token, tenant, projects, subject, expiresInS} instead of the bare token.",
+)
 @pass_ctx
 def token_cmd(
-    c: Ctx, for_tenant: str | None, for_projects: tuple[str, ...], subject: str, ttl: int
+    c: Ctx,
+    for_tenant: str | None,
+    for_projects: tuple[str, ...],
+    subject: str,
+    ttl: int,
+    as_json: bool,
 ) -> None:
     """Print a JWT with WRITE on the project(s), signed with VANCETOPE_RAG_JWT_SECRET."""
     try:
@@ -98,5 +109,16 @@ def token_cmd(
             projects=ALL_PROJECTS if ALL_PROJECTS in projects else projects,
             ttl_s=ttl,
         )
+    if as_json:
+        emit(
+            {
+                "token": token,
+                "tenant": tenant,
+                "projects": projects,
+                "subject": subject,
+                "expiresInS": ttl,
+            }
+        )
+        return
     click.echo(f"token for tenant {tenant!r}, projects {projects}, valid {ttl}s", err=True)
     click.echo(token)

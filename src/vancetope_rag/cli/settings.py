@@ -1,4 +1,5 @@
-"""``settings get`` / ``settings set``: cascade settings per tenant or project."""
+"""``settings get`` / ``settings set``: cascade settings per tenant or project, each value
+shown with where it comes from (project, tenant or the built-in default)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 
 import click
 
-from vancetope_rag.cli.base import Ctx, cli, errors_to_exit, fail, pass_ctx
+from vancetope_rag.cli.base import Ctx, cli, emit, errors_to_exit, fail, pass_ctx
 
 
 @cli.group("settings")
@@ -14,24 +15,38 @@ def settings_group() -> None:
     """Cascade settings (rag.*, ai.embedding.*) per tenant or project."""
 
 
+def _where(source: str, scope: str) -> str:
+    """``(tenant)``, or ``(default; not set at tenant scope)`` when the scope asked about has
+    no value of its own."""
+    if scope in ("effective", source):
+        return f"({source})"
+    return f"({source}; not set at {scope} scope)"
+
+
 @settings_group.command("get")
 @click.argument("key", required=False)
-@click.option("--scope", type=click.Choice(["tenant", "project", "effective"]), default="effective")
+@click.option(
+    "--scope",
+    type=click.Choice(["tenant", "project", "effective"]),
+    default="effective",
+    help="tenant: what projects inherit; project / effective: the value the project uses.",
+)
+@click.option("--json", "as_json", is_flag=True, help='{key: {"value", "source"}}.')
 @pass_ctx
-def settings_get(c: Ctx, key: str | None, scope: str) -> None:
-    """Show KEY (or every key); secrets are masked."""
+def settings_get(c: Ctx, key: str | None, scope: str, as_json: bool) -> None:
+    """Show KEY (or every key) and where its value comes from; secrets are masked."""
     with errors_to_exit():
         settings = c.app.settings
-        out = {}
-        for k in [key] if key else settings.keys():
-            if scope == "tenant":
-                out[k] = settings.get_public(c.tenant, None, k)
-            elif scope == "project":
-                out[k] = settings.get_public_as_set(c.tenant, c.project, k)
-            else:
-                out[k] = settings.get_public(c.tenant, c.project, k)
-    for k, v in out.items():
-        click.echo(f"{k} = {json.dumps(v, default=str)}")
+        project = None if scope == "tenant" else c.project
+        out = {
+            k: settings.get_public_with_source(c.tenant, project, k)
+            for k in ([key] if key else settings.keys())
+        }
+    if as_json:
+        emit({k: {"value": v, "source": source} for k, (v, source) in out.items()})
+        return
+    for k, (v, source) in out.items():
+        click.echo(f"{k} = {json.dumps(v, default=str)} {_where(source, scope)}")
 
 
 @settings_group.command("set")
@@ -47,5 +62,11 @@ def settings_set(c: Ctx, key: str, value: str | None, scope: str, unset: bool) -
     with errors_to_exit():
         project = None if scope == "tenant" else c.project
         c.app.settings.set(c.tenant, project, key, None if unset else value)
-        shown = c.app.settings.get_public(c.tenant, project, key)
-    click.echo(f"{key} = {json.dumps(shown, default=str)} ({scope})")
+        shown, source = c.app.settings.get_public_with_source(c.tenant, project, key)
+    if unset:
+        # What the scope falls back to, said as inherited: never labelled as set here.
+        click.echo(
+            f"{key} unset at {scope} scope; now {json.dumps(shown, default=str)} (from {source})"
+        )
+        return
+    click.echo(f"{key} = {json.dumps(shown, default=str)} ({source})")

@@ -540,14 +540,49 @@ def compile_template(source: str) -> jinja2.Template:
         The compiled template (cached per source text).
 
     Raises:
-        InvalidInputError: The template has a syntax error; the message gives the line.
+        InvalidInputError: The template has a syntax error, or names an attribute the sandbox
+            forbids (``__class__``, any ``_`` name); the message gives the line.
     """
+    env = _environment()
     try:
-        return _environment().from_string(source)
+        tree = env.parse(source)
     except jinja2.TemplateSyntaxError as exc:
         raise InvalidInputError(
             f"RAG context template has a syntax error at line {exc.lineno}: {exc.message}"
         ) from None
+    _refuse_private_names(tree)
+    return env.from_string(tree)
+
+
+#: How a refusal by the sandbox starts (checked at load by :func:`check_template_cost`).
+UNSAFE = "RAG context template tried an unsafe operation"
+
+
+def _private_name(node: nodes.Node) -> str | None:
+    """The ``_`` attribute ``node`` reaches by a literal name (``x.__class__``,
+    ``x['__class__']``, ``x|attr('__class__')``), if any."""
+    name: object = None
+    if isinstance(node, nodes.Getattr):
+        name = node.attr
+    elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
+        name = node.arg.value
+    elif isinstance(node, nodes.Filter) and node.name == "attr" and node.args:
+        first = node.args[0]
+        name = first.value if isinstance(first, nodes.Const) else None
+    return name if isinstance(name, str) and name.startswith("_") else None
+
+
+def _refuse_private_names(tree: nodes.Template) -> None:
+    """Refuse at compile time what the sandbox would refuse in every render: the template
+    would load and then give each turn no block (issue 20)."""
+    for node in tree.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter)):
+        name = _private_name(node)
+        if name is not None:
+            raise InvalidInputError(
+                f"{UNSAFE} at line {node.lineno}: "
+                f"{name!r} is not reachable from a template (no '_' attributes); use the "
+                "documented fields of hits and sources (label, source, path, text, score…)"
+            )
 
 
 def _views(
@@ -615,7 +650,7 @@ def render_context_block(
     except _OverBudget as exc:
         raise InvalidInputError(f"{OVER_BUDGET}: {exc}") from None
     except SecurityError as exc:
-        raise InvalidInputError(f"RAG context template tried an unsafe operation: {exc}") from None
+        raise InvalidInputError(f"{UNSAFE}: {exc}") from None
     except Exception as exc:  # user template: any failure is an input error, not a crash
         raise InvalidInputError(
             f"RAG context template failed to render: {type(exc).__name__}: {exc}"
@@ -629,8 +664,9 @@ def check_template_cost(source: str) -> None:
     a runaway one fails there, with a clear error, not in every turn.
 
     Raises:
-        InvalidInputError: The template is too costly (or has a syntax error). Other render
-            failures (a value the sample lacks) are left to the turn.
+        InvalidInputError: The template is too costly, tries an operation the sandbox forbids
+            (it would fail in every turn), or has a syntax error. Other render failures (a
+            value the sample lacks) are left to the turn.
     """
     sample = [
         Hit(
@@ -644,5 +680,5 @@ def check_template_cost(source: str) -> None:
     try:
         render_context_block(sample, compile_template(source))
     except InvalidInputError as exc:
-        if exc.message.startswith(OVER_BUDGET) or "syntax error" in exc.message:
+        if exc.message.startswith((OVER_BUDGET, UNSAFE)) or "syntax error" in exc.message:
             raise

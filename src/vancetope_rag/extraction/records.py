@@ -57,6 +57,8 @@ class ExtractionRecord:
         truncated: Why only part of the file was read, or ``None``.
         error_code: The failure's code (``EXTRACT_NO_TEXT_LAYER``...), or ``None``.
         error: The failure's message, or ``None``.
+        encoding: The text encoding the file was decoded from (``utf-8``, ``cp1252``…), for
+            a text file; ``None`` for other formats and older records.
     """
 
     file_hash: str
@@ -70,6 +72,7 @@ class ExtractionRecord:
     truncated: str | None = None
     error_code: str | None = None
     error: str | None = None
+    encoding: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -98,6 +101,7 @@ class ExtractionRecord:
             "truncated": self.truncated,
             "errorCode": self.error_code,
             "error": self.error,
+            "encoding": self.encoding,
         }
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
@@ -122,6 +126,7 @@ class ExtractionRecord:
                 truncated=data.get("truncated"),
                 error_code=data.get("errorCode"),
                 error=data.get("error"),
+                encoding=data.get("encoding"),
             )
         except (ValueError, TypeError, KeyError):
             return None

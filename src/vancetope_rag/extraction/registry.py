@@ -379,6 +379,7 @@ def _budgeted(result: Extraction, mime: str, budget: int, extractor: str) -> Ext
         truncated_reason=reason,
         ocr=result.ocr,
         extractor=extractor,
+        encoding=result.encoding,
     )
 
 
@@ -401,6 +402,32 @@ def _sniff_text(data: bytes) -> str | None:
 
 
 # --- helpers for extractors -------------------------------------------------------------------
+
+
+def read_text(data: bytes, path: str) -> Extraction:
+    """The text extractor: :func:`decode_text`, and when the file is not UTF-8, its detected
+    legacy encoding (:mod:`vancetope_rag.extraction.encoding`); the encoding is recorded."""
+    from vancetope_rag.extraction.encoding import decode_detected
+
+    try:
+        text, encoding = decode_text(data, path), _bom_encoding(data)
+    except ExtractionError as exc:
+        if _has_nul(data) or data.startswith(codecs.BOM_UTF8) or _bom_encoding(data) != "utf-8":
+            raise  # binary, or a BOM that names the encoding: nothing to guess
+        text, encoding = decode_detected(data, path, exc)
+    return Extraction((Section(text),), encoding=encoding)
+
+
+def _bom_encoding(data: bytes) -> str:
+    if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        return "utf-32"
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"
+    return "utf-8"
+
+
+def _has_nul(data: bytes) -> bool:
+    return b"\x00" in data
 
 
 def decode_text(data: bytes, path: str) -> str:

@@ -175,6 +175,7 @@ class ExtractionService:
             sections=text.sections,
             ocr=text.ocr,
             truncated=text.truncated_reason,
+            encoding=text.encoding,
         )
         return FileExtraction(record, text)
 

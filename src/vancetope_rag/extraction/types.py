@@ -116,11 +116,14 @@ class Extraction:
             or ``None``; the character budget is applied after the extractor returns.
         ocr: Some of the file has no text layer: its text came (or would have come) from the
             OCR/vision backend. A change of that backend re-extracts such files only.
+        encoding: The text encoding the file was decoded from (``utf-8``, ``cp1252``…), for
+            a text file; ``None`` for other formats.
     """
 
     sections: tuple[Section, ...]
     truncated: str | None = None
     ocr: bool = False
+    encoding: str | None = None
 
     @classmethod
     def of(cls, text: str) -> Extraction:
@@ -148,6 +151,7 @@ class ExtractedText:
         truncated_reason: Which budget cut the file, in words a user can act on.
         ocr: Some of the text came (or would have come) from OCR/vision.
         extractor: ``name@version`` of the extractor that read the file.
+        encoding: The text encoding the file was decoded from, when the extractor says.
     """
 
     text: str
@@ -159,6 +163,7 @@ class ExtractedText:
     truncated_reason: str | None = None
     ocr: bool = False
     extractor: str = ""
+    encoding: str | None = None
 
     def section_texts(self) -> list[Section]:
         """The text cut back into its sections (one untitled section without any)."""

@@ -105,6 +105,24 @@ class SettingsService:
             value = self.get(tenant_id, project_id, key)
         return mask_secret(key, value)
 
+    def get_public_with_source(
+        self, tenant_id: str, project_id: str | None, key: str
+    ) -> tuple[Any, str]:
+        """A value for display, masked, and where it comes from: ``"project"``, ``"tenant"``
+        or ``"default"`` (the built-in default). Project None looks at the tenant scope only
+        (what a project without its own value inherits)."""
+        if key not in SETTINGS:
+            raise SettingError(f"unknown setting {key!r}; known: {', '.join(sorted(SETTINGS))}")
+        tenant = self._scope_values(tenant_id, None)
+        project = {} if project_id is None else self._scope_values(tenant_id, project_id)
+        if project.get(key) is not None:
+            value, source = project[key], "project"
+        elif tenant.get(key) is not None:
+            value, source = tenant[key], "tenant"
+        else:
+            value, source = resolve_setting(key), "default"
+        return mask_secret(key, value), source
+
     def get_public_as_set(self, tenant_id: str, project_id: str, key: str) -> Any:
         """The value set at project scope (None when unset there), masked, for display."""
         return mask_secret(key, self._scope_values(tenant_id, project_id).get(key))

@@ -4,16 +4,15 @@ What the model is told about each tool (when to use it, every parameter) is in
 :mod:`vancetope_rag.tools.schemas`.
 
 Every tool runs inside the tenant and project it was built for: a RAG id from another tenant
-or project is simply not found. Errors come back as a tool result (``{"error": …}``), never
-as an exception that would crash the agent's turn. Secrets are never part of a result.
+or project is simply not found. Errors come back as a tool result (``{"error": …}``) flagged
+``is_error``, never as an exception that would crash the agent's turn; arguments are checked
+against the schema first (:mod:`vancetope_rag.tools.results`). Secrets are never part of a
+result.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,20 +22,18 @@ from vancetope_rag.domain.citations import cite
 from vancetope_rag.domain.eligibility import guess_mime_type
 from vancetope_rag.domain.lookalikes import clean_label, neutralise_tags
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, RagRecord
-from vancetope_rag.errors import ExtractionError, InvalidInputError, RagError
-from vancetope_rag.secrets import get_logger, redact
+from vancetope_rag.errors import ExtractionError, InvalidInputError
 from vancetope_rag.services.indexing.sources import (
     SourceText,
     manual_source_ref,
     section_parts,
 )
+from vancetope_rag.tools.results import RagTool, tool_body
 from vancetope_rag.tools.schemas import TOOL_SPECS
 from vancetope_rag.tools.workspace import read_workspace_file
 
 if TYPE_CHECKING:
     from vancetope_rag.app import RagApp
-
-log = get_logger(__name__)
 
 MAX_WORKSPACE_FILE_BYTES = 20 * 1024 * 1024
 MAX_BULK_DOCUMENTS = 1000
@@ -55,23 +52,6 @@ def _rag_json(app: RagApp, rag: RagRecord) -> dict[str, Any]:
         "chunkCount": app.rags.chunk_count(rag),
         "createdAt": rag.created_at.isoformat() if rag.created_at else None,
     }
-
-
-def _result(fn: Callable[..., Any]) -> Callable[..., str]:
-    """Run a tool body; turn any failure into a JSON error result the agent can read."""
-
-    @functools.wraps(fn)  # keeps the signature: FunctionTool builds its schema from it
-    def wrapper(*args: Any, **kwargs: Any) -> str:
-        try:
-            return json.dumps(fn(*args, **kwargs), ensure_ascii=False, default=str)
-        except RagError as exc:
-            return json.dumps({"error": redact(exc.message), "code": exc.code})
-        except Exception as exc:  # never crash the turn
-            log.exception("tool %s failed", fn.__name__)
-            error = f"internal error: {type(exc).__name__}"
-            return json.dumps({"error": error, "code": "INTERNAL"})
-
-    return wrapper
 
 
 def _opt_int(value: Any, name: str) -> int | None:
@@ -215,15 +195,14 @@ class RagTools:
             "documentsTruncated": stats.truncated,
         }
 
-    def rag_query(self, ragId: str, query: str, topK: int = 5) -> dict[str, Any]:
-        """Search a RAG; returns the best-matching excerpts with source labels and scores."""
+    def rag_query(self, ragId: str, query: str, topK: int | None = None) -> dict[str, Any]:
+        """Search a RAG; returns the best-matching excerpts with source labels and scores.
+        topK omitted: the project's rag.topK (as minScore and maxPerDocument always are)."""
         rag = self._rag(ragId)
         top_k = _opt_int(topK, "topK")
-        if top_k is None:  # not `or 5`: topK=0 is an error, not the default
-            top_k = 5
         # Hits as they may be cited now; the same label rule and numbering as the block.
         retriever = self.app.as_retriever(self.tenant_id, self.project_id, rag=rag.name)
-        hits = retriever.query_rag(rag, query, top_k=top_k)
+        hits = retriever.query_rag(rag, query, top_k=top_k)  # None: the cascade's
         out = [
             {
                 "label": c.label,
@@ -269,12 +248,12 @@ def build_tools(
 ) -> list[FunctionTool]:
     """The ``rag_*`` FunctionTools bound to this tenant and project."""
     bound = RagTools(app, tenant_id, project_id, workspace_root)
-    tools = []
+    tools: list[FunctionTool] = []
     for name in TOOL_NAMES:
         schema, description = TOOL_SPECS[name]
         tools.append(
-            FunctionTool.from_defaults(
-                fn=_result(getattr(bound, name)),
+            RagTool.from_defaults(
+                fn=tool_body(getattr(bound, name), schema),
                 name=name,
                 description=description,
                 fn_schema=schema,

@@ -84,8 +84,11 @@ class RagQueryArgs(_Args):
     query: str = Field(
         description="What to look for, in natural language (a question or key words)."
     )
-    topK: int = Field(
-        default=5, ge=1, le=1000, description="How many excerpts to return at most (1-1000)."
+    topK: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="How many excerpts to return at most (1-1000); omit for the project's setting.",
     )
 
 

@@ -10,7 +10,10 @@ Images (PNG, JPEG, TIFF, WebP, GIF) have no text layer at all and always need th
 
 from __future__ import annotations
 
+import contextlib
 import io
+import logging
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -26,6 +29,9 @@ from vancetope_rag.extraction.registry import (
     Section,
     extraction_error,
 )
+from vancetope_rag.secrets import get_logger
+
+log = get_logger(__name__)
 
 PDF_MIMES = ("application/pdf", "application/x-pdf")
 IMAGE_TYPES = {
@@ -70,7 +76,42 @@ def extract_pdf(data: bytes, path: str, options: ExtractOptions | None = None) -
             found no text either.
         ExtractionError: The PDF is broken, or encrypted with a password.
     """
-    options = options or ExtractOptions()
+    with _pypdf_quiet(path):
+        return _read_pdf(data, path, options or ExtractOptions())
+
+
+class _Collected(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def _pypdf_quiet(path: str) -> Iterator[None]:
+    """pypdf's warnings about a damaged but readable file ("incorrect startxref pointer") go
+    to our debug log, not to stderr: with no handler configured, logging's last resort
+    printed them on the terminal of an ``import``, between its progress lines."""
+    logger = logging.getLogger("pypdf")
+    collected = _Collected()
+    propagate = logger.propagate
+    logger.addHandler(collected)
+    logger.propagate = False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.removeHandler(collected)
+        logger.propagate = propagate
+        if collected.messages:
+            shown = "; ".join(collected.messages[:5])
+            log.debug("pypdf reading %r: %s", path, shown)
+
+
+def _read_pdf(data: bytes, path: str, options: ExtractOptions) -> Extraction:
     try:
         import pypdf  # type: ignore[import-not-found, unused-ignore]
     except ImportError:

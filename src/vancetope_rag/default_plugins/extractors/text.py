@@ -1,5 +1,6 @@
-"""The built-in extractors of text formats: plain text and code (strict decoding), HTML,
-Jupyter notebooks and DOCX, all read with the standard library.
+"""The built-in extractors of text formats: plain text and code (UTF-8, else the detected
+legacy encoding, by ``charset-normalizer``), HTML, Jupyter notebooks and DOCX (the standard
+library).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from vancetope_rag.extraction.registry import (
     RegisterExtractor,
     decode_text,
     extraction_error,
+    read_text,
 )
 
 DOCX_MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -158,11 +160,14 @@ def register(register: RegisterExtractor) -> None:
     # Strict decoding is linear in the file and cannot hang: no worker-process round trip.
     # The names are the ones these extractors had when their names came from their module
     # paths: stored extraction records carry them, so a changed name would re-read every file.
+    # Version 2 detects a legacy encoding when a file is not UTF-8 (version 1 refused it):
+    # the new fingerprint re-reads the files of these types, and only those.
     register(
         ("text/*", *sorted(CODE_MIME_WHITELIST)),
-        decode_text,
+        read_text,
         isolated=False,
         name="vancetope_rag.extract.decode_text",
+        version="2",
     )
     register(
         ("text/html", "application/xhtml+xml"),

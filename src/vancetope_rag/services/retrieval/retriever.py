@@ -8,8 +8,8 @@ returns ``NodeWithScore``s whose node carries the document id as ``ref_doc_id`` 
 score is the cosine similarity. AutoInject (``pre_turn``) retrieves through it too, so
 LlamaIndex's instrumentation sees a retrieval span for every turn, and a user's own query or
 chat engine gets exactly what the ``<rag-context>`` block would show. The ``rag_query`` tool
-and the CLI's ``query`` ask through it as well (:meth:`ProjectRagRetriever.query_rag`: their
-own parameters, no cascade).
+and the CLI's ``query`` ask through it as well (:meth:`ProjectRagRetriever.query_rag`: the
+cascade unless they pass a value, and a refusal instead of a silent skip).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from vancetope_rag.domain.metadata_filters import (
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Hit, RagRecord
 from vancetope_rag.domain.retrieval import check_query_args, parse_retrieval_mode
 from vancetope_rag.domain.texts import check_id
-from vancetope_rag.errors import InvalidInputError
+from vancetope_rag.errors import InvalidInputError, ProjectRagDisabledError
 from vancetope_rag.recipes import RagParams, Recipe, load_recipe
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.rag import RagService
@@ -302,25 +302,44 @@ class ProjectRagRetriever(BaseRetriever):
         rag: RagRecord,
         text: str,
         *,
-        top_k: int = 5,
+        top_k: int | None = None,
         min_score: float | None = None,
         max_per_doc: int | None = None,
         mode: str | None = None,
     ) -> list[Hit]:
         """The hits of ``rag`` (a RAG of this retriever's project, already looked up) for
-        ``text`` with exactly these parameters: the explicit query of the ``rag_query`` tool
-        and the CLI's ``query``. No cascade and no silent skip, unlike :meth:`retrieve`: a
-        parameter left None is :meth:`RagService.query
-        <vancetope_rag.services.rag.RagService.query>`'s own default, and the kill switch or
-        a bad argument raises as it does. The retriever's filters apply.
+        ``text``: the explicit query of the ``rag_query`` tool and the CLI's ``query``. A
+        parameter left None is this retriever's, else the cascade's (recipe > project >
+        tenant > engine configuration), as for :meth:`retrieve`. Unlike :meth:`retrieve`,
+        nothing is skipped silently: a disabled ``_documents`` RAG, the kill switch or a bad
+        argument raise. The retriever's filters apply.
 
         Raises:
             InvalidInputError: ``rag`` belongs to another project, or a bad argument.
+            ProjectRagDisabledError: ``rag`` is ``_documents`` and ``rag.project.enabled`` is
+                false for the project.
         """
         if (rag.tenant_id, rag.project_id) != (self.tenant_id, self.project_id):
             raise InvalidInputError("the RAG belongs to another project than the retriever")
+        check_query_args(1 if top_k is None else top_k, min_score, max_per_doc)
+        snapshot = self._snapshot or self.rags.settings.snapshot(self.tenant_id, self.project_id)
+        if rag.name == DEFAULT_RAG_NAME and not snapshot.project_rag_enabled():
+            raise ProjectRagDisabledError(
+                f"the project's documents are not searchable: {PROJECT_RAG_DISABLED} for "
+                f"project {self.project_id!r}; set it to true to index and search them",
+                tenant_id=self.tenant_id,
+                project_id=self.project_id,
+                rag_name=rag.name,
+            )
+        p = self.params(snapshot)
         return self._query(
-            rag, text, top_k=top_k, min_score=min_score, max_per_doc=max_per_doc, mode=mode
+            rag,
+            text,
+            top_k=p.top_k if top_k is None else top_k,
+            min_score=p.min_score if min_score is None else min_score,
+            max_per_doc=p.max_per_doc if max_per_doc is None else max_per_doc,
+            mode=p.mode if mode is None else mode,
+            snapshot=snapshot,
         )
 
     def _query(
