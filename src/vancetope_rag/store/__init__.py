@@ -6,7 +6,8 @@ Modules:
 * ``port`` (one Protocol per concern; ``port.rebuilds`` for rebuilds) — the Protocols the
   services use; ``types`` — the values they take (scopes, filters, new documents, ``UNSET``);
   ``shared`` — what every adapter does alike (argument checks, the document change set, the
-  errors worded once, BM25's constants); ``rows`` — the row codecs of the two SQL stores.
+  errors worded once, BM25's constants); ``rows`` — the row codecs of the two SQL stores;
+  ``sql_catalog`` — their RAG catalog.
 * SQLite (``sqlite``): ``sqlite.db`` (connections, schema upgrades, transactions) and
   ``sqlite.schema`` (the schema upgrades), ``sqlite.control`` and ``sqlite.chunks`` (the two
   adapters), ``sqlite.catalog`` (the RAG catalog and its generations), ``sqlite.rebuilds``

@@ -1,102 +1,15 @@
-"""The RAG catalog on SQLite: live RAGs for readers, every generation for rebuilds.
-
-A name's generations are rows of ``rags`` told apart by ``state``; a partial unique index
-keeps one *live* row per tenant, project and name (schema upgrade 6), so a rebuild's
-switch (:meth:`~.sqlite.rebuilds.SqliteRebuildStore.switch_live`) is two row updates in
-one transaction.
-"""
+"""The RAG catalog on SQLite (:mod:`vancetope_rag.store.sql_catalog`, with SQLite's ``?``
+parameters; the one-live-row index is schema upgrade 6)."""
 
 from __future__ import annotations
 
-import time
-from dataclasses import replace
-from typing import Any
-
-from vancetope_rag.domain.records import RagRecord, RagState
-from vancetope_rag.store.shared import rag_exists_error
+from vancetope_rag.store.sql_catalog import SqlRagCatalog
 from vancetope_rag.store.sqlite.db import SqliteDatabase
 from vancetope_rag.store.sqlite.errors import ConstraintViolation
-from vancetope_rag.store.sqlite.rows import insert_sql, rag_row, row_to_rag
-from vancetope_rag.store.types import Clock
 
 
-class SqliteRagCatalog:
-    """The RAG catalog methods of the SQLite control store (and of its migration store)."""
+class SqliteRagCatalog(SqlRagCatalog[SqliteDatabase]):
+    """The RAG catalog methods of the SQLite control store (and of its rebuild store)."""
 
-    def __init__(self, db: SqliteDatabase, *, clock: Clock = time.time) -> None:
-        self.db = db
-        self._clock = clock
-
-    def _rags(self, where: str, params: Any) -> list[RagRecord]:
-        return [
-            row_to_rag(r) for r in self.db.query_dicts(f"SELECT * FROM rags WHERE {where}", params)
-        ]
-
-    def _insert(self, rag: RagRecord) -> RagRecord:
-        created = rag.created_at.timestamp() if rag.created_at else self._clock()
-        try:
-            with self.db.transaction():
-                self.db.execute(*insert_sql("rags", rag_row(rag, created)))
-        except ConstraintViolation as exc:
-            raise rag_exists_error(rag) from exc
-        stored = self.get_any_rag(rag.tenant_id, rag.project_id, rag.id)
-        assert stored is not None
-        return stored
-
-    # -- live (what readers see) -----------------------------------------------------------
-
-    def insert_rag(self, rag: RagRecord) -> RagRecord:
-        return self._insert(replace(rag, state=RagState.LIVE, retired_at=None))
-
-    def get_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        found = self._rags(
-            "id = ? AND tenant_id = ? AND project_id = ? AND state = 'live'",
-            (rag_id, tenant_id, project_id),
-        )
-        return found[0] if found else None
-
-    def find_rag(self, tenant_id: str, project_id: str, name: str) -> RagRecord | None:
-        found = self._rags(
-            "name = ? AND tenant_id = ? AND project_id = ? AND state = 'live'",
-            (name, tenant_id, project_id),
-        )
-        return found[0] if found else None
-
-    def list_rags(self, tenant_id: str, project_id: str) -> list[RagRecord]:
-        return self._rags(
-            "tenant_id = ? AND project_id = ? AND state = 'live' ORDER BY name",
-            (tenant_id, project_id),
-        )
-
-    def rag_dimensions(self) -> set[int]:
-        rows = self.db.query("SELECT DISTINCT embedding_dimension FROM rags")
-        return {int(r[0]) for r in rows}
-
-    def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
-        with self.db.transaction():
-            return bool(
-                self.db.execute(
-                    "DELETE FROM rags WHERE id = ? AND tenant_id = ? AND project_id = ?",
-                    (rag_id, tenant_id, project_id),
-                )
-            )
-
-    # -- every generation -----------------------------------------------------------------
-
-    def insert_generation(self, rag: RagRecord) -> RagRecord:
-        return self._insert(replace(rag, state=RagState.SHADOW, retired_at=None))
-
-    def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        found = self._rags(
-            "id = ? AND tenant_id = ? AND project_id = ?", (rag_id, tenant_id, project_id)
-        )
-        return found[0] if found else None
-
-    def rag_generations(
-        self, tenant_id: str, project_id: str, name: str | None = None
-    ) -> list[RagRecord]:
-        where, params = "tenant_id = ? AND project_id = ?", [tenant_id, project_id]
-        if name is not None:
-            where += " AND name = ?"
-            params.append(name)
-        return self._rags(where + " ORDER BY name, generation, created_at", params)
+    mark = "?"
+    violation = ConstraintViolation
