@@ -14,8 +14,8 @@ are always exact and always reflect committed data; only the speed varies.
 Absorbing a write costs its own rows, not the RAG's: the rows live in buffers with spare rows
 (:class:`_Rows`), a write appends its rows in place and masks the rows it deleted, and the
 entry before it keeps reading its own prefix. Past a quarter of deleted rows, or when the
-spare rows run out, the live rows are copied into new buffers (measured: a re-index of one
-document at 20k chunks took 46 ms with a copy of the matrices per write, 20 ms appending).
+spare rows run out, the live rows are copied into new buffers (figures: docs/benchmarks.md,
+"Hybrid under writes").
 
 Speed: a float32 scan of 100k × 384 reads 150 MB per query (memory-bound). When
 torch is present, rows are also kept as int8 with a per-row scale and scored first with
