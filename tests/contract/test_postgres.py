@@ -499,6 +499,134 @@ def test_lexical_hits_mean_what_they_mean_on_sqlite(schema_uri: str, tmp_path: A
         postgres.close()
 
 
+# -- lexical statistics, and the passes that keep BM25 bounded -----------------------------
+
+#: Words by frequency: the first ones are in most chunks, the last in a few.
+VOCABULARY = [f"w{i:02d}x" for i in range(40)]
+
+
+def _text(rng: np.random.Generator) -> str:
+    weights = 1.0 / np.arange(1, len(VOCABULARY) + 1) ** 1.1
+    picks = rng.choice(len(VOCABULARY), size=int(rng.integers(3, 12)), p=weights / weights.sum())
+    return " ".join(VOCABULARY[i] for i in picks)
+
+
+def _kept_and_counted(store: PostgresStore, scope: RagScope) -> tuple[Any, Any]:
+    table = schema.chunk_table(scope.dimension)
+    key = (scope.tenant_id, scope.project_id, scope.rag_id)
+    where = "tenant_id = %s AND project_id = %s AND rag_id = %s"
+    kept = (
+        store.db.query(f"SELECT n_rows, n_tokens FROM rag_text_stats WHERE {where}", key)
+        or [(0, 0)],
+        dict(store.db.query(f"SELECT lexeme, df FROM rag_terms WHERE {where} AND df <> 0", key)),
+    )
+    counted = (
+        store.db.query(
+            f"SELECT count(*), coalesce(sum(n_tokens), 0) FROM {table} WHERE {where}", key
+        ),
+        dict(
+            store.db.query(
+                f"SELECT l.lexeme, count(*) FROM {table} c CROSS JOIN LATERAL unnest(c.tsv) l "
+                f"WHERE c.{where.replace(' AND ', ' AND c.')} GROUP BY 1",
+                key,
+            )
+        ),
+    )
+    return kept, counted
+
+
+def test_lexical_statistics_follow_every_write(store: PostgresStore) -> None:
+    """Adds, replacements, removals by source, id and filter, and another RAG's drop: the
+    statistics the triggers keep are the RAG's chunks counted again, after every step."""
+    rng = np.random.default_rng(3)
+    mine = RagScope.of(store.control.insert_rag(rag("mine", 4)))
+    other = RagScope.of(store.control.insert_rag(rag("other", 4)))
+
+    def chunks(scope: RagScope, source: str, n: int) -> list[Chunk]:
+        return [
+            Chunk(uuid.uuid4().hex, scope.rag_id, source, _text(rng), unit(i, 4)) for i in range(n)
+        ]
+
+    store.chunks.add_chunks(other, chunks(other, "o", 5))
+    steps = [
+        lambda: store.chunks.add_chunks(mine, chunks(mine, "a", 6)),
+        lambda: store.chunks.add_chunks(mine, chunks(mine, "b", 4) + chunks(mine, "c", 3)),
+        lambda: store.chunks.replace_source(mine, "a", chunks(mine, "a", 2)),
+        lambda: store.chunks.replace_source(mine, "d", chunks(mine, "d", 3), chunk_version=5),
+        lambda: store.chunks.replace_source(mine, "d", chunks(mine, "d", 9), chunk_version=4),
+        lambda: store.chunks.remove_by_source(mine, "b"),
+        lambda: store.chunks.remove_chunks(
+            mine, chunk_ids=[h.chunk_id for h in store.chunks.get_chunks(mine)][:2]
+        ),
+        lambda: store.chunks.drop_rag(other),
+        lambda: store.chunks.replace_source(mine, "c", []),
+    ]
+    for step in steps:
+        step()
+        kept, counted = _kept_and_counted(store, mine)
+        assert kept == counted
+    assert _kept_and_counted(store, other) == (([(0, 0)], {}), ([(0, 0)], {}))
+    assert store.db.query("SELECT count(*) FROM rag_terms WHERE rag_id = 'other'") == [(0,)]
+
+
+def test_init_counts_the_statistics_of_chunks_written_before_them(store: PostgresStore) -> None:
+    """A store at schema version 2 (no statistics) with chunks: ``init`` counts them."""
+    rng = np.random.default_rng(4)
+    scope = RagScope.of(store.control.insert_rag(rag("r", 4)))
+    store.chunks.add_chunks(
+        scope, [Chunk(f"c{i}", "r", f"s{i % 3}", _text(rng), unit(i, 4)) for i in range(30)]
+    )
+    store.db.execute("DROP FUNCTION vtr_count_terms() CASCADE")  # and the triggers
+    store.db.execute("DROP FUNCTION vtr_count_terms_of(text)")
+    store.db.execute("DROP TABLE rag_text_stats, rag_terms")
+    store.db.execute("UPDATE vtr_schema SET version = 2")
+    store.initialize()
+    kept, counted = _kept_and_counted(store, scope)
+    assert kept == counted and counted[0] == [(30, counted[0][0][1])]
+    store.chunks.remove_by_source(scope, "s0")  # and the triggers are back
+    assert _kept_and_counted(store, scope)[0] == _kept_and_counted(store, scope)[1]
+
+
+def test_bounded_lexical_passes_rank_as_scoring_every_match(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rare words select the rows first and common ones join only when a row without the
+    rare ones could still reach the top k: the hits and scores are those of one pass over
+    every matching row, for queries whose rare words match fewer rows than ``top_k`` too."""
+    from vancetope_rag.store.postgres import lexical
+
+    rng = np.random.default_rng(5)
+    scope = RagScope.of(store.control.insert_rag(rag("r", 4)))
+    store.chunks.add_chunks(
+        scope, [Chunk(f"c{i}", "r", f"s{i}", _text(rng), unit(i, 4)) for i in range(400)]
+    )
+    queries = [" ".join(rng.choice(VOCABULARY, size=int(rng.integers(1, 6)))) for _ in range(40)]
+    queries += ["w00x w39x", "w39x", "w00x w01x w02x", "w38x w37x w00x"]
+    passes = []
+    real = store.db.query_dicts
+
+    def counting(sql: str, params: Any = ()) -> Any:
+        passes.append(sql)
+        return real(sql, params)
+
+    def ranked(budget: int) -> list[list[tuple[str, float]]]:
+        monkeypatch.setattr(lexical, "MATCH_BUDGET", budget)
+        return [
+            [
+                (h.chunk_id, h.lexical_score or 0.0)
+                for h in store.chunks.lexical_query(scope, q, 8, vector=unit(0, 4))
+            ]
+            for q in queries
+        ]
+
+    every_match = ranked(10**9)
+    monkeypatch.setattr(store.db, "query_dicts", counting)
+    bounded = ranked(0)
+    assert bounded == every_match
+    assert len(passes) > len(queries)  # some queries needed a second pass …
+    assert all(len(r) == 8 for r in every_match[-4:])  # … and the last four are full
+
+
 def test_the_index_path_orders_by_what_the_hnsw_index_holds() -> None:
     """The large-scope query can be served by the HNSW index (planned, never run: planning
     executes none of pgvector's HNSW code, so this holds on every CPU), and the exact one

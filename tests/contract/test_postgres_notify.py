@@ -13,6 +13,7 @@ import pytest
 import postgres_support
 from fakes import P, T
 from vancetope_rag.app import RagApp
+from vancetope_rag.store.postgres import schema
 from vancetope_rag.store.postgres.store import PostgresStore, open_postgres_store
 
 AppFactory = Callable[..., RagApp]
@@ -96,19 +97,19 @@ def test_other_schemas_do_not_wake_this_store(make_app: AppFactory, schema_uri: 
         postgres_support.drop_schema(name)
 
 
-def test_init_adds_the_trigger_to_a_store_made_before_it(schema_uri: str) -> None:
+def test_init_adds_the_trigger_to_a_store_made_before_it() -> None:
     """A store initialised at schema version 1 (no trigger) gets it from the next ``init``."""
-    store = open_postgres_store(schema_uri)
+    name, uri = postgres_support.fresh_schema()
+    store = open_postgres_store(uri)
     try:
-        store.db.execute("DROP TRIGGER vtr_documents_queued ON documents")
-        store.db.execute("DROP FUNCTION vtr_notify_queued()")
-        store.db.execute("UPDATE vtr_schema SET version = 1")
+        schema.initialize(store.db, upto=1)
         store.initialize()
         triggers = store.db.query(
             "SELECT tgname FROM pg_trigger WHERE tgrelid = 'documents'::regclass "
             "AND NOT tgisinternal"
         )
         assert triggers == [("vtr_documents_queued",)]
-        assert store.db.query("SELECT version FROM vtr_schema") == [(2,)]
+        assert store.db.query("SELECT version FROM vtr_schema") == [(schema.SCHEMA_VERSION,)]
     finally:
         store.close()
+        postgres_support.drop_schema(name)

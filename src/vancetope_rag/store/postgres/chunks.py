@@ -185,11 +185,11 @@ class PostgresChunkStore:
     def drop_rag(self, scope: RagScope) -> int:
         with self.db.transaction():
             n = self._delete(scope)
-            self.db.execute(
-                "DELETE FROM source_versions WHERE tenant_id = %s AND project_id = %s "
-                "AND rag_id = %s",
-                _scope(scope),
-            )
+            for table in ("source_versions", "rag_terms", "rag_text_stats"):
+                self.db.execute(
+                    f"DELETE FROM {table} WHERE tenant_id = %s AND project_id = %s AND rag_id = %s",
+                    _scope(scope),
+                )
         return n
 
     # -- index management ----------------------------------------------------------------
@@ -321,10 +321,10 @@ class PostgresChunkStore:
         where, params = chunk_filter_sql(filters)
         if not self.db.has_dimension(scope.dimension):
             return []
-        table, dim = chunk_table(scope.dimension), scope.dimension
+        dim = scope.dimension
         wanted = top_k + max(top_k, _RERANK_MARGIN)  # candidates for the exact re-rank
         with self.db.snapshot():
-            exact = wanted > _EF_MAX or self._scope_size(scope, table) <= self.exact_scan_max
+            exact = wanted > _EF_MAX or self._scope_size(scope) <= self.exact_scan_max
             if not exact:
                 self.db.query(
                     "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), "
@@ -338,13 +338,14 @@ class PostgresChunkStore:
             )
         return rerank(rows, query, top_k)
 
-    def _scope_size(self, scope: RagScope, table: str) -> int:
-        """The scope's chunk count, counted no further than the exact-scan limit."""
-        ((n,),) = self.db.query(
-            f"SELECT count(*) FROM (SELECT 1 FROM {table} c WHERE {_SCOPE} LIMIT %s) s",
-            (*_scope(scope), self.exact_scan_max + 1),
+    def _scope_size(self, scope: RagScope) -> int:
+        """The scope's chunk count, from the statistics the chunk tables' triggers keep."""
+        rows = self.db.query(
+            "SELECT n_rows FROM rag_text_stats WHERE tenant_id = %s AND project_id = %s "
+            "AND rag_id = %s",
+            _scope(scope),
         )
-        return int(n)
+        return int(rows[0][0]) if rows else 0
 
     def lexical_query(
         self,
@@ -365,36 +366,33 @@ class PostgresChunkStore:
         if not words or not self.db.has_dimension(scope.dimension):
             return []
         table = chunk_table(scope.dimension)
+        columns = CHUNK_COLUMNS + ", c.embedding::text AS embedding"
         with self.db.snapshot():  # statistics and ranking from one committed state
-            lexemes = [
-                str(r[0])
-                for r in self.db.query(
-                    "SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s)) "
-                    "ORDER BY positions[1]",
-                    (lexical.TS_CONFIG, words),
+            found = self.db.query(lexical.terms_sql(), lexical.terms_params(words, _scope(scope)))
+            if not found or not int(found[0][2]):
+                return []
+            lexemes = [str(r[0]) for r in found]
+            doc_freq = {str(r[0]): int(r[1]) for r in found}
+            n_rows, tokens = int(found[0][2]), int(found[0][3])
+            weights = lexical.idfs(n_rows, doc_freq, lexemes)
+            plan = lexical.MatchPlan.first(lexemes, weights, doc_freq)
+            while True:
+                rows = self.db.query_dicts(
+                    lexical.bm25_sql(table, where, columns),
+                    lexical.bm25_params(
+                        lexemes,
+                        weights,
+                        tokens / n_rows or 1.0,
+                        _scope(scope),
+                        plan.match,
+                        params,
+                        top_k,
+                    ),
                 )
-            ]
-            if not lexemes:
-                return []
-            ((n_rows, tokens, *freqs),) = self.db.query(
-                lexical.stats_sql(table, len(lexemes)),
-                lexical.stats_params(lexemes, _scope(scope)),
-            )
-            n_rows, tokens = int(n_rows), int(tokens)
-            if not n_rows:
-                return []
-            doc_freq = {lex: int(f) for lex, f in zip(lexemes, freqs, strict=True)}
-            rows = self.db.query_dicts(
-                lexical.bm25_sql(table, where, CHUNK_COLUMNS + ", c.embedding::text AS embedding"),
-                lexical.bm25_params(
-                    lexemes,
-                    lexical.idfs(n_rows, doc_freq, lexemes),
-                    tokens / n_rows or 1.0,
-                    _scope(scope),
-                    params,
-                    top_k,
-                ),
-            )
+                scores = [float(r["lexical_score"]) for r in rows]
+                if plan.exact(scores, top_k):
+                    break
+                plan = plan.widen(scores, top_k)
         cosines = _cosines(rows, query)
         return [
             row_to_hit(r, float(cos), float(r["lexical_score"]))

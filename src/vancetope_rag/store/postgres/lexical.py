@@ -6,9 +6,16 @@ A chunk's text is folded here (accents removed, NUL dropped: the server has no
 its token count; a GIN index finds the rows holding a query's lexemes. ``ts_rank`` has no
 IDF, so the ranking is BM25 computed in SQL from each matching row's term frequencies, with
 the document count, the average length and each term's document frequency counted over the
-RAG's own chunks only (never the table's, which every tenant writes into). The constants and
+RAG's own chunks only (never the table's, which every tenant writes into), read from the
+statistics that triggers keep in the writing transaction (schema step 3). The constants and
 the IDF are FTS5's, as on the SQLite store (:mod:`vancetope_rag.store.shared`), so a
 score means the same on both; queries drop the same English stopwords.
+
+A common lexeme matches a large part of a RAG, and scoring every row that holds it would
+cost a query seconds at a million chunks; so the rarest lexemes select the rows first and a
+pass is kept only when no row without them could reach the top ``top_k`` (MaxScore:
+:class:`MatchPlan`); otherwise the next pass matches more lexemes. The result is the one
+scoring every matching row would give.
 
 Pure functions (no I/O); :mod:`.postgres.chunks` runs what they build.
 """
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from vancetope_rag.store.shared import (
@@ -29,13 +37,16 @@ from vancetope_rag.store.shared import (
 )
 
 __all__ = [
+    "MATCH_BUDGET",
     "TS_CONFIG",
+    "MatchPlan",
+    "bm25_params",
     "bm25_sql",
     "fold",
     "idfs",
     "query_text",
-    "stats_params",
-    "stats_sql",
+    "terms_params",
+    "terms_sql",
     "tsquery",
 ]
 
@@ -70,23 +81,87 @@ def tsquery(lexemes: Sequence[str]) -> str:
 _QUERY_TERMS_OF_ROW = "unnest(ts_filter(setweight(c.tsv, 'A', %s::text[]), '{a}'))"
 
 
-def stats_sql(table: str, n_terms: int) -> str:
-    """The RAG's chunk count and token total, and each of the ``n_terms`` query lexemes'
-    document frequency (parameters: one tsquery per lexeme, then tenant, project, RAG), in
-    one pass over the RAG's rows."""
-    freqs = "".join(", count(*) FILTER (WHERE c.tsv @@ %s::tsquery)" for _ in range(n_terms))
+def terms_sql() -> str:
+    """The query's lexemes in query order, each with its document frequency in the RAG, and
+    the RAG's chunk count and token total (parameters: the configuration, the query words,
+    tenant, project, RAG twice), all read from the statistics the chunk tables' triggers
+    keep (schema step 3): a few index probes, whatever the RAG's size."""
     return (
-        f"SELECT count(*), coalesce(sum(c.n_tokens), 0){freqs} FROM {table} c "
-        "WHERE c.tenant_id = %s AND c.project_id = %s AND c.rag_id = %s"
+        "WITH q AS (SELECT lexeme, positions[1] AS pos "
+        "  FROM unnest(to_tsvector(%s::regconfig, %s))), "
+        "s AS (SELECT n_rows, n_tokens FROM rag_text_stats "
+        "  WHERE tenant_id = %s AND project_id = %s AND rag_id = %s) "
+        "SELECT q.lexeme, coalesce(t.df, 0), "
+        "  coalesce((SELECT n_rows FROM s), 0), coalesce((SELECT n_tokens FROM s), 0) "
+        "FROM q LEFT JOIN rag_terms t ON t.tenant_id = %s AND t.project_id = %s "
+        "  AND t.rag_id = %s AND t.lexeme = q.lexeme "
+        "ORDER BY q.pos"
     )
 
 
-def stats_params(lexemes: Sequence[str], scope: tuple[str, str, str]) -> list[Any]:
-    return [*(tsquery([lex]) for lex in lexemes), *scope]
+def terms_params(words: str, scope: tuple[str, str, str]) -> list[Any]:
+    return [TS_CONFIG, words, *scope, *scope]
 
 
 def idfs(n_rows: int, doc_freq: dict[str, int], lexemes: Sequence[str]) -> list[float]:
     return [bm25_idf(n_rows, doc_freq.get(lex, 0)) for lex in lexemes]
+
+
+#: How many rows the first BM25 pass may match: the rarest lexemes up to this total
+#: document frequency select the candidates (every lexeme still scores them).
+MATCH_BUDGET = 5_000
+
+
+@dataclass(frozen=True)
+class MatchPlan:
+    """Which lexemes select a BM25 pass's candidates (``match``), and the most a row that
+    holds none of them can score (``rest_bound``: the other lexemes' BM25 maxima summed).
+    When the pass's ``top_k``-th score beats ``rest_bound`` no unmatched row could enter
+    the top ``top_k``, and the pass is exact (MaxScore); otherwise :meth:`widen`."""
+
+    order: tuple[str, ...]  # the lexemes, rarest first
+    bounds: tuple[float, ...]  # each one's BM25 maximum, idf * (k1 + 1)
+    n_match: int
+
+    @classmethod
+    def first(
+        cls, lexemes: Sequence[str], weights: Sequence[float], doc_freq: dict[str, int]
+    ) -> MatchPlan:
+        ranked = sorted(zip(lexemes, weights, strict=True), key=lambda t: doc_freq.get(t[0], 0))
+        n, total = 1, doc_freq.get(ranked[0][0], 0)
+        while n < len(ranked) and total + doc_freq.get(ranked[n][0], 0) <= MATCH_BUDGET:
+            total += doc_freq.get(ranked[n][0], 0)
+            n += 1
+        return cls(
+            tuple(lex for lex, _ in ranked), tuple(w * (BM25_K1 + 1.0) for _, w in ranked), n
+        )
+
+    @property
+    def match(self) -> tuple[str, ...]:
+        return self.order[: self.n_match]
+
+    @property
+    def complete(self) -> bool:
+        return self.n_match == len(self.order)
+
+    @property
+    def rest_bound(self) -> float:
+        return sum(self.bounds[self.n_match :])
+
+    def exact(self, scores: Sequence[float], top_k: int) -> bool:
+        return self.complete or (len(scores) >= top_k and scores[top_k - 1] > self.rest_bound)
+
+    def widen(self, scores: Sequence[float], top_k: int) -> MatchPlan:
+        """The next pass: enough further lexemes (rarest first) that the rest's bound falls
+        below the ``top_k``-th score found so far (a lower bound of the final one), or all
+        of them when fewer than ``top_k`` rows matched."""
+        n = self.n_match + 1
+        if len(scores) < top_k:
+            n = len(self.order)
+        else:
+            while n < len(self.order) and sum(self.bounds[n:]) >= scores[top_k - 1]:
+                n += 1
+        return MatchPlan(self.order, self.bounds, n)
 
 
 def bm25_sql(table: str, where: str, columns: str) -> str:
@@ -124,16 +199,18 @@ def bm25_params(
     weights: Sequence[float],
     avgdl: float,
     scope: tuple[str, str, str],
+    match: Sequence[str],
     filter_params: Sequence[Any],
     top_k: int,
 ) -> list[Any]:
+    """``bm25_sql``'s parameters: every lexeme scores a row, ``match`` selects the rows."""
     return [
         list(lexemes),
         list(weights),
         avgdl,
         list(lexemes),
         *scope,
-        tsquery(lexemes),
+        tsquery(match),
         *filter_params,
         top_k,
     ]

@@ -182,6 +182,71 @@ STEPS: tuple[str, ...] = (
     CREATE TRIGGER vtr_documents_queued AFTER INSERT OR UPDATE OF rag_dirty ON documents
         FOR EACH ROW WHEN (NEW.rag_dirty = 1) EXECUTE FUNCTION vtr_notify_queued();
     """,
+    # 3: each RAG's lexical statistics (chunk count, token total, each lexeme's document
+    # frequency), kept by statement triggers on the chunk tables in the writing transaction,
+    # so a BM25 query reads a few rows instead of counting the RAG's chunks (.postgres.lexical).
+    # The stats row is updated first: it is the RAG's writer lock, so two writers never take
+    # the term rows in different orders.
+    f"""
+    CREATE TABLE rag_text_stats (
+        tenant_id {_T} NOT NULL,
+        project_id {_T} NOT NULL,
+        rag_id {_T} NOT NULL,
+        n_rows bigint NOT NULL,
+        n_tokens bigint NOT NULL,
+        PRIMARY KEY (tenant_id, project_id, rag_id)
+    );
+    CREATE TABLE rag_terms (
+        tenant_id {_T} NOT NULL,
+        project_id {_T} NOT NULL,
+        rag_id {_T} NOT NULL,
+        lexeme {_T} NOT NULL,
+        df bigint NOT NULL,
+        PRIMARY KEY (tenant_id, project_id, rag_id, lexeme)
+    );
+    CREATE FUNCTION vtr_count_terms() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        sign bigint := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
+    BEGIN
+        INSERT INTO rag_text_stats AS s (tenant_id, project_id, rag_id, n_rows, n_tokens)
+            SELECT tenant_id, project_id, rag_id, sign * count(*), sign * sum(n_tokens)
+            FROM changed GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+            ON CONFLICT (tenant_id, project_id, rag_id) DO UPDATE
+            SET n_rows = s.n_rows + excluded.n_rows, n_tokens = s.n_tokens + excluded.n_tokens;
+        INSERT INTO rag_terms AS t (tenant_id, project_id, rag_id, lexeme, df)
+            SELECT c.tenant_id, c.project_id, c.rag_id, l.lexeme, sign * count(*)
+            FROM changed c CROSS JOIN LATERAL unnest(c.tsv) l
+            GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+            ON CONFLICT (tenant_id, project_id, rag_id, lexeme) DO UPDATE
+            SET df = t.df + excluded.df;
+        RETURN NULL;
+    END
+    $$;
+    CREATE FUNCTION vtr_count_terms_of(tbl text) RETURNS void LANGUAGE plpgsql AS $$
+    BEGIN
+        EXECUTE format('CREATE OR REPLACE TRIGGER %I AFTER INSERT ON %I REFERENCING NEW '
+            'TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION vtr_count_terms()',
+            tbl || '_terms_added', tbl);
+        EXECUTE format('CREATE OR REPLACE TRIGGER %I AFTER DELETE ON %I REFERENCING OLD '
+            'TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION vtr_count_terms()',
+            tbl || '_terms_removed', tbl);
+    END
+    $$;
+    DO $$
+    DECLARE
+        d integer;
+    BEGIN
+        FOR d IN SELECT dim FROM vtr_dimensions ORDER BY dim LOOP
+            PERFORM vtr_count_terms_of('chunks_' || d);
+            EXECUTE format('INSERT INTO rag_text_stats SELECT tenant_id, project_id, rag_id, '
+                'count(*), sum(n_tokens) FROM %I GROUP BY 1, 2, 3', 'chunks_' || d);
+            EXECUTE format('INSERT INTO rag_terms SELECT c.tenant_id, c.project_id, c.rag_id, '
+                'l.lexeme, count(*) FROM %I c CROSS JOIN LATERAL unnest(c.tsv) l '
+                'GROUP BY 1, 2, 3, 4', 'chunks_' || d);
+        END LOOP;
+    END
+    $$;
+    """,
 )
 
 SCHEMA_VERSION = len(STEPS)
@@ -235,6 +300,7 @@ def chunk_table_steps(dim: int, *, hnsw: bool = True) -> list[str]:
         f"CREATE INDEX IF NOT EXISTS {table}_scope_idx "
         f"ON {table} (tenant_id, project_id, rag_id, source_ref) INCLUDE (n_tokens)",
         f"CREATE INDEX IF NOT EXISTS {table}_tsv ON {table} USING gin (tsv)",
+        f"SELECT vtr_count_terms_of('{table}')",
         f"INSERT INTO vtr_dimensions (dim) VALUES ({int(dim)}) ON CONFLICT DO NOTHING",
     ]
     if hnsw:
@@ -280,10 +346,11 @@ def _ensure_extension(db: PostgresDatabase) -> None:
             ) from exc
 
 
-def initialize(db: PostgresDatabase) -> int:
-    """Create the extension, the schema and its tables (the steps not applied yet).
-    Idempotent; returns the schema version. Raises :class:`StoreError` when the server lacks
-    pgvector, the role may not create it, or the schema is newer than this package."""
+def initialize(db: PostgresDatabase, *, upto: int = SCHEMA_VERSION) -> int:
+    """Create the extension, the schema and its tables (the steps not applied yet, up to
+    version ``upto``: tests make an older store so). Idempotent; returns the schema version.
+    Raises :class:`StoreError` when the server lacks pgvector, the role may not create it,
+    or the schema is newer than this package."""
     with db.initializing():
         if db.uri.schema:
             db.execute(f'CREATE SCHEMA IF NOT EXISTS "{db.uri.schema}"')
@@ -300,14 +367,15 @@ def initialize(db: PostgresDatabase) -> int:
                     f"store {db.shown!r} has schema version {version}, newer than this "
                     f"vancetope-rag understands ({SCHEMA_VERSION}); upgrade the package"
                 )
-            for step in range(version, SCHEMA_VERSION):
+            for step in range(version, upto):
                 conn.execute(STEPS[step])
                 log.info("store %s: applied schema step %d", db.shown, step + 1)
-            if version != SCHEMA_VERSION:
+            if version < upto:
                 conn.execute(f"DELETE FROM {SCHEMA_TABLE}")
-                conn.execute(f"INSERT INTO {SCHEMA_TABLE} (version) VALUES (%s)", (SCHEMA_VERSION,))
-    db.schema_checked()
-    return SCHEMA_VERSION
+                conn.execute(f"INSERT INTO {SCHEMA_TABLE} (version) VALUES (%s)", (upto,))
+    if upto == SCHEMA_VERSION:
+        db.schema_checked()
+    return max(version, upto)
 
 
 def ensure_dimension(db: PostgresDatabase, dim: int) -> None:
