@@ -119,7 +119,10 @@ class RagApp:
         if config.torch_threads is not None:
             _set_torch_threads(config.torch_threads)
         store = store or open_store(
-            config.store, clock=clock, busy_timeout_s=config.store_busy_timeout_s
+            config.store,
+            clock=clock,
+            busy_timeout_s=config.store_busy_timeout_s,
+            uri_defaults=config.store_uri_defaults(),
         )
         metrics = Metrics(state_ttl_s=config.metrics_state_ttl_s)
         control, chunks = store.control, store.chunks

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import Literal
+from urllib.parse import urlparse
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -35,7 +37,8 @@ class EngineConfig(BaseSettings):
 
     store: str = Field(
         default="sqlite:///vancetope-rag.db",
-        description="Store URI: sqlite:///path/rag.db or mongodb://… / mongodb+srv://…",
+        description="Store URI: sqlite:///path/rag.db, postgresql://… or mongodb://… / "
+        "mongodb+srv://…",
     )
     node_id: str = Field(
         default_factory=_default_node_id,
@@ -93,6 +96,43 @@ class EngineConfig(BaseSettings):
         validation_alias=_env("VANCETOPE_RAG_STORE_BUSY_TIMEOUT_S"),
         description="SQLite: how long a statement waits for another process's lock before "
         "it fails (a store error).",
+    )
+    postgres_schema: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$",
+        validation_alias=_env("VANCETOPE_RAG_POSTGRES_SCHEMA"),
+        description="PostgreSQL: the schema the store lives in (its `search_path`), where "
+        "the store URI has no `schema=`. Unset: the role's `search_path`.",
+    )
+    postgres_pool_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        validation_alias=_env("VANCETOPE_RAG_POSTGRES_POOL_SIZE"),
+        description="PostgreSQL: connections this process opens at most, where the store "
+        "URI has no `pool_size=`. Unset: 8.",
+    )
+    postgres_statement_timeout_ms: int | None = Field(
+        default=None,
+        ge=1,
+        validation_alias=_env("VANCETOPE_RAG_POSTGRES_STATEMENT_TIMEOUT_MS"),
+        description="PostgreSQL: a statement running longer is cancelled (a store error), "
+        "where the store URI has no `statement_timeout_ms=`. Unset: 60,000.",
+    )
+    postgres_sslmode: (
+        Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] | None
+    ) = Field(
+        default=None,
+        validation_alias=_env("VANCETOPE_RAG_POSTGRES_SSLMODE"),
+        description="PostgreSQL: libpq's `sslmode`, where the store URI has none. Unset: "
+        "libpq's default (`prefer`).",
+    )
+    postgres_vector_index: Literal["hnsw", "none"] | None = Field(
+        default=None,
+        validation_alias=_env("VANCETOPE_RAG_POSTGRES_VECTOR_INDEX"),
+        description="PostgreSQL: `hnsw` builds an HNSW index per chunk table, `none` ranks "
+        "every scope by an exact scan; where the store URI has no `vector_index=`. Unset: "
+        "`hnsw`.",
     )
     max_store_failures: int = Field(
         default=5,
@@ -246,6 +286,19 @@ class EngineConfig(BaseSettings):
         description="Seconds a scrape's document and rebuild counts (read from the store) "
         "are reused by the next scrapes: scrapes stay cheap however often they come.",
     )
+
+    def store_uri_defaults(self) -> dict[str, str]:
+        """Query parameters the store URI gets from these settings where it has none."""
+        if urlparse(self.store).scheme not in ("postgresql", "postgres"):
+            return {}
+        given = {
+            "schema": self.postgres_schema,
+            "pool_size": self.postgres_pool_size,
+            "statement_timeout_ms": self.postgres_statement_timeout_ms,
+            "sslmode": self.postgres_sslmode,
+            "vector_index": self.postgres_vector_index,
+        }
+        return {k: str(v) for k, v in given.items() if v is not None}
 
     def fusion(self) -> FusionParams:
         """The hybrid retrieval's fusion parameters."""

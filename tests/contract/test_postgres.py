@@ -15,12 +15,16 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 import psycopg
 import pytest
+from pydantic import ValidationError
 
 import postgres_support
+from vancetope_rag.app import RagApp
+from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import Chunk, ProjectStatus, RagRecord
 from vancetope_rag.errors import InvalidInputError, StoreError, StoreFullError
 from vancetope_rag.store import open_store
@@ -29,7 +33,7 @@ from vancetope_rag.store.postgres.chunks import dense_sql
 from vancetope_rag.store.postgres.errors import ConstraintViolation, store_error
 from vancetope_rag.store.postgres.rows import vector_literal
 from vancetope_rag.store.postgres.store import PostgresStore, open_postgres_store
-from vancetope_rag.store.postgres.uri import PostgresUri, redact_uri
+from vancetope_rag.store.postgres.uri import PostgresUri, redact_uri, with_defaults
 from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
 
 T, P = "tenant-a", "proj-1"
@@ -155,6 +159,59 @@ def test_our_uri_parameters_are_taken_out_and_the_rest_pass_through() -> None:
     assert redact_uri("postgres://u:p@h/db?password=secret&x=1") == (
         "postgres://u:***@h/db?password=***&x=1"
     )
+
+
+def test_engine_settings_fill_what_the_uri_leaves_out() -> None:
+    config = EngineConfig(
+        store="postgresql://u:pw@h/db?pool_size=3",
+        postgres_pool_size=9,
+        postgres_statement_timeout_ms=250,
+        postgres_sslmode="require",
+        postgres_schema="tenant_a",
+        postgres_vector_index="none",
+    )
+    uri = PostgresUri.parse(with_defaults(config.store, config.store_uri_defaults()))
+    assert (uri.pool_size, uri.statement_timeout_ms, uri.schema, uri.hnsw) == (
+        3,  # the URI's own value wins
+        250,
+        "tenant_a",
+        False,
+    )
+    assert "sslmode=require" in uri.conninfo and "pw" not in uri.shown
+    assert EngineConfig(store="sqlite:///x.db", postgres_pool_size=9).store_uri_defaults() == {}
+
+
+def test_bad_engine_settings_for_postgres_are_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("VANCETOPE_RAG_POSTGRES_POOL_SIZE", "0")
+    with pytest.raises(ValidationError, match="VANCETOPE_RAG_POSTGRES_POOL_SIZE"):
+        EngineConfig()
+    monkeypatch.delenv("VANCETOPE_RAG_POSTGRES_POOL_SIZE")
+    monkeypatch.setenv("VANCETOPE_RAG_POSTGRES_SSLMODE", "sometimes")
+    with pytest.raises(ValidationError, match="VANCETOPE_RAG_POSTGRES_SSLMODE"):
+        EngineConfig()
+
+
+def test_an_app_opened_from_engine_settings_uses_their_schema_and_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name, uri = postgres_support.fresh_schema()
+    parts = urlsplit(uri)
+    kept = [(k, v) for k, v in parse_qsl(parts.query) if k != "schema"]
+    bare = urlunsplit(parts._replace(query=urlencode(kept)))
+    monkeypatch.setenv("VANCETOPE_RAG_POSTGRES_SCHEMA", name)
+    monkeypatch.setenv("VANCETOPE_RAG_POSTGRES_STATEMENT_TIMEOUT_MS", "4321")
+    app = RagApp.open(EngineConfig(store=bare))
+    try:
+        app.init_store()
+        store = app.store
+        assert isinstance(store, PostgresStore)
+        assert store.db.query("SHOW statement_timeout") == [("4321ms",)]
+        assert store.db.query("SELECT current_schema()") == [(name,)]
+    finally:
+        app.close()
+        postgres_support.drop_schema(name)
 
 
 @pytest.mark.parametrize(

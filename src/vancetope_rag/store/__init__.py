@@ -40,7 +40,7 @@ Modules:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlparse, urlunparse
@@ -144,6 +144,7 @@ def open_store(
     clock: Clock = time.time,
     vector_cache: bool = True,
     busy_timeout_s: float = 30.0,
+    uri_defaults: Mapping[str, str] | None = None,
 ) -> Store:
     """Open the store a URI names. A plain file path is read as a SQLite store.
 
@@ -152,6 +153,8 @@ def open_store(
     :mod:`vancetope_rag.store.sqlite.bm25_index`); off, every query goes to sqlite-vec and FTS5.
     ``busy_timeout_s`` (SQLite): how long a statement waits for a lock another process holds
     before it fails with a :class:`StoreError`.
+    ``uri_defaults`` (PostgreSQL): query parameters for what the URI does not set itself
+    (:meth:`EngineConfig.store_uri_defaults`).
     """
     if not uri or not uri.strip():
         raise StoreError("no store URI given; pass --store or set VANCETOPE_RAG_STORE")
@@ -170,7 +173,9 @@ def open_store(
             from vancetope_rag.store.postgres.store import open_postgres_store
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
             raise MissingDependencyError("the PostgreSQL store", "postgres") from exc
-        return open_postgres_store(uri, clock=clock)
+        from vancetope_rag.store.postgres.uri import with_defaults
+
+        return open_postgres_store(with_defaults(uri, uri_defaults or {}), clock=clock)
     elif scheme == "" or len(scheme) == 1:  # a path (len 1: a Windows drive letter)
         path = uri
     else:

@@ -10,12 +10,19 @@ which would refuse them; every other parameter (``sslmode``, ``connect_timeout``
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 from vancetope_rag.errors import StoreError
 
-__all__ = ["DEFAULT_POOL_SIZE", "DEFAULT_STATEMENT_TIMEOUT_MS", "PostgresUri", "redact_uri"]
+__all__ = [
+    "DEFAULT_POOL_SIZE",
+    "DEFAULT_STATEMENT_TIMEOUT_MS",
+    "PostgresUri",
+    "redact_uri",
+    "with_defaults",
+]
 
 DEFAULT_POOL_SIZE = 8
 #: A statement running longer is cancelled (a StoreError says which setting raises it).
@@ -71,6 +78,24 @@ class PostgresUri:
         password = unquote(parts.password) if parts.password else None
         password = password or next((v for k, v in rest if k == "password"), None)
         return cls(conninfo, shown, password, schema, pool_size, timeout, index == "hnsw")
+
+
+def with_defaults(uri: str, defaults: Mapping[str, str]) -> str:
+    """The URI with each of ``defaults`` added as a query parameter it does not set itself.
+
+    How engine settings (``VANCETOPE_RAG_POSTGRES_*``) reach the store: what the URI says
+    wins, so one process can still point a single URI elsewhere.
+    """
+    if not defaults:
+        return uri
+    parts = urlsplit(uri)
+    present = {k for k, _ in parse_qsl(parts.query, keep_blank_values=True)}
+    added = [(k, v) for k, v in defaults.items() if k not in present]
+    if not added:
+        return uri
+    extra = urlencode(added, quote_via=quote)
+    query = f"{parts.query}&{extra}" if parts.query else extra
+    return urlunsplit(parts._replace(query=query))
 
 
 def _positive(raw: str | None, default: int, name: str, shown: str) -> int:
