@@ -273,9 +273,11 @@ def test_server_errors_map_to_actionable_store_errors(
 
 
 def _our_backends() -> list[int]:
+    # This run's database only: on a server named by VANCETOPE_RAG_TEST_POSTGRES_URI other
+    # runs (or a benchmark) hold vancetope-rag connections too.
     rows = postgres_support.admin().execute(
         "SELECT pid FROM pg_stat_activity WHERE application_name = 'vancetope-rag' "
-        "AND pid <> pg_backend_pid()"
+        "AND datname = current_database() AND pid <> pg_backend_pid()"
     )
     return [int(r[0]) for r in rows.fetchall()]
 
