@@ -37,8 +37,12 @@ DOCUMENT_RESULTS = ("written", "unchanged", "removed", "failed")
 DOCUMENT_STATES = ("pending", "processing", "indexed", "failed", "none")
 ITEM_STATES = ("pending", "processing", "done", "failed")
 RETRIEVAL_MODES = ("dense", "hybrid")
-#: Route label of a request no route matched (a 404): raw paths are unbounded.
+#: Route label of a request no route took (a 404, a body refused before routing: a 413): raw
+#: paths are unbounded.
 UNMATCHED_ROUTE = "<unmatched>"
+#: Methods that keep their name as a label; any other a client makes up is ``other``.
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+OTHER_METHOD = "other"
 
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -213,6 +217,12 @@ class Metrics:
         outcome = "ok" if ok else "error"
         self.embedding_requests.labels(provider=provider, kind=kind, outcome=outcome).inc()
         self.embedding_seconds.labels(provider=provider, kind=kind).observe(seconds)
+
+    def http_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        """Count one REST or UI request (``route`` is its template, never the raw path)."""
+        method = method if method in HTTP_METHODS else OTHER_METHOD
+        self.http_requests.labels(method=method, route=route, status=str(status)).inc()
+        self.http_seconds.labels(method=method, route=route).observe(seconds)
 
     def runs(self, outcome: str) -> float:
         """Current value of ``vance_rag_indexer_runs_total{outcome}``."""

@@ -79,6 +79,9 @@ def create_api(app: RagApp) -> FastAPI:
     install_error_handlers(api, secrets_for)
     api.include_router(build_router(app, verifier, secrets_of))
     install_web_ui(api)
+    # Before any route, parser or error handler reads an oversized body; inside the access
+    # middleware below, so that a refused body is counted and logged like any answer.
+    api.add_middleware(BodyLimit, max_text_chars=app.config.max_text_chars)
 
     @api.middleware("http")
     async def _access(
@@ -88,11 +91,10 @@ def create_api(app: RagApp) -> FastAPI:
         response = await call_next(request)
         seconds = time.perf_counter() - start
         # The route's template, never the raw path: ids in paths would make the label
-        # unbounded (and put tenant names into the metrics).
+        # unbounded (and put tenant names into the metrics). No route took a request for a
+        # path no route has (404) or whose body was refused before routing (413).
         route = getattr(request.scope.get("route"), "path", None) or UNMATCHED_ROUTE
-        labels = {"method": request.method, "route": route}
-        app.metrics.http_requests.labels(**labels, status=str(response.status_code)).inc()
-        app.metrics.http_seconds.labels(**labels).observe(seconds)
+        app.metrics.http_request(request.method, route, response.status_code, seconds)
         if request.url.path.startswith("/brain/"):
             response.headers.setdefault("Cache-Control", "no-store")
         # Every answer (JSON, static files, errors), not only the page: a browser must never
@@ -108,6 +110,4 @@ def create_api(app: RagApp) -> FastAPI:
         )
         return response
 
-    # Added last, so outermost: an oversized body is refused before anything reads it.
-    api.add_middleware(BodyLimit, max_text_chars=app.config.max_text_chars)
     return api
