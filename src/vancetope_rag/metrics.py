@@ -9,6 +9,7 @@ plugins), HTTP methods, route templates (never raw paths) and status codes.
 from __future__ import annotations
 
 import hmac
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -236,9 +237,13 @@ class Metrics:
 def serve_metrics(
     metrics: Metrics, host: str, port: int, *, token: str | None = None
 ) -> ThreadingHTTPServer:
-    """Serve ``GET /metrics`` on ``host:port`` in a daemon thread (the worker's endpoint);
-    with ``token``, only for ``Authorization: Bearer <token>``, as the REST API's.
-    ``shutdown()`` the returned server to stop it."""
+    """Serve ``GET /metrics`` on ``host:port`` (IPv4 or IPv6) in a daemon thread (the
+    worker's endpoint); with ``token``, only for ``Authorization: Bearer <token>``, as the
+    REST API's. ``shutdown()`` the returned server to stop it.
+
+    Raises:
+        OSError: ``host`` names no address, or ``host:port`` cannot be bound (in use).
+    """
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -262,7 +267,14 @@ def serve_metrics(
         def log_message(self, format: str, *args: object) -> None:
             log.debug("metrics endpoint: " + format, *args)
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
+    class Server(ThreadingHTTPServer):
+        # The family of the address ``host`` names: ``::1`` or ``::`` need an IPv6 socket
+        # (``""``, as HTTPServer reads it, means every interface).
+        address_family = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0][0]
+        daemon_threads = True
+
+    server = Server((host, port), Handler)
     threading.Thread(target=server.serve_forever, name="vancetope-rag-metrics", daemon=True).start()
     return server
