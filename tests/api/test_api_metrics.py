@@ -242,3 +242,26 @@ def test_rebuild_progress_moves_with_the_rebuild(make_api_app: ApiAppFactory) ->
     assert value(done, "vance_rag_embedding_cache_total", result="miss") > value(
         idle, "vance_rag_embedding_cache_total", result="miss"
     )
+
+
+def test_the_openapi_document_and_static_files_carry_their_route(
+    make_api_app: ApiAppFactory,
+) -> None:
+    """Before, both were counted as ``<unmatched>`` (as if no route had them) with status 200."""
+    app = make_api_app()
+    with TestClient(create_api(app)) as client:
+        assert client.get("/openapi.json").status_code == 200
+        assert client.get("/static/rag.css").status_code == 200
+        assert client.get("/static/no-such.css").status_code == 404
+        assert client.get("/no/such/route").status_code == 404
+        _, samples = scrape(client)
+
+    def count(route: str, status: str) -> float:
+        labels = {"method": "GET", "route": route, "status": status}
+        return value(samples, "vance_rag_http_requests_total", **labels)
+
+    assert count("/openapi.json", "200") == 1
+    assert count("/static", "200") == 1
+    assert count("/static", "404") == 1
+    assert count("<unmatched>", "404") == 1
+    assert count("<unmatched>", "200") == 0

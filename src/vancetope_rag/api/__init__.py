@@ -18,6 +18,7 @@ from vancetope_rag.metrics import UNMATCHED_ROUTE
 
 try:
     from fastapi import FastAPI, Request, Response
+    from starlette.routing import Mount, Route
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingDependencyError("the REST API", "server") from exc
 
@@ -83,6 +84,8 @@ def create_api(app: RagApp) -> FastAPI:
     # middleware below, so that a refused body is counted and logged like any answer.
     api.add_middleware(BodyLimit, max_text_chars=app.config.max_text_chars)
 
+    templates = plain_route_templates(api)
+
     @api.middleware("http")
     async def _access(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
@@ -93,7 +96,11 @@ def create_api(app: RagApp) -> FastAPI:
         # The route's template, never the raw path: ids in paths would make the label
         # unbounded (and put tenant names into the metrics). No route took a request for a
         # path no route has (404) or whose body was refused before routing (413).
-        route = getattr(request.scope.get("route"), "path", None) or UNMATCHED_ROUTE
+        route = (
+            getattr(request.scope.get("route"), "path", None)
+            or templates.get(request.scope.get("endpoint"))
+            or UNMATCHED_ROUTE
+        )
         app.metrics.http_request(request.method, route, response.status_code, seconds)
         if request.url.path.startswith("/brain/"):
             response.headers.setdefault("Cache-Control", "no-store")
@@ -111,3 +118,16 @@ def create_api(app: RagApp) -> FastAPI:
         return response
 
     return api
+
+
+def plain_route_templates(api: FastAPI) -> dict[object, str]:
+    """The paths of the app's plain Starlette routes and mounts (the OpenAPI document, the
+    static files), by the endpoint routing puts in the scope: FastAPI names only its own
+    API routes in ``scope["route"]``."""
+    templates: dict[object, str] = {}
+    for route in api.router.routes:
+        if isinstance(route, Route):
+            templates[route.endpoint] = route.path
+        elif isinstance(route, Mount):
+            templates[route.app] = route.path
+    return templates
