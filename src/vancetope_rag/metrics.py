@@ -9,6 +9,7 @@ plugins), HTTP methods, route templates (never raw paths) and status codes.
 from __future__ import annotations
 
 import hmac
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -37,8 +38,12 @@ DOCUMENT_RESULTS = ("written", "unchanged", "removed", "failed")
 DOCUMENT_STATES = ("pending", "processing", "indexed", "failed", "none")
 ITEM_STATES = ("pending", "processing", "done", "failed")
 RETRIEVAL_MODES = ("dense", "hybrid")
-#: Route label of a request no route matched (a 404): raw paths are unbounded.
+#: Route label of a request no route took (a 404, a body refused before routing: a 413): raw
+#: paths are unbounded.
 UNMATCHED_ROUTE = "<unmatched>"
+#: Methods that keep their name as a label; any other a client makes up is ``other``.
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+OTHER_METHOD = "other"
 
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -214,6 +219,12 @@ class Metrics:
         self.embedding_requests.labels(provider=provider, kind=kind, outcome=outcome).inc()
         self.embedding_seconds.labels(provider=provider, kind=kind).observe(seconds)
 
+    def http_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        """Count one REST or UI request (``route`` is its template, never the raw path)."""
+        method = method if method in HTTP_METHODS else OTHER_METHOD
+        self.http_requests.labels(method=method, route=route, status=str(status)).inc()
+        self.http_seconds.labels(method=method, route=route).observe(seconds)
+
     def runs(self, outcome: str) -> float:
         """Current value of ``vance_rag_indexer_runs_total{outcome}``."""
         value = self.registry.get_sample_value("vance_rag_indexer_runs_total", {"outcome": outcome})
@@ -226,9 +237,13 @@ class Metrics:
 def serve_metrics(
     metrics: Metrics, host: str, port: int, *, token: str | None = None
 ) -> ThreadingHTTPServer:
-    """Serve ``GET /metrics`` on ``host:port`` in a daemon thread (the worker's endpoint);
-    with ``token``, only for ``Authorization: Bearer <token>``, as the REST API's.
-    ``shutdown()`` the returned server to stop it."""
+    """Serve ``GET /metrics`` on ``host:port`` (IPv4 or IPv6) in a daemon thread (the
+    worker's endpoint); with ``token``, only for ``Authorization: Bearer <token>``, as the
+    REST API's. ``shutdown()`` the returned server to stop it.
+
+    Raises:
+        OSError: ``host`` names no address, or ``host:port`` cannot be bound (in use).
+    """
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -252,7 +267,14 @@ def serve_metrics(
         def log_message(self, format: str, *args: object) -> None:
             log.debug("metrics endpoint: " + format, *args)
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
+    class Server(ThreadingHTTPServer):
+        # The family of the address ``host`` names: ``::1`` or ``::`` need an IPv6 socket
+        # (``""``, as HTTPServer reads it, means every interface).
+        address_family = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0][0]
+        daemon_threads = True
+
+    server = Server((host, port), Handler)
     threading.Thread(target=server.serve_forever, name="vancetope-rag-metrics", daemon=True).start()
     return server

@@ -226,3 +226,23 @@ def test_log_lines_carry_a_timestamp_and_a_tick_summary(tmp_path: Path) -> None:
     ticks = [line for line in lines if "indexer tick" in line]
     assert len(ticks) == 1, proc.stderr  # the ticks that did nothing say nothing
     assert "1 claimed in 1 projects; 1 indexed (0 unchanged)" in ticks[0]
+
+
+def test_worker_names_the_metrics_option_when_it_cannot_serve(tmp_path: Path) -> None:
+    """Before: ``error: [Errno 98] Address already in use``, naming neither the port nor the
+    option to change."""
+    base = ["--store", f"sqlite:///{tmp_path / 'rag.db'}"]
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(cli, [*base, "worker", "--metrics-port", str(port)])
+    assert result.exit_code == 1
+    assert f"cannot serve /metrics on 127.0.0.1:{port}" in result.stderr, result.stderr
+    assert "--metrics-port" in result.stderr
+    unknown = CliRunner().invoke(
+        cli, [*base, "worker", "--metrics-port", "9464", "--metrics-host", "no-such-host.invalid"]
+    )
+    assert unknown.exit_code == 1
+    assert "cannot serve /metrics on no-such-host.invalid:9464" in unknown.stderr
+    assert "--metrics-host" in unknown.stderr

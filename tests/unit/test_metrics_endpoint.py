@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import urllib.error
 import urllib.request
 
@@ -38,6 +39,31 @@ def test_worker_metrics_endpoint(token: str | None) -> None:
         names = {f.name for f in text_string_to_metric_families(body)}
         assert {"vance_rag_indexed_documents", "vance_rag_documents"} <= names
         assert _get(f"{base}/elsewhere")[0] == 404
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback on this machine")
+def test_worker_metrics_endpoint_serves_on_ipv6() -> None:
+    """Before, ``--metrics-host ::1`` (or ``::``) failed: the server was IPv4 only."""
+    metrics = Metrics()
+    server = serve_metrics(metrics, "::1", 0)
+    try:
+        code, body = _get(f"http://[::1]:{server.server_address[1]}/metrics")
+        assert code == 200
+        assert "vance_rag_indexed_documents" in {
+            f.name for f in text_string_to_metric_families(body)
+        }
     finally:
         server.shutdown()
         server.server_close()

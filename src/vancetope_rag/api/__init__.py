@@ -18,6 +18,7 @@ from vancetope_rag.metrics import UNMATCHED_ROUTE
 
 try:
     from fastapi import FastAPI, Request, Response
+    from starlette.routing import Mount, Route
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingDependencyError("the REST API", "server") from exc
 
@@ -79,6 +80,11 @@ def create_api(app: RagApp) -> FastAPI:
     install_error_handlers(api, secrets_for)
     api.include_router(build_router(app, verifier, secrets_of))
     install_web_ui(api)
+    # Before any route, parser or error handler reads an oversized body; inside the access
+    # middleware below, so that a refused body is counted and logged like any answer.
+    api.add_middleware(BodyLimit, max_text_chars=app.config.max_text_chars)
+
+    templates = plain_route_templates(api)
 
     @api.middleware("http")
     async def _access(
@@ -88,11 +94,14 @@ def create_api(app: RagApp) -> FastAPI:
         response = await call_next(request)
         seconds = time.perf_counter() - start
         # The route's template, never the raw path: ids in paths would make the label
-        # unbounded (and put tenant names into the metrics).
-        route = getattr(request.scope.get("route"), "path", None) or UNMATCHED_ROUTE
-        labels = {"method": request.method, "route": route}
-        app.metrics.http_requests.labels(**labels, status=str(response.status_code)).inc()
-        app.metrics.http_seconds.labels(**labels).observe(seconds)
+        # unbounded (and put tenant names into the metrics). No route took a request for a
+        # path no route has (404) or whose body was refused before routing (413).
+        route = (
+            getattr(request.scope.get("route"), "path", None)
+            or templates.get(request.scope.get("endpoint"))
+            or UNMATCHED_ROUTE
+        )
+        app.metrics.http_request(request.method, route, response.status_code, seconds)
         if request.url.path.startswith("/brain/"):
             response.headers.setdefault("Cache-Control", "no-store")
         # Every answer (JSON, static files, errors), not only the page: a browser must never
@@ -108,6 +117,17 @@ def create_api(app: RagApp) -> FastAPI:
         )
         return response
 
-    # Added last, so outermost: an oversized body is refused before anything reads it.
-    api.add_middleware(BodyLimit, max_text_chars=app.config.max_text_chars)
     return api
+
+
+def plain_route_templates(api: FastAPI) -> dict[object, str]:
+    """The paths of the app's plain Starlette routes and mounts (the OpenAPI document, the
+    static files), by the endpoint routing puts in the scope: FastAPI names only its own
+    API routes in ``scope["route"]``."""
+    templates: dict[object, str] = {}
+    for route in api.router.routes:
+        if isinstance(route, Route):
+            templates[route.endpoint] = route.path
+        elif isinstance(route, Mount):
+            templates[route.app] = route.path
+    return templates

@@ -1,7 +1,9 @@
 """The request body limit of the REST API, derived from the engine's text limit.
 
-A pure ASGI middleware, outermost: a body over the limit is refused before any route, parser
-or other middleware reads it, with the API's JSON error shape (413, ``TEXT_TOO_LONG``).
+A pure ASGI middleware outside every route, parser and error handler: a body over the limit
+is refused before any of them reads it, with the API's JSON error shape (413,
+``TEXT_TOO_LONG``). Only the access middleware, which reads no body, is outside it, so the
+refusal is logged and counted in ``/metrics``.
 Bodies sent without a ``Content-Length`` (chunked) are read up to the limit and replayed.
 """
 

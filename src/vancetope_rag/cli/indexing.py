@@ -225,13 +225,20 @@ def worker_cmd(c: Ctx, metrics_port: int | None, metrics_host: str) -> None:
             from vancetope_rag.metrics import serve_metrics
 
             token = app.config.metrics_token
-            server = serve_metrics(
-                app.metrics,
-                metrics_host,
-                metrics_port,
-                token=token.get_secret_value() if token else None,
-            )
             shown = f"[{metrics_host}]" if ":" in metrics_host else metrics_host
+            try:
+                server = serve_metrics(
+                    app.metrics,
+                    metrics_host,
+                    metrics_port,
+                    token=token.get_secret_value() if token else None,
+                )
+            except OSError as exc:
+                fail(
+                    f"cannot serve /metrics on {shown}:{metrics_port}: "
+                    f"{exc.strerror or exc}; pick another --metrics-port, or a "
+                    "--metrics-host this machine has"
+                )
             click.echo(f"metrics at http://{shown}:{metrics_port}/metrics", err=True)
             if token is None and metrics_host not in ("127.0.0.1", "localhost", "::1"):
                 click.echo(
