@@ -15,7 +15,12 @@ Prints docs/s, chunks/s, the indexer/raw ratio (target ≥ 0.9), the no-op reind
 speed-up (target ≥ 50×) and the machine line. Documents are SciFact abstracts when
 ``../shared/data/scifact`` is there (realistic lengths), else generated text.
 
-    python bench/indexing.py [--docs 1000] [--batch 32] [--json]
+With ``--store URI`` (e.g. ``postgresql://…?schema=bench_indexing``) the indexer writes to
+that store (initialized first; a PostgreSQL schema should be new or empty) instead of a
+fresh SQLite file; the ratio to the raw model, measured in the same run, is what compares
+stores on a shared machine.
+
+    python bench/indexing.py [--docs 1000] [--batch 32] [--store URI] [--json]
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import machine_line
@@ -72,16 +78,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--docs", type=int, default=1000)
     ap.add_argument("--batch", type=int, default=32, help="indexer batch size (documents)")
+    ap.add_argument("--store", default=None, help="store URI (default: a temp SQLite file)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
-    from vancetope_rag import EngineConfig, RagApp
+    from vancetope_rag import EngineConfig, RagApp, open_store
     from vancetope_rag.services.indexing.sources import SourceText
     from vancetope_rag.store.types import RagScope
 
     tmp = tempfile.mkdtemp(prefix="vrag-bench-")
+    uri = args.store or f"sqlite:///{tmp}/rag.db"
+    if args.store:
+        open_store(uri).initialize(dimensions=[384])
     config = EngineConfig(
-        store=f"sqlite:///{tmp}/rag.db",
+        store=uri,
         node_id="bench",
         indexer_batch_size=args.batch,
         indexer_initial_delay_s=0,
@@ -137,6 +147,7 @@ def main() -> None:
 
     n_chunks = len(chunk_texts)
     result = {
+        "store": urlsplit(uri).scheme,
         "documents": len(texts),
         "chunks": n_chunks,
         "indexerBatch": args.batch,
@@ -158,7 +169,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"documents {result['documents']}, chunks {n_chunks}, indexer batch {args.batch}")
+    print(
+        f"store {result['store']}, documents {result['documents']}, chunks {n_chunks}, "
+        f"indexer batch {args.batch}"
+    )
     print(
         f"raw model:     {result['rawChunksPerSecond']:8.1f} chunks/s "
         f"(mean of a run before and one after the indexer: {raw_before:.2f} s, "

@@ -16,7 +16,12 @@ For each size (default 10k and 100k chunks in ``_documents`` on the embedded SQL
   sqlite-vec; the query-embedding time alone is reported too.
 
     python bench/pre_turn.py [--sizes 10000,100000] [--turns 300] [--mode dense,hybrid]
-                             [--sqlite-vec] [--threads N] [--store URI] [--noise S] [--json]
+                             [--sqlite-vec] [--threads N] [--store URI] [--noise S]
+                             [--recall N] [--json]
+
+``--recall N`` (a PostgreSQL ``--store``): recall@10 of the store's dense path (HNSW for a
+scope above its exact-scan limit) against an exact scan of the same scope, over the first N
+turns' query embeddings.
 """
 
 from __future__ import annotations
@@ -59,6 +64,23 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
+def recall_at_10(uri: str, scope: Any, model: Any, questions: list[str], app: Any) -> float:
+    """Mean overlap of the store's dense top-10 with an exact scan's, in the same scope."""
+    from vancetope_rag.store.postgres.store import open_postgres_store
+
+    exact = open_postgres_store(uri, exact_scan_max=10**9)  # every scope scanned exactly
+    try:
+        overlaps = []
+        for q in questions:
+            vector = model.get_query_embedding(q)
+            served = {h.chunk_id for h in app.store.chunks.query(scope, vector, 10)}
+            truth = {h.chunk_id for h in exact.chunks.query(scope, vector, 10)}
+            overlaps.append(len(served & truth) / max(1, len(truth)))
+        return round(statistics.mean(overlaps), 4)
+    finally:
+        exact.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000")
@@ -80,6 +102,9 @@ def main() -> None:
         default=0.02,
         help="per-component Gaussian noise on the replicated embeddings (0.02: near-copies of "
         "2,000 texts; 0.05: distinct vectors, ~45 degrees from their text's embedding)",
+    )
+    ap.add_argument(
+        "--recall", type=int, default=0, help="PostgreSQL: recall@10 against exact, N queries"
     )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -190,6 +215,8 @@ def main() -> None:
             row["hybrid_over_dense_p50"] = round(
                 row["hybrid"]["p50_ms"] / row["dense"]["p50_ms"], 2
             )
+        if args.recall and args.store:
+            row["recallAt10"] = recall_at_10(uri, scope, model, turns[: args.recall], app)
         results["sizes"][str(size)] = row
         if plain is not None:
             plain.close()
@@ -213,6 +240,8 @@ def main() -> None:
                 f"{row['chunks']:>8} {label:>17} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}  "
                 f"{r['turnsWithBlock']}/{args.turns}"
             )
+        if "recallAt10" in row:
+            print(f"{'':>8} dense recall@10 against an exact scan: {row['recallAt10']:.4f}")
         ratio = row.get("hybrid_over_dense_p50")
         print(
             f"{'':>8} query embedding alone p50 {row['queryEmbedding_p50_ms']:.2f} ms"

@@ -61,6 +61,24 @@ def _scope(scope: RagScope) -> tuple[str, str, str]:
     return scope.tenant_id, scope.project_id, scope.rag_id
 
 
+#: The chunk row's own columns a write sends, in this order, one array each.
+_INSERTED = (
+    "id",
+    "tenant_id",
+    "project_id",
+    "rag_id",
+    "source_ref",
+    "kind",
+    "path",
+    "text",
+    "metadata",
+    "dim",
+)
+_ARRAYS = ", ".join(
+    ["%s::text[]"] * (len(_INSERTED) - 1) + ["%s::int[]", "%s::text[]", "%s::text[]"]
+)
+
+
 class PostgresChunkStore:
     """:class:`~vancetope_rag.store.port.ChunkStore` on PostgreSQL + pgvector."""
 
@@ -79,34 +97,21 @@ class PostgresChunkStore:
             return []
         ensure_dimension(self.db, scope.dimension)
         table = chunk_table(scope.dimension)
-        rows = []
-        for ch, vec in zip(chunks, vectors, strict=True):
-            r = chunk_row(scope, ch)
-            rows.append(
-                (
-                    r["id"],
-                    r["tenant_id"],
-                    r["project_id"],
-                    r["rag_id"],
-                    r["source_ref"],
-                    r["kind"],
-                    r["path"],
-                    r["text"],
-                    r["metadata"],
-                    r["dim"],
-                    lexical.fold(ch.text),
-                    vec,
-                )
-            )
+        rows = [chunk_row(scope, ch) for ch in chunks]
+        columns = [[r[name] for r in rows] for name in _INSERTED]
+        # One statement for the whole batch (not one per row): the term-statistics trigger
+        # (schema step 3) runs once per statement, and so does the planner.
         try:
-            self.db.executemany(
+            self.db.execute(
                 f"INSERT INTO {table} (id, tenant_id, project_id, rag_id, source_ref, kind, "
                 "path, text, metadata, dim, tsv, n_tokens, embedding, embedding_h) "
-                "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, t.tsv, "
+                "SELECT r.id, r.tenant_id, r.project_id, r.rag_id, r.source_ref, r.kind, "
+                "r.path, r.text, r.metadata, r.dim, t.tsv, "
                 "(SELECT coalesce(sum(cardinality(positions)), 0) FROM unnest(t.tsv)), "
-                f"%s::vector, %s::halfvec FROM (SELECT to_tsvector('{lexical.TS_CONFIG}', %s) "
-                "AS tsv) t",
-                [(*r[:10], r[11], r[11], r[10]) for r in rows],
+                f"r.vec::vector, r.vec::halfvec FROM unnest({_ARRAYS}) WITH ORDINALITY "
+                f"AS r({', '.join(_INSERTED)}, folded, vec, ord) CROSS JOIN LATERAL "
+                f"(SELECT to_tsvector('{lexical.TS_CONFIG}', r.folded) AS tsv) t ORDER BY r.ord",
+                (*columns, [lexical.fold(ch.text) for ch in chunks], vectors),
             )
         except ConstraintViolation as exc:
             raise chunk_id_taken_error(scope, exc.detail) from exc
