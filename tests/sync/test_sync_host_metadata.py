@@ -207,3 +207,38 @@ def test_a_metadata_change_embeds_nothing_again(papp: RagApp, probe: ProbeProvid
     assert ticks_until_idle(papp) == 1
     assert probe.log.embedded == []  # the text's vectors come from the embedding cache
     assert _paths(papp, _team("blue")) == [RED]
+
+
+def test_every_section_of_a_read_file_carries_the_metadata() -> None:
+    """A file read in sections (sheets, pages) is one text per section: each keeps its
+    ``section`` and gets the host's metadata beside it."""
+    from vancetope_rag.domain.records import Document
+    from vancetope_rag.extraction.records import ExtractionRecord
+    from vancetope_rag.services.indexing.sources import document_parts
+    from vancetope_rag.store.shared import content_hash
+
+    text = "first sheet text\nsecond sheet text"
+    record = ExtractionRecord(
+        file_hash="f",
+        config="c",
+        content_hash=content_hash(text),
+        sections=(("sheet A", 0, 16), ("sheet B", 17, len(text))),
+    )
+    doc = Document(
+        "d1",
+        T,
+        P,
+        "documents/book.xlsx",
+        "text/plain",
+        text,
+        summary="a book",
+        content_hash=content_hash(text),
+        extraction=record.to_json(),
+        metadata={"team": "red"},
+    )
+    parts, _ = document_parts(doc, True, lambda t: (t, False))
+    assert [(p.kind, dict(p.metadata)) for p in parts] == [
+        ("content", {"team": "red", "section": "sheet A"}),
+        ("content", {"team": "red", "section": "sheet B"}),
+        ("summary", {"team": "red"}),
+    ]
