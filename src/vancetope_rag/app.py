@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -267,7 +267,20 @@ class RagApp:
         *,
         mime_type: str | None = None,
         rag_enabled: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Document | None:
+        """The host saved a document (``document_saved`` hook): stored, and queued for the
+        indexer when it is eligible and changed.
+
+        Args:
+            rag_enabled: ``"auto" | "on" | "off"``; None keeps the document's override.
+            metadata: The host's own metadata (at most 32 string keys, scalar values, 4,096
+                characters of JSON; None keeps the stored one, ``{}`` removes it). Copied into
+                every chunk: LlamaIndex metadata filters on :meth:`as_retriever` select by it.
+
+        Raises:
+            InvalidInputError: A bad id, path, override or metadata; nothing is written.
+        """
         self.check_ids(tenant_id, project_id)
         doc: Document | None = self.plugins.hook.document_saved(
             app=self,
@@ -277,6 +290,24 @@ class RagApp:
             content=content,
             mime_type=mime_type,
             rag_enabled=rag_enabled,
+            metadata=metadata,
+        )
+        return doc
+
+    def summary_saved(
+        self, tenant_id: str, project_id: str, path: str, summary: str | None
+    ) -> Document | None:
+        """The host's summary driver wrote the summary of the document at ``path`` (None
+        removes it; ``summary_saved`` hook). A changed summary queues the document: its
+        summary chunk is written by the next indexer pass (``rag.project.includeSummaries``).
+
+        Raises:
+            DocumentNotFoundError: No document has that path (save the document first).
+            InvalidInputError: A bad id or path, or a summary that is not text or None.
+        """
+        self.check_ids(tenant_id, project_id)
+        doc: Document | None = self.plugins.hook.summary_saved(
+            app=self, tenant_id=tenant_id, project_id=project_id, path=path, summary=summary
         )
         return doc
 

@@ -70,7 +70,11 @@ class EngineConfig(BaseSettings):
         validation_alias=_env("VANCETOPE_RAG_INDEXER_WAKE_DELAY_S"),
     )
     indexer_initial_delay_s: float = Field(
-        description="Seconds after start before the first indexer tick.",
+        description=(
+            "Seconds after the background indexer starts (`app.scheduler.start()`, `worker`, "
+            "`serve --with-indexer`) before its first tick: documents saved meanwhile wait "
+            "for it. `index` runs and `scheduler.run_until_idle()` are not delayed."
+        ),
         default=60.0,
         ge=0,
         validation_alias=_env("VANCETOPE_RAG_INDEXER_INITIAL_DELAY_S"),

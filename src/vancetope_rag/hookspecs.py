@@ -10,7 +10,7 @@ Phases:
   ``context_template`` are called once, when :meth:`RagApp.open <vancetope_rag.app.RagApp.open>`
   builds the app's registries.
 * **Project lifecycle** — ``project_bring`` / ``project_suspend`` / ``project_close``.
-* **Documents** — ``document_saved`` / ``document_deleted``.
+* **Documents** — ``document_saved`` / ``summary_saved`` / ``document_deleted``.
 * **Chat turn** — ``pre_turn`` returns system messages to add before the LLM call.
 * **Tools** — ``register_tools`` hands agent tools to a ``register`` callback.
 
@@ -21,7 +21,7 @@ import it; an implementation annotates ``app: RagApp`` itself).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
@@ -127,12 +127,31 @@ def document_saved(
     content: str,
     mime_type: str | None,
     rag_enabled: str | None,
+    metadata: Mapping[str, Any] | None,
 ) -> Document | None:
     """The host created or changed a document at ``path``. ``firstresult``.
 
     The default plugin upserts it and sets ``ragDirty`` when it is eligible; indexing happens
     later in the scheduler (no embedding call on the save path). ``rag_enabled`` is the wire
-    tristate ``"auto" | "on" | "off"`` or None (unchanged). Returns the stored document.
+    tristate ``"auto" | "on" | "off"`` or None (unchanged). ``metadata`` is the host's own
+    (at most 32 string keys, scalar values, 4,096 characters of JSON; None: unchanged, ``{}``
+    removes it): stored with the document, a change queues it, and the indexer copies it into
+    every chunk so LlamaIndex metadata filters select by it. Returns the stored document.
+    """
+
+
+@hookspec(firstresult=True)
+def summary_saved(
+    app: HostApp, tenant_id: str, project_id: str, path: str, summary: str | None
+) -> Document | None:
+    """The host's summary driver wrote (or, with None, removed) the summary of the document
+    at ``path``. ``firstresult``.
+
+    Called by :meth:`RagApp.summary_saved <vancetope_rag.app.RagApp.summary_saved>`. The
+    default plugin stores it and, when it changed, sets ``ragDirty`` (spec §4.2): the next
+    indexer pass writes the document's summary chunk (with ``rag.project.includeSummaries``,
+    true by default). Raises ``DocumentNotFoundError`` when no document has that path.
+    Returns the stored document.
     """
 
 

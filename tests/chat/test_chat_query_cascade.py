@@ -97,3 +97,26 @@ def test_cli_query_follows_the_cascade(cats: RagApp, store_uri: str, tmp_path: P
     cats.settings.set(T, P, "rag.project.enabled", False)
     refused = query(ok=False)
     assert "rag.project.enabled" in refused.output
+
+
+def test_the_issues_case_project_top_k_2_and_min_score_half(cats: RagApp, store_uri: str) -> None:
+    """Issue 20 item 4 as filed: project ``rag.topK 2`` and ``rag.minScore 0.5``; ``query``
+    returned the engine's 5 hits down to a score far below 0.5."""
+    runner = CliRunner()
+    base = ["--store", store_uri, "--tenant", T, "--project", P, "query", QUESTION, "--json"]
+
+    def scores(*args: str) -> list[float]:
+        result = runner.invoke(cli, [*base, *args])
+        assert result.exit_code == 0, result.output
+        return [h["score"] for h in json.loads(result.stdout)]
+
+    before = scores()
+    assert len(before) == 5 and min(before) < 0.5  # the tenant keeps every hit
+    cats.settings.set(T, P, "rag.topK", 2)
+    cats.settings.set(T, P, "rag.minScore", 0.5)
+    after = scores()
+    assert 1 <= len(after) <= 2 and all(s >= 0.5 for s in after)
+    assert [h["score"] for h in _tool_hits(cats)] == after  # the tool answers the same
+    wide = scores("--top-k", "9")  # the caller's topK, the project's minScore
+    assert len(wide) > 2 and all(s >= 0.5 for s in wide)
+    assert len(scores("--top-k", "9")) < len(scores("--top-k", "9", "--min-score", "-1"))

@@ -638,6 +638,7 @@ def test_init_counts_the_statistics_of_chunks_written_before_them(store: Postgre
     store.db.execute("DROP FUNCTION vtr_count_terms() CASCADE")  # and the triggers
     store.db.execute("DROP FUNCTION vtr_count_terms_of(text)")
     store.db.execute("DROP TABLE rag_text_stats, rag_terms")
+    store.db.execute("ALTER TABLE documents DROP COLUMN metadata")  # step 4's
     store.db.execute("UPDATE vtr_schema SET version = 2")
     store.initialize()
     kept, counted = _kept_and_counted(store, scope)

@@ -53,6 +53,7 @@ def stored_doc(doc_id: str = "d" * 32, path: str = "notes/a.md") -> Document:
         created_at=T0,
         updated_at=T0,
         extraction='{"v": 1}',
+        metadata={"team": "support", "year": 2024},
     )
 
 

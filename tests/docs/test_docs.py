@@ -11,6 +11,13 @@ a server or a key is preceded by a marker comment and skipped with that reason:
 
 Every app a page opens is closed at its end (``RagApp.close``), so no background thread or
 store handle outlives the page.
+
+A page a reader will save as a file and run (its snippets are one program) says so with
+
+    <!-- docs-test: run as a script -->
+
+and its snippets also run that way: written to one file and run by a fresh interpreter
+(``python page.py``), where what they define lives in ``__main__``, as in the reader's script.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -123,6 +131,45 @@ def test_every_snippet_runs(page: Path, page_dir: Path) -> None:
                 value.close()
     if skipped and len(skipped) == len(snippets(page)):
         pytest.skip("; ".join(skipped))
+
+
+#: The marker of a page whose snippets also run as one script (see the module docstring).
+SCRIPT_MARKER = "<!-- docs-test: run as a script -->"
+
+
+def _script_pages() -> list[Path]:
+    return [p for p in PAGES if SCRIPT_MARKER in p.read_text(encoding="utf-8")]
+
+
+def test_the_script_pages_are_marked() -> None:
+    assert "extraction.md" in {p.name for p in _script_pages()}
+
+
+@pytest.mark.parametrize("page", _script_pages(), ids=lambda p: p.name)
+def test_script_pages_run_as_scripts(page: Path, page_dir: Path) -> None:
+    runnable = [s for s in snippets(page) if not s.needs]
+    script = page_dir / f"{page.stem.replace('-', '_')}.py"
+    script.write_text("\n\n".join(s.code for s in runnable), encoding="utf-8")
+    env = dict(os.environ)  # page_dir took the engine's variables out already
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), *filter(None, [env.get("PYTHONPATH")])])
+    run = subprocess.run(
+        [sys.executable, script.name],
+        cwd=page_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, f"{page.name} as a script failed:\n{run.stderr[-3000:]}"
+
+
+def test_pages_that_start_the_indexer_say_when_it_first_runs() -> None:
+    """A snippet that starts the background indexer and asks at once gets nothing indexed for
+    the first ``indexer_initial_delay_s`` (60 s): the page must say so."""
+    for page in PAGES:
+        if any("scheduler.start()" in s.code for s in snippets(page)):
+            text = page.read_text(encoding="utf-8")
+            assert "indexer_initial_delay_s" in text, f"{page.name} starts the indexer"
 
 
 def _marked() -> list[Snippet]:

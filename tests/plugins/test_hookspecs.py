@@ -49,6 +49,7 @@ def test_hookspecs_found() -> None:
         "project_suspend",
         "project_close",
         "document_saved",
+        "summary_saved",
         "document_deleted",
         "pre_turn",
         "register_tools",
@@ -169,6 +170,10 @@ class Spy:
         self.calls.append("document_saved")
 
     @hookimpl
+    def summary_saved(self, path: str) -> None:
+        self.calls.append("summary_saved")
+
+    @hookimpl
     def document_deleted(self, path: str) -> None:
         self.calls.append("document_deleted")
 
@@ -212,8 +217,10 @@ def test_every_hook_is_called_through_the_app(make_app: AppFactory) -> None:
 
     doc = app.document_saved(TENANT, PROJECT, "documents/zebra.md", ZEBRA)
     assert doc is not None and doc.rag_dirty  # the default plugin's result came through
+    doc = app.summary_saved(TENANT, PROJECT, "documents/zebra.md", "Zebras, in short.")
+    assert doc is not None and doc.summary == "Zebras, in short."
     app.scheduler.run_until_idle(timeout_s=30)
-    assert app.rags.chunk_count(rag) == 1
+    assert app.rags.chunk_count(rag) == 2  # the content chunk and the summary chunk
 
     assert app.pre_turn(TENANT, PROJECT, ["zebra stripes"], RagParams(min_score=0.05))
     assert len(app.tools(TENANT, PROJECT)) == 8
@@ -231,6 +238,7 @@ def test_every_hook_is_called_through_the_app(make_app: AppFactory) -> None:
     assert spy.calls[len(opened) :] == [
         "project_bring",
         "document_saved",
+        "summary_saved",
         "pre_turn",
         "register_tools",
         "document_deleted",

@@ -86,6 +86,60 @@ def test_a_lambda_runs_in_process(sandbox: ExtractionSandbox) -> None:
     assert read.text is not None and read.text.text == "HI"
 
 
+def test_an_extractor_of_the_main_script_runs_in_process_with_a_warning(
+    sandbox: ExtractionSandbox, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A host script's own function (``__main__.fn``) pickles by reference, but a worker's
+    ``__main__`` is not that script: it would fail to load the job and die. It runs here."""
+    import logging
+    import os
+    import sys
+
+    def own_pid(data: bytes, path: str) -> str:
+        return str(os.getpid())
+
+    own_pid.__module__, own_pid.__qualname__ = "__main__", "vtr_script_extractor"
+    monkeypatch.setattr(sys.modules["__main__"], "vtr_script_extractor", own_pid, raising=False)
+    registry = ExtractorRegistry()
+    registry.register(["application/x-script"], own_pid, name="acme.script")
+    entry = registry.find_entry("application/x-script", "a")
+    assert entry is not None
+    with caplog.at_level(logging.WARNING, logger="vancetope_rag"):
+        for _ in range(2):
+            text = sandbox.run(
+                entry, b"", "a", "application/x-script", ExtractOptions(), 100, timeout_s=5
+            )
+            assert text.text == str(os.getpid())
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings  # once per extractor, not per file
+    assert "acme.script" in warnings[0] and "__main__" in warnings[0]
+    assert "move it into a module" in warnings[0]
+
+
+def test_an_extractor_no_worker_can_import_is_a_clear_error(
+    sandbox: ExtractionSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module made at run time pickles by reference here and exists nowhere else: the
+    worker says what it could not load, and stays up for the next file."""
+    import sys
+    import types
+
+    made = types.ModuleType("vtr_made_at_run_time")
+
+    def upper(data: bytes, path: str) -> str:
+        return data.decode().upper()
+
+    upper.__module__, upper.__qualname__ = made.__name__, "upper"
+    made.upper = upper  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, made.__name__, made)
+    svc = service(sandbox, made=upper)
+    read = svc.extract(b"hi", path="a.made", mime="application/x-made", plan=PLAN)
+    assert read.failed and "could not load the extractor" in (read.record.error or "")
+    assert "vtr_made_at_run_time" in (read.record.error or "")
+    ok = service(sandbox, pid=hostile_extractors.pid)
+    assert ok.extract(b"", path="a.pid", mime="application/x-pid", plan=PLAN).text is not None
+
+
 def test_the_worker_really_runs_elsewhere(sandbox: ExtractionSandbox) -> None:
     registry = ExtractorRegistry()
     registry.register(["application/x-pid"], hostile_extractors.pid)

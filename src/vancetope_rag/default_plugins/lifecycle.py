@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.hookspecs import hookimpl
@@ -37,17 +38,27 @@ def document_saved(
     content: str,
     mime_type: str | None,
     rag_enabled: str | None,
+    metadata: Mapping[str, Any] | None,
 ) -> Document:
     if not isinstance(content, str):
         raise InvalidInputError("document content must be text")
     # Every argument is checked before anything is written: a bad override must not leave
-    # a created document behind.
+    # a created document behind (the metadata is checked by the upsert, before it writes).
     override = None if rag_enabled is None else parse_override(rag_enabled)
-    result = app.documents.upsert_by_path(tenant_id, project_id, path, content, mime_type=mime_type)
+    result = app.documents.upsert_by_path(
+        tenant_id, project_id, path, content, mime_type=mime_type, metadata=metadata
+    )
     doc = result.document
     if rag_enabled is not None and override != doc.rag_enabled:
         doc = app.documents.set_rag_enabled_override(tenant_id, project_id, doc.id, rag_enabled)
     return doc
+
+
+@hookimpl
+def summary_saved(
+    app: RagApp, tenant_id: str, project_id: str, path: str, summary: str | None
+) -> Document:
+    return app.documents.set_summary_by_path(tenant_id, project_id, path, summary)
 
 
 @hookimpl

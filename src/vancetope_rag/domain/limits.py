@@ -21,6 +21,8 @@ __all__ = [
     "EXTRACT_VISION_CONCURRENCY",
     "EXTRACT_VISION_MAX_PAGES",
     "HARD_MAX_TEXT_CHARS",
+    "HOST_METADATA_MAX_CHARS",
+    "HOST_METADATA_MAX_KEYS",
     "MAX_PER_DOCUMENT_MAX",
     "MAX_TEXT_CHARS",
     "MAX_TEXT_CHARS_MIN",
@@ -53,6 +55,14 @@ accepts."""
 
 TOP_K_MAX: Final[int] = 100
 """The most hits one query may ask for (``rag.topK``, ``EngineConfig.retrieval_top_k``)."""
+
+HOST_METADATA_MAX_KEYS: Final[int] = 32
+"""The most keys of the metadata a host saves with a document (``document_saved``); every
+chunk of the document carries them."""
+
+HOST_METADATA_MAX_CHARS: Final[int] = 4096
+"""The most characters (as JSON, keys and values) of the metadata a host saves with a
+document: it is copied into every chunk of the document."""
 
 MAX_PER_DOCUMENT_MAX: Final[int] = 100
 """The most hits from one document a query may allow (``rag.maxPerDocument``,

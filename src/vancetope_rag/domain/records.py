@@ -97,6 +97,10 @@ class Document:
     #: extractor's fingerprints, the sections, a truncation or the failure. None for a
     #: document whose content the host wrote itself.
     extraction: str | None = None
+    #: What the host saved with the document (``document_saved(..., metadata=...)``): string
+    #: keys, scalar values (:mod:`~vancetope_rag.domain.host_metadata`); copied into the
+    #: metadata of every chunk, so LlamaIndex metadata filters select by it.
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,9 +88,16 @@ MAX_METADATA_KEYS, MAX_METADATA_CHARS = 64, 65_536
 Scalar = str | int | float | bool | None
 
 
-def check_metadata(value: object) -> dict[str, Scalar]:
-    """Chunk metadata from a caller: an object of at most 64 string keys whose values are
-    strings, numbers, booleans or null, 64 KiB of JSON at most.
+def check_metadata(
+    value: object,
+    *,
+    what: str = "metadata",
+    max_keys: int = MAX_METADATA_KEYS,
+    max_chars: int = MAX_METADATA_CHARS,
+) -> dict[str, Scalar]:
+    """Metadata from a caller: an object of at most ``max_keys`` string keys (64 for a
+    chunk's) whose values are strings, numbers, booleans or null, ``max_chars`` characters
+    of JSON at most (64 KiB for a chunk's).
 
     Raises:
         InvalidInputError: Another shape, or too large; the message says which.
@@ -98,25 +105,25 @@ def check_metadata(value: object) -> dict[str, Scalar]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise InvalidInputError("metadata must be an object of string keys")
-    if len(value) > MAX_METADATA_KEYS:
-        raise InvalidInputError(f"metadata has more than {MAX_METADATA_KEYS} keys")
+        raise InvalidInputError(f"{what} must be an object of string keys")
+    if len(value) > max_keys:
+        raise InvalidInputError(f"{what} has {len(value)} keys, more than {max_keys}")
     out: dict[str, Scalar] = {}
     size = 0
     for key, item in value.items():
-        check_label(key, "a metadata key", 100)
+        check_label(key, f"a {what} key", 100)
         if (isinstance(item, float) and item != item) or item in (float("inf"), float("-inf")):
-            raise InvalidInputError(f"metadata {key!r} must be a finite number")
+            raise InvalidInputError(f"{what} {key!r} must be a finite number")
         if isinstance(item, str):
-            check_label(item, f"metadata {key!r}", MAX_METADATA_CHARS)
+            check_label(item, f"{what} {key!r}", max_chars)
         elif not isinstance(item, int | float | bool) and item is not None:
             raise InvalidInputError(
-                f"metadata {key!r} must be a string, number, boolean or null, "
+                f"{what} {key!r} must be a string, number, boolean or null, "
                 f"got {type(item).__name__}"
             )
         size += len(key) + len(str(item)) + 8
-        if size > MAX_METADATA_CHARS:
-            raise InvalidInputError(f"metadata is larger than {MAX_METADATA_CHARS:,} characters")
+        if size > max_chars:
+            raise InvalidInputError(f"{what} is larger than {max_chars:,} characters")
         out[key] = item
     return out
 

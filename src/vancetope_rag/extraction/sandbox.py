@@ -11,12 +11,16 @@ passes its time limit is killed and replaced, and the call fails with
 limit, so a file that would fill memory fails there instead of taking the host down.
 
 An extractor that cannot be pickled (a lambda, a closure a plugin registered) runs in the
-calling process, without the time limit; name a module-level function to get it.
+calling process, without the time limit; name a module-level function to get it. So does one
+defined in the host's main script (``__main__``): it pickles, but a worker's ``__main__`` is not
+that script, so no worker could load it; that one is named in a warning, once, saying to move
+it into a module.
 """
 
 from __future__ import annotations
 
 import atexit
+import io
 import os
 import pickle
 import subprocess
@@ -79,6 +83,12 @@ def _serve(inbox: Connection, outbox: Connection, memory_bytes: int) -> None:
             job: _Job = inbox.recv()
         except (EOFError, OSError):
             return
+        except Exception as exc:  # the message came whole, but this interpreter cannot load it
+            try:
+                outbox.send(("error", ExtractionError.code, _unloadable_message(exc), None))
+            except (OSError, ValueError):
+                return
+            continue
         try:
             reply: tuple[Any, ...] = (
                 "ok",
@@ -102,6 +112,14 @@ def _serve(inbox: Connection, outbox: Connection, memory_bytes: int) -> None:
             return
 
 
+def _unloadable_message(exc: Exception) -> str:
+    return (
+        "cannot extract text: the extraction process could not load the extractor "
+        f"({type(exc).__name__}: {exc}); register a function of a module that a fresh Python "
+        "interpreter can import (on sys.path, not defined at run time)"
+    )
+
+
 def _memory_message(path: str, memory_bytes: int) -> str:
     return (
         f"cannot extract text from {path!r}: reading it needs more than "
@@ -113,6 +131,36 @@ _CHILD = (
     "import sys; from vancetope_rag.extraction.sandbox import child_main; "
     "child_main(int(sys.argv[1]), int(sys.argv[2]))"
 )
+
+
+class _MainFinder(pickle.Pickler):
+    """Pickles into nothing, noting the first function or class pickled by reference to the
+    main script (``__main__``): a worker cannot import it."""
+
+    def __init__(self) -> None:
+        super().__init__(io.BytesIO())
+        self.from_main: str | None = None
+
+    def persistent_id(self, obj: Any) -> None:  # called for every object pickled
+        # functions and classes pickle by reference (module and name); nothing else does
+        by_reference = isinstance(obj, type) or callable(obj)
+        if (
+            self.from_main is None
+            and by_reference
+            and getattr(obj, "__module__", None) == "__main__"
+        ):
+            self.from_main = getattr(obj, "__qualname__", repr(obj))
+
+
+def _main_script_reference(entry: ExtractorEntry) -> str | None:
+    """The name of what ``entry`` holds from ``__main__``, or None.
+
+    Raises:
+        Exception: ``entry`` cannot be pickled at all (a lambda, a closure).
+    """
+    finder = _MainFinder()
+    finder.dump(entry)
+    return finder.from_main
 
 
 class _Worker:
@@ -165,6 +213,8 @@ class ExtractionSandbox:
         self._started = 0
         self._cond = threading.Condition()
         self._pid = os.getpid()
+        #: Extractors of the main script already named in a warning.
+        self._warned: set[str] = set()
 
     def run(
         self,
@@ -185,9 +235,12 @@ class ExtractionSandbox:
         """
         job = _Job(entry, data, path, mime, options, budget)
         try:
-            pickle.dumps(entry)
+            from_main = _main_script_reference(entry)
         except Exception:  # a lambda or closure: no worker can receive it
             log.debug("extractor %s cannot be pickled; extracting in process", entry.name)
+            return run_extractor(entry, data, path, mime, options, budget)
+        if from_main is not None:
+            self._warn_main_script(entry, from_main, timeout_s)
             return run_extractor(entry, data, path, mime, options, budget)
         worker = self._acquire()
         healthy = False
@@ -216,6 +269,22 @@ class ExtractionSandbox:
             result: ExtractedText = reply[1]
             return result
         raise error_from_code(reply[1], reply[2], reply[3])
+
+    def _warn_main_script(self, entry: ExtractorEntry, name: str, timeout_s: float) -> None:
+        with self._cond:
+            if entry.name in self._warned:
+                return
+            self._warned.add(entry.name)
+        log.warning(
+            "extractor %s uses %s of the main script (__main__), which a worker process "
+            "cannot import: it runs in this process, without the %g s time limit "
+            "(rag.extract.timeoutSeconds) and the memory limit. To run it in a worker, move "
+            "it into a module on sys.path (e.g. shiplog.py next to the script) and import it "
+            "from there",
+            entry.name,
+            name,
+            timeout_s,
+        )
 
     def _acquire(self) -> _Worker:
         with self._cond:

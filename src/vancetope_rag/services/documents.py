@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from vancetope_rag.domain.eligibility import guess_mime_type, is_rag_eligible
+from vancetope_rag.domain.host_metadata import check_host_metadata
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Document, IndexState, RagState
 from vancetope_rag.domain.texts import check_label, has_lone_surrogate
 from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError
@@ -120,8 +121,10 @@ class DocumentService:
         summary: str | None = None,
         rag_enabled: bool | None = None,
         extraction: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Document:
         path = check_path(path)
+        meta = check_host_metadata(metadata)
         if not isinstance(content, str):
             raise InvalidInputError("document content must be text")
         if has_lone_surrogate(content):
@@ -145,6 +148,7 @@ class DocumentService:
                     rag_enabled=rag_enabled,
                     rag_dirty=dirty,
                     extraction=extraction,
+                    metadata=meta,
                 )
             )
             if dirty:
@@ -165,10 +169,17 @@ class DocumentService:
         summary: str | _Unset | None = UNSET,
         rag_enabled: bool | _Unset | None = UNSET,
         extraction: str | _Unset | None = UNSET,
+        metadata: Mapping[str, Any] | _Unset = UNSET,
     ) -> Document:
-        """Update fields; sets ``ragDirty`` when content, path, summary or override change
-        for a document that is (or was) eligible. New content without an ``extraction``
-        record drops the old one: the host wrote the text, no file was read."""
+        """Update fields; sets ``ragDirty`` when content, path, summary, metadata or override
+        change for a document that is (or was) eligible. New content without an
+        ``extraction`` record drops the old one: the host wrote the text, no file was read."""
+        if not isinstance(metadata, _Unset):
+            metadata = check_host_metadata(metadata)
+        if not isinstance(summary, str | _Unset) and summary is not None:
+            raise InvalidInputError(
+                f"a summary must be text or None (to remove it), got {type(summary).__name__}"
+            )
         before = self.get(tenant_id, project_id, document_id)
         if (
             isinstance(extraction, _Unset)
@@ -187,6 +198,7 @@ class DocumentService:
             or (not isinstance(path, _Unset) and path != before.path)
             or (not isinstance(mime_type, _Unset) and mime_type != before.mime_type)
             or (not isinstance(summary, _Unset) and summary != before.summary)
+            or (not isinstance(metadata, _Unset) and metadata != before.metadata)
             or (not isinstance(rag_enabled, _Unset) and rag_enabled != before.rag_enabled)
         )
         after_path = before.path if isinstance(path, _Unset) else path
@@ -208,6 +220,7 @@ class DocumentService:
                     rag_enabled=rag_enabled,
                     mark_dirty=changed and relevant,
                     extraction=extraction,
+                    metadata=metadata,
                 ),
             )
             if changed and relevant:
@@ -225,8 +238,10 @@ class DocumentService:
         *,
         mime_type: str | None,
         extraction: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> UpsertResult:
-        """Create the document at ``path`` or update it if its content changed (imports).
+        """Create the document at ``path`` or update it if its content (or the host's
+        ``metadata``; None keeps the stored one) changed (imports, ``document_saved``).
 
         ``extraction`` is the import's record of reading the file; it replaces the stored one.
         Same content under a record whose sections differ still queues the document: its
@@ -235,14 +250,22 @@ class DocumentService:
             raise InvalidInputError("document content must be text")
         if mime_type is not None:
             check_label(mime_type, "mimeType", 255)
+        meta = None if metadata is None else check_host_metadata(metadata)
         existing = self.get_by_path(tenant_id, project_id, check_path(path))
         if existing is None:
             doc = self.create(
-                tenant_id, project_id, path, content, mime_type=mime_type, extraction=extraction
+                tenant_id,
+                project_id,
+                path,
+                content,
+                mime_type=mime_type,
+                extraction=extraction,
+                metadata=meta,
             )
             return UpsertResult(doc, "created")
         same_mime = mime_type is None or mime_type == existing.mime_type
-        if existing.content == content and same_mime:
+        same_meta = meta is None or meta == existing.metadata
+        if existing.content == content and same_mime and same_meta:
             if extraction is None or extraction == existing.extraction:
                 return UpsertResult(existing, "unchanged")
             doc = self._replace_record(existing, extraction)
@@ -254,6 +277,7 @@ class DocumentService:
             content=content,
             mime_type=UNSET if mime_type is None else mime_type,
             extraction=extraction if extraction is not None else UNSET,
+            metadata=UNSET if meta is None else meta,
         )
         return UpsertResult(doc, "updated")
 
@@ -359,11 +383,28 @@ class DocumentService:
     def set_summary(
         self, tenant_id: str, project_id: str, document_id: str, summary: str | None
     ) -> Document:
-        """Store a summary and queue the document so its summary chunk is written."""
-        self.control.update_document(
-            tenant_id, project_id, document_id, DocumentChange(summary=summary)
-        )
-        return self.mark_rag_dirty(tenant_id, project_id, document_id)
+        """Store a summary (None removes it) and, when it changed for an eligible document,
+        queue the document so its summary chunk is written (spec §4.2), in one step."""
+        return self.update(tenant_id, project_id, document_id, summary=summary)
+
+    def set_summary_by_path(
+        self, tenant_id: str, project_id: str, path: str, summary: str | None
+    ) -> Document:
+        """:meth:`set_summary` for the document at ``path`` (the host's ``summary_saved``).
+
+        Raises:
+            DocumentNotFoundError: No document has that path (save the document first).
+            InvalidInputError: A bad path, or a summary that is not text or None.
+        """
+        doc = self.get_by_path(tenant_id, project_id, check_path(path))
+        if doc is None:
+            raise DocumentNotFoundError(
+                f"no document at {path!r} in project {project_id!r}: save the document "
+                "(document_saved) before its summary",
+                tenant_id=tenant_id,
+                project_id=project_id,
+            )
+        return self.set_summary(tenant_id, project_id, doc.id, summary)
 
     def mark_rag_dirty(self, tenant_id: str, project_id: str, document_id: str) -> Document:
         """Queue one document for the indexer (the summary driver calls this, spec §4.2)."""

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from vancetope_rag.domain import host_metadata
 from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
 from vancetope_rag.domain.records import (
     Chunk,
@@ -75,6 +76,7 @@ def document_row(doc: NewDocument, doc_id: str, content_hash: str, now: float) -
         "index_state": new_document_state(doc).value,
         "index_last_error": doc.failed_reason,
         "extraction": doc.extraction,
+        "metadata": host_metadata.to_json(doc.metadata),
         "content_hash": content_hash,
         "created_at": now,
         "updated_at": now,
@@ -112,6 +114,7 @@ def restored_document_row(doc: Document) -> dict[str, Any]:
         "created_at": _ts(doc.created_at),
         "updated_at": _ts(doc.updated_at),
         "extraction": doc.extraction,
+        "metadata": host_metadata.to_json(doc.metadata),
     }
 
 
@@ -182,6 +185,7 @@ def row_to_document(r: Mapping[str, Any]) -> Document:
         created_at=dt(r["created_at"]),
         updated_at=dt(r["updated_at"]),
         extraction=r["extraction"],
+        metadata=host_metadata.from_json(r["metadata"]),
     )
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from vancetope_rag.domain import host_metadata
 from vancetope_rag.domain.records import Document, IndexState, RagRecord
 from vancetope_rag.errors import (
     DimensionMismatchError,
@@ -89,6 +90,8 @@ class DocumentChanges:
             values["rag_enabled"] = c.rag_enabled
         if not isinstance(c.extraction, _Unset):
             values["extraction"] = c.extraction
+        if not isinstance(c.metadata, _Unset):
+            values["metadata"] = host_metadata.to_json(c.metadata)
         if c.failed_reason is not None and c.mark_dirty:
             raise ValueError("a change either queues the document or fails it, not both")
         return cls(values, c.mark_dirty, c.failed_reason)

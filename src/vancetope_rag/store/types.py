@@ -8,8 +8,9 @@ adapters share lives in :mod:`.shared`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from vancetope_rag.domain.records import IndexState, RagRecord
 
@@ -64,6 +65,8 @@ class NewDocument:
     #: Create the document FAILED with this reason (its file could not be read): no
     #: content, nothing for the indexer to do until it is fixed.
     failed_reason: str | None = None
+    #: The host's metadata (:attr:`Document.metadata`), checked by the service.
+    metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,8 @@ class DocumentChange:
     mark_dirty: bool = False
     #: JSON of the import's extraction record (:attr:`Document.extraction`).
     extraction: str | _Unset | None = UNSET
+    #: The host's metadata, replacing the stored one (:attr:`Document.metadata`).
+    metadata: Mapping[str, Any] | _Unset = UNSET
     #: Mark the document FAILED with this reason (its file could not be read), ending any
     #: claim; a change either queues the document or fails it, not both.
     failed_reason: str | None = None

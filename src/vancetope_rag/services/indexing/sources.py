@@ -90,7 +90,8 @@ def document_parts(
 
     Content read from a file with sections (pages, sheets, slides) is one text per section,
     so no chunk spans two and each chunk's metadata names its section; the sections are used
-    only while the document still holds the text they were recorded for.
+    only while the document still holds the text they were recorded for. Every text carries
+    the host's metadata of the document (:attr:`Document.metadata`), so its chunks do.
     """
     texts = [(doc.content, ChunkKind.CONTENT.value)]
     if include_summaries and doc.summary:
@@ -107,15 +108,19 @@ def document_parts(
         kept, cut = clip(text)
         truncated = truncated or cut
         if kind == ChunkKind.CONTENT.value and spans:
-            parts += section_parts(sections_of(kept, spans), doc.path)
+            parts += section_parts(sections_of(kept, spans), doc.path, doc.metadata)
         else:
-            parts.append(SourceText(kept, kind, doc.path))
+            parts.append(SourceText(kept, kind, doc.path, dict(doc.metadata)))
     return parts, truncated
 
 
-def section_parts(sections: Sequence[Section], path: str | None) -> list[SourceText]:
-    """One content text per section, its title in the ``section`` metadata the label shows."""
+def section_parts(
+    sections: Sequence[Section], path: str | None, metadata: Mapping[str, Any] | None = None
+) -> list[SourceText]:
+    """One content text per section, its title in the ``section`` metadata the label shows
+    (beside ``metadata``, which may not name it: see :mod:`~vancetope_rag.domain.host_metadata`)."""
+    base = dict(metadata or {})
     return [
-        SourceText(s.text, path=path, metadata={SECTION_KEY: s.title} if s.title else {})
+        SourceText(s.text, path=path, metadata={**base, SECTION_KEY: s.title} if s.title else base)
         for s in sections
     ]

@@ -12,6 +12,10 @@ Schema versions of the MongoDB store:
    index, ``rag_names`` points at the live generation of each name (see
    :mod:`.mongo.catalog`), ``migrations`` and ``migration_items`` record rebuilds. Done on
    open (:func:`~.mongo.catalog.upgrade_catalog`): every existing RAG gets its pointer.
+4. Documents carry the metadata the host saved with them (``metadata``: JSON object text, as
+   in the SQL stores, since a host's keys may hold ``.`` or ``$``, which BSON field names may
+   not). Nothing is rewritten: a document written before has no such field and reads as
+   ``{}``; the version keeps an older package, which would drop it, from opening the store.
 
 Opening a version-1 store that holds chunks does not strand them: the control plane works,
 chunk operations fail with a :class:`StoreError` that says to run ``init``, and ``init``
@@ -40,7 +44,7 @@ from vancetope_rag.store.mongo.chunks import MongoChunkStore
 log = get_logger(__name__)
 
 #: Version of the document shapes in the database; a newer one is refused on open.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA_ID = "vancetope_rag"
 LEGACY_CHUNKS = "chunks"
 _BATCH = 500

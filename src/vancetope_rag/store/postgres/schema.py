@@ -247,6 +247,11 @@ STEPS: tuple[str, ...] = (
     END
     $$;
     """,
+    # 4: the metadata the host saved with a document (JSON object text, as in SQLite; the
+    # indexer copies it into the document's chunks). Documents written before have none.
+    """
+    ALTER TABLE documents ADD COLUMN metadata text NOT NULL DEFAULT '{}';
+    """,
 )
 
 SCHEMA_VERSION = len(STEPS)

@@ -5,7 +5,7 @@ Pure data; :mod:`.sqlite.db` runs them in one transaction when it opens a file.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: Ordered schema upgrades; index i brings the schema from version i to i + 1. Never edit a shipped
 #: entry: add a new one.
@@ -209,5 +209,10 @@ UPGRADES: tuple[str, ...] = (
     # 6 -> 7: what an import's text extraction recorded (JSON: hashes, fingerprint, sections).
     """
     ALTER TABLE documents ADD COLUMN extraction TEXT;
+    """,
+    # 7 -> 8: the metadata the host saved with a document (JSON object text; the indexer
+    # copies it into the document's chunks). Documents written before have none.
+    """
+    ALTER TABLE documents ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}';
     """,
 )

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from vancetope_rag.domain import host_metadata
 from vancetope_rag.domain.records import (
     Document,
     IndexState,
@@ -275,6 +276,7 @@ def new_document_update(doc: NewDocument, content_hash: str, time: TimeSource) -
         "indexAttempts": 0,
         "indexLastError": doc.failed_reason,
         "extraction": doc.extraction,
+        "metadata": host_metadata.to_json(doc.metadata),
         "indexNextAttemptAt": None,
         "indexedAt": None,
         "ragIndexedHash": None,
@@ -295,6 +297,7 @@ _DOCUMENT_FIELDS = {
     "summary": "summary",
     "rag_enabled": "ragEnabled",
     "extraction": "extraction",
+    "metadata": "metadata",
 }
 
 
@@ -371,6 +374,7 @@ def document_from_bson(d: Mapping[str, Any]) -> Document:
         created_at=from_bson_time(d.get("createdAt")),
         updated_at=from_bson_time(d.get("updatedAt")),
         extraction=d.get("extraction"),
+        metadata=host_metadata.from_json(d.get("metadata")),
     )
 
 
@@ -406,6 +410,7 @@ def document_to_bson(doc: Document, now: datetime) -> dict[str, Any]:
         "createdAt": to_bson_time(doc.created_at or now),
         "updatedAt": to_bson_time(doc.updated_at or now),
         "extraction": doc.extraction,
+        "metadata": host_metadata.to_json(doc.metadata),
     }
 
 
