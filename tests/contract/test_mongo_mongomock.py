@@ -122,7 +122,7 @@ def test_mongomock_defaults(mstore: MongoStore, fake_clock: Any) -> None:
     assert {"tenant_project_rag_claim_idx", "tenant_project_dirty_claim_order_idx"} <= set(
         documents
     )
-    assert mstore.database["schema"].find_one()["version"] == 3
+    assert mstore.database["schema"].find_one()["version"] == 4
 
 
 def test_a_newer_schema_is_refused(fake_clock: Any) -> None:
@@ -395,7 +395,7 @@ def test_a_schema_1_store_is_migrated_by_init_and_nothing_is_stranded(fake_clock
     statuses = store.initialize()
     assert {s.collection for s in statuses} == {"chunks_8", "chunks_16"}
     assert "chunks" not in db.list_collection_names()
-    assert db["schema"].find_one()["version"] == 3
+    assert db["schema"].find_one()["version"] == 4
     # the interrupted swap resolves to its newer side, as the old reader showed it
     assert ids(store.chunks.get_chunks(SCOPE)) == ["a"]
     assert store.chunks.query(SCOPE, unit(2), 1)[0].score == pytest.approx(1.0)

@@ -179,7 +179,7 @@ def test_a_schema_2_store_gets_its_live_pointers_on_open(clock: Any) -> None:
     assert rag is not None and (rag.id, rag.state, rag.generation) == ("r1", RagState.LIVE, 1)
     assert [r.id for r in store.control.list_rags(T, P)] == ["r1"]
     assert ix.LEGACY_RAG_NAME_INDEX not in db["rags"].index_information()
-    assert db["schema"].find_one()["version"] == 3
+    assert db["schema"].find_one()["version"] == 4
     again = open_mongo_store(
         "mongodb://localhost/rag", clock=clock, client=client, vector_search="exact"
     )

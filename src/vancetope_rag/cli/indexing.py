@@ -291,6 +291,15 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
     click.echo("documents: " + ", ".join(f"{k} {v}" for k, v in status.documents.items()))
     for line in progress_lines(status.progress):
         click.echo(line)
+    if status.needs_attention_count:
+        click.echo(
+            f"needs attention: {status.needs_attention_count} (indexed from the last readable "
+            "version of their file; fix the file and import again)"
+        )
+        for item in status.needs_attention:
+            click.echo(f"  {item.path}: {item.error}")
+        if status.needs_attention_count > len(status.needs_attention):
+            click.echo(f"  … and {status.needs_attention_count - len(status.needs_attention)} more")
 
 
 @cli.command("reindex")

@@ -247,6 +247,14 @@ STEPS: tuple[str, ...] = (
     END
     $$;
     """,
+    # 4: the import a document came from (its sync prunes by it), and why the last read of
+    # its file failed (kept through reindexes: "needs attention").
+    f"""
+    ALTER TABLE documents ADD COLUMN import_origin {_T};
+    ALTER TABLE documents ADD COLUMN extraction_error text;
+    CREATE INDEX documents_attention_idx ON documents (tenant_id, project_id, path)
+        WHERE extraction_error IS NOT NULL;
+    """,
 )
 
 SCHEMA_VERSION = len(STEPS)
