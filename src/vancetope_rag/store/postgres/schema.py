@@ -250,9 +250,9 @@ STEPS: tuple[str, ...] = (
     # 4: the import a document came from (its sync prunes by it), and why the last read of
     # its file failed (kept through reindexes: "needs attention").
     f"""
-    ALTER TABLE documents ADD COLUMN import_origin {_T};
-    ALTER TABLE documents ADD COLUMN extraction_error text;
-    CREATE INDEX documents_attention_idx ON documents (tenant_id, project_id, path)
+    ALTER TABLE documents ADD COLUMN IF NOT EXISTS import_origin {_T};
+    ALTER TABLE documents ADD COLUMN IF NOT EXISTS extraction_error text;
+    CREATE INDEX IF NOT EXISTS documents_attention_idx ON documents (tenant_id, project_id, path)
         WHERE extraction_error IS NOT NULL;
     """,
 )
