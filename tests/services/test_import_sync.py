@@ -214,3 +214,18 @@ def test_a_host_edit_takes_the_document_out_of_the_import(app: RagApp, folder: P
     (folder / "bees.md").unlink()
     summary = app.importer.import_directory(T, P, folder)
     assert summary.deleted == 0 and "documents/bees.md" in paths(app)
+
+
+def test_the_same_folder_in_another_project_or_tenant_is_left_alone(
+    app: RagApp, folder: Path
+) -> None:
+    app.bring(T, "p2")
+    app.bring("t2", P)
+    app.settings.set("t2", None, "ai.embedding.provider", "hashing")
+    for tenant, project in ((T, P), (T, "p2"), ("t2", P)):
+        app.importer.import_directory(tenant, project, folder)
+    (folder / "bees.md").unlink()
+    assert app.importer.import_directory(T, P, folder).deleted == 1
+    for tenant, project in ((T, "p2"), ("t2", P)):
+        kept = [d.path for d in app.documents.list_documents(tenant, project)]
+        assert "documents/bees.md" in kept

@@ -19,7 +19,14 @@ from vancetope_rag.domain.texts import check_label, has_lone_surrogate
 from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError
 from vancetope_rag.extraction.records import ExtractionRecord
 from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
-from vancetope_rag.store.types import UNSET, DocumentChange, NewDocument, RagScope, _Unset
+from vancetope_rag.store.types import (
+    UNSET,
+    DocumentChange,
+    ImportHead,
+    NewDocument,
+    RagScope,
+    _Unset,
+)
 
 RagOverride = Literal["auto", "on", "off"]
 _OVERRIDES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
@@ -107,6 +114,12 @@ class DocumentService:
         self, tenant_id: str, project_id: str, *, path_prefix: str | None = None
     ) -> list[Document]:
         return self.control.list_documents(tenant_id, project_id, path_prefix=path_prefix)
+
+    def import_heads(
+        self, tenant_id: str, project_id: str, *, path_prefix: str
+    ) -> list[ImportHead]:
+        """The documents under ``path_prefix`` without their texts (an import's sync)."""
+        return self.control.import_heads(tenant_id, project_id, path_prefix=path_prefix)
 
     def list_failures(self, tenant_id: str, project_id: str) -> list[Document]:
         """Documents whose last indexing pass failed: failed for good, or waiting to retry."""

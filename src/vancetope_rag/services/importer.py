@@ -273,7 +273,6 @@ class _Sync:
     """One folder sync: the documents of its key under the prefix, and those whose file
     the listing no longer holds (deleted at the end, unless a renamed file took one)."""
 
-    origin: str
     #: Documents of the key (and, adopting, those without a recorded origin), by path.
     members: dict[str, ImportHead]
     #: Members whose file is not listed, by path: deleted unless moved.
@@ -291,6 +290,8 @@ class _Sync:
         *,
         adopt: bool,
     ) -> _Sync:
+        # a listed file that is skipped (now a symlink, say) still counts as there: a sync
+        # deletes only what it is sure is gone
         present = {prefix + s.path for s in listed}
         # Only a document an import wrote has a record of reading a file: the host's and a
         # tool's have none, so adopting never takes one of them.
@@ -300,7 +301,7 @@ class _Sync:
             members.update((h.path, h) for h in imported_unowned)
         gone = {p: h for p, h in members.items() if p not in present}
         unadopted = 0 if adopt else sum(h.path not in present for h in imported_unowned)
-        return cls(origin, members, gone, unadopted)
+        return cls(members, gone, unadopted)
 
     def take(self, match: Callable[[ImportHead], bool]) -> ImportHead | None:
         """The first gone document that ``match`` accepts, no longer gone (it moves)."""
@@ -362,7 +363,7 @@ class DocumentImporter:
         origin = import_origin(root, prefix)
         sync = None
         if prune:
-            heads = self.documents.control.import_heads(tenant_id, project_id, path_prefix=prefix)
+            heads = self.documents.import_heads(tenant_id, project_id, path_prefix=prefix)
             sync = _Sync.start(heads, origin, prefix, listed, adopt=adopt)
         summary = self._run(
             tenant_id, project_id, listed, prefix, origin, sync, dry_run=dry_run, on_file=on_file
