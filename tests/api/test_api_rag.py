@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from api_support import API_KEY, POISON, ApiAppFactory, bearer, make_token
@@ -48,8 +49,11 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
         "documents",
         "truncatedDocuments",
         "progress",
+        "needsAttention",
+        "needsAttentionCount",
     }
     assert data["truncatedDocuments"] == 0
+    assert data["needsAttention"] == [] and data["needsAttentionCount"] == 0
     assert data["progress"]["busy"] is False and data["progress"]["migration"] is None
     assert data["progress"]["indexing"] | {"rate": 0} == {
         "done": 3,
@@ -341,3 +345,27 @@ def test_metrics_carry_no_tenant_data(make_api_app: ApiAppFactory) -> None:
     assert 'vance_rag_indexer_runs_total{outcome="failed"} 1.0' in text
     for private in ("t1", "p1", "secret-plans", "documents/", "tenant=", "project="):
         assert private not in text
+
+
+def test_status_lists_documents_that_need_attention(
+    make_api_app: ApiAppFactory, tmp_path: Path
+) -> None:
+    """Issue 20 item 2: a file replaced by a broken copy keeps its document indexed from the
+    last good text; after a reindex the status still says why (``needsAttention``)."""
+    import filemakers as fm
+
+    app = make_api_app()
+    app.settings.set(T, None, "ai.embedding.apiKey", API_KEY)
+    (tmp_path / "report.pdf").write_bytes(fm.text_pdf(["Harbour dues rise in spring"]))
+    app.importer.import_directory(T, "p1", tmp_path)
+    app.scheduler.run_until_idle(timeout_s=30)
+    (tmp_path / "report.pdf").write_bytes(fm.encrypted_pdf("Harbour dues rise in spring"))
+    app.importer.import_directory(T, "p1", tmp_path)
+    with TestClient(create_api(app)) as c:
+        assert c.post(f"{BASE}/rag/reindex", headers=bearer()).status_code == 200
+        app.scheduler.run_until_idle(timeout_s=30)
+        status = c.get(f"{BASE}/rag/status", headers=bearer()).json()
+    assert status["documents"]["indexed"] == 1 and status["documents"]["failed"] == 0
+    assert status["needsAttentionCount"] == 1
+    [item] = status["needsAttention"]
+    assert item["path"] == "documents/report.pdf" and "encrypted" in item["error"]

@@ -270,3 +270,29 @@ def test_unreadable_and_truncated_files_are_shown_with_their_reasons(
     expect(row.locator(".doc-state")).to_have_text(
         "indexed (truncated: only the first 1 of 2 pages were read (rag.extract.maxPages))"
     )
+
+
+def test_a_document_kept_from_a_broken_copy_needs_attention(
+    page: sync_api.Page, ui_app: RagApp, tmp_path: Path
+) -> None:
+    """Issue 20 item 2 in the UI: the document stays indexed from its last good text, and the
+    status card lists it under "Needs attention" with the reason, also after a reindex."""
+    import filemakers as fm
+
+    expect = sync_api.expect
+    folder = tmp_path / "files"
+    folder.mkdir()
+    (folder / "report.pdf").write_bytes(fm.text_pdf(["Harbour dues rise in spring"]))
+    ui_app.importer.import_directory(T, "p1", folder)
+    ui_app.scheduler.run_until_idle(timeout_s=30)
+    (folder / "report.pdf").write_bytes(fm.encrypted_pdf("Harbour dues rise in spring"))
+    ui_app.importer.import_directory(T, "p1", folder)
+    ui_app.project_rags.reindex(T, "p1")
+    ui_app.scheduler.run_until_idle(timeout_s=30)
+    page.goto(f"/ui/t1/p1?token={make_token()}")
+    expect(page.locator("#attention-box")).to_be_visible()
+    expect(page.locator("#attention-count")).to_have_text("(1)")
+    row = page.locator('#attention-table tr[data-path="documents/report.pdf"]')
+    expect(row).to_contain_text("encrypted")
+    doc_row = page.locator('#documents-table tr[data-path="documents/report.pdf"]')
+    expect(doc_row.locator(".doc-state")).to_have_text("indexed")

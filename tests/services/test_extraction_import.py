@@ -318,8 +318,10 @@ def test_a_fixed_file_replaces_its_failed_document(app: RagApp, files: Path) -> 
 def test_an_indexed_file_that_becomes_unreadable_keeps_its_last_text(
     app: RagApp, files: Path
 ) -> None:
-    """A file replaced by a broken or locked copy fails visibly, and what was found before is
-    still found (nothing is lost); a readable version replaces it again."""
+    """A file replaced by a broken or locked copy fails visibly (the import lists it, the
+    status shows it under "needs attention"), and what was found before is still found: the
+    document stays indexed from its last good text (nothing is lost); a readable version
+    replaces it again."""
     (files / "report.pdf").write_bytes(fm.text_pdf(["Cover", "Harbour dues rise in spring"]))
     app.importer.import_directory(T, P, files)
     ticks_until_idle(app)
@@ -328,8 +330,9 @@ def test_an_indexed_file_that_becomes_unreadable_keeps_its_last_text(
     summary = app.importer.import_directory(T, P, files)
     assert "encrypted" in summary.failed_files[0].reason
     doc = app.documents.get_by_path(T, P, "documents/report.pdf")
-    assert doc is not None and doc.index_state is IndexState.FAILED
-    assert "keeps the text of its last readable version" in (doc.index_last_error or "")
+    assert doc is not None and doc.index_state is IndexState.INDEXED
+    assert "keeps the text of its last readable version" in (doc.extraction_error or "")
+    assert [a.path for a in app.project_rags.status(T, P).needs_attention] == [doc.path]
     assert "report.pdf — page 2" in context(app, "harbour dues spring")
     # A reindex rebuilds it from the kept text, sections included.
     app.documents.mark_all_for_reindex(T, P)
@@ -341,6 +344,7 @@ def test_an_indexed_file_that_becomes_unreadable_keeps_its_last_text(
     doc = app.documents.get_by_path(T, P, "documents/report.pdf")
     assert doc is not None and doc.index_state is IndexState.INDEXED
     assert "autumn" in doc.content and "spring" not in doc.content
+    assert doc.extraction_error is None
 
 
 def test_a_budget_truncates_and_says_so(app: RagApp) -> None:

@@ -129,16 +129,20 @@ def test_a_file_swapped_for_a_symlink_to_dev_zero_is_not_read(app: RagApp, tmp_p
 
 
 @pytest.mark.timeout(30)
-def test_a_file_that_vanished_after_the_listing_is_skipped(app: RagApp, tmp_path: Path) -> None:
+def test_a_file_that_vanished_after_the_listing_fails(app: RagApp, tmp_path: Path) -> None:
+    """Counted failed (issue 20 item 1: a sync never prunes it in the same run), and no
+    document is written for it."""
     root = _folder(tmp_path)
     sources = _listed(root)
     (root / "sub" / "b.md").unlink()
 
     summary = app.importer.import_sources(T, P, sources)
 
-    assert [(s.path, s.reason) for s in summary.skipped_files] == [
-        ("sub/b.md", "it vanished after it was listed")
+    assert summary.skipped_files == []
+    assert [(s.path, s.reason) for s in summary.failed_files] == [
+        ("sub/b.md", "it vanished after it was listed; its document, if any, is kept")
     ]
+    assert app.documents.get_by_path(T, P, "documents/sub/b.md") is None
     _others_imported(app)
 
 

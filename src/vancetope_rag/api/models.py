@@ -63,6 +63,13 @@ class StatusProgress(_Model):
     )
 
 
+class AttentionEntry(_Model):
+    """A document indexed from an earlier readable version of its file."""
+
+    path: str
+    error: str = Field(description="why the last read of the file failed (secrets removed)")
+
+
 class StatusResponse(_Model):
     """Spec §7 snapshot of ``_documents`` with per-state document counts and progress."""
 
@@ -75,6 +82,12 @@ class StatusResponse(_Model):
     documents: dict[str, int]
     truncatedDocuments: int = Field(description="documents indexed only up to the text limit")
     progress: StatusProgress
+    needsAttention: list[AttentionEntry] = Field(
+        description="documents indexed from the last readable version of their file, whose "
+        "latest version could not be read (the first ones by path): fix the file and import "
+        "it again"
+    )
+    needsAttentionCount: int = Field(description="all documents that need attention")
 
 
 class ReindexResponse(_Model):

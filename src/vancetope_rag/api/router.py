@@ -194,10 +194,17 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
         dependencies=[Depends(KnownQuery())],
     )
     def rag_status(scope: ProjectScope = gate) -> StatusResponse:
-        """Spec §7 snapshot of the ``_documents`` RAG, per-state document counts, and the
-        progress of the indexer and of a rebuild (``progress.busy``: poll while true)."""
+        """Spec §7 snapshot of the ``_documents`` RAG, per-state document counts, the
+        progress of the indexer and of a rebuild (``progress.busy``: poll while true), and
+        the documents that need attention (indexed from an earlier readable version of their
+        file)."""
         status = app.project_rags.status(scope.tenant, scope.project)
-        return StatusResponse.model_validate(status.to_json())
+        data = status.to_json()
+        known = secrets_of(scope.tenant, scope.project)
+        data["needsAttention"] = [
+            {"path": a.path, "error": redact(a.error, known)} for a in status.needs_attention
+        ]
+        return StatusResponse.model_validate(data)
 
     @router.post(
         f"{prefix}/rag/reindex",

@@ -19,6 +19,7 @@ from vancetope_rag.cli.base import Ctx, FilePath, cli, emit, errors_to_exit, fai
 from vancetope_rag.cli.progress import progress_lines, wait_for_rebuild
 
 if TYPE_CHECKING:
+    from vancetope_rag.services.importer import ImportSummary
     from vancetope_rag.services.indexing.scheduler import ProjectRagIndexScheduler, TickResult
 
 
@@ -71,26 +72,73 @@ def claims_given_back_on_signal(scheduler: ProjectRagIndexScheduler) -> Iterator
 @click.option(
     "--prefix", default="documents/", show_default=True, help="Path prefix in the project."
 )
+@click.option(
+    "--dry-run", is_flag=True, help="Read everything, change nothing: say what would change."
+)
+@click.option(
+    "--yes",
+    is_flag=True,
+    help="Delete also when more than half of this import's documents lost their file.",
+)
+@click.option(
+    "--adopt",
+    is_flag=True,
+    help="Count documents under the prefix that were imported before imports recorded "
+    "their folder as this import's (so their gone files are deleted too).",
+)
+@click.option("--no-prune", is_flag=True, help="Import only: keep documents whose file is gone.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @pass_ctx
-def import_cmd(c: Ctx, directory: Path, prefix: str, as_json: bool) -> None:
-    """Import the files of DIRECTORY as project documents (changed files only); a progress
-    bar on a terminal."""
+def import_cmd(
+    c: Ctx,
+    directory: Path,
+    prefix: str,
+    dry_run: bool,
+    yes: bool,
+    adopt: bool,
+    no_prune: bool,
+    as_json: bool,
+) -> None:
+    """Sync the files of DIRECTORY to project documents: changed files are read again, a
+    renamed file's document moves, and the documents of this import (DIRECTORY and
+    --prefix) whose file is gone are deleted with their chunks. Documents of other imports,
+    of the host and of tools are never deleted. A progress bar on a terminal.
+
+    Exit 1 when more than half of this import's documents would be deleted without --yes
+    (nothing is deleted then; the files were imported).
+    """
     from vancetope_rag.services.importer import walk_directory
 
     with errors_to_exit():
-        c.bring_up("import")
+        if not dry_run:
+            c.bring_up("import")
         sources = list(walk_directory(directory))
         show_bar = not as_json and terminal.on_terminal() and bool(sources)
         with click.progressbar(
             length=max(len(sources), 1), label="importing", file=sys.stderr, hidden=not show_bar
         ) as bar:
-            summary = c.app.importer.import_sources(
-                c.tenant, c.project, sources, prefix=prefix, on_file=lambda _: bar.update(1)
+            summary = c.app.importer.import_directory(
+                c.tenant,
+                c.project,
+                directory,
+                prefix=prefix,
+                sources=sources,
+                prune=not no_prune,
+                adopt=adopt,
+                yes=yes,
+                dry_run=dry_run,
+                on_file=lambda _: bar.update(1),
             )
     if as_json:
         emit(summary.to_json())
-        return
+    else:
+        _print_import(directory, summary)
+    if summary.refused and not dry_run:
+        fail(summary.refused)
+
+
+def _print_import(directory: Path, summary: ImportSummary) -> None:
+    would = "would be " if summary.dry_run else ""
     for s in summary.skipped_files:
         click.echo(f"skipped {s.path}: {s.reason}", err=True)
     for s in summary.failed_files:
@@ -103,19 +151,35 @@ def import_cmd(c: Ctx, directory: Path, prefix: str, as_json: bool) -> None:
             "be indexed (VANCETOPE_RAG_MAX_TEXT_CHARS)",
             err=True,
         )
+    for m in summary.moved_files:
+        click.echo(f"{would}moved {m.old} -> {m.new}")
+    if not summary.refused:
+        for path in summary.deleted_paths:
+            click.echo(f"{would}deleted {path} (its file is gone)")
     for kind, n in sorted(summary.by_type.items()):
         done = [f"{v} {k}" for k, v in n.to_json().items() if v]
         click.echo(f"  {kind}: {', '.join(done)}")
     over = f", {len(summary.over_limit)} over the text limit" if summary.over_limit else ""
     cut = f", {len(summary.truncated_files)} truncated" if summary.truncated_files else ""
+    verb = "dry run of" if summary.dry_run else "imported"
     click.echo(
-        f"imported {directory}: {summary.created} created, {summary.updated} updated, "
-        f"{summary.unchanged} unchanged, {summary.failed} failed, {summary.skipped} skipped"
-        f"{cut}{over}"
+        f"{verb} {directory}: {summary.created} created, {summary.updated} updated, "
+        f"{summary.moved} moved, {summary.deleted} deleted, {summary.unchanged} unchanged, "
+        f"{summary.skipped} skipped, {summary.failed} failed{cut}{over}"
+        + ("; nothing was changed" if summary.dry_run else "")
     )
+    if summary.unadopted:
+        click.echo(
+            f"{summary.unadopted} documents under the prefix have no file in the folder but "
+            "were imported before imports recorded their folder: kept; --adopt deletes them",
+            err=True,
+        )
+    if summary.refused and summary.dry_run:
+        click.echo(f"note: {summary.refused}", err=True)
     if summary.failed_files:
         click.echo(
-            "failed files are documents in state 'failed' (see `status`); fix them (or the "
+            "failed files are documents in state 'failed', or keep the text of their last "
+            "readable version (`status` lists them under 'needs attention'); fix them (or the "
             "settings, e.g. rag.extract.ocr) and import again",
             err=True,
         )
@@ -298,6 +362,15 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
     click.echo("documents: " + ", ".join(f"{k} {v}" for k, v in status.documents.items()))
     for line in progress_lines(status.progress):
         click.echo(line)
+    if status.needs_attention_count:
+        click.echo(
+            f"needs attention: {status.needs_attention_count} (indexed from the last readable "
+            "version of their file; fix the file and import again)"
+        )
+        for item in status.needs_attention:
+            click.echo(f"  {item.path}: {item.error}")
+        if status.needs_attention_count > len(status.needs_attention):
+            click.echo(f"  … and {status.needs_attention_count - len(status.needs_attention)} more")
 
 
 @cli.command("reindex")

@@ -101,6 +101,15 @@ class Document:
     #: keys, scalar values (:mod:`~vancetope_rag.domain.host_metadata`); copied into the
     #: metadata of every chunk, so LlamaIndex metadata filters select by it.
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: The import this document came from: :func:`~vancetope_rag.services.importer.import_origin`
+    #: of its (resolved folder, prefix). A re-import of that key deletes the document when its
+    #: file is gone. None for a document the host or a tool wrote, or one imported before
+    #: imports recorded it.
+    import_origin: str | None = None
+    #: Why the last read of the document's file failed, kept until an import reads it again.
+    #: A document with text from an earlier, readable version stays indexed from that text
+    #: and "needs attention"; one that never had text is FAILED as well.
+    extraction_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +192,19 @@ class Hit:
 
 
 @dataclass(frozen=True, slots=True)
+class AttentionItem:
+    """A document indexed from the text of an earlier version of its file, because the last
+    read of the file failed: searchable, but not what the file holds now."""
+
+    document_id: str
+    path: str
+    error: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"path": self.path, "error": self.error}
+
+
+@dataclass(frozen=True, slots=True)
 class RagStatus:
     """Spec §7 status snapshot, plus per-state document counts."""
 
@@ -197,6 +219,10 @@ class RagStatus:
     truncated_documents: int = 0
     #: The indexer's work and the latest rebuild, with rates and ETAs.
     progress: ProjectProgress | None = None
+    #: Documents indexed from an earlier readable version of their file (the first ones, by
+    #: path; ``needs_attention_count`` counts them all).
+    needs_attention: list[AttentionItem] = field(default_factory=list)
+    needs_attention_count: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -209,6 +235,8 @@ class RagStatus:
             "documents": dict(self.documents),
             "truncatedDocuments": self.truncated_documents,
             "progress": self.progress.to_json() if self.progress else None,
+            "needsAttention": [a.to_json() for a in self.needs_attention],
+            "needsAttentionCount": self.needs_attention_count,
         }
 
 

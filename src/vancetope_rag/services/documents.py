@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -20,7 +20,14 @@ from vancetope_rag.domain.texts import check_label, has_lone_surrogate
 from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError
 from vancetope_rag.extraction.records import ExtractionRecord
 from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
-from vancetope_rag.store.types import UNSET, DocumentChange, NewDocument, RagScope, _Unset
+from vancetope_rag.store.types import (
+    UNSET,
+    DocumentChange,
+    ImportHead,
+    NewDocument,
+    RagScope,
+    _Unset,
+)
 
 RagOverride = Literal["auto", "on", "off"]
 _OVERRIDES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
@@ -51,10 +58,22 @@ def check_path(path: object) -> str:
     return path
 
 
+UpsertAction = Literal["created", "updated", "unchanged"]
+
+
 @dataclass(frozen=True)
 class UpsertResult:
     document: Document
-    action: Literal["created", "updated", "unchanged"]
+    action: UpsertAction
+
+
+def upsert_action(existing: Document | None, content: str, mime_type: str | None) -> UpsertAction:
+    """What :meth:`DocumentService.upsert_by_path` does with this text (an import's dry run
+    asks without writing)."""
+    if existing is None:
+        return "created"
+    same_mime = mime_type is None or mime_type == existing.mime_type
+    return "unchanged" if existing.content == content and same_mime else "updated"
 
 
 class DocumentService:
@@ -97,6 +116,12 @@ class DocumentService:
     ) -> list[Document]:
         return self.control.list_documents(tenant_id, project_id, path_prefix=path_prefix)
 
+    def import_heads(
+        self, tenant_id: str, project_id: str, *, path_prefix: str
+    ) -> list[ImportHead]:
+        """The documents under ``path_prefix`` without their texts (an import's sync)."""
+        return self.control.import_heads(tenant_id, project_id, path_prefix=path_prefix)
+
     def list_failures(self, tenant_id: str, project_id: str) -> list[Document]:
         """Documents whose last indexing pass failed: failed for good, or waiting to retry."""
         waiting = (IndexState.FAILED, IndexState.PENDING)
@@ -122,6 +147,7 @@ class DocumentService:
         rag_enabled: bool | None = None,
         extraction: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        import_origin: str | None = None,
     ) -> Document:
         path = check_path(path)
         meta = check_host_metadata(metadata)
@@ -149,6 +175,7 @@ class DocumentService:
                     rag_dirty=dirty,
                     extraction=extraction,
                     metadata=meta,
+                    import_origin=import_origin,
                 )
             )
             if dirty:
@@ -170,10 +197,14 @@ class DocumentService:
         rag_enabled: bool | _Unset | None = UNSET,
         extraction: str | _Unset | None = UNSET,
         metadata: Mapping[str, Any] | _Unset = UNSET,
+        import_origin: str | _Unset | None = UNSET,
+        extraction_error: str | _Unset | None = UNSET,
     ) -> Document:
         """Update fields; sets ``ragDirty`` when content, path, summary, metadata or override
         change for a document that is (or was) eligible. New content without an
-        ``extraction`` record drops the old one: the host wrote the text, no file was read."""
+        ``extraction`` record is the host's: the file's record, the import it came from and
+        the error of its last read go (no file was read; a folder sync never deletes what the
+        host wrote)."""
         if not isinstance(metadata, _Unset):
             metadata = check_host_metadata(metadata)
         if not isinstance(summary, str | _Unset) and summary is not None:
@@ -185,9 +216,10 @@ class DocumentService:
             isinstance(extraction, _Unset)
             and not isinstance(content, _Unset)
             and content != before.content
-            and before.extraction is not None
         ):
-            extraction = None
+            extraction = None if before.extraction is not None else UNSET
+            import_origin = None if before.import_origin is not None else UNSET
+            extraction_error = None if before.extraction_error is not None else UNSET
         if not isinstance(path, _Unset):
             path = check_path(path)
         for name, value in (("content", content), ("summary", summary)):
@@ -221,6 +253,8 @@ class DocumentService:
                     mark_dirty=changed and relevant,
                     extraction=extraction,
                     metadata=metadata,
+                    import_origin=import_origin,
+                    extraction_error=extraction_error,
                 ),
             )
             if changed and relevant:
@@ -239,20 +273,26 @@ class DocumentService:
         mime_type: str | None,
         extraction: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        import_origin: str | _Unset | None = UNSET,
     ) -> UpsertResult:
         """Create the document at ``path`` or update it if its content (or the host's
         ``metadata``; None keeps the stored one) changed (imports, ``document_saved``).
 
-        ``extraction`` is the import's record of reading the file; it replaces the stored one.
-        Same content under a record whose sections differ still queues the document: its
-        chunks carry the sections."""
+        ``extraction`` is the import's record of reading the file; it replaces the stored one
+        and clears the error of an earlier read. ``import_origin`` is the import it comes
+        from (:attr:`Document.import_origin`). Same content under a record whose sections
+        differ still queues the document: its chunks carry the sections."""
         if not isinstance(content, str):
             raise InvalidInputError("document content must be text")
         if mime_type is not None:
             check_label(mime_type, "mimeType", 255)
         meta = None if metadata is None else check_host_metadata(metadata)
         existing = self.get_by_path(tenant_id, project_id, check_path(path))
+        action = upsert_action(existing, content, mime_type)
+        if existing is not None and action == "unchanged" and meta not in (None, existing.metadata):
+            action = "updated"  # the host's metadata changed: its chunks carry it
         if existing is None:
+            origin = None if isinstance(import_origin, _Unset) else import_origin
             doc = self.create(
                 tenant_id,
                 project_id,
@@ -261,29 +301,78 @@ class DocumentService:
                 mime_type=mime_type,
                 extraction=extraction,
                 metadata=meta,
+                import_origin=origin,
             )
-            return UpsertResult(doc, "created")
-        same_mime = mime_type is None or mime_type == existing.mime_type
-        same_meta = meta is None or meta == existing.metadata
-        if existing.content == content and same_mime and same_meta:
-            if extraction is None or extraction == existing.extraction:
-                return UpsertResult(existing, "unchanged")
-            doc = self._replace_record(existing, extraction)
-            return UpsertResult(doc, "unchanged")
+            return UpsertResult(doc, action)
+        if action == "unchanged":
+            if extraction is not None and extraction != existing.extraction:
+                doc = self._replace_record(existing, extraction, import_origin)
+            else:
+                doc = self.record_import(existing, import_origin=import_origin)
+            return UpsertResult(doc, action)
+        read = extraction is not None
         doc = self.update(
             tenant_id,
             project_id,
             existing.id,
             content=content,
             mime_type=UNSET if mime_type is None else mime_type,
-            extraction=extraction if extraction is not None else UNSET,
+            extraction=extraction if read else UNSET,
             metadata=UNSET if meta is None else meta,
+            import_origin=import_origin,
+            extraction_error=None if read else UNSET,
         )
-        return UpsertResult(doc, "updated")
+        return UpsertResult(doc, action)
 
-    def _replace_record(self, doc: Document, extraction: str) -> Document:
-        """Store a new extraction record for unchanged text; queue the document when the
-        sections changed (or it was failed: its file is readable now)."""
+    def record_import(
+        self,
+        doc: Document,
+        *,
+        import_origin: str | _Unset | None = UNSET,
+        extraction_error: str | _Unset | None = UNSET,
+    ) -> Document:
+        """Note the import a document's file was read by (and the error of that read) when
+        either differs from what the document holds; nothing is queued."""
+        same_origin = isinstance(import_origin, _Unset) or import_origin == doc.import_origin
+        same_error = (
+            isinstance(extraction_error, _Unset) or extraction_error == doc.extraction_error
+        )
+        if same_origin and same_error:
+            return doc
+        change = DocumentChange(
+            import_origin=UNSET if same_origin else import_origin,
+            extraction_error=UNSET if same_error else extraction_error,
+        )
+        return self.control.update_document(doc.tenant_id, doc.project_id, doc.id, change)
+
+    def move(
+        self,
+        doc: Document,
+        path: str,
+        *,
+        mime_type: str,
+        extraction: str | None,
+        import_origin: str | None,
+    ) -> Document:
+        """A renamed file's document: the same document (id, text, summary) at its new path,
+        queued so its chunks carry the path; the embedding cache holds their vectors."""
+        return self.update(
+            doc.tenant_id,
+            doc.project_id,
+            doc.id,
+            path=path,
+            mime_type=mime_type,
+            extraction=extraction,
+            import_origin=import_origin,
+            extraction_error=None,
+        )
+
+    def _replace_record(
+        self, doc: Document, extraction: str, import_origin: str | _Unset | None = UNSET
+    ) -> Document:
+        """Store a new extraction record for unchanged text (the error of an earlier read
+        goes); queue the document when the sections changed (or it was failed: its file is
+        readable now)."""
         before = ExtractionRecord.from_json(doc.extraction)
         after = ExtractionRecord.from_json(extraction)
         requeue = (
@@ -297,7 +386,12 @@ class DocumentService:
                 doc.tenant_id,
                 doc.project_id,
                 doc.id,
-                DocumentChange(extraction=extraction, mark_dirty=requeue),
+                DocumentChange(
+                    extraction=extraction,
+                    mark_dirty=requeue,
+                    import_origin=import_origin,
+                    extraction_error=None,
+                ),
             )
             if requeue:
                 self.rebuild_store.requeue_documents(doc.tenant_id, doc.project_id, [doc.id])
@@ -314,12 +408,16 @@ class DocumentService:
         mime_type: str,
         extraction: str,
         reason: str,
+        import_origin: str | _Unset | None = UNSET,
     ) -> Document:
-        """The document for a file that could not be read: state ``failed`` with ``reason``,
-        so the status, the REST API and the UI show it; a later import that can read the file
-        replaces it. A new document has no content and no chunks. One that held the text of
-        an earlier, readable version keeps it (and its chunks): a file caught half-written
-        or replaced by a broken copy loses nothing that was there."""
+        """The document for a file that could not be read, with ``reason`` kept as its
+        ``extraction_error`` until an import reads the file again.
+
+        A new document (or one that never had text) is ``failed`` with the reason, no
+        content and no chunks, so the status, the REST API and the UI show it. One that
+        held the text of an earlier, readable version keeps it, its chunks and its index
+        state (a reindex indexes that text): a file caught half-written or replaced by a
+        broken copy loses nothing, and the status lists it under "needs attention"."""
         path = check_path(path)
         check_label(mime_type, "mimeType", 255)
         with self.control.transaction():
@@ -334,6 +432,8 @@ class DocumentService:
                         content="",
                         extraction=extraction,
                         failed_reason=reason,
+                        import_origin=None if isinstance(import_origin, _Unset) else import_origin,
+                        extraction_error=reason,
                     )
                 )
             if not existing.content:
@@ -342,7 +442,11 @@ class DocumentService:
                     project_id,
                     existing.id,
                     DocumentChange(
-                        mime_type=mime_type, extraction=extraction, failed_reason=reason
+                        mime_type=mime_type,
+                        extraction=extraction,
+                        failed_reason=reason,
+                        import_origin=import_origin,
+                        extraction_error=reason,
                     ),
                 )
             before = ExtractionRecord.from_json(existing.extraction)
@@ -358,8 +462,9 @@ class DocumentService:
                 existing.id,
                 DocumentChange(
                     extraction=extraction,
-                    failed_reason=f"{reason} (the document keeps the text of its last readable "
-                    "version)",
+                    import_origin=import_origin,
+                    extraction_error=f"{reason} (the document keeps the text of its last "
+                    "readable version)",
                 ),
             )
 
@@ -444,6 +549,29 @@ class DocumentService:
             for m in self.rebuild_store.active_rebuilds(tenant_id, project_id):
                 self.rebuild_store.remove_items(m.id, [document_id])
             return self.control.delete_document(tenant_id, project_id, document_id)
+
+    def delete_paths(self, tenant_id: str, project_id: str, paths: Sequence[str]) -> list[Document]:
+        """Delete the documents at ``paths`` (their chunks in the same step); every path is
+        checked first, so a path that names no document deletes nothing at all."""
+        found: list[Document] = []
+        missing: list[str] = []
+        for path in dict.fromkeys(paths):
+            doc = self.get_by_path(tenant_id, project_id, check_path(path))
+            if doc is None:
+                missing.append(path)
+            else:
+                found.append(doc)
+        if missing:
+            shown = ", ".join(repr(p) for p in missing)
+            raise DocumentNotFoundError(
+                f"no document at {shown} in project {project_id!r}; nothing was deleted "
+                "(`documents list` shows the paths)",
+                tenant_id=tenant_id,
+                project_id=project_id,
+            )
+        for doc in found:
+            self.delete(tenant_id, project_id, doc.id)
+        return found
 
     def _remove_chunks(self, tenant_id: str, project_id: str, document_id: str) -> None:
         """The document's chunks in ``_documents``: the live generation and a rebuild's."""

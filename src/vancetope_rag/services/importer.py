@@ -1,7 +1,15 @@
 """Importing files as project documents: walk, size cap, text extraction, upsert, and a
 summary that says, per file type, what was done, and every failure with its reason.
 
-The CLI's ``import`` runs :meth:`DocumentImporter.import_directory`; a surface that receives
+The CLI's ``import`` runs :meth:`DocumentImporter.import_directory`, a sync of the folder:
+every document it writes remembers the import it came from (:func:`import_origin`: the
+resolved folder and the prefix), and a re-import of that key deletes the documents whose file
+is gone (their chunks at once) and moves the document of a renamed file (same bytes, or same
+text: the path changes, its chunks come from the embedding cache). It never touches a
+document of another key, nor one the host or a tool wrote; documents imported before imports
+recorded their origin are pruned only when adopted. A run that would delete more than half of
+a key's documents (an emptied or unmounted folder?) deletes none unless told ``yes``; a dry
+run reads everything and writes nothing. A surface that receives
 files another way (an upload) hands them to :meth:`DocumentImporter.import_sources`. Text is
 extracted through the app's :class:`~vancetope_rag.extraction.service.ExtractionService`
 (the app's extractor registry, budgets and time limit), so file types that plugins register
@@ -23,8 +31,9 @@ fails with ``EXTRACT_CHANGED_WHILE_READ``.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +50,9 @@ from vancetope_rag.errors import (
 from vancetope_rag.extraction.records import ExtractionRecord, file_hash
 from vancetope_rag.extraction.registry import ExtractorRegistry, UnsupportedTypeError
 from vancetope_rag.extraction.service import ExtractionPlan, ExtractionService, FileExtraction
-from vancetope_rag.services.documents import DocumentService, check_path
+from vancetope_rag.services.documents import DocumentService, check_path, upsert_action
+from vancetope_rag.store.shared import content_hash
+from vancetope_rag.store.types import ImportHead
 from vancetope_rag.tools.workspace import WalkRules, open_below, read_open_file
 
 #: Files larger than this are skipped (a document is held in memory whole).
@@ -118,6 +129,7 @@ class TypeCounts:
 
     created: int = 0
     updated: int = 0
+    moved: int = 0
     unchanged: int = 0
     failed: int = 0
     skipped: int = 0
@@ -126,25 +138,48 @@ class TypeCounts:
         return dict(vars(self))
 
 
+@dataclass(frozen=True)
+class MovedFile:
+    """A renamed file: its document moved from ``old`` to ``new`` (both document paths)."""
+
+    old: str
+    new: str
+
+
 @dataclass
 class ImportSummary:
-    """What an import did: per-action and per-type counts, the files that failed (documents
-    in state ``failed``), were truncated, or were skipped (not documents), with reasons."""
+    """What an import did: per-action and per-type counts, the files that failed (could not
+    be read), were truncated, or were skipped (not documents), with reasons; what a sync
+    moved and deleted. A dry run's counts say what the import would do."""
 
     created: int = 0
     updated: int = 0
+    moved: int = 0
     unchanged: int = 0
     skipped_files: list[SkippedFile] = field(default_factory=list)
     #: Imported files whose text is longer than the text limit: indexed only up to it.
     over_limit: list[str] = field(default_factory=list)
     #: The text limit (characters) the import was measured against.
     max_text_chars: int = 0
-    #: Files that could not be read: documents in state ``failed``, with the reason.
+    #: Files that could not be read, with the reason: documents in state ``failed``, or
+    #: kept from an earlier readable version ("needs attention"); a file that vanished
+    #: after it was listed changes no document.
     failed_files: list[SkippedFile] = field(default_factory=list)
     #: Files read only in part (a page, slide, sheet or cell budget), with the reason.
     truncated_files: list[SkippedFile] = field(default_factory=list)
     #: Counts by file type (the extension, else the MIME type).
     by_type: dict[str, TypeCounts] = field(default_factory=dict)
+    #: Renamed files whose document moved to the new path.
+    moved_files: list[MovedFile] = field(default_factory=list)
+    #: Documents deleted because their file is gone (a dry run: would be deleted).
+    deleted_paths: list[str] = field(default_factory=list)
+    #: Documents whose file is gone but that no import recorded as its own (imported before
+    #: imports recorded their origin): deleted only by an import that adopts them.
+    unadopted: int = 0
+    #: Why the documents whose files are gone were not deleted (too many: ``yes`` needed).
+    refused: str | None = None
+    #: Nothing was written: the counts say what the import would do.
+    dry_run: bool = False
 
     @property
     def skipped(self) -> int:
@@ -154,26 +189,52 @@ class ImportSummary:
     def failed(self) -> int:
         return len(self.failed_files)
 
+    @property
+    def deleted(self) -> int:
+        return 0 if self.refused else len(self.deleted_paths)
+
     def count(self, kind: str, action: str) -> None:
         counts = self.by_type.setdefault(kind, TypeCounts())
         setattr(counts, action, getattr(counts, action) + 1)
-        if action in ("created", "updated", "unchanged"):
+        if action in ("created", "updated", "moved", "unchanged"):
             setattr(self, action, getattr(self, action) + 1)
 
     def to_json(self) -> dict[str, object]:
+        def listed(files: list[SkippedFile]) -> list[dict[str, str]]:
+            return [{"path": s.path, "reason": s.reason} for s in files]
+
         return {
+            "dryRun": self.dry_run,
             "created": self.created,
             "updated": self.updated,
+            "moved": self.moved,
+            "deleted": self.deleted,
             "unchanged": self.unchanged,
             "failed": self.failed,
             "skipped": self.skipped,
-            "failedFiles": [{"path": s.path, "reason": s.reason} for s in self.failed_files],
-            "truncatedFiles": [{"path": s.path, "reason": s.reason} for s in self.truncated_files],
-            "skippedFiles": [{"path": s.path, "reason": s.reason} for s in self.skipped_files],
+            "failedFiles": listed(self.failed_files),
+            "truncatedFiles": listed(self.truncated_files),
+            "skippedFiles": listed(self.skipped_files),
+            "movedFiles": [{"from": m.old, "to": m.new} for m in self.moved_files],
+            "deletedPaths": [] if self.refused else list(self.deleted_paths),
+            "notDeleted": list(self.deleted_paths) if self.refused else [],
+            "refused": self.refused,
+            "unadopted": self.unadopted,
             "byType": {k: v.to_json() for k, v in sorted(self.by_type.items())},
             "overLimit": list(self.over_limit),
             "maxTextChars": self.max_text_chars,
         }
+
+
+def import_origin(root: Path, prefix: str) -> str:
+    """The key a folder import records on its documents (:attr:`Document.import_origin`):
+    the folder's resolved path and the prefix, as JSON (ASCII: a folder name that is not
+    valid UTF-8 keeps its escapes)."""
+    return json.dumps([os.path.realpath(root), _slashed(prefix)])
+
+
+def _slashed(prefix: str) -> str:
+    return prefix + "/" if prefix and not prefix.endswith("/") else prefix
 
 
 def file_type(path: str, mime: str) -> str:
@@ -207,6 +268,50 @@ def walk_directory(root: Path) -> Iterator[ImportSource]:
                 yield ImportSource(rel, root=real_root)
 
 
+@dataclass
+class _Sync:
+    """One folder sync: the documents of its key under the prefix, and those whose file
+    the listing no longer holds (deleted at the end, unless a renamed file took one)."""
+
+    #: Documents of the key (and, adopting, those without a recorded origin), by path.
+    members: dict[str, ImportHead]
+    #: Members whose file is not listed, by path: deleted unless moved.
+    gone: dict[str, ImportHead]
+    #: Documents without a recorded origin whose file is gone, not adopted.
+    unadopted: int
+
+    @classmethod
+    def start(
+        cls,
+        heads: Sequence[ImportHead],
+        origin: str,
+        prefix: str,
+        listed: Sequence[ImportSource],
+        *,
+        adopt: bool,
+    ) -> _Sync:
+        # a listed file that is skipped (now a symlink, say) still counts as there: a sync
+        # deletes only what it is sure is gone
+        present = {prefix + s.path for s in listed}
+        # Only a document an import wrote has a record of reading a file: the host's and a
+        # tool's have none, so adopting never takes one of them.
+        imported_unowned = [h for h in heads if h.import_origin is None and h.extraction]
+        members = {h.path: h for h in heads if h.import_origin == origin}
+        if adopt:
+            members.update((h.path, h) for h in imported_unowned)
+        gone = {p: h for p, h in members.items() if p not in present}
+        unadopted = 0 if adopt else sum(h.path not in present for h in imported_unowned)
+        return cls(members, gone, unadopted)
+
+    def take(self, match: Callable[[ImportHead], bool]) -> ImportHead | None:
+        """The first gone document that ``match`` accepts, no longer gone (it moves)."""
+        for path, head in self.gone.items():
+            if match(head):
+                del self.gone[path]
+                return head
+        return None
+
+
 class DocumentImporter:
     """Creates or updates one document per imported file; a file whose bytes and extraction
     settings are unchanged since it was last read costs a hash, not an extraction."""
@@ -227,10 +332,45 @@ class DocumentImporter:
         self.max_bytes = max_bytes
 
     def import_directory(
-        self, tenant_id: str, project_id: str, root: Path, *, prefix: str = "documents/"
+        self,
+        tenant_id: str,
+        project_id: str,
+        root: Path,
+        *,
+        prefix: str = "documents/",
+        sources: Iterable[ImportSource] | None = None,
+        prune: bool = True,
+        adopt: bool = False,
+        yes: bool = False,
+        dry_run: bool = False,
+        on_file: Callable[[ImportSource], None] | None = None,
     ) -> ImportSummary:
-        """Import every file under ``root`` as ``<prefix><relative path>``."""
-        return self.import_sources(tenant_id, project_id, walk_directory(root), prefix=prefix)
+        """Sync the files under ``root`` to the documents ``<prefix><relative path>``.
+
+        Args:
+            sources: the listing of ``root`` (:func:`walk_directory`; the CLI lists first
+                to size its progress bar); listed here when None.
+            prune: delete the documents of this import whose file is gone and move those
+                of renamed files; False imports only (what ``import`` did before).
+            adopt: count documents without a recorded origin under the prefix (imported
+                before imports recorded it) as this import's.
+            yes: delete also when that is more than half of this import's documents.
+            dry_run: read everything, write nothing: the summary says what would change.
+            on_file: called after each file (a progress bar).
+        """
+        prefix = _slashed(prefix)
+        listed = list(walk_directory(root) if sources is None else sources)
+        origin = import_origin(root, prefix)
+        sync = None
+        if prune:
+            heads = self.documents.import_heads(tenant_id, project_id, path_prefix=prefix)
+            sync = _Sync.start(heads, origin, prefix, listed, adopt=adopt)
+        summary = self._run(
+            tenant_id, project_id, listed, prefix, origin, sync, dry_run=dry_run, on_file=on_file
+        )
+        if sync is not None:
+            self._prune(tenant_id, project_id, root, prefix, sync, summary, yes=yes)
+        return summary
 
     def import_sources(
         self,
@@ -240,59 +380,102 @@ class DocumentImporter:
         *,
         prefix: str = "documents/",
         on_file: Callable[[ImportSource], None] | None = None,
+        dry_run: bool = False,
     ) -> ImportSummary:
-        """Import ``sources`` one by one. A file that cannot be read becomes a document in
-        state ``failed`` with the reason; one that is no document at all (a symlink, an
+        """Import ``sources`` one by one (files received another way than from a folder:
+        no origin recorded, nothing pruned). A file that cannot be read becomes a document
+        in state ``failed`` with the reason; one that is no document at all (a symlink, an
         unsupported type) is skipped with its reason. ``on_file`` is called after each one
         (a progress bar)."""
-        if prefix and not prefix.endswith("/"):
-            prefix += "/"
-        summary = ImportSummary(max_text_chars=self.max_text_chars)
+        return self._run(
+            tenant_id,
+            project_id,
+            sources,
+            _slashed(prefix),
+            None,
+            None,
+            dry_run=dry_run,
+            on_file=on_file,
+        )
+
+    def _run(
+        self,
+        tenant_id: str,
+        project_id: str,
+        sources: Iterable[ImportSource],
+        prefix: str,
+        origin: str | None,
+        sync: _Sync | None,
+        *,
+        dry_run: bool,
+        on_file: Callable[[ImportSource], None] | None,
+    ) -> ImportSummary:
+        summary = ImportSummary(max_text_chars=self.max_text_chars, dry_run=dry_run)
         plan = self.extraction.plan(tenant_id, project_id)
+        run = _Run(tenant_id, project_id, prefix, origin, sync, plan, summary, dry_run)
         for source in sources:
-            self._import_source(tenant_id, project_id, source, prefix, plan, summary)
+            self._import_source(run, source)
             if on_file is not None:
                 on_file(source)
         return summary
 
-    def _import_source(
+    def _prune(
         self,
         tenant_id: str,
         project_id: str,
-        source: ImportSource,
+        root: Path,
         prefix: str,
-        plan: ExtractionPlan,
+        sync: _Sync,
         summary: ImportSummary,
+        *,
+        yes: bool,
     ) -> None:
+        """Delete the documents whose file is gone (not taken by a move), their chunks at
+        once; refuse when that is more than half of the key's documents and not ``yes``."""
+        summary.unadopted = sync.unadopted
+        doomed = list(sync.gone.values())
+        summary.deleted_paths = [h.path for h in doomed]
+        total = len(sync.members)
+        if doomed and 2 * len(doomed) > total and not yes:
+            summary.refused = (
+                f"{len(doomed)} of the {total} documents imported from {str(root)!r} under "
+                f"{prefix!r} would be deleted (their files are gone), more than half: nothing "
+                "was deleted. Check the folder (unmounted? the wrong one?), see them with "
+                "--dry-run, and run again with --yes to delete them"
+            )
+            return
+        if summary.dry_run:
+            return
+        for head in doomed:
+            self.documents.delete(tenant_id, project_id, head.id)
+
+    def _import_source(self, run: _Run, source: ImportSource) -> None:
         mime = guess_mime_type(source.path)
         kind = file_type(source.path, mime)
         if source.skip_reason is not None:
-            summary.skipped_files.append(SkippedFile(source.path, source.skip_reason))
-            summary.count(kind, "skipped")
+            run.summary.skipped_files.append(SkippedFile(source.path, source.skip_reason))
+            run.summary.count(kind, "skipped")
             return
-        path = prefix + source.path
         try:
-            self._import_one(tenant_id, project_id, source, path, mime, kind, plan, summary)
+            self._import_one(run, source, mime, kind)
         except (RagError, OSError) as exc:
             reason = exc.message if isinstance(exc, RagError) else str(exc)
-            summary.skipped_files.append(SkippedFile(source.path, reason or "unknown"))
-            summary.count(kind, "skipped")
+            run.summary.skipped_files.append(SkippedFile(source.path, reason or "unknown"))
+            run.summary.count(kind, "skipped")
 
-    def _import_one(
-        self,
-        tenant_id: str,
-        project_id: str,
-        source: ImportSource,
-        path: str,
-        mime: str,
-        kind: str,
-        plan: ExtractionPlan,
-        summary: ImportSummary,
-    ) -> None:
-        existing = self.documents.get_by_path(tenant_id, project_id, check_path(path))
+    def _import_one(self, run: _Run, source: ImportSource, mime: str, kind: str) -> None:
+        path = check_path(run.prefix + source.path)
+        existing = self.documents.get_by_path(run.tenant_id, run.project_id, path)
         previous = ExtractionRecord.from_json(existing.extraction) if existing else None
+        summary = run.summary
         try:
             data = source.read(self.max_bytes)
+        except DocumentNotFoundError as exc:  # gone since it was listed: nothing to write
+            summary.failed_files.append(
+                SkippedFile(source.path, f"{exc.message}; its document, if any, is kept")
+            )
+            summary.count(kind, "failed")
+            return
         except ExtractionError as exc:  # too large, or changed while read: a document that says so
             record = ExtractionRecord(
                 file_hash="",
@@ -303,39 +486,99 @@ class DocumentImporter:
             )
             read = FileExtraction(record)
         else:
+            digest = file_hash(data)
             if existing is not None and self.extraction.is_current(
-                previous, file_hash(data), mime, source.path, plan
+                previous, digest, mime, source.path, run.plan
             ):
                 assert previous is not None
+                if not run.dry_run:  # the key's own now; a failure's error kept in view
+                    self.documents.record_import(
+                        existing,
+                        import_origin=run.origin,
+                        extraction_error=(
+                            (existing.extraction_error or previous.error or previous.error_code)
+                            if previous.failed
+                            else None
+                        ),
+                    )
                 self._note(source.path, kind, previous, summary, "unchanged")
                 if len(existing.content) > self.max_text_chars:
                     summary.over_limit.append(source.path)
                 return
-            read = self.extraction.extract(data, path=source.path, mime=mime, plan=plan)
+            moved = None if existing else self._moved_same_bytes(run, source, path, mime, digest)
+            if moved is not None:
+                self._note(source.path, kind, moved, summary, "moved")
+                return
+            read = self.extraction.extract(data, path=source.path, mime=mime, plan=run.plan)
             if isinstance(read.error, UnsupportedTypeError):
                 raise read.error
         if read.text is None:
-            self.documents.record_unreadable(
-                tenant_id,
-                project_id,
-                path,
-                mime_type=_stored_mime(mime),
-                extraction=read.record.to_json(),
-                reason=read.record.error or "unreadable",
-            )
+            if not run.dry_run:
+                self.documents.record_unreadable(
+                    run.tenant_id,
+                    run.project_id,
+                    path,
+                    mime_type=_stored_mime(mime),
+                    extraction=read.record.to_json(),
+                    reason=read.record.error or "unreadable",
+                    import_origin=run.origin,
+                )
             self._note(source.path, kind, read.record, summary, "failed")
             return
-        result = self.documents.upsert_by_path(
-            tenant_id,
-            project_id,
-            path,
-            read.text.text,
-            mime_type=_stored_mime(mime),
-            extraction=read.record.to_json(),
-        )
-        self._note(source.path, kind, read.record, summary, result.action)
+        text = read.text.text
+        if existing is None and run.sync is not None:
+            hashed = content_hash(text)
+            head = run.sync.take(lambda h: h.content_hash == hashed)
+            if head is not None:
+                self._move(run, head, path, mime, read.record.to_json())
+                self._note(source.path, kind, read.record, summary, "moved")
+                return
+        if run.dry_run:
+            action = upsert_action(existing, text, _stored_mime(mime))
+        else:
+            action = self.documents.upsert_by_path(
+                run.tenant_id,
+                run.project_id,
+                path,
+                text,
+                mime_type=_stored_mime(mime),
+                extraction=read.record.to_json(),
+                import_origin=run.origin,
+            ).action
+        self._note(source.path, kind, read.record, summary, action)
         if read.text.chars > self.max_text_chars:
             summary.over_limit.append(source.path)
+
+    def _moved_same_bytes(
+        self, run: _Run, source: ImportSource, path: str, mime: str, digest: str
+    ) -> ExtractionRecord | None:
+        """A new path holding the very bytes a gone document was last read from (and read
+        alike here): that document moves, with no extraction; its record is returned."""
+        if run.sync is None:
+            return None
+
+        def same(head: ImportHead) -> bool:
+            record = ExtractionRecord.from_json(head.extraction)
+            return (
+                record is not None
+                and not record.failed
+                and self.extraction.is_current(record, digest, mime, source.path, run.plan)
+            )
+
+        head = run.sync.take(same)
+        if head is None:
+            return None
+        self._move(run, head, path, mime, head.extraction)
+        return ExtractionRecord.from_json(head.extraction)
+
+    def _move(self, run: _Run, head: ImportHead, path: str, mime: str, record: str | None) -> None:
+        run.summary.moved_files.append(MovedFile(head.path, path))
+        if run.dry_run:
+            return
+        doc = self.documents.get(run.tenant_id, run.project_id, head.id)
+        self.documents.move(
+            doc, path, mime_type=_stored_mime(mime), extraction=record, import_origin=run.origin
+        )
 
     @staticmethod
     def _note(
@@ -350,6 +593,20 @@ class DocumentImporter:
         summary.count(kind, action)
         if record.truncated:
             summary.truncated_files.append(SkippedFile(path, record.truncated))
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every file of one import shares."""
+
+    tenant_id: str
+    project_id: str
+    prefix: str
+    origin: str | None
+    sync: _Sync | None
+    plan: ExtractionPlan
+    summary: ImportSummary
+    dry_run: bool
 
 
 def _stored_mime(mime: str) -> str:

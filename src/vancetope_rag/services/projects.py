@@ -29,6 +29,9 @@ from vancetope_rag.store.types import RagScope
 
 log = get_logger(__name__)
 
+#: The status lists this many of the documents that need attention (and counts them all).
+ATTENTION_SHOWN = 50
+
 
 @dataclass(frozen=True)
 class ReindexResult:
@@ -237,9 +240,17 @@ class ProjectRagService:
         counts = self.control.document_state_counts(tenant_id, project_id)
         truncated = self.control.count_truncated(tenant_id, project_id)
         progress = self.rebuilds.progress(tenant_id, project_id)
+        attention_count, attention = self.control.needs_attention(
+            tenant_id, project_id, limit=ATTENTION_SHOWN
+        )
         if rag is None:
             return RagStatus(
-                exists=False, documents=counts, truncated_documents=truncated, progress=progress
+                exists=False,
+                documents=counts,
+                truncated_documents=truncated,
+                progress=progress,
+                needs_attention=attention,
+                needs_attention_count=attention_count,
             )
         return RagStatus(
             exists=True,
@@ -251,6 +262,8 @@ class ProjectRagService:
             documents=counts,
             truncated_documents=truncated,
             progress=progress,
+            needs_attention=attention,
+            needs_attention_count=attention_count,
         )
 
 

@@ -75,6 +75,8 @@ _DOCUMENT_FIELDS = (
     "summary",
     "rag_enabled",
     "extraction",
+    "import_origin",
+    "extraction_error",
 )
 
 

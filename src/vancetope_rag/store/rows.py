@@ -26,8 +26,8 @@ from vancetope_rag.domain.records import (
     RagRecord,
     RagState,
 )
-from vancetope_rag.store.shared import new_document_state, vector_from_bytes
-from vancetope_rag.store.types import NewDocument, RagScope
+from vancetope_rag.store.shared import capped_error, new_document_state, vector_from_bytes
+from vancetope_rag.store.types import ImportHead, NewDocument, RagScope
 
 #: ``SET`` clauses that queue a document for the indexer: new version, attempts and retry time
 #: reset; PENDING unless a worker holds it (that worker's ``mark_rag_clean`` then sees the new
@@ -77,6 +77,10 @@ def document_row(doc: NewDocument, doc_id: str, content_hash: str, now: float) -
         "index_last_error": doc.failed_reason,
         "extraction": doc.extraction,
         "metadata": host_metadata.to_json(doc.metadata),
+        "import_origin": doc.import_origin,
+        "extraction_error": (
+            None if doc.extraction_error is None else capped_error(doc.extraction_error)
+        ),
         "content_hash": content_hash,
         "created_at": now,
         "updated_at": now,
@@ -115,6 +119,8 @@ def restored_document_row(doc: Document) -> dict[str, Any]:
         "updated_at": _ts(doc.updated_at),
         "extraction": doc.extraction,
         "metadata": host_metadata.to_json(doc.metadata),
+        "import_origin": doc.import_origin,
+        "extraction_error": doc.extraction_error,
     }
 
 
@@ -186,6 +192,26 @@ def row_to_document(r: Mapping[str, Any]) -> Document:
         updated_at=dt(r["updated_at"]),
         extraction=r["extraction"],
         metadata=host_metadata.from_json(r["metadata"]),
+        import_origin=r["import_origin"],
+        extraction_error=r["extraction_error"],
+    )
+
+
+#: The columns of an :class:`ImportHead` (a document without its texts).
+IMPORT_HEAD_COLUMNS = "id, path, import_origin, content_hash, extraction"
+
+#: Documents that "need attention": indexed (or queued) from the text of an earlier readable
+#: version of their file, the last read of which failed.
+NEEDS_ATTENTION = "extraction_error IS NOT NULL AND index_state <> 'failed'"
+
+
+def row_to_import_head(r: Mapping[str, Any]) -> ImportHead:
+    return ImportHead(
+        id=r["id"],
+        path=r["path"],
+        import_origin=r["import_origin"],
+        content_hash=r["content_hash"],
+        extraction=r["extraction"],
     )
 
 

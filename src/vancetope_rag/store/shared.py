@@ -92,6 +92,12 @@ class DocumentChanges:
             values["extraction"] = c.extraction
         if not isinstance(c.metadata, _Unset):
             values["metadata"] = host_metadata.to_json(c.metadata)
+        if not isinstance(c.import_origin, _Unset):
+            values["import_origin"] = c.import_origin
+        if not isinstance(c.extraction_error, _Unset):
+            values["extraction_error"] = (
+                None if c.extraction_error is None else capped_error(c.extraction_error)
+            )
         if c.failed_reason is not None and c.mark_dirty:
             raise ValueError("a change either queues the document or fails it, not both")
         return cls(values, c.mark_dirty, c.failed_reason)

@@ -67,6 +67,10 @@ class NewDocument:
     failed_reason: str | None = None
     #: The host's metadata (:attr:`Document.metadata`), checked by the service.
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: :attr:`Document.import_origin`.
+    import_origin: str | None = None
+    #: :attr:`Document.extraction_error`.
+    extraction_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +92,22 @@ class DocumentChange:
     #: Mark the document FAILED with this reason (its file could not be read), ending any
     #: claim; a change either queues the document or fails it, not both.
     failed_reason: str | None = None
+    #: :attr:`Document.import_origin` (None: no import owns the document).
+    import_origin: str | _Unset | None = UNSET
+    #: :attr:`Document.extraction_error` (None: the file was read, or no file is involved).
+    extraction_error: str | _Unset | None = UNSET
+
+
+@dataclass(frozen=True, slots=True)
+class ImportHead:
+    """A document without its texts: what an import's sync compares with the folder."""
+
+    id: str
+    path: str
+    import_origin: str | None
+    content_hash: str
+    #: JSON of the extraction record (None: the host or a tool wrote the document).
+    extraction: str | None
 
 
 @dataclass(frozen=True, slots=True)

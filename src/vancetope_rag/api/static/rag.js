@@ -198,6 +198,20 @@
     $("failed-empty").hidden = failed.documents.length !== 0;
   }
 
+  function renderAttention(status) {
+    const tbody = $("attention-table").querySelector("tbody");
+    tbody.replaceChildren();
+    for (const item of status.needsAttention || []) {
+      const tr = document.createElement("tr");
+      tr.dataset.path = item.path;
+      cell(tr, item.path);
+      cell(tr, item.error, "error-text");
+      tbody.appendChild(tr);
+    }
+    $("attention-count").textContent = "(" + (status.needsAttentionCount || 0) + ")";
+    $("attention-box").hidden = !status.needsAttentionCount;
+  }
+
   function stateText(doc) {
     return (
       doc.state +
@@ -259,6 +273,7 @@
       api("GET", "/rag/documents"),
     ]);
     renderStatus(status);
+    renderAttention(status);
     renderProgress(status.progress);
     renderFailed(failed);
     renderDocuments(docs);

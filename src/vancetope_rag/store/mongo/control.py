@@ -33,7 +33,14 @@ from typing import Any
 from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from vancetope_rag.domain.records import Document, IndexState, Project, ProjectStatus, RagRecord
+from vancetope_rag.domain.records import (
+    AttentionItem,
+    Document,
+    IndexState,
+    Project,
+    ProjectStatus,
+    RagRecord,
+)
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import updates as q
 from vancetope_rag.store.mongo.catalog import MongoRagCatalog
@@ -50,7 +57,7 @@ from vancetope_rag.store.shared import (
     vector_from_bytes,
     vector_to_bytes,
 )
-from vancetope_rag.store.types import Clock, DocumentChange, NewDocument
+from vancetope_rag.store.types import Clock, DocumentChange, ImportHead, NewDocument
 
 
 @guard_errors
@@ -204,16 +211,36 @@ class MongoControlStore:
         found = self.documents.find_one(q.scope_filter(tenant_id, project_id, path=path))
         return q.document_from_bson(found) if found else None
 
-    def list_documents(
-        self, tenant_id: str, project_id: str, *, path_prefix: str | None = None
-    ) -> list[Document]:
+    @staticmethod
+    def _under(tenant_id: str, project_id: str, path_prefix: str | None) -> dict[str, Any]:
         flt = q.scope_filter(tenant_id, project_id)
         if path_prefix:
             # anchored and escaped: the prefix is literal text, and the unique path index
             # serves an anchored regex as a range scan
             flt["path"] = {"$regex": "^" + re.escape(path_prefix)}
-        cursor = self.documents.find(flt).sort([("path", 1)])
-        return [q.document_from_bson(d) for d in cursor]
+        return flt
+
+    def list_documents(
+        self, tenant_id: str, project_id: str, *, path_prefix: str | None = None
+    ) -> list[Document]:
+        cursor = self.documents.find(self._under(tenant_id, project_id, path_prefix))
+        return [q.document_from_bson(d) for d in cursor.sort([("path", 1)])]
+
+    def import_heads(
+        self, tenant_id: str, project_id: str, *, path_prefix: str
+    ) -> list[ImportHead]:
+        fields = {"path": 1, "importOrigin": 1, "contentHash": 1, "extraction": 1}
+        cursor = self.documents.find(self._under(tenant_id, project_id, path_prefix), fields)
+        return [q.import_head_from_bson(d) for d in cursor.sort([("path", 1)])]
+
+    def needs_attention(
+        self, tenant_id: str, project_id: str, *, limit: int
+    ) -> tuple[int, list[AttentionItem]]:
+        flt = q.needs_attention_filter(tenant_id, project_id)
+        count = int(self.documents.count_documents(flt))
+        cursor = self.documents.find(flt, {"path": 1, "extractionError": 1})
+        found = cursor.sort([("path", 1)]).limit(limit)
+        return count, [AttentionItem(d["_id"], d["path"], d["extractionError"]) for d in found]
 
     def document_paths(
         self, tenant_id: str, project_id: str, document_ids: Sequence[str]

@@ -80,6 +80,11 @@ def control_index_models() -> dict[str, list[IndexModel]]:
             _model(["tenantId", "projectId", "ragDirty", "ragClaimedBy"], CLAIM_INDEX),
             _model(CLAIM_ORDER_KEYS, CLAIM_ORDER_INDEX),
             _model(["tenantId", "projectId", "indexedAt"], "tenant_project_indexed_at_idx"),
+            _model(
+                ["tenantId", "projectId", "path"],
+                "tenant_project_attention_idx",
+                partialFilterExpression={"extractionError": {"$type": "string"}},
+            ),
         ],
         "rags": [
             # a name has several generations (live, shadow, retired): uniqueness of the live

@@ -16,6 +16,10 @@ Schema versions of the MongoDB store:
    in the SQL stores, since a host's keys may hold ``.`` or ``$``, which BSON field names may
    not). Nothing is rewritten: a document written before has no such field and reads as
    ``{}``; the version keeps an older package, which would drop it, from opening the store.
+5. Documents carry ``importOrigin`` (the import a document came from; its sync prunes by
+   it) and ``extractionError`` (why the last read of its file failed), absent on older
+   documents (read as none), and the partial ``tenant_project_attention_idx`` on
+   ``extractionError`` (created on open, like every control index).
 
 Opening a version-1 store that holds chunks does not strand them: the control plane works,
 chunk operations fail with a :class:`StoreError` that says to run ``init``, and ``init``
@@ -44,7 +48,7 @@ from vancetope_rag.store.mongo.chunks import MongoChunkStore
 log = get_logger(__name__)
 
 #: Version of the document shapes in the database; a newer one is refused on open.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SCHEMA_ID = "vancetope_rag"
 LEGACY_CHUNKS = "chunks"
 _BATCH = 500

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from vancetope_rag.domain.records import Document, IndexState
-from vancetope_rag.store.types import DocumentChange, NewDocument
+from vancetope_rag.domain.records import AttentionItem, Document, IndexState
+from vancetope_rag.store.types import DocumentChange, ImportHead, NewDocument
 
 
 @runtime_checkable
@@ -45,6 +45,21 @@ class DocumentStore(Protocol):
     def list_documents(
         self, tenant_id: str, project_id: str, *, path_prefix: str | None = None
     ) -> list[Document]: ...
+
+    def import_heads(
+        self, tenant_id: str, project_id: str, *, path_prefix: str
+    ) -> list[ImportHead]:
+        """Every document of the project whose path starts with ``path_prefix`` (``""``:
+        all), by path, without its texts: what an import's sync compares with its folder."""
+        ...
+
+    def needs_attention(
+        self, tenant_id: str, project_id: str, *, limit: int
+    ) -> tuple[int, list[AttentionItem]]:
+        """How many documents have an ``extraction_error`` and are not FAILED (indexed, or
+        queued, from an earlier readable version of their file), and the first ``limit`` of
+        them by path."""
+        ...
 
     def document_paths(
         self, tenant_id: str, project_id: str, document_ids: Sequence[str]

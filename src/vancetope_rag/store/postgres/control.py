@@ -16,16 +16,25 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from vancetope_rag.domain.records import Document, IndexState, Project, ProjectStatus
+from vancetope_rag.domain.records import (
+    AttentionItem,
+    Document,
+    IndexState,
+    Project,
+    ProjectStatus,
+)
 from vancetope_rag.store.postgres.catalog import PostgresRagCatalog
 from vancetope_rag.store.postgres.db import PostgresDatabase
 from vancetope_rag.store.postgres.errors import ConstraintViolation
 from vancetope_rag.store.postgres.rows import DIRTY, document_update_sql, insert_sql
 from vancetope_rag.store.postgres.settings import PostgresSettingsAndCache
 from vancetope_rag.store.rows import (
+    IMPORT_HEAD_COLUMNS,
+    NEEDS_ATTENTION,
     document_row,
     restored_document_row,
     row_to_document,
+    row_to_import_head,
     row_to_project,
 )
 from vancetope_rag.store.shared import (
@@ -39,7 +48,7 @@ from vancetope_rag.store.shared import (
     state_counts,
     unique_batches,
 )
-from vancetope_rag.store.types import Clock, DocumentChange, NewDocument
+from vancetope_rag.store.types import Clock, DocumentChange, ImportHead, NewDocument
 
 T = TypeVar("T")
 
@@ -182,6 +191,28 @@ class PostgresControlStore(PostgresRagCatalog, PostgresSettingsAndCache):
             params.append(path_prefix)
         sql += " ORDER BY path"
         return [row_to_document(r) for r in self.db.query_dicts(sql, params)]
+
+    def import_heads(
+        self, tenant_id: str, project_id: str, *, path_prefix: str
+    ) -> list[ImportHead]:
+        rows = self.db.query_dicts(
+            f"SELECT {IMPORT_HEAD_COLUMNS} FROM documents WHERE tenant_id = %s "
+            "AND project_id = %s AND starts_with(path, %s) ORDER BY path",
+            (tenant_id, project_id, path_prefix),
+        )
+        return [row_to_import_head(r) for r in rows]
+
+    def needs_attention(
+        self, tenant_id: str, project_id: str, *, limit: int
+    ) -> tuple[int, list[AttentionItem]]:
+        scope = (tenant_id, project_id)
+        where = f"WHERE tenant_id = %s AND project_id = %s AND {NEEDS_ATTENTION}"
+        [(count,)] = self.db.query(f"SELECT count(*) FROM documents {where}", scope)
+        rows = self.db.query(
+            f"SELECT id, path, extraction_error FROM documents {where} ORDER BY path LIMIT %s",
+            (*scope, limit),
+        )
+        return int(count), [AttentionItem(str(i), str(p), str(e)) for i, p, e in rows]
 
     def document_paths(
         self, tenant_id: str, project_id: str, document_ids: Sequence[str]

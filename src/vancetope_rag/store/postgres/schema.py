@@ -252,6 +252,14 @@ STEPS: tuple[str, ...] = (
     """
     ALTER TABLE documents ADD COLUMN metadata text NOT NULL DEFAULT '{}';
     """,
+    # 5: the import a document came from (its sync prunes by it), and why the last read of
+    # its file failed (kept through reindexes: "needs attention").
+    f"""
+    ALTER TABLE documents ADD COLUMN IF NOT EXISTS import_origin {_T};
+    ALTER TABLE documents ADD COLUMN IF NOT EXISTS extraction_error text;
+    CREATE INDEX IF NOT EXISTS documents_attention_idx ON documents (tenant_id, project_id, path)
+        WHERE extraction_error IS NOT NULL;
+    """,
 )
 
 SCHEMA_VERSION = len(STEPS)

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from vancetope_rag.domain.records import (
+    AttentionItem,
     Document,
     IndexState,
     Project,
@@ -35,16 +36,19 @@ from vancetope_rag.store.sqlite.db import SqliteDatabase
 from vancetope_rag.store.sqlite.errors import ConstraintViolation
 from vancetope_rag.store.sqlite.rows import (
     DIRTY_SETS,
+    IMPORT_HEAD_COLUMNS,
+    NEEDS_ATTENTION,
     document_paths_sql,
     document_row,
     document_update_sql,
     insert_sql,
     restored_document_row,
     row_to_document,
+    row_to_import_head,
     row_to_project,
 )
 from vancetope_rag.store.sqlite.settings import SqliteSettingsAndCache
-from vancetope_rag.store.types import Clock, DocumentChange, NewDocument
+from vancetope_rag.store.types import Clock, DocumentChange, ImportHead, NewDocument
 
 T = TypeVar("T")
 
@@ -195,6 +199,28 @@ class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
             params += [len(path_prefix), path_prefix]
         sql += " ORDER BY path"
         return [row_to_document(r) for r in self.db.query_dicts(sql, params)]
+
+    def import_heads(
+        self, tenant_id: str, project_id: str, *, path_prefix: str
+    ) -> list[ImportHead]:
+        rows = self.db.query_dicts(
+            f"SELECT {IMPORT_HEAD_COLUMNS} FROM documents WHERE tenant_id = ? "
+            "AND project_id = ? AND substr(path, 1, ?) = ? ORDER BY path",
+            (tenant_id, project_id, len(path_prefix), path_prefix),
+        )
+        return [row_to_import_head(r) for r in rows]
+
+    def needs_attention(
+        self, tenant_id: str, project_id: str, *, limit: int
+    ) -> tuple[int, list[AttentionItem]]:
+        scope = (tenant_id, project_id)
+        where = f"WHERE tenant_id = ? AND project_id = ? AND {NEEDS_ATTENTION}"
+        [(count,)] = self.db.query(f"SELECT count(*) FROM documents {where}", scope)
+        rows = self.db.query(
+            f"SELECT id, path, extraction_error FROM documents {where} ORDER BY path LIMIT ?",
+            (*scope, limit),
+        )
+        return int(count), [AttentionItem(str(i), str(p), str(e)) for i, p, e in rows]
 
     def document_paths(
         self, tenant_id: str, project_id: str, document_ids: Sequence[str]

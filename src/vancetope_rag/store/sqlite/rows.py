@@ -13,6 +13,8 @@ from typing import Any
 from vancetope_rag.store.rows import (
     DIRTY_SETS,
     FAILED_SETS,
+    IMPORT_HEAD_COLUMNS,
+    NEEDS_ATTENTION,
     chunk_row,
     document_row,
     dt,
@@ -21,6 +23,7 @@ from vancetope_rag.store.rows import (
     row_to_chunk,
     row_to_document,
     row_to_hit,
+    row_to_import_head,
     row_to_item,
     row_to_migration,
     row_to_project,
@@ -32,6 +35,8 @@ from vancetope_rag.store.types import ChunkFilter
 __all__ = [
     "DIRTY_SETS",
     "FAILED_SETS",
+    "IMPORT_HEAD_COLUMNS",
+    "NEEDS_ATTENTION",
     "chunk_filter_sql",
     "chunk_row",
     "document_paths_sql",
@@ -44,6 +49,7 @@ __all__ = [
     "row_to_chunk",
     "row_to_document",
     "row_to_hit",
+    "row_to_import_head",
     "row_to_item",
     "row_to_migration",
     "row_to_project",

@@ -5,7 +5,7 @@ Pure data; :mod:`.sqlite.db` runs them in one transaction when it opens a file.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 #: Ordered schema upgrades; index i brings the schema from version i to i + 1. Never edit a shipped
 #: entry: add a new one.
@@ -214,5 +214,13 @@ UPGRADES: tuple[str, ...] = (
     # copies it into the document's chunks). Documents written before have none.
     """
     ALTER TABLE documents ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}';
+    """,
+    # 8 -> 9: the import a document came from (its sync prunes by it), and why the last read
+    # of its file failed (kept through reindexes: "needs attention").
+    """
+    ALTER TABLE documents ADD COLUMN import_origin TEXT;
+    ALTER TABLE documents ADD COLUMN extraction_error TEXT;
+    CREATE INDEX documents_attention_idx ON documents (tenant_id, project_id, path)
+        WHERE extraction_error IS NOT NULL;
     """,
 )

@@ -31,7 +31,7 @@ from vancetope_rag.domain.records import (
     RagState,
 )
 from vancetope_rag.store.shared import DocumentChanges, capped_error, new_document_state
-from vancetope_rag.store.types import NewDocument
+from vancetope_rag.store.types import ImportHead, NewDocument
 
 Pipeline = list[dict[str, Any]]
 
@@ -277,6 +277,10 @@ def new_document_update(doc: NewDocument, content_hash: str, time: TimeSource) -
         "indexLastError": doc.failed_reason,
         "extraction": doc.extraction,
         "metadata": host_metadata.to_json(doc.metadata),
+        "importOrigin": doc.import_origin,
+        "extractionError": (
+            None if doc.extraction_error is None else capped_error(doc.extraction_error)
+        ),
         "indexNextAttemptAt": None,
         "indexedAt": None,
         "ragIndexedHash": None,
@@ -298,6 +302,8 @@ _DOCUMENT_FIELDS = {
     "rag_enabled": "ragEnabled",
     "extraction": "extraction",
     "metadata": "metadata",
+    "import_origin": "importOrigin",
+    "extraction_error": "extractionError",
 }
 
 
@@ -375,6 +381,28 @@ def document_from_bson(d: Mapping[str, Any]) -> Document:
         updated_at=from_bson_time(d.get("updatedAt")),
         extraction=d.get("extraction"),
         metadata=host_metadata.from_json(d.get("metadata")),
+        import_origin=d.get("importOrigin"),
+        extraction_error=d.get("extractionError"),
+    )
+
+
+def import_head_from_bson(d: Mapping[str, Any]) -> ImportHead:
+    return ImportHead(
+        id=d["_id"],
+        path=d["path"],
+        import_origin=d.get("importOrigin"),
+        content_hash=d.get("contentHash", ""),
+        extraction=d.get("extraction"),
+    )
+
+
+def needs_attention_filter(tenant_id: str, project_id: str) -> dict[str, Any]:
+    """Documents indexed (or queued) from an earlier readable version of their file."""
+    return scope_filter(
+        tenant_id,
+        project_id,
+        extractionError={"$type": "string"},
+        indexState={"$ne": IndexState.FAILED.value},
     )
 
 
@@ -411,6 +439,8 @@ def document_to_bson(doc: Document, now: datetime) -> dict[str, Any]:
         "updatedAt": to_bson_time(doc.updated_at or now),
         "extraction": doc.extraction,
         "metadata": host_metadata.to_json(doc.metadata),
+        "importOrigin": doc.import_origin,
+        "extractionError": doc.extraction_error,
     }
 
 
