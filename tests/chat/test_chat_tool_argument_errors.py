@@ -16,7 +16,7 @@ from llama_index.core.agent.workflow import FunctionAgent, ToolCallResult
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.tools import FunctionTool, ToolOutput
-from llama_index.core.tools.calling import call_tool_with_selection
+from llama_index.core.tools.calling import acall_tool, call_tool, call_tool_with_selection
 
 from fakes import P, T
 from vancetope_rag.app import RagApp
@@ -135,3 +135,17 @@ def test_predict_and_call_path_flags_the_error(app: RagApp) -> None:
     output = call_tool_with_selection(selection, app.tools(T, P))
     out = _error(output)
     assert out["code"] == "INVALID_ARGUMENT" and out["parameter"] == "ragId"
+
+
+def test_a_misnamed_argument_of_a_one_parameter_tool_is_named(app: RagApp) -> None:
+    """LlamaIndex's ``call_tool`` passes the one argument of a one-parameter tool positionally
+    when the tool's signature cannot take its name: ``{"name": "notes"}`` for ``rag_list``
+    must not become ``projectId="notes"``."""
+    for output in (
+        call_tool(_tool(app, "rag_list"), {"name": "notes"}),
+        asyncio.run(acall_tool(_tool(app, "rag_list"), {"name": "notes"})),
+    ):
+        out = _error(output)
+        assert out["code"] == "INVALID_ARGUMENT" and out["parameter"] == "name"
+        assert "projectId" in out["error"]
+    assert call_tool(_tool(app, "rag_list"), {"projectId": P}).is_error is False
