@@ -61,6 +61,7 @@ UNSAFE_WHEN_REACHED = [
     "{{ hits|selectattr('__class__')|list }}",  # attribute names given to filters
     "{{ hits|rejectattr('label.__class__')|list }}",
     "{{ hits|sort(attribute='label.__class__')|list }}",
+    "{{ hits|sort(attribute='score,_hit')|list }}",
     "{{ hits|sort(false, false, '_hit')|list }}",
     "{{ hits|groupby('__class__')|list }}",
     "{{ hits|sum(attribute='__len__') }}",
@@ -96,11 +97,20 @@ def test_a_variable_no_turn_has_is_refused_at_load(template: str, named: str) ->
     assert named in caught.value.message and "hits" in caught.value.message
 
 
-def test_a_field_hits_do_not_have_is_refused_at_load() -> None:
-    template = "{% for h in hits %}[{{ h.lable }}]{% endfor %}"
-    with pytest.raises(RecipeError, match="'lable'") as caught:
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{% for h in hits %}[{{ h.lable }}]{% endfor %}",
+        "{% for h in hits if h.lable %}x{% endfor %}",
+        "{% for s in sources %}{{ s['lable'] }}{% endfor %}",
+        "{% if hits|length > 5 %}{{ hits[0].lable }}{% endif %}",
+        "{{ (hits|first).lable }}",
+    ],
+)
+def test_a_field_hits_do_not_have_is_refused_at_load(template: str) -> None:
+    with pytest.raises(RecipeError, match="undefined field") as caught:
         parse_recipe({"name": "x", "params": {"rag": {"template": template}}})
-    assert "label" in caught.value.message  # the fields it does have
+    assert "'lable'" in caught.value.message and "label" in caught.value.message
 
 
 @pytest.mark.parametrize(

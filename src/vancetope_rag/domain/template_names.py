@@ -22,6 +22,7 @@ sample render (``check_template_cost``) catches those it reaches.
 from __future__ import annotations
 
 import _string  # type: ignore[import-not-found, unused-ignore]  # str.format's field parser
+import re
 import string
 from collections.abc import Iterator
 
@@ -94,7 +95,7 @@ def _attribute_names(tree: nodes.Template) -> Iterator[tuple[nodes.Node, str]]:
             yield item, item.arg.value
     for used in tree.find_all(nodes.Filter):
         for value in _filter_attributes(used):
-            for part in value.split("."):
+            for part in re.split(r"[.,]", value):  # 'a.b', and sort's 'a,b' of several
                 yield used, part
     for call in tree.find_all(nodes.Call):
         for part in _format_fields(call):
@@ -199,7 +200,8 @@ def _field_reads(tree: nodes.Node) -> Iterator[nodes.Getattr | nodes.Getitem]:
 
 
 def _check_fields_of(body: nodes.Node, var: str, of: str, known: tuple[str, ...]) -> None:
-    for node in _field_reads(body):
+    reads = [body] if isinstance(body, nodes.Getattr | nodes.Getitem) else []
+    for node in (*reads, *_field_reads(body)):  # the loop's own test may be one read
         if isinstance(node.node, nodes.Name) and node.node.name == var:
             _check_field(node, of, known)
 
