@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from vancetope_rag.extraction.registry import OcrConfig as OcrConfig
     from vancetope_rag.extraction.registry import RegisterExtractor as RegisterExtractor
     from vancetope_rag.extraction.registry import Section as Section
+    from vancetope_rag.extraction.registry import decode_any as decode_any
     from vancetope_rag.extraction.registry import decode_text as decode_text
     from vancetope_rag.extraction.registry import extract_text as extract_text
     from vancetope_rag.extraction.registry import extraction_error as extraction_error
@@ -167,6 +168,7 @@ _EXPORTS: dict[str, str] = {
     "OcrConfig": "vancetope_rag.extraction.registry",
     "RegisterExtractor": "vancetope_rag.extraction.registry",
     "Section": "vancetope_rag.extraction.registry",
+    "decode_any": "vancetope_rag.extraction.registry",
     "decode_text": "vancetope_rag.extraction.registry",
     "extract_text": "vancetope_rag.extraction.registry",
     "extraction_error": "vancetope_rag.extraction.registry",

@@ -142,9 +142,10 @@ def test_failing_embedding_call_warns_and_skips(
 
 @pytest.mark.parametrize(
     "template",
-    # an unsafe one ("{{ hits.__class__ }}") is refused at load now (issue 20 item 10):
+    # failures that depend on the turn's hits; an unsafe one ("{{ hits.__class__ }}") or a
+    # field hits lack ("{{ hits[0].no_such_field }}") is refused at load:
     # tests/unit/test_template_unsafe_at_load.py
-    ["{{ hits[0].no_such_field }}", "{{ 1 // 0 }}"],
+    ["{{ hits[7].label }}", "{{ 1 // 0 }}"],
 )
 def test_template_error_warns_and_skips(
     probe_app: RagApp, caplog: pytest.LogCaptureFixture, template: str

@@ -116,3 +116,15 @@ def test_token_json(run: Any) -> None:
     assert (out["tenant"], out["projects"], out["expiresInS"]) == (T, [P], 120)
     principal = TokenVerifier(JWT_SECRET).principal(f"Bearer {out['token']}")
     assert principal.tenant == T and JWT_SECRET not in result.output
+
+
+def test_set_at_tenant_scope_says_when_the_project_overrides_it(run: Any) -> None:
+    run("settings", "set", "rag.topK", "3")
+    out = run("settings", "set", "rag.topK", "7", "--scope", "tenant").stdout
+    assert out == "rag.topK = 7 (tenant); project 'p1' overrides it with 3\n"
+    out = run("settings", "set", "rag.topK", "--unset", "--scope", "tenant").stdout
+    overridden = "; project 'p1' overrides it with 3\n"
+    assert out == "rag.topK unset at tenant scope; now null (from default)" + overridden
+    run("settings", "set", "rag.topK", "--unset")
+    out = run("settings", "set", "rag.topK", "8", "--scope", "tenant").stdout
+    assert out == "rag.topK = 8 (tenant)\n"

@@ -213,9 +213,11 @@ def test_html_visible_text_with_block_breaks() -> None:
     )
 
 
-def test_html_that_is_not_utf8_is_refused() -> None:
-    with pytest.raises(ExtractionError, match="not UTF-8"):
-        extract("<p>café</p>".encode("latin-1"), path="p.html")
+def test_html_that_is_not_utf8_is_read_in_its_encoding_and_binary_is_refused() -> None:
+    result = extract("<p>café crème</p>".encode("latin-1"), path="p.html")
+    assert (result.text, result.encoding) == ("café crème", "cp1252")
+    with pytest.raises(ExtractionError, match="binary data"):
+        extract(b"<p>caf\xe9</p>\x00", path="p.html")
 
 
 # --- notebooks ----------------------------------------------------------------------------

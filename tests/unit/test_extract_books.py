@@ -221,7 +221,7 @@ Anything after the end is ignored.
 def test_latex_sections_and_text() -> None:
     assert guess_mime_type("paper.tex") == "application/x-tex"
     result = extract(LATEX.encode(), path="paper.tex")
-    assert result.extractor == "vancetope.latex@1"
+    assert result.extractor == "vancetope.latex@2"
     assert titles(result) == [
         "Notes on Tidal Energy",
         "section Theory",

@@ -63,10 +63,14 @@ def settings_set(c: Ctx, key: str, value: str | None, scope: str, unset: bool) -
         project = None if scope == "tenant" else c.project
         c.app.settings.set(c.tenant, project, key, None if unset else value)
         shown, source = c.app.settings.get_public_with_source(c.tenant, project, key)
+        used, used_from = c.app.settings.get_public_with_source(c.tenant, c.project, key)
+    # A tenant value the current project overrides is not what that project uses: say so.
+    note = ""
+    if scope == "tenant" and used_from == "project":
+        note = f"; project {c.project!r} overrides it with {json.dumps(used, default=str)}"
     if unset:
         # What the scope falls back to, said as inherited: never labelled as set here.
-        click.echo(
-            f"{key} unset at {scope} scope; now {json.dumps(shown, default=str)} (from {source})"
-        )
+        shown_text = json.dumps(shown, default=str)
+        click.echo(f"{key} unset at {scope} scope; now {shown_text} (from {source}){note}")
         return
-    click.echo(f"{key} = {json.dumps(shown, default=str)} ({source})")
+    click.echo(f"{key} = {json.dumps(shown, default=str)} ({source}){note}")

@@ -51,6 +51,7 @@ from markupsafe import Markup
 from vancetope_rag.domain.citations import cite
 from vancetope_rag.domain.lookalikes import clean_label, neutralise_tags
 from vancetope_rag.domain.records import Hit
+from vancetope_rag.domain.template_names import UNSAFE, check_template_names
 from vancetope_rag.errors import InvalidInputError
 
 __all__ = [
@@ -540,8 +541,10 @@ def compile_template(source: str) -> jinja2.Template:
         The compiled template (cached per source text).
 
     Raises:
-        InvalidInputError: The template has a syntax error, or names an attribute the sandbox
-            forbids (``__class__``, any ``_`` name); the message gives the line.
+        InvalidInputError: The template has a syntax error, names an attribute the sandbox
+            forbids (``__class__``, any ``_`` name), a variable no render has or a field
+            hits and sources lack (:mod:`~vancetope_rag.domain.template_names`); the
+            message gives the line.
     """
     env = _environment()
     try:
@@ -550,39 +553,15 @@ def compile_template(source: str) -> jinja2.Template:
         raise InvalidInputError(
             f"RAG context template has a syntax error at line {exc.lineno}: {exc.message}"
         ) from None
-    _refuse_private_names(tree)
+    check_template_names(tree, _FIELDS)
     return env.from_string(tree)
 
 
-#: How a refusal by the sandbox starts (checked at load by :func:`check_template_cost`).
-UNSAFE = "RAG context template tried an unsafe operation"
-
-
-def _private_name(node: nodes.Node) -> str | None:
-    """The ``_`` attribute ``node`` reaches by a literal name (``x.__class__``,
-    ``x['__class__']``, ``x|attr('__class__')``), if any."""
-    name: object = None
-    if isinstance(node, nodes.Getattr):
-        name = node.attr
-    elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
-        name = node.arg.value
-    elif isinstance(node, nodes.Filter) and node.name == "attr" and node.args:
-        first = node.args[0]
-        name = first.value if isinstance(first, nodes.Const) else None
-    return name if isinstance(name, str) and name.startswith("_") else None
-
-
-def _refuse_private_names(tree: nodes.Template) -> None:
-    """Refuse at compile time what the sandbox would refuse in every render: the template
-    would load and then give each turn no block (issue 20)."""
-    for node in tree.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter)):
-        name = _private_name(node)
-        if name is not None:
-            raise InvalidInputError(
-                f"{UNSAFE} at line {node.lineno}: "
-                f"{name!r} is not reachable from a template (no '_' attributes); use the "
-                "documented fields of hits and sources (label, source, path, text, score…)"
-            )
+#: The fields a template may read of each variable's items.
+_FIELDS = {
+    "hits": tuple(f.name for f in dataclasses.fields(ContextHit)),
+    "sources": tuple(f.name for f in dataclasses.fields(ContextSource)),
+}
 
 
 def _views(

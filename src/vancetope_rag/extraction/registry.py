@@ -69,6 +69,7 @@ __all__ = [
     "Section",
     "UnsupportedTypeError",
     "clean_title",
+    "decode_any",
     "decode_text",
     "error_from_code",
     "extract_text",
@@ -405,17 +406,29 @@ def _sniff_text(data: bytes) -> str | None:
 
 
 def read_text(data: bytes, path: str) -> Extraction:
-    """The text extractor: :func:`decode_text`, and when the file is not UTF-8, its detected
-    legacy encoding (:mod:`vancetope_rag.extraction.encoding`); the encoding is recorded."""
+    """The text extractor: :func:`decode_any`; the encoding is recorded."""
+    text, encoding = decode_any(data, path)
+    return Extraction((Section(text),), encoding=encoding)
+
+
+def decode_any(data: bytes, path: str, *, declared: str | None = None) -> tuple[str, str]:
+    """Text in any encoding, and that encoding's name: :func:`decode_text` (UTF-8, or the
+    UTF-16/32 a BOM names), else ``declared`` (what an HTML or XML file says, see
+    :func:`~vancetope_rag.extraction.encoding.declared_encoding`) when it fits, else the
+    legacy encoding detected (:mod:`vancetope_rag.extraction.encoding`).
+
+    Raises:
+        ExtractionError: Binary data (a NUL byte), invalid text under a BOM, or bytes no
+            known encoding reads: :func:`decode_text`'s error.
+    """
     from vancetope_rag.extraction.encoding import decode_detected
 
     try:
-        text, encoding = decode_text(data, path), _bom_encoding(data)
+        return decode_text(data, path), _bom_encoding(data)
     except ExtractionError as exc:
         if _has_nul(data) or data.startswith(codecs.BOM_UTF8) or _bom_encoding(data) != "utf-8":
             raise  # binary, or a BOM that names the encoding: nothing to guess
-        text, encoding = decode_detected(data, path, exc)
-    return Extraction((Section(text),), encoding=encoding)
+        return decode_detected(data, path, exc, declared=declared)
 
 
 def _bom_encoding(data: bytes) -> str:

@@ -96,14 +96,9 @@ class SettingsService:
         return self.effective(tenant_id, project_id)[key]
 
     def get_public(self, tenant_id: str, project_id: str | None, key: str) -> Any:
-        """A value for display: at one scope (project None = tenant) or effective; masked."""
-        if key not in SETTINGS:
-            raise SettingError(f"unknown setting {key!r}; known: {', '.join(sorted(SETTINGS))}")
-        if project_id is None:
-            value = self._scope_values(tenant_id, None).get(key, SETTINGS[key].default)
-        else:
-            value = self.get(tenant_id, project_id, key)
-        return mask_secret(key, value)
+        """A value for display, masked: the project's effective one, or with project None
+        what the tenant scope gives (its own value, else the default)."""
+        return self.get_public_with_source(tenant_id, project_id, key)[0]
 
     def get_public_with_source(
         self, tenant_id: str, project_id: str | None, key: str
@@ -122,10 +117,6 @@ class SettingsService:
         else:
             value, source = resolve_setting(key), "default"
         return mask_secret(key, value), source
-
-    def get_public_as_set(self, tenant_id: str, project_id: str, key: str) -> Any:
-        """The value set at project scope (None when unset there), masked, for display."""
-        return mask_secret(key, self._scope_values(tenant_id, project_id).get(key))
 
     def set(self, tenant_id: str, project_id: str | None, key: str, value: object) -> None:
         """Set a value at tenant scope (project None) or project scope; None unsets it."""

@@ -94,9 +94,10 @@ def tool_body(fn: Callable[..., Any], schema: type[BaseModel]) -> Callable[..., 
     """``fn`` as a tool body: arguments checked, the result as JSON text, any failure as a
     :class:`ToolFailure` the model can read."""
     name = fn.__name__
-    params = [p for p in inspect.signature(fn).parameters if p != "self"]
+    signature = inspect.signature(fn)
+    params = [p for p in signature.parameters if p != "self"]
 
-    @functools.wraps(fn)  # keeps the signature: FunctionTool builds its metadata from it
+    @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> str:
         try:
             given = check_arguments(name, schema, params, args, kwargs)
@@ -111,6 +112,14 @@ def tool_body(fn: Callable[..., Any], schema: type[BaseModel]) -> Callable[..., 
             error = f"internal error: {type(exc).__name__}"
             return ToolFailure(json.dumps({"error": error, "code": "INTERNAL"}))
 
+    # The parameters, and a catch-all: LlamaIndex's call_tool binds a model's arguments to
+    # this signature first and, for a one-parameter tool, passes one it cannot bind
+    # positionally (rag_list(name="x") would be rag_list(projectId="x")); with the catch-all
+    # every name reaches check_arguments, which names the wrong one.
+    catch_all = inspect.Parameter("arguments", inspect.Parameter.VAR_KEYWORD)
+    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*signature.parameters.values(), catch_all]
+    )
     return wrapper
 
 

@@ -25,6 +25,7 @@ from vancetope_rag.extraction.registry import (
     ExtractorDependencyMissingError,
     RegisterExtractor,
     Section,
+    decode_any,
     decode_text,
     extraction_error,
 )
@@ -472,11 +473,10 @@ def extract_latex(data: bytes, path: str) -> Extraction:
     """The text of a LaTeX source: a section per ``\\chapter``/``\\section``/``\\subsection``
     (``section Title``); the preamble, comments and most command markup are dropped, the
     arguments of formatting commands (``\\emph{...}``) kept, math copied as written."""
-    source = _TEX_COMMENT.sub(
-        lambda m: m.group() if m.group()[0] == "\\" else "", decode_text(data, path)
-    )
+    text, encoding = decode_any(data, path)  # UTF-8, else a detected legacy encoding
+    source = _TEX_COMMENT.sub(lambda m: m.group() if m.group()[0] == "\\" else "", text)
     sections = _TexText(source).run()
-    return Extraction(tuple(sections) or (Section(""),))
+    return Extraction(tuple(sections) or (Section(""),), encoding=encoding)
 
 
 # --- registration -----------------------------------------------------------------------------
@@ -491,4 +491,11 @@ def register(register: RegisterExtractor) -> None:
         ("application/rtf", "text/rtf"), extract_rtf, extensions=(".rtf",), name="vancetope.rtf"
     )
     tex = ("application/x-tex", "application/x-latex", "text/x-tex", "text/x-latex")
-    register(tex, extract_latex, extensions=(".tex", ".latex", ".ltx"), name="vancetope.latex")
+    # Version 2 reads a detected legacy encoding (version 1 refused what was not UTF-8).
+    register(
+        tex,
+        extract_latex,
+        extensions=(".tex", ".latex", ".ltx"),
+        name="vancetope.latex",
+        version="2",
+    )

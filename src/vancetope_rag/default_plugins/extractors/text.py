@@ -1,6 +1,7 @@
-"""The built-in extractors of text formats: plain text and code (UTF-8, else the detected
-legacy encoding, by ``charset-normalizer``), HTML, Jupyter notebooks and DOCX (the standard
-library).
+"""The built-in extractors of text formats: plain text, code and HTML (UTF-8, else the
+encoding an HTML page declares, else the detected legacy encoding, by
+``charset-normalizer``), Jupyter notebooks (UTF-8, as their format says) and DOCX (the
+standard library).
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ from xml.etree import ElementTree
 from vancetope_rag.default_plugins.extractors.guards import ENCRYPTED, OLE_MAGIC
 from vancetope_rag.domain.eligibility import CODE_MIME_WHITELIST
 from vancetope_rag.errors import ExtractionError
+from vancetope_rag.extraction.encoding import declared_encoding
 from vancetope_rag.extraction.html import html_to_text
 from vancetope_rag.extraction.registry import (
+    Extraction,
     RegisterExtractor,
+    Section,
+    decode_any,
     decode_text,
     extraction_error,
     read_text,
@@ -32,9 +37,11 @@ MAX_DOCX_XML_BYTES = 50 * 1024 * 1024
 # --- HTML -------------------------------------------------------------------------------------
 
 
-def extract_html(data: bytes, path: str) -> str:
-    """Visible text of an HTML page (:func:`html_to_text` of the decoded bytes)."""
-    return html_to_text(decode_text(data, path))
+def extract_html(data: bytes, path: str) -> Extraction:
+    """Visible text of an HTML page (:func:`html_to_text` of the decoded bytes: UTF-8, else
+    the encoding the page declares, else the one detected); the encoding is recorded."""
+    text, encoding = decode_any(data, path, declared=declared_encoding(data))
+    return Extraction((Section(html_to_text(text)),), encoding=encoding)
 
 
 # --- notebooks --------------------------------------------------------------------------------
@@ -174,6 +181,7 @@ def register(register: RegisterExtractor) -> None:
         extract_html,
         extensions=(".html", ".htm", ".xhtml"),
         name="vancetope_rag.default_plugins.extractors.extract_html",
+        version="2",  # reads a declared or detected legacy encoding (version 1 refused it)
     )
     register(
         (IPYNB_MIME,),
