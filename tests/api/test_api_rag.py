@@ -57,7 +57,8 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
         "pending": 0,
         "total": 3,
         "rate": 0,
-        "etaSeconds": 0.0,
+        "etaSeconds": None,
+        "paused": None,
     }
     rag = api_app.project_rags.find_default_rag(T, "p1")
     assert rag is not None

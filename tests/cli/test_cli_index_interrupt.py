@@ -11,71 +11,29 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from plugin_site import install_provider
 from vancetope_rag.cli import cli
 
-# A third-party plugin, installed the way pip would (a dist-info with an entry point) on a
-# PYTHONPATH of the test's own: provider ``slow`` embeds like ``hashing`` but takes its time,
-# and says on a marker file when the indexer first calls it (the batch is claimed by then).
-PLUGIN = """
-from __future__ import annotations
-
+# ``slow`` embeds like ``hashing`` but takes its time, and says on a marker file when the
+# indexer first calls it (the batch is claimed by then).
+SLOW = """
 import os
 import time
 from pathlib import Path
 
-from vancetope_rag.default_plugins.hashing import HashingEmbedding
-from vancetope_rag.embeddings import LoadedModel
-from vancetope_rag.hookspecs import hookimpl
 
-
-class SlowEmbedding(HashingEmbedding):
+class Embedding(HashingEmbedding):
     def _get_text_embeddings(self, texts):
         Path(os.environ["SLOW_EMBED_MARKER"]).touch()
         time.sleep(60)
         return [self._vector(t) for t in texts]
-
-
-class SlowProvider:
-    name = "slow"
-
-    def default_model(self):
-        return "slow-64"
-
-    def load(self, settings, model):
-        return LoadedModel(
-            provider=self.name,
-            model=model,
-            dimension=64,
-            embed_model=SlowEmbedding(dimension=64),
-            max_input_tokens=512,
-            tokenizer=lambda text: text.split(),
-        )
-
-
-@hookimpl
-def register_embedding_providers(register):
-    register(SlowProvider())
 """
-
-
-def _install_plugin(root: Path) -> None:
-    (root / "slow_embed_plugin.py").write_text(PLUGIN)
-    info = root / "slow_embed_plugin-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: slow-embed-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        textwrap.dedent("""\
-            [vancetope_rag]
-            slow = slow_embed_plugin
-            """)
-    )
 
 
 @pytest.mark.timeout(120)
@@ -86,16 +44,10 @@ def _install_plugin(root: Path) -> None:
 def test_interrupted_index_gives_its_claims_back(
     tmp_path: Path, signum: signal.Signals, name: str, code: int
 ) -> None:
-    plugins = tmp_path / "site"
-    plugins.mkdir()
-    _install_plugin(plugins)
     marker = tmp_path / "embedding-started"
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            [str(plugins), *filter(None, [os.environ.get("PYTHONPATH")])]
-        ),
-        "VANCETOPE_RAG_PLUGINS": "slow",
+        **install_provider(tmp_path / "site", "slow", SLOW),
         "SLOW_EMBED_MARKER": str(marker),
     }
     store = f"sqlite:///{tmp_path / 'rag.db'}"

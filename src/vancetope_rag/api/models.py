@@ -21,7 +21,8 @@ class _Model(BaseModel):
 
 
 class WorkProgress(_Model):
-    """Documents done / total of one piece of work, its rate and the time left."""
+    """One piece of work in documents: done, failed and pending are separate numbers (a
+    failed document is not progress), with the rate and, while it runs, the time left."""
 
     done: int = Field(description="documents finished")
     failed: int = Field(description="documents that failed for good")
@@ -29,7 +30,12 @@ class WorkProgress(_Model):
     total: int = Field(description="done + failed + pending")
     rate: float = Field(description="documents per second over the last minute")
     etaSeconds: float | None = Field(
-        description="expected seconds until pending is 0; null when nothing finished lately"
+        description="expected seconds until pending is 0, only while the work runs and its "
+        "rate is known; null when nothing is pending, nothing finished lately, the work "
+        "ended (a cancelled or failed rebuild) or is paused"
+    )
+    paused: str | None = Field(
+        default=None, description="why the pending documents are not worked on now, else null"
     )
 
 

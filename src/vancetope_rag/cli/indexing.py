@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import sys
@@ -151,24 +152,27 @@ def index_cmd(c: Ctx, until_idle: bool, as_json: bool) -> None:
         sched = app.scheduler
         total_start = sched.pending()
         show_bar = not as_json and terminal.on_terminal() and total_start > 0
-        bar = (
-            click.progressbar(length=total_start, label="indexing", file=sys.stderr)
-            if show_bar
-            else None
-        )
+        failed_before = terminal.failed_documents(app)
+        done = 0
 
         def on_tick(tick: TickResult, left: int) -> None:
+            # done counts documents finished; a failed attempt is neither done (it is tried
+            # again) nor failed until the document gives up: the store's count says that
+            nonlocal done
+            done += tick.indexed + tick.removed
             if bar is not None:
-                bar.update(tick.indexed + tick.removed + tick.failed)
+                failed = max(0, terminal.failed_documents(app) - failed_before)
+                bar.show(done, failed, left)
 
-        try:  # a store that keeps failing raises its StoreError: exit 1 with its message
+        # a store that keeps failing raises its StoreError: exit 1 with its message
+        with contextlib.ExitStack() as stack:
+            bar = (
+                stack.enter_context(terminal.WorkBar("indexing", total_start)) if show_bar else None
+            )
             with claims_given_back_on_signal(sched):
                 result = sched.run_until_idle(
                     on_tick=on_tick, stop_when_nothing_claimable=not until_idle
                 )
-        finally:
-            if bar is not None:
-                bar.render_finish()  # the error line starts on a line of its own
         failures = [
             {"path": d.path, "state": d.index_state.value, "error": d.index_last_error}
             for d in app.documents.list_failures(c.tenant, c.project)

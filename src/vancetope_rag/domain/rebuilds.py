@@ -140,13 +140,19 @@ def rate_per_second(
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """Documents done / total of one piece of work, with its rate and expected time left."""
+    """One piece of work in documents: ``done``, ``failed`` (for good) and ``pending``
+    (waiting or being processed) are separate numbers, never added up as progress.
+
+    ``eta_s`` is set only while the work runs and its rate is known; ``paused`` says why work
+    that is waiting does not run now (then there is no ETA).
+    """
 
     done: int
     failed: int
     pending: int
     rate: float
     eta_s: float | None
+    paused: str | None = None
 
     @property
     def total(self) -> int:
@@ -160,21 +166,32 @@ class Progress:
             "total": self.total,
             "rate": round(self.rate, 3),
             "etaSeconds": None if self.eta_s is None else round(self.eta_s, 1),
+            "paused": self.paused,
         }
 
 
 def progress(
-    done: int, failed: int, pending: int, recent: int, oldest: datetime | None, now: datetime
+    done: int,
+    failed: int,
+    pending: int,
+    recent: int,
+    oldest: datetime | None,
+    now: datetime,
+    *,
+    running: bool = True,
+    paused: str | None = None,
 ) -> Progress:
-    """Progress from state counts and the completions of the last minute."""
+    """Progress from state counts and the completions of the last minute.
+
+    An ETA only while the work runs (``running``, not ``paused``) with documents pending and
+    a rate measured: an ended rebuild, paused indexing or a stall has none, whatever the
+    rate of the last minute was.
+    """
     rate = rate_per_second(recent, oldest, now)
-    if pending == 0:
-        eta: float | None = 0.0
-    elif rate > 0:
+    eta: float | None = None
+    if running and paused is None and pending > 0 and rate > 0:
         eta = math.ceil(pending / rate * 10) / 10
-    else:
-        eta = None  # nothing finished lately: no honest estimate
-    return Progress(done, failed, pending, rate, eta)
+    return Progress(done, failed, pending, rate, eta, paused if pending else None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,10 +39,16 @@ def node_work_state(control: ControlStore, rebuild_store: RebuildStore, node_id:
 
 
 def project_progress(
-    control: ControlStore, rebuild_store: RebuildStore, tenant_id: str, project_id: str
+    control: ControlStore,
+    rebuild_store: RebuildStore,
+    tenant_id: str,
+    project_id: str,
+    *,
+    paused: str | None = None,
 ) -> ProjectProgress:
     """The indexer's work on the live ``_documents`` and its latest rebuild (running, or how
-    the last one ended), with rates over the last minute and ETAs."""
+    the last one ended), with rates over the last minute and ETAs: none for a rebuild that
+    ended, nor while ``paused`` says why the project's work does not run now."""
     now = control.now()
     since = now - timedelta(seconds=RATE_WINDOW_S)
     counts = control.document_state_counts(tenant_id, project_id)
@@ -55,6 +61,7 @@ def project_progress(
         recent,
         oldest,
         now,
+        paused=paused,
     )
     m = rebuild_store.latest_rebuild(tenant_id, project_id, DEFAULT_RAG_NAME)
     if m is None:
@@ -68,5 +75,7 @@ def project_progress(
         recent,
         oldest,
         now,
+        running=m.state.active,
+        paused=paused if m.state.active else None,
     )
     return ProjectProgress(indexing, RebuildProgress(m, work))
