@@ -124,6 +124,38 @@ class DocumentListResponse(_Model):
     documents: list[DocumentResponse]
 
 
+class QueryParams(_Model):
+    """The parameters a turn's retrieval uses (the settings cascade, the request's topK)."""
+
+    topK: int
+    minScore: float = Field(description="cosine similarity a hit must reach")
+    maxPerDocument: int
+    mode: str = Field(description="dense, lexical or hybrid")
+
+
+class QueryHit(_Model):
+    """One excerpt as a turn would get it."""
+
+    label: str = Field(description="the source's citation label in the block (S1, S2, …)")
+    source: str = Field(description="the source as the block names it")
+    path: str | None = Field(description="the document's path (null for a manual text)")
+    kind: str = Field(description="content or summary")
+    score: float = Field(description="cosine similarity to the question")
+    text: str
+
+
+class QueryResponse(_Model):
+    """What a chat turn would get from ``_documents`` for a question."""
+
+    ragId: str | None = Field(description="the RAG queried (null when none is)")
+    reason: str | None = Field(
+        description="why nothing is queried (the project RAG is off, embeddings are off, "
+        "no index yet), else null"
+    )
+    params: QueryParams
+    hits: list[QueryHit]
+
+
 class ErrorResponse(_Model):
     """Every failure's body: a message a user can act on and a stable code."""
 
@@ -144,6 +176,7 @@ _ERRORS = {
     "embedding settings that cannot be used)",
     413: "the request body is larger than the engine's text limit allows",
     422: "a parameter or body field is missing or invalid",
+    429: "too many write requests for this project; retry after the Retry-After seconds",
     502: "the embedding provider failed",
     503: "the store is unavailable; retry later",
 }
