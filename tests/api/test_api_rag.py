@@ -48,7 +48,9 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
         "documents",
         "truncatedDocuments",
         "progress",
+        "configuredModel",
     }
+    assert data["configuredModel"] == "hashing:hashing-256"  # what a rebuild builds onto
     assert data["truncatedDocuments"] == 0
     assert data["progress"]["busy"] is False and data["progress"]["migration"] is None
     assert data["progress"]["indexing"] | {"rate": 0} == {

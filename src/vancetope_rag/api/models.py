@@ -81,6 +81,11 @@ class StatusResponse(_Model):
     documents: dict[str, int]
     truncatedDocuments: int = Field(description="documents indexed only up to the text limit")
     progress: StatusProgress
+    configuredModel: str | None = Field(
+        default=None,
+        description="provider:model of the current embedding settings, what a rebuild builds "
+        "onto (null: embeddings off or an unknown provider)",
+    )
 
 
 class ReindexResponse(_Model):

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 __all__ = [
+    "ACTIVE_S",
     "DEFAULT_MAX_FAILURE_RATIO",
     "RATE_WINDOW_S",
     "ItemState",
@@ -44,6 +45,11 @@ DEFAULT_MAX_FAILURE_RATIO = 0.05
 
 #: Rates are measured over this many seconds of the store's clock.
 RATE_WINDOW_S = 60.0
+
+#: Work counts as running (and gets an ETA) while a document is being processed or one
+#: finished within this many seconds; else the last minute's rate says nothing of now (no
+#: worker, retry back-offs, a paused provider).
+ACTIVE_S = 10.0
 
 
 class RebuildState(enum.StrEnum):

@@ -193,6 +193,8 @@ class RagStatus:
     truncated_documents: int = 0
     #: The indexer's work and the latest rebuild, with rates and ETAs.
     progress: ProjectProgress | None = None
+    #: ``provider:model`` of the current embedding settings: what a rebuild builds onto.
+    configured_model: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -205,6 +207,7 @@ class RagStatus:
             "documents": dict(self.documents),
             "truncatedDocuments": self.truncated_documents,
             "progress": self.progress.to_json() if self.progress else None,
+            "configuredModel": self.configured_model,
         }
 
 

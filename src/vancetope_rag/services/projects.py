@@ -237,9 +237,16 @@ class ProjectRagService:
         counts = self.control.document_state_counts(tenant_id, project_id)
         truncated = self.control.count_truncated(tenant_id, project_id)
         progress = self.rebuilds.progress(tenant_id, project_id)
+        configured = self.embeddings.label(
+            self.settings.snapshot(tenant_id, project_id).embedding()
+        )
         if rag is None:
             return RagStatus(
-                exists=False, documents=counts, truncated_documents=truncated, progress=progress
+                exists=False,
+                documents=counts,
+                truncated_documents=truncated,
+                progress=progress,
+                configured_model=configured,
             )
         return RagStatus(
             exists=True,
@@ -251,6 +258,7 @@ class ProjectRagService:
             documents=counts,
             truncated_documents=truncated,
             progress=progress,
+            configured_model=configured,
         )
 
 
