@@ -100,3 +100,61 @@ def test_interrupted_index_gives_its_claims_back(
     status = json.loads(CliRunner().invoke(cli, [*base, "status", "--json"]).stdout)
     assert status["documents"]["processing"] == 0
     assert status["documents"]["pending"] == 4
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stopped_worker_gives_its_claims_back_at_once(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """Before, `worker` waited up to 30 s for the batch its model was busy with before it
+    gave the claims back: longer than a container's stop grace (10 s in Docker), after which
+    SIGKILL left the documents ``processing`` until their lease expired (600 s)."""
+    marker = tmp_path / "embedding-started"
+    env = {
+        **os.environ,
+        **install_provider(tmp_path / "site", "slow", SLOW),
+        "SLOW_EMBED_MARKER": str(marker),
+        "VANCETOPE_RAG_INDEXER_INITIAL_DELAY_S": "0",
+        "RAG_INDEXER_POLL_SECONDS": "0.2",
+        "VANCETOPE_RAG_NODE_ID": "worker-test",
+    }
+    base = ["--store", f"sqlite:///{tmp_path / 'rag.db'}", "--tenant", "t", "--project", "p"]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(4):
+        (docs / f"n{i}.md").write_text(f"note number {i} about topic {i}")
+    cli_cmd = [sys.executable, "-m", "vancetope_rag.cli", *base]
+    setting = subprocess.run(
+        [*cli_cmd, "settings", "set", "ai.embedding.provider", "slow", "--scope", "tenant"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert setting.returncode == 0, setting.stderr
+    assert CliRunner().invoke(cli, [*base, "import", str(docs)]).exit_code == 0
+    proc = subprocess.Popen(
+        [*cli_cmd, "worker"], env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert marker.exists(), "the worker never reached the model"
+        claimed = json.loads(CliRunner().invoke(cli, [*base, "status", "--json"]).stdout)
+        assert claimed["documents"]["processing"] == 4
+        sent = time.monotonic()
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert took < 8, f"the worker took {took:.1f}s to stop"
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err, err
+    status = json.loads(CliRunner().invoke(cli, [*base, "status", "--json"]).stdout)
+    assert status["documents"]["processing"] == 0
+    assert status["documents"]["pending"] == 4

@@ -205,13 +205,25 @@ def index_cmd(c: Ctx, until_idle: bool, as_json: bool) -> None:
     show_default=True,
     help="Interface of the metrics endpoint.",
 )
+@click.option(
+    "--stop-grace",
+    type=click.FloatRange(0, 3600),
+    default=5.0,
+    show_default=True,
+    help="Seconds a batch in hand may take to finish after SIGTERM / Ctrl-C before its "
+    "claims are given back (keep it under the supervisor's stop timeout: 10 s in Docker).",
+)
 @pass_ctx
-def worker_cmd(c: Ctx, metrics_port: int | None, metrics_host: str) -> None:
+def worker_cmd(c: Ctx, metrics_port: int | None, metrics_host: str, stop_grace: float) -> None:
     """Run the indexer scheduler in the foreground until SIGTERM / Ctrl-C.
 
     With RAG_INDEXER_ENABLED=false the worker says so on stderr and idles, indexing nothing,
     until it is stopped (exit 0): indexing can be paused without a process manager
     restarting a worker that quit. `vancetope-rag index` still indexes on demand.
+
+    On SIGTERM / Ctrl-C a batch in hand gets --stop-grace seconds to finish; then its
+    claims are given back (pending again at once, not `processing` until their lease
+    expires) and the worker exits 0. Late writes of the abandoned batch are fenced out.
 
     Logs one line per indexer tick that did work (INFO, shown without -v). With
     --metrics-port it serves /metrics as `serve` does (VANCETOPE_RAG_METRICS_TOKEN
@@ -244,14 +256,14 @@ def worker_cmd(c: Ctx, metrics_port: int | None, metrics_host: str) -> None:
                     err=True,
                 )
         try:
-            _run_worker(c, stop)
+            _run_worker(c, stop, stop_grace)
         finally:
             if server is not None:
                 server.shutdown()
                 server.server_close()
 
 
-def _run_worker(c: Ctx, stop: threading.Event) -> None:
+def _run_worker(c: Ctx, stop: threading.Event, grace_s: float) -> None:
     with errors_to_exit():
         app = c.app
         scheduler = app.scheduler
@@ -270,7 +282,14 @@ def _run_worker(c: Ctx, stop: threading.Event) -> None:
             if not scheduler.running:
                 scheduler.stop()  # gives back what claims it can
                 fail(scheduler.fatal_error or "the indexer thread stopped unexpectedly")
-        scheduler.stop()
+        # a batch still running after the grace is given back; its model call dies with the
+        # process (a daemon thread), its late writes would be fenced out
+        scheduler.stop(timeout=grace_s)
+        given = scheduler.given_back
+        if given:
+            click.echo(
+                f"worker {scheduler.worker_id}: gave back {given} claimed documents", err=True
+            )
 
 
 @cli.command("status")
