@@ -144,6 +144,7 @@ class QueryHit(_Model):
     label: str = Field(description="the source's citation label in the block (S1, S2, …)")
     source: str = Field(description="the source as the block names it")
     path: str | None = Field(description="the document's path (null for a manual text)")
+    sourceRef: str | None = Field(description="the chunk's source reference (a document id)")
     kind: str = Field(description="content or summary")
     score: float = Field(description="cosine similarity to the question")
     text: str

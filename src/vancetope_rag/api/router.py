@@ -30,7 +30,6 @@ from vancetope_rag.api.models import (
 )
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.citations import cite
-from vancetope_rag.domain.lookalikes import clean_label, neutralise_tags
 from vancetope_rag.domain.records import Document, IndexState
 from vancetope_rag.domain.retrieval import MAX_TOP_K
 from vancetope_rag.extraction.records import ExtractionRecord
@@ -356,15 +355,8 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
                     "mode": p.mode,
                 },
                 "hits": [
-                    {
-                        "label": c.label,
-                        "source": clean_label(c.source),
-                        "path": c.hit.path,
-                        "kind": c.hit.kind,
-                        "score": round(c.hit.score, 4),
-                        "text": redact(neutralise_tags(c.hit.text), known),
-                    }
-                    for c in cite(hits, project_rag=True)
+                    {**hit, "text": redact(hit["text"], known)}
+                    for hit in (c.to_json() for c in cite(hits, project_rag=True))
                 ],
             }
         )
