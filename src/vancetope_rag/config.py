@@ -278,6 +278,15 @@ class EngineConfig(BaseSettings):
         default=None,
         validation_alias=_env("VANCETOPE_RAG_JWT_SECRET"),
     )
+    api_writes_per_minute: int = Field(
+        default=60,
+        ge=0,
+        le=1_000_000,
+        validation_alias=_env("VANCETOPE_RAG_API_WRITES_PER_MINUTE"),
+        description="Requests per minute one token subject may send to the REST API's write "
+        "routes of one project (reindex, rebuild cancel, document override, test query), in "
+        "bursts of up to a minute's worth; more answer 429 with Retry-After. 0: no limit.",
+    )
     metrics_token: SecretStr | None = Field(
         default=None,
         validation_alias=_env("VANCETOPE_RAG_METRICS_TOKEN"),

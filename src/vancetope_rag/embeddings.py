@@ -240,6 +240,14 @@ class EmbeddingRegistry:
                 f"unknown embedding provider {name!r}; available: {', '.join(self.names())}"
             ) from None
 
+    def label(self, settings: EmbeddingSettings) -> str | None:
+        """``provider:model`` these settings embed with, without loading the model (what a
+        rebuild builds onto); None when embeddings are off or the provider is unknown."""
+        if not settings.enabled or settings.provider not in self._providers:
+            return None
+        model = settings.model or self._providers[settings.provider].default_model()
+        return f"{settings.provider}:{model}"
+
     def load(self, settings: EmbeddingSettings, model: str | None = None) -> LoadedModel:
         """The model for these settings (``model`` overrides the settings' model)."""
         if not settings.enabled:

@@ -43,6 +43,7 @@ OPERATIONS = [
     "POST /brain/{tenant}/projects/{project}/rag/reindex",
     "DELETE /brain/{tenant}/projects/{project}/rag/rebuild",
     "GET /brain/{tenant}/projects/{project}/rag/documents",
+    "POST /brain/{tenant}/projects/{project}/rag/query",
     "PATCH /brain/{tenant}/projects/{project}/documents/{documentId}",
     "GET /metrics",
 ]

@@ -30,7 +30,7 @@ def _operations(spec: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
 
 def test_every_route_has_a_response_schema(spec: dict[str, Any]) -> None:
     ops = _operations(spec)
-    assert len(ops) == 6
+    assert len(ops) == 7
     for method, path, op in ops:
         ok = op["responses"]["200"]["content"]
         (media,) = ok
@@ -69,6 +69,11 @@ def test_declared_errors_use_the_error_body(spec: dict[str, Any]) -> None:
     ]
     patch = by_route[("PATCH", "/brain/{tenant}/projects/{project}/documents/{documentId}")]
     assert {"404", "413"} <= patch
+    # the write routes declare their rate limit; the test query also the provider's failure
+    query = by_route[("POST", "/brain/{tenant}/projects/{project}/rag/query")]
+    assert {"429", "502"} <= query and "429" in patch
+    assert "429" in by_route[("POST", "/brain/{tenant}/projects/{project}/rag/reindex")]
+    assert "429" not in by_route[("GET", "/brain/{tenant}/projects/{project}/rag/status")]
 
 
 def test_metrics_scheme_only_when_configured(make_api_app: Any) -> None:

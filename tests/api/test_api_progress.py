@@ -50,6 +50,7 @@ def test_rest_and_cli_show_the_same_progress(
             "total": 10,
             "rate": 0.0,
             "etaSeconds": None,
+            "paused": None,
         }
         papp.scheduler.tick()  # 4 done at t0
         clock.advance(2)
@@ -107,3 +108,48 @@ def test_the_openapi_schema_declares_the_new_shapes(papp: RagApp) -> None:
         "etaSeconds",
         "reason",
     }
+
+
+def test_an_eta_only_while_the_work_runs(
+    papp: RagApp, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, a cancelled rebuild still showed an ETA from the last minute's rate, and a
+    project whose RAG was switched off kept counting down for documents nobody indexes."""
+    with TestClient(create_api(papp)) as client:
+        papp.scheduler.run_until_idle(timeout_s=10)
+        idle = client.get(f"{BASE}/rag/status", headers=bearer()).json()["progress"]
+        assert idle["indexing"]["etaSeconds"] is None  # nothing pending: nothing to wait for
+        papp.settings.set(T, None, "ai.embedding.model", "hashing-64")
+        client.post(f"{BASE}/rag/reindex?rebuild=true", headers=bearer())
+        clock.advance(1)
+        papp.scheduler.tick()  # 4 of 10 into the new generation
+        clock.advance(1)
+        running = client.get(f"{BASE}/rag/status", headers=bearer()).json()["progress"]
+        assert running["migration"]["etaSeconds"] == 1.5
+        # nothing processing and nothing finished for 11 s: no worker is at it (none runs in
+        # this test), so the last minute's rate promises nothing
+        clock.advance(11)
+        stalled = client.get(f"{BASE}/rag/status", headers=bearer()).json()["progress"]
+        assert stalled["migration"]["rate"] > 0 and stalled["migration"]["etaSeconds"] is None
+        papp.scheduler.tick()  # work again: 8 of 10
+        running = client.get(f"{BASE}/rag/status", headers=bearer()).json()["progress"]
+        assert running["migration"]["etaSeconds"] is not None
+        assert client.delete(f"{BASE}/rag/rebuild", headers=bearer()).status_code == 200
+        ended = client.get(f"{BASE}/rag/status", headers=bearer()).json()["progress"]
+        migration = ended["migration"]
+        assert (migration["state"], migration["done"], migration["pending"]) == ("cancelled", 8, 2)
+        assert migration["rate"] > 0 and migration["etaSeconds"] is None
+        assert migration["paused"] is None
+        assert cli_status(papp, monkeypatch)["progress"] == ended
+
+        papp.project_rags.reindex(T, P)
+        papp.scheduler.tick()  # a rate is measured
+        papp.settings.set(T, P, "rag.project.enabled", False)
+        paused = client.get(f"{BASE}/rag/status", headers=bearer()).json()["progress"]
+        indexing = paused["indexing"]
+        assert indexing["pending"] > 0 and indexing["rate"] > 0
+        assert indexing["etaSeconds"] is None
+        assert indexing["paused"] == "the project RAG is off (rag.project.enabled is false)"
+        assert cli_status(papp, monkeypatch)["progress"] == paused
+        text = CliRunner().invoke(cli, ["--tenant", T, "--project", P, "status"]).stdout
+        assert "paused: the project RAG is off" in text and "left" not in text

@@ -51,7 +51,9 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
         "progress",
         "needsAttention",
         "needsAttentionCount",
+        "configuredModel",
     }
+    assert data["configuredModel"] == "hashing:hashing-256"  # what a rebuild builds onto
     assert data["truncatedDocuments"] == 0
     assert data["needsAttention"] == [] and data["needsAttentionCount"] == 0
     assert data["progress"]["busy"] is False and data["progress"]["migration"] is None
@@ -61,7 +63,8 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
         "pending": 0,
         "total": 3,
         "rate": 0,
-        "etaSeconds": 0.0,
+        "etaSeconds": None,
+        "paused": None,
     }
     rag = api_app.project_rags.find_default_rag(T, "p1")
     assert rag is not None

@@ -150,21 +150,22 @@ def test_rag_tab_in_a_real_browser(page: sync_api.Page, ui_app: RagApp, tmp_path
     expect(page.locator("#rag-id")).to_have_text(old_id or "")
     expect(page.locator("#rebuild-box")).to_be_visible()
     expect(page.locator("#rebuild-box")).to_have_attribute("data-state", "running")
-    expect(page.locator("#rebuild-text")).to_have_text("running: 0 of 4 done, 4 pending")
+    expect(page.locator("#rebuild-text")).to_have_text("running: 0 done · 0 failed · 4 waiting")
     assert page.locator("#rebuild-bar").evaluate("b => [b.value, b.max]") == [0, 4]
     expect(page.locator("#btn-cancel-rebuild")).to_be_visible()
 
     # -- the page follows the indexer by itself (no click) until the switch -------------------
     ui_app.scheduler.run_until_idle(timeout_s=30)
     expect(page.locator("#rebuild-box")).to_have_attribute("data-state", "completed")
-    expect(page.locator("#rebuild-text")).to_contain_text("completed: 3 of 4 done, 1 failed")
-    assert page.locator("#rebuild-bar").evaluate("b => [b.value, b.max]") == [4, 4]
+    expect(page.locator("#rebuild-text")).to_have_text("completed: 3 done · 1 failed · 0 waiting")
+    # the bar fills with what is done: the failed document is not progress (was 4 of 4)
+    assert page.locator("#rebuild-bar").evaluate("b => [b.value, b.max]") == [3, 4]
     new_id = running.to_rag_id
     assert ui_app.project_rags.status(T, "p1").rag_id == new_id != old_id
     expect(page.locator("#rag-id")).to_have_text(new_id)
     expect(page.locator("#chunk-count")).to_have_text("3")
     expect(page.locator("#btn-cancel-rebuild")).to_be_hidden()
-    expect(page.locator("#indexing-text")).to_contain_text("3 of 4 done, 1 failed")
+    expect(page.locator("#indexing-text")).to_have_text("3 done · 1 failed · 0 waiting")
 
     # -- a rebuild cancelled from the page: the live generation stays ---------------------------
     page.once("dialog", accept)
@@ -296,3 +297,145 @@ def test_a_document_kept_from_a_broken_copy_needs_attention(
     expect(row).to_contain_text("encrypted")
     doc_row = page.locator('#documents-table tr[data-path="documents/report.pdf"]')
     expect(doc_row.locator(".doc-state")).to_have_text("indexed")
+
+
+PHONE = {"width": 420, "height": 860}
+DESKTOP = {"width": 1280, "height": 900}
+
+
+def _no_horizontal_overflow(page: sync_api.Page) -> None:
+    """Nothing of the page lies beyond the viewport's width (a phone cannot scroll to it)."""
+    width = page.viewport_size["width"] if page.viewport_size else 0
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+
+
+def _within_the_viewport(page: sync_api.Page, selector: str) -> None:
+    width = page.viewport_size["width"] if page.viewport_size else 0
+    for box in page.locator(selector).evaluate_all(
+        "els => els.map(e => { const r = e.getBoundingClientRect(); return [r.left, r.right] })"
+    ):
+        assert box[0] >= 0 and box[1] <= width + 0.5, (selector, box, width)
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_refused_rebuild_says_why_beside_the_button_and_the_dialog_names_the_model(
+    page: sync_api.Page, ui_app: RagApp, viewport: dict[str, int], tmp_path: Path
+) -> None:
+    """Before, the refusal appeared in the alert at the page top, out of view, and the
+    confirmation did not say which model the index would be rebuilt onto."""
+    expect = sync_api.expect
+    page.set_viewport_size(viewport)
+    ui_app.settings.set(T, "p1", "ai.embedding.model", "poison-32")
+    page.goto(f"/ui/t1/p1?token={make_token()}")
+    expect(page.locator("#chunk-count")).to_have_text("3")
+    messages: list[str] = []
+
+    def accept(dialog: sync_api.Dialog) -> None:
+        messages.append(dialog.message)
+        dialog.accept()
+
+    page.once("dialog", accept)
+    page.click("#btn-rebuild")
+    expect(page.locator("#action-result")).to_contain_text("poison:poison-32")
+    assert "onto poison:poison-32" in messages[0] and "now on poison:poison-64" in messages[0]
+
+    # a second rebuild while one runs is refused (409): the reason shows by the button
+    page.once("dialog", accept)
+    page.click("#btn-rebuild")
+    error = page.locator("#action-error")
+    expect(error).to_be_visible()
+    expect(error).to_contain_text("REBUILD_RUNNING")
+    expect(error).to_be_in_viewport()
+    expect(page.locator("#alert")).to_be_hidden()
+    page.screenshot(path=str(tmp_path / "refused.png"))
+    # the next action that works clears it
+    page.click("#btn-refresh")
+    expect(error).to_be_hidden()
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_the_test_query_box_shows_hits_scores_and_labels(
+    page: sync_api.Page, ui_app: RagApp, viewport: dict[str, int], tmp_path: Path
+) -> None:
+    expect = sync_api.expect
+    page.set_viewport_size(viewport)
+    page.goto(f"/ui/t1/p1?token={make_token()}")
+    expect(page.locator("#chunk-count")).to_have_text("3")
+    question = "notes about alpha"
+    page.fill("#query-input", question)
+    page.click("#btn-query")
+    rows = page.locator("#query-table tbody tr")
+    turn = ui_app.as_retriever(T, "p1").retrieve_hits(question)
+    assert turn, "the retriever finds nothing: the test proves nothing"
+    expect(rows).to_have_count(len(turn))
+    first = rows.nth(0)
+    expect(first.locator("td").nth(0)).to_have_text("S1")
+    expect(first.locator("td").nth(1)).to_have_text(f"{turn[0].score:.3f}")
+    expect(first.locator("td").nth(2)).to_have_text(turn[0].path or "")
+    expect(page.locator("#query-summary")).to_contain_text(f"{len(turn)} hit")
+    _within_the_viewport(page, "#query-card")
+    _no_horizontal_overflow(page)
+    page.screenshot(path=str(tmp_path / "query.png"), full_page=True)
+
+    # the project RAG switched off: the box says nothing is queried, and why
+    ui_app.settings.set(T, "p1", "rag.project.enabled", False)
+    page.click("#btn-query")
+    expect(page.locator("#query-summary")).to_contain_text("Nothing is queried")
+    expect(rows).to_have_count(0)
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_the_documents_list_pages_and_searches(
+    page: sync_api.Page, ui_app: RagApp, viewport: dict[str, int]
+) -> None:
+    """Before, every document was one row of one page (125 rows: a 4,877 px page)."""
+    expect = sync_api.expect
+    page.set_viewport_size(viewport)
+    for i in range(121):
+        ui_app.documents.create(T, "p1", f"documents/notes/n{i:03}.md", f"note {i}")
+    page.goto(f"/ui/t1/p1?token={make_token()}")
+    rows = page.locator("#documents-table tbody tr")
+    expect(rows).to_have_count(50)
+    expect(page.locator("#documents-range")).to_have_text("1–50 of 125")
+    expect(page.locator("#documents-prev")).to_be_disabled()
+    page.click("#documents-next")
+    expect(page.locator("#documents-range")).to_have_text("51–100 of 125")
+    page.click("#documents-next")
+    expect(page.locator("#documents-range")).to_have_text("101–125 of 125")
+    expect(rows).to_have_count(25)
+    expect(page.locator("#documents-next")).to_be_disabled()
+
+    page.fill("#documents-search", "N04")  # any case
+    expect(page.locator("#documents-range")).to_have_text("1–10 of 10")
+    expect(rows).to_have_count(10)
+    assert all("n04" in p for p in rows.evaluate_all("rs => rs.map(r => r.dataset.path)"))
+    page.fill("#documents-search", "no such path")
+    expect(page.locator("#documents-empty")).to_have_text("No document path holds “no such path”.")
+    _no_horizontal_overflow(page)
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_failed_documents_stay_listed_with_their_reason_after_a_reindex(
+    page: sync_api.Page, ui_app: RagApp, viewport: dict[str, int], tmp_path: Path
+) -> None:
+    """Before, a reindex turned the failed document into plain "pending" and the failed list
+    into "None"; and at 420 px the failed table was cut off at the card's edge."""
+    expect = sync_api.expect
+    page.set_viewport_size(viewport)
+    ui_app.documents.create(T, "p1", "documents/" + "long-folder-name/" * 4 + "x.md", POISON)
+    ui_app.scheduler.run_until_idle(timeout_s=30)
+    page.goto(f"/ui/t1/p1?token={make_token()}")
+    failed = page.locator("#failed-table tbody tr")
+    expect(failed).to_have_count(2)
+    page.click("#btn-reindex")
+    expect(page.locator("#action-result")).to_have_text("Queued 5 documents for reindexing.")
+    row = page.locator(f'#failed-table tbody tr[data-path="{BAD}"]')
+    expect(row).to_contain_text("pending (will retry)")
+    expect(row).to_contain_text(POISON_MESSAGE)
+    expect(page.locator("#failed-empty")).to_be_hidden()
+    doc_row = page.locator(f'#documents-table tr[data-path="{BAD}"]')
+    expect(doc_row.locator(".doc-state")).to_have_text("pending (queued) (last attempt failed)")
+    expect(page.locator("#indexing-text")).to_contain_text("0 done · 0 failed · 5 waiting")
+    _within_the_viewport(page, "#failed-table td")
+    _no_horizontal_overflow(page)
+    page.screenshot(path=str(tmp_path / "failed.png"), full_page=True)

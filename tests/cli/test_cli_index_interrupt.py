@@ -11,71 +11,91 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from plugin_site import install_provider
 from vancetope_rag.cli import cli
 
-# A third-party plugin, installed the way pip would (a dist-info with an entry point) on a
-# PYTHONPATH of the test's own: provider ``slow`` embeds like ``hashing`` but takes its time,
-# and says on a marker file when the indexer first calls it (the batch is claimed by then).
-PLUGIN = """
-from __future__ import annotations
-
+# ``slow`` embeds like ``hashing`` but takes its time, and says on a marker file when the
+# indexer first calls it (the batch is claimed by then).
+SLOW = """
 import os
 import time
 from pathlib import Path
 
-from vancetope_rag.default_plugins.hashing import HashingEmbedding
-from vancetope_rag.embeddings import LoadedModel
-from vancetope_rag.hookspecs import hookimpl
 
-
-class SlowEmbedding(HashingEmbedding):
+class Embedding(HashingEmbedding):
     def _get_text_embeddings(self, texts):
         Path(os.environ["SLOW_EMBED_MARKER"]).touch()
         time.sleep(60)
         return [self._vector(t) for t in texts]
-
-
-class SlowProvider:
-    name = "slow"
-
-    def default_model(self):
-        return "slow-64"
-
-    def load(self, settings, model):
-        return LoadedModel(
-            provider=self.name,
-            model=model,
-            dimension=64,
-            embed_model=SlowEmbedding(dimension=64),
-            max_input_tokens=512,
-            tokenizer=lambda text: text.split(),
-        )
-
-
-@hookimpl
-def register_embedding_providers(register):
-    register(SlowProvider())
 """
 
 
-def _install_plugin(root: Path) -> None:
-    (root / "slow_embed_plugin.py").write_text(PLUGIN)
-    info = root / "slow_embed_plugin-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: slow-embed-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        textwrap.dedent("""\
-            [vancetope_rag]
-            slow = slow_embed_plugin
-            """)
-    )
+class SlowProject:
+    """Four imported documents of a project whose provider is ``slow``, on the test's store."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.marker = tmp_path / "embedding-started"
+        self.env = {
+            **os.environ,
+            **install_provider(tmp_path / "site", "slow", SLOW),
+            "SLOW_EMBED_MARKER": str(self.marker),
+            "VANCETOPE_RAG_INDEXER_INITIAL_DELAY_S": "0",
+            "RAG_INDEXER_POLL_SECONDS": "0.2",
+            "VANCETOPE_RAG_NODE_ID": "interrupt-test",
+        }
+        store = f"sqlite:///{tmp_path / 'rag.db'}"
+        self.base = ["--store", store, "--tenant", "t", "--project", "p"]
+        self.cmd = [sys.executable, "-m", "vancetope_rag.cli", *self.base]
+        docs = tmp_path / "docs"
+        docs.mkdir()
+        for i in range(4):
+            (docs / f"n{i}.md").write_text(f"note number {i} about topic {i}")
+        setting = subprocess.run(
+            [*self.cmd, "settings", "set", "ai.embedding.provider", "slow", "--scope", "tenant"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert setting.returncode == 0, setting.stderr
+        assert CliRunner().invoke(cli, [*self.base, "import", str(docs)]).exit_code == 0
+
+    def documents(self) -> dict[str, int]:
+        status = json.loads(CliRunner().invoke(cli, [*self.base, "status", "--json"]).stdout)
+        counts: dict[str, int] = status["documents"]
+        return counts
+
+    def interrupt(self, command: str, signum: signal.Signals) -> tuple[int, str, float]:
+        """Start ``command``, signal it once its batch is claimed and in the model; its exit
+        code, stderr and the seconds it took to exit."""
+        proc = subprocess.Popen(
+            [*self.cmd, command],
+            env=self.env,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not self.marker.exists() and time.monotonic() < deadline:
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.05)
+            assert self.marker.exists(), "the indexer never reached the model"
+            assert self.documents()["processing"] == 4  # the batch is claimed
+            sent = time.monotonic()
+            proc.send_signal(signum)
+            _, err = proc.communicate(timeout=30)
+            return proc.returncode, err, time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
 
 
 @pytest.mark.timeout(120)
@@ -86,65 +106,32 @@ def _install_plugin(root: Path) -> None:
 def test_interrupted_index_gives_its_claims_back(
     tmp_path: Path, signum: signal.Signals, name: str, code: int
 ) -> None:
-    plugins = tmp_path / "site"
-    plugins.mkdir()
-    _install_plugin(plugins)
-    marker = tmp_path / "embedding-started"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            [str(plugins), *filter(None, [os.environ.get("PYTHONPATH")])]
-        ),
-        "VANCETOPE_RAG_PLUGINS": "slow",
-        "SLOW_EMBED_MARKER": str(marker),
-    }
-    store = f"sqlite:///{tmp_path / 'rag.db'}"
-    base = ["--store", store, "--tenant", "t", "--project", "p"]
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for i in range(4):
-        (docs / f"n{i}.md").write_text(f"note number {i} about topic {i}")
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "vancetope_rag.cli", *base, *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-
-    setting = run("settings", "set", "ai.embedding.provider", "slow", "--scope", "tenant")
-    assert setting.returncode == 0, setting.stderr
-    assert run("import", str(docs)).returncode == 0
-
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vancetope_rag.cli", *base, "index"],
-        env=env,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        assert marker.exists(), "the indexer never reached the model"
-        claimed = json.loads(CliRunner().invoke(cli, [*base, "status", "--json"]).stdout)
-        assert claimed["documents"]["processing"] == 4  # the batch is claimed
-        sent = time.monotonic()
-        proc.send_signal(signum)
-        _, err = proc.communicate(timeout=20)
-        took = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    project = SlowProject(tmp_path)
+    returncode, err, took = project.interrupt("index", signum)
     assert took < 10, f"exited {took:.1f}s after {name}"
-    assert proc.returncode == code, err
+    assert returncode == code, err
     assert f"interrupted ({name})" in err, err
     assert "gave back 4 claimed documents" in err, err
     assert "Traceback" not in err, err
-    status = json.loads(CliRunner().invoke(cli, [*base, "status", "--json"]).stdout)
-    assert status["documents"]["processing"] == 0
-    assert status["documents"]["pending"] == 4
+    documents = project.documents()
+    assert documents["processing"] == 0
+    assert documents["pending"] == 4
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stopped_worker_gives_its_claims_back_at_once(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """Before, `worker` waited up to 30 s for the batch its model was busy with before it
+    gave the claims back: longer than a container's stop grace (10 s in Docker), after which
+    SIGKILL left the documents ``processing`` until their lease expired (600 s)."""
+    project = SlowProject(tmp_path)
+    returncode, err, took = project.interrupt("worker", signum)
+    assert took < 8, f"the worker took {took:.1f}s to stop"
+    assert returncode == 0, err
+    assert "gave back 4 claimed documents" in err, err
+    assert "Traceback" not in err, err
+    documents = project.documents()
+    assert documents["processing"] == 0
+    assert documents["pending"] == 4

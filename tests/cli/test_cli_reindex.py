@@ -162,12 +162,15 @@ def test_cli_rebuild_wait_cancel_and_refusals(
     app.settings.set(T, None, "ai.embedding.model", "hashing-64")
     waited = runner.invoke(cli, [*base, "reindex", "--rebuild", "--wait"])
     assert waited.exit_code == 0, waited.output
-    assert "rebuild" in waited.stdout and ": completed, 4 of 4 done, 0 failed" in waited.stdout
+    assert (
+        "rebuild" in waited.stdout and ": completed, 4 done, 0 failed, 0 waiting" in waited.stdout
+    )
     status = _cli(store_uri, "status", "--json")
     assert (status["embeddingModel"], status["chunkCount"]) == ("hashing-64", 5)
     text = runner.invoke(cli, [*base, "status"])
-    assert "indexing: 4 of 4 done" in text.stdout and "-> hashing:hashing-64): completed" in (
-        text.stdout
+    assert (
+        "indexing: 4 done, 0 failed, 0 waiting" in text.stdout
+        and "-> hashing:hashing-64): completed" in (text.stdout)
     )
 
 
@@ -247,6 +250,8 @@ def test_rebuild_wait_exits_1_when_the_rebuild_fails(
     monkeypatch.setattr(RagApp, "open", staticmethod(lambda *a, **k: app))  # its registry
     result = CliRunner().invoke(cli, [*base, "reindex", "--rebuild", "--wait"])
     assert result.exit_code == 1
-    assert ": failed, 0 of 4 done, 4 failed" in result.stdout and "401 bad key" in result.stdout
+    assert (
+        ": failed, 0 done, 4 failed, 0 waiting" in result.stdout and "401 bad key" in result.stdout
+    )
     status = app.project_rags.status(T, P)
     assert status.chunk_count == 5  # the live generation is untouched

@@ -513,9 +513,15 @@ def test_dirty_again_after_failure_resets_attempts(
         control.update_document(TA, P, doc.id, DocumentChange(content="fixed", mark_dirty=True))
     d = doc_of(control, doc)
     assert d.rag_dirty is True and d.index_state is IndexState.PENDING
-    assert d.index_attempts == 0 and d.index_last_error is None
-    assert d.index_next_attempt_at is None
-    assert len(control.claim_for_rag_index(TA, P, "w1", 1, TTL)) == 1
+    assert d.index_attempts == 0 and d.index_next_attempt_at is None
+    # queued again, it still says why its last attempt failed (a reindex used to erase it:
+    # the UI then showed the document as plain "pending" and "Failed: None")
+    assert d.index_last_error == "boom"
+    (claimed,) = control.claim_for_rag_index(TA, P, "w1", 1, TTL)
+    assert control.mark_rag_clean(
+        TA, P, doc.id, "w1", claimed.rag_version, state=IndexState.INDEXED
+    )
+    assert doc_of(control, doc).index_last_error is None  # the next attempt's word counts
 
 
 def test_document_state_counts(control: ControlStore) -> None:

@@ -75,11 +75,12 @@ def test_failing_a_claimed_document_ends_the_claim(control: ControlStore) -> Non
     )
     after = control.get_document(T, P, created.id)
     assert after is not None and after.index_state is IndexState.FAILED
-    # Queued again (a reindex), it is pending like any document.
+    # Queued again (a reindex), it is pending like any document, and still says why its
+    # last attempt failed until the next one ends.
     control.mark_dirty(T, P, [created.id])
     again = control.get_document(T, P, created.id)
     assert again is not None and again.index_state is IndexState.PENDING
-    assert again.index_last_error is None
+    assert again.index_last_error == "the PDF is encrypted"
 
 
 def test_failed_documents_are_scoped(control: ControlStore) -> None:

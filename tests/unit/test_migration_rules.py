@@ -56,9 +56,15 @@ def test_progress_and_eta() -> None:
         "total": 13,
         "rate": 2.0,
         "etaSeconds": 2.0,
+        "paused": None,
     }
-    assert progress(3, 0, 0, 0, None, NOW).eta_s == 0.0  # nothing left
+    assert progress(3, 0, 0, 0, None, NOW).eta_s is None  # nothing left: nothing to wait for
     assert progress(3, 0, 5, 0, None, NOW).eta_s is None  # stalled: no honest estimate
+    recent = (8, NOW - timedelta(seconds=4), NOW)
+    assert progress(8, 1, 4, *recent, running=False).eta_s is None  # ended (cancelled)
+    paused = progress(8, 1, 4, *recent, paused="provider unreachable")
+    assert (paused.eta_s, paused.rate, paused.paused) == (None, 2.0, "provider unreachable")
+    assert progress(8, 1, 0, *recent, paused="provider unreachable").paused is None
 
 
 def test_busy_while_anything_is_pending_or_a_rebuild_runs() -> None:

@@ -1,15 +1,21 @@
-"""The request body limit of the REST API, derived from the engine's text limit.
+"""The limits of the REST API: the request body, derived from the engine's text limit, and
+the rate of write requests.
 
-A pure ASGI middleware outside every route, parser and error handler: a body over the limit
-is refused before any of them reads it, with the API's JSON error shape (413,
-``TEXT_TOO_LONG``). Only the access middleware, which reads no body, is outside it, so the
-refusal is logged and counted in ``/metrics``.
-Bodies sent without a ``Content-Length`` (chunked) are read up to the limit and replayed.
+The body limit is a pure ASGI middleware outside every route, parser and error handler: a
+body over the limit is refused before any of them reads it, with the API's JSON error shape
+(413, ``TEXT_TOO_LONG``). Only the access middleware, which reads no body, is outside it, so
+the refusal is logged and counted in ``/metrics``. Bodies sent without a ``Content-Length``
+(chunked) are read up to the limit and replayed. The write rate (:class:`WriteRate`) is a
+token bucket per token subject and project, checked after authentication: a test query costs
+an embedding call.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import threading
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -94,3 +100,41 @@ class BodyLimit:
             }
         )
         await send({"type": "http.response.body", "body": payload})
+
+
+class WriteRate:
+    """``per_minute`` write requests per key, in bursts of up to a minute's worth (a token
+    bucket refilled continuously); 0 means no limit. Buckets of keys that are full again
+    are dropped, so the table holds only the callers of the last minute."""
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_minute = per_minute
+        self._clock = clock
+        self._buckets: dict[tuple[str, ...], tuple[float, float]] = {}  # key: (tokens, at)
+        self._lock = threading.Lock()
+
+    def take(self, key: tuple[str, ...]) -> float:
+        """Spend one request of ``key``: 0.0 when allowed, else the seconds until one is."""
+        if self.per_minute <= 0:
+            return 0.0
+        capacity, per_s = float(self.per_minute), self.per_minute / 60.0
+        with self._lock:
+            now = self._clock()
+            if len(self._buckets) > 10_000:  # forget callers whose buckets are full again
+                self._buckets = {
+                    k: (t, at)
+                    for k, (t, at) in self._buckets.items()
+                    if t + (now - at) * per_s < capacity
+                }
+            tokens, at = self._buckets.get(key, (capacity, now))
+            tokens = min(capacity, tokens + (now - at) * per_s)
+            if tokens < 1.0:
+                self._buckets[key] = (tokens, now)
+                return (1.0 - tokens) / per_s
+            self._buckets[key] = (tokens - 1.0, now)
+            return 0.0
+
+
+def retry_after(seconds: float) -> str:
+    """A ``Retry-After`` value: whole seconds, at least one."""
+    return str(max(1, math.ceil(seconds)))

@@ -21,7 +21,8 @@ class _Model(BaseModel):
 
 
 class WorkProgress(_Model):
-    """Documents done / total of one piece of work, its rate and the time left."""
+    """One piece of work in documents: done, failed and pending are separate numbers (a
+    failed document is not progress), with the rate and, while it runs, the time left."""
 
     done: int = Field(description="documents finished")
     failed: int = Field(description="documents that failed for good")
@@ -29,7 +30,12 @@ class WorkProgress(_Model):
     total: int = Field(description="done + failed + pending")
     rate: float = Field(description="documents per second over the last minute")
     etaSeconds: float | None = Field(
-        description="expected seconds until pending is 0; null when nothing finished lately"
+        description="expected seconds until pending is 0, only while the work runs and its "
+        "rate is known; null when nothing is pending, nothing finished lately, the work "
+        "ended (a cancelled or failed rebuild) or is paused"
+    )
+    paused: str | None = Field(
+        default=None, description="why the pending documents are not worked on now, else null"
     )
 
 
@@ -88,6 +94,11 @@ class StatusResponse(_Model):
         "it again"
     )
     needsAttentionCount: int = Field(description="all documents that need attention")
+    configuredModel: str | None = Field(
+        default=None,
+        description="provider:model of the current embedding settings, what a rebuild builds "
+        "onto (null: embeddings off or an unknown provider)",
+    )
 
 
 class ReindexResponse(_Model):
@@ -131,6 +142,39 @@ class DocumentListResponse(_Model):
     documents: list[DocumentResponse]
 
 
+class QueryParams(_Model):
+    """The parameters a turn's retrieval uses (the settings cascade, the request's topK)."""
+
+    topK: int
+    minScore: float = Field(description="cosine similarity a hit must reach")
+    maxPerDocument: int
+    mode: str = Field(description="dense, lexical or hybrid")
+
+
+class QueryHit(_Model):
+    """One excerpt as a turn would get it."""
+
+    label: str = Field(description="the source's citation label in the block (S1, S2, …)")
+    source: str = Field(description="the source as the block names it")
+    path: str | None = Field(description="the document's path (null for a manual text)")
+    sourceRef: str | None = Field(description="the chunk's source reference (a document id)")
+    kind: str = Field(description="content or summary")
+    score: float = Field(description="cosine similarity to the question")
+    text: str
+
+
+class QueryResponse(_Model):
+    """What a chat turn would get from ``_documents`` for a question."""
+
+    ragId: str | None = Field(description="the RAG queried (null when none is)")
+    reason: str | None = Field(
+        description="why nothing is queried (the project RAG is off, embeddings are off, "
+        "no index yet), else null"
+    )
+    params: QueryParams
+    hits: list[QueryHit]
+
+
 class ErrorResponse(_Model):
     """Every failure's body: a message a user can act on and a stable code."""
 
@@ -151,6 +195,7 @@ _ERRORS = {
     "embedding settings that cannot be used)",
     413: "the request body is larger than the engine's text limit allows",
     422: "a parameter or body field is missing or invalid",
+    429: "too many write requests for this project; retry after the Retry-After seconds",
     502: "the embedding provider failed",
     503: "the store is unavailable; retry later",
 }

@@ -1,5 +1,5 @@
-"""The JSON endpoints: spec §7 (status, reindex, rebuild cancel), failed-document listing,
-§8.1 override."""
+"""The JSON endpoints: spec §7 (status, reindex, rebuild cancel), the documents list, §8.1
+override, and the test query (what a turn would get for a question)."""
 
 from __future__ import annotations
 
@@ -14,19 +14,24 @@ from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
 
 from vancetope_rag.api.auth import AuthError, Principal, TokenVerifier
 from vancetope_rag.api.errors import redact
+from vancetope_rag.api.limits import WriteRate, retry_after
 from vancetope_rag.api.models import (
     CancelResponse,
     DocumentListResponse,
     DocumentResponse,
+    QueryResponse,
     ReindexResponse,
     StatusResponse,
     error_responses,
 )
 from vancetope_rag.app import RagApp
+from vancetope_rag.domain.citations import cite
 from vancetope_rag.domain.records import Document, IndexState
+from vancetope_rag.domain.retrieval import MAX_TOP_K
 from vancetope_rag.extraction.records import ExtractionRecord
 
 MAX_PAGE = 1000
@@ -49,6 +54,23 @@ class DocumentUpdateRequest(BaseModel):
     rag_enabled: Literal["auto", "on", "off"] = Field(
         alias="ragEnabled",
         description="auto: the path/MIME filter decides; on: always index; off: never index",
+    )
+
+
+class QueryRequest(BaseModel):
+    """A question to try: what would a chat turn get from ``_documents`` for it?"""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(
+        min_length=1, max_length=10_000, description="the question, as a user would ask it"
+    )
+    top_k: int | None = Field(
+        default=None,
+        alias="topK",
+        ge=1,
+        le=MAX_TOP_K,
+        description="hits to return; omitted: the project's rag.topK, as a turn uses",
     )
 
 
@@ -126,10 +148,13 @@ Project = Annotated[str, Path(description="project id (one of the token's projec
 
 
 class WriteGate:
-    """Dependency: a valid bearer token with WRITE on the path's tenant and project."""
+    """Dependency: a valid bearer token with WRITE on the path's tenant and project; with a
+    ``rate``, also within the write rate of the token's subject on the project (429 with
+    ``Retry-After`` beyond ``VANCETOPE_RAG_API_WRITES_PER_MINUTE``)."""
 
-    def __init__(self, verifier: TokenVerifier) -> None:
+    def __init__(self, verifier: TokenVerifier, rate: WriteRate | None = None) -> None:
         self.verifier = verifier
+        self.rate = rate
 
     def __call__(
         self,
@@ -141,6 +166,15 @@ class WriteGate:
         principal = self.verifier.principal(request.headers.get("authorization"))
         principal.may_write(tenant, project)  # spec §7: WRITE for status read and reindex
         RagApp.check_ids(tenant, project)  # a token may name ids no project can have
+        wait = self.rate.take((tenant, project, principal.subject)) if self.rate else 0.0
+        if wait > 0:
+            assert self.rate is not None
+            raise HTTPException(
+                429,
+                f"more than {self.rate.per_minute} write requests a minute for this project; "
+                f"retry in {retry_after(wait)} s (VANCETOPE_RAG_API_WRITES_PER_MINUTE)",
+                headers={"Retry-After": retry_after(wait)},
+            )
         return ProjectScope(tenant, project, principal)
 
 
@@ -183,6 +217,8 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
     # A default value rather than a local Annotated alias: FastAPI resolves the (postponed)
     # annotations of these closures against the module's globals.
     gate: Any = Depends(WriteGate(verifier))
+    rate = WriteRate(app.config.api_writes_per_minute)
+    write: Any = Depends(WriteGate(verifier, rate))  # routes that change or cost
 
     prefix = "/brain/{tenant}/projects/{project}"
 
@@ -210,7 +246,7 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
         f"{prefix}/rag/reindex",
         tags=["rag"],
         response_model=ReindexResponse,
-        responses=error_responses(*COMMON, 404, 409, 502),
+        responses=error_responses(*COMMON, 404, 409, 429, 502),
         dependencies=[Depends(KnownQuery("rebuild"))],
     )
     def rag_reindex(
@@ -221,7 +257,7 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
                 "beside the live one, which keeps answering until the new one replaces it"
             ),
         ] = False,
-        scope: ProjectScope = gate,
+        scope: ProjectScope = write,
     ) -> ReindexResponse:
         """Queue every eligible document; ``rebuild=true`` starts a rebuild (answers at once
         with the migration it started; ``status`` shows its progress).
@@ -237,10 +273,10 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
         f"{prefix}/rag/rebuild",
         tags=["rag"],
         response_model=CancelResponse,
-        responses=error_responses(*COMMON, 404, 409),
+        responses=error_responses(*COMMON, 404, 409, 429),
         dependencies=[Depends(KnownQuery())],
     )
-    def rag_cancel_rebuild(scope: ProjectScope = gate) -> CancelResponse:
+    def rag_cancel_rebuild(scope: ProjectScope = write) -> CancelResponse:
         """Cancel the running rebuild: its new generation is disposed, the live one stays as
         it was. 404 when none runs; 409 once it is switching over (too late to cancel)."""
         app.project_rags.cancel_rebuild(scope.tenant, scope.project)
@@ -255,35 +291,94 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
         tags=["rag"],
         response_model=DocumentListResponse,
         responses=error_responses(*COMMON),
-        dependencies=[Depends(KnownQuery("state", "limit", "offset"))],
+        dependencies=[Depends(KnownQuery("state", "q", "withError", "limit", "offset"))],
     )
     def rag_documents(
         state: Annotated[
             IndexState | None, Query(description="only documents in this index state")
         ] = None,
+        q: Annotated[
+            str | None,
+            Query(
+                max_length=500, description="only documents whose path holds this text (any case)"
+            ),
+        ] = None,
+        with_error: Annotated[
+            bool,
+            Query(
+                alias="withError",
+                description="only documents whose last attempt failed: failed for good, or "
+                "waiting for another try (a reindex queued them again)",
+            ),
+        ] = False,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")] = 500,
         offset: Annotated[int, Query(ge=0, description="documents to skip")] = 0,
         scope: ProjectScope = gate,
     ) -> DocumentListResponse:
-        """The project's documents with their index state; ``state=failed`` says why."""
+        """The project's documents with their index state, by path; ``lastError`` says why
+        the last attempt failed. ``total`` counts the matching documents, not the page."""
         docs = app.documents.list_documents(scope.tenant, scope.project)
         if state is not None:
             docs = [d for d in docs if d.index_state is state]
+        if q:
+            needle = q.casefold()
+            docs = [d for d in docs if needle in d.path.casefold()]
+        if with_error:
+            docs = [d for d in docs if d.index_last_error]
         known = secrets_of(scope.tenant, scope.project)
         page = [document_json(app, d, known) for d in docs[offset : offset + limit]]
         return DocumentListResponse.model_validate({"total": len(docs), "documents": page})
+
+    @router.post(
+        f"{prefix}/rag/query",
+        tags=["rag"],
+        response_model=QueryResponse,
+        responses=error_responses(*COMMON, 409, 413, 429, 502),
+        dependencies=[Depends(KnownQuery())],
+    )
+    def rag_query(body: QueryRequest, scope: ProjectScope = write) -> QueryResponse:
+        """What a chat turn would get from ``_documents`` for ``query``: the hits with their
+        scores and citation labels, by the project's settings (topK, minScore,
+        maxPerDocument, mode) unless ``topK`` is given. ``reason`` says why nothing is
+        queried. Costs one embedding call, hence the write gate and its rate limit.
+
+        502 when the embedding provider fails; 409 when the index no longer fits the
+        provider's model (a rebuild is due).
+        """
+        overrides: dict[str, Any] = {} if body.top_k is None else {"top_k": body.top_k}
+        retriever = app.as_retriever(scope.tenant, scope.project, **overrides)
+        plan = retriever.plan()
+        hits = retriever.retrieve_hits(body.query) if plan.rag is not None else []
+        p = plan.params
+        known = secrets_of(scope.tenant, scope.project)
+        return QueryResponse.model_validate(
+            {
+                "ragId": plan.rag.id if plan.rag is not None else None,
+                "reason": plan.reason,
+                "params": {
+                    "topK": p.top_k,
+                    "minScore": p.min_score,
+                    "maxPerDocument": p.max_per_doc,
+                    "mode": p.mode,
+                },
+                "hits": [
+                    {**hit, "text": redact(hit["text"], known)}
+                    for hit in (c.to_json() for c in cite(hits, project_rag=True))
+                ],
+            }
+        )
 
     @router.patch(
         f"{prefix}/documents/{{documentId}}",
         tags=["documents"],
         response_model=DocumentResponse,
-        responses=error_responses(*COMMON, 404, 413),
+        responses=error_responses(*COMMON, 404, 413, 429),
         dependencies=[Depends(KnownQuery())],
     )
     def update_document(
         document_id: Annotated[str, Path(alias="documentId", description="the document's id")],
         body: DocumentUpdateRequest,
-        scope: ProjectScope = gate,
+        scope: ProjectScope = write,
     ) -> DocumentResponse:
         """Spec §8.1 tristate; marks the document dirty so the indexer adjusts its chunks."""
         doc = app.documents.set_rag_enabled_override(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import sys
@@ -215,24 +216,27 @@ def index_cmd(c: Ctx, until_idle: bool, as_json: bool) -> None:
         sched = app.scheduler
         total_start = sched.pending()
         show_bar = not as_json and terminal.on_terminal() and total_start > 0
-        bar = (
-            click.progressbar(length=total_start, label="indexing", file=sys.stderr)
-            if show_bar
-            else None
-        )
+        failed_before = terminal.failed_documents(app)
+        done = 0
 
         def on_tick(tick: TickResult, left: int) -> None:
+            # done counts documents finished; a failed attempt is neither done (it is tried
+            # again) nor failed until the document gives up: the store's count says that
+            nonlocal done
+            done += tick.indexed + tick.removed
             if bar is not None:
-                bar.update(tick.indexed + tick.removed + tick.failed)
+                failed = max(0, terminal.failed_documents(app) - failed_before)
+                bar.show(done, failed, left)
 
-        try:  # a store that keeps failing raises its StoreError: exit 1 with its message
+        # a store that keeps failing raises its StoreError: exit 1 with its message
+        with contextlib.ExitStack() as stack:
+            bar = (
+                stack.enter_context(terminal.WorkBar("indexing", total_start)) if show_bar else None
+            )
             with claims_given_back_on_signal(sched):
                 result = sched.run_until_idle(
                     on_tick=on_tick, stop_when_nothing_claimable=not until_idle
                 )
-        finally:
-            if bar is not None:
-                bar.render_finish()  # the error line starts on a line of its own
         failures = [
             {"path": d.path, "state": d.index_state.value, "error": d.index_last_error}
             for d in app.documents.list_failures(c.tenant, c.project)
@@ -265,13 +269,25 @@ def index_cmd(c: Ctx, until_idle: bool, as_json: bool) -> None:
     show_default=True,
     help="Interface of the metrics endpoint.",
 )
+@click.option(
+    "--stop-grace",
+    type=click.FloatRange(0, 3600),
+    default=5.0,
+    show_default=True,
+    help="Seconds a batch in hand may take to finish after SIGTERM / Ctrl-C before its "
+    "claims are given back (keep it under the supervisor's stop timeout: 10 s in Docker).",
+)
 @pass_ctx
-def worker_cmd(c: Ctx, metrics_port: int | None, metrics_host: str) -> None:
+def worker_cmd(c: Ctx, metrics_port: int | None, metrics_host: str, stop_grace: float) -> None:
     """Run the indexer scheduler in the foreground until SIGTERM / Ctrl-C.
 
     With RAG_INDEXER_ENABLED=false the worker says so on stderr and idles, indexing nothing,
     until it is stopped (exit 0): indexing can be paused without a process manager
     restarting a worker that quit. `vancetope-rag index` still indexes on demand.
+
+    On SIGTERM / Ctrl-C a batch in hand gets --stop-grace seconds to finish; then its
+    claims are given back (pending again at once, not `processing` until their lease
+    expires) and the worker exits 0. Late writes of the abandoned batch are fenced out.
 
     Logs one line per indexer tick that did work (INFO, shown without -v). With
     --metrics-port it serves /metrics as `serve` does (VANCETOPE_RAG_METRICS_TOKEN
@@ -311,14 +327,14 @@ def worker_cmd(c: Ctx, metrics_port: int | None, metrics_host: str) -> None:
                     err=True,
                 )
         try:
-            _run_worker(c, stop)
+            _run_worker(c, stop, stop_grace)
         finally:
             if server is not None:
                 server.shutdown()
                 server.server_close()
 
 
-def _run_worker(c: Ctx, stop: threading.Event) -> None:
+def _run_worker(c: Ctx, stop: threading.Event, grace_s: float) -> None:
     with errors_to_exit():
         app = c.app
         scheduler = app.scheduler
@@ -337,7 +353,14 @@ def _run_worker(c: Ctx, stop: threading.Event) -> None:
             if not scheduler.running:
                 scheduler.stop()  # gives back what claims it can
                 fail(scheduler.fatal_error or "the indexer thread stopped unexpectedly")
-        scheduler.stop()
+        # a batch still running after the grace is given back; its model call dies with the
+        # process (a daemon thread), its late writes would be fenced out
+        scheduler.stop(timeout=grace_s)
+        given = scheduler.given_back
+        if given:
+            click.echo(
+                f"worker {scheduler.worker_id}: gave back {given} claimed documents", err=True
+            )
 
 
 @cli.command("status")

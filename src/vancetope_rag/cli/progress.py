@@ -4,8 +4,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
+from types import TracebackType
 from typing import TYPE_CHECKING
 
 import click
@@ -23,10 +25,70 @@ def on_terminal() -> bool:
 
 
 def _rate(work: Progress) -> str:
-    parts = [f"{work.rate:.1f} docs/s"] if work.rate else []
-    if work.pending and work.eta_s is not None:
+    """Rate and time left, only while the work runs: an ended or paused piece of work has no
+    ETA (``Progress.eta_s`` is None then), a paused one says why."""
+    if work.paused:
+        return f" (paused: {work.paused})"
+    parts = [f"{work.rate:.1f} docs/s"] if work.rate and work.eta_s is not None else []
+    if work.eta_s is not None:
         parts.append(f"about {work.eta_s:.0f}s left")
     return f" ({', '.join(parts)})" if parts else ""
+
+
+def counts_text(done: int, failed: int, waiting: int) -> str:
+    """Done, failed and waiting: three numbers, never one sum called progress."""
+    return f"{done} done, {failed} failed, {waiting} waiting"
+
+
+class WorkBar:
+    """A progress bar on stderr whose position is the documents *done* (failed ones are not
+    progress) and whose text gives done, failed and waiting, with the store's rate and ETA
+    when there is one (click's own ETA, timed from bar updates, is not shown: it read
+    "00:30:23" for a 20 s rebuild)."""
+
+    def __init__(self, label: str, length: int) -> None:
+        self._bar = click.progressbar(
+            length=max(length, 1),
+            label=label,
+            file=sys.stderr,
+            show_eta=False,
+            show_percent=True,
+            item_show_func=lambda text: text,
+        )
+        self._shown = 0
+
+    def show(self, done: int, failed: int, waiting: int, rate: str = "") -> None:
+        """Move to ``done`` of ``done + failed + waiting``, the counts beside the bar."""
+        self._bar.length = max(done + failed + waiting, 1)
+        self._bar.current_item = counts_text(done, failed, waiting) + rate
+        # drawn even when nothing got done (``update(0)`` draws nothing): a failure, a
+        # pause or the end of the ETA is news too
+        self._bar.make_step(max(0, done - self._shown))
+        self._bar.render_progress()
+        self._shown = max(self._shown, done)
+
+    def show_work(self, work: Progress) -> None:
+        self.show(work.done, work.failed, work.pending, _rate(work))
+
+    def __enter__(self) -> WorkBar:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._bar.render_finish()  # an error line starts on a line of its own
+
+
+def failed_documents(app: RagApp) -> int:
+    """Documents failed for good in the projects this node indexes (what ``index`` runs)."""
+    control = app.store.control
+    return sum(
+        control.document_state_counts(p.tenant_id, p.project_id).get("failed", 0)
+        for p in control.projects_for_node(app.config.node_id)
+    )
 
 
 def progress_lines(progress: ProjectProgress | None) -> list[str]:
@@ -34,14 +96,12 @@ def progress_lines(progress: ProjectProgress | None) -> list[str]:
     if progress is None:
         return []
     w = progress.indexing
-    lines = [
-        f"indexing: {w.done} of {w.total} done, {w.failed} failed, {w.pending} pending{_rate(w)}"
-    ]
+    lines = [f"indexing: {counts_text(w.done, w.failed, w.pending)}{_rate(w)}"]
     if progress.migration is not None:
         m, work = progress.migration.migration, progress.migration.work
         lines.append(
-            f"rebuild {m.id} ({m.from_model} -> {m.to_model}): {m.state.value}, {work.done} of "
-            f"{work.total} done, {work.failed} failed{_rate(work)}"
+            f"rebuild {m.id} ({m.from_model} -> {m.to_model}): {m.state.value}, "
+            f"{counts_text(work.done, work.failed, work.pending)}{_rate(work)}"
         )
         if m.reason:
             lines.append(f"  {m.reason}")
@@ -74,23 +134,18 @@ def wait_for_rebuild(
     progress = app.rebuilds.progress(tenant_id, project_id)
     length = progress.migration.work.total if progress.migration else 0
     label = f"rebuild {migration.from_model} -> {migration.to_model}"
-    shown = 0
-    pbar = click.progressbar(length=max(length, 1), label=label, file=sys.stderr) if bar else None
-    while True:
-        tick = scheduler.tick()
-        progress = app.rebuilds.progress(tenant_id, project_id)
-        current = progress.migration
-        if current is None or current.migration.id != migration.id:
-            break
-        done = current.work.done + current.work.failed
-        if pbar is not None:
-            pbar.length = max(current.work.total, 1)
-            pbar.update(max(0, done - shown))
-        shown = max(shown, done)
-        if not current.migration.state.active:
-            break
-        if tick.claimed == 0:  # waiting: a retry time, another worker, or search to catch up
-            time.sleep(poll_s)
-    if pbar is not None:
-        pbar.render_finish()
+    with contextlib.ExitStack() as stack:
+        pbar = stack.enter_context(WorkBar(label, length)) if bar else None
+        while True:
+            tick = scheduler.tick()
+            progress = app.rebuilds.progress(tenant_id, project_id)
+            current = progress.migration
+            if current is None or current.migration.id != migration.id:
+                break
+            if pbar is not None:
+                pbar.show_work(current.work)
+            if not current.migration.state.active:
+                break
+            if tick.claimed == 0:  # waiting: a retry time, another worker, or search to catch up
+                time.sleep(poll_s)
     return progress

@@ -16,7 +16,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from vancetope_rag.domain.lookalikes import clean_label, neutralise_tags
 from vancetope_rag.domain.records import Hit
 from vancetope_rag.domain.texts import one_line
 
@@ -70,6 +72,19 @@ class Cited:
     hit: Hit
     label: str
     source: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The hit as the ``rag_query`` tool and REST's test query answer it: label and
+        source as the block shows them, the score, and the text with its tags defused."""
+        return {
+            "label": self.label,
+            "source": clean_label(self.source),
+            "path": self.hit.path,
+            "sourceRef": self.hit.source_ref,
+            "kind": self.hit.kind,
+            "score": round(self.hit.score, 4),
+            "text": neutralise_tags(self.hit.text),
+        }
 
 
 def source_of(hit: Hit, *, project_rag: bool) -> str:

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 __all__ = [
+    "ACTIVE_S",
     "DEFAULT_MAX_FAILURE_RATIO",
     "RATE_WINDOW_S",
     "ItemState",
@@ -44,6 +45,11 @@ DEFAULT_MAX_FAILURE_RATIO = 0.05
 
 #: Rates are measured over this many seconds of the store's clock.
 RATE_WINDOW_S = 60.0
+
+#: Work counts as running (and gets an ETA) while a document is being processed or one
+#: finished within this many seconds; else the last minute's rate says nothing of now (no
+#: worker, retry back-offs, a paused provider).
+ACTIVE_S = 10.0
 
 
 class RebuildState(enum.StrEnum):
@@ -140,13 +146,19 @@ def rate_per_second(
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """Documents done / total of one piece of work, with its rate and expected time left."""
+    """One piece of work in documents: ``done``, ``failed`` (for good) and ``pending``
+    (waiting or being processed) are separate numbers, never added up as progress.
+
+    ``eta_s`` is set only while the work runs and its rate is known; ``paused`` says why work
+    that is waiting does not run now (then there is no ETA).
+    """
 
     done: int
     failed: int
     pending: int
     rate: float
     eta_s: float | None
+    paused: str | None = None
 
     @property
     def total(self) -> int:
@@ -160,21 +172,32 @@ class Progress:
             "total": self.total,
             "rate": round(self.rate, 3),
             "etaSeconds": None if self.eta_s is None else round(self.eta_s, 1),
+            "paused": self.paused,
         }
 
 
 def progress(
-    done: int, failed: int, pending: int, recent: int, oldest: datetime | None, now: datetime
+    done: int,
+    failed: int,
+    pending: int,
+    recent: int,
+    oldest: datetime | None,
+    now: datetime,
+    *,
+    running: bool = True,
+    paused: str | None = None,
 ) -> Progress:
-    """Progress from state counts and the completions of the last minute."""
+    """Progress from state counts and the completions of the last minute.
+
+    An ETA only while the work runs (``running``, not ``paused``) with documents pending and
+    a rate measured: an ended rebuild, paused indexing or a stall has none, whatever the
+    rate of the last minute was.
+    """
     rate = rate_per_second(recent, oldest, now)
-    if pending == 0:
-        eta: float | None = 0.0
-    elif rate > 0:
+    eta: float | None = None
+    if running and paused is None and pending > 0 and rate > 0:
         eta = math.ceil(pending / rate * 10) / 10
-    else:
-        eta = None  # nothing finished lately: no honest estimate
-    return Progress(done, failed, pending, rate, eta)
+    return Progress(done, failed, pending, rate, eta, paused if pending else None)
 
 
 @dataclass(frozen=True, slots=True)

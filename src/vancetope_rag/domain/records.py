@@ -223,6 +223,8 @@ class RagStatus:
     #: path; ``needs_attention_count`` counts them all).
     needs_attention: list[AttentionItem] = field(default_factory=list)
     needs_attention_count: int = 0
+    #: ``provider:model`` of the current embedding settings: what a rebuild builds onto.
+    configured_model: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -237,6 +239,7 @@ class RagStatus:
             "progress": self.progress.to_json() if self.progress else None,
             "needsAttention": [a.to_json() for a in self.needs_attention],
             "needsAttentionCount": self.needs_attention_count,
+            "configuredModel": self.configured_model,
         }
 
 

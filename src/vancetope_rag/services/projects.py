@@ -243,6 +243,9 @@ class ProjectRagService:
         attention_count, attention = self.control.needs_attention(
             tenant_id, project_id, limit=ATTENTION_SHOWN
         )
+        configured = self.embeddings.label(
+            self.settings.snapshot(tenant_id, project_id).embedding()
+        )
         if rag is None:
             return RagStatus(
                 exists=False,
@@ -251,6 +254,7 @@ class ProjectRagService:
                 progress=progress,
                 needs_attention=attention,
                 needs_attention_count=attention_count,
+                configured_model=configured,
             )
         return RagStatus(
             exists=True,
@@ -264,6 +268,7 @@ class ProjectRagService:
             progress=progress,
             needs_attention=attention,
             needs_attention_count=attention_count,
+            configured_model=configured,
         )
 
 

@@ -31,14 +31,14 @@ from vancetope_rag.store.types import ImportHead, NewDocument, RagScope
 
 #: ``SET`` clauses that queue a document for the indexer: new version, attempts and retry time
 #: reset; PENDING unless a worker holds it (that worker's ``mark_rag_clean`` then sees the new
-#: version and re-queues it).
+#: version and re-queues it). ``index_last_error`` stays: a failed document queued again
+#: (a reindex) still says why its last attempt failed, until its next attempt ends.
 DIRTY_SETS: tuple[str, ...] = (
     "rag_dirty = 1",
     "rag_version = rag_version + 1",
     "index_state = CASE WHEN rag_claimed_by IS NULL THEN 'pending' ELSE index_state END",
     "index_attempts = 0",
     "index_next_attempt_at = NULL",
-    "index_last_error = NULL",
 )
 
 #: A document whose file could not be read: FAILED with the reason (the last parameter), not

@@ -20,7 +20,6 @@ from llama_index.core.tools import FunctionTool
 
 from vancetope_rag.domain.citations import cite
 from vancetope_rag.domain.eligibility import guess_mime_type
-from vancetope_rag.domain.lookalikes import clean_label, neutralise_tags
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, RagRecord
 from vancetope_rag.errors import ExtractionError, InvalidInputError
 from vancetope_rag.services.indexing.sources import (
@@ -203,18 +202,7 @@ class RagTools:
         # Hits as they may be cited now; the same label rule and numbering as the block.
         retriever = self.app.as_retriever(self.tenant_id, self.project_id, rag=rag.name)
         hits = retriever.query_rag(rag, query, top_k=top_k)  # None: the cascade's
-        out = [
-            {
-                "label": c.label,
-                "source": clean_label(c.source),
-                "path": c.hit.path,
-                "sourceRef": c.hit.source_ref,
-                "kind": c.hit.kind,
-                "score": round(c.hit.score, 4),
-                "text": neutralise_tags(c.hit.text),
-            }
-            for c in cite(hits, project_rag=rag.name == DEFAULT_RAG_NAME)
-        ]
+        out = [c.to_json() for c in cite(hits, project_rag=rag.name == DEFAULT_RAG_NAME)]
         return {"ragId": rag.id, "hits": out}
 
     def rag_delete(self, ragId: str) -> dict[str, Any]:

@@ -17,7 +17,12 @@
   const $ = (id) => document.getElementById(id);
   // While work is pending the page refreshes itself every POLL_MS.
   const POLL_MS = 1500;
+  // The documents list shows PAGE rows at a time (the REST route pages with limit/offset).
+  const PAGE = 50;
   let pollTimer = null;
+  let lastStatus = null;
+  let docsOffset = 0;
+  let docsQuery = "";
 
   // -- token ---------------------------------------------------------------------------
 
@@ -90,13 +95,23 @@
     el.hidden = !message;
   }
 
-  function handle(err) {
+  function showError(el, message) {
+    el.textContent = message;
+    el.hidden = !message;
+    if (message) el.scrollIntoView({ block: "nearest" });
+  }
+
+  // An error goes where the user looks: next to the control that failed (``where``), else
+  // the page's alert at the top.
+  function handle(err, where) {
     if (err.status === 401) {
       sessionStorage.removeItem(TOKEN_KEY);
       askForToken(err.message + " (" + err.code + ")");
       return;
     }
-    showAlert(err.message + " (" + err.code + ")");
+    const message = err.message + " (" + err.code + ")";
+    if (where) showError(where, message);
+    else showAlert(message);
   }
 
   // -- rendering -----------------------------------------------------------------------
@@ -105,10 +120,12 @@
     return iso ? new Date(iso).toLocaleString() : "–";
   }
 
-  function cell(row, text, className) {
+  // A cell; ``label`` names it where a phone shows each row as a block (class "stack").
+  function cell(row, text, className, label) {
     const td = document.createElement("td");
     td.textContent = text;
     if (className) td.className = className;
+    if (label) td.dataset.label = label;
     row.appendChild(td);
     return td;
   }
@@ -123,6 +140,7 @@
       : "–";
     $("chunk-count").textContent = String(status.chunkCount);
     $("created-at").textContent = when(status.createdAt);
+    lastStatus = status;
     const list = $("state-counts");
     list.replaceChildren();
     for (const [state, count] of Object.entries(status.documents || {})) {
@@ -139,20 +157,23 @@
     }
   }
 
+  // Done, failed and waiting are three numbers; a rate and the time left only while the
+  // work runs (the server sends etaSeconds null otherwise), a pause with its reason.
   function progressText(work) {
-    let text = work.done + " of " + work.total + " done";
-    if (work.failed) text += ", " + work.failed + " failed";
-    if (work.pending) text += ", " + work.pending + " pending";
-    if (work.rate) text += " · " + work.rate.toFixed(1) + " docs/s";
-    if (work.pending && work.etaSeconds !== null) {
-      text += " · about " + Math.ceil(work.etaSeconds) + " s left";
+    let text = work.done + " done · " + work.failed + " failed · " + work.pending + " waiting";
+    if (work.paused) {
+      text += " · paused: " + work.paused;
+    } else if (work.etaSeconds !== null) {
+      text += " · " + work.rate.toFixed(1) + " docs/s · about " +
+        Math.ceil(work.etaSeconds) + " s left";
     }
     return text;
   }
 
+  // The bar fills with what is done: a failed document is not progress.
   function setBar(bar, work) {
     bar.max = Math.max(work.total, 1);
-    bar.value = work.done + work.failed;
+    bar.value = work.done;
   }
 
   function renderProgress(progress) {
@@ -189,9 +210,11 @@
     tbody.replaceChildren();
     for (const doc of failed.documents) {
       const tr = document.createElement("tr");
-      cell(tr, doc.path);
-      cell(tr, String(doc.attempts));
-      cell(tr, doc.lastError || "no reason recorded", "error-text");
+      tr.dataset.path = doc.path;
+      cell(tr, doc.path, null, "Path");
+      cell(tr, doc.state === "failed" ? "failed" : doc.state + " (will retry)", null, "State");
+      cell(tr, String(doc.attempts), null, "Attempts");
+      cell(tr, doc.lastError || "no reason recorded", "error-text", "Reason");
       tbody.appendChild(tr);
     }
     $("failed-table").hidden = failed.documents.length === 0;
@@ -216,6 +239,7 @@
     return (
       doc.state +
       (doc.ragDirty ? " (queued)" : "") +
+      (doc.lastError && doc.state !== "failed" ? " (last attempt failed)" : "") +
       (doc.truncated
         ? " (truncated: " + (doc.truncatedReason || "indexed up to the text limit") + ")"
         : "")
@@ -261,22 +285,85 @@
       cell(tr, "", "row-status");
       tbody.appendChild(tr);
     }
-    $("documents-empty").hidden = list.documents.length !== 0;
+    const shown = list.documents.length;
+    $("documents-empty").textContent = docsQuery
+      ? "No document path holds “" + docsQuery + "”."
+      : "No documents in this project.";
+    $("documents-empty").hidden = shown !== 0;
+    $("documents-range").textContent = shown
+      ? docsOffset + 1 + "–" + (docsOffset + shown) + " of " + list.total
+      : "0 of " + list.total;
+    $("documents-prev").disabled = docsOffset === 0;
+    $("documents-next").disabled = docsOffset + shown >= list.total;
+  }
+
+  function documentsPath() {
+    let path = "/rag/documents?limit=" + PAGE + "&offset=" + docsOffset;
+    if (docsQuery) path += "&q=" + encodeURIComponent(docsQuery);
+    return path;
+  }
+
+  async function loadDocuments() {
+    let docs = await api("GET", documentsPath());
+    if (docsOffset > 0 && docs.documents.length === 0 && docs.total > 0) {
+      docsOffset = Math.floor((docs.total - 1) / PAGE) * PAGE; // the list shrank: last page
+      docs = await api("GET", documentsPath());
+    }
+    renderDocuments(docs);
+  }
+
+  function renderQuery(result) {
+    const tbody = $("query-table").querySelector("tbody");
+    tbody.replaceChildren();
+    for (const hit of result.hits) {
+      const tr = document.createElement("tr");
+      cell(tr, hit.label, null, "Label");
+      cell(tr, hit.score.toFixed(3), "score", "Score");
+      cell(tr, hit.path || hit.source, null, "Source");
+      cell(tr, hit.text, "excerpt", "Excerpt");
+      tbody.appendChild(tr);
+    }
+    $("query-table").hidden = result.hits.length === 0;
+    const p = result.params;
+    const used = "topK " + p.topK + ", minScore " + p.minScore + ", " + p.mode;
+    if (result.reason) {
+      $("query-summary").textContent = "Nothing is queried: " + result.reason + ".";
+    } else if (result.hits.length === 0) {
+      $("query-summary").textContent =
+        "No excerpt reaches minScore " + p.minScore + " (" + used + "): a turn gets no context.";
+    } else {
+      $("query-summary").textContent =
+        plural(result.hits.length, "hit") + " (" + used + "), best first.";
+    }
+  }
+
+  async function runQuery() {
+    const payload = { query: $("query-input").value };
+    const topK = $("query-topk").value.trim();
+    if (topK) payload.topK = Number(topK);
+    $("query-summary").textContent = "searching…";
+    showError($("query-error"), "");
+    try {
+      renderQuery(await api("POST", "/rag/query", payload));
+    } catch (err) {
+      $("query-summary").textContent = "";
+      $("query-table").hidden = true;
+      handle(err, $("query-error"));
+    }
   }
 
   // -- actions -------------------------------------------------------------------------
 
   async function refresh() {
-    const [status, failed, docs] = await Promise.all([
+    const [status, failed] = await Promise.all([
       api("GET", "/rag/status"),
-      api("GET", "/rag/documents?state=failed"),
-      api("GET", "/rag/documents"),
+      api("GET", "/rag/documents?withError=true&limit=200"),
+      loadDocuments(),
     ]);
     renderStatus(status);
     renderAttention(status);
     renderProgress(status.progress);
     renderFailed(failed);
-    renderDocuments(docs);
     schedulePoll(status.progress.busy);
     $("refreshed-at").textContent = new Date().toLocaleTimeString();
     $("token-card").hidden = true;
@@ -284,14 +371,17 @@
     $("btn-forget-token").hidden = false;
   }
 
+  // Runs an action with the action buttons disabled; its error shows beside them.
   async function busy(work) {
     const buttons = document.querySelectorAll("#action-card button");
     buttons.forEach((b) => (b.disabled = true));
     showAlert("");
+    showError($("action-error"), "");
+    $("action-result").textContent = ""; // an earlier action's outcome is not this one's
     try {
       await work();
     } catch (err) {
-      handle(err);
+      handle(err, $("main").hidden ? null : $("action-error"));
     } finally {
       buttons.forEach((b) => (b.disabled = false));
     }
@@ -348,12 +438,43 @@
 
   $("btn-reindex").addEventListener("click", () => busy(() => reindex(false)));
   $("btn-rebuild").addEventListener("click", () => {
+    const status = lastStatus || {};
+    const target = status.configuredModel
+      ? "onto " + status.configuredModel
+      : "with the current embedding settings";
+    const from = status.exists
+      ? " It is now on " + status.embeddingProvider + ":" + status.embeddingModel + "."
+      : "";
     const ok = window.confirm(
-      "Rebuild the project index with the current embedding model?\n\nEvery document is " +
+      "Rebuild the project index " + target + "?" + from + "\n\nEvery document is " +
         "embedded again into a new index beside the current one, which keeps answering " +
         "until the new one is complete and replaces it."
     );
     if (ok) busy(() => reindex(true));
+  });
+  $("query-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const button = $("btn-query");
+    button.disabled = true;
+    runQuery().finally(() => (button.disabled = false));
+  });
+  let searchTimer = null;
+  $("documents-search").addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => {
+      docsQuery = $("documents-search").value.trim();
+      docsOffset = 0;
+      loadDocuments().catch(handle);
+    }, 250);
+  });
+  $("documents-search-form").addEventListener("submit", (event) => event.preventDefault());
+  $("documents-prev").addEventListener("click", () => {
+    docsOffset = Math.max(0, docsOffset - PAGE);
+    loadDocuments().catch(handle);
+  });
+  $("documents-next").addEventListener("click", () => {
+    docsOffset += PAGE;
+    loadDocuments().catch(handle);
   });
   $("btn-refresh").addEventListener("click", () => busy(refresh));
   $("btn-cancel-rebuild").addEventListener("click", () => {

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from vancetope_rag.domain.rebuilds import (
+    ACTIVE_S,
     RATE_WINDOW_S,
     ItemState,
     ProjectProgress,
@@ -39,15 +40,26 @@ def node_work_state(control: ControlStore, rebuild_store: RebuildStore, node_id:
 
 
 def project_progress(
-    control: ControlStore, rebuild_store: RebuildStore, tenant_id: str, project_id: str
+    control: ControlStore,
+    rebuild_store: RebuildStore,
+    tenant_id: str,
+    project_id: str,
+    *,
+    paused: str | None = None,
 ) -> ProjectProgress:
     """The indexer's work on the live ``_documents`` and its latest rebuild (running, or how
-    the last one ended), with rates over the last minute and ETAs."""
+    the last one ended), with rates over the last minute and ETAs: only while the work runs
+    (a document processing, or one finished in the last :data:`ACTIVE_S`), none for a
+    rebuild that ended, nor while ``paused`` says why the project's work does not run now."""
     now = control.now()
     since = now - timedelta(seconds=RATE_WINDOW_S)
+    lately = now - timedelta(seconds=ACTIVE_S)
     counts = control.document_state_counts(tenant_id, project_id)
     recent, oldest = rebuild_store.indexing_activity(tenant_id, project_id, since)
     pending = counts[IndexState.PENDING.value] + counts[IndexState.PROCESSING.value]
+    running = counts[IndexState.PROCESSING.value] > 0 or (
+        recent > 0 and rebuild_store.indexing_activity(tenant_id, project_id, lately)[0] > 0
+    )
     indexing = progress(
         counts[IndexState.INDEXED.value],
         counts[IndexState.FAILED.value],
@@ -55,12 +67,18 @@ def project_progress(
         recent,
         oldest,
         now,
+        running=running,
+        paused=paused,
     )
     m = rebuild_store.latest_rebuild(tenant_id, project_id, DEFAULT_RAG_NAME)
     if m is None:
         return ProjectProgress(indexing)
     c = rebuild_store.item_counts(m.id)
     recent, oldest = rebuild_store.item_activity(m.id, since)
+    running = m.state.active and (
+        c[ItemState.PROCESSING.value] > 0
+        or (recent > 0 and rebuild_store.item_activity(m.id, lately)[0] > 0)
+    )
     work = progress(
         c[ItemState.DONE.value],
         c[ItemState.FAILED.value],
@@ -68,5 +86,7 @@ def project_progress(
         recent,
         oldest,
         now,
+        running=running,
+        paused=paused if m.state.active else None,
     )
     return ProjectProgress(indexing, RebuildProgress(m, work))

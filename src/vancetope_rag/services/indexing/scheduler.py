@@ -82,6 +82,8 @@ class ProjectRagIndexScheduler:
         #: Documents claimed by a batch still being indexed (see :meth:`give_back_claimed`).
         self._in_flight: dict[str, Document] = {}
         self._in_flight_lock = threading.Lock()
+        #: Claims the last :meth:`stop` gave back (a batch that outlived its timeout).
+        self.given_back = 0
 
     def blocked(self, tenant_id: str, project_id: str, *, warn: bool = True) -> str | None:
         """Why this project is not indexed now (the metric outcome), or None when it is.
@@ -368,7 +370,7 @@ class ProjectRagIndexScheduler:
             self._thread = None
         # A tick still running after the timeout (a slow model) dies with the process: its
         # batch goes back now; should the tick finish after all, the fence refuses its writes.
-        self.give_back_claimed()
+        self.given_back = self.give_back_claimed()
         self._give_back()
 
     def _give_back(self) -> None:

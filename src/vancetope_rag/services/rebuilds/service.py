@@ -420,8 +420,25 @@ class RebuildService:
     # -- progress --------------------------------------------------------------------------
 
     def progress(self, tenant_id: str, project_id: str) -> ProjectProgress:
-        """The indexer's work on the live RAG and the latest rebuild (:func:`project_progress`)."""
-        return project_progress(self.control, self.rebuild_store, tenant_id, project_id)
+        """The indexer's work on the live RAG and the latest rebuild (:func:`project_progress`),
+        paused (no ETA) while the settings keep the project's work from running."""
+        return project_progress(
+            self.control,
+            self.rebuild_store,
+            tenant_id,
+            project_id,
+            paused=self.paused(tenant_id, project_id),
+        )
+
+    def paused(self, tenant_id: str, project_id: str) -> str | None:
+        """Why the project's waiting documents are not indexed now, or None: what status shows
+        instead of an ETA."""
+        snapshot = self.settings.snapshot(tenant_id, project_id)
+        if not snapshot.embeddings_enabled():
+            return "embeddings are off (ai.embedding.provider is none)"
+        if not snapshot.project_rag_enabled():
+            return "the project RAG is off (rag.project.enabled is false)"
+        return None
 
     def pending(self, projects: Iterable[tuple[str, str]]) -> int:
         """Rebuild work left in these projects: queued items, plus one per active rebuild

@@ -176,7 +176,9 @@ def _is_null(field: str) -> dict[str, Any]:
 
 def dirty_stage() -> dict[str, Any]:
     """Queue a document: new version, attempts and retry time reset; PENDING unless a worker
-    holds it (that worker's ``mark_rag_clean`` then sees the new version and re-queues it)."""
+    holds it (that worker's ``mark_rag_clean`` then sees the new version and re-queues it).
+    ``indexLastError`` stays: a failed document queued again still says why its last attempt
+    failed, until its next attempt ends."""
     return {
         "$set": {
             "ragDirty": lit(True),
@@ -186,7 +188,6 @@ def dirty_stage() -> dict[str, Any]:
             },
             "indexAttempts": lit(0),
             "indexNextAttemptAt": lit(None),
-            "indexLastError": lit(None),
         }
     }
 
