@@ -23,7 +23,7 @@ pytest.importorskip("llama_index.embeddings.openai")
 
 from fakes import P, T
 from vancetope_rag.app import RagApp
-from vancetope_rag.default_plugins.openai import OpenAIProvider
+from vancetope_rag.default_plugins.openai import KNOWN_DIMENSIONS, OpenAIProvider
 from vancetope_rag.embeddings import EmbeddingSettings
 from vancetope_rag.errors import EmbeddingConfigError
 
@@ -39,12 +39,12 @@ DOCS = {
 }
 
 
-def vector(text: str) -> list[float]:
+def vector(text: str, dim: int = DIM) -> list[float]:
     """Feature-hashing bag of words, unit length: lexical overlap → cosine similarity."""
-    v = [0.0] * DIM
+    v = [0.0] * dim
     for word in re.findall(r"\w+", text.lower()):
         h = int.from_bytes(hashlib.sha256(word.encode()).digest()[:8], "little")
-        v[h % DIM] += 1.0 if (h >> 32) & 1 else -1.0
+        v[h % dim] += 1.0 if (h >> 32) & 1 else -1.0
     n = math.sqrt(sum(x * x for x in v)) or 1.0
     return [x / n for x in v]
 
@@ -112,7 +112,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         data = []
         for i, text in enumerate(inputs):
-            vec = vector(text)
+            vec = vector(text, KNOWN_DIMENSIONS.get(body.get("model"), DIM))
             emb: Any = vec
             if body.get("encoding_format") == "base64":
                 emb = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()
@@ -198,23 +198,34 @@ def test_unchanged_text_is_not_sent_again(make_app: Any, server: EmbeddingsServe
     assert {d.index_state.value for d in app.documents.list_documents(T, P)} == {"indexed"}
 
 
-def test_rejected_key_fails_the_documents_clearly_without_leaking_it(
+def test_rejected_key_pauses_indexing_without_spending_attempts_or_leaking_it(
     make_app: Any, server: EmbeddingsServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     # A known model needs no probe: the 401 comes from the embedding call of the indexer.
+    # A refused key is the settings' fault, not the documents': they wait, attempts kept.
     app = openai_app(
         make_app, server, key=WRONG_KEY, model="text-embedding-3-small", config={"max_attempts": 1}
     )
+    app.bring(T, P)
+    for path, text in DOCS.items():
+        app.documents.create(T, P, path, text)
     with caplog.at_level(logging.DEBUG):
-        index_docs(app)
+        app.scheduler.run_until_idle(timeout_s=5, stop_when_nothing_claimable=True)
     docs = app.documents.list_documents(T, P)
-    assert {d.index_state.value for d in docs} == {"failed"}
-    error = docs[0].index_last_error or ""
-    assert "AuthenticationError" in error and "401" in error, error
+    assert {(d.index_state.value, d.index_attempts) for d in docs} == {("pending", 0)}
     assert {r.authorization for r in server.requests} == {f"Bearer {WRONG_KEY}"}
-    status = json.dumps(app.project_rags.status(T, P).to_json())
-    for text in (caplog.text, error, status):
+    assert len(server.requests) == 1  # the circuit opened: no call per document
+    status = app.project_rags.status(T, P).to_json()
+    assert status["paused"].startswith("paused: provider refuses the settings since ")
+    assert "401" in status["paused"] and "ai.embedding.apiKey" in status["paused"]
+    assert status["providerCircuit"]["state"] == "configError"
+    for text in (caplog.text, json.dumps(status)):
         assert WRONG_KEY not in text
+
+    app.settings.set(T, None, "ai.embedding.apiKey", KEY)  # another key: another endpoint
+    app.scheduler.run_until_idle(timeout_s=10)
+    docs = app.documents.list_documents(T, P)
+    assert {(d.index_state.value, d.index_attempts) for d in docs} == {("indexed", 0)}
 
 
 def test_rejected_key_at_the_dimension_probe_holds_indexing_until_fixed(

@@ -75,6 +75,16 @@ class StatusResponse(_Model):
     documents: dict[str, int]
     truncatedDocuments: int = Field(description="documents indexed only up to the text limit")
     progress: StatusProgress
+    paused: str | None = Field(
+        default=None,
+        description="why indexing waits on the embedding provider ('paused: provider "
+        "unreachable since …'); null while it answers",
+    )
+    providerCircuit: dict[str, Any] | None = Field(
+        default=None,
+        description="the provider's open circuit in this process: state (unreachable or "
+        "configError), provider, baseUrl, since, retryInSeconds, failures, error, message",
+    )
 
 
 class ReindexResponse(_Model):

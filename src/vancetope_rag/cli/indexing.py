@@ -289,6 +289,8 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
             f"{data['chunkCount']} chunks, created {data['createdAt']}"
         )
     click.echo("documents: " + ", ".join(f"{k} {v}" for k, v in status.documents.items()))
+    if status.paused:
+        click.echo(status.paused)
     for line in progress_lines(status.progress):
         click.echo(line)
 

@@ -51,7 +51,11 @@ class OpenAIProvider:
         if settings.base_url:
             kwargs["api_base"] = settings.base_url
         embed = OpenAIEmbedding(**kwargs)
-        dim = KNOWN_DIMENSIONS.get(model) or self._probe_dimension(embed, settings, model, key)
+        dim = (
+            settings.dimension  # pinned by a RAG: never probed again
+            or KNOWN_DIMENSIONS.get(model)
+            or self._probe_dimension(embed, settings, model, key)
+        )
         return LoadedModel(
             provider=self.name,
             model=model,
@@ -59,6 +63,7 @@ class OpenAIProvider:
             embed_model=embed,
             max_input_tokens=8191,
             tokenizer=llama_tokenizer(),
+            remote=True,
         )
 
     @staticmethod

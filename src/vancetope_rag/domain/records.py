@@ -193,6 +193,10 @@ class RagStatus:
     truncated_documents: int = 0
     #: The indexer's work and the latest rebuild, with rates and ETAs.
     progress: ProjectProgress | None = None
+    #: Why indexing waits on the embedding provider (``paused: provider unreachable since
+    #: …``), and its open circuit as JSON; None while the provider answers.
+    paused: str | None = None
+    provider_circuit: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -205,6 +209,8 @@ class RagStatus:
             "documents": dict(self.documents),
             "truncatedDocuments": self.truncated_documents,
             "progress": self.progress.to_json() if self.progress else None,
+            "paused": self.paused,
+            "providerCircuit": self.provider_circuit,
         }
 
 

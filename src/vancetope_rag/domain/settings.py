@@ -92,6 +92,26 @@ SETTINGS: Mapping[str, SettingSpec] = _specs(
         description="Base URL of an OpenAI-compatible endpoint; empty means api.openai.com.",
     ),
     SettingSpec(
+        "ai.embedding.requestsPerMinute",
+        SettingKind.INT,
+        None,
+        nullable=True,
+        minimum=1,
+        maximum=1_000_000,
+        description="Most requests per minute this process sends to a remote embedding "
+        "provider (per endpoint); empty means unpaced. In-process models are never paced.",
+    ),
+    SettingSpec(
+        "ai.embedding.tokensPerMinute",
+        SettingKind.INT,
+        None,
+        nullable=True,
+        minimum=1,
+        maximum=1_000_000_000,
+        description="Most input tokens per minute this process sends to a remote embedding "
+        "provider (per endpoint, counted with the model's tokenizer); empty means unpaced.",
+    ),
+    SettingSpec(
         "rag.topK",
         SettingKind.INT,
         None,

@@ -241,6 +241,7 @@ class ProjectRagService:
             return RagStatus(
                 exists=False, documents=counts, truncated_documents=truncated, progress=progress
             )
+        circuit = self.rags.circuit_state(rag)
         return RagStatus(
             exists=True,
             rag_id=rag.id,
@@ -251,6 +252,8 @@ class ProjectRagService:
             documents=counts,
             truncated_documents=truncated,
             progress=progress,
+            paused=circuit.describe() if circuit else None,
+            provider_circuit=circuit.to_json() if circuit else None,
         )
 
 

@@ -18,7 +18,7 @@ from llama_index.core.schema import BaseNode
 
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import Document, IndexState, RagRecord
-from vancetope_rag.errors import RagError, StoreError
+from vancetope_rag.errors import ProviderUnavailableError, RagError, StoreError
 from vancetope_rag.extraction.records import ExtractionRecord
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import error_text, get_logger
@@ -160,14 +160,25 @@ class ProjectRagIndexer:
         try:
             grouped, stats = self.rags.embed_sources(rag, to_embed)
             self._count(stats, result)
+        except ProviderUnavailableError:  # the provider's outage, not the documents'
+            for ref in to_embed:
+                self._pause(by_id[ref], worker_id, result)
+            return
         except Exception as batch_exc:
             log.info("batch embed failed (%s); embedding documents one by one", batch_exc)
             grouped = {}
+            down = False
             for ref, parts in to_embed.items():
+                if down:
+                    self._pause(by_id[ref], worker_id, result)
+                    continue
                 try:
                     one, stats = self.rags.embed_sources(rag, {ref: parts})
                     self._count(stats, result)
                     grouped.update(one)
+                except ProviderUnavailableError:  # went down meanwhile
+                    down = True
+                    self._pause(by_id[ref], worker_id, result)
                 except Exception as exc:
                     self._fail(by_id[ref], worker_id, exc, result)
         for ref, nodes in grouped.items():
@@ -289,6 +300,27 @@ class ProjectRagIndexer:
                 ),
                 max_attempts=self.config.max_attempts,
                 count_attempt=not store,
+            )
+        )
+
+    def _pause(self, doc: Document, worker_id: str, result: BatchResult) -> None:
+        """Give the claim back untouched while the provider is down (or refuses the
+        settings): no attempt spent, the last error kept. No retry time either: the
+        scheduler claims nothing of the project until the circuit is due to be tried, and
+        settings that change the endpoint (a corrected key) resume it at once. The circuit
+        logs the outage, once."""
+        result.paused += 1
+        result.handled.add(doc.id)
+        self.releaser.release(
+            Release(
+                doc.tenant_id,
+                doc.project_id,
+                doc.id,
+                worker_id,
+                error=doc.index_last_error or "",
+                retry_delay_s=0.0,
+                max_attempts=self.config.max_attempts,
+                count_attempt=False,
             )
         )
 

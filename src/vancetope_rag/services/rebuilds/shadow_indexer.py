@@ -17,7 +17,7 @@ from llama_index.core.schema import BaseNode
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.rebuilds import ItemState, Rebuild, RebuildItem
 from vancetope_rag.domain.records import Document, RagRecord
-from vancetope_rag.errors import StoreError
+from vancetope_rag.errors import ProviderUnavailableError, StoreError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import error_text, get_logger
 from vancetope_rag.services.documents import DocumentService
@@ -85,6 +85,11 @@ class ShadowIndexer:
             grouped, stats = self.rags.embed_sources(shadow, to_embed)
             result.embedded_texts += stats.embedded_texts
             result.cache_hits += stats.cache_hits
+        except ProviderUnavailableError:
+            # the provider is down (its circuit logged it once): no attempt is spent, the
+            # items' leases expire and a pass after the provider is back takes them
+            result.paused += len(to_embed)
+            return result
         except Exception as batch_exc:  # one poison document must not fail the batch
             log.info("rebuild batch embed failed (%s); embedding one by one", batch_exc)
             grouped = {}
@@ -94,6 +99,8 @@ class ShadowIndexer:
                     result.embedded_texts += stats.embedded_texts
                     result.cache_hits += stats.cache_hits
                     grouped.update(one)
+                except ProviderUnavailableError:  # went down meanwhile: as above
+                    result.paused += 1
                 except Exception as exc:
                     self._fail(by_id[ref], docs[ref], worker_id, exc, result)
         for ref, nodes in grouped.items():
