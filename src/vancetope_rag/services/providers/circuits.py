@@ -123,7 +123,8 @@ class ProviderCircuits:
     ) -> None:
         self.retry_s, self.retry_max_s = retry_s, retry_max_s
         self.config_retry_s, self.config_retry_max_s = config_retry_s, config_retry_max_s
-        self._clock, self._wall = clock, wall
+        #: Monotonic seconds (retry times) and wall seconds ("since"), replaceable in tests.
+        self.clock, self.wall = clock, wall
         self._open: dict[_Key, _Open] = {}
         self._lock = threading.Lock()
 
@@ -134,7 +135,7 @@ class ProviderCircuits:
     def state(self, endpoint: Endpoint, model: str) -> CircuitState | None:
         """The open circuit in the way of calls to ``model`` at ``endpoint``, or None."""
         with self._lock:
-            now = self._clock()
+            now = self.clock()
             for key in self._keys(endpoint, model):
                 c = self._open.get(key)
                 if c is not None:
@@ -179,7 +180,7 @@ class ProviderCircuits:
         """
         trial = False
         with self._lock:
-            now = self._clock()
+            now = self.clock()
             for key in self._keys(endpoint, model):
                 c = self._open.get(key)
                 if c is None:
@@ -194,7 +195,7 @@ class ProviderCircuits:
         with self._lock:
             closed = [self._open.pop(k) for k in self._keys(endpoint, model) if k in self._open]
         for c in closed:
-            down = max(0.0, self._wall() - c.since)
+            down = max(0.0, self.wall() - c.since)
             log.info(
                 "embedding provider %s is back after %.0fs (%d failed calls); indexing resumes",
                 endpoint.describe(),
@@ -220,7 +221,7 @@ class ProviderCircuits:
         config = failure.kind is FailureKind.CONFIG
         key: _Key = (endpoint, model if config else None)
         with self._lock:
-            now, c = self._clock(), self._open.get(key)
+            now, c = self.clock(), self._open.get(key)
             failures = 1 if c is None else c.failures + 1
             base, cap = (
                 (self.config_retry_s, self.config_retry_max_s)
@@ -230,7 +231,7 @@ class ProviderCircuits:
             wait = min(cap, base * 2 ** min(failures - 1, 30))
             if failure.retry_after_s is not None:
                 wait = max(wait, failure.retry_after_s)
-            since = self._wall() if c is None else c.since
+            since = self.wall() if c is None else c.since
             self._open[key] = _Open(failure.kind, since, now + wait, failures, failure.detail)
         if c is None:
             self._log_opened(endpoint, failure, wait)
@@ -272,7 +273,7 @@ class ProviderCircuits:
             key: _Key = (endpoint, model if failure.kind is FailureKind.CONFIG else None)
             with self._lock:
                 c = self._open.get(key)
-                refusal = None if c is None else self._refusal(endpoint, c, self._clock())
+                refusal = None if c is None else self._refusal(endpoint, c, self.clock())
             if refusal is None:  # closed meanwhile by another thread's success
                 raise
             raise refusal from exc
