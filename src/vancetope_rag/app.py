@@ -124,7 +124,7 @@ class RagApp:
         )
         metrics = Metrics(state_ttl_s=config.metrics_state_ttl_s)
         control, chunks = store.control, store.chunks
-        settings = SettingsService(control=control)
+        settings = SettingsService(control=control, providers=embeddings)
         rags = RagService(
             control=control,
             chunks=chunks,

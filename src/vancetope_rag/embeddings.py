@@ -256,6 +256,17 @@ class EmbeddingRegistry:
                 f"unknown embedding provider {name!r}; available: {', '.join(self.names())}"
             ) from None
 
+    def check_model(self, provider_name: str, model: str) -> None:
+        """Refuse a model the provider says it does not make, when it can tell without a
+        call (a provider with a ``check_model(model)`` method); others accept any name.
+
+        Raises:
+            EmbeddingConfigError: Unknown provider, or a model it does not make.
+        """
+        check = getattr(self.provider(provider_name), "check_model", None)
+        if callable(check):
+            check(model)
+
     def load(self, settings: EmbeddingSettings, model: str | None = None) -> LoadedModel:
         """The model for these settings (``model`` overrides the settings' model)."""
         if not settings.enabled:

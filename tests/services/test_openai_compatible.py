@@ -149,3 +149,20 @@ def test_without_base_url_the_provider_targets_openai(monkeypatch: pytest.Monkey
 def test_missing_api_key_names_the_setting(key: str | None) -> None:
     with pytest.raises(EmbeddingConfigError, match=r"ai\.embedding\.apiKey"):
         OpenAIProvider().load(EmbeddingSettings(provider="openai", api_key=key), MODEL)
+
+
+def test_a_pinned_rag_is_not_probed_again_by_a_new_process(
+    make_app: Any, server: EmbeddingsServer
+) -> None:
+    index_docs(openai_app(make_app, server))
+    assert [r.inputs for r in server.requests].count(["dimension probe"]) == 1
+    later = make_app(provider=None)  # another process on the same store: a fresh registry
+    rag = later.project_rags.find_default_rag(T, P)
+    assert rag is not None
+    assert later.rags.query(rag, "rockets and orbit", top_k=1)[0].path == "documents/rockets.md"
+    later.documents.create(T, P, "documents/more.md", "More rockets burn more fuel.")
+    later.scheduler.run_until_idle(timeout_s=10)
+    assert [r.inputs for r in server.requests].count(["dimension probe"]) == 1  # never again
+    server.down()  # a start while the server is down still loads the pinned model
+    third = make_app(provider=None)
+    assert third.scheduler.blocked(T, P) is None  # loadable: no probe stands in the way

@@ -124,7 +124,7 @@ class RagService:
                 f"RAG {rag.name!r} cannot be written or queried until a provider is set again",
                 rag_name=rag.name,
             )
-        current = snapshot.embedding()
+        current = snapshot.embedding_for(rag.embedding_provider)
         return EmbeddingSettings(
             provider=rag.embedding_provider,
             model=rag.embedding_model,
