@@ -48,8 +48,11 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
         "documents",
         "truncatedDocuments",
         "progress",
+        "paused",
+        "providerCircuit",
     }
     assert data["truncatedDocuments"] == 0
+    assert data["paused"] is None and data["providerCircuit"] is None  # hashing: in process
     assert data["progress"]["busy"] is False and data["progress"]["migration"] is None
     assert data["progress"]["indexing"] | {"rate": 0} == {
         "done": 3,

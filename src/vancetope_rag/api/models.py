@@ -63,6 +63,21 @@ class StatusProgress(_Model):
     )
 
 
+class ProviderCircuit(_Model):
+    """An embedding endpoint found down (or refusing the settings) by this process."""
+
+    state: Literal["unreachable", "configError"] = Field(
+        description="unreachable: connection, timeout, 5xx or 429; configError: 401/403/404"
+    )
+    provider: str
+    baseUrl: str | None = Field(description="null: the provider's default endpoint")
+    since: str = Field(description="when the first failed call was made (UTC, ISO 8601)")
+    retryInSeconds: float = Field(description="until the next call is tried (0: due now)")
+    failures: int = Field(description="failed calls since it went down")
+    error: str = Field(description="the last failure, redacted")
+    message: str = Field(description="the same as the status's paused line")
+
+
 class StatusResponse(_Model):
     """Spec §7 snapshot of ``_documents`` with per-state document counts and progress."""
 
@@ -80,10 +95,8 @@ class StatusResponse(_Model):
         description="why indexing waits on the embedding provider ('paused: provider "
         "unreachable since …'); null while it answers",
     )
-    providerCircuit: dict[str, Any] | None = Field(
-        default=None,
-        description="the provider's open circuit in this process: state (unreachable or "
-        "configError), provider, baseUrl, since, retryInSeconds, failures, error, message",
+    providerCircuit: ProviderCircuit | None = Field(
+        default=None, description="the provider's open circuit in this process; null: closed"
     )
 
 

@@ -310,18 +310,16 @@ class ProjectRagIndexer:
         settings that change the endpoint (a corrected key) resume it at once. The circuit
         logs the outage, once."""
         result.paused += 1
-        result.handled.add(doc.id)
-        self.releaser.release(
-            Release(
-                doc.tenant_id,
-                doc.project_id,
-                doc.id,
-                worker_id,
-                error=doc.index_last_error or "",
-                retry_delay_s=0.0,
-                max_attempts=self.config.max_attempts,
-                count_attempt=False,
-            )
+        error = doc.index_last_error or ""
+        max_attempts = self.config.max_attempts
+        self._give_back(
+            doc,
+            worker_id,
+            result,
+            error,
+            max_attempts=max_attempts,
+            count_attempt=False,
+            retry_delay_s=0.0,
         )
 
     def _fail_unreadable(
@@ -352,7 +350,9 @@ class ProjectRagIndexer:
         *,
         max_attempts: int,
         count_attempt: bool = True,
+        retry_delay_s: float | None = None,
     ) -> None:
+        """Give the claim back; ``retry_delay_s`` None: claimable again after the interval."""
         result.handled.add(doc.id)
         self.releaser.release(
             Release(
@@ -361,7 +361,9 @@ class ProjectRagIndexer:
                 doc.id,
                 worker_id,
                 error=error,
-                retry_delay_s=self.config.indexer_interval_s,
+                retry_delay_s=(
+                    self.config.indexer_interval_s if retry_delay_s is None else retry_delay_s
+                ),
                 max_attempts=max_attempts,
                 count_attempt=count_attempt,
             )

@@ -426,7 +426,12 @@ class ProjectRagIndexScheduler:
         more, so a burst of saves joins one tick and no tick follows the last one sooner
         than that: a wake-up comes after that tick ended, or was set during it). False:
         stopped."""
-        woken = self._woken.wait(self.config.indexer_interval_s)
+        wait = self.config.indexer_interval_s
+        due = self.rags.circuits.next_trial_s()
+        if due:  # a paused provider is tried when due, not up to an interval later (a due
+            # one with nothing to send waits the interval: no spinning on it)
+            wait = min(wait, due + 0.05)
+        woken = self._woken.wait(wait)
         if self._stop.is_set():
             return False
         if woken:

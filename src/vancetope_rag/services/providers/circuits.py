@@ -147,6 +147,13 @@ class ProviderCircuits:
         state = self.state(endpoint, model)
         return 0.0 if state is None else state.retry_in_s
 
+    def next_trial_s(self) -> float | None:
+        """Seconds until the earliest open circuit is due to be tried; None: all closed."""
+        with self._lock:
+            now = self.clock()
+            waits = [max(0.0, c.retry_at - now) for c in self._open.values() if not c.probing]
+        return min(waits) if waits else None
+
     def open_counts(self) -> dict[tuple[str, str], int]:
         """(provider, ``open``/``config_error``) → open circuits: the metric's samples."""
         counts: dict[tuple[str, str], int] = {}
