@@ -11,12 +11,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 pytest.importorskip("llama_index.embeddings.openai")
 
 from fakes import P, T, call_tool
 from openai_server import KEY, EmbeddingsServer, Fault, serve
 from vancetope_rag.app import RagApp
+from vancetope_rag.cli import cli
 from vancetope_rag.errors import ProviderUnavailableError
 
 MODEL = "text-embedding-3-small"  # a known dimension: no probe, the indexer's call is first
@@ -166,3 +168,16 @@ def test_while_the_circuit_is_open_queries_are_refused_at_once(
     clock.now += 3  # due: the next query is the trial, and it closes the circuit
     assert app.rags.query(rag, "what do rockets burn?")[0].path == "documents/rockets.md"
     assert app.project_rags.status(T, P).paused is None
+
+
+def test_an_index_run_says_the_provider_is_down_and_exits_1(
+    make_app: Any, server: EmbeddingsServer, store_uri: str
+) -> None:
+    app, _ = provider_app(make_app, server)
+    add_docs(app)
+    server.down()
+    result = CliRunner().invoke(cli, ["--store", store_uri, "--tenant", T, "--project", P, "index"])
+    assert result.exit_code == 1
+    assert "error: indexing paused: provider unreachable since " in result.stderr
+    assert server.base_url in result.stderr and KEY not in result.output + result.stderr
+    assert states(app) == {("pending", 0)}
