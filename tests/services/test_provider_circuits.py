@@ -181,3 +181,31 @@ def test_an_index_run_says_the_provider_is_down_and_exits_1(
     assert "error: indexing paused: provider unreachable since " in result.stderr
     assert server.base_url in result.stderr and KEY not in result.output + result.stderr
     assert states(app) == {("pending", 0)}
+
+
+def test_rest_status_says_paused_and_why(make_app: Any, server: EmbeddingsServer) -> None:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from vancetope_rag.api import create_api, issue_token
+
+    secret = "jwt-test-secret-0123456789abcdefghijklmnop"
+    app, _ = provider_app(make_app, server, jwt_secret=secret)
+    add_docs(app)
+    server.faults = [Fault(503)]
+    app.scheduler.tick()
+    token = issue_token(secret, subject="t", tenant=T, projects=[P], perms=("WRITE",), ttl_s=60)
+    with TestClient(create_api(app)) as client:
+        response = client.get(
+            f"/brain/{T}/projects/{P}/rag/status", headers={"Authorization": f"Bearer {token}"}
+        )
+    assert response.status_code == 200
+    data = response.json()
+    assert data["paused"].startswith("paused: provider unreachable since ")
+    circuit = data["providerCircuit"]
+    assert (circuit["state"], circuit["provider"], circuit["baseUrl"]) == (
+        "unreachable",
+        "openai",
+        server.base_url,
+    )
+    assert "503" in circuit["error"] and KEY not in response.text
