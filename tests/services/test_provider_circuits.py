@@ -209,3 +209,25 @@ def test_rest_status_says_paused_and_why(make_app: Any, server: EmbeddingsServer
         server.base_url,
     )
     assert "503" in circuit["error"] and KEY not in response.text
+
+
+def test_a_rebuild_waits_out_an_outage_without_failing_its_documents(
+    make_app: Any, server: EmbeddingsServer
+) -> None:
+    app, clock = provider_app(make_app, server, max_attempts=1)
+    add_docs(app)
+    app.scheduler.run_until_idle(timeout_s=10)
+    app.settings.set(T, None, "ai.embedding.model", "text-embedding-3-large")
+    started = app.project_rags.reindex(T, P, rebuild=True).migration
+    assert started is not None
+    server.down()
+    for _ in range(3):
+        app.scheduler.tick()
+    items = app.store.rebuilds.list_items(started.id)
+    assert {(i.state.value, i.attempts) for i in items} == {("pending", 0)}
+    server.up()
+    clock.now += 60
+    app.scheduler.run_until_idle(timeout_s=20)
+    rag = app.project_rags.find_default_rag(T, P)
+    assert rag is not None and rag.embedding_model == "text-embedding-3-large"
+    assert states(app) == {("indexed", 0)}
