@@ -162,7 +162,7 @@ _ERRORS = {
     413: "the request body is larger than the engine's text limit allows",
     422: "a parameter or body field is missing or invalid",
     502: "the embedding provider failed",
-    503: "the store is unavailable; retry later",
+    503: "the store, or the embedding provider (PROVIDER_UNAVAILABLE), is unavailable; retry later",
 }
 
 
