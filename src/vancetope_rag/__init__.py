@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from vancetope_rag.errors import ProjectClosedError as ProjectClosedError
     from vancetope_rag.errors import ProjectNotFoundError as ProjectNotFoundError
     from vancetope_rag.errors import ProjectRagDisabledError as ProjectRagDisabledError
+    from vancetope_rag.errors import ProviderUnavailableError as ProviderUnavailableError
     from vancetope_rag.errors import RagAlreadyExistsError as RagAlreadyExistsError
     from vancetope_rag.errors import RagError as RagError
     from vancetope_rag.errors import RagNotFoundError as RagNotFoundError
@@ -146,6 +147,7 @@ _EXPORTS: dict[str, str] = {
     "ProjectClosedError": "vancetope_rag.errors",
     "ProjectNotFoundError": "vancetope_rag.errors",
     "ProjectRagDisabledError": "vancetope_rag.errors",
+    "ProviderUnavailableError": "vancetope_rag.errors",
     "RagAlreadyExistsError": "vancetope_rag.errors",
     "RagError": "vancetope_rag.errors",
     "RagNotFoundError": "vancetope_rag.errors",

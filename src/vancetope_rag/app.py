@@ -39,6 +39,7 @@ from vancetope_rag.services.indexing.indexer import ProjectRagIndexer
 from vancetope_rag.services.indexing.progress import node_work_state
 from vancetope_rag.services.indexing.scheduler import ProjectRagIndexScheduler
 from vancetope_rag.services.projects import ProjectLifecycle, ProjectRagService
+from vancetope_rag.services.providers import ProviderCircuits
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.rebuilds.service import RebuildService
 from vancetope_rag.services.rebuilds.shadow_indexer import ShadowIndexer
@@ -126,7 +127,7 @@ class RagApp:
         )
         metrics = Metrics(state_ttl_s=config.metrics_state_ttl_s)
         control, chunks = store.control, store.chunks
-        settings = SettingsService(control=control)
+        settings = SettingsService(control=control, providers=embeddings)
         rags = RagService(
             control=control,
             chunks=chunks,
@@ -137,8 +138,12 @@ class RagApp:
             fusion=config.fusion(),
             max_text_chars=config.max_text_chars,
             metrics=metrics,
+            circuits=ProviderCircuits(
+                retry_s=config.provider_retry_s, retry_max_s=config.provider_retry_max_s
+            ),
         )
         metrics.watch_work(lambda: node_work_state(control, store.rebuilds, config.node_id))
+        metrics.watch_circuits(rags.circuits.open_counts)
         documents = DocumentService(control=control, chunks=chunks, rebuild_store=store.rebuilds)
         extraction = ExtractionService(registry=extractors, settings=settings)
         importer = DocumentImporter(

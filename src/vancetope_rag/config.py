@@ -166,6 +166,22 @@ class EngineConfig(BaseSettings):
         ge=0,
         validation_alias=_env("VANCETOPE_RAG_RETRY_BACKOFF_MAX_S"),
     )
+    provider_retry_s: float = Field(
+        description="An embedding provider found down (connection refused, timeout, 5xx, "
+        "429) is tried again after this many seconds, doubling while it stays down; its "
+        "projects' indexing pauses meanwhile and no document spends an attempt. A "
+        "Retry-After header asking for longer is honoured.",
+        default=2.0,
+        gt=0,
+        validation_alias=_env("VANCETOPE_RAG_PROVIDER_RETRY_S"),
+    )
+    provider_retry_max_s: float = Field(
+        description="Longest wait between tries of an embedding provider that is down: "
+        "indexing resumes at most this long after it is back.",
+        default=30.0,
+        gt=0,
+        validation_alias=_env("VANCETOPE_RAG_PROVIDER_RETRY_MAX_S"),
+    )
     retired_grace_s: float = Field(
         default=300.0,
         ge=0,

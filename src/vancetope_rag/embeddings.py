@@ -39,6 +39,9 @@ class EmbeddingSettings:
     model: str | None = None
     api_key: str | None = field(default=None, repr=False)  # never printed
     base_url: str | None = None
+    #: The dimension a RAG pinned: a provider that would learn it with a call takes it
+    #: instead (a pinned RAG is never probed again; a wrong answer shows at the first call).
+    dimension: int | None = None
 
     @property
     def enabled(self) -> bool:
@@ -59,6 +62,9 @@ class LoadedModel:
     tokenizer: Tokenizer
     #: Tokens the model adds around every input (``[CLS]``/``[SEP]`` for BERT models).
     special_tokens: int = 0
+    #: Called over the network (HTTP): circuits and pacing apply; in-process models drain
+    #: as fast as they compute.
+    remote: bool = False
 
     @property
     def cache_key(self) -> str:
@@ -151,6 +157,7 @@ class CachedEmbedding(BaseEmbedding):
     _embedded: int = PrivateAttr(default=0)
     _hits: int = PrivateAttr(default=0)
     _on_call: Callable[[float, bool], None] | None = PrivateAttr(default=None)
+    _call: Callable[[list[str]], list[Embedding]] | None = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -158,12 +165,16 @@ class CachedEmbedding(BaseEmbedding):
         cache: EmbeddingCache,
         cache_key: str,
         on_call: Callable[[float, bool], None] | None = None,
+        call: Callable[[list[str]], list[Embedding]] | None = None,
     ) -> None:
+        """``call``, when given, embeds the texts the cache lacks instead of the inner
+        model's batch call (the service's paced and guarded path to a remote provider)."""
         super().__init__(model_name=inner.model_name, embed_batch_size=2048)
         self._inner = inner
         self._cache = cache
         self._key = cache_key
         self._on_call = on_call
+        self._call = call
 
     @classmethod
     def class_name(cls) -> str:
@@ -188,7 +199,12 @@ class CachedEmbedding(BaseEmbedding):
         if missing:
             started, ok = time.perf_counter(), False
             try:
-                vectors = self._inner.get_text_embedding_batch(list(missing.values()))
+                todo = list(missing.values())
+                vectors = (
+                    self._call(todo)
+                    if self._call is not None
+                    else self._inner.get_text_embedding_batch(todo)
+                )
                 ok = True
             finally:
                 if self._on_call is not None:
@@ -221,7 +237,7 @@ class EmbeddingRegistry:
 
     def __init__(self) -> None:
         self._providers: dict[str, EmbeddingProvider] = {}
-        self._loaded: dict[tuple[str, str, str | None, str], LoadedModel] = {}
+        self._loaded: dict[tuple[str, str, str | None, str, int | None], LoadedModel] = {}
         self._lock = threading.Lock()
 
     def register(self, provider: EmbeddingProvider) -> None:
@@ -248,6 +264,17 @@ class EmbeddingRegistry:
         model = settings.model or self._providers[settings.provider].default_model()
         return f"{settings.provider}:{model}"
 
+    def check_model(self, provider_name: str, model: str) -> None:
+        """Refuse a model the provider says it does not make, when it can tell without a
+        call (a provider with a ``check_model(model)`` method); others accept any name.
+
+        Raises:
+            EmbeddingConfigError: Unknown provider, or a model it does not make.
+        """
+        check = getattr(self.provider(provider_name), "check_model", None)
+        if callable(check):
+            check(model)
+
     def load(self, settings: EmbeddingSettings, model: str | None = None) -> LoadedModel:
         """The model for these settings (``model`` overrides the settings' model)."""
         if not settings.enabled:
@@ -257,7 +284,7 @@ class EmbeddingRegistry:
         provider = self.provider(settings.provider)
         name = model or settings.model or provider.default_model()
         secret = hashlib.sha256((settings.api_key or "").encode()).hexdigest()
-        key = (settings.provider, name, settings.base_url, secret)
+        key = (settings.provider, name, settings.base_url, secret, settings.dimension)
         with self._lock:
             loaded = self._loaded.get(key)
         if loaded is None:

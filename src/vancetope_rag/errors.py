@@ -163,6 +163,22 @@ class DimensionMismatchError(EmbeddingError):
     code = "DIMENSION_MISMATCH"
 
 
+class ProviderUnavailableError(EmbeddingError):
+    """The embedding provider is down (connection, timeout, 5xx, 429) or refuses the settings
+    (401/403/404): its circuit is open, so no call is made until it is due to be tried again.
+
+    Not the document's fault: the indexer gives such documents back without spending an
+    attempt. ``config`` tells a configuration error (fix the settings) from an outage.
+    """
+
+    code = "PROVIDER_UNAVAILABLE"
+
+    def __init__(self, message: str, *, retry_in_s: float, config: bool = False) -> None:
+        super().__init__(message)
+        self.retry_in_s = retry_in_s
+        self.config = config
+
+
 class MissingDependencyError(RagError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 

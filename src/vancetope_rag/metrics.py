@@ -30,7 +30,7 @@ from vancetope_rag.secrets import get_logger
 
 log = get_logger(__name__)
 
-OUTCOMES = ("success", "failed", "skipped", "tenant_disabled")
+OUTCOMES = ("success", "failed", "skipped", "tenant_disabled", "paused")
 REBUILD_OUTCOMES = ("completed", "failed", "cancelled")
 #: ``written``: chunks (re)written, from the model or the embedding cache; ``unchanged``: the
 #: chunks were built from exactly this content, only confirmed (a no-op reindex).
@@ -118,6 +118,42 @@ class _WorkStateCollector(Collector):
         return (documents, running, items)
 
 
+# -- embedding provider circuits ------------------------------------------------------------
+
+#: States of an open circuit: ``open`` (the provider is unreachable or overloaded),
+#: ``config_error`` (it refuses the settings: 401/403/404).
+CIRCUIT_STATES = ("open", "config_error")
+
+
+class _CircuitCollector(Collector):
+    """``vance_rag_embedding_circuits{provider,state}``: open circuits of this process, read
+    at scrape time (an endpoint is provider, URL and key: never a label)."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Mapping[tuple[str, str], int]] | None = None
+
+    @staticmethod
+    def _family() -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            "vance_rag_embedding_circuits",
+            "Embedding endpoints whose circuit is open in this process, by provider and "
+            "state (open: unreachable or overloaded; config_error: the settings are refused). "
+            "0 everywhere: every provider answers.",
+            labels=["provider", "state"],
+        )
+
+    def describe(self) -> Iterable[Metric]:
+        return (self._family(),)
+
+    def collect(self) -> Iterable[Metric]:
+        family = self._family()
+        counts = dict(self.source()) if self.source is not None else {}
+        for provider in sorted({p for p, _ in counts}):
+            for state in CIRCUIT_STATES:
+                family.add_metric([provider, state], counts.get((provider, state), 0))
+        return (family,)
+
+
 class Metrics:
     def __init__(
         self, registry: CollectorRegistry | None = None, *, state_ttl_s: float = 10.0
@@ -126,7 +162,7 @@ class Metrics:
         self.indexer_runs = Counter(
             "vance_rag_indexer_runs",
             "Project RAG indexer outcomes (per document: success/failed; per project: "
-            "skipped/tenant_disabled).",
+            "skipped/tenant_disabled/paused, paused: its embedding provider is down).",
             ["outcome"],
             registry=self.registry,
         )
@@ -208,10 +244,16 @@ class Metrics:
         )
         self._work = _WorkStateCollector(state_ttl_s)
         self.registry.register(self._work)
+        self._circuits = _CircuitCollector()
+        self.registry.register(self._circuits)
 
     def watch_work(self, source: Callable[[], WorkState]) -> None:
         """Read the queue depth and rebuild progress from ``source`` at scrape time."""
         self._work.source = source
+
+    def watch_circuits(self, source: Callable[[], Mapping[tuple[str, str], int]]) -> None:
+        """Read the open circuits ((provider, state) → count) from ``source`` at scrape time."""
+        self._circuits.source = source
 
     def embedding_call(self, provider: str, kind: str, seconds: float, ok: bool) -> None:
         """Count one call to an embedding model."""

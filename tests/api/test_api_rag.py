@@ -52,10 +52,13 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
         "needsAttention",
         "needsAttentionCount",
         "configuredModel",
+        "paused",
+        "providerCircuit",
     }
     assert data["configuredModel"] == "hashing:hashing-256"  # what a rebuild builds onto
     assert data["truncatedDocuments"] == 0
     assert data["needsAttention"] == [] and data["needsAttentionCount"] == 0
+    assert data["paused"] is None and data["providerCircuit"] is None  # hashing: in process
     assert data["progress"]["busy"] is False and data["progress"]["migration"] is None
     assert data["progress"]["indexing"] | {"rate": 0} == {
         "done": 3,

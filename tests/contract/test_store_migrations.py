@@ -151,6 +151,35 @@ def test_one_active_migration_per_name_and_conditional_ends(
     assert migrations.get_rebuild(TB, P, "m3") is None
 
 
+def test_a_release_that_is_not_the_documents_spends_no_attempt(
+    control: ControlStore,
+    migrations: RebuildStore,
+    live: RagRecord,
+    shadow: RagRecord,
+    fake_clock,
+) -> None:
+    """Its embedding provider was down: the item goes back without an attempt counted, even
+    at the last attempt, and is claimable again after its retry time."""
+    (doc_id,) = docs(control, 1)
+    m = migrations.start_rebuild(migration("m1", live, shadow.id))
+    migrations.queue_items(m, [doc_id])
+    (item,) = migrations.claim_items(TA, P, m.id, "w1", 10, 60.0)
+    assert item.claim_token is not None
+    state = migrations.release_item(
+        m.id,
+        doc_id,
+        "w1",
+        item.claim_token,
+        error="",
+        retry_delay_s=0,
+        max_attempts=1,
+        count_attempt=False,
+    )
+    assert state is ItemState.PENDING
+    (again,) = migrations.claim_items(TA, P, m.id, "w1", 10, 60.0)
+    assert again.document_id == doc_id and again.attempts == 0
+
+
 def test_the_queue_claims_fences_and_requeues(
     control: ControlStore,
     migrations: RebuildStore,

@@ -4,17 +4,8 @@ bearer key, the dimension probe, the embedding cache, and a rejected key that ne
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import logging
-import math
-import re
-import struct
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -22,122 +13,17 @@ import pytest
 pytest.importorskip("llama_index.embeddings.openai")
 
 from fakes import P, T
+from openai_server import DIM, KEY, MODEL, WRONG_KEY, EmbeddingsServer
 from vancetope_rag.app import RagApp
 from vancetope_rag.default_plugins.openai import OpenAIProvider
 from vancetope_rag.embeddings import EmbeddingSettings
 from vancetope_rag.errors import EmbeddingConfigError
-
-KEY = "local-embed-key-5c1d9e"  # not key-shaped: only its registration can redact it
-WRONG_KEY = "stale-embed-key-0b7e44"
-MODEL = "nomic-embed-text"  # not in the known-dimensions table: probed
-DIM = 48
 
 DOCS = {
     "documents/cats.md": "Cats purr, chase mice and nap in the sun all afternoon.",
     "documents/rockets.md": "Rockets burn liquid fuel and oxygen to reach orbit around Earth.",
     "documents/bread.md": "Bread dough needs flour, water, yeast and salt, then a hot oven.",
 }
-
-
-def vector(text: str) -> list[float]:
-    """Feature-hashing bag of words, unit length: lexical overlap → cosine similarity."""
-    v = [0.0] * DIM
-    for word in re.findall(r"\w+", text.lower()):
-        h = int.from_bytes(hashlib.sha256(word.encode()).digest()[:8], "little")
-        v[h % DIM] += 1.0 if (h >> 32) & 1 else -1.0
-    n = math.sqrt(sum(x * x for x in v)) or 1.0
-    return [x / n for x in v]
-
-
-@dataclass(frozen=True)
-class Seen:
-    path: str
-    authorization: str | None
-    model: str | None
-    inputs: list[str]
-    encoding_format: str | None
-
-
-class EmbeddingsServer(ThreadingHTTPServer):
-    def __init__(self, key: str) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.key = key
-        self.seen: list[Seen] = []
-        self.lock = threading.Lock()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-    @property
-    def requests(self) -> list[Seen]:
-        with self.lock:
-            return list(self.seen)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: EmbeddingsServer
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        pass
-
-    def _send(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _error(self, status: int, message: str, code: str | None) -> None:
-        error = {"message": message, "type": "invalid_request_error", "param": None, "code": code}
-        self._send(status, {"error": error})
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        raw = body.get("input")
-        inputs = [raw] if isinstance(raw, str) else list(raw or [])
-        auth = self.headers.get("Authorization")
-        with self.server.lock:
-            self.server.seen.append(
-                Seen(self.path, auth, body.get("model"), inputs, body.get("encoding_format"))
-            )
-        if self.path != "/v1/embeddings":
-            self._error(404, f"Unknown path {self.path}", None)
-            return
-        if auth != f"Bearer {self.server.key}":
-            given = (auth or "").removeprefix("Bearer ")
-            # Worse than OpenAI (which masks most of it): quote the whole key back.
-            self._error(401, f"Incorrect API key provided: {given}.", "invalid_api_key")
-            return
-        data = []
-        for i, text in enumerate(inputs):
-            vec = vector(text)
-            emb: Any = vec
-            if body.get("encoding_format") == "base64":
-                emb = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()
-            data.append({"object": "embedding", "index": i, "embedding": emb})
-        tokens = sum(len(t.split()) for t in inputs)
-        self._send(
-            200,
-            {
-                "object": "list",
-                "data": data,
-                "model": body.get("model"),
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-            },
-        )
-
-
-@pytest.fixture
-def server() -> Iterator[EmbeddingsServer]:
-    srv = EmbeddingsServer(KEY)
-    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
-    thread.join(timeout=5)
 
 
 def openai_app(
@@ -198,23 +84,34 @@ def test_unchanged_text_is_not_sent_again(make_app: Any, server: EmbeddingsServe
     assert {d.index_state.value for d in app.documents.list_documents(T, P)} == {"indexed"}
 
 
-def test_rejected_key_fails_the_documents_clearly_without_leaking_it(
+def test_rejected_key_pauses_indexing_without_spending_attempts_or_leaking_it(
     make_app: Any, server: EmbeddingsServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     # A known model needs no probe: the 401 comes from the embedding call of the indexer.
+    # A refused key is the settings' fault, not the documents': they wait, attempts kept.
     app = openai_app(
         make_app, server, key=WRONG_KEY, model="text-embedding-3-small", config={"max_attempts": 1}
     )
+    app.bring(T, P)
+    for path, text in DOCS.items():
+        app.documents.create(T, P, path, text)
     with caplog.at_level(logging.DEBUG):
-        index_docs(app)
+        app.scheduler.run_until_idle(timeout_s=5, stop_when_nothing_claimable=True)
     docs = app.documents.list_documents(T, P)
-    assert {d.index_state.value for d in docs} == {"failed"}
-    error = docs[0].index_last_error or ""
-    assert "AuthenticationError" in error and "401" in error, error
+    assert {(d.index_state.value, d.index_attempts) for d in docs} == {("pending", 0)}
     assert {r.authorization for r in server.requests} == {f"Bearer {WRONG_KEY}"}
-    status = json.dumps(app.project_rags.status(T, P).to_json())
-    for text in (caplog.text, error, status):
+    assert len(server.requests) == 1  # the circuit opened: no call per document
+    status = app.project_rags.status(T, P).to_json()
+    assert status["paused"].startswith("paused: provider refuses the settings since ")
+    assert "401" in status["paused"] and "ai.embedding.apiKey" in status["paused"]
+    assert status["providerCircuit"]["state"] == "configError"
+    for text in (caplog.text, json.dumps(status)):
         assert WRONG_KEY not in text
+
+    app.settings.set(T, None, "ai.embedding.apiKey", KEY)  # another key: another endpoint
+    app.scheduler.run_until_idle(timeout_s=10)
+    docs = app.documents.list_documents(T, P)
+    assert {(d.index_state.value, d.index_attempts) for d in docs} == {("indexed", 0)}
 
 
 def test_rejected_key_at_the_dimension_probe_holds_indexing_until_fixed(
@@ -252,3 +149,20 @@ def test_without_base_url_the_provider_targets_openai(monkeypatch: pytest.Monkey
 def test_missing_api_key_names_the_setting(key: str | None) -> None:
     with pytest.raises(EmbeddingConfigError, match=r"ai\.embedding\.apiKey"):
         OpenAIProvider().load(EmbeddingSettings(provider="openai", api_key=key), MODEL)
+
+
+def test_a_pinned_rag_is_not_probed_again_by_a_new_process(
+    make_app: Any, server: EmbeddingsServer
+) -> None:
+    index_docs(openai_app(make_app, server))
+    assert [r.inputs for r in server.requests].count(["dimension probe"]) == 1
+    later = make_app(provider=None)  # another process on the same store: a fresh registry
+    rag = later.project_rags.find_default_rag(T, P)
+    assert rag is not None
+    assert later.rags.query(rag, "rockets and orbit", top_k=1)[0].path == "documents/rockets.md"
+    later.documents.create(T, P, "documents/more.md", "More rockets burn more fuel.")
+    later.scheduler.run_until_idle(timeout_s=10)
+    assert [r.inputs for r in server.requests].count(["dimension probe"]) == 1  # never again
+    server.down()  # a start while the server is down still loads the pinned model
+    third = make_app(provider=None)
+    assert third.scheduler.blocked(T, P) is None  # loadable: no probe stands in the way

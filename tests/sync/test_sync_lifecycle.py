@@ -11,6 +11,7 @@ from synchelpers import chunk_count, default_rag, states, ticks_until_idle
 from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, ProjectStatus
+from vancetope_rag.domain.settings import encode_setting
 from vancetope_rag.store.types import RagScope
 
 LOGGER = "vancetope_rag"
@@ -77,7 +78,12 @@ def test_provider_unset_defaults_to_none(
 def test_misconfigured_provider_warns_but_project_runs(
     make_app: AppFactory, caplog: pytest.LogCaptureFixture, provider: str, needle: str
 ) -> None:
-    app = make_app(provider=provider)
+    app = make_app(provider=None)
+    if provider in app.embeddings.names():
+        app.settings.set(T, None, "ai.embedding.provider", provider)
+    else:  # `settings set` refuses it now: a plugin uninstalled since it was set
+        value = encode_setting("ai.embedding.provider", provider)
+        app.store.control.set_setting(T, None, "ai.embedding.provider", value)
     caplog.set_level(logging.DEBUG, logger=LOGGER)
     app.bring(T, P)  # never raises
     assert app.store.control.get_project(T, P).status is ProjectStatus.RUNNING

@@ -89,3 +89,31 @@ def test_without_a_wake_up_the_indexer_waits_its_interval(make_app: AppFactory) 
         assert app.scheduler.wakeups == 0
     finally:
         app.scheduler.stop()
+
+
+def test_a_full_batch_ticks_again_early_but_never_at_once(make_app: AppFactory) -> None:
+    """A full batch is a wake-up (more is waiting): the next tick comes after the wake delay,
+    not the interval, and not at once either (three ticks within 20 ms stormed the provider)."""
+    delay = 0.2
+    app = make_app(
+        config={
+            "indexer_interval_s": 3600.0,
+            "indexer_initial_delay_s": 0.0,
+            "indexer_wake_delay_s": delay,
+            "indexer_batch_size": 2,
+        }
+    )
+    app.bring(T, P)
+    app.documents.on_queued = None  # only full batches wake the loop here
+    docs = [app.documents.create(T, P, f"documents/f{i}.md", f"full batch {i}") for i in range(8)]
+    started = time.monotonic()
+    app.scheduler.start()
+    try:
+        for doc in docs:
+            _wait_indexed(app, doc.id, 20.0)
+        took = time.monotonic() - started
+        assert took < 10.0  # not the hour's interval
+        assert took >= 3 * delay  # four batches: three early ticks, each after the delay
+        assert app.scheduler.wakeups >= 3
+    finally:
+        app.scheduler.stop()

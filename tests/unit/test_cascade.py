@@ -234,6 +234,8 @@ def test_settings_registry_matches_spec() -> None:
         "ai.embedding.model": None,
         "ai.embedding.apiKey": None,
         "ai.embedding.baseUrl": None,
+        "ai.embedding.requestsPerMinute": None,
+        "ai.embedding.tokensPerMinute": None,
         "rag.topK": None,
         "rag.minScore": None,
         "rag.rebuild.maxFailureRatio": 0.05,

@@ -43,6 +43,7 @@ _STATUS: tuple[tuple[type[e.RagError], int], ...] = (
     (e.MissingDependencyError, 409),
     (e.RagAlreadyExistsError, 409),
     (e.CopyConflictError, 409),
+    (e.ProviderUnavailableError, 503),  # its circuit is open: try again later
     (e.EmbeddingError, 502),  # the provider itself failed (network, rate limit)
     (e.StoreError, 503),
 )

@@ -76,6 +76,21 @@ class AttentionEntry(_Model):
     error: str = Field(description="why the last read of the file failed (secrets removed)")
 
 
+class ProviderCircuit(_Model):
+    """An embedding endpoint found down (or refusing the settings) by this process."""
+
+    state: Literal["unreachable", "configError"] = Field(
+        description="unreachable: connection, timeout, 5xx or 429; configError: 401/403/404"
+    )
+    provider: str
+    baseUrl: str | None = Field(description="null: the provider's default endpoint")
+    since: str = Field(description="when the first failed call was made (UTC, ISO 8601)")
+    retryInSeconds: float = Field(description="until the next call is tried (0: due now)")
+    failures: int = Field(description="failed calls since it went down")
+    error: str = Field(description="the last failure, redacted")
+    message: str = Field(description="the same as the status's paused line")
+
+
 class StatusResponse(_Model):
     """Spec §7 snapshot of ``_documents`` with per-state document counts and progress."""
 
@@ -98,6 +113,14 @@ class StatusResponse(_Model):
         default=None,
         description="provider:model of the current embedding settings, what a rebuild builds "
         "onto (null: embeddings off or an unknown provider)",
+    )
+    paused: str | None = Field(
+        default=None,
+        description="why indexing waits on the embedding provider ('paused: provider "
+        "unreachable since …'); null while it answers",
+    )
+    providerCircuit: ProviderCircuit | None = Field(
+        default=None, description="the provider's open circuit in this process; null: closed"
     )
 
 
@@ -197,7 +220,7 @@ _ERRORS = {
     422: "a parameter or body field is missing or invalid",
     429: "too many write requests for this project; retry after the Retry-After seconds",
     502: "the embedding provider failed",
-    503: "the store is unavailable; retry later",
+    503: "the store, or the embedding provider (PROVIDER_UNAVAILABLE), is unavailable; retry later",
 }
 
 

@@ -241,7 +241,9 @@ def index_cmd(c: Ctx, until_idle: bool, as_json: bool) -> None:
             {"path": d.path, "state": d.index_state.value, "error": d.index_last_error}
             for d in app.documents.list_failures(c.tenant, c.project)
         ]
-    summary = {**result.to_json(), "failed": len(failures)}
+        # the provider went down (or refused the settings): what is left waits, attempts kept
+        paused = app.project_rags.status(c.tenant, c.project).paused
+    summary = {**result.to_json(), "failed": len(failures), "paused": paused}
     if as_json:
         emit({**summary, "failures": failures})
     else:
@@ -252,7 +254,13 @@ def index_cmd(c: Ctx, until_idle: bool, as_json: bool) -> None:
         )
         for f in failures:
             click.echo(f"failed {f['path']} ({f['state']}): {f['error']}", err=True)
-    if failures:
+        if paused:
+            click.echo(
+                f"error: indexing {paused}; the documents left keep their attempts: run "
+                "`index` again once it answers (`worker` resumes by itself)",
+                err=True,
+            )
+    if failures or paused:
         sys.exit(1)
 
 
@@ -383,6 +391,8 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
             f"{data['chunkCount']} chunks, created {data['createdAt']}"
         )
     click.echo("documents: " + ", ".join(f"{k} {v}" for k, v in status.documents.items()))
+    if status.paused:
+        click.echo(status.paused)
     for line in progress_lines(status.progress):
         click.echo(line)
     if status.needs_attention_count:

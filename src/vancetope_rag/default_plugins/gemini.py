@@ -35,8 +35,11 @@ class GeminiProvider:
         except ImportError as exc:
             raise MissingDependencyError("the gemini embedding provider", "gemini") from exc
         embed = GoogleGenAIEmbedding(model_name=model, api_key=key)
-        # The default model's dimension is known; any other is learnt with one call.
-        dim = 3072 if model == DEFAULT_MODEL else len(embed.get_text_embedding("probe"))
+        # A pinned RAG's dimension and the default model's are known; any other is learnt
+        # with one call.
+        dim = settings.dimension or (
+            3072 if model == DEFAULT_MODEL else len(embed.get_text_embedding("probe"))
+        )
         return LoadedModel(
             provider=self.name,
             model=model,
@@ -44,6 +47,7 @@ class GeminiProvider:
             embed_model=embed,
             max_input_tokens=2048,
             tokenizer=llama_tokenizer(),
+            remote=True,
         )
 
 

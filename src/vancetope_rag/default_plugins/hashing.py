@@ -58,13 +58,17 @@ class HashingProvider:
     def default_model(self) -> str:
         return "hashing-256"
 
-    def load(self, settings: EmbeddingSettings, model: str) -> LoadedModel:
+    def check_model(self, model: str) -> int:
+        """The dimension ``hashing-<dim>`` names; refuses any other name."""
         m = re.fullmatch(r"hashing-(\d+)", model)
         if not m or not 8 <= int(m.group(1)) <= 4096:
             raise EmbeddingConfigError(
                 f"unknown hashing model {model!r}; use hashing-<dim>, e.g. hashing-256"
             )
-        dim = int(m.group(1))
+        return int(m.group(1))
+
+    def load(self, settings: EmbeddingSettings, model: str) -> LoadedModel:
+        dim = self.check_model(model)
         return LoadedModel(
             provider=self.name,
             model=model,

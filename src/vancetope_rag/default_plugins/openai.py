@@ -44,14 +44,19 @@ class OpenAIProvider:
             from llama_index.embeddings.openai import OpenAIEmbedding
         except ImportError as exc:
             raise MissingDependencyError("the openai embedding provider", "openai") from exc
-        # The client and LlamaIndex each retry ``max_retries`` times (nested, with backoff): the
-        # default 10 blocks a failing call for minutes. The indexer retries documents itself
-        # (``max_attempts`` with backoff) and a chat turn should fail fast: one retry here.
-        kwargs: dict[str, Any] = {"model_name": model, "api_key": key, "max_retries": 1}
+        # The client and LlamaIndex each retry ``max_retries`` times (nested, with backoff,
+        # sleeping out any Retry-After): the default 10 blocks a failing call for minutes.
+        # No retry here: the endpoint's circuit (services/providers) pauses and retries the
+        # whole endpoint, honouring Retry-After, and a chat turn fails fast meanwhile.
+        kwargs: dict[str, Any] = {"model_name": model, "api_key": key, "max_retries": 0}
         if settings.base_url:
             kwargs["api_base"] = settings.base_url
         embed = OpenAIEmbedding(**kwargs)
-        dim = KNOWN_DIMENSIONS.get(model) or self._probe_dimension(embed, settings, model, key)
+        dim = (
+            settings.dimension  # pinned by a RAG: never probed again
+            or KNOWN_DIMENSIONS.get(model)
+            or self._probe_dimension(embed, settings, model, key)
+        )
         return LoadedModel(
             provider=self.name,
             model=model,
@@ -59,6 +64,7 @@ class OpenAIProvider:
             embed_model=embed,
             max_input_tokens=8191,
             tokenizer=llama_tokenizer(),
+            remote=True,
         )
 
     @staticmethod

@@ -225,6 +225,10 @@ class RagStatus:
     needs_attention_count: int = 0
     #: ``provider:model`` of the current embedding settings: what a rebuild builds onto.
     configured_model: str | None = None
+    #: Why indexing waits on the embedding provider (``paused: provider unreachable since
+    #: …``), and its open circuit as JSON; None while the provider answers.
+    paused: str | None = None
+    provider_circuit: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -240,6 +244,8 @@ class RagStatus:
             "needsAttention": [a.to_json() for a in self.needs_attention],
             "needsAttentionCount": self.needs_attention_count,
             "configuredModel": self.configured_model,
+            "paused": self.paused,
+            "providerCircuit": self.provider_circuit,
         }
 
 

@@ -23,12 +23,14 @@ from vancetope_rag.errors import SettingError
 from vancetope_rag.extraction.settings import EXTRACT_SETTINGS
 
 __all__ = [
+    "EMBEDDING_GROUP",
     "SECRET_MASK",
     "SETTINGS",
     "SettingKind",
     "SettingSpec",
     "decode_setting",
     "encode_setting",
+    "inherits_embedding_value",
     "mask_secret",
     "parse_setting_value",
     "resolve_setting",
@@ -90,6 +92,26 @@ SETTINGS: Mapping[str, SettingSpec] = _specs(
         None,
         nullable=True,
         description="Base URL of an OpenAI-compatible endpoint; empty means api.openai.com.",
+    ),
+    SettingSpec(
+        "ai.embedding.requestsPerMinute",
+        SettingKind.INT,
+        None,
+        nullable=True,
+        minimum=1,
+        maximum=1_000_000,
+        description="Most requests per minute this process sends to a remote embedding "
+        "provider (per endpoint); empty means unpaced. In-process models are never paced.",
+    ),
+    SettingSpec(
+        "ai.embedding.tokensPerMinute",
+        SettingKind.INT,
+        None,
+        nullable=True,
+        minimum=1,
+        maximum=1_000_000_000,
+        description="Most input tokens per minute this process sends to a remote embedding "
+        "provider (per endpoint, counted with the model's tokenizer); empty means unpaced.",
     ),
     SettingSpec(
         "rag.topK",
@@ -347,6 +369,38 @@ def resolve_setting(key: str, project_value: object = None, tenant_value: object
     if tenant_value is not None:
         return tenant_value
     return spec.default
+
+
+PROVIDER_KEY = "ai.embedding.provider"
+#: Settings that belong to the provider they were set with: a scope that sets another
+#: provider never inherits them (a tenant's OpenAI key or model is not a project's Ollama's).
+EMBEDDING_GROUP = frozenset(
+    {
+        "ai.embedding.model",
+        "ai.embedding.apiKey",
+        "ai.embedding.baseUrl",
+        "ai.embedding.requestsPerMinute",
+        "ai.embedding.tokensPerMinute",
+    }
+)
+
+
+def inherits_embedding_value(
+    key: str, project: Mapping[str, object], tenant: Mapping[str, object]
+) -> bool:
+    """Whether the project inherits the tenant's value of ``key``: always, but for a key of
+    :data:`EMBEDDING_GROUP` when the project sets a provider other than the one the tenant
+    set (then the project gets its provider's defaults, never the other provider's values).
+
+    Args:
+        key: A key of :data:`SETTINGS`.
+        project: The decoded project-scope values (unset keys absent or None).
+        tenant: The decoded tenant-scope values.
+    """
+    if key not in EMBEDDING_GROUP:
+        return True
+    own, outer = project.get(PROVIDER_KEY), tenant.get(PROVIDER_KEY)
+    return own is None or outer is None or own == outer
 
 
 def mask_secret(key: str, value: object) -> object:

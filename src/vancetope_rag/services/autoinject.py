@@ -11,6 +11,7 @@ from vancetope_rag.domain.budget import fit_to_budget
 from vancetope_rag.domain.cascade import explain_auto_inject
 from vancetope_rag.domain.context_block import render_context_block
 from vancetope_rag.domain.records import Hit
+from vancetope_rag.errors import ProviderUnavailableError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.recipes import RagParams
 from vancetope_rag.secrets import get_logger
@@ -151,6 +152,10 @@ class RagAutoInjectService:
         try:
             # Through LlamaIndex's retrieve(): the same path (and spans) as a query engine.
             hits = hits_of(retriever.retrieve(text))
+        except ProviderUnavailableError as exc:
+            # refused at once, no call made: the provider's circuit logged the outage once
+            log.debug("AutoInject skipped for %s/%s: %s", tenant_id, project_id, exc)
+            return InjectionDecision(True, decided_by, f"provider unavailable: {exc}")
         except Exception as exc:
             log.warning(
                 "AutoInject skipped for %s/%s: retrieval failed: %s", tenant_id, project_id, exc

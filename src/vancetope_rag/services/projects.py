@@ -239,7 +239,10 @@ class ProjectRagService:
         rag = self.find_default_rag(tenant_id, project_id)
         counts = self.control.document_state_counts(tenant_id, project_id)
         truncated = self.control.count_truncated(tenant_id, project_id)
-        progress = self.rebuilds.progress(tenant_id, project_id)
+        circuit = self.rags.circuit_state(rag) if rag is not None else None
+        paused = circuit.describe() if circuit else None
+        # an open circuit pauses the work too: no ETA while the provider is down
+        progress = self.rebuilds.progress(tenant_id, project_id, provider_paused=paused)
         attention_count, attention = self.control.needs_attention(
             tenant_id, project_id, limit=ATTENTION_SHOWN
         )
@@ -269,6 +272,8 @@ class ProjectRagService:
             needs_attention=attention,
             needs_attention_count=attention_count,
             configured_model=configured,
+            paused=paused,
+            provider_circuit=circuit.to_json() if circuit else None,
         )
 
 

@@ -7,10 +7,11 @@ import dataclasses
 import re
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from llama_index.core import Document as LIDocument
+from llama_index.core.base.embeddings.base import Embedding
 from llama_index.core.schema import BaseNode, MetadataMode
 
 from vancetope_rag.domain.metadata_filters import HitPredicate
@@ -29,7 +30,13 @@ from vancetope_rag.embeddings import (
     LoadedModel,
     check_dimension,
 )
-from vancetope_rag.errors import InvalidInputError, RagNotFoundError, ReservedNameError
+from vancetope_rag.errors import (
+    DimensionMismatchError,
+    InvalidInputError,
+    RagError,
+    RagNotFoundError,
+    ReservedNameError,
+)
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.indexing.chunking import chunking_for, ingestion_pipeline
@@ -40,6 +47,7 @@ from vancetope_rag.services.indexing.sources import (
     manual_parts,
     manual_source_ref,
 )
+from vancetope_rag.services.providers import CircuitState, Endpoint, Pacer, ProviderCircuits
 from vancetope_rag.services.retrieval.search import Retriever, citable_hits
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
 from vancetope_rag.store.llamaindex_store import KIND_KEY, PATH_KEY, SOURCE_KEY, RagVectorStore
@@ -67,8 +75,13 @@ class RagService:
         fusion: FusionParams | None = None,
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
         metrics: Metrics | None = None,
+        circuits: ProviderCircuits | None = None,
+        pacer: Pacer | None = None,
     ) -> None:
         self.control = control
+        #: Open circuits of remote providers (outages) and their pacing, in this process.
+        self.circuits = circuits or ProviderCircuits()
+        self.pacer = pacer or Pacer()
         self.metrics = metrics or Metrics()
         self.limit = TextLimit(max_text_chars)
         self.chunks = chunks
@@ -95,7 +108,13 @@ class RagService:
         return self.settings.snapshot(tenant_id, project_id).embeddings_enabled()
 
     def model_for(self, rag: RagRecord, snapshot: SettingsSnapshot | None = None) -> LoadedModel:
-        """The RAG's pinned model; refuses once the tenant switched embeddings off."""
+        """The RAG's pinned model; refuses once the tenant switched embeddings off. The
+        pinned dimension is handed to the provider: a pinned RAG is never probed again."""
+        loaded = self.registry.load(self._pinned(rag, snapshot), rag.embedding_model)
+        check_dimension(loaded, rag.embedding_dimension, rag.name)
+        return loaded
+
+    def _pinned(self, rag: RagRecord, snapshot: SettingsSnapshot | None) -> EmbeddingSettings:
         if snapshot is None:  # callers holding a settings snapshot pass it: one read per turn
             snapshot = self.settings.snapshot(rag.tenant_id, rag.project_id)
         if not snapshot.embeddings_enabled():
@@ -105,16 +124,52 @@ class RagService:
                 f"RAG {rag.name!r} cannot be written or queried until a provider is set again",
                 rag_name=rag.name,
             )
-        current = snapshot.embedding()
-        pinned = EmbeddingSettings(
+        current = snapshot.embedding_for(rag.embedding_provider)
+        return EmbeddingSettings(
             provider=rag.embedding_provider,
             model=rag.embedding_model,
             api_key=current.api_key,
             base_url=current.base_url,
+            dimension=rag.embedding_dimension,
         )
-        loaded = self.registry.load(pinned, rag.embedding_model)
-        check_dimension(loaded, rag.embedding_dimension, rag.name)
-        return loaded
+
+    def circuit_state(
+        self, rag: RagRecord, snapshot: SettingsSnapshot | None = None
+    ) -> CircuitState | None:
+        """The open circuit of the RAG's provider endpoint in this process, or None (closed,
+        or the settings do not let the RAG be embedded at all)."""
+        try:
+            pinned = self._pinned(rag, snapshot)
+        except RagError:
+            return None
+        return self.circuits.state(Endpoint.of(pinned), rag.embedding_model)
+
+    def _remote_call(
+        self, rag: RagRecord, loaded: LoadedModel, snapshot: SettingsSnapshot
+    ) -> Callable[[list[str]], list[Embedding]] | None:
+        """How texts reach a remote model: split into the requests the model sends anyway
+        (its ``embed_batch_size``), each one paced and behind the endpoint's circuit. None
+        for an in-process model: the model's own batch call, as fast as it computes."""
+        if not loaded.remote:
+            return None
+        endpoint = Endpoint.of(self._pinned(rag, snapshot))
+        rpm, tpm = _rates(snapshot)
+        per_request = max(1, int(getattr(loaded.embed_model, "embed_batch_size", 0) or 1))
+
+        def call(texts: list[str]) -> list[Embedding]:
+            vectors: list[Embedding] = []
+            for start in range(0, len(texts), per_request):
+                part = texts[start : start + per_request]
+                with self.circuits.guard(endpoint, loaded.model):
+                    tokens = sum(len(loaded.tokenizer(t)) for t in part) if tpm else 0
+                    self.pacer.acquire(endpoint, rpm=rpm, tpm=tpm, tokens=tokens)
+                    got = loaded.embed_model.get_text_embedding_batch(part)
+                for vector in got:
+                    _check_vector(rag, loaded, vector)
+                vectors.extend(got)
+            return vectors
+
+        return call
 
     # -- catalog -----------------------------------------------------------------------
 
@@ -272,13 +327,15 @@ class RagService:
     ) -> tuple[dict[str, list[BaseNode]], IngestStats]:
         """Split and embed texts of many sources in one pipeline run (one batched model call
         for everything the cache does not hold). Returns nodes grouped by source ref."""
-        loaded = self.model_for(rag)
+        snapshot = self.settings.snapshot(rag.tenant_id, rag.project_id)
+        loaded = self.model_for(rag, snapshot)
         provider = loaded.provider
         embed = CachedEmbedding(
             loaded.embed_model,
             self.control,
             loaded.cache_key,
             on_call=lambda s, ok: self.metrics.embedding_call(provider, "text", s, ok),
+            call=self._remote_call(rag, loaded, snapshot),
         )
         docs = self._documents(sources)
         grouped: dict[str, list[BaseNode]] = {ref: [] for ref in sources}
@@ -414,8 +471,23 @@ class RagService:
     def _embed_query(
         self, rag: RagRecord, text: str, snapshot: SettingsSnapshot | None
     ) -> list[float]:
-        """The query's vector, the model call counted in the embedding metrics."""
+        """The query's vector, the model call counted in the embedding metrics. A remote
+        provider whose circuit is open refuses at once (a turn never waits out timeouts),
+        and a query is counted in the provider's pace without waiting for it."""
+        snapshot = snapshot or self.settings.snapshot(rag.tenant_id, rag.project_id)
         loaded = self.model_for(rag, snapshot)
+        if not loaded.remote:
+            return self._query_vector(loaded, text)
+        endpoint = Endpoint.of(self._pinned(rag, snapshot))
+        rpm, tpm = _rates(snapshot)
+        with self.circuits.guard(endpoint, loaded.model):
+            tokens = len(loaded.tokenizer(text)) if tpm else 0
+            self.pacer.acquire(endpoint, rpm=rpm, tpm=tpm, tokens=tokens, block=False)
+            vector = self._query_vector(loaded, text)
+        _check_vector(rag, loaded, vector)
+        return vector
+
+    def _query_vector(self, loaded: LoadedModel, text: str) -> list[float]:
         started, ok = time.perf_counter(), False
         try:
             vector = loaded.embed_model.get_query_embedding(text)
@@ -450,3 +522,21 @@ class RagService:
             filters=filters,
         )
         return citable_hits(self.control, rag, hits)
+
+
+def _rates(snapshot: SettingsSnapshot) -> tuple[int | None, int | None]:
+    """(requests, tokens) per minute allowed for the project's remote provider."""
+    eff = snapshot.effective
+    return eff["ai.embedding.requestsPerMinute"], eff["ai.embedding.tokensPerMinute"]
+
+
+def _check_vector(rag: RagRecord, loaded: LoadedModel, vector: Sequence[float]) -> None:
+    """The pinned dimension is not probed again: a model that changed behind the same name
+    is caught by its first answer instead."""
+    if len(vector) != rag.embedding_dimension:
+        raise DimensionMismatchError(
+            f"RAG {rag.name!r} is pinned to {rag.embedding_dimension}-dim vectors but "
+            f"{loaded.provider}:{loaded.model} now answers with {len(vector)}-dim ones; "
+            "rebuild the RAG (vancetope-rag reindex --rebuild) to move it to the new model",
+            rag_name=rag.name,
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from vancetope_rag.domain.cascade import AutoInject
@@ -9,14 +10,18 @@ from vancetope_rag.domain.settings import (
     SETTINGS,
     decode_setting,
     encode_setting,
+    inherits_embedding_value,
     mask_secret,
     resolve_setting,
 )
 from vancetope_rag.domain.texts import check_id
-from vancetope_rag.embeddings import PROVIDER_NONE, EmbeddingSettings
-from vancetope_rag.errors import EmbeddingDisabledError, SettingError
+from vancetope_rag.embeddings import PROVIDER_NONE, EmbeddingRegistry, EmbeddingSettings
+from vancetope_rag.errors import EmbeddingDisabledError, EmbeddingError, SettingError
 from vancetope_rag.secrets import register_secret
 from vancetope_rag.store.port import SettingsStore
+
+_PROVIDER = "ai.embedding.provider"
+_MODEL = "ai.embedding.model"
 
 
 class SettingsSnapshot:
@@ -26,7 +31,12 @@ class SettingsSnapshot:
         self.tenant = tenant
         self.project = project
         self.effective: dict[str, Any] = {
-            k: resolve_setting(k, project.get(k), tenant.get(k)) for k in SETTINGS
+            k: resolve_setting(
+                k,
+                project.get(k),
+                tenant.get(k) if inherits_embedding_value(k, project, tenant) else None,
+            )
+            for k in SETTINGS
         }
 
     def embeddings_enabled(self) -> bool:
@@ -44,14 +54,32 @@ class SettingsSnapshot:
         return bool(self.effective["rag.project.enabled"])
 
     def embedding(self) -> EmbeddingSettings:
-        """The effective ``ai.embedding.*`` settings (the key is registered for redaction)."""
-        eff = self.effective
-        register_secret(eff["ai.embedding.apiKey"])
+        """The effective ``ai.embedding.*`` settings, resolved as one group with the
+        provider (the key is registered for redaction)."""
+        return self._embedding(self.effective)
+
+    def embedding_for(self, provider: str) -> EmbeddingSettings:
+        """The settings that go with ``provider`` (a RAG's pinned one): the effective group
+        when it is the effective provider; else the tenant's group when the tenant set that
+        provider (a project switching provider keeps its live RAG's key and URL until the
+        rebuild replaces it); else the effective values, as before groups existed."""
+        if provider == self.effective["ai.embedding.provider"]:
+            return self.embedding()
+        if self.tenant.get("ai.embedding.provider") == provider:
+            return self._embedding(
+                {k: resolve_setting(k, None, self.tenant.get(k)) for k in SETTINGS}
+            )
+        raw = {k: resolve_setting(k, self.project.get(k), self.tenant.get(k)) for k in SETTINGS}
+        return self._embedding(raw)
+
+    @staticmethod
+    def _embedding(values: dict[str, Any]) -> EmbeddingSettings:
+        register_secret(values["ai.embedding.apiKey"])
         return EmbeddingSettings(
-            provider=str(eff["ai.embedding.provider"]),
-            model=eff["ai.embedding.model"],
-            api_key=eff["ai.embedding.apiKey"],
-            base_url=eff["ai.embedding.baseUrl"],
+            provider=str(values["ai.embedding.provider"]),
+            model=values["ai.embedding.model"],
+            api_key=values["ai.embedding.apiKey"],
+            base_url=values["ai.embedding.baseUrl"],
         )
 
     def auto_inject_scopes(self) -> tuple[AutoInject | None, AutoInject | None]:
@@ -64,8 +92,11 @@ class SettingsSnapshot:
 class SettingsService:
     """Reads and writes ``rag.*`` / ``ai.embedding.*`` settings per tenant and project."""
 
-    def __init__(self, control: SettingsStore) -> None:
+    def __init__(self, control: SettingsStore, providers: EmbeddingRegistry | None = None) -> None:
+        """``providers``, when given, checks ``ai.embedding.provider`` and ``.model`` values
+        against the registry before they are stored."""
         self._control = control
+        self._providers = providers
 
     def _scope_values(self, tenant_id: str, project_id: str | None) -> dict[str, Any]:
         _check_scope(tenant_id, project_id)
@@ -112,7 +143,7 @@ class SettingsService:
         project = {} if project_id is None else self._scope_values(tenant_id, project_id)
         if project.get(key) is not None:
             value, source = project[key], "project"
-        elif tenant.get(key) is not None:
+        elif tenant.get(key) is not None and inherits_embedding_value(key, project, tenant):
             value, source = tenant[key], "tenant"
         else:
             value, source = resolve_setting(key), "default"
@@ -128,7 +159,44 @@ class SettingsService:
             return
         if SETTINGS.get(key) is not None and SETTINGS[key].secret and isinstance(value, str):
             register_secret(value)
-        self._control.set_setting(tenant_id, project_id, key, encode_setting(key, value))
+        encoded = encode_setting(key, value)
+        if self._providers is not None and key in (_PROVIDER, _MODEL):
+            self._check_embedding(tenant_id, project_id, key, decode_setting(key, encoded))
+        self._control.set_setting(tenant_id, project_id, key, encoded)
+
+    def _check_embedding(
+        self, tenant_id: str, project_id: str | None, key: str, value: object
+    ) -> None:
+        """A provider must be registered; a model must be one its provider makes, where the
+        provider can tell without a call (settings that would only fail at the next index or
+        rebuild are refused now)."""
+        assert self._providers is not None
+        names = self._providers.names()
+        if key == _PROVIDER:
+            name = str(value)
+            if name not in names:
+                close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+                hint = f"did you mean {' or '.join(close)}? " if close else ""
+                raise SettingError(
+                    f"unknown embedding provider {name!r}; {hint}available: {', '.join(names)} "
+                    "(a plugin's provider is listed once its package is installed and loaded)"
+                )
+            return
+        if value is None:
+            return
+        if project_id is None:
+            provider = self._scope_values(tenant_id, None).get(_PROVIDER)
+        else:
+            provider = self.snapshot(tenant_id, project_id).effective[_PROVIDER]
+        if provider is None or provider == PROVIDER_NONE or provider not in names:
+            return
+        try:
+            self._providers.check_model(str(provider), str(value))
+        except EmbeddingError as exc:
+            raise SettingError(
+                f"{exc.message} (for provider {provider!r}; to use another provider's model, "
+                "set ai.embedding.provider first)"
+            ) from None
 
 
 def _check_scope(tenant_id: str, project_id: str | None) -> None:

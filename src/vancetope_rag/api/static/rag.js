@@ -141,6 +141,9 @@
     $("chunk-count").textContent = String(status.chunkCount);
     $("created-at").textContent = when(status.createdAt);
     lastStatus = status;
+    const paused = $("rag-paused");
+    paused.textContent = status.paused || "";
+    paused.hidden = !status.paused;
     const list = $("state-counts");
     list.replaceChildren();
     for (const [state, count] of Object.entries(status.documents || {})) {

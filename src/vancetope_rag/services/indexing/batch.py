@@ -32,6 +32,8 @@ class BatchResult:
     store_error: str | None = None
     #: Documents of the batch whose claim was finished or given back.
     handled: set[str] = field(default_factory=set)
+    #: Documents given back untouched because their provider is down (no attempt spent).
+    paused: int = 0
 
     def add(self, other: BatchResult) -> None:
         self.indexed += other.indexed
@@ -46,6 +48,7 @@ class BatchResult:
         self.store_errors += other.store_errors
         self.store_error = other.store_error or self.store_error
         self.handled |= other.handled
+        self.paused += other.paused
 
     @property
     def progressed(self) -> bool:

@@ -18,7 +18,7 @@ from llama_index.core.schema import BaseNode
 
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import Document, IndexState, RagRecord
-from vancetope_rag.errors import RagError, StoreError
+from vancetope_rag.errors import ProviderUnavailableError, RagError, StoreError
 from vancetope_rag.extraction.records import ExtractionRecord
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import error_text, get_logger
@@ -160,14 +160,25 @@ class ProjectRagIndexer:
         try:
             grouped, stats = self.rags.embed_sources(rag, to_embed)
             self._count(stats, result)
+        except ProviderUnavailableError:  # the provider's outage, not the documents'
+            for ref in to_embed:
+                self._pause(by_id[ref], worker_id, result)
+            return
         except Exception as batch_exc:
             log.info("batch embed failed (%s); embedding documents one by one", batch_exc)
             grouped = {}
+            down = False
             for ref, parts in to_embed.items():
+                if down:
+                    self._pause(by_id[ref], worker_id, result)
+                    continue
                 try:
                     one, stats = self.rags.embed_sources(rag, {ref: parts})
                     self._count(stats, result)
                     grouped.update(one)
+                except ProviderUnavailableError:  # went down meanwhile
+                    down = True
+                    self._pause(by_id[ref], worker_id, result)
                 except Exception as exc:
                     self._fail(by_id[ref], worker_id, exc, result)
         for ref, nodes in grouped.items():
@@ -292,6 +303,25 @@ class ProjectRagIndexer:
             )
         )
 
+    def _pause(self, doc: Document, worker_id: str, result: BatchResult) -> None:
+        """Give the claim back untouched while the provider is down (or refuses the
+        settings): no attempt spent, the last error kept. No retry time either: the
+        scheduler claims nothing of the project until the circuit is due to be tried, and
+        settings that change the endpoint (a corrected key) resume it at once. The circuit
+        logs the outage, once."""
+        result.paused += 1
+        error = doc.index_last_error or ""
+        max_attempts = self.config.max_attempts
+        self._give_back(
+            doc,
+            worker_id,
+            result,
+            error,
+            max_attempts=max_attempts,
+            count_attempt=False,
+            retry_delay_s=0.0,
+        )
+
     def _fail_unreadable(
         self, doc: Document, worker_id: str, error: str, result: BatchResult
     ) -> None:
@@ -320,7 +350,9 @@ class ProjectRagIndexer:
         *,
         max_attempts: int,
         count_attempt: bool = True,
+        retry_delay_s: float | None = None,
     ) -> None:
+        """Give the claim back; ``retry_delay_s`` None: claimable again after the interval."""
         result.handled.add(doc.id)
         self.releaser.release(
             Release(
@@ -329,7 +361,9 @@ class ProjectRagIndexer:
                 doc.id,
                 worker_id,
                 error=error,
-                retry_delay_s=self.config.indexer_interval_s,
+                retry_delay_s=(
+                    self.config.indexer_interval_s if retry_delay_s is None else retry_delay_s
+                ),
                 max_attempts=max_attempts,
                 count_attempt=count_attempt,
             )

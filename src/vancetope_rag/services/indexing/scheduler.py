@@ -8,6 +8,7 @@ thread honours ``RAG_INDEXER_ENABLED``; explicit ticks always run.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -105,6 +106,11 @@ class ProjectRagIndexScheduler:
             if warn:
                 log.warning("project %s/%s not indexed this tick: %s", t, p, error_text(exc))
             return "skipped"
+        circuit = self.rags.circuit_state(rag, snapshot)
+        if circuit is not None and circuit.retry_in_s > 0:
+            # its provider is down, or refuses the settings: nothing is claimed until the
+            # circuit is due to be tried (the circuit logged it once; status shows it)
+            return "paused"
         if not ready:
             # a RAG of a new dimension: its search indexes are still building (or init was
             # never run); its documents wait, keeping their attempts
@@ -138,10 +144,13 @@ class ProjectRagIndexScheduler:
 
     def _log_tick(self, r: TickResult, seconds: float) -> None:
         """The one line an operator reads per tick that did work (no tenant or paths: the
-        per-document warnings say those)."""
-        log.info(
+        per-document warnings say those). A tick whose every claim went back because the
+        provider is down did none: debug level (the outage has its own two lines)."""
+        only_paused = r.paused and not (r.progressed or r.failed or r.store_errors)
+        log.log(
+            logging.DEBUG if only_paused else logging.INFO,
             "indexer tick %s: %d claimed in %d projects; %d indexed (%d unchanged), "
-            "%d removed, %d failed, %d lost leases; %d chunks, %d texts embedded, "
+            "%d removed, %d failed, %d lost leases, %d paused; %d chunks, %d texts embedded, "
             "%d from cache; %d store errors; %.2fs",
             self.worker_id,
             r.claimed,
@@ -151,6 +160,7 @@ class ProjectRagIndexScheduler:
             r.removed,
             r.failed,
             r.lost_lease,
+            r.paused,
             r.chunks,
             r.embedded_texts,
             r.cache_hits,
@@ -237,8 +247,8 @@ class ProjectRagIndexScheduler:
         projects = self.control.projects_for_node(self.config.node_id)
         for project in projects:
             t, p = project.tenant_id, project.project_id
-            if self.blocked(t, p, warn=False) is not None:
-                continue
+            if self.blocked(t, p, warn=False) not in (None, "paused"):
+                continue  # a paused project's documents still wait: they count
             counts = self.control.document_state_counts(t, p)
             total += counts.get(IndexState.PENDING.value, 0)
             total += counts.get(IndexState.PROCESSING.value, 0)
@@ -405,9 +415,12 @@ class ProjectRagIndexScheduler:
                 self.fatal_error = self._gave_up(failures, store_error)
                 log.error("background indexer stops: %s", self.fatal_error)
                 return
-            # A full batch means more is waiting: go again at once instead of idling.
-            busy = tick.claimed >= self.config.indexer_batch_size
-            if not busy and not self._idle():
+            # A full batch means more is waiting: a wake-up, so the next tick comes early
+            # (after the wake delay, never at once: no embed storm); the provider's pacing
+            # spaces the calls inside the ticks.
+            if tick.claimed >= self.config.indexer_batch_size:
+                self.wake()
+            if not self._idle():
                 return
 
     def _idle(self) -> bool:
@@ -415,7 +428,12 @@ class ProjectRagIndexScheduler:
         more, so a burst of saves joins one tick and no tick follows the last one sooner
         than that: a wake-up comes after that tick ended, or was set during it). False:
         stopped."""
-        woken = self._woken.wait(self.config.indexer_interval_s)
+        wait = self.config.indexer_interval_s
+        due = self.rags.circuits.next_trial_s()
+        if due:  # a paused provider is tried when due, not up to an interval later (a due
+            # one with nothing to send waits the interval: no spinning on it)
+            wait = min(wait, due + 0.05)
+        woken = self._woken.wait(wait)
         if self._stop.is_set():
             return False
         if woken:

@@ -419,15 +419,18 @@ class RebuildService:
 
     # -- progress --------------------------------------------------------------------------
 
-    def progress(self, tenant_id: str, project_id: str) -> ProjectProgress:
+    def progress(
+        self, tenant_id: str, project_id: str, *, provider_paused: str | None = None
+    ) -> ProjectProgress:
         """The indexer's work on the live RAG and the latest rebuild (:func:`project_progress`),
-        paused (no ETA) while the settings keep the project's work from running."""
+        paused (no ETA) while the settings keep the project's work from running, or while
+        ``provider_paused`` says the embedding provider's circuit is open."""
         return project_progress(
             self.control,
             self.rebuild_store,
             tenant_id,
             project_id,
-            paused=self.paused(tenant_id, project_id),
+            paused=self.paused(tenant_id, project_id) or provider_paused,
         )
 
     def paused(self, tenant_id: str, project_id: str) -> str | None:

@@ -17,7 +17,7 @@ from llama_index.core.schema import BaseNode
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.rebuilds import ItemState, Rebuild, RebuildItem
 from vancetope_rag.domain.records import Document, RagRecord
-from vancetope_rag.errors import StoreError
+from vancetope_rag.errors import ProviderUnavailableError, StoreError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import error_text, get_logger
 from vancetope_rag.services.documents import DocumentService
@@ -85,6 +85,11 @@ class ShadowIndexer:
             grouped, stats = self.rags.embed_sources(shadow, to_embed)
             result.embedded_texts += stats.embedded_texts
             result.cache_hits += stats.cache_hits
+        except ProviderUnavailableError:
+            # the provider is down (its circuit logged it once): the items go back untouched
+            for ref in to_embed:
+                self._pause(by_id[ref], worker_id, result)
+            return result
         except Exception as batch_exc:  # one poison document must not fail the batch
             log.info("rebuild batch embed failed (%s); embedding one by one", batch_exc)
             grouped = {}
@@ -94,6 +99,8 @@ class ShadowIndexer:
                     result.embedded_texts += stats.embedded_texts
                     result.cache_hits += stats.cache_hits
                     grouped.update(one)
+                except ProviderUnavailableError:  # went down meanwhile: as above
+                    self._pause(by_id[ref], worker_id, result)
                 except Exception as exc:
                     self._fail(by_id[ref], docs[ref], worker_id, exc, result)
         for ref, nodes in grouped.items():
@@ -146,6 +153,24 @@ class ShadowIndexer:
         self.metrics.indexer_runs.labels(outcome="success").inc()
         result.indexed += 1
         result.chunks += len(nodes)
+
+    def _pause(self, item: RebuildItem, worker_id: str, result: BatchResult) -> None:
+        """Give the item back without spending an attempt: its provider is down."""
+        result.paused += 1
+        assert item.claim_token is not None
+        try:
+            self.rebuild_store.release_item(
+                item.migration_id,
+                item.document_id,
+                worker_id,
+                item.claim_token,
+                error=item.last_error or "",
+                retry_delay_s=0.0,
+                max_attempts=self.config.max_attempts,
+                count_attempt=False,
+            )
+        except Exception:  # the lease TTL recovers it
+            log.exception("could not release the rebuild claim on %s", item.document_id)
 
     def _fail(
         self,

@@ -315,11 +315,13 @@ class MongoRebuildStore:
         error: str,
         retry_delay_s: float,
         max_attempts: int,
+        count_attempt: bool = True,
     ) -> ItemState:
         time = self._time()
         gave_up = {"$gte": ["$attempts", max_attempts]}
+        n = 1 if count_attempt else 0
         pipeline = [
-            {"$set": {"attempts": {"$add": [{"$ifNull": ["$attempts", 0]}, 1]}}},
+            {"$set": {"attempts": {"$add": [{"$ifNull": ["$attempts", 0]}, n]}}},
             {
                 "$set": {
                     "claimedBy": lit(None),

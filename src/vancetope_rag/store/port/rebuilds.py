@@ -113,9 +113,11 @@ class RebuildStore(RagGenerations, Protocol):
         error: str,
         retry_delay_s: float,
         max_attempts: int,
+        count_attempt: bool = True,
     ) -> ItemState:
         """Give a claim back after a failure: PENDING with a retry time, or FAILED after
-        ``max_attempts``."""
+        ``max_attempts``. ``count_attempt`` False: the failure was not the document's (its
+        embedding provider is down): no attempt is spent."""
         ...
 
     def list_items(self, migration_id: str) -> list[MigrationItem]: ...

@@ -290,13 +290,15 @@ class PostgresRebuildStore:
         error: str,
         retry_delay_s: float,
         max_attempts: int,
+        count_attempt: bool = True,
     ) -> ItemState:
         now = self._clock()
-        gave_up = "attempts + 1 >= %s"
+        n = 1 if count_attempt else 0
+        gave_up = f"attempts + {n} >= %s"
         with self.db.transaction():
             rows = self.db.query(
                 "UPDATE migration_items SET claimed_by = NULL, claimed_at = NULL, "
-                "claim_token = NULL, attempts = attempts + 1, last_error = %s, "
+                f"claim_token = NULL, attempts = attempts + {n}, last_error = %s, "
                 f"state = CASE WHEN {gave_up} THEN 'failed' ELSE 'pending' END, "
                 f"next_attempt_at = CASE WHEN {gave_up} THEN NULL ELSE %s::float8 END, "
                 f"completed_at = CASE WHEN {gave_up} THEN %s::float8 ELSE NULL END "

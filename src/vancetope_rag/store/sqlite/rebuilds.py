@@ -288,13 +288,15 @@ class SqliteRebuildStore:
         error: str,
         retry_delay_s: float,
         max_attempts: int,
+        count_attempt: bool = True,
     ) -> ItemState:
         now = self._clock()
-        gave_up = "attempts + 1 >= ?"
+        n = 1 if count_attempt else 0
+        gave_up = f"attempts + {n} >= ?"
         with self.db.transaction():
             rows = self.db.query(
                 "UPDATE migration_items SET claimed_by = NULL, claimed_at = NULL, "
-                "claim_token = NULL, attempts = attempts + 1, last_error = ?, "
+                f"claim_token = NULL, attempts = attempts + {n}, last_error = ?, "
                 f"state = CASE WHEN {gave_up} THEN 'failed' ELSE 'pending' END, "
                 f"next_attempt_at = CASE WHEN {gave_up} THEN NULL ELSE ? END, "
                 f"completed_at = CASE WHEN {gave_up} THEN ? ELSE NULL END "

@@ -1,0 +1,190 @@
+"""A loopback server speaking the OpenAI embeddings wire format (what Ollama, TEI, vLLM and
+OpenRouter expose), for tests of the ``openai`` provider: bag-of-words vectors, a bearer key,
+the requests it saw (each with its time on a clock the test may give), faults to answer with
+in turn (a status and headers), inputs it refuses with a 400, and a port that stops answering
+(:meth:`EmbeddingsServer.down`) and comes back (:meth:`EmbeddingsServer.up`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import re
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from vancetope_rag.default_plugins.openai import KNOWN_DIMENSIONS
+
+KEY = "local-embed-key-5c1d9e"  # not key-shaped: only its registration can redact it
+WRONG_KEY = "stale-embed-key-0b7e44"
+MODEL = "nomic-embed-text"  # not in the known-dimensions table: probed
+DIM = 48
+
+
+def vector(text: str, dim: int = DIM) -> list[float]:
+    """Feature-hashing bag of words, unit length: lexical overlap → cosine similarity."""
+    v = [0.0] * dim
+    for word in re.findall(r"\w+", text.lower()):
+        h = int.from_bytes(hashlib.sha256(word.encode()).digest()[:8], "little")
+        v[h % dim] += 1.0 if (h >> 32) & 1 else -1.0
+    n = math.sqrt(sum(x * x for x in v)) or 1.0
+    return [x / n for x in v]
+
+
+@dataclass(frozen=True)
+class Seen:
+    path: str
+    authorization: str | None
+    model: str | None
+    inputs: list[str]
+    encoding_format: str | None
+    at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One answer instead of embeddings: ``status`` with ``headers`` (e.g. Retry-After)."""
+
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    message: str = "the server says no"
+
+
+class _Http(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, port: int, owner: EmbeddingsServer) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.owner = owner
+
+
+class EmbeddingsServer:
+    def __init__(self, key: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.key = key
+        self.clock = clock
+        self.seen: list[Seen] = []
+        #: Answered in turn, one per request, before any embedding is made.
+        self.faults: list[Fault] = []
+        #: An input containing one of these is refused with a 400 (the input's fault).
+        self.refused_inputs: set[str] = set()
+        self.lock = threading.Lock()
+        self._http: _Http | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+        self.up()
+
+    def up(self) -> None:
+        """Serve (again, on the same port once it had one)."""
+        self._http = _Http(self.port, self)
+        self.port = int(self._http.server_address[1])
+        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+
+    def down(self) -> None:
+        """Stop answering: the port refuses connections until :meth:`up`."""
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def requests(self) -> list[Seen]:
+        with self.lock:
+            return list(self.seen)
+
+
+def serve(
+    key: str = KEY, clock: Callable[[], float] = time.monotonic
+) -> Iterator[EmbeddingsServer]:
+    srv = EmbeddingsServer(key, clock)
+    yield srv
+    srv.down()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Http
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _send(
+        self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(
+        self, status: int, message: str, code: str | None, headers: dict[str, str] | None = None
+    ) -> None:
+        error = {"message": message, "type": "invalid_request_error", "param": None, "code": code}
+        self._send(status, {"error": error}, headers)
+
+    def do_POST(self) -> None:
+        owner = self.server.owner
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        raw = body.get("input")
+        inputs = [raw] if isinstance(raw, str) else list(raw or [])
+        auth = self.headers.get("Authorization")
+        with owner.lock:
+            owner.seen.append(
+                Seen(
+                    self.path,
+                    auth,
+                    body.get("model"),
+                    inputs,
+                    body.get("encoding_format"),
+                    owner.clock(),
+                )
+            )
+            fault = owner.faults.pop(0) if owner.faults else None
+            refused = [t for t in inputs if any(r in t for r in owner.refused_inputs)]
+        if fault is not None:
+            self._error(fault.status, fault.message, None, fault.headers)
+            return
+        if self.path != "/v1/embeddings":
+            self._error(404, f"Unknown path {self.path}", None)
+            return
+        if auth != f"Bearer {owner.key}":
+            given = (auth or "").removeprefix("Bearer ")
+            # Worse than OpenAI (which masks most of it): quote the whole key back.
+            self._error(401, f"Incorrect API key provided: {given}.", "invalid_api_key")
+            return
+        if refused:
+            self._error(400, "This input cannot be embedded.", "invalid_input")
+            return
+        data = []
+        for i, text in enumerate(inputs):
+            vec = vector(text, KNOWN_DIMENSIONS.get(body.get("model"), DIM))
+            emb: Any = vec
+            if body.get("encoding_format") == "base64":
+                emb = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()
+            data.append({"object": "embedding", "index": i, "embedding": emb})
+        tokens = sum(len(t.split()) for t in inputs)
+        self._send(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
