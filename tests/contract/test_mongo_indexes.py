@@ -3,6 +3,7 @@ server (index management runs against a scripted ``list_search_indexes``)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from pymongo.errors import (
 
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo import indexes as ix
+from vancetope_rag.store.mongo.builders import sweep as ms
 from vancetope_rag.store.mongo.errors import (
     check_bson_size,
     guard_errors,
@@ -49,6 +51,8 @@ def test_btree_index_specs() -> None:
         # one active rebuild per RAG name (partial: ended migrations drop ``active``)
         ("migrations", ("tenantId", "projectId", "ragName")),
         ("migration_items", ("migrationId", "documentId")),
+        # one first sighting of each RAG by search (a rebuild's switch waits the grace)
+        ("search_visibility", ("tenantId", "projectId", "ragId")),
     }
     active = specs[ix.MIGRATIONS]["one_active_migration_uniq"]
     assert active["partialFilterExpression"] == {"active": True}
@@ -60,6 +64,9 @@ def test_btree_index_specs() -> None:
         "ragId",
         "sourceRef",
     ]
+    # the sweeper's due notes: a range on ``at``, pages in (at, _id) order, off one index
+    assert list(specs[ix.SWAPS][ix.DUE_INDEX]["key"]) == [key for key, _ in ms.DUE_SORT]
+    assert list(ms.due_notes_filter(datetime(2026, 1, 1), None)) == ["at"]
 
 
 def test_one_collection_per_dimension() -> None:

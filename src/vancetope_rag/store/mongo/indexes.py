@@ -40,6 +40,11 @@ VECTOR_FIELD = "embedding"
 TEXT_FIELD = "text"
 #: Pending chunk version swaps the sweeper works through (see :mod:`.mongo.chunks`).
 SWAPS = "chunk_swaps"
+#: The index of the sweeper's due-notes query (a range on ``at``, pages in ``(at, _id)`` order).
+DUE_INDEX = "swap_due_idx"
+DUE_INDEX_KEYS = ("at", "_id")
+#: When search was first seen to show a RAG's chunks as written (a rebuild's switch waits).
+VISIBILITY = "search_visibility"
 #: One document per live RAG name: which generation readers use (switched in one write).
 RAG_NAMES = "rag_names"
 MIGRATIONS = "migrations"
@@ -111,7 +116,13 @@ def control_index_models() -> dict[str, list[IndexModel]]:
         "embedding_cache": [
             _model(["modelKey", "textHash"], "model_text_hash_uniq", unique=True),
         ],
-        SWAPS: [_model(["tenantId", "projectId", "ragId", "sourceRef"], "swap_source_idx")],
+        SWAPS: [
+            _model(["tenantId", "projectId", "ragId", "sourceRef"], "swap_source_idx"),
+            _model(DUE_INDEX_KEYS, DUE_INDEX),
+        ],
+        VISIBILITY: [
+            _model(["tenantId", "projectId", "ragId"], "tenant_project_rag_uniq", unique=True)
+        ],
     }
 
 
