@@ -252,3 +252,39 @@ def test_the_swap_notes_are_indexed_for_the_due_query(tmp_path: Path, fake_clock
     chunks, _ = two_nodes(tmp_path, fake_clock, slow_lag=0.05, grace=0.1)
     info = chunks.swaps.index_information()
     assert info[ix.DUE_INDEX]["key"] == [(k, 1) for k in ix.DUE_INDEX_KEYS]
+
+
+# -- 6. READY on every search node ----------------------------------------------------------------
+
+
+def test_init_wait_waits_for_every_search_node_and_fails_fast_on_stale(fake_clock: Any) -> None:
+    """The second node builds 10 s longer; the top-level status reads READY before it ends."""
+    from vancetope_rag.errors import StoreError
+    from vancetope_rag.store.mongo.client import open_mongo_store
+
+    cluster = AtlasCluster(
+        clock=fake_clock, search_nodes=(0.05, 0.05), build_s=ATLAS_BUILD_S, build_delays=(0, 10.0)
+    )
+    store = open_mongo_store(
+        "mongodb://atlas.example.net/vancetope_rag_test",
+        clock=fake_clock,
+        client=cluster.client(),
+        server_clock=False,
+    )
+    store.sleep, store.monotonic = fake_clock.advance, fake_clock
+    start = fake_clock.now
+    statuses = store.initialize(dimensions=[DIM], wait=True, timeout_s=60)
+    assert all(s.ready for s in statuses)
+    assert fake_clock.now >= start + ATLAS_BUILD_S + 10.0  # the slow node's build ended
+    cluster.stale_index("vancetope_rag_test", "chunks_8", ix.TEXT_INDEX)
+    before = fake_clock.now
+    with pytest.raises(StoreError, match="is STALE"):
+        store.initialize(dimensions=[DIM], wait=True, timeout_s=600)
+    assert fake_clock.now == before  # no waiting out the timeout
+    assert not chunks_ready(store)
+
+
+def chunks_ready(store: MongoStore) -> bool:
+    assert isinstance(store.chunks, MongoChunkStore)
+    store.chunks.search.forget(DIM)
+    return store.chunks.dimension_ready(DIM)
