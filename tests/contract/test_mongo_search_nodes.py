@@ -288,3 +288,32 @@ def chunks_ready(store: MongoStore) -> bool:
     assert isinstance(store.chunks, MongoChunkStore)
     store.chunks.search.forget(DIM)
     return store.chunks.dimension_ready(DIM)
+
+
+# -- the settings -----------------------------------------------------------------------------
+
+
+def test_the_engine_settings_reach_the_store(
+    fake_clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vancetope_rag.config import EngineConfig
+    from vancetope_rag.store.mongo.client import open_mongo_store
+
+    monkeypatch.setenv("VANCETOPE_RAG_MONGO_SEARCH_GRACE_S", "60")
+    monkeypatch.setenv("VANCETOPE_RAG_MONGO_SEARCH_NODE_PREFERENCE", "true")
+    options = EngineConfig().mongo_options()
+    assert options == {"search_grace_s": 60.0, "search_node_preference": True}
+    cluster = AtlasCluster(clock=fake_clock, search_nodes=(0.05, 15.0), build_s=ATLAS_BUILD_S)
+    store = open_mongo_store(
+        "mongodb://atlas.example.net/vancetope_rag_test",
+        clock=fake_clock,
+        client=cluster.client(),
+        server_clock=False,
+        **options,
+    )
+    chunks = store.chunks
+    assert isinstance(chunks, MongoChunkStore)
+    assert chunks.search_grace_s == 60.0 and chunks.search.node_preference is True
+    monkeypatch.setenv("VANCETOPE_RAG_MONGO_SEARCH_GRACE_S", "-1")
+    with pytest.raises(ValueError, match="MONGO_SEARCH_GRACE_S"):
+        EngineConfig()

@@ -19,12 +19,12 @@ Modules:
 * MongoDB (``mongo``): ``mongo.client`` (open, compose, connection semantics),
   ``mongo.control``, ``mongo.chunks`` and ``mongo.rebuilds`` (the adapters, thin I/O),
   ``mongo.catalog`` (RAG generations and the live pointers), ``mongo.builders.updates``,
-  ``mongo.builders.queries``, ``mongo.builders.text``, ``mongo.builders.probes`` and
-  ``mongo.builders.rebuilds`` (their pure builders), ``mongo.search`` (what the server's Atlas
-  Search can do, cached per process), ``mongo.indexes`` (index definitions and management),
-  ``mongo.setup`` (schema versions, ``initialize``, schema upgrade), ``mongo.errors`` (driver
-  failures as StoreErrors, the 16 MiB check), ``mongo.bm25`` (in-process BM25 ranking without
-  Atlas Search).
+  ``mongo.builders.queries``, ``mongo.builders.text``, ``mongo.builders.probes``,
+  ``mongo.builders.sweep`` and ``mongo.builders.rebuilds`` (their pure builders),
+  ``mongo.search`` (what the server's Atlas Search can do, cached per process),
+  ``mongo.indexes`` (index definitions and management), ``mongo.setup`` (schema versions,
+  ``initialize``, schema upgrade), ``mongo.errors`` (driver failures as StoreErrors, the 16
+  MiB check), ``mongo.bm25`` (in-process BM25 ranking without Atlas Search).
 * PostgreSQL (``postgres``): ``postgres.store`` (open, compose, ``initialize``),
   ``postgres.uri`` (our URI parameters, the shown URI), ``postgres.db`` (the pool,
   transactions, snapshots, the schema check), ``postgres.errors`` (psycopg failures as
