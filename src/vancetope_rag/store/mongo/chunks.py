@@ -500,11 +500,11 @@ class MongoChunkStore:
                 elif self.search.visible(scope, source_ref, plan.target):
                     removed += self._drop_older(collection, source, plan.target)
             if done:
-                self.swaps.delete_many({"_id": {"$in": done}})
-            self._reschedule(source_ref, plan.unlanded)
+                self.swaps.delete_many({**source, "_id": {"$in": done}})
+            self._reschedule(source, plan.unlanded)
         return removed
 
-    def _reschedule(self, source_ref: str, notes: list[ms.Note]) -> None:
+    def _reschedule(self, source: dict[str, Any], notes: list[ms.Note]) -> None:
         """Unlanded notes: due again one grace later, or gone once expired."""
         now = self._instant()
         for note in notes:
@@ -513,8 +513,8 @@ class MongoChunkStore:
                 log.warning(
                     "dropped the swap note of chunk version %s of %s: it never landed",
                     note.version,
-                    source_ref,
+                    source["sourceRef"],
                 )
-                self.swaps.delete_one({"_id": note.id})
+                self.swaps.delete_one({**source, "_id": note.id})
             else:
-                self.swaps.update_one({"_id": note.id}, update)
+                self.swaps.update_one({**source, "_id": note.id}, update)
