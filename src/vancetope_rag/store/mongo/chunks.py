@@ -459,7 +459,8 @@ class MongoChunkStore:
         record = self.visibility.find_one(key)
         if record is None or record.get("seen") != seen:  # first seen now, as it is now
             since = self._instant()
-            self.visibility.update_one(key, {"$set": {"seen": seen, "since": since}}, upsert=True)
+            update = {"$set": {"seen": seen, "since": since}}
+            ix.upsert_racing(lambda: self.visibility.update_one(key, update, upsert=True))
         else:
             since = record["since"]
         return bool(since <= self._instant(self.search_grace_s))
