@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
@@ -137,6 +137,23 @@ class EngineConfig(BaseSettings):
         description="PostgreSQL: `hnsw` builds an HNSW index per chunk table, `none` ranks "
         "every scope by an exact scan; where the store URI has no `vector_index=`. Unset: "
         "`hnsw`.",
+    )
+    mongo_search_grace_s: float = Field(
+        default=10.0,
+        ge=0,
+        le=86_400,
+        validation_alias=_env("VANCETOPE_RAG_MONGO_SEARCH_GRACE_S"),
+        description="MongoDB Atlas: seconds search must have shown a write before what it "
+        "replaces goes (a replaced chunk version is swept, a rebuilt generation goes live): "
+        "the lag allowed between the search node probed and the nodes queries read. With "
+        "Dedicated Search Nodes use 60 or more.",
+    )
+    mongo_search_node_preference: bool = Field(
+        default=False,
+        validation_alias=_env("VANCETOPE_RAG_MONGO_SEARCH_NODE_PREFERENCE"),
+        description="MongoDB Atlas: send every query and probe of a RAG to one search node "
+        "(`searchNodePreference` keyed by the RAG id), so probes and queries read the same "
+        "index; a cluster that refuses the field is searched without it.",
     )
     max_store_failures: int = Field(
         default=5,
@@ -328,6 +345,13 @@ class EngineConfig(BaseSettings):
             "vector_index": self.postgres_vector_index,
         }
         return {k: str(v) for k, v in given.items() if v is not None}
+
+    def mongo_options(self) -> dict[str, Any]:
+        """Keyword options of :func:`~vancetope_rag.store.mongo.client.open_mongo_store`."""
+        return {
+            "search_grace_s": self.mongo_search_grace_s,
+            "search_node_preference": self.mongo_search_node_preference,
+        }
 
     def fusion(self) -> FusionParams:
         """The hybrid retrieval's fusion parameters."""

@@ -11,11 +11,20 @@ What it simulates (from Atlas's documentation):
   *as it was* ``lag_s`` seconds ago (ids and indexed field values: filter fields, vectors,
   text), then look the hits up in the collection *as it is now*: a deleted document vanishes
   from the answer, returned fields are current. The write history is recorded per document.
+* **Search nodes.** ``search_nodes`` gives each search node's lag (default: one node lagging
+  ``lag_s``), ``text_lag_s`` an extra lag of every node's text index (mongot replicates each
+  index on its own). A search stage with ``searchNodePreference: {key}`` goes to the node
+  :meth:`AtlasCluster.node_for` that key names, always the same one; a stage without goes to
+  the node ``pick()`` chooses (round robin unless a test sets it), as mongod picks any.
+  ``node_preference=False`` makes a cluster that refuses the field.
 * **Index lifecycle.** ``create_search_index`` → ``PENDING``, ``BUILDING``, then ``READY``
   (queryable) after ``build_s``; ``update_search_index`` keeps serving the old definition
   (``queryable`` stays true, status ``BUILDING``) until the rebuild ends; ``fail_index`` marks
-  one ``FAILED``. A search on an index that does not exist or is not queryable returns no
-  documents — Atlas's documented behaviour, not an error.
+  one ``FAILED``, ``stale_index`` one ``STALE`` (queryable, no longer replicating).
+  ``statusDetail`` lists each search node's state of the index: node ``i`` ends a build
+  ``build_delays[i]`` later than ``build_s``, and serves the older definition meanwhile; the
+  top-level ``status`` follows the first node only. A search on an index that does not exist
+  or is not queryable returns no documents — Atlas's documented behaviour, not an error.
 * **Refusals.** A filter on a field not declared ``filter`` in the served definition,
   ``numCandidates`` over 10,000 or under ``limit``, ``exact: true`` with ``numCandidates``
   (see ``atlas_search_sim``); a search index past the tier's limit (``max_search_indexes``:
@@ -28,7 +37,9 @@ The adapter must use only public pymongo API on it; tests move the clock to let 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Mapping
+import itertools
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,23 +72,57 @@ class SearchIndex:
     created_at: float
     versions: list[tuple[float, dict[str, Any]]]
     failed: str | None = None
+    stale: bool = False
+
+    def served_version(self, now: float, build_s: float) -> int | None:
+        """The version queries use now: the newest whose build has ended."""
+        ready = [i for i, (t, _) in enumerate(self.versions) if t + build_s <= now]
+        return ready[-1] if ready else None
 
     def served(self, now: float, build_s: float) -> dict[str, Any] | None:
         """The definition queries use now: the newest whose build has ended."""
-        ready = [d for t, d in self.versions if t + build_s <= now]
-        return ready[-1] if ready else None
+        version = self.served_version(now, build_s)
+        return None if version is None else self.versions[version][1]
 
-    def info(self, now: float, build_s: float) -> dict[str, Any]:
-        latest_at, latest = self.versions[-1]
+    def _state(self, now: float, build_s: float) -> tuple[str, bool]:
+        latest_at, _ = self.versions[-1]
         queryable = self.failed is None and self.served(now, build_s) is not None
         if self.failed is not None:
             status = "FAILED"
+        elif self.stale:
+            status = "STALE"
         elif now < self.created_at + build_s / 4:
             status = "PENDING"
         elif now < latest_at + build_s:
             status = "BUILDING"
         else:
             status = "READY"
+        return status, queryable
+
+    def info(self, now: float, build_s: float, delays: Sequence[float] = (0.0,)) -> dict[str, Any]:
+        _, latest = self.versions[-1]
+        status, queryable = self._state(now, build_s + delays[0])
+        detail = []
+        for i, delay in enumerate(delays):
+            node_status, node_queryable = self._state(now, build_s + delay)
+            served = self.served_version(now, build_s + delay)
+            main = {"status": node_status, "queryable": node_queryable}
+            if served is not None:
+                main["definitionVersion"] = {"version": served}
+                main["definition"] = copy.deepcopy(self.versions[served][1])
+            entry: dict[str, Any] = {
+                "hostname": f"search-node-{i}",
+                "status": node_status,
+                "queryable": node_queryable,
+                "mainIndex": main,
+            }
+            if served != len(self.versions) - 1:
+                entry["stagedIndex"] = {
+                    "status": "BUILDING",
+                    "queryable": False,
+                    "definitionVersion": {"version": len(self.versions) - 1},
+                }
+            detail.append(entry)
         return {
             "id": f"id-{self.name}",
             "name": self.name,
@@ -86,6 +131,7 @@ class SearchIndex:
             "queryable": queryable,
             "latestDefinitionVersion": {"version": len(self.versions) - 1},
             "latestDefinition": copy.deepcopy(latest),
+            "statusDetail": detail,
             **({"message": self.failed} if self.failed else {}),
         }
 
@@ -111,6 +157,18 @@ class AtlasCluster:
     max_search_indexes: int | None = None
     search_supported: bool = True
     denied: frozenset[str] = frozenset()
+    #: Lag of each search node (empty: one node lagging ``lag_s``).
+    search_nodes: tuple[float, ...] = ()
+    #: Extra lag of the text index on every node.
+    text_lag_s: float = 0.0
+    #: Extra build time of each search node (default: none).
+    build_delays: tuple[float, ...] = ()
+    #: False: the cluster refuses ``searchNodePreference`` (an older mongot).
+    node_preference: bool = True
+    #: Which node a search stage without ``searchNodePreference`` goes to.
+    pick: Callable[[], int] | None = None
+    #: The node of every search stage sent, in order.
+    routes: list[int] = field(default_factory=list)
     mongo: Any = field(default_factory=mongomock.MongoClient)
     indexes: dict[tuple[str, str], dict[str, SearchIndex]] = field(default_factory=dict)
     history: dict[tuple[str, str], dict[Any, list[tuple[float, Any]]]] = field(default_factory=dict)
@@ -119,12 +177,34 @@ class AtlasCluster:
     #: Called after every recorded write with the collection name (tests interleave here).
     on_write: Callable[[str], None] | None = None
 
+    def __post_init__(self) -> None:
+        if self.pick is None:
+            turns: Iterator[int] = itertools.cycle(range(len(self.lags())))
+            self.pick = lambda: next(turns)
+
     def client(self) -> AtlasClient:
         return AtlasClient(self)
 
+    def lags(self) -> tuple[float, ...]:
+        return self.search_nodes or (self.lag_s,)
+
+    def delays(self) -> tuple[float, ...]:
+        return tuple(
+            self.build_delays[i] if i < len(self.build_delays) else 0.0
+            for i in range(len(self.lags()))
+        )
+
+    def node_for(self, key: str) -> int:
+        """The search node a ``searchNodePreference`` key routes to (always the same)."""
+        return zlib.crc32(key.encode()) % len(self.lags())
+
     def settle(self) -> None:
         """Let every write reach the search indexes and every build end (moves the clock)."""
-        self.clock.advance(max(self.lag_s, self.build_s) + 0.001)  # type: ignore[attr-defined]
+        wait = max(max(self.lags()) + self.text_lag_s, self.build_s + max(self.delays()))
+        self.clock.advance(wait + 0.001)  # type: ignore[attr-defined]
+
+    def stale_index(self, database: str, collection: str, name: str) -> None:
+        self.indexes[(database, collection)][name].stale = True
 
     def fail_index(self, database: str, collection: str, name: str, message: str) -> None:
         self.indexes[(database, collection)][name].failed = message
@@ -342,16 +422,16 @@ class AtlasCollection:
         self._log("list_search_indexes")
         now = self.cluster.clock()
         return [
-            index.info(now, self.cluster.build_s)
+            index.info(now, self.cluster.build_s, self.cluster.delays())
             for index in self._indexes().values()
             if name in (None, index.name)
         ]
 
     # -- aggregation: search stages see the lagged collection ------------------------------
 
-    def lagged_docs(self) -> list[dict[str, Any]]:
-        """The collection as the search index sees it: as it was ``lag_s`` ago."""
-        at = self.cluster.clock() - self.cluster.lag_s
+    def lagged_docs(self, lag_s: float | None = None) -> list[dict[str, Any]]:
+        """The collection as a search index sees it: as it was ``lag_s`` ago."""
+        at = self.cluster.clock() - (self.cluster.lag_s if lag_s is None else lag_s)
         versions = self.cluster.history.get(self._key, {})
         docs = [d for d in self._inner.find({}) if d["_id"] not in versions]  # written unseen
         for history in versions.values():
@@ -369,10 +449,13 @@ class AtlasCollection:
         if not names or names[0] not in ("$vectorSearch", "$search"):
             return iter(self._inner.aggregate(pipeline, **kwargs))
         self._allowed("search")
-        stage = pipeline[0][names[0]]
+        stage = dict(pipeline[0][names[0]])
         self.cluster.searches.append({names[0]: copy.deepcopy(stage)})
+        node = self._route(names[0], stage.pop("searchNodePreference", None))
+        lag = self.cluster.lags()[node]
+        build_s = self.cluster.build_s + self.cluster.delays()[node]
         index = self._indexes().get(stage.get("index", "default"))
-        definition = index.served(self.cluster.clock(), self.cluster.build_s) if index else None
+        definition = index.served(self.cluster.clock(), build_s) if index else None
         if index is None or index.failed is not None or definition is None:
             return iter([])  # Atlas answers a missing or unbuilt index with no documents
         kind = "vectorSearch" if names[0] == "$vectorSearch" else "search"
@@ -380,10 +463,10 @@ class AtlasCollection:
             raise failure(f"index {index.name} is of type {index.type}, not {kind}")
         if kind == "vectorSearch":
             check_vector_stage(stage, definition)
-            found = vector_search(stage, self.lagged_docs())
+            found = vector_search(stage, self.lagged_docs(lag))
             meta_name = "vectorSearchScore"
         else:
-            found = text_search(stage, definition, self.lagged_docs())
+            found = text_search(stage, definition, self.lagged_docs(lag + self.cluster.text_lag_s))
             meta_name = "searchScore"
         rows, metas = [], []
         for oid, score in found:  # the lookup phase reads the collection as it is now
@@ -392,6 +475,24 @@ class AtlasCollection:
                 rows.append(current)
                 metas.append({meta_name: score})
         return iter(apply_stages(rows, metas, pipeline[1:]))
+
+    def _route(self, stage_name: str, preference: Any) -> int:
+        """The search node a stage runs on (see the module docstring)."""
+        if preference is None:
+            assert self.cluster.pick is not None
+            node = self.cluster.pick() % len(self.cluster.lags())
+        elif not self.cluster.node_preference:
+            raise failure(f'"{stage_name}.searchNodePreference" is unrecognized', 40415)
+        elif not (
+            isinstance(preference, Mapping)
+            and set(preference) == {"key"}
+            and isinstance(preference["key"], str)
+        ):
+            raise failure(f'"{stage_name}.searchNodePreference" must be {{key: <string>}}', 9)
+        else:
+            node = self.cluster.node_for(preference["key"])
+        self.cluster.routes.append(node)
+        return node
 
 
 __all__ = ["SEARCH_NOT_ENABLED", "TOO_MANY_INDEXES", "AtlasCluster", "OperationFailure", "Read"]

@@ -19,6 +19,7 @@ from mongo_support import (
     MONGODB_URI_ENV,
     Settle,
     atlas_store,
+    atlas_two_nodes_store,
     mongomock_server_clock_store,
     mongomock_store,
     no_settle,
@@ -76,6 +77,11 @@ def atlas_opened(tmp_path: Path, clock: SettableClock) -> Opened:
     return Opened(store, cluster.settle)
 
 
+def atlas_two_nodes_opened(tmp_path: Path, clock: SettableClock) -> Opened:
+    store, cluster = atlas_two_nodes_store(tmp_path, clock)
+    return Opened(store, cluster.settle)
+
+
 def real_opened(tmp_path: Path, clock: SettableClock) -> Opened:
     store = real_mongo_store(tmp_path, clock)
     return Opened(store, lambda: real_settle(store))
@@ -95,14 +101,16 @@ def postgres_opened(tmp_path: Path, clock: SettableClock) -> Opened:
 #: Every adapter the contract suite runs against, as ``(id, factory)``. The MongoDB adapter
 #: runs on mongomock twice (leases on the injected clock; and through the ``$$NOW`` pipelines
 #: with ``$$NOW`` bound to that clock), on the lagging Atlas double (Atlas mode, search lag
-#: > 0), and on a real server (``mongodb``, marked ``mongodb``) when
-#: ``VANCETOPE_RAG_TEST_MONGODB_URI`` is set: see ``mongo_support.py``.
+#: > 0; once with one search node, once with two lagging differently), and on a real server
+#: (``mongodb``, marked ``mongodb``) when ``VANCETOPE_RAG_TEST_MONGODB_URI`` is set:
+#: see ``mongo_support.py``.
 STORE_FACTORIES: list[Any] = [
     ("sqlite", sqlite_store),
     ("sqlite-vec-only", sqlite_vec_only_store),
     ("mongomock", mongomock_opened),
     ("mongomock-$$NOW", mongomock_now_opened),
     ("atlas-lagging", atlas_opened),
+    ("atlas-two-nodes", atlas_two_nodes_opened),
     ("postgres", postgres_opened),
 ]
 if os.environ.get(MONGODB_URI_ENV):  # the real server joins only when asked for

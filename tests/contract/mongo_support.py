@@ -5,6 +5,8 @@
 * ``atlas_store`` — the adapter in Atlas mode on the Atlas double (``atlas_double.py``): search
   lags the collection by ``ATLAS_LAG_S`` of the fake clock, indexes take ``ATLAS_BUILD_S`` to
   build. ``settle`` moves the clock past both (what waiting does on a real cluster).
+* ``atlas_two_nodes_store`` — the same with two search nodes lagging differently, each
+  RAG's searches pinned to one by ``searchNodePreference``.
 * ``real_mongo_store`` — reads ``VANCETOPE_RAG_TEST_MONGODB_URI`` (Atlas, or the
   ``mongodb/mongodb-atlas-local`` image). One throw-away database per test session, dropped
   at exit; each test starts from empty collections (search indexes survive, so they are built
@@ -45,7 +47,10 @@ ATLAS_LAG_S = 0.05
 ATLAS_BUILD_S = 0.2
 #: How long an old generation outlives the probe that saw its replacement (the double has
 #: one search node; a real cluster's default is 10 s).
-ATLAS_SWEEP_GRACE_S = 0.1
+ATLAS_SEARCH_GRACE_S = 0.1
+#: The lags of the two-node double of the contract suite: the second node lags past the
+#: grace, which only ``searchNodePreference`` (on there) makes safe.
+ATLAS_TWO_NODE_LAGS = (ATLAS_LAG_S, 0.15)
 
 Settle = Callable[[], None]
 
@@ -70,7 +75,12 @@ def mongomock_store(tmp_path: Path, clock: Any) -> Store:
 
 
 def atlas_store(
-    tmp_path: Path, clock: Any, *, cluster: AtlasCluster | None = None
+    tmp_path: Path,
+    clock: Any,
+    *,
+    cluster: AtlasCluster | None = None,
+    search_grace_s: float = ATLAS_SEARCH_GRACE_S,
+    search_node_preference: bool = False,
 ) -> tuple[Store, AtlasCluster]:
     """The adapter in Atlas mode on the Atlas double, initialised for the contract's
     dimensions and with its indexes built (search still lags every later write)."""
@@ -80,13 +90,26 @@ def atlas_store(
         clock=clock,
         client=cluster.client(),
         server_clock=False,  # the double runs on mongomock: no $$NOW
-        sweep_grace_s=ATLAS_SWEEP_GRACE_S,
+        search_grace_s=search_grace_s,
+        search_node_preference=search_node_preference,
     )
     store.sleep = clock.advance  # init --wait passes the double's time, not the machine's
     store.monotonic = clock
     store.initialize(dimensions=CONTRACT_DIMENSIONS)
     cluster.settle()
     return store, cluster
+
+
+def atlas_two_nodes_store(tmp_path: Path, clock: Any) -> tuple[Store, AtlasCluster]:
+    """The Atlas double with two search nodes of different lags (``ATLAS_TWO_NODE_LAGS``),
+    each RAG's searches routed to one of them by ``searchNodePreference``."""
+    cluster = AtlasCluster(
+        clock=clock,
+        search_nodes=ATLAS_TWO_NODE_LAGS,
+        build_s=ATLAS_BUILD_S,
+        build_delays=(0.0, 0.1),
+    )
+    return atlas_store(tmp_path, clock, cluster=cluster, search_node_preference=True)
 
 
 # -- mongomock with the server-clock pipelines -----------------------------------------------
@@ -209,7 +232,8 @@ def real_mongo_store(
         database=name,
         vector_search=os.environ.get(MONGODB_MODE_ENV, "atlas"),  # type: ignore[arg-type]
         server_clock=server_clock,
-        sweep_grace_s=2.0,
+        search_grace_s=2.0,
+        search_node_preference=True,  # what Dedicated Search Nodes want; checked for real here
     )
     store.initialize(dimensions=CONTRACT_DIMENSIONS, wait=True, timeout_s=900.0)
     return store
@@ -292,6 +316,7 @@ __all__ = [
     "MongoStore",
     "Settle",
     "atlas_store",
+    "atlas_two_nodes_store",
     "mongomock_server_clock_store",
     "mongomock_store",
     "no_settle",

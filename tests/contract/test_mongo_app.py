@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from atlas_double import AtlasCluster
 from click.testing import CliRunner
-from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SWEEP_GRACE_S
+from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SEARCH_GRACE_S
 
 from fakes import P, T
 from vancetope_rag.app import RagApp
@@ -34,7 +34,7 @@ def atlas_app(make_app: AppFactory, clock: Any) -> tuple[RagApp, AtlasCluster, M
         clock=clock,
         client=cluster.client(),
         server_clock=False,
-        sweep_grace_s=ATLAS_SWEEP_GRACE_S,
+        search_grace_s=ATLAS_SEARCH_GRACE_S,
     )
     store.sleep, store.monotonic = clock.advance, clock
     app = make_app(store=store, clock=clock)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from atlas_double import AtlasCluster
 from atlas_search_sim import failure
-from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SWEEP_GRACE_S, atlas_store
+from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SEARCH_GRACE_S, atlas_store
 from pymongo.errors import OperationFailure
 from pymongo.operations import SearchIndexModel
 
@@ -62,7 +62,7 @@ def fresh(clock: Any, **cluster_options: Any) -> tuple[MongoStore, AtlasCluster]
         clock=clock,
         client=cluster.client(),
         server_clock=False,
-        sweep_grace_s=ATLAS_SWEEP_GRACE_S,
+        search_grace_s=ATLAS_SEARCH_GRACE_S,
     )
     store.sleep = clock.advance
     store.monotonic = clock

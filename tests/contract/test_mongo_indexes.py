@@ -3,6 +3,7 @@ server (index management runs against a scripted ``list_search_indexes``)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from pymongo.errors import (
 
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo import indexes as ix
+from vancetope_rag.store.mongo.builders import sweep as ms
 from vancetope_rag.store.mongo.errors import (
     check_bson_size,
     guard_errors,
@@ -49,6 +51,8 @@ def test_btree_index_specs() -> None:
         # one active rebuild per RAG name (partial: ended migrations drop ``active``)
         ("migrations", ("tenantId", "projectId", "ragName")),
         ("migration_items", ("migrationId", "documentId")),
+        # one first sighting of each RAG by search (a rebuild's switch waits the grace)
+        ("search_visibility", ("tenantId", "projectId", "ragId")),
     }
     active = specs[ix.MIGRATIONS]["one_active_migration_uniq"]
     assert active["partialFilterExpression"] == {"active": True}
@@ -60,6 +64,9 @@ def test_btree_index_specs() -> None:
         "ragId",
         "sourceRef",
     ]
+    # the sweeper's due notes: a range on ``at``, pages in (at, _id) order, off one index
+    assert list(specs[ix.SWAPS][ix.DUE_INDEX]["key"]) == [key for key, _ in ms.DUE_SORT]
+    assert list(ms.due_notes_filter(datetime(2026, 1, 1), None)) == ["at"]
 
 
 def test_one_collection_per_dimension() -> None:
@@ -348,3 +355,49 @@ def test_a_collection_not_created_yet_has_no_search_index() -> None:
     assert (status.status, status.ready) == ("MISSING", False)
     with pytest.raises(OperationFailure):
         ix.find_search_index(Raising(OperationFailure("not authorized", code=13)), "x")
+
+
+def node(host: str, version: int, status: str = "READY", *, staged: bool = False) -> dict[str, Any]:
+    found: dict[str, Any] = {
+        "hostname": host,
+        "status": status,
+        "queryable": status in ("READY", "STALE"),
+        "mainIndex": {"status": status, "definitionVersion": {"version": version}},
+    }
+    if staged:
+        found["stagedIndex"] = {"status": "BUILDING", "definitionVersion": {"version": version + 1}}
+    return found
+
+
+def test_ready_means_every_search_process_serves_the_latest_definition() -> None:
+    """The top-level status may read READY while a search node still serves an older
+    definition version or builds the new one (``statusDetail``): not READY yet."""
+    top = {"status": "READY", "queryable": True, "latestDefinitionVersion": {"version": 2}}
+    assert ix.is_ready({**top, "statusDetail": [node("a", 2), node("b", 2)]})
+    assert ix.is_ready(top)  # a server that lists no statusDetail: the top-level status
+    behind = {**top, "statusDetail": [node("a", 2), node("b", 1)]}
+    assert not ix.is_ready(behind)
+    assert ix.lagging_node(behind) == ("BUILDING", "b serves definition version 1, not 2 yet")
+    assert not ix.is_ready({**top, "statusDetail": [node("a", 2, staged=True)]})
+    assert ix.lagging_node({**top, "statusDetail": [node("a", 2), node("b", 2, "STALE")]}) == (
+        "STALE",
+        "b is STALE",
+    )
+    status = ix.index_status(ScriptedCollection([behind]), ix.VECTOR_INDEX, "vectorSearch")
+    assert (status.status, status.ready) == ("BUILDING", False) and "b serves" in status.detail
+    ready = {**top, "statusDetail": [node("a", 2), node("b", 2)]}
+    coll = ScriptedCollection([behind] * 4 + [ready])  # two indexes a poll: waits twice
+    t = FakeTime()
+    statuses = ix.wait_until_ready(
+        [coll], timeout_s=60, poll_s=2, sleep=t.sleep, monotonic=t.monotonic
+    )
+    assert t.slept == [2, 2] and all(s.ready and s.status == "READY" for s in statuses)
+
+
+def test_wait_fails_fast_on_a_stale_index() -> None:
+    """STALE never becomes READY by waiting: fail at the first poll, saying what to do."""
+    coll = ScriptedCollection([entry("STALE", True)])
+    t = FakeTime()
+    with pytest.raises(StoreError, match=r"is STALE.*no longer follows the writes.*Atlas UI"):
+        ix.wait_until_ready([coll], timeout_s=600, poll_s=2, sleep=t.sleep, monotonic=t.monotonic)
+    assert t.slept == []

@@ -461,3 +461,47 @@ def pod_atlas() -> MongoStore:
     """Another process' view in Atlas mode: its own client on the same database."""
     _, name = real_database()
     return open_mongo_store(real_uri(), database=name, vector_search="atlas")
+
+
+# -- search nodes ----------------------------------------------------------------------------
+
+
+@needs_atlas
+def test_status_detail_lists_every_search_process_serving_the_latest_definition(
+    server: MongoStore,
+) -> None:
+    """What ``is_ready`` reads: one ``statusDetail`` entry per search process, each serving
+    the latest definition version once READY (a server that lists none is read by its
+    top-level status)."""
+    server.initialize(dimensions=[DIM], wait=True, timeout_s=900)
+    collection = server.database[f"chunks_{DIM}"]
+    for name in (ix.VECTOR_INDEX, ix.TEXT_INDEX):
+        info = ix.find_search_index(collection, name)
+        assert info is not None and ix.is_ready(info), info
+        latest = info["latestDefinitionVersion"]["version"]
+        for node in info.get("statusDetail") or []:
+            assert node["status"] == "READY" and node["queryable"] is True, node
+            assert node["mainIndex"]["definitionVersion"]["version"] == latest, node
+
+
+@needs_atlas
+def test_search_node_preference_is_accepted_and_keeps_answers(server: MongoStore) -> None:
+    """The real-server store runs with ``search_node_preference`` on: the cluster accepts the
+    field on both stages (it would have been dropped, with a warning, if refused), and the
+    sweep's probes route like the queries."""
+    chunks = server.chunks
+    assert isinstance(chunks, MongoChunkStore) and chunks.search.node_preference is True
+    scope = RagScope(T, P, "rag-nodes", DIM)
+    chunks.replace_source(scope, "doc-1", [Chunk("a", scope.rag_id, "doc-1", "alpha", [1.0] * DIM)])
+    real_settle(server)
+    assert [h.chunk_id for h in chunks.query(scope, [1.0] * DIM, 3)] == ["a"]
+    assert [h.chunk_id for h in chunks.lexical_query(scope, "alpha", 3, vector=[1.0] * DIM)] == [
+        "a"
+    ]
+    assert chunks.search.node_preference is True  # not refused
+    collection = server.database[f"chunks_{DIM}"]
+    pinned = mq.with_node_preference(
+        mq.build_probe_pipeline(scope, "doc-1", 1, 1, DIM), scope.rag_id
+    )
+    assert pinned[0]["$vectorSearch"]["searchNodePreference"] == {"key": scope.rag_id}
+    assert len(list(collection.aggregate(pinned))) == 1

@@ -10,7 +10,7 @@ from typing import Any
 import mongomock
 import pytest
 from atlas_double import AtlasCluster
-from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SWEEP_GRACE_S
+from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SEARCH_GRACE_S
 
 from fakes import DOCS, P, T
 from turnloop import TurnLoop, check_turns, seed
@@ -33,7 +33,7 @@ def atlas_app(make_app: AppFactory, clock: Any, **config: Any) -> tuple[RagApp, 
         clock=clock,
         client=cluster.client(),
         server_clock=False,
-        sweep_grace_s=ATLAS_SWEEP_GRACE_S,
+        search_grace_s=ATLAS_SEARCH_GRACE_S,
     )
     store.sleep, store.monotonic = clock.advance, clock
     app = make_app(store=store, clock=clock, config=config)
@@ -43,9 +43,10 @@ def atlas_app(make_app: AppFactory, clock: Any, **config: Any) -> tuple[RagApp, 
 def test_turns_while_rebuilding_on_the_lagging_atlas_double(
     make_app: AppFactory, clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The new generation becomes live only once search sees all of it: with every document
-    written but not yet searchable, turns still come from the old one; once the lag has
-    passed the switch happens, and turns come from the new one, never empty."""
+    """The new generation becomes live only once search has shown all of it for the grace:
+    with every document written but not yet searchable, and when first seen, turns still
+    come from the old one; a grace later the switch happens, and turns come from the new
+    one, never empty."""
     app, cluster = atlas_app(make_app, clock, indexer_batch_size=2)
     app.init_store(dimensions=[256], wait=True)
     seed(app)
@@ -76,6 +77,10 @@ def test_turns_while_rebuilding_on_the_lagging_atlas_double(
     assert app.rebuilds.active(T, P) is not None
     loop.wait_for(3)
     cluster.settle()
+    app.scheduler.tick()  # search shows all of it: first sighting, the grace starts
+    assert app.project_rags.find_default_rag(T, P) == old
+    loop.wait_for(2)
+    clock.advance(ATLAS_SEARCH_GRACE_S)
     switch_began = time.monotonic()
     app.scheduler.tick()
     switched = time.monotonic()

@@ -19,12 +19,12 @@ Modules:
 * MongoDB (``mongo``): ``mongo.client`` (open, compose, connection semantics),
   ``mongo.control``, ``mongo.chunks`` and ``mongo.rebuilds`` (the adapters, thin I/O),
   ``mongo.catalog`` (RAG generations and the live pointers), ``mongo.builders.updates``,
-  ``mongo.builders.queries``, ``mongo.builders.text``, ``mongo.builders.probes`` and
-  ``mongo.builders.rebuilds`` (their pure builders), ``mongo.search`` (what the server's Atlas
-  Search can do, cached per process), ``mongo.indexes`` (index definitions and management),
-  ``mongo.setup`` (schema versions, ``initialize``, schema upgrade), ``mongo.errors`` (driver
-  failures as StoreErrors, the 16 MiB check), ``mongo.bm25`` (in-process BM25 ranking without
-  Atlas Search).
+  ``mongo.builders.queries``, ``mongo.builders.text``, ``mongo.builders.probes``,
+  ``mongo.builders.sweep`` and ``mongo.builders.rebuilds`` (their pure builders),
+  ``mongo.search`` (what the server's Atlas Search can do, cached per process),
+  ``mongo.indexes`` (index definitions and management), ``mongo.setup`` (schema versions,
+  ``initialize``, schema upgrade), ``mongo.errors`` (driver failures as StoreErrors, the 16
+  MiB check), ``mongo.bm25`` (in-process BM25 ranking without Atlas Search).
 * PostgreSQL (``postgres``): ``postgres.store`` (open, compose, ``initialize``),
   ``postgres.uri`` (our URI parameters, the shown URI), ``postgres.db`` (the pool,
   transactions, snapshots, the schema check), ``postgres.errors`` (psycopg failures as
@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlparse, urlunparse
 
 from vancetope_rag.domain.records import IndexStatus
@@ -145,6 +146,7 @@ def open_store(
     vector_cache: bool = True,
     busy_timeout_s: float = 30.0,
     uri_defaults: Mapping[str, str] | None = None,
+    mongo_options: Mapping[str, Any] | None = None,
 ) -> Store:
     """Open the store a URI names. A plain file path is read as a SQLite store.
 
@@ -155,6 +157,8 @@ def open_store(
     before it fails with a :class:`StoreError`.
     ``uri_defaults`` (PostgreSQL): query parameters for what the URI does not set itself
     (:meth:`EngineConfig.store_uri_defaults`).
+    ``mongo_options`` (MongoDB): keyword options of ``open_mongo_store``
+    (:meth:`EngineConfig.mongo_options`: the search grace, the search node preference).
     """
     if not uri or not uri.strip():
         raise StoreError("no store URI given; pass --store or set VANCETOPE_RAG_STORE")
@@ -166,7 +170,7 @@ def open_store(
             from vancetope_rag.store.mongo.client import open_mongo_store
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
             raise MissingDependencyError("the MongoDB store", "mongodb") from exc
-        store: Store = open_mongo_store(uri, clock=clock)
+        store: Store = open_mongo_store(uri, clock=clock, **(mongo_options or {}))
         return store
     elif scheme in ("postgresql", "postgres"):
         try:

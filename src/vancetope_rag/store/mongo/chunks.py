@@ -21,14 +21,21 @@ chunks for that window. So every chunk carries ``gen``, the chunk version of its
   one does. Queries fetch more rows than ``top_k`` so dropped rows do not shorten answers.
 * ``count_chunks`` / ``get_chunks`` read the collection (primary): the newest chunk version
   written, at once.
-* :meth:`MongoChunkStore.sweep` (run by the indexer's ticks) deletes a source's older
-  chunk versions once a search probe sees all of the newest *and* the swap is older than
-  ``sweep_grace_s``: the probe ran on one search node, and with several (Atlas Search Nodes)
-  another may still lag behind it. Without Atlas Search (exact ranking reads the
-  collection, no lag) they are deleted at once.
+* :meth:`MongoChunkStore.sweep` (run by the indexer's ticks) works through the swap notes
+  older than ``search_grace_s`` (:mod:`.mongo.builders.sweep`): per source it deletes the
+  chunk versions older than the highest *due* one, once a search probe sees all of that
+  one. The probe ran on one search node, and with several (Atlas Search Nodes) another may
+  still lag behind it: the grace is what it is allowed to lag (or, with
+  ``searchNodePreference``, queries read the node the probe read). A newer chunk version,
+  written less than the grace ago, never lets an older one go. Without Atlas Search (exact
+  ranking reads the collection, no lag) they are deleted at once.
 * ``add_chunks`` writes into a source's newest chunk version, so adding never hides chunks.
 
 A crash between steps leaves an extra chunk version the next write or sweep removes.
+
+**Switching to a rebuilt generation** (:meth:`MongoChunkStore.visible`) waits the same grace:
+the new generation must have been seen entirely, unchanged, for ``search_grace_s`` (first
+sighting recorded in :data:`~.mongo.indexes.VISIBILITY`, shared by every worker).
 """
 
 from __future__ import annotations
@@ -49,7 +56,9 @@ from vancetope_rag.domain.retrieval import Candidates, FusionParams
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.bm25 import rank_bm25
+from vancetope_rag.store.mongo.builders import probes as mp
 from vancetope_rag.store.mongo.builders import queries as mq
+from vancetope_rag.store.mongo.builders import sweep as ms
 from vancetope_rag.store.mongo.builders.text import build_text_search_pipeline
 from vancetope_rag.store.mongo.errors import guard_errors
 from vancetope_rag.store.mongo.search import SearchSupport, VectorSearchMode
@@ -77,7 +86,9 @@ class MongoChunkStore:
             defaults to ``database``.
         vector_search: ``atlas``, ``exact``, or ``auto`` (Atlas when the server has search).
         clock: when swaps are recorded and how old they are (seconds since the epoch).
-        sweep_grace_s: how long an old chunk version outlives its replacement at least.
+        search_grace_s: how long an old chunk version outlives its replacement at least,
+            and how long a rebuilt generation must have been visible before it goes live.
+        node_preference: route each RAG's search stages to one search node.
     """
 
     def __init__(
@@ -87,15 +98,19 @@ class MongoChunkStore:
         search_database: Any = None,
         vector_search: VectorSearchMode = "auto",
         clock: Clock = time.time,
-        sweep_grace_s: float = 10.0,
+        search_grace_s: float = 10.0,
+        node_preference: bool = False,
     ) -> None:
         self.db = database
         self.clock = clock
-        self.sweep_grace_s = sweep_grace_s
+        self.search_grace_s = search_grace_s
         search_db = search_database if search_database is not None else database
-        self.search = SearchSupport(database, search_db, mode=vector_search)
+        self.search = SearchSupport(
+            database, search_db, mode=vector_search, node_preference=node_preference
+        )
         self.counters = database["counters"]
         self.swaps = database[ix.SWAPS]
+        self.visibility = database[ix.VISIBILITY]
         #: Set by the opener when chunks of an older layout wait for ``init`` to move them.
         self.legacy_chunks = False
 
@@ -256,6 +271,7 @@ class MongoChunkStore:
     def drop_rag(self, scope: RagScope) -> int:
         removed = int(self._collection(scope).delete_many(mq.scope_match(scope)).deleted_count)
         self.swaps.delete_many(mq.scope_match(scope))
+        self.visibility.delete_many(mq.scope_match(scope))
         return removed
 
     # -- reads (the collection as written, on the primary) -----------------------------
@@ -328,13 +344,12 @@ class MongoChunkStore:
         self._collection(scope)
         self.search.require_queryable(scope.dimension, ix.VECTOR_INDEX)
         exact = self.search.prefer_exact(scope)
-        search = self.search.search_collection(scope.dimension)
         limit = mq.fetch_limit(top_k)
         while True:
             pipeline = mq.build_vector_search_pipeline(
                 scope, query.tolist(), limit, filters, exact=exact
             )
-            rows = list(search.aggregate(pipeline))
+            rows = self.search.aggregate(scope, pipeline)
             hits = mq.atlas_hits(rows, scope)
             # older chunk versions took places: ask for more, unless the search ran dry
             if len(hits) >= top_k or len(rows) < limit or limit >= mq.MAX_NUM_CANDIDATES:
@@ -399,15 +414,15 @@ class MongoChunkStore:
             ]
         self._collection(scope)
         self.search.require_queryable(scope.dimension, ix.TEXT_INDEX)
-        search = self.search.search_collection(scope.dimension)
         limit = mq.fetch_limit(top_k)
         wanted = (scope.tenant_id, scope.project_id, scope.rag_id)
         while True:
-            rows = list(search.aggregate(build_text_search_pipeline(scope, text, limit, filters)))
+            pipeline = build_text_search_pipeline(scope, text, limit, filters)
+            found = self.search.aggregate(scope, pipeline)
             kept = mq.newest_chunk_version(
-                r for r in rows if (r["tenantId"], r["projectId"], r["ragId"]) == wanted
+                r for r in found if (r["tenantId"], r["projectId"], r["ragId"]) == wanted
             )
-            if len(kept) >= top_k or len(rows) < limit or limit >= mq.MAX_NUM_CANDIDATES:
+            if len(kept) >= top_k or len(found) < limit or limit >= mq.MAX_NUM_CANDIDATES:
                 return [
                     mq.hit_from_bson(
                         r, mq.cosine(r.get(ix.VECTOR_FIELD), query), lexical=float(r["lexical"])
@@ -429,28 +444,78 @@ class MongoChunkStore:
         return nullcontext()
 
     def visible(self, scope: RagScope) -> bool:
-        return self.search.sees_scope(scope, self._collection(scope))
+        """Has search seen the scope's newest chunk versions, unchanged, for the grace?"""
+        collection = self._collection(scope)
+        if not self.uses_atlas():
+            return True
+        key = mq.scope_match(scope)
+        rows = list(collection.aggregate(mp.chunk_version_counts_pipeline(scope)))
+        if not rows:
+            return True  # nothing written: nothing a search node could lack
+        seen = mp.fingerprint(rows)
+        if not self.search.sees_scope(scope, collection):
+            self.visibility.delete_many(key)
+            return False
+        record = self.visibility.find_one(key)
+        if record is None or record.get("seen") != seen:  # first seen now, as it is now
+            since = self._instant()
+            update = {"$set": {"seen": seen, "since": since}}
+            ix.upsert_racing(lambda: self.visibility.update_one(key, update, upsert=True))
+        else:
+            since = record["since"]
+        return bool(since <= self._instant(self.search_grace_s))
 
     def sweep(self, *, limit: int = 100) -> int:
-        """Delete older chunk versions of sources whose newest one search sees entirely."""
+        """Delete older chunk versions of sources whose highest due one search sees entirely,
+        page after page while due notes remain (``limit`` notes a page)."""
         removed = 0
-        grace = self.sweep_grace_s if self.uses_atlas() else 0.0
-        due = {"at": {"$lte": self._instant(grace)}}
-        records = list(self.swaps.find(due).sort([("at", 1)]).limit(limit))
-        grouped: dict[tuple[str, str, str, str, int], list[tuple[Any, int]]] = {}
+        due = self._instant(self.search_grace_s if self.uses_atlas() else 0.0)
+        after: tuple[datetime, Any] | None = None
+        while True:
+            page = list(
+                self.swaps.find(ms.due_notes_filter(due, after)).sort(ms.DUE_SORT).limit(limit)
+            )
+            if not page:
+                return removed
+            removed += self._sweep_page(page)
+            after = (page[-1]["at"], page[-1]["_id"])
+            if len(page) < limit:
+                return removed
+
+    def _sweep_page(self, records: list[dict[str, Any]]) -> int:
+        removed = 0
+        grouped: dict[tuple[str, str, str, str, int], list[ms.Note]] = {}
         for r in records:
             key = (r["tenantId"], r["projectId"], r["ragId"], r["sourceRef"], int(r["dim"]))
-            grouped.setdefault(key, []).append((r["_id"], int(r["gen"])))
+            grouped.setdefault(key, []).append(ms.Note.from_bson(r))
         for (tenant, project, rag, source_ref, dim), notes in grouped.items():
             scope = RagScope(tenant, project, rag, dim)
             collection = self.search.collection(dim)
             source = {**mq.scope_match(scope), "sourceRef": source_ref}
-            newest = self._newest(collection, scope, {"sourceRef": source_ref}).get(source_ref)
-            if newest is not None and not self.search.visible(scope, source_ref, newest):
-                continue  # not yet: the old chunk version keeps answering
-            if newest is not None:
-                removed += self._drop_older(collection, source, newest)
-            # a note of a chunk version still being written (newer than any chunk) stays
-            done = [oid for oid, version in notes if newest is None or version <= newest]
-            self.swaps.delete_many({"_id": {"$in": done}})
+            rows = collection.aggregate(ms.source_versions_pipeline(scope, source_ref))
+            plan = ms.plan_source(notes, {int(row["_id"]) for row in rows})
+            done = list(plan.superseded)
+            if plan.target is not None:
+                if not plan.probe:
+                    done += plan.covered  # nothing older to delete
+                elif self.search.visible(scope, source_ref, plan.target):
+                    removed += self._drop_older(collection, source, plan.target)
+            if done:
+                self.swaps.delete_many({**source, "_id": {"$in": done}})
+            self._reschedule(source, plan.unlanded)
         return removed
+
+    def _reschedule(self, source: dict[str, Any], notes: list[ms.Note]) -> None:
+        """Unlanded notes: due again one grace later, or gone once expired."""
+        now = self._instant()
+        for note in notes:
+            update = ms.unlanded_update(note, now)
+            if update is None:
+                log.warning(
+                    "dropped the swap note of chunk version %s of %s: it never landed",
+                    note.version,
+                    source["sourceRef"],
+                )
+                self.swaps.delete_one({**source, "_id": note.id})
+            else:
+                self.swaps.update_one({**source, "_id": note.id}, update)

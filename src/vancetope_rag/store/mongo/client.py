@@ -140,7 +140,8 @@ def open_mongo_store(
     database: str | None = None,
     vector_search: VectorSearchMode = "auto",
     server_clock: bool | None = None,
-    sweep_grace_s: float = 10.0,
+    search_grace_s: float = 10.0,
+    search_node_preference: bool = False,
 ) -> MongoStore:
     """Open the MongoDB store a URI names.
 
@@ -155,8 +156,12 @@ def open_mongo_store(
             MongoDB without Atlas Search), or ``auto`` (Atlas when the server has search).
         server_clock: measure leases on the server's ``$$NOW``. Default: yes, unless a clock
             was injected or the client is mongomock (which has no ``$$NOW``).
-        sweep_grace_s: how long a replaced chunk generation stays at least, after search sees
-            its replacement (other search nodes may lag the one the sweep probed).
+        search_grace_s: how long search must have shown a write before what it replaces may
+            go: a replaced chunk version is swept, a rebuilt generation goes live (other search
+            nodes may lag the one probed; with Dedicated Search Nodes use 60 s or more).
+        search_node_preference: send each RAG's search stages to one search node
+            (``searchNodePreference`` keyed by the RAG id); a cluster that refuses the field
+            is searched without it.
 
     Raises:
         StoreError: bad URI, unreachable server, or a schema newer than this package.
@@ -183,7 +188,8 @@ def open_mongo_store(
             search_database=client.get_database(name),
             vector_search=vector_search,
             clock=clock,
-            sweep_grace_s=sweep_grace_s,
+            search_grace_s=search_grace_s,
+            node_preference=search_node_preference,
         )
         mongo_setup.open_schema(db, shown, chunks)
     except BaseException as exc:

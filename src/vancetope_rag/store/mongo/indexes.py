@@ -40,6 +40,11 @@ VECTOR_FIELD = "embedding"
 TEXT_FIELD = "text"
 #: Pending chunk version swaps the sweeper works through (see :mod:`.mongo.chunks`).
 SWAPS = "chunk_swaps"
+#: The index of the sweeper's due-notes query (a range on ``at``, pages in ``(at, _id)`` order).
+DUE_INDEX = "swap_due_idx"
+DUE_INDEX_KEYS = ("at", "_id")
+#: When search was first seen to show a RAG's chunks as written (a rebuild's switch waits).
+VISIBILITY = "search_visibility"
 #: One document per live RAG name: which generation readers use (switched in one write).
 RAG_NAMES = "rag_names"
 MIGRATIONS = "migrations"
@@ -116,7 +121,13 @@ def control_index_models() -> dict[str, list[IndexModel]]:
         "embedding_cache": [
             _model(["modelKey", "textHash"], "model_text_hash_uniq", unique=True),
         ],
-        SWAPS: [_model(["tenantId", "projectId", "ragId", "sourceRef"], "swap_source_idx")],
+        SWAPS: [
+            _model(["tenantId", "projectId", "ragId", "sourceRef"], "swap_source_idx"),
+            _model(DUE_INDEX_KEYS, DUE_INDEX),
+        ],
+        VISIBILITY: [
+            _model(["tenantId", "projectId", "ragId"], "tenant_project_rag_uniq", unique=True)
+        ],
     }
 
 
@@ -317,10 +328,31 @@ def find_search_index(collection: Any, name: str) -> Mapping[str, Any] | None:
     return None
 
 
+def lagging_node(info: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(status, why)`` of the first search process (``statusDetail``) that does not serve the
+    latest definition version READY yet; None when all do (or the server lists none)."""
+    latest = (info.get("latestDefinitionVersion") or {}).get("version")
+    for node in info.get("statusDetail") or []:
+        host = node.get("hostname") or "a search node"
+        status = str(node.get("status", "UNKNOWN"))
+        if status != "READY" or not node.get("queryable", True):
+            return status, f"{host} is {status}"
+        served = ((node.get("mainIndex") or {}).get("definitionVersion") or {}).get("version")
+        if node.get("stagedIndex") or (latest is not None and served not in (None, latest)):
+            return "BUILDING", f"{host} serves definition version {served}, not {latest} yet"
+    return None
+
+
 def is_ready(info: Mapping[str, Any] | None) -> bool:
-    """READY, not merely queryable: after a definition update Atlas keeps serving the old
-    definition (``queryable`` true) until the rebuild ends."""
-    return bool(info and info.get("status") == "READY" and info.get("queryable", True))
+    """READY, not merely queryable, on every search process: after a definition update Atlas
+    keeps serving the old definition (``queryable`` true) until the rebuild ends, and the
+    top-level status may say READY while a search node still builds (``statusDetail``)."""
+    return bool(
+        info
+        and info.get("status") == "READY"
+        and info.get("queryable", True)
+        and lagging_node(info) is None
+    )
 
 
 def _too_many(exc: OperationFailure) -> bool:
@@ -366,6 +398,9 @@ def index_status(collection: Any, name: str, kind: str) -> IndexStatus:
         return IndexStatus(collection.name, name, kind, "MISSING", False)
     status = str(info.get("status", "UNKNOWN"))
     detail = str(info.get("message") or "")
+    lagging = lagging_node(info) if status == "READY" else None
+    if lagging is not None:  # READY on top, not yet everywhere
+        status, detail = lagging
     return IndexStatus(collection.name, name, kind, status, is_ready(info), detail)
 
 
@@ -384,15 +419,24 @@ def wait_until_ready(
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> list[IndexStatus]:
-    """Poll until every search index of ``collections`` is READY.
+    """Poll until every search index of ``collections`` is READY on every search process.
 
     Raises:
-        StoreError: an index failed or vanished, or not everything was READY in time.
+        StoreError: an index failed, went STALE or vanished (at once, no waiting out the
+            timeout), or not everything was READY in time.
     """
     deadline = monotonic() + timeout_s
     while True:
         statuses = [s for c in collections for s in search_index_statuses(c)]
         for s in statuses:
+            if s.status == "STALE":
+                raise StoreError(
+                    f"Atlas search index {s.name!r} on {s.collection!r} is STALE"
+                    f"{': ' + s.detail if s.detail else ''}: it answers queries but no longer "
+                    "follows the writes (Atlas stops replicating to an index, e.g. when the "
+                    "disk fills or the oplog rolled past it); resolve the cause in the Atlas "
+                    "UI (it rebuilds the index) and run init --wait again"
+                )
             if s.status in ("FAILED", "MISSING", "DOES_NOT_EXIST"):
                 raise StoreError(
                     f"Atlas search index {s.name!r} on {s.collection!r} is {s.status}"

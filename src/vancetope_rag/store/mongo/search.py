@@ -12,7 +12,13 @@
   the user to run ``init``. Queries never create or wait for an index.
 * **Exact or approximate?** :func:`~.mongo.builders.queries.prefer_exact` on the scope's size
   against its collection's, counted at most every ``estimate_ttl_s`` per scope.
-* **Does search see a chunk version yet?** The sweeper's probe (see :mod:`.mongo.chunks`).
+* **Does search see a chunk version yet?** The sweeper's probe (see :mod:`.mongo.chunks`):
+  ``$vectorSearch``, and ``$search`` whenever the dimension's text index serves queries
+  (asked of the server, not of what this process happened to query before).
+* **Which search node?** With ``node_preference``, every search stage of a RAG carries
+  ``searchNodePreference`` keyed by the RAG id (:meth:`SearchSupport.aggregate`), so its
+  probes and its queries read the same node (Dedicated Search Nodes lag each other). A
+  cluster that refuses the field is told once in the log and asked without it from then on.
 
 Index creation lives in :mod:`.mongo.indexes`; it runs from ``init`` and when a RAG of a new
 dimension is created (:meth:`SearchSupport.prepare`), never from a query.
@@ -51,6 +57,7 @@ class SearchSupport:
             ``local`` is set per collection).
         mode: ``atlas``, ``exact`` or ``auto``.
         estimate_ttl_s: how long a scope's size estimate is trusted.
+        node_preference: route each RAG's search stages to one search node.
     """
 
     def __init__(
@@ -61,6 +68,7 @@ class SearchSupport:
         mode: VectorSearchMode = "auto",
         estimate_ttl_s: float = 600.0,
         monotonic: Callable[[], float] = time.monotonic,
+        node_preference: bool = False,
     ) -> None:
         if mode not in ("atlas", "exact", "auto"):
             raise StoreError(f"vector_search must be atlas, exact or auto, not {mode!r}")
@@ -68,6 +76,7 @@ class SearchSupport:
         self.search_db = search_database
         self.mode: VectorSearchMode = mode
         self.estimate_ttl_s = estimate_ttl_s
+        self.node_preference = node_preference
         self._monotonic = monotonic
         self._lock = threading.Lock()
         self._queryable: set[tuple[int, str]] = set()
@@ -87,6 +96,32 @@ class SearchSupport:
         return self.search_db.get_collection(
             ix.chunk_collection(dim), read_concern=ReadConcern("local")
         )
+
+    def aggregate(self, scope: RagScope, pipeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Run a search pipeline of ``scope`` (on its search node with ``node_preference``)."""
+        search = self.search_collection(scope.dimension)
+        if not self.node_preference:
+            return list(search.aggregate(pipeline))
+        try:
+            return list(search.aggregate(mq.with_node_preference(pipeline, scope.rag_id)))
+        except OperationFailure as exc:
+            if "searchnodepreference" not in str(exc).lower():
+                raise
+            log.warning(
+                "this cluster refuses searchNodePreference (%s); searching without it (set "
+                "VANCETOPE_RAG_MONGO_SEARCH_NODE_PREFERENCE=false to stop trying)",
+                exc,
+            )
+            self.node_preference = False
+        return list(search.aggregate(pipeline))
+
+    def text_serves(self, dim: int) -> bool:
+        """Does the text index of ``dim`` serve queries (so a probe must ask it too)?"""
+        try:
+            self.require_queryable(dim, ix.TEXT_INDEX)
+        except StoreError:  # no text index (yet): nothing to wait for there
+            return False
+        return True
 
     def uses_atlas(self) -> bool:
         """Resolve ``auto`` once: does this server have Atlas Search?"""
@@ -195,12 +230,11 @@ class SearchSupport:
         if count == 0 or not self.uses_atlas():
             return True
         want = min(count, mq.MAX_NUM_CANDIDATES)
-        search = self.search_collection(scope.dimension)
         probes = [mq.build_probe_pipeline(scope, source_ref, version, count, scope.dimension)]
-        if (scope.dimension, ix.TEXT_INDEX) in self._queryable:
+        if self.text_serves(scope.dimension):
             probes.append(build_text_probe_pipeline(scope, source_ref, version, count))
         try:
-            return all(len(list(search.aggregate(p))) >= want for p in probes)
+            return all(len(self.aggregate(scope, p)) >= want for p in probes)
         except OperationFailure as exc:
             # e.g. the index still serves a definition without ``gen`` as a filter field
             log.info("cannot probe chunk version %s of %s yet: %s", version, source_ref, exc)
@@ -215,17 +249,12 @@ class SearchSupport:
         by_source = mp.written(collection.aggregate(mp.chunk_version_counts_pipeline(scope)))
         if not by_source:
             return True
-        try:
-            self.require_queryable(scope.dimension, ix.TEXT_INDEX)
-            text = True
-        except StoreError:  # no text index (yet): nothing to wait for there
-            text = False
-        search = self.search_collection(scope.dimension)
+        text = self.text_serves(scope.dimension)
         try:
             for group in mp.source_groups(by_source):
                 limit = sum(by_source[s][2] for s in group)
                 for pipeline in mp.scope_probe_pipelines(scope, group, limit, text=text):
-                    if not mp.sees_all(by_source, group, search.aggregate(pipeline)):
+                    if not mp.sees_all(by_source, group, self.aggregate(scope, pipeline)):
                         return False
         except OperationFailure as exc:
             log.info("cannot probe %s yet: %s", scope.rag_id, exc)

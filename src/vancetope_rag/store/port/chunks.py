@@ -130,8 +130,9 @@ class ChunkStore(Protocol):
 
     def visible(self, scope: RagScope) -> bool:
         """Does search see the newest chunk version of every source of the scope yet? (Always
-        on stores whose queries read the data itself; a probe on Atlas.) A rebuild's shadow
-        becomes live only once it is."""
+        on stores whose queries read the data itself. On Atlas a probe, true only once search
+        has shown the scope, unchanged, for the search grace: other search nodes may lag the
+        one probed.) A rebuild's shadow becomes live only once it is."""
         ...
 
     # index management: never called in the query path

@@ -11,6 +11,8 @@ RAG takes several probes — run once per switch attempt, never by a query.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -47,6 +49,16 @@ def written(rows: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int, int]
             count = n
         found[source] = (newest, count, total + n)
     return found
+
+
+def fingerprint(rows: Iterable[Mapping[str, Any]]) -> str:
+    """A digest of what a scope holds (newest chunk version and its chunk count per source),
+    from the rows of :func:`chunk_version_counts_pipeline`: when it changes, search has not
+    yet been seen to show what is written now for as long as the grace asks."""
+    digest = hashlib.sha256()
+    for source, (newest, count, _) in sorted(written(rows).items()):
+        digest.update(json.dumps([source, newest, count]).encode())
+    return digest.hexdigest()
 
 
 def source_groups(by_source: Written, limit: int = MAX_NUM_CANDIDATES) -> list[list[str]]:

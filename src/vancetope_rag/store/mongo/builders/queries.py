@@ -269,6 +269,14 @@ def build_probe_pipeline(
     return [{"$vectorSearch": stage}, {"$project": {"_id": 1}}]
 
 
+def with_node_preference(pipeline: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, Any]]:
+    """``pipeline`` with its search stage pinned to the search node ``key`` names (Atlas's
+    ``searchNodePreference``): every query and probe of one RAG then reads the same node's
+    index, so what a probe saw is what the queries see."""
+    ((name, stage),) = pipeline[0].items()
+    return [{name: {**stage, "searchNodePreference": {"key": key}}}, *map(dict, pipeline[1:])]
+
+
 def atlas_score_to_cosine(score: float) -> float:
     """Atlas normalises cosine similarity to ``(1 + cos) / 2`` in [0, 1]; undo it."""
     return 2.0 * float(score) - 1.0
