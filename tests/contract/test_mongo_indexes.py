@@ -49,6 +49,8 @@ def test_btree_index_specs() -> None:
         # one active rebuild per RAG name (partial: ended migrations drop ``active``)
         ("migrations", ("tenantId", "projectId", "ragName")),
         ("migration_items", ("migrationId", "documentId")),
+        # one fencing mark per source (see .mongo.chunks)
+        ("source_marks", ("tenantId", "projectId", "ragId", "sourceRef")),
     }
     active = specs[ix.MIGRATIONS]["one_active_migration_uniq"]
     assert active["partialFilterExpression"] == {"active": True}

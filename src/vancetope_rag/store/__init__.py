@@ -145,6 +145,7 @@ def open_store(
     vector_cache: bool = True,
     busy_timeout_s: float = 30.0,
     uri_defaults: Mapping[str, str] | None = None,
+    claim_ttl_s: float = 600.0,
 ) -> Store:
     """Open the store a URI names. A plain file path is read as a SQLite store.
 
@@ -155,6 +156,8 @@ def open_store(
     before it fails with a :class:`StoreError`.
     ``uri_defaults`` (PostgreSQL): query parameters for what the URI does not set itself
     (:meth:`EngineConfig.store_uri_defaults`).
+    ``claim_ttl_s`` (MongoDB): the indexer's claim TTL; the store keeps its fencing marks at
+    removals twice as long.
     """
     if not uri or not uri.strip():
         raise StoreError("no store URI given; pass --store or set VANCETOPE_RAG_STORE")
@@ -166,7 +169,7 @@ def open_store(
             from vancetope_rag.store.mongo.client import open_mongo_store
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
             raise MissingDependencyError("the MongoDB store", "mongodb") from exc
-        store: Store = open_mongo_store(uri, clock=clock)
+        store: Store = open_mongo_store(uri, clock=clock, claim_ttl_s=claim_ttl_s)
         return store
     elif scheme in ("postgresql", "postgres"):
         try:

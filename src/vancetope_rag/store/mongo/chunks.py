@@ -29,6 +29,16 @@ chunks for that window. So every chunk carries ``gen``, the chunk version of its
 * ``add_chunks`` writes into a source's newest chunk version, so adding never hides chunks.
 
 A crash between steps leaves an extra chunk version the next write or sweep removes.
+
+**Source marks (fencing without transactions).** ``source_marks`` keeps one document per
+source: ``gen``, the highest chunk version written *or removed* there. Every write and every
+removal raises it with an atomic ``$max`` upsert before touching chunks; a writer whose
+version is below the mark drops its write, and checks the mark again after its insert (a
+removal that ran meanwhile wins: the writer deletes what it just wrote). A removal draws a
+fresh chunk version (``remove_by_source``) or uses the claim token (an empty replacement), so a
+stalled writer holding an older claim can never bring back chunks the user removed. The
+sweep deletes a mark only once it is older than ``mark_ttl_s`` (twice the claim TTL): a writer
+that old has lost its claim long since.
 """
 
 from __future__ import annotations
@@ -42,6 +52,7 @@ from typing import Any
 
 import numpy as np
 from bson import ObjectId
+from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from vancetope_rag.domain.records import Chunk, Hit
@@ -64,7 +75,10 @@ from vancetope_rag.store.types import ChunkFilter, Clock, RagScope
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MongoChunkStore", "VectorSearchMode"]
+__all__ = ["DEFAULT_MARK_TTL_S", "MongoChunkStore", "VectorSearchMode"]
+
+#: Twice the default claim TTL (``VANCETOPE_RAG_CLAIM_TTL_S``, 600 s).
+DEFAULT_MARK_TTL_S = 1200.0
 
 
 @guard_errors
@@ -78,6 +92,8 @@ class MongoChunkStore:
         vector_search: ``atlas``, ``exact``, or ``auto`` (Atlas when the server has search).
         clock: when swaps are recorded and how old they are (seconds since the epoch).
         sweep_grace_s: how long an old chunk version outlives its replacement at least.
+        mark_ttl_s: how long a source mark outlives its last raise at least (twice the
+            claim TTL: see the module docstring).
     """
 
     def __init__(
@@ -88,14 +104,17 @@ class MongoChunkStore:
         vector_search: VectorSearchMode = "auto",
         clock: Clock = time.time,
         sweep_grace_s: float = 10.0,
+        mark_ttl_s: float = DEFAULT_MARK_TTL_S,
     ) -> None:
         self.db = database
         self.clock = clock
         self.sweep_grace_s = sweep_grace_s
+        self.mark_ttl_s = mark_ttl_s
         search_db = search_database if search_database is not None else database
         self.search = SearchSupport(database, search_db, mode=vector_search)
         self.counters = database["counters"]
         self.swaps = database[ix.SWAPS]
+        self.marks = database[ix.SOURCE_MARKS]
         #: Set by the opener when chunks of an older layout wait for ``init`` to move them.
         self.legacy_chunks = False
 
@@ -120,6 +139,30 @@ class MongoChunkStore:
     def next_chunk_version(self) -> int:
         """A number greater than every chunk version and claim token handed out before."""
         return ix.next_sequence(self.counters)
+
+    def _raise_mark(self, source: dict[str, Any], version: int) -> int:
+        """Raise the source's mark to ``version`` (atomic ``$max``); the mark after it."""
+        found = ix.upsert_racing(
+            lambda: self.marks.find_one_and_update(
+                source,
+                {"$max": {"gen": version, "at": self._instant()}},
+                projection={"gen": 1},
+                upsert=True,
+                return_document=ReturnDocument.AFTER,
+            )
+        )
+        return int(found["gen"])
+
+    def _marks(self, scope: RagScope, source_refs: Sequence[str]) -> dict[str, int]:
+        flt = {**mq.scope_match(scope), "sourceRef": {"$in": list(source_refs)}}
+        return {
+            d["sourceRef"]: int(d["gen"]) for d in self.marks.find(flt, {"sourceRef": 1, "gen": 1})
+        }
+
+    def _expire_marks(self) -> int:
+        """Delete the marks nobody raised for ``mark_ttl_s``."""
+        old = {"at": {"$lt": self._instant(self.mark_ttl_s)}}
+        return int(self.marks.delete_many(old).deleted_count)
 
     def _newest(
         self, collection: Any, scope: RagScope, filters: ChunkFilter | None = None
@@ -176,7 +219,12 @@ class MongoChunkStore:
                 fresh = fresh if fresh is not None else self.next_chunk_version()
                 version = fresh
             doc["gen"] = version
+        for ref in sources:
+            if ref not in newest:  # a new source: raise its mark as any write does
+                assert fresh is not None
+                self._raise_mark({**mq.scope_match(scope), "sourceRef": ref}, fresh)
         self._insert(collection, scope, docs)
+        self._drop_orphans(collection, scope, docs, newest)
         return [c.id for c in chunks]
 
     def replace_source(
@@ -198,17 +246,18 @@ class MongoChunkStore:
         version = chunk_version if chunk_version is not None else self.next_chunk_version()
         source = {**mq.scope_match(scope), "sourceRef": source_ref}
         written = self._newest(collection, scope, {"sourceRef": source_ref}).get(source_ref)
-        if written is not None and written > version:
+        # every write and removal raises the mark first: an older writer is dropped here
+        newer = max(written or 0, self._raise_mark(source, version))
+        if newer > version:
             log.info(
                 "dropped a write of %s under chunk version %s: %s is newer",
                 source_ref,
                 version,
-                written,
+                newer,
             )
             return
         if not docs:  # a removal: meant to leave the source empty, at once
-            collection.delete_many({**source, "gen": {"$lte": version}})
-            self.swaps.delete_many(source)
+            self._remove_up_to(collection, source, version)
             return
         if written == version:  # the same writer again under its token: redo that chunk version
             collection.delete_many({**source, "gen": version})
@@ -220,8 +269,9 @@ class MongoChunkStore:
             doc["gen"] = version
         self._insert(collection, scope, docs)
         latest = self._newest(collection, scope, {"sourceRef": source_ref}).get(source_ref, version)
-        if latest > version:  # a newer writer came in meanwhile: these chunks can never show
-            collection.delete_many({**source, "gen": version})
+        latest = max(latest, self._marks(scope, [source_ref]).get(source_ref, version))
+        if latest > version:  # a newer write or a removal came in meanwhile: never shown
+            self.discard_chunk_version(scope, source_ref, version)
         elif not self.uses_atlas():  # no search index to lag behind: swap at once
             self._drop_older(collection, source, version)
 
@@ -235,10 +285,55 @@ class MongoChunkStore:
         at = datetime.fromtimestamp(self.clock(), UTC) - timedelta(seconds=seconds_ago)
         return at.replace(tzinfo=None, microsecond=at.microsecond // 1000 * 1000)
 
+    def _drop_orphans(
+        self,
+        collection: Any,
+        scope: RagScope,
+        docs: Sequence[dict[str, Any]],
+        newest: dict[str, int],
+    ) -> None:
+        """After an add: chunks whose source a removal (or replacement) emptied meanwhile would
+        be orphans; the removal wins, as if it ran after the add. A source that had chunks
+        lost them all (every other chunk of that chunk version is gone); a new one got a mark
+        above the version this add drew."""
+        mine = [d["_id"] for d in docs]
+        marks = self._marks(scope, sorted({d["sourceRef"] for d in docs}))
+        lost: list[Any] = []
+        for ref in {d["sourceRef"] for d in docs}:
+            part = [d for d in docs if d["sourceRef"] == ref]
+            version = int(part[0]["gen"])
+            if ref in newest:
+                flt = {**mq.scope_match(scope), "sourceRef": ref, "gen": version}
+                gone = collection.find_one({**flt, "_id": {"$nin": mine}}, {"_id": 1}) is None
+            else:
+                gone = marks.get(ref, version) > version
+            if gone:
+                lost += [d["_id"] for d in part]
+        if lost:
+            log.info("dropped %s added chunks: their source was removed meanwhile", len(lost))
+            collection.delete_many({**mq.scope_match(scope), "_id": {"$in": lost}})
+
+    def _remove_up_to(self, collection: Any, source: dict[str, Any], version: int) -> int:
+        """Delete a source's chunk versions up to ``version`` (its mark already raised)."""
+        removed = int(collection.delete_many({**source, "gen": {"$lte": version}}).deleted_count)
+        self.swaps.delete_many({**source, "gen": {"$lte": version}})
+        return removed
+
     def remove_by_source(self, scope: RagScope, source_ref: str) -> int:
+        """Remove a source under a fresh chunk version, so no older writer brings it back."""
+        collection = self._collection(scope)
         source = {**mq.scope_match(scope), "sourceRef": source_ref}
-        removed = int(self._collection(scope).delete_many(source).deleted_count)
-        self.swaps.delete_many(source)
+        version = self.next_chunk_version()
+        self._raise_mark(source, version)
+        return self._remove_up_to(collection, source, version)
+
+    def discard_chunk_version(self, scope: RagScope, source_ref: str, chunk_version: int) -> int:
+        """Undo a write of ``chunk_version``: its chunks and its swap note go (the source's
+        older chunk version, not yet swept, answers again)."""
+        source = {**mq.scope_match(scope), "sourceRef": source_ref}
+        flt = {**source, "gen": chunk_version}
+        removed = int(self._collection(scope).delete_many(flt).deleted_count)
+        self.swaps.delete_many(flt)
         return removed
 
     def remove_chunks(
@@ -433,6 +528,7 @@ class MongoChunkStore:
 
     def sweep(self, *, limit: int = 100) -> int:
         """Delete older chunk versions of sources whose newest one search sees entirely."""
+        self._expire_marks()
         removed = 0
         grace = self.sweep_grace_s if self.uses_atlas() else 0.0
         due = {"at": {"$lte": self._instant(grace)}}

@@ -141,6 +141,7 @@ def open_mongo_store(
     vector_search: VectorSearchMode = "auto",
     server_clock: bool | None = None,
     sweep_grace_s: float = 10.0,
+    claim_ttl_s: float = 600.0,
 ) -> MongoStore:
     """Open the MongoDB store a URI names.
 
@@ -157,6 +158,8 @@ def open_mongo_store(
             was injected or the client is mongomock (which has no ``$$NOW``).
         sweep_grace_s: how long a replaced chunk generation stays at least, after search sees
             its replacement (other search nodes may lag the one the sweep probed).
+        claim_ttl_s: the indexer's claim TTL; a source mark (fencing at removals, see
+            :mod:`.mongo.chunks`) is kept at least twice as long.
 
     Raises:
         StoreError: bad URI, unreachable server, or a schema newer than this package.
@@ -184,6 +187,7 @@ def open_mongo_store(
             vector_search=vector_search,
             clock=clock,
             sweep_grace_s=sweep_grace_s,
+            mark_ttl_s=2 * claim_ttl_s,
         )
         mongo_setup.open_schema(db, shown, chunks)
     except BaseException as exc:

@@ -40,6 +40,10 @@ VECTOR_FIELD = "embedding"
 TEXT_FIELD = "text"
 #: Pending chunk version swaps the sweeper works through (see :mod:`.mongo.chunks`).
 SWAPS = "chunk_swaps"
+#: Per-source high-water marks of chunk versions written or removed (fencing: .mongo.chunks).
+SOURCE_MARKS = "source_marks"
+#: The keys of one source of one RAG (swap notes and marks are looked up by them).
+SOURCE_KEYS = ("tenantId", "projectId", "ragId", "sourceRef")
 #: One document per live RAG name: which generation readers use (switched in one write).
 RAG_NAMES = "rag_names"
 MIGRATIONS = "migrations"
@@ -111,7 +115,11 @@ def control_index_models() -> dict[str, list[IndexModel]]:
         "embedding_cache": [
             _model(["modelKey", "textHash"], "model_text_hash_uniq", unique=True),
         ],
-        SWAPS: [_model(["tenantId", "projectId", "ragId", "sourceRef"], "swap_source_idx")],
+        SWAPS: [_model(SOURCE_KEYS, "swap_source_idx")],
+        SOURCE_MARKS: [
+            _model(SOURCE_KEYS, "mark_source_uniq", unique=True),
+            _model(["at"], "mark_age_idx"),
+        ],
     }
 
 
