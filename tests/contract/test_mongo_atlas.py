@@ -189,6 +189,60 @@ def test_an_updated_definition_is_served_old_until_rebuilt(atlas: Any, fake_cloc
     assert chunks.sweep() == 1 and collection.count_documents({}) == 1
 
 
+def test_the_text_index_analyses_as_the_sqlite_store(atlas: Any, fake_clock: Any) -> None:
+    """On the double, which analyses with the definition's analyzer: a plural finds its
+    singular, accents fold, ``snake_case`` stays one term, and a query of stopwords and
+    content words matches on the content words only."""
+    store, cluster = atlas
+    chunks = chunks_of(store)
+    chunks.add_chunks(
+        SCOPE,
+        [
+            chunk("cell", unit(0), source="a", text="A cell divides."),
+            chunk("cafe", unit(1), source="b", text="Le café est ouvert."),
+            chunk("code", unit(2), source="c", text="call claim_for_rag_index first"),
+            chunk("the", unit(3), source="d", text="the and of the"),
+        ],
+    )
+    cluster.settle()
+
+    def found(query: str) -> list[str]:
+        return ids(chunks.lexical_query(SCOPE, query, 5, vector=unit(0)))
+
+    assert found("dividing cells") == ["cell"]
+    assert found("CAFE") == ["cafe"]
+    assert found("claim_for_rag_index") == ["code"] and found("claim") == []
+    assert found("what is the cell") == ["cell"]  # stopwords dropped while others remain
+
+
+def test_init_moves_an_old_text_index_to_our_analyzer(atlas: Any, fake_clock: Any) -> None:
+    """A cluster indexed by an older version (``lucene.standard``): ``init`` updates the text
+    index; while Atlas rebuilds it, queries answer from the old definition and the indexer
+    holds (the dimension is not READY); then the new analysis serves."""
+    store, cluster = atlas
+    chunks = chunks_of(store)
+    old = ix.text_index_definition()
+    old.pop("analyzers", None)
+    old["mappings"]["fields"]["text"] = {"type": "string", "analyzer": "lucene.standard"}
+    index = cluster.indexes[("vancetope_rag_test", "chunks_8")][ix.TEXT_INDEX]
+    index.versions = [(index.created_at, old)]
+    chunks.add_chunks(SCOPE, [chunk("cell", unit(0), text="A cell divides.")])
+    cluster.settle()
+    assert ids(chunks.lexical_query(SCOPE, "cells", 3, vector=unit(0))) == []  # standard
+    chunks.search.forget(DIM)
+    statuses = store.initialize()
+    text = next(s for s in statuses if s.name == ix.TEXT_INDEX)
+    assert (text.status, text.ready) == ("BUILDING", False)
+    assert not chunks.dimension_ready(DIM)  # the indexer holds its documents meanwhile
+    assert ids(chunks.lexical_query(SCOPE, "cell", 3, vector=unit(0))) == ["cell"]  # old one
+    assert all(s.ready for s in store.initialize(wait=True))
+    assert ids(chunks.lexical_query(SCOPE, "cells", 3, vector=unit(0))) == ["cell"]
+    assert store.initialize()[1].status == "READY"  # unchanged from now on: no rebuild
+    assert ix.ensure_search_index(store.database["chunks_8"], ix.search_index_models(DIM)[1]) == (
+        "unchanged"
+    )
+
+
 # -- the swap, moment by moment --------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from vancetope_rag.domain.records import Chunk, IndexState, ProjectStatus
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import updates as q
+from vancetope_rag.store.mongo.builders.analysis import text_terms
 from vancetope_rag.store.mongo.builders.queries import (
     MAX_NUM_CANDIDATES,
     atlas_hits,
@@ -81,7 +82,7 @@ def test_translate_filters_refuses_unknown_keys(bad: dict[str, str]) -> None:
     with pytest.raises(InvalidInputError):
         build_vector_search_pipeline(SCOPE, [1.0, 0, 0, 0], 3, bad, exact=False)
     with pytest.raises(InvalidInputError):
-        build_text_search_pipeline(SCOPE, "words", 3, bad)
+        build_text_search_pipeline(SCOPE, text_terms("words"), 3, bad)
 
 
 def test_vector_search_filter_always_scopes_by_tenant_project_and_rag() -> None:
@@ -172,7 +173,7 @@ def test_every_search_filter_field_is_declared_in_the_index(filters: Any) -> Non
         for k, v in ix.text_index_definition()["mappings"]["fields"].items()
         if v["type"] in ("token", "number")
     }
-    text = build_text_search_pipeline(SCOPE, "q", 3, filters)[0]["$search"]["compound"]
+    text = build_text_search_pipeline(SCOPE, text_terms("q"), 3, filters)[0]["$search"]["compound"]
     assert {c["equals"]["path"] for c in text["filter"] if "equals" in c} <= tokens
 
 
@@ -227,7 +228,10 @@ def test_probe_pipeline_counts_one_generation_of_one_source_exactly() -> None:
 
 def test_text_search_pipeline_shape() -> None:
     pipeline = build_text_search_pipeline(
-        SCOPE, "eventual consistency", 20, {"kind": "content", "!path": ["a.md", "b.md"]}
+        SCOPE,
+        text_terms("eventual consistency"),
+        20,
+        {"kind": "content", "!path": ["a.md", "b.md"]},
     )
     assert [next(iter(stage)) for stage in pipeline] == ["$search", "$limit", "$project"]
     search = pipeline[0]["$search"]
@@ -247,6 +251,22 @@ def test_text_search_pipeline_shape() -> None:
     assert pipeline[1] == {"$limit": 20}
     project = pipeline[2]["$project"]
     assert project["lexical"] == {"$meta": "searchScore"} and project["embedding"] == 1
+
+
+def test_the_text_query_is_reduced_by_the_sqlite_term_rule() -> None:
+    """Atlas receives the query's distinct terms (by stem), stopwords dropped while others
+    remain, at most 64: what FTS5 matches on the SQLite store, not the whole text."""
+
+    def sent(query: str) -> str:
+        (search, *_) = build_text_search_pipeline(SCOPE, text_terms(query), 5, None)
+        return str(search["$search"]["compound"]["must"][0]["text"]["query"])
+
+    assert sent("What is the state of the cells, the cell and its Cells?") == "state cells"
+    assert sent("what is it") == "what is it"  # only stopwords: they are the query
+    assert sent("naïve café, NAIVE Cafe") == "naïve café"
+    long = " ".join(f"term{i}" for i in range(100))
+    assert sent(long) == " ".join(f"term{i}" for i in range(64))
+    assert text_terms("?!, -- ...") == []  # no token: the store asks nothing
 
 
 def test_num_candidates() -> None:

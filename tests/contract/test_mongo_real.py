@@ -47,6 +47,7 @@ from vancetope_rag.domain.records import Chunk, IndexState, ProjectStatus
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import queries as mq
+from vancetope_rag.store.mongo.builders.analysis import analyze
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
 from vancetope_rag.store.port import ControlStore
@@ -241,6 +242,34 @@ def test_init_makes_both_search_indexes_ready(server: MongoStore) -> None:
     assert all(s.ready and s.status == "READY" for s in statuses)
     collection = server.database[f"chunks_{DIM}"]
     assert ix.ensure_search_index(collection, ix.search_index_models(DIM)[0]) == "unchanged"
+
+
+@needs_atlas
+def test_the_text_analyzer_on_atlas_matches_its_twin(server: MongoStore) -> None:
+    """Atlas's own analysis of our analyzer: each probe word finds exactly the chunks whose
+    tokens, by the client's twin (:func:`analyze`), hold the word's token — including the
+    stemmer's departures from the SQLite store (``is`` → ``i``) and ICU folding."""
+    server.initialize(dimensions=[DIM], wait=True, timeout_s=900)
+    scope = RagScope(T, P, "rag-analysis", DIM)
+    texts = [
+        "A cell divides; the cells divided.",
+        "Le café est fermé à Zürich.",
+        "call claim_for_rag_index first, then mark_rag_clean",
+        "It is plausibly agreed: connections connect.",
+        "ёлка and i",
+        "CAFE ZURICH 42",
+    ]
+    server.chunks.add_chunks(
+        scope, [Chunk(f"c{i}", scope.rag_id, f"d{i}", t, [1.0] * DIM) for i, t in enumerate(texts)]
+    )
+    real_settle(server)
+    probes = ["cells", "dividing", "cafe", "zurich", "claim_for_rag_index", "claim", "is", "i"]
+    probes += ["plausible", "agree", "connecting", "елка", "42"]
+    for word in probes:
+        (token,) = analyze(word)
+        want = {f"c{i}" for i, t in enumerate(texts) if token in analyze(t)}
+        got = {h.chunk_id for h in server.chunks.lexical_query(scope, word, 10, vector=[1.0] * DIM)}
+        assert got == want, word
 
 
 @needs_atlas

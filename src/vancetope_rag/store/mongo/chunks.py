@@ -61,6 +61,7 @@ from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.bm25 import rank_bm25
 from vancetope_rag.store.mongo.builders import queries as mq
+from vancetope_rag.store.mongo.builders.analysis import text_terms
 from vancetope_rag.store.mongo.builders.text import build_text_search_pipeline
 from vancetope_rag.store.mongo.errors import guard_errors
 from vancetope_rag.store.mongo.search import SearchSupport, VectorSearchMode
@@ -69,7 +70,6 @@ from vancetope_rag.store.shared import (
     checked_vector,
     chunk_id_taken_error,
     unique_batches,
-    words,
 )
 from vancetope_rag.store.types import ChunkFilter, Clock, RagScope
 
@@ -480,14 +480,15 @@ class MongoChunkStore:
         query = checked_vector(vector, scope.dimension)
         mq.translate_filters(filters)
         top_k = min(top_k, mq.MAX_NUM_CANDIDATES)  # as in query
-        if not words(text):
+        terms = text_terms(text)
+        if not terms:
             return []
         fields = {name: 1 for name in (*mq.HIT_FIELDS, ix.VECTOR_FIELD)}
         if not self.uses_atlas():  # BM25 over the scope's chunks as they are now
             rows = mq.newest_chunk_version(
                 self._collection(scope).find(mq.chunk_match(scope, None, filters), fields)
             )
-            ranked = rank_bm25(rows, text, top_k)
+            ranked = rank_bm25(rows, [t.token for t in terms], top_k)
             return [
                 mq.hit_from_bson(r, mq.cosine(r.get(ix.VECTOR_FIELD), query), lexical=s)
                 for r, s in ranked
@@ -498,7 +499,7 @@ class MongoChunkStore:
         limit = mq.fetch_limit(top_k)
         wanted = (scope.tenant_id, scope.project_id, scope.rag_id)
         while True:
-            rows = list(search.aggregate(build_text_search_pipeline(scope, text, limit, filters)))
+            rows = list(search.aggregate(build_text_search_pipeline(scope, terms, limit, filters)))
             kept = mq.newest_chunk_version(
                 r for r in rows if (r["tenantId"], r["projectId"], r["ragId"]) == wanted
             )
