@@ -17,6 +17,7 @@ import pytest
 from atlas_double import AtlasCluster
 from atlas_search_sim import failure
 from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SWEEP_GRACE_S, atlas_store
+from pymongo import MongoClient
 from pymongo.errors import OperationFailure
 from pymongo.operations import SearchIndexModel
 
@@ -30,7 +31,7 @@ from vancetope_rag.store.types import NewDocument, RagScope
 
 DIM = 8
 SCOPE = RagScope("ta", "p", "rag-a", DIM)
-URI = "mongodb://user:pw@atlas.example.net/vancetope_rag_test?readPreference=secondary"
+URI = "mongodb://user:pw@atlas.example.net/vancetope_rag_test?readPreference=nearest&w=1"
 
 
 def unit(i: int, dim: int = DIM) -> list[float]:
@@ -243,6 +244,34 @@ def test_init_moves_an_old_text_index_to_our_analyzer(atlas: Any, fake_clock: An
     )
 
 
+def test_writes_are_acknowledged_by_a_majority_whatever_the_uri(fake_clock: Any) -> None:
+    """``w=1`` in the URI: a failover could roll back a counter increment and hand out one
+    fencing token twice. Every collection the store writes is pinned to ``majority``."""
+    store, _ = fresh(fake_clock)
+    store.initialize(dimensions=[DIM], wait=True)
+    names = ["counters", "documents", "rags", "rag_names", "migrations", "migration_items"]
+    names += ["chunk_swaps", "source_marks", "chunks_8"]
+    for name in names:
+        concern = store.database[name].options.get("write_concern")
+        assert concern is not None and concern.document == {"w": "majority"}, name
+    for collection in (store.control.counters, store.control.documents, store.chunks.marks):
+        assert collection.options["write_concern"].document == {"w": "majority"}
+
+
+@pytest.mark.parametrize("mode", ["secondary", "secondaryPreferred"])
+def test_a_secondary_read_preference_is_refused_at_open(fake_clock: Any, mode: str) -> None:
+    cluster = AtlasCluster(clock=fake_clock, lag_s=ATLAS_LAG_S, build_s=ATLAS_BUILD_S)
+    uri = f"mongodb://user:pw@atlas.example.net/db?readPreference={mode}"
+    with pytest.raises(StoreError, match=f"readPreference={mode} is not supported") as refused:
+        open_mongo_store(uri, clock=fake_clock, client=cluster.client(), server_clock=False)
+    assert "pw" not in str(refused.value) and "nearest" in str(refused.value)
+    assert cluster.reads == []  # refused before anything was read
+    client = MongoClient("mongodb://localhost/", connect=False, readPreference=mode)
+    with pytest.raises(StoreError, match="is not supported"):  # the client's own preference
+        open_mongo_store("mongodb://localhost/db", client=client)
+    client.close()
+
+
 # -- the swap, moment by moment --------------------------------------------------------------
 
 
@@ -438,7 +467,7 @@ def test_the_double_refuses_what_atlas_refuses(atlas: Any) -> None:
 
 
 def test_control_reads_use_the_primary_and_search_reads_local(fake_clock: Any) -> None:
-    """Opened with ``readPreference=secondary`` in the URI: claims, ``holds_claim`` and chunk
+    """Opened with ``readPreference=nearest`` in the URI: claims, ``holds_claim`` and chunk
     counts still read the primary; search stages run with read concern ``local``."""
     store, cluster = fresh(fake_clock)
     store.initialize(dimensions=[DIM], wait=True)

@@ -14,8 +14,8 @@ only a real server shows: leases on the server's ``$$NOW``, workers in separate 
 for claims, Atlas scores against exact cosine similarity, queries during replacements, a
 definition update followed by a filter on the new field, a query while an index builds, a
 user without search rights (``VANCETOPE_RAG_TEST_MONGODB_RESTRICTED_URI``: a user with only
-``read`` on the database), a document over 16 MiB, ``readPreference=secondary`` in the URI,
-and a scope over 10,000 chunks.
+``read`` on the database), a document over 16 MiB, read preferences in the URI (``secondary*``
+refused), our text analyzer's output on Atlas, and a scope over 10,000 chunks.
 """
 
 from __future__ import annotations
@@ -436,13 +436,16 @@ def test_a_document_over_16_mib_is_refused_before_the_driver(server: MongoStore)
     assert server.chunks.count_chunks(scope) == 0
 
 
-def test_read_preference_secondary_in_the_uri(server: MongoStore) -> None:
-    """Control reads go to the primary whatever the URI says: a claim and a read of what
-    was just written see it at once."""
+def test_read_preference_in_the_uri(server: MongoStore) -> None:
+    """``secondaryPreferred`` is refused at open; with ``nearest`` (and ``w=1``), control
+    reads still go to the primary and writes to a majority: a claim and a read of what was
+    just written see it at once."""
     _, name = real_database()
     sep = "&" if "?" in real_uri() else "?"
+    with pytest.raises(StoreError, match="readPreference=secondaryPreferred is not supported"):
+        open_mongo_store(f"{real_uri()}{sep}readPreference=secondaryPreferred", database=name)
     store = open_mongo_store(
-        f"{real_uri()}{sep}readPreference=secondaryPreferred", database=name, server_clock=True
+        f"{real_uri()}{sep}readPreference=nearest&w=1", database=name, server_clock=True
     )
     try:
         doc = store.control.insert_document(
@@ -453,6 +456,7 @@ def test_read_preference_secondary_in_the_uri(server: MongoStore) -> None:
         scope = RagScope(T, P, "rag-rp", DIM)
         store.chunks.add_chunks(scope, [Chunk("c", scope.rag_id, "d", "c", [1.0] * DIM)])
         assert store.chunks.count_chunks(scope) == 1
+        assert store.database["counters"].write_concern.document == {"w": "majority"}
     finally:
         store.close()
 

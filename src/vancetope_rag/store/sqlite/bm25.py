@@ -49,6 +49,7 @@ TOKENIZER_ARGS: tuple[str, list[str]] = (
     ["unicode61", "remove_diacritics", "2", "tokenchars", "_"],
 )
 
+
 def _quoted(value: str) -> str:
     return '"' + value.replace('"', '""') + '"'
 
