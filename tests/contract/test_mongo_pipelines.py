@@ -17,6 +17,7 @@ from bson.binary import Binary, BinaryVectorDtype
 from vancetope_rag.domain.records import Chunk, IndexState, ProjectStatus
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo import indexes as ix
+from vancetope_rag.store.mongo.builders import rebuilds as mm
 from vancetope_rag.store.mongo.builders import updates as q
 from vancetope_rag.store.mongo.builders.analysis import text_terms
 from vancetope_rag.store.mongo.builders.queries import (
@@ -489,6 +490,41 @@ def test_the_claim_index_follows_the_claim_query_in_esr_order() -> None:
     assert q.CLAIM_SORT == [("updatedAt", 1), ("_id", 1)]
     # the spec's index (§3.2) stays for the equality prefix
     assert index_keys(ix.CLAIM_INDEX) == ["tenantId", "projectId", "ragDirty", "ragClaimedBy"]
+
+
+def serving_indexes(
+    collection: str, flt: dict[str, Any], sort: list[tuple[str, int]]
+) -> dict[str, list[str]]:
+    """The declared indexes of ``collection`` whose keys are equality fields of the query
+    (of every branch of a top-level ``$or``) followed by the sort, with that equality prefix:
+    the server walks them in order and never sorts in memory."""
+    branches = flt["$or"] if set(flt) == {"$or"} else [flt]
+    equal = [
+        {k for k, v in b.items() if not k.startswith("$") and not isinstance(v, dict)}
+        for b in branches
+    ]
+    sort_keys = [field for field, _ in sort]
+    found: dict[str, list[str]] = {}
+    for model in ix.control_index_models()[collection]:
+        keys = list(model.document["key"])
+        prefix, rest = keys[: len(keys) - len(sort_keys)], keys[len(keys) - len(sort_keys) :]
+        if prefix and rest == sort_keys and all(set(prefix) <= e for e in equal):
+            found[str(model.document["name"])] = prefix
+    return found
+
+
+def test_the_queue_of_a_rebuild_is_claimed_along_an_index() -> None:
+    """O(1) per claim instead of a sort of the whole queue: each state's branch of the claim
+    query is the equality prefix of ``migration_claim_order_idx``, then its sort. (Walking
+    ``(migrationId, documentId)`` would step over every finished item: the state must be in
+    the prefix.)"""
+    for time in (q.ServerTime(), q.ClockTime(AT)):
+        flt = mm.item_claim_filter("t", "p", "m1", 60, time)
+        served = serving_indexes(ix.MIGRATION_ITEMS, flt, mm.ITEM_CLAIM_SORT)
+        assert served["migration_claim_order_idx"] == ["migrationId", "state"]
+    flt = q.claim_filter("t", "p", 60, q.ServerTime())  # the documents' claim, likewise
+    served = serving_indexes("documents", flt, q.CLAIM_SORT)
+    assert served[ix.CLAIM_ORDER_INDEX] == ["tenantId", "projectId", "ragDirty"]
 
 
 def test_claim_update_carries_the_token() -> None:

@@ -47,6 +47,8 @@ from vancetope_rag.domain.records import Chunk, IndexState, ProjectStatus
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import queries as mq
+from vancetope_rag.store.mongo.builders import rebuilds as mm
+from vancetope_rag.store.mongo.builders import updates as q
 from vancetope_rag.store.mongo.builders.analysis import analyze
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
@@ -459,6 +461,36 @@ def test_read_preference_in_the_uri(server: MongoStore) -> None:
         assert store.database["counters"].write_concern.document == {"w": "majority"}
     finally:
         store.close()
+
+
+def _stages(plan: Any) -> list[str]:
+    """Every stage name of an ``explain`` plan tree."""
+    if isinstance(plan, dict):
+        own = [plan["stage"]] if isinstance(plan.get("stage"), str) else []
+        return own + [s for v in plan.values() for s in _stages(v)]
+    if isinstance(plan, list):
+        return [s for v in plan for s in _stages(v)]
+    return []
+
+
+def test_a_rebuild_claim_neither_sorts_in_memory_nor_scans(server: MongoStore) -> None:
+    """``explain`` of the queue's claim query on 2,000 items, most of them done: the winning
+    plan walks ``migration_claim_order_idx`` (merged per state), with no SORT and no
+    COLLSCAN."""
+    items = server.database[ix.MIGRATION_ITEMS]
+    states = ["done"] * 1900 + ["pending"] * 60 + ["processing"] * 40
+    items.insert_many(
+        [
+            {"migrationId": "m-explain", "tenantId": T, "projectId": P, "documentId": f"d{i:05}"}
+            | {"state": state, "nextAttemptAt": None, "claimedAt": datetime.now(UTC)}
+            for i, state in enumerate(states)
+        ]
+    )
+    flt = mm.item_claim_filter(T, P, "m-explain", 60, q.ServerTime())
+    plan = items.find(flt).sort(mm.ITEM_CLAIM_SORT).limit(1).explain()
+    stages = _stages(plan["queryPlanner"]["winningPlan"])
+    assert "IXSCAN" in stages and "SORT" not in stages and "COLLSCAN" not in stages, stages
+    assert "migration_claim_order_idx" in str(plan["queryPlanner"]["winningPlan"])
 
 
 @needs_atlas

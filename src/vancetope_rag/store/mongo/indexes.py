@@ -107,6 +107,8 @@ def control_index_models() -> dict[str, list[IndexModel]]:
         MIGRATION_ITEMS: [
             _model(["migrationId", "documentId"], "migration_document_uniq", unique=True),
             _model(["migrationId", "state", "nextAttemptAt"], "migration_claim_idx"),
+            # the claim query's equality fields then its sort (ESR): no sort per claim
+            _model(["migrationId", "state", "documentId"], "migration_claim_order_idx"),
             _model(["tenantId", "projectId", "documentId"], "migration_item_document_idx"),
             _model(["migrationId", "completedAt"], "migration_activity_idx"),
         ],
