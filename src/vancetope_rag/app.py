@@ -125,6 +125,7 @@ class RagApp:
             busy_timeout_s=config.store_busy_timeout_s,
             uri_defaults=config.store_uri_defaults(),
             mongo_options=config.mongo_options(),
+            claim_ttl_s=config.claim_ttl_s,
         )
         metrics = Metrics(state_ttl_s=config.metrics_state_ttl_s)
         control, chunks = store.control, store.chunks

@@ -9,7 +9,10 @@ the double checks the adapter against Atlas and not against itself:
   ``(1 + cosine) / 2`` for a cosine index. ANN is simulated by exact ranking.
 * ``$search``: ``compound`` with ``must`` / ``should`` / ``filter`` / ``mustNot`` clauses,
   ``text``, ``equals``, ``in`` and ``exists`` operators; ``equals``/``in`` need ``token``
-  fields, ``text`` a ``string`` field; ``searchScore`` is BM25 (k1 1.2, b 0.75) over words.
+  fields, ``text`` a ``string`` field; ``searchScore`` is BM25 (k1 1.2, b 0.75) over the
+  tokens of the field's analyzer: ``lucene.standard`` (words, lower-cased) or a custom
+  analyzer of the definition's ``analyzers`` built from ``regexSplit``, ``lowercase``,
+  ``icuFolding`` and ``snowballStemming`` (``porter``); anything else is refused.
 * The few stages the adapter puts after a search stage: ``$project`` (with ``$meta``),
   ``$limit``, ``$match``, ``$set``/``$addFields`` with ``$meta``, ``$unset``.
 """
@@ -18,13 +21,16 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import regex
 from bson.binary import Binary
 from mongomock.filtering import filter_applies
+from nltk.stem.porter import PorterStemmer
 from pymongo.errors import OperationFailure
 
 MAX_NUM_CANDIDATES = 10_000
@@ -135,6 +141,61 @@ def words(text: Any) -> list[str]:
     return _WORD.findall(text.lower()) if isinstance(text, str) else []
 
 
+Analyzer = Callable[[Any], list[str]]
+
+# Snowball's ``porter`` implements the 1980 paper, as NLTK's ORIGINAL_ALGORITHM mode does.
+_PORTER = PorterStemmer(mode=PorterStemmer.ORIGINAL_ALGORITHM)
+
+
+def _icu_fold(token: str) -> str:
+    """ICU folding (UTR #30) as far as the tests need: case, accents, compatibility forms."""
+    decomposed = unicodedata.normalize("NFKD", token.casefold())
+    return unicodedata.normalize(
+        "NFKC", "".join(c for c in decomposed if not unicodedata.combining(c))
+    )
+
+
+def _token_filter(spec: Mapping[str, Any]) -> Callable[[str], str]:
+    kind = spec.get("type")
+    if kind == "lowercase":
+        return str.lower
+    if kind == "icuFolding":
+        return _icu_fold
+    if kind == "snowballStemming" and spec.get("stemmerName") == "porter":
+        return lambda t: str(_PORTER.stem(t, to_lowercase=False))
+    raise plan_error(f"token filter {dict(spec)} is not simulated by the test double")
+
+
+def _custom_analyzer(spec: Mapping[str, Any]) -> Analyzer:
+    tokenizer = spec.get("tokenizer", {})
+    if tokenizer.get("type") != "regexSplit" or spec.get("charFilters"):
+        raise plan_error(f"analyzer {spec.get('name')!r} is not simulated by the test double")
+    split = regex.compile(tokenizer["pattern"])
+    filters = [_token_filter(f) for f in spec.get("tokenFilters", [])]
+
+    def analyze(text: Any) -> list[str]:
+        if not isinstance(text, str):
+            return []
+        tokens = [t for t in split.split(text) if t]
+        for apply in filters:
+            tokens = [apply(t) for t in tokens]
+        return tokens
+
+    return analyze
+
+
+def field_analyzer(definition: Mapping[str, Any], path: str, *, query: bool = False) -> Analyzer:
+    """The analyzer a ``string`` field is indexed with (``query``: searched with)."""
+    spec = definition.get("mappings", {}).get("fields", {}).get(path, {})
+    name = (spec.get("searchAnalyzer") if query else None) or spec.get("analyzer")
+    if name in (None, "lucene.standard"):
+        return words
+    for custom in definition.get("analyzers", []):
+        if custom.get("name") == name:
+            return _custom_analyzer(custom)
+    raise plan_error(f"analyzer {name!r} of path '{path}' is not defined")
+
+
 def field_types(definition: Mapping[str, Any]) -> dict[str, str]:
     fields = definition.get("mappings", {}).get("fields", {})
     types: dict[str, str] = {}
@@ -153,8 +214,12 @@ class Bm25:
     them per search index (docs/stores.md): deliberately not per RAG, like the adapter's other
     backends, so tests see the limit Atlas has."""
 
-    def __init__(self, docs: Sequence[Mapping[str, Any]], path: str) -> None:
-        self.terms = {d["_id"]: Counter(words(d.get(path))) for d in docs}
+    def __init__(
+        self, docs: Sequence[Mapping[str, Any]], path: str, definition: Mapping[str, Any]
+    ) -> None:
+        self.analyze = field_analyzer(definition, path)
+        self.analyze_query = field_analyzer(definition, path, query=True)
+        self.terms = {d["_id"]: Counter(self.analyze(d.get(path))) for d in docs}
         self.n = max(len(docs), 1)
         lengths = [sum(c.values()) for c in self.terms.values()]
         self.avg = (sum(lengths) / len(lengths)) if lengths else 1.0
@@ -166,7 +231,7 @@ class Bm25:
         tf = self.terms.get(doc_id, Counter())
         length = sum(tf.values())
         total = 0.0
-        for term in set(words(query)):
+        for term in set(self.analyze_query(query)):
             if not tf[term]:
                 continue
             idf = math.log(1 + (self.n - self.df[term] + 0.5) / (self.df[term] + 0.5))
@@ -210,7 +275,8 @@ def _clause(
         path = spec["path"]
         if path not in bm25:
             raise plan_error(f"Path '{path}' is not indexed")
-        if not set(words(spec["query"])) & set(words(doc.get(path))):
+        index = bm25[path]
+        if not set(index.analyze_query(spec["query"])) & set(index.terms.get(doc["_id"], ())):
             return None
         return bm25[path].score(doc["_id"], spec["query"])
     if op == "equals":
@@ -267,7 +333,7 @@ def text_search(
     if len(operator) != 1:
         raise plan_error("$search needs exactly one operator")
     _validate(operator, types)
-    bm25 = {p: Bm25(docs, p) for p, t in types.items() if t == "string"}
+    bm25 = {p: Bm25(docs, p, definition) for p, t in types.items() if t == "string"}
     scored = [(d["_id"], s) for d in docs if (s := _clause(operator, d, types, bm25)) is not None]
     scored.sort(key=lambda t: -t[1])
     return scored

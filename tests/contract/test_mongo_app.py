@@ -104,6 +104,36 @@ def test_init_store_reports_every_dimension(make_app: AppFactory, clock: Any) ->
     assert {s.collection for s in more} == {f"chunks_{rag.embedding_dimension}", "chunks_384"}
 
 
+def _backend(make_app: AppFactory, clock: Any, backend: str) -> tuple[RagApp, Callable[[], None]]:
+    """The app on the Atlas double (indexes built) or on SQLite, and how search catches up."""
+    if backend == "atlas":
+        app, cluster, _ = atlas_app(make_app, clock)
+        app.init_store(dimensions=[256], wait=True)
+        return app, cluster.settle
+    app = make_app(clock=clock)
+    app.bring(T, P)
+    return app, lambda: None
+
+
+def _stalled_claim(app: RagApp, settle: Callable[[], None], clock: Any) -> tuple[Any, list[Any]]:
+    """A document "version one" claimed by ``slow-pod``, whose lease has then expired."""
+    d = app.documents.create(T, P, "documents/a.md", "version one")
+    app.project_rags.indexable_rag(T, P)
+    settle()
+    stale = app.store.control.claim_for_rag_index(T, P, "slow-pod", 10, 60.0)
+    clock.advance(61)
+    return d, stale
+
+
+def _passes_its_lease_check(app: RagApp, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``slow-pod`` passed its lease check just before it stalled: it still says yes."""
+    control = app.store.control
+    real = control.holds_claim
+    monkeypatch.setattr(
+        control, "holds_claim", lambda t, p, i, w: w == "slow-pod" or real(t, p, i, w)
+    )
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "atlas"])
 def test_a_worker_whose_lease_moved_on_is_fenced_by_its_token(
     make_app: AppFactory, clock: Any, backend: str, monkeypatch: pytest.MonkeyPatch
@@ -111,27 +141,12 @@ def test_a_worker_whose_lease_moved_on_is_fenced_by_its_token(
     """The slow worker passed its lease check just before the lease expired (simulated by a
     ``holds_claim`` that still says yes); B indexed the new version since. A's write and
     clean mark, carrying A's older claim token, change nothing."""
-    if backend == "atlas":
-        app, cluster, _ = atlas_app(make_app, clock)
-        app.init_store(dimensions=[256], wait=True)
-        settle: Callable[[], None] = cluster.settle
-    else:
-        app = make_app(clock=clock)
-        app.bring(T, P)
-        settle = lambda: None  # noqa: E731
-    control = app.store.control
-    d = app.documents.create(T, P, "documents/a.md", "version one")
-    app.project_rags.indexable_rag(T, P)
-    settle()
-    stale = control.claim_for_rag_index(T, P, "slow-pod", 10, 60.0)
-    clock.advance(61)
+    app, settle = _backend(make_app, clock, backend)
+    d, stale = _stalled_claim(app, settle, clock)
     app.documents.update(T, P, d.id, content="version two")
     assert app.scheduler.tick().indexed == 1
     settle()
-    real = control.holds_claim
-    monkeypatch.setattr(
-        control, "holds_claim", lambda t, p, i, w: w == "slow-pod" or real(t, p, i, w)
-    )
+    _passes_its_lease_check(app, monkeypatch)
     late = app.indexer.index_batch(T, P, stale, "slow-pod")
     assert (late.indexed, late.lost_lease) == (0, 1)
     settle()
@@ -141,6 +156,57 @@ def test_a_worker_whose_lease_moved_on_is_fenced_by_its_token(
     assert texts(app, "version") == ["version two"]
     after = app.documents.get(T, P, d.id)
     assert (after.index_state, after.rag_dirty) == (IndexState.INDEXED, False)
+
+
+def _source_texts(app: RagApp, document_id: str) -> list[str]:
+    rag = app.rags.get(T, P, DEFAULT_RAG_NAME)
+    stored = app.store.chunks.get_chunks(RagScope.of(rag), filters={"sourceRef": document_id})
+    return [c.text for c in stored]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "atlas"])
+def test_a_stalled_worker_cannot_bring_back_a_disabled_document(
+    make_app: AppFactory, clock: Any, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The slow worker passed its lease check, then stalled; the user disabled the document
+    and the next pass removed its chunks. The slow worker's write lands nowhere."""
+    app, settle = _backend(make_app, clock, backend)
+    d, stale = _stalled_claim(app, settle, clock)
+    app.documents.set_rag_enabled_override(T, P, d.id, "off")
+    assert app.scheduler.tick().removed == 1
+    _passes_its_lease_check(app, monkeypatch)
+    late = app.indexer.index_batch(T, P, stale, "slow-pod")
+    assert (late.indexed, late.lost_lease) == (0, 1)
+    assert _source_texts(app, d.id) == []
+    for _ in range(2):
+        settle()
+        assert texts(app, "version one") == []
+        app.store.chunks.sweep()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "atlas"])
+def test_a_write_whose_clean_mark_fails_is_undone(
+    make_app: AppFactory, clock: Any, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The slow worker writes version two, then its clean mark fails: another worker claimed
+    the document meanwhile. Its write is undone (a rollback on SQLite, the chunk version
+    taken back on MongoDB), so version one answers until the new claim indexes."""
+    app, settle = _backend(make_app, clock, backend)
+    control = app.store.control
+    d = app.documents.create(T, P, "documents/a.md", "version one")
+    app.project_rags.indexable_rag(T, P)
+    settle()
+    assert app.scheduler.tick().indexed == 1
+    app.documents.update(T, P, d.id, content="version two")
+    stale = control.claim_for_rag_index(T, P, "slow-pod", 10, 60.0)
+    clock.advance(61)
+    assert len(control.claim_for_rag_index(T, P, "new-pod", 10, 60.0)) == 1
+    _passes_its_lease_check(app, monkeypatch)
+    late = app.indexer.index_batch(T, P, stale, "slow-pod")
+    assert (late.indexed, late.lost_lease) == (0, 1)
+    assert _source_texts(app, d.id) == ["version one"]
+    settle()
+    assert texts(app, "version") == ["version one"]
 
 
 def test_cli_init_on_the_embedded_store(tmp_path: Path) -> None:

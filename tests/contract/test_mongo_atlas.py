@@ -17,6 +17,7 @@ import pytest
 from atlas_double import AtlasCluster
 from atlas_search_sim import failure
 from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SEARCH_GRACE_S, atlas_store
+from pymongo import MongoClient
 from pymongo.errors import OperationFailure
 from pymongo.operations import SearchIndexModel
 
@@ -30,7 +31,7 @@ from vancetope_rag.store.types import NewDocument, RagScope
 
 DIM = 8
 SCOPE = RagScope("ta", "p", "rag-a", DIM)
-URI = "mongodb://user:pw@atlas.example.net/vancetope_rag_test?readPreference=secondary"
+URI = "mongodb://user:pw@atlas.example.net/vancetope_rag_test?readPreference=nearest&w=1"
 
 
 def unit(i: int, dim: int = DIM) -> list[float]:
@@ -187,6 +188,88 @@ def test_an_updated_definition_is_served_old_until_rebuilt(atlas: Any, fake_cloc
     assert chunks.sweep() == 0 and collection.count_documents({}) == 2  # waits, no error
     assert all(s.ready for s in store.initialize(wait=True))
     assert chunks.sweep() == 1 and collection.count_documents({}) == 1
+
+
+def test_the_text_index_analyses_as_the_sqlite_store(atlas: Any, fake_clock: Any) -> None:
+    """On the double, which analyses with the definition's analyzer: a plural finds its
+    singular, accents fold, ``snake_case`` stays one term, and a query of stopwords and
+    content words matches on the content words only."""
+    store, cluster = atlas
+    chunks = chunks_of(store)
+    chunks.add_chunks(
+        SCOPE,
+        [
+            chunk("cell", unit(0), source="a", text="A cell divides."),
+            chunk("cafe", unit(1), source="b", text="Le café est ouvert."),
+            chunk("code", unit(2), source="c", text="call claim_for_rag_index first"),
+            chunk("the", unit(3), source="d", text="the and of the"),
+        ],
+    )
+    cluster.settle()
+
+    def found(query: str) -> list[str]:
+        return ids(chunks.lexical_query(SCOPE, query, 5, vector=unit(0)))
+
+    assert found("dividing cells") == ["cell"]
+    assert found("CAFE") == ["cafe"]
+    assert found("claim_for_rag_index") == ["code"] and found("claim") == []
+    assert found("what is the cell") == ["cell"]  # stopwords dropped while others remain
+
+
+def test_init_moves_an_old_text_index_to_our_analyzer(atlas: Any, fake_clock: Any) -> None:
+    """A cluster indexed by an older version (``lucene.standard``): ``init`` updates the text
+    index; while Atlas rebuilds it, queries answer from the old definition and the indexer
+    holds (the dimension is not READY); then the new analysis serves."""
+    store, cluster = atlas
+    chunks = chunks_of(store)
+    old = ix.text_index_definition()
+    old.pop("analyzers", None)
+    old["mappings"]["fields"]["text"] = {"type": "string", "analyzer": "lucene.standard"}
+    index = cluster.indexes[("vancetope_rag_test", "chunks_8")][ix.TEXT_INDEX]
+    index.versions = [(index.created_at, old)]
+    chunks.add_chunks(SCOPE, [chunk("cell", unit(0), text="A cell divides.")])
+    cluster.settle()
+    assert ids(chunks.lexical_query(SCOPE, "cells", 3, vector=unit(0))) == []  # standard
+    chunks.search.forget(DIM)
+    statuses = store.initialize()
+    text = next(s for s in statuses if s.name == ix.TEXT_INDEX)
+    assert (text.status, text.ready) == ("BUILDING", False)
+    assert not chunks.dimension_ready(DIM)  # the indexer holds its documents meanwhile
+    assert ids(chunks.lexical_query(SCOPE, "cell", 3, vector=unit(0))) == ["cell"]  # old one
+    assert all(s.ready for s in store.initialize(wait=True))
+    assert ids(chunks.lexical_query(SCOPE, "cells", 3, vector=unit(0))) == ["cell"]
+    assert store.initialize()[1].status == "READY"  # unchanged from now on: no rebuild
+    assert ix.ensure_search_index(store.database["chunks_8"], ix.search_index_models(DIM)[1]) == (
+        "unchanged"
+    )
+
+
+def test_writes_are_acknowledged_by_a_majority_whatever_the_uri(fake_clock: Any) -> None:
+    """``w=1`` in the URI: a failover could roll back a counter increment and hand out one
+    fencing token twice. Every collection the store writes is pinned to ``majority``."""
+    store, _ = fresh(fake_clock)
+    store.initialize(dimensions=[DIM], wait=True)
+    names = ["counters", "documents", "rags", "rag_names", "migrations", "migration_items"]
+    names += ["chunk_swaps", "source_marks", "chunks_8"]
+    for name in names:
+        concern = store.database[name].options.get("write_concern")
+        assert concern is not None and concern.document == {"w": "majority"}, name
+    for collection in (store.control.counters, store.control.documents, store.chunks.marks):
+        assert collection.options["write_concern"].document == {"w": "majority"}
+
+
+@pytest.mark.parametrize("mode", ["secondary", "secondaryPreferred"])
+def test_a_secondary_read_preference_is_refused_at_open(fake_clock: Any, mode: str) -> None:
+    cluster = AtlasCluster(clock=fake_clock, lag_s=ATLAS_LAG_S, build_s=ATLAS_BUILD_S)
+    uri = f"mongodb://user:pw@atlas.example.net/db?readPreference={mode}"
+    with pytest.raises(StoreError, match=f"readPreference={mode} is not supported") as refused:
+        open_mongo_store(uri, clock=fake_clock, client=cluster.client(), server_clock=False)
+    assert "pw" not in str(refused.value) and "nearest" in str(refused.value)
+    assert cluster.reads == []  # refused before anything was read
+    client = MongoClient("mongodb://localhost/", connect=False, readPreference=mode)
+    with pytest.raises(StoreError, match="is not supported"):  # the client's own preference
+        open_mongo_store("mongodb://localhost/db", client=client)
+    client.close()
 
 
 # -- the swap, moment by moment --------------------------------------------------------------
@@ -384,7 +467,7 @@ def test_the_double_refuses_what_atlas_refuses(atlas: Any) -> None:
 
 
 def test_control_reads_use_the_primary_and_search_reads_local(fake_clock: Any) -> None:
-    """Opened with ``readPreference=secondary`` in the URI: claims, ``holds_claim`` and chunk
+    """Opened with ``readPreference=nearest`` in the URI: claims, ``holds_claim`` and chunk
     counts still read the primary; search stages run with read concern ``local``."""
     store, cluster = fresh(fake_clock)
     store.initialize(dimensions=[DIM], wait=True)

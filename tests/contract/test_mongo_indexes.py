@@ -53,6 +53,8 @@ def test_btree_index_specs() -> None:
         ("migration_items", ("migrationId", "documentId")),
         # one first sighting of each RAG by search (a rebuild's switch waits the grace)
         ("search_visibility", ("tenantId", "projectId", "ragId")),
+        # one fencing mark per source (see .mongo.chunks)
+        ("source_marks", ("tenantId", "projectId", "ragId", "sourceRef")),
     }
     active = specs[ix.MIGRATIONS]["one_active_migration_uniq"]
     assert active["partialFilterExpression"] == {"active": True}
@@ -102,7 +104,22 @@ def test_vector_index_definition() -> None:
 def test_text_index_definition() -> None:
     mappings = ix.text_index_definition()["mappings"]
     assert mappings["dynamic"] is False  # only what queries need is indexed
-    assert mappings["fields"]["text"] == {"type": "string", "analyzer": "lucene.standard"}
+    assert mappings["fields"]["text"] == {
+        "type": "string",
+        "analyzer": "vancetope_text",
+        "searchAnalyzer": "vancetope_text",
+    }
+    (analyzer,) = ix.text_index_definition()["analyzers"]
+    assert analyzer == {
+        "name": "vancetope_text",
+        "charFilters": [],
+        "tokenizer": {"type": "regexSplit", "pattern": r"[^\p{L}\p{N}_]+"},
+        "tokenFilters": [
+            {"type": "lowercase"},
+            {"type": "icuFolding"},
+            {"type": "snowballStemming", "stemmerName": "porter"},
+        ],
+    }
     for name in ("tenantId", "projectId", "ragId", "kind", "path", "sourceRef"):
         assert mappings["fields"][name] == {"type": "token"}  # equals/in need token
     assert mappings["fields"]["gen"] == {"type": "number"}
@@ -128,21 +145,47 @@ def test_definition_coverage_and_merge() -> None:
     assert [f["numDimensions"] for f in fixed["fields"] if f["type"] == "vector"] == [8]
 
     text = ix.text_index_definition()
-    analysed = {
-        "mappings": {
-            "dynamic": False,
-            "fields": {
-                **text["mappings"]["fields"],
-                "text": {"type": "string", "analyzer": "lucene.english"},
-            },
-        }
-    }
-    assert ix.definition_covers(analysed, text)  # a tuned analyzer is kept
     no_gen = {
-        "mappings": {"fields": {k: v for k, v in text["mappings"]["fields"].items() if k != "gen"}}
+        "analyzers": text["analyzers"],
+        "mappings": {"fields": {k: v for k, v in text["mappings"]["fields"].items() if k != "gen"}},
     }
     assert not ix.definition_covers(no_gen, text)
     assert ix.definition_covers(ix.merge_definition(no_gen, text), text)
+
+
+def test_an_analyzer_change_reaches_existing_clusters() -> None:
+    """The text index of an older version (``lucene.standard``) reads as changed, and the
+    merge writes the chunk text's analyzers and the analyzer we own; what an operator set on
+    other fields, and analyzers of their own, stay. Server-added empty ``charFilters`` do not
+    read as a change."""
+    text = ix.text_index_definition()
+    fields = text["mappings"]["fields"]
+    theirs = {"name": "operator_keywords", "tokenizer": {"type": "keyword"}, "tokenFilters": []}
+    old = {
+        "analyzers": [theirs],
+        "mappings": {
+            "dynamic": False,
+            "fields": {
+                **fields,
+                "text": {"type": "string", "analyzer": "lucene.standard"},
+                "path": {"type": "token", "normalizer": "lowercase"},
+            },
+        },
+    }
+    assert not ix.definition_covers(old, text)
+    merged = ix.merge_definition(old, text)
+    assert ix.definition_covers(merged, text)
+    assert merged["mappings"]["fields"]["text"] == fields["text"]
+    assert merged["mappings"]["fields"]["path"] == {"type": "token", "normalizer": "lowercase"}
+    assert merged["analyzers"] == [theirs, *text["analyzers"]]
+    stale = {**text, "analyzers": [{**text["analyzers"][0], "tokenFilters": []}]}
+    assert not ix.definition_covers(stale, text)  # our analyzer itself changed
+    assert ix.merge_definition(stale, text)["analyzers"] == text["analyzers"]
+    served = {
+        **text,
+        "analyzers": [{k: v for k, v in text["analyzers"][0].items() if k != "charFilters"}],
+    }
+    assert ix.definition_covers(served, text)
 
 
 # -- index management against a scripted collection ------------------------------------------

@@ -272,6 +272,66 @@ def test_a_late_writer_that_loses_the_race_leaves_nothing(
     assert sorted(d["chunkId"] for d in inner.find({})) == ["b1"]
 
 
+def test_a_removal_racing_an_indexing_leaves_no_orphans(
+    chunks: MongoChunkStore, mstore: MongoStore
+) -> None:
+    """The document is deleted (``remove_by_source``) after the indexer's write passed its
+    mark check but before its insert: the writer sees the removal's mark and takes its
+    chunks back, instead of leaving orphans until garbage collection."""
+    token = chunks.next_chunk_version()
+    ran: list[int] = []
+
+    def delete_document() -> None:
+        if not ran:
+            ran.append(chunks.remove_by_source(SCOPE, "doc-1"))
+
+    hook_collection(chunks, {"insert_many": delete_document})
+    chunks.replace_source(SCOPE, "doc-1", [chunk("a1", unit(1))], chunk_version=token)
+    assert ran == [0]
+    assert mstore.database["chunks_8"].count_documents({}) == 0
+    assert mstore.database["chunk_swaps"].count_documents({}) == 0
+
+
+def test_an_add_racing_a_removal_leaves_no_orphans(
+    chunks: MongoChunkStore, mstore: MongoStore
+) -> None:
+    chunks.add_chunks(SCOPE, [chunk("m1", unit(0))])
+    ran: list[int] = []
+
+    def remove_source() -> None:
+        if not ran:
+            ran.append(chunks.remove_by_source(SCOPE, "doc-1"))
+
+    hook_collection(chunks, {"insert_many": remove_source})
+    chunks.add_chunks(SCOPE, [chunk("m2", unit(1))])
+    assert ran == [1]
+    assert mstore.database["chunks_8"].count_documents({}) == 0
+    chunks.add_chunks(SCOPE, [chunk("m3", unit(2))])  # a later add starts the source again
+    assert ids(chunks.get_chunks(SCOPE)) == ["m3"]
+
+
+def test_source_marks_last_twice_the_claim_ttl(fake_clock: Any) -> None:
+    store = open_mongo_store(
+        "mongodb://localhost/t", clock=fake_clock, client=mongomock.MongoClient(), claim_ttl_s=60
+    )
+    chunks = store.chunks
+    marks = store.database["source_marks"]
+    stale = chunks.next_chunk_version()  # a claim token drawn before the removal
+    chunks.remove_by_source(SCOPE, "doc-1")
+    assert marks.count_documents({}) == 1
+    fake_clock.advance(119)
+    chunks.sweep()
+    chunks.replace_source(SCOPE, "doc-1", [chunk("a1", unit(1))], chunk_version=stale)
+    assert chunks.count_chunks(SCOPE) == 0  # still fenced (and the attempt raised its age)
+    fake_clock.advance(119)
+    chunks.sweep()
+    assert marks.count_documents({}) == 1
+    fake_clock.advance(2)
+    chunks.sweep()
+    assert marks.count_documents({}) == 0
+    assert {i["name"] for i in marks.list_indexes()} >= {"mark_source_uniq", "mark_age_idx"}
+
+
 def test_replace_source_refuses_an_id_of_another_source(chunks: MongoChunkStore) -> None:
     chunks.add_chunks(SCOPE, [chunk("k", unit(0), source="doc-2"), chunk("x", unit(1))])
     with pytest.raises(InvalidInputError):

@@ -17,7 +17,9 @@ from bson.binary import Binary, BinaryVectorDtype
 from vancetope_rag.domain.records import Chunk, IndexState, ProjectStatus
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo import indexes as ix
+from vancetope_rag.store.mongo.builders import rebuilds as mm
 from vancetope_rag.store.mongo.builders import updates as q
+from vancetope_rag.store.mongo.builders.analysis import text_terms
 from vancetope_rag.store.mongo.builders.queries import (
     MAX_NUM_CANDIDATES,
     atlas_hits,
@@ -81,7 +83,7 @@ def test_translate_filters_refuses_unknown_keys(bad: dict[str, str]) -> None:
     with pytest.raises(InvalidInputError):
         build_vector_search_pipeline(SCOPE, [1.0, 0, 0, 0], 3, bad, exact=False)
     with pytest.raises(InvalidInputError):
-        build_text_search_pipeline(SCOPE, "words", 3, bad)
+        build_text_search_pipeline(SCOPE, text_terms("words"), 3, bad)
 
 
 def test_vector_search_filter_always_scopes_by_tenant_project_and_rag() -> None:
@@ -172,7 +174,7 @@ def test_every_search_filter_field_is_declared_in_the_index(filters: Any) -> Non
         for k, v in ix.text_index_definition()["mappings"]["fields"].items()
         if v["type"] in ("token", "number")
     }
-    text = build_text_search_pipeline(SCOPE, "q", 3, filters)[0]["$search"]["compound"]
+    text = build_text_search_pipeline(SCOPE, text_terms("q"), 3, filters)[0]["$search"]["compound"]
     assert {c["equals"]["path"] for c in text["filter"] if "equals" in c} <= tokens
 
 
@@ -227,7 +229,10 @@ def test_probe_pipeline_counts_one_generation_of_one_source_exactly() -> None:
 
 def test_text_search_pipeline_shape() -> None:
     pipeline = build_text_search_pipeline(
-        SCOPE, "eventual consistency", 20, {"kind": "content", "!path": ["a.md", "b.md"]}
+        SCOPE,
+        text_terms("eventual consistency"),
+        20,
+        {"kind": "content", "!path": ["a.md", "b.md"]},
     )
     assert [next(iter(stage)) for stage in pipeline] == ["$search", "$limit", "$project"]
     search = pipeline[0]["$search"]
@@ -247,6 +252,22 @@ def test_text_search_pipeline_shape() -> None:
     assert pipeline[1] == {"$limit": 20}
     project = pipeline[2]["$project"]
     assert project["lexical"] == {"$meta": "searchScore"} and project["embedding"] == 1
+
+
+def test_the_text_query_is_reduced_by_the_sqlite_term_rule() -> None:
+    """Atlas receives the query's distinct terms (by stem), stopwords dropped while others
+    remain, at most 64: what FTS5 matches on the SQLite store, not the whole text."""
+
+    def sent(query: str) -> str:
+        (search, *_) = build_text_search_pipeline(SCOPE, text_terms(query), 5, None)
+        return str(search["$search"]["compound"]["must"][0]["text"]["query"])
+
+    assert sent("What is the state of the cells, the cell and its Cells?") == "state cells"
+    assert sent("what is it") == "what is it"  # only stopwords: they are the query
+    assert sent("naïve café, NAIVE Cafe") == "naïve café"
+    long = " ".join(f"term{i}" for i in range(100))
+    assert sent(long) == " ".join(f"term{i}" for i in range(64))
+    assert text_terms("?!, -- ...") == []  # no token: the store asks nothing
 
 
 def test_num_candidates() -> None:
@@ -469,6 +490,41 @@ def test_the_claim_index_follows_the_claim_query_in_esr_order() -> None:
     assert q.CLAIM_SORT == [("updatedAt", 1), ("_id", 1)]
     # the spec's index (§3.2) stays for the equality prefix
     assert index_keys(ix.CLAIM_INDEX) == ["tenantId", "projectId", "ragDirty", "ragClaimedBy"]
+
+
+def serving_indexes(
+    collection: str, flt: dict[str, Any], sort: list[tuple[str, int]]
+) -> dict[str, list[str]]:
+    """The declared indexes of ``collection`` whose keys are equality fields of the query
+    (of every branch of a top-level ``$or``) followed by the sort, with that equality prefix:
+    the server walks them in order and never sorts in memory."""
+    branches = flt["$or"] if set(flt) == {"$or"} else [flt]
+    equal = [
+        {k for k, v in b.items() if not k.startswith("$") and not isinstance(v, dict)}
+        for b in branches
+    ]
+    sort_keys = [field for field, _ in sort]
+    found: dict[str, list[str]] = {}
+    for model in ix.control_index_models()[collection]:
+        keys = list(model.document["key"])
+        prefix, rest = keys[: len(keys) - len(sort_keys)], keys[len(keys) - len(sort_keys) :]
+        if prefix and rest == sort_keys and all(set(prefix) <= e for e in equal):
+            found[str(model.document["name"])] = prefix
+    return found
+
+
+def test_the_queue_of_a_rebuild_is_claimed_along_an_index() -> None:
+    """O(1) per claim instead of a sort of the whole queue: each state's branch of the claim
+    query is the equality prefix of ``migration_claim_order_idx``, then its sort. (Walking
+    ``(migrationId, documentId)`` would step over every finished item: the state must be in
+    the prefix.)"""
+    for time in (q.ServerTime(), q.ClockTime(AT)):
+        flt = mm.item_claim_filter("t", "p", "m1", 60, time)
+        served = serving_indexes(ix.MIGRATION_ITEMS, flt, mm.ITEM_CLAIM_SORT)
+        assert served["migration_claim_order_idx"] == ["migrationId", "state"]
+    flt = q.claim_filter("t", "p", 60, q.ServerTime())  # the documents' claim, likewise
+    served = serving_indexes("documents", flt, q.CLAIM_SORT)
+    assert served[ix.CLAIM_ORDER_INDEX] == ["tenantId", "projectId", "ragDirty"]
 
 
 def test_claim_update_carries_the_token() -> None:

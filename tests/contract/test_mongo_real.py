@@ -14,8 +14,8 @@ only a real server shows: leases on the server's ``$$NOW``, workers in separate 
 for claims, Atlas scores against exact cosine similarity, queries during replacements, a
 definition update followed by a filter on the new field, a query while an index builds, a
 user without search rights (``VANCETOPE_RAG_TEST_MONGODB_RESTRICTED_URI``: a user with only
-``read`` on the database), a document over 16 MiB, ``readPreference=secondary`` in the URI,
-and a scope over 10,000 chunks.
+``read`` on the database), a document over 16 MiB, read preferences in the URI (``secondary*``
+refused), our text analyzer's output on Atlas, and a scope over 10,000 chunks.
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ from vancetope_rag.domain.records import Chunk, IndexState, ProjectStatus
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import queries as mq
+from vancetope_rag.store.mongo.builders import rebuilds as mm
+from vancetope_rag.store.mongo.builders import updates as q
+from vancetope_rag.store.mongo.builders.analysis import analyze
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
 from vancetope_rag.store.port import ControlStore
@@ -244,6 +247,34 @@ def test_init_makes_both_search_indexes_ready(server: MongoStore) -> None:
 
 
 @needs_atlas
+def test_the_text_analyzer_on_atlas_matches_its_twin(server: MongoStore) -> None:
+    """Atlas's own analysis of our analyzer: each probe word finds exactly the chunks whose
+    tokens, by the client's twin (:func:`analyze`), hold the word's token — including the
+    stemmer's departures from the SQLite store (``is`` → ``i``) and ICU folding."""
+    server.initialize(dimensions=[DIM], wait=True, timeout_s=900)
+    scope = RagScope(T, P, "rag-analysis", DIM)
+    texts = [
+        "A cell divides; the cells divided.",
+        "Le café est fermé à Zürich.",
+        "call claim_for_rag_index first, then mark_rag_clean",
+        "It is plausibly agreed: connections connect.",
+        "ёлка and i",
+        "CAFE ZURICH 42",
+    ]
+    server.chunks.add_chunks(
+        scope, [Chunk(f"c{i}", scope.rag_id, f"d{i}", t, [1.0] * DIM) for i, t in enumerate(texts)]
+    )
+    real_settle(server)
+    probes = ["cells", "dividing", "cafe", "zurich", "claim_for_rag_index", "claim", "is", "i"]
+    probes += ["plausible", "agree", "connecting", "елка", "42"]
+    for word in probes:
+        (token,) = analyze(word)
+        want = {f"c{i}" for i, t in enumerate(texts) if token in analyze(t)}
+        got = {h.chunk_id for h in server.chunks.lexical_query(scope, word, 10, vector=[1.0] * DIM)}
+        assert got == want, word
+
+
+@needs_atlas
 def test_atlas_scores_match_exact_cosine(server: MongoStore) -> None:
     scope = RagScope(T, P, "rag-real", DIM)
     other = RagScope("tenant-other", P, "rag-real", DIM)  # same RAG id, another tenant
@@ -407,13 +438,16 @@ def test_a_document_over_16_mib_is_refused_before_the_driver(server: MongoStore)
     assert server.chunks.count_chunks(scope) == 0
 
 
-def test_read_preference_secondary_in_the_uri(server: MongoStore) -> None:
-    """Control reads go to the primary whatever the URI says: a claim and a read of what
-    was just written see it at once."""
+def test_read_preference_in_the_uri(server: MongoStore) -> None:
+    """``secondaryPreferred`` is refused at open; with ``nearest`` (and ``w=1``), control
+    reads still go to the primary and writes to a majority: a claim and a read of what was
+    just written see it at once."""
     _, name = real_database()
     sep = "&" if "?" in real_uri() else "?"
+    with pytest.raises(StoreError, match="readPreference=secondaryPreferred is not supported"):
+        open_mongo_store(f"{real_uri()}{sep}readPreference=secondaryPreferred", database=name)
     store = open_mongo_store(
-        f"{real_uri()}{sep}readPreference=secondaryPreferred", database=name, server_clock=True
+        f"{real_uri()}{sep}readPreference=nearest&w=1", database=name, server_clock=True
     )
     try:
         doc = store.control.insert_document(
@@ -424,8 +458,39 @@ def test_read_preference_secondary_in_the_uri(server: MongoStore) -> None:
         scope = RagScope(T, P, "rag-rp", DIM)
         store.chunks.add_chunks(scope, [Chunk("c", scope.rag_id, "d", "c", [1.0] * DIM)])
         assert store.chunks.count_chunks(scope) == 1
+        assert store.database["counters"].write_concern.document == {"w": "majority"}
     finally:
         store.close()
+
+
+def _stages(plan: Any) -> list[str]:
+    """Every stage name of an ``explain`` plan tree."""
+    if isinstance(plan, dict):
+        own = [plan["stage"]] if isinstance(plan.get("stage"), str) else []
+        return own + [s for v in plan.values() for s in _stages(v)]
+    if isinstance(plan, list):
+        return [s for v in plan for s in _stages(v)]
+    return []
+
+
+def test_a_rebuild_claim_neither_sorts_in_memory_nor_scans(server: MongoStore) -> None:
+    """``explain`` of the queue's claim query on 2,000 items, most of them done: the winning
+    plan walks ``migration_claim_order_idx`` (merged per state), with no SORT and no
+    COLLSCAN."""
+    items = server.database[ix.MIGRATION_ITEMS]
+    states = ["done"] * 1900 + ["pending"] * 60 + ["processing"] * 40
+    items.insert_many(
+        [
+            {"migrationId": "m-explain", "tenantId": T, "projectId": P, "documentId": f"d{i:05}"}
+            | {"state": state, "nextAttemptAt": None, "claimedAt": datetime.now(UTC)}
+            for i, state in enumerate(states)
+        ]
+    )
+    flt = mm.item_claim_filter(T, P, "m-explain", 60, q.ServerTime())
+    plan = items.find(flt).sort(mm.ITEM_CLAIM_SORT).limit(1).explain()
+    stages = _stages(plan["queryPlanner"]["winningPlan"])
+    assert "IXSCAN" in stages and "SORT" not in stages and "COLLSCAN" not in stages, stages
+    assert "migration_claim_order_idx" in str(plan["queryPlanner"]["winningPlan"])
 
 
 @needs_atlas

@@ -986,6 +986,38 @@ def test_adding_to_a_source_never_hides_its_chunks(
     assert sorted(ids(chunks.query(scope, unit(0), 5))) == ["m1", "m2"]
 
 
+@pytest.mark.parametrize("removal", ["empty replacement", "remove_by_source"])
+def test_a_removal_fences_a_writer_holding_an_older_claim(
+    control: ControlStore,
+    chunks: ChunkStore,
+    scope: RagScope,
+    settle: Settle,
+    fake_clock,
+    removal: str,
+) -> None:
+    """Worker A claims and stalls; the document is then disabled (B's claim writes an empty
+    replacement) or deleted (``remove_by_source``). A wakes up and writes under its older
+    token: nothing comes back, whether search has caught up or not."""
+    doc = control.insert_document(new_doc("a.md", dirty=True))
+    (a,) = control.claim_for_rag_index(TA, P, "worker-a", 1, TTL)
+    assert a.rag_claim_token is not None
+    if removal == "empty replacement":
+        fake_clock.advance(TTL + 1)
+        (b,) = control.claim_for_rag_index(TA, P, "worker-b", 1, TTL)
+        chunks.replace_source(scope, doc.id, [], chunk_version=b.rag_claim_token)
+    else:
+        chunks.remove_by_source(scope, doc.id)
+    chunks.replace_source(
+        scope, doc.id, [chunk(scope, "a1", unit(0), source=doc.id)], chunk_version=a.rag_claim_token
+    )  # A wakes up
+    assert chunks.count_chunks(scope) == 0 and chunks.get_chunks(scope) == []
+    for _ in range(2):
+        settle()
+        assert chunks.query(scope, unit(0), 5) == []
+        chunks.sweep()
+    assert chunks.source_refs(scope) == []
+
+
 def test_a_late_writer_never_supersedes_a_newer_claim(
     control: ControlStore, chunks: ChunkStore, scope: RagScope, settle: Settle, fake_clock
 ) -> None:

@@ -147,6 +147,7 @@ def open_store(
     busy_timeout_s: float = 30.0,
     uri_defaults: Mapping[str, str] | None = None,
     mongo_options: Mapping[str, Any] | None = None,
+    claim_ttl_s: float = 600.0,
 ) -> Store:
     """Open the store a URI names. A plain file path is read as a SQLite store.
 
@@ -159,6 +160,8 @@ def open_store(
     (:meth:`EngineConfig.store_uri_defaults`).
     ``mongo_options`` (MongoDB): keyword options of ``open_mongo_store``
     (:meth:`EngineConfig.mongo_options`: the search grace, the search node preference).
+    ``claim_ttl_s`` (MongoDB): the indexer's claim TTL; the store keeps its fencing marks at
+    removals twice as long.
     """
     if not uri or not uri.strip():
         raise StoreError("no store URI given; pass --store or set VANCETOPE_RAG_STORE")
@@ -170,7 +173,9 @@ def open_store(
             from vancetope_rag.store.mongo.client import open_mongo_store
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
             raise MissingDependencyError("the MongoDB store", "mongodb") from exc
-        store: Store = open_mongo_store(uri, clock=clock, **(mongo_options or {}))
+        store: Store = open_mongo_store(
+            uri, clock=clock, claim_ttl_s=claim_ttl_s, **(mongo_options or {})
+        )
         return store
     elif scheme in ("postgresql", "postgres"):
         try:

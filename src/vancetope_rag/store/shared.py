@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import unicodedata
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -283,6 +284,59 @@ _STOPWORD_TEXT = """a about above after again against all am an and any are as a
     up very was we were what when where which while who whom why will with would you your
     yours yourself yourselves"""
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+#: ``tokenize(text)`` → ``(start, end, token)`` per token, offsets in UTF-8 bytes of ``text``.
+Tokenize = Callable[[str], Sequence[tuple[int, int, str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class QueryTerm:
+    """One term of a lexical query: the query text it came from and the token the store's
+    analyzer makes of it."""
+
+    #: The exact substring of the query (one token span): what the store's search receives.
+    span: str
+    #: The token the analyzer produces for it (stemmed, folded): what an index looks up.
+    token: str
+
+
+def query_terms(
+    text: str, tokenize: Tokenize, *, max_terms: int = MAX_QUERY_TERMS
+) -> list[QueryTerm]:
+    """The distinct terms of a query, in order of first appearance, stopwords dropped.
+
+    The one term rule of the stores' lexical search (SQLite's FTS5 and Atlas's ``$search``
+    receive the terms it keeps). Stopwords are recognised on the lower-cased span, and dropped
+    only when something else remains. Each term keeps the query's own span rather than the
+    token: a Porter stemmer is not idempotent (``agreed`` → ``agre``, but ``agre`` →
+    ``agr``), so sending the span makes the search derive the very token listed here.
+
+    Args:
+        text: The user's query.
+        tokenize: The store's analyzer (FTS5's tokenizer in query mode on SQLite; the Atlas
+            text analyzer's twin on MongoDB), see :data:`Tokenize`.
+        max_terms: Keep at most this many distinct terms (the first ones).
+
+    Returns:
+        The terms; empty when the text has no token at all (punctuation only).
+    """
+    raw = text.encode("utf-8", errors="replace")
+    terms: list[QueryTerm] = []
+    seen: set[str] = set()
+    for start, end, token in tokenize(text):
+        if not token or token in seen:
+            continue
+        seen.add(token)
+        terms.append(QueryTerm(raw[start:end].decode("utf-8", errors="replace"), token))
+    content = [t for t in terms if t.span.lower() not in STOPWORDS]
+    return (content or terms)[:max_terms]
+
+
+def fold(text: str) -> str:
+    """The text with accents removed (``café`` → ``cafe``, as SQLite's ``remove_diacritics 2``),
+    compatibility forms unified, NUL characters as spaces."""
+    decomposed = unicodedata.normalize("NFKD", text.replace("\x00", " "))
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 def bm25_idf(n_rows: int, n_hit: int) -> float:

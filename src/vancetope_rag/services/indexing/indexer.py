@@ -35,6 +35,10 @@ from vancetope_rag.store.types import RagScope
 log = get_logger(__name__)
 
 
+class _CleanMarkFailed(Exception):
+    """Leaves a store transaction so that the store rolls back a write whose claim was lost."""
+
+
 class ProjectRagIndexer:
     """Brings the ``_documents`` chunks of claimed documents in line with their content."""
 
@@ -236,25 +240,32 @@ class ProjectRagIndexer:
         t, p = doc.tenant_id, doc.project_id
         token = doc.rag_claim_token
         try:
-            with self.control.transaction():
-                if not self.control.holds_claim(t, p, doc.id, worker_id):
-                    result.lost_lease += 1
-                    result.handled.add(doc.id)
-                    return
-                if nodes is not None:
-                    self.rags.write_source(rag, doc.id, nodes, generation=token)
-                marked = self.control.mark_rag_clean(
-                    t,
-                    p,
-                    doc.id,
-                    worker_id,
-                    doc.rag_version,
-                    state=state,
-                    indexed_hash=indexed_hash,
-                    claim_token=token,
-                    truncated=truncated,
-                )
+            try:
+                with self.control.transaction():
+                    if not self.control.holds_claim(t, p, doc.id, worker_id):
+                        result.lost_lease += 1
+                        result.handled.add(doc.id)
+                        return
+                    if nodes is not None:
+                        self.rags.write_source(rag, doc.id, nodes, generation=token)
+                    marked = self.control.mark_rag_clean(
+                        t,
+                        p,
+                        doc.id,
+                        worker_id,
+                        doc.rag_version,
+                        state=state,
+                        indexed_hash=indexed_hash,
+                        claim_token=token,
+                        truncated=truncated,
+                    )
+                    if not marked and nodes is not None:
+                        raise _CleanMarkFailed  # a store with transactions rolls back the write
+            except _CleanMarkFailed:
+                marked = False
             if not marked:  # the lease went to another claim between the check and now
+                if nodes is not None and token is not None:  # undo what no rollback undid
+                    self.rags.chunks.discard_chunk_version(RagScope.of(rag), doc.id, token)
                 result.lost_lease += 1
                 return
         except Exception as exc:

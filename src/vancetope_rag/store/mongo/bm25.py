@@ -1,6 +1,6 @@
 """BM25 ranking in process, for MongoDB without Atlas Search (mongomock, a plain server): the
-lexical query reads the scope's chunks and ranks them here, with the words of
-:func:`vancetope_rag.store.shared.words` (the standard analyzer's tokens, like Atlas's)."""
+lexical query reads the scope's chunks and ranks them here, with the tokens of the Atlas text
+analyzer's twin (:func:`vancetope_rag.store.mongo.builders.analysis.analyze`)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,24 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vancetope_rag.store.shared import words
+from vancetope_rag.store.mongo.builders.analysis import analyze
 
 
 def rank_bm25(
-    rows: Sequence[Mapping[str, Any]], query: str, top_k: int, *, k1: float = 1.2, b: float = 0.75
+    rows: Sequence[Mapping[str, Any]],
+    tokens: Sequence[str],
+    top_k: int,
+    *,
+    k1: float = 1.2,
+    b: float = 0.75,
 ) -> list[tuple[Mapping[str, Any], float]]:
-    """``(row, BM25 score)`` of the ``top_k`` rows whose ``text`` shares a word with ``query``,
-    best first, with the statistics of ``rows`` (a scope's chunks): full-text ranking where
-    the store has no index for it (MongoDB without Atlas Search)."""
-    terms = set(words(query))
+    """``(row, BM25 score)`` of the ``top_k`` rows whose ``text`` holds one of the query's
+    ``tokens``, best first, with the statistics of ``rows`` (a scope's chunks): full-text
+    ranking where the store has no index for it (MongoDB without Atlas Search)."""
+    terms = set(tokens)
     if not rows or not terms:
         return []
-    counts = [Counter(words(r.get("text"))) for r in rows]
+    counts = [Counter(analyze(r.get("text"))) for r in rows]
     lengths = [sum(c.values()) for c in counts]
     avg = (sum(lengths) / len(lengths)) or 1.0
     df = {t: sum(1 for c in counts if c[t]) for t in terms}

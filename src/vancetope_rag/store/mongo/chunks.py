@@ -36,6 +36,16 @@ A crash between steps leaves an extra chunk version the next write or sweep remo
 **Switching to a rebuilt generation** (:meth:`MongoChunkStore.visible`) waits the same grace:
 the new generation must have been seen entirely, unchanged, for ``search_grace_s`` (first
 sighting recorded in :data:`~.mongo.indexes.VISIBILITY`, shared by every worker).
+
+**Source marks (fencing without transactions).** ``source_marks`` keeps one document per
+source: ``gen``, the highest chunk version written *or removed* there. Every write and every
+removal raises it with an atomic ``$max`` upsert before touching chunks; a writer whose
+version is below the mark drops its write, and checks the mark again after its insert (a
+removal that ran meanwhile wins: the writer deletes what it just wrote). A removal draws a
+fresh chunk version (``remove_by_source``) or uses the claim token (an empty replacement), so a
+stalled writer holding an older claim can never bring back chunks the user removed. The
+sweep deletes a mark only once it is older than ``mark_ttl_s`` (twice the claim TTL): a writer
+that old has lost its claim long since.
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ from typing import Any
 
 import numpy as np
 from bson import ObjectId
+from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from vancetope_rag.domain.records import Chunk, Hit
@@ -59,6 +70,7 @@ from vancetope_rag.store.mongo.bm25 import rank_bm25
 from vancetope_rag.store.mongo.builders import probes as mp
 from vancetope_rag.store.mongo.builders import queries as mq
 from vancetope_rag.store.mongo.builders import sweep as ms
+from vancetope_rag.store.mongo.builders.analysis import text_terms
 from vancetope_rag.store.mongo.builders.text import build_text_search_pipeline
 from vancetope_rag.store.mongo.errors import guard_errors
 from vancetope_rag.store.mongo.search import SearchSupport, VectorSearchMode
@@ -67,13 +79,15 @@ from vancetope_rag.store.shared import (
     checked_vector,
     chunk_id_taken_error,
     unique_batches,
-    words,
 )
 from vancetope_rag.store.types import ChunkFilter, Clock, RagScope
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MongoChunkStore", "VectorSearchMode"]
+__all__ = ["DEFAULT_MARK_TTL_S", "MongoChunkStore", "VectorSearchMode"]
+
+#: Twice the default claim TTL (``VANCETOPE_RAG_CLAIM_TTL_S``, 600 s).
+DEFAULT_MARK_TTL_S = 1200.0
 
 
 @guard_errors
@@ -89,6 +103,8 @@ class MongoChunkStore:
         search_grace_s: how long an old chunk version outlives its replacement at least,
             and how long a rebuilt generation must have been visible before it goes live.
         node_preference: route each RAG's search stages to one search node.
+        mark_ttl_s: how long a source mark outlives its last raise at least (twice the
+            claim TTL: see the module docstring).
     """
 
     def __init__(
@@ -100,10 +116,12 @@ class MongoChunkStore:
         clock: Clock = time.time,
         search_grace_s: float = 10.0,
         node_preference: bool = False,
+        mark_ttl_s: float = DEFAULT_MARK_TTL_S,
     ) -> None:
         self.db = database
         self.clock = clock
         self.search_grace_s = search_grace_s
+        self.mark_ttl_s = mark_ttl_s
         search_db = search_database if search_database is not None else database
         self.search = SearchSupport(
             database, search_db, mode=vector_search, node_preference=node_preference
@@ -111,6 +129,7 @@ class MongoChunkStore:
         self.counters = database["counters"]
         self.swaps = database[ix.SWAPS]
         self.visibility = database[ix.VISIBILITY]
+        self.marks = database[ix.SOURCE_MARKS]
         #: Set by the opener when chunks of an older layout wait for ``init`` to move them.
         self.legacy_chunks = False
 
@@ -135,6 +154,30 @@ class MongoChunkStore:
     def next_chunk_version(self) -> int:
         """A number greater than every chunk version and claim token handed out before."""
         return ix.next_sequence(self.counters)
+
+    def _raise_mark(self, source: dict[str, Any], version: int) -> int:
+        """Raise the source's mark to ``version`` (atomic ``$max``); the mark after it."""
+        found = ix.upsert_racing(
+            lambda: self.marks.find_one_and_update(
+                source,
+                {"$max": {"gen": version, "at": self._instant()}},
+                projection={"gen": 1},
+                upsert=True,
+                return_document=ReturnDocument.AFTER,
+            )
+        )
+        return int(found["gen"])
+
+    def _marks(self, scope: RagScope, source_refs: Sequence[str]) -> dict[str, int]:
+        flt = {**mq.scope_match(scope), "sourceRef": {"$in": list(source_refs)}}
+        return {
+            d["sourceRef"]: int(d["gen"]) for d in self.marks.find(flt, {"sourceRef": 1, "gen": 1})
+        }
+
+    def _expire_marks(self) -> int:
+        """Delete the marks nobody raised for ``mark_ttl_s``."""
+        old = {"at": {"$lt": self._instant(self.mark_ttl_s)}}
+        return int(self.marks.delete_many(old).deleted_count)
 
     def _newest(
         self, collection: Any, scope: RagScope, filters: ChunkFilter | None = None
@@ -191,7 +234,12 @@ class MongoChunkStore:
                 fresh = fresh if fresh is not None else self.next_chunk_version()
                 version = fresh
             doc["gen"] = version
+        for ref in sources:
+            if ref not in newest:  # a new source: raise its mark as any write does
+                assert fresh is not None
+                self._raise_mark({**mq.scope_match(scope), "sourceRef": ref}, fresh)
         self._insert(collection, scope, docs)
+        self._drop_orphans(collection, scope, docs, newest)
         return [c.id for c in chunks]
 
     def replace_source(
@@ -213,17 +261,18 @@ class MongoChunkStore:
         version = chunk_version if chunk_version is not None else self.next_chunk_version()
         source = {**mq.scope_match(scope), "sourceRef": source_ref}
         written = self._newest(collection, scope, {"sourceRef": source_ref}).get(source_ref)
-        if written is not None and written > version:
+        # every write and removal raises the mark first: an older writer is dropped here
+        newer = max(written or 0, self._raise_mark(source, version))
+        if newer > version:
             log.info(
                 "dropped a write of %s under chunk version %s: %s is newer",
                 source_ref,
                 version,
-                written,
+                newer,
             )
             return
         if not docs:  # a removal: meant to leave the source empty, at once
-            collection.delete_many({**source, "gen": {"$lte": version}})
-            self.swaps.delete_many(source)
+            self._remove_up_to(collection, source, version)
             return
         if written == version:  # the same writer again under its token: redo that chunk version
             collection.delete_many({**source, "gen": version})
@@ -235,8 +284,9 @@ class MongoChunkStore:
             doc["gen"] = version
         self._insert(collection, scope, docs)
         latest = self._newest(collection, scope, {"sourceRef": source_ref}).get(source_ref, version)
-        if latest > version:  # a newer writer came in meanwhile: these chunks can never show
-            collection.delete_many({**source, "gen": version})
+        latest = max(latest, self._marks(scope, [source_ref]).get(source_ref, version))
+        if latest > version:  # a newer write or a removal came in meanwhile: never shown
+            self.discard_chunk_version(scope, source_ref, version)
         elif not self.uses_atlas():  # no search index to lag behind: swap at once
             self._drop_older(collection, source, version)
 
@@ -250,10 +300,55 @@ class MongoChunkStore:
         at = datetime.fromtimestamp(self.clock(), UTC) - timedelta(seconds=seconds_ago)
         return at.replace(tzinfo=None, microsecond=at.microsecond // 1000 * 1000)
 
+    def _drop_orphans(
+        self,
+        collection: Any,
+        scope: RagScope,
+        docs: Sequence[dict[str, Any]],
+        newest: dict[str, int],
+    ) -> None:
+        """After an add: chunks whose source a removal (or replacement) emptied meanwhile would
+        be orphans; the removal wins, as if it ran after the add. A source that had chunks
+        lost them all (every other chunk of that chunk version is gone); a new one got a mark
+        above the version this add drew."""
+        mine = [d["_id"] for d in docs]
+        marks = self._marks(scope, sorted({d["sourceRef"] for d in docs}))
+        lost: list[Any] = []
+        for ref in {d["sourceRef"] for d in docs}:
+            part = [d for d in docs if d["sourceRef"] == ref]
+            version = int(part[0]["gen"])
+            if ref in newest:
+                flt = {**mq.scope_match(scope), "sourceRef": ref, "gen": version}
+                gone = collection.find_one({**flt, "_id": {"$nin": mine}}, {"_id": 1}) is None
+            else:
+                gone = marks.get(ref, version) > version
+            if gone:
+                lost += [d["_id"] for d in part]
+        if lost:
+            log.info("dropped %s added chunks: their source was removed meanwhile", len(lost))
+            collection.delete_many({**mq.scope_match(scope), "_id": {"$in": lost}})
+
+    def _remove_up_to(self, collection: Any, source: dict[str, Any], version: int) -> int:
+        """Delete a source's chunk versions up to ``version`` (its mark already raised)."""
+        removed = int(collection.delete_many({**source, "gen": {"$lte": version}}).deleted_count)
+        self.swaps.delete_many({**source, "gen": {"$lte": version}})
+        return removed
+
     def remove_by_source(self, scope: RagScope, source_ref: str) -> int:
+        """Remove a source under a fresh chunk version, so no older writer brings it back."""
+        collection = self._collection(scope)
         source = {**mq.scope_match(scope), "sourceRef": source_ref}
-        removed = int(self._collection(scope).delete_many(source).deleted_count)
-        self.swaps.delete_many(source)
+        version = self.next_chunk_version()
+        self._raise_mark(source, version)
+        return self._remove_up_to(collection, source, version)
+
+    def discard_chunk_version(self, scope: RagScope, source_ref: str, chunk_version: int) -> int:
+        """Undo a write of ``chunk_version``: its chunks and its swap note go (the source's
+        older chunk version, not yet swept, answers again)."""
+        source = {**mq.scope_match(scope), "sourceRef": source_ref}
+        flt = {**source, "gen": chunk_version}
+        removed = int(self._collection(scope).delete_many(flt).deleted_count)
+        self.swaps.delete_many(flt)
         return removed
 
     def remove_chunks(
@@ -400,14 +495,15 @@ class MongoChunkStore:
         query = checked_vector(vector, scope.dimension)
         mq.translate_filters(filters)
         top_k = min(top_k, mq.MAX_NUM_CANDIDATES)  # as in query
-        if not words(text):
+        terms = text_terms(text)
+        if not terms:
             return []
         fields = {name: 1 for name in (*mq.HIT_FIELDS, ix.VECTOR_FIELD)}
         if not self.uses_atlas():  # BM25 over the scope's chunks as they are now
             rows = mq.newest_chunk_version(
                 self._collection(scope).find(mq.chunk_match(scope, None, filters), fields)
             )
-            ranked = rank_bm25(rows, text, top_k)
+            ranked = rank_bm25(rows, [t.token for t in terms], top_k)
             return [
                 mq.hit_from_bson(r, mq.cosine(r.get(ix.VECTOR_FIELD), query), lexical=s)
                 for r, s in ranked
@@ -417,7 +513,7 @@ class MongoChunkStore:
         limit = mq.fetch_limit(top_k)
         wanted = (scope.tenant_id, scope.project_id, scope.rag_id)
         while True:
-            pipeline = build_text_search_pipeline(scope, text, limit, filters)
+            pipeline = build_text_search_pipeline(scope, terms, limit, filters)
             found = self.search.aggregate(scope, pipeline)
             kept = mq.newest_chunk_version(
                 r for r in found if (r["tenantId"], r["projectId"], r["ragId"]) == wanted
@@ -468,6 +564,7 @@ class MongoChunkStore:
     def sweep(self, *, limit: int = 100) -> int:
         """Delete older chunk versions of sources whose highest due one search sees entirely,
         page after page while due notes remain (``limit`` notes a page)."""
+        self._expire_marks()
         removed = 0
         due = self._instant(self.search_grace_s if self.uses_atlas() else 0.0)
         after: tuple[datetime, Any] | None = None

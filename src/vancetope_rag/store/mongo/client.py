@@ -9,9 +9,12 @@ indexes are made by :meth:`MongoStore.initialize` (the ``init`` command) and whe
 a new dimension is created — never by a query or a write.
 
 Connection semantics are pinned here, whatever the URI says: control reads (claims,
-``holds_claim``, chunk counts and listings) go to the primary; search stages keep the URI's
-read preference with read concern ``local``; the client has an overall ``timeoutMS``
-(:data:`DEFAULT_TIMEOUT_MS` unless the URI sets one).
+``holds_claim``, chunk counts and listings) go to the primary; every write is acknowledged
+by a majority (``w=1`` in the URI could let a failover roll back a counter increment and hand
+out one fencing token twice, or a chunk write after its document was marked clean); search
+stages keep the URI's read preference with read concern ``local``, except ``secondary`` and
+``secondaryPreferred``, refused at open (:func:`check_read_preference`); the client has an
+overall ``timeoutMS`` (:data:`DEFAULT_TIMEOUT_MS` unless the URI sets one).
 
 Many processes may share one database: claims are atomic ``find_one_and_update`` calls whose
 lease condition the server evaluates on its own clock (see :mod:`.mongo.control`), and chunk
@@ -24,9 +27,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlparse, urlunparse
+from urllib.parse import parse_qsl, unquote, urlparse, urlunparse
 
-from pymongo import ReadPreference
+from pymongo import ReadPreference, WriteConcern
 from pymongo.errors import PyMongoError
 
 from vancetope_rag.domain.records import IndexStatus
@@ -123,6 +126,32 @@ def _is_mongomock(client: Any) -> bool:
     return type(client).__module__.split(".", 1)[0] == "mongomock"
 
 
+def check_read_preference(uri: str, client: Any, shown: str) -> None:
+    """Refuse a ``secondary``/``secondaryPreferred`` read preference (the URI's or the
+    client's) before anything is read: search stages would run on a secondary, whose search
+    process lags on its own — the sweep deletes an old chunk version once search on the
+    primary sees the new one, so a query on a lagging secondary could find neither."""
+    modes = [v for k, v in parse_qsl(urlparse(uri).query) if k.lower() == "readpreference"]
+    chosen = getattr(client, "read_preference", None)
+    modes.append(str(getattr(chosen, "mongos_mode", "") or ""))
+    for mode in modes:
+        if mode.lower().startswith("secondary"):
+            raise StoreError(
+                f"store {shown!r}: readPreference={mode} is not supported: search reads on a "
+                "secondary can miss chunks the primary's search already shows (old versions "
+                "are swept once it does); remove readPreference from the URI, or use primary, "
+                "primaryPreferred or nearest"
+            )
+
+
+def control_database(client: Any, name: str) -> Any:
+    """The database for everything but search stages: reads on the primary, writes
+    acknowledged by a majority, whatever the URI says."""
+    return client.get_database(
+        name, read_preference=ReadPreference.PRIMARY, write_concern=WriteConcern("majority")
+    )
+
+
 def client_options(uri: str) -> dict[str, Any]:
     """Keyword options of the ``MongoClient``: the app name, and an overall ``timeoutMS``
     unless the URI sets one (a keyword would override the URI's)."""
@@ -142,6 +171,7 @@ def open_mongo_store(
     server_clock: bool | None = None,
     search_grace_s: float = 10.0,
     search_node_preference: bool = False,
+    claim_ttl_s: float = 600.0,
 ) -> MongoStore:
     """Open the MongoDB store a URI names.
 
@@ -162,12 +192,16 @@ def open_mongo_store(
         search_node_preference: send each RAG's search stages to one search node
             (``searchNodePreference`` keyed by the RAG id); a cluster that refuses the field
             is searched without it.
+        claim_ttl_s: the indexer's claim TTL; a source mark (fencing at removals, see
+            :mod:`.mongo.chunks`) is kept at least twice as long.
 
     Raises:
-        StoreError: bad URI, unreachable server, or a schema newer than this package.
+        StoreError: bad URI, a ``secondary*`` read preference, unreachable server, or a
+            schema newer than this package.
     """
     shown = redact_uri(uri)
     owns_client = client is None
+    check_read_preference(uri, client, shown)
     if client is None:
         from pymongo import MongoClient
 
@@ -181,8 +215,7 @@ def open_mongo_store(
         vector_search = "exact"
     name = database or database_from_uri(uri)
     try:
-        # control reads go to the primary whatever the URI's readPreference says
-        db = client.get_database(name, read_preference=ReadPreference.PRIMARY)
+        db = control_database(client, name)
         chunks = MongoChunkStore(
             db,
             search_database=client.get_database(name),
@@ -190,6 +223,7 @@ def open_mongo_store(
             clock=clock,
             search_grace_s=search_grace_s,
             node_preference=search_node_preference,
+            mark_ttl_s=2 * claim_ttl_s,
         )
         mongo_setup.open_schema(db, shown, chunks)
     except BaseException as exc:

@@ -7,9 +7,9 @@ means to the adapters (a duplicate key, an upsert race) is read here too.
 Chunks of each embedding dimension live in their own collection (:func:`chunk_collection`,
 ``chunks_<dim>``) with two search indexes: :data:`VECTOR_INDEX` (``vectorSearch``: the
 ``embedding`` field with that collection's fixed ``numDimensions``, plus the pre-filter
-fields) and :data:`TEXT_INDEX` (``search``: the chunk text for BM25, the same fields as
-``token`` filters). Nothing here runs in the request path: :mod:`.mongo.setup` calls it from
-``init`` and when a RAG of a new dimension is created.
+fields) and :data:`TEXT_INDEX` (``search``: the chunk text for BM25 with our own analyzer,
+the same fields as ``token`` filters). Nothing here runs in the request path:
+:mod:`.mongo.setup` calls it from ``init`` and when a RAG of a new dimension is created.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pymongo.operations import SearchIndexModel
 from vancetope_rag.domain.records import IndexStatus
 from vancetope_rag.errors import StoreError
 from vancetope_rag.secrets import get_logger
+from vancetope_rag.store.mongo.builders.analysis import ANALYZER_NAME, analyzer_definition
 
 log = get_logger(__name__)
 
@@ -45,6 +46,10 @@ DUE_INDEX = "swap_due_idx"
 DUE_INDEX_KEYS = ("at", "_id")
 #: When search was first seen to show a RAG's chunks as written (a rebuild's switch waits).
 VISIBILITY = "search_visibility"
+#: Per-source high-water marks of chunk versions written or removed (fencing: .mongo.chunks).
+SOURCE_MARKS = "source_marks"
+#: The keys of one source of one RAG (swap notes and marks are looked up by them).
+SOURCE_KEYS = ("tenantId", "projectId", "ragId", "sourceRef")
 #: One document per live RAG name: which generation readers use (switched in one write).
 RAG_NAMES = "rag_names"
 MIGRATIONS = "migrations"
@@ -112,6 +117,8 @@ def control_index_models() -> dict[str, list[IndexModel]]:
         MIGRATION_ITEMS: [
             _model(["migrationId", "documentId"], "migration_document_uniq", unique=True),
             _model(["migrationId", "state", "nextAttemptAt"], "migration_claim_idx"),
+            # the claim query's equality fields then its sort (ESR): no sort per claim
+            _model(["migrationId", "state", "documentId"], "migration_claim_order_idx"),
             _model(["tenantId", "projectId", "documentId"], "migration_item_document_idx"),
             _model(["migrationId", "completedAt"], "migration_activity_idx"),
         ],
@@ -122,8 +129,12 @@ def control_index_models() -> dict[str, list[IndexModel]]:
             _model(["modelKey", "textHash"], "model_text_hash_uniq", unique=True),
         ],
         SWAPS: [
-            _model(["tenantId", "projectId", "ragId", "sourceRef"], "swap_source_idx"),
+            _model(SOURCE_KEYS, "swap_source_idx"),
             _model(DUE_INDEX_KEYS, DUE_INDEX),
+        ],
+        SOURCE_MARKS: [
+            _model(SOURCE_KEYS, "mark_source_uniq", unique=True),
+            _model(["at"], "mark_age_idx"),
         ],
         VISIBILITY: [
             _model(["tenantId", "projectId", "ragId"], "tenant_project_rag_uniq", unique=True)
@@ -237,12 +248,13 @@ def vector_index_definition(dim: int) -> dict[str, Any]:
 
 
 def text_index_definition() -> dict[str, Any]:
-    """The ``search`` index of a chunk collection: BM25 over the text (the standard analyzer
-    splits prose and code identifiers alike), filter fields as ``token``."""
-    fields: dict[str, Any] = {TEXT_FIELD: {"type": "string", "analyzer": "lucene.standard"}}
+    """The ``search`` index of a chunk collection: BM25 over the text with our own analyzer
+    (the SQLite store's terms: :mod:`.mongo.builders.analysis`), filter fields as ``token``."""
+    text = {"type": "string", "analyzer": ANALYZER_NAME, "searchAnalyzer": ANALYZER_NAME}
+    fields: dict[str, Any] = {TEXT_FIELD: text}
     fields.update({name: {"type": "token"} for name in FILTER_FIELDS})
     fields[CHUNK_VERSION_FIELD] = {"type": "number"}
-    return {"mappings": {"dynamic": False, "fields": fields}}
+    return {"analyzers": [analyzer_definition()], "mappings": {"dynamic": False, "fields": fields}}
 
 
 def search_index_models(dim: int) -> list[SearchIndexModel]:
@@ -263,21 +275,42 @@ def _vector_fields(definition: Any) -> dict[tuple[Any, Any], tuple[Any, ...]]:
     }
 
 
+#: What of the text field is ours to compare and write (any other field: its type only).
+_TEXT_FIELD_KEYS = ("type", "analyzer", "searchAnalyzer")
+
+
 def _text_fields(definition: Any) -> dict[str, Any]:
     mappings = definition.get("mappings", {}) if isinstance(definition, Mapping) else {}
     fields = mappings.get("fields", {}) if isinstance(mappings, Mapping) else {}
-    return {k: v.get("type") for k, v in fields.items() if isinstance(v, Mapping)}
+    return {
+        k: tuple(v.get(key) for key in _TEXT_FIELD_KEYS) if k == TEXT_FIELD else v.get("type")
+        for k, v in fields.items()
+        if isinstance(v, Mapping)
+    }
+
+
+def _our_analyzer(definition: Any) -> dict[str, Any] | None:
+    """The analyzer named :data:`ANALYZER_NAME` in a definition, as compared (an empty
+    ``charFilters`` the server may leave out counts as given)."""
+    analyzers = definition.get("analyzers", []) if isinstance(definition, Mapping) else []
+    for found in analyzers if isinstance(analyzers, list) else []:
+        if isinstance(found, Mapping) and found.get("name") == ANALYZER_NAME:
+            return {"charFilters": [], **found}
+    return None
 
 
 def definition_covers(existing: Any, wanted: Mapping[str, Any]) -> bool:
     """Does an index definition already hold every field of ``wanted``?
 
     Compared field by field (vector: type, path, dimensions, similarity; text: path and
-    type), so options the server adds or an operator tuned (quantization, analyzers…) never
-    trigger a rebuild on every start.
+    type, and for the chunk text its analyzers and the analyzer we own), so options the
+    server adds or an operator tuned (quantization, analyzers of other fields…) never trigger
+    a rebuild on every start, while a change of our analyzer reaches existing clusters.
     """
     if "mappings" in wanted:
         have = _text_fields(existing)
+        if _our_analyzer(existing) != _our_analyzer(wanted):
+            return False
         return all(have.get(k) == t for k, t in _text_fields(wanted).items())
     have_v = _vector_fields(existing)
     return all(have_v.get(k) == v for k, v in _vector_fields(wanted).items())
@@ -290,13 +323,19 @@ def merge_definition(existing: Any, wanted: Mapping[str, Any]) -> dict[str, Any]
     if "mappings" in wanted:
         mappings = dict(merged.get("mappings") or {})
         fields = dict(mappings.get("fields") or {})
-        have = _text_fields(existing)
+        have, need = _text_fields(existing), _text_fields(wanted)
         for path, spec in wanted["mappings"]["fields"].items():
-            if have.get(path) != spec.get("type"):
+            if have.get(path) != need[path]:
                 fields[path] = dict(spec)
         mappings["fields"] = fields
         mappings.setdefault("dynamic", False)
         merged["mappings"] = mappings
+        others = [
+            dict(a)
+            for a in merged.get("analyzers") or []
+            if isinstance(a, Mapping) and a.get("name") != ANALYZER_NAME
+        ]
+        merged["analyzers"] = [*others, *(dict(a) for a in wanted.get("analyzers", []))]
         return merged
     have_vectors = _vector_fields(existing)
     wanted_vectors = _vector_fields(wanted)

@@ -229,18 +229,7 @@ class MongoRebuildStore:
         claim_ttl_s: float,
     ) -> list[MigrationItem]:
         time = self._time()
-        flt = {
-            "migrationId": migration_id,
-            "tenantId": tenant_id,
-            "projectId": project_id,
-            "$or": [
-                {
-                    "state": ItemState.PENDING.value,
-                    "$or": [{"nextAttemptAt": None}, time.reached("nextAttemptAt")],
-                },
-                {"state": ItemState.PROCESSING.value, **time.before("claimedAt", claim_ttl_s)},
-            ],
-        }
+        flt = mm.item_claim_filter(tenant_id, project_id, migration_id, claim_ttl_s, time)
         if batch_size < 1 or self.items.find_one(flt, {"_id": 1}) is None:
             return []  # an idle tick draws no token
         token = ix.next_sequence(self.counters)
@@ -257,7 +246,7 @@ class MongoRebuildStore:
         claimed: list[MigrationItem] = []
         for _ in range(batch_size):
             found = self.items.find_one_and_update(
-                flt, update, sort=[("documentId", 1)], return_document=ReturnDocument.AFTER
+                flt, update, sort=mm.ITEM_CLAIM_SORT, return_document=ReturnDocument.AFTER
             )
             if found is None:
                 break

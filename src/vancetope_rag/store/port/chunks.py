@@ -37,7 +37,16 @@ class ChunkStore(Protocol):
         supersede a newer one. None draws a fresh chunk version (newer than all before)."""
         ...
 
-    def remove_by_source(self, scope: RagScope, source_ref: str) -> int: ...
+    def remove_by_source(self, scope: RagScope, source_ref: str) -> int:
+        """Remove every chunk of a source; a write under a chunk version (claim token) drawn
+        before the removal is dropped afterwards, as :meth:`replace_source` drops older ones."""
+        ...
+
+    def discard_chunk_version(self, scope: RagScope, source_ref: str, chunk_version: int) -> int:
+        """Undo the write of ``chunk_version`` to a source whose clean mark then failed (the
+        claim was lost meanwhile). Stores whose write and clean mark share one transaction
+        roll back instead and remove nothing here."""
+        ...
 
     def remove_chunks(
         self,

@@ -169,7 +169,18 @@ class PostgresChunkStore:
 
     def remove_by_source(self, scope: RagScope, source_ref: str) -> int:
         with self.db.transaction():
+            # a fresh chunk version: a write under an older claim token is dropped from now on
+            self.db.execute(
+                "INSERT INTO source_versions AS s (tenant_id, project_id, rag_id, source_ref, "
+                "version) VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (tenant_id, project_id, rag_id, source_ref) DO UPDATE "
+                "SET version = greatest(s.version, excluded.version)",
+                (*_scope(scope), source_ref, self.db.next_sequence()),
+            )
             return self._delete(scope, " AND c.source_ref = %s", (source_ref,))
+
+    def discard_chunk_version(self, scope: RagScope, source_ref: str, chunk_version: int) -> int:
+        return 0  # the write and its clean mark commit (or roll back) in one transaction
 
     def remove_chunks(
         self,

@@ -22,7 +22,6 @@ Pure functions (no I/O); :mod:`.postgres.chunks` runs what they build.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +32,7 @@ from vancetope_rag.store.shared import (
     MAX_QUERY_TERMS,
     STOPWORDS,
     bm25_idf,
+    fold,
     words,
 )
 
@@ -52,13 +52,6 @@ __all__ = [
 
 #: The text search configuration of the chunk ``tsvector``\\ s (schema step 1).
 TS_CONFIG = "vtr_english"
-
-
-def fold(text: str) -> str:
-    """The text as it is indexed: accents removed (``café`` → ``cafe``, as SQLite's
-    ``remove_diacritics 2``), compatibility forms unified, NUL characters as spaces."""
-    decomposed = unicodedata.normalize("NFKD", text.replace("\x00", " "))
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 def query_text(text: str) -> str:

@@ -10,11 +10,18 @@ accents folded, and ``snake_case`` identifiers kept whole for code.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
-from vancetope_rag.store.shared import BM25_B, BM25_K1, MAX_QUERY_TERMS, STOPWORDS, bm25_idf
+from vancetope_rag.store.shared import (
+    BM25_B,
+    BM25_K1,
+    MAX_QUERY_TERMS,
+    STOPWORDS,
+    QueryTerm,
+    bm25_idf,
+    query_terms,
+)
 
 __all__ = [
     "BM25_B",
@@ -41,49 +48,6 @@ TOKENIZER_ARGS: tuple[str, list[str]] = (
     "porter",
     ["unicode61", "remove_diacritics", "2", "tokenchars", "_"],
 )
-
-#: ``tokenize(text)`` → ``(start, end, token)`` per token, offsets in UTF-8 bytes of ``text``.
-Tokenize = Callable[[str], Sequence[tuple[int, int, str]]]
-
-
-@dataclass(frozen=True, slots=True)
-class QueryTerm:
-    """One term of a lexical query: the query text it came from and the token FTS5 makes of it."""
-
-    #: The exact substring of the query (one token span), quoted into the FTS5 expression.
-    span: str
-    #: The token FTS5 produces for it (stemmed, folded): what the in-process index looks up.
-    token: str
-
-
-def query_terms(
-    text: str, tokenize: Tokenize, *, max_terms: int = MAX_QUERY_TERMS
-) -> list[QueryTerm]:
-    """The distinct terms of a query, in order of first appearance, stopwords dropped.
-
-    Stopwords are recognised on the lower-cased span, and dropped only when something else
-    remains. Each term keeps the query's own span rather than the token: FTS5's stemmer is not
-    idempotent (``agreed`` → ``agre``, but ``agre`` → ``agr``), so quoting the span makes FTS5
-    derive the very token listed here.
-
-    Args:
-        text: The user's query.
-        tokenize: The FTS5 tokenizer (query mode), see :data:`Tokenize`.
-        max_terms: Keep at most this many distinct terms (the first ones).
-
-    Returns:
-        The terms; empty when the text has no token at all (punctuation only).
-    """
-    raw = text.encode("utf-8", errors="replace")
-    terms: list[QueryTerm] = []
-    seen: set[str] = set()
-    for start, end, token in tokenize(text):
-        if not token or token in seen:
-            continue
-        seen.add(token)
-        terms.append(QueryTerm(raw[start:end].decode("utf-8", errors="replace"), token))
-    content = [t for t in terms if t.span.lower() not in STOPWORDS]
-    return (content or terms)[:max_terms]
 
 
 def _quoted(value: str) -> str:

@@ -258,11 +258,22 @@ class SqliteChunkStore:
             self._bump(scope.rag_id)
 
     def remove_by_source(self, scope: RagScope, source_ref: str) -> int:
+        key = (scope.tenant_id, scope.project_id, scope.rag_id, source_ref)
         with self._write():
             n = self._delete_where(scope, " AND c.source_ref = ?", (source_ref,))
+            # a fresh chunk version: a write under an older claim token is dropped from now on
+            version = self.db.next_sequence()
+            self.db.execute(
+                "INSERT INTO source_generations VALUES (?, ?, ?, ?, ?) ON CONFLICT "
+                "(tenant_id, project_id, rag_id, source_ref) DO UPDATE SET generation = ?",
+                (*key, version, version),
+            )
             if n:
                 self._bump(scope.rag_id)
         return n
+
+    def discard_chunk_version(self, scope: RagScope, source_ref: str, chunk_version: int) -> int:
+        return 0  # the write and its clean mark commit (or roll back) in one transaction
 
     def remove_chunks(
         self,

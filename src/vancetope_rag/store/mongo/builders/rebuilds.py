@@ -1,5 +1,6 @@
 """Pure parts of the MongoDB migration store: document codecs of ``migrations`` and
-``migration_items``, and the fields that put an item back in the queue. No I/O here."""
+``migration_items``, the queue's claim query, and the fields that put an item back in the
+queue. No I/O here."""
 
 from __future__ import annotations
 
@@ -19,6 +20,34 @@ REQUEUE: dict[str, Any] = {
     "lastError": None,
     "nextAttemptAt": None,
 }
+
+
+#: Items are claimed in document order (``_id`` is not needed: one item per document).
+ITEM_CLAIM_SORT: list[tuple[str, int]] = [("documentId", 1)]
+
+
+def item_claim_filter(
+    tenant_id: str, project_id: str, migration_id: str, claim_ttl_s: float, time: q.TimeSource
+) -> dict[str, Any]:
+    """The queue's claimable items: pending ones whose retry time has come, and processing
+    ones whose lease expired. One ``$or`` branch per state, each with the equality fields and
+    then :data:`ITEM_CLAIM_SORT` as the keys of ``migration_claim_order_idx`` (ESR), so the
+    server merges two index walks in claim order instead of sorting the queue per claim."""
+    scope = {"migrationId": migration_id, "tenantId": tenant_id, "projectId": project_id}
+    return {
+        "$or": [
+            {
+                **scope,
+                "state": ItemState.PENDING.value,
+                "$or": [{"nextAttemptAt": None}, time.reached("nextAttemptAt")],
+            },
+            {
+                **scope,
+                "state": ItemState.PROCESSING.value,
+                **time.before("claimedAt", claim_ttl_s),
+            },
+        ]
+    }
 
 
 def migration_from_bson(d: Mapping[str, Any]) -> Migration:

@@ -4,16 +4,18 @@ without Atlas Search rank with :func:`vancetope_rag.store.mongo.bm25.rank_bm25`.
 The ``$search`` stage puts the scope (tenant, project, RAG) and the chunk filters in the
 ``compound.filter`` clauses — inside the search, so they select before ranking and limiting —
 never in a ``$match`` after it (which would filter an already-truncated answer and could leak
-nothing but lose everything). The text goes in a ``must`` ``text`` clause over the chunk text.
+nothing but lose everything). The query goes in a ``must`` ``text`` clause over the chunk text,
+reduced by the SQLite store's term rule first (:mod:`.mongo.builders.analysis`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from vancetope_rag.store.mongo.builders.analysis import query_text
 from vancetope_rag.store.mongo.builders.queries import HIT_FIELDS
 from vancetope_rag.store.mongo.indexes import TEXT_FIELD, TEXT_INDEX, VECTOR_FIELD
-from vancetope_rag.store.shared import iter_filter
+from vancetope_rag.store.shared import QueryTerm, iter_filter
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
 
@@ -38,17 +40,18 @@ def filter_clauses(filters: ChunkFilter | None) -> list[dict[str, Any]]:
 
 
 def build_text_search_pipeline(
-    scope: RagScope, text: str, limit: int, filters: ChunkFilter | None
+    scope: RagScope, terms: list[QueryTerm], limit: int, filters: ChunkFilter | None
 ) -> list[dict[str, Any]]:
-    """``$search`` (scope and filters inside ``compound.filter``) → ``$limit`` → ``$project``
-    with the stored vector (the caller computes each hit's cosine) and ``searchScore``."""
+    """``$search`` (scope and filters inside ``compound.filter``; the query's kept terms,
+    :func:`~.analysis.text_terms`) → ``$limit`` → ``$project`` with the stored vector (the
+    caller computes each hit's cosine) and ``searchScore``."""
     return [
         {
             "$search": {
                 "index": TEXT_INDEX,
                 "compound": {
                     "filter": [*scope_clauses(scope), *filter_clauses(filters)],
-                    "must": [{"text": {"query": text, "path": TEXT_FIELD}}],
+                    "must": [{"text": {"query": query_text(terms), "path": TEXT_FIELD}}],
                 },
             }
         },
