@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.rebuilds import ProjectProgress
 
 #: Name of the system-owned default RAG of every project.
@@ -123,6 +124,8 @@ class RagRecord:
     replaces: str | None = None
     #: When a rebuild retired this generation (None unless RETIRED).
     retired_at: datetime | None = None
+    #: The measured noise floor ``minScore: auto`` resolves to (None: not calibrated yet).
+    calibration: Calibration | None = None
 
 
 @dataclass(frozen=True, slots=True)

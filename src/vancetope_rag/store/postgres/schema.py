@@ -247,6 +247,10 @@ STEPS: tuple[str, ...] = (
     END
     $$;
     """,
+    # minScore: auto: the RAG's measured noise floor (JSON of domain.calibration.Calibration).
+    """
+    ALTER TABLE rags ADD COLUMN calibration text;
+    """,
 )
 
 SCHEMA_VERSION = len(STEPS)

@@ -5,7 +5,7 @@ Pure data; :mod:`.sqlite.db` runs them in one transaction when it opens a file.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: Ordered schema upgrades; index i brings the schema from version i to i + 1. Never edit a shipped
 #: entry: add a new one.
@@ -209,5 +209,10 @@ UPGRADES: tuple[str, ...] = (
     # 6 -> 7: what an import's text extraction recorded (JSON: hashes, fingerprint, sections).
     """
     ALTER TABLE documents ADD COLUMN extraction TEXT;
+    """,
+    # 7 -> 8: minScore: auto: the RAG's measured noise floor (JSON of
+    # domain.calibration.Calibration; NULL: not calibrated yet).
+    """
+    ALTER TABLE rags ADD COLUMN calibration TEXT;
     """,
 )
