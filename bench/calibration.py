@@ -141,6 +141,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "default_min_score": app.config.retrieval_min_score,
             "default_turn_reason": default.reason,
             "relevant_top5_kept": {k: {"kept": a, "of": b} for k, (a, b) in kept.items()},
+            # every (cosine, relevant) of the top 5: other thresholds can be read off a saved run
+            "top5": top5,
             "off_topic": turns,
             "off_topic_dropped": {
                 name: sum(1 for t in turns if not t[name]) for name in thresholds
@@ -183,7 +185,7 @@ def render(r: Mapping[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--store", required=True, help="a store bench/scifact.py indexed")
+    parser.add_argument("--store", help="a store bench/scifact.py indexed (required to run)")
     parser.add_argument("--data", default=str(scifact.DEFAULT_DATA), help="SciFact dir")
     parser.add_argument("--mode", default="hybrid", choices=("dense", "hybrid"))
     parser.add_argument("--partial", action="store_true", help="accept unfinished indexing")
@@ -194,6 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.render:
         print(render(json.loads(Path(args.render).read_text(encoding="utf-8"))))
         return 0
+    if not args.store:
+        parser.error("--store is required (a store bench/scifact.py indexed)")
     result = run(args)
     print(json.dumps(result, indent=2, default=str) if args.json else render(result))
     return 0
