@@ -58,3 +58,11 @@ def test_query_takes_min_score_auto_and_refuses_words(run, indexed: None) -> Non
 def test_calibrate_names_a_missing_rag(run, indexed: None) -> None:
     result = run("calibrate", "--rag", "nope", ok=False)
     assert result.exit_code == 1 and "no RAG 'nope'" in result.stderr
+
+
+def test_status_shows_what_auto_means(run, indexed: None) -> None:
+    floor = json.loads(run("calibrate", "--json").stdout)
+    status = json.loads(run("status", "--json").stdout)
+    assert status["minScoreAuto"]["minScore"] == floor["minScore"]
+    assert status["minScoreAuto"]["chunks"] == MIN_CALIBRATION_CHUNKS
+    assert f"minScore auto: {floor['minScore']:.4f} (calibrated over" in run("status").stdout

@@ -11,6 +11,7 @@ import pytest
 from synchelpers import chunk_count, default_rag
 
 from fakes import CallLog, P, ProbeProvider, T, registry
+from vancetope_rag.api.models import StatusResponse
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.calibration import (
     AUTO,
@@ -69,6 +70,7 @@ def auto_threshold(app: RagApp, recipe: RagParams | None = None) -> float:
 def test_a_rag_is_calibrated_once_it_has_enough_chunks(papp: RagApp) -> None:
     add_notes(papp, 0, MIN_CALIBRATION_CHUNKS - 1)
     assert default_rag(papp).calibration is None
+    assert papp.project_rags.status(T, P).to_json()["minScoreAuto"] is None
     assert auto_threshold(papp) == UNCALIBRATED_MIN_SCORE  # auto before there is a floor
 
     add_notes(papp, MIN_CALIBRATION_CHUNKS - 1, MIN_CALIBRATION_CHUNKS)
@@ -86,6 +88,13 @@ def test_a_rag_is_calibrated_once_it_has_enough_chunks(papp: RagApp) -> None:
         assert best and best[0].score == pytest.approx(score, abs=1e-5)
     assert cal.min_score == derive_min_score(cal.scores)
     assert auto_threshold(papp) == cal.min_score
+    # REST's status (the route validates this JSON against its schema) says what auto means
+    shown = StatusResponse.model_validate(papp.project_rags.status(T, P).to_json())
+    assert shown.minScoreAuto is not None
+    assert (shown.minScoreAuto.minScore, shown.minScoreAuto.chunks) == (
+        cal.min_score,
+        MIN_CALIBRATION_CHUNKS,
+    )
 
     # a probe turn gets no block at the calibrated threshold: noise is what it drops
     dropped = [t for t in PROBE_TURNS if not papp.autoinject.decide(T, P, [t], on()).block]

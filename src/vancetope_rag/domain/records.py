@@ -196,6 +196,8 @@ class RagStatus:
     truncated_documents: int = 0
     #: The indexer's work and the latest rebuild, with rates and ETAs.
     progress: ProjectProgress | None = None
+    #: What ``minScore: auto`` resolves to for the RAG (None: not calibrated yet).
+    calibration: Calibration | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -208,6 +210,18 @@ class RagStatus:
             "documents": dict(self.documents),
             "truncatedDocuments": self.truncated_documents,
             "progress": self.progress.to_json() if self.progress else None,
+            "minScoreAuto": self._calibration_json(),
+        }
+
+    def _calibration_json(self) -> dict[str, Any] | None:
+        c = self.calibration
+        if c is None:
+            return None
+        at = c.calibrated_at
+        return {
+            "minScore": c.min_score,
+            "chunks": c.chunks,
+            "calibratedAt": at.isoformat() if at else None,
         }
 
 

@@ -251,6 +251,7 @@ class ProjectRagService:
             documents=counts,
             truncated_documents=truncated,
             progress=progress,
+            calibration=rag.calibration,
         )
 
 
