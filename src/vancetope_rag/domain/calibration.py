@@ -218,10 +218,12 @@ def derive_min_score(scores: Sequence[float]) -> float:
     """The threshold just above the noise of ``scores`` (the probes' best cosines).
 
     The 90th percentile of the noise plus half its upper spread (90th percentile minus
-    median): the spread scales the margin with the model, so a model whose cosines crowd
-    near 0.8 gets a margin as narrow as its noise, one whose noise spreads gets a wider one.
-    A high quantile rather than the maximum: one probe that happens to share a word with the
-    corpus (a number, a name) must not lift the threshold over real answers.
+    median): for noise spread like a normal distribution that is about its 97th percentile
+    (median + 1.92 standard deviations), so about one off-topic turn in thirty still passes.
+    The spread scales the margin with the model: a model whose cosines crowd near 0.8 gets a
+    margin as narrow as its noise, one whose noise spreads gets a wider one. Quantiles rather
+    than the maximum: one probe that happens to share a word with the corpus (a number, a
+    name) must not lift the threshold over real answers.
 
     Raises:
         InvalidInputError: ``scores`` is empty or holds a value that is not a finite cosine.
