@@ -31,7 +31,7 @@ def test_calibrate_shows_the_distribution_and_the_chosen_value(run, indexed: Non
     assert len(shown["scores"]) == len(PROBE_TURNS)
     assert shown["minScore"] == derive_min_score(shown["scores"])
     assert shown["previousMinScore"] is not None  # the indexer calibrated it already
-    assert set(shown["summary"]) == {"min", "p50", "p90", "max"}
+    assert set(shown["summary"]) == {"min", "p25", "p50", "p75", "max"}
     assert shown["highestProbes"][0]["score"] == max(shown["scores"])
     assert shown["applied"] == shown["minScore"]  # nothing explicit in the cascade
 

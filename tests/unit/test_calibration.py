@@ -101,16 +101,18 @@ def test_the_rule_follows_the_noise_of_each_model() -> None:
     # above almost all of each model's noise, below the other model's scale
     assert sum(s >= low for s in minilm_like) <= 6
     assert sum(s >= high for s in e5_like) <= 6
-    assert low < 0.4 < high < 0.85
+    assert low < 0.45 < high < 0.85
     # a shift of every cosine shifts the threshold by as much; the order does not matter
     shifted = derive_min_score([s + 0.5 for s in minilm_like])
     assert shifted == pytest.approx(low + 0.5, abs=1e-3)
     assert derive_min_score(list(reversed(minilm_like))) == low
 
 
-def test_one_probe_that_happens_to_match_does_not_lift_the_threshold() -> None:
-    noise = [0.2 + 0.002 * i for i in range(59)]
-    assert derive_min_score([*noise, 0.95]) == pytest.approx(derive_min_score([*noise, 0.32]))
+def test_probes_that_touch_the_corpus_subject_do_not_lift_the_threshold() -> None:
+    noise = [0.2 + 0.002 * i for i in range(52)]
+    on_topic = [0.9, 0.85, 0.8, 0.7, 0.66, 0.6, 0.55, 0.5]  # a few probes the corpus answers
+    tame = [0.31] * len(on_topic)
+    assert derive_min_score([*noise, *on_topic]) == pytest.approx(derive_min_score([*noise, *tame]))
 
 
 def test_the_rule_refuses_what_is_no_measurement() -> None:
@@ -143,7 +145,7 @@ def test_a_calibration_survives_its_json_and_unreadable_text_reads_as_none() -> 
     assert Calibration.from_dict(c.to_dict()) == c
     for bad in (None, "", "{", "[]", '{"minScore": "x"}', '{"chunks": 3}'):
         assert Calibration.from_json(bad) is None
-    assert c.summary() == {"min": -0.5, "p50": -0.125, "p90": pytest.approx(0.175), "max": 0.25}
+    assert c.summary() == {"min": -0.5, "p25": -0.3125, "p50": -0.125, "p75": 0.0625, "max": 0.25}
 
 
 @pytest.mark.parametrize(
