@@ -164,8 +164,9 @@ def render(r: Mapping[str, Any]) -> str:
         f"  machine      {scifact.machine_line(r['machine'])}",
         f"  corpus       {r['documents']} documents, {r['chunks']} chunks, {r['queries']} "
         f"queries, mode {r['mode']}",
-        f"  probes       {len(cal['scores'])} best cosines: min {s['min']:.3f}  p50 "
-        f"{s['p50']:.3f}  p90 {s['p90']:.3f}  max {s['max']:.3f}  ({cal['seconds']:.1f} s)",
+        f"  probes       {len(cal['scores'])} best cosines: "
+        + "  ".join(f"{k} {v:.3f}" for k, v in s.items())
+        + f"  ({cal['seconds']:.1f} s)",
         f"  auto         minScore {cal['minScore']:.4f}",
         "",
         "  threshold   relevant top-5 kept      off-topic turns dropped (of 30)",
