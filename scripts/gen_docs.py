@@ -51,6 +51,7 @@ def _setting_type(spec: SettingSpec) -> str:
         SettingKind.URL: "URL",
         SettingKind.INT: "integer" + bounds,
         SettingKind.FLOAT: "number" + bounds,
+        SettingKind.MIN_SCORE: "`auto` or a number" + bounds,
         SettingKind.CHOICE: " \\| ".join(f"`{c}`" for c in spec.choices),
     }
     out = kinds[spec.kind]

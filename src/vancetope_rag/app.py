@@ -32,6 +32,7 @@ from vancetope_rag.plugins import get_plugin_manager
 from vancetope_rag.recipes import RagParams
 from vancetope_rag.secrets import register_secret
 from vancetope_rag.services.autoinject import RagAutoInjectService
+from vancetope_rag.services.calibration import Calibrator
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.importer import DocumentImporter
 from vancetope_rag.services.indexing.claims import ClaimReleaser
@@ -85,6 +86,7 @@ class RagApp:
     indexer: ProjectRagIndexer
     scheduler: ProjectRagIndexScheduler
     autoinject: RagAutoInjectService
+    calibrator: Calibrator
     plugins: pluggy.PluginManager
     context_template: str | None = field(default=None)
 
@@ -144,6 +146,7 @@ class RagApp:
                 retry_s=config.provider_retry_s, retry_max_s=config.provider_retry_max_s
             ),
         )
+        calibrator = Calibrator(control=control, chunks=chunks, rags=rags)
         metrics.watch_work(lambda: node_work_state(control, store.rebuilds, config.node_id))
         metrics.watch_circuits(rags.circuits.open_counts)
         documents = DocumentService(control=control, chunks=chunks, rebuild_store=store.rebuilds)
@@ -173,6 +176,7 @@ class RagApp:
             shadows=shadows,
             config=config,
             metrics=metrics,
+            calibrator=calibrator,
         )
         project_rags = ProjectRagService(
             control=control,
@@ -206,6 +210,7 @@ class RagApp:
             config=config,
             metrics=metrics,
             worker_id=worker_id,
+            calibrator=calibrator,
         )
         # a document queued here wakes this process's indexer (another process's: see
         # Store.watch_queued, wired in ProjectRagIndexScheduler.start)
@@ -235,6 +240,7 @@ class RagApp:
             indexer=indexer,
             scheduler=scheduler,
             autoinject=autoinject,
+            calibrator=calibrator,
             plugins=pm,
             context_template=context_template,
         )

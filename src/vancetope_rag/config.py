@@ -13,11 +13,13 @@ import socket
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from vancetope_rag.domain import limits
+from vancetope_rag.domain.calibration import AUTO, MinScore, parse_min_score
 from vancetope_rag.domain.retrieval import FusionParams
+from vancetope_rag.errors import InvalidInputError
 
 
 def _env(*names: str) -> AliasChoices:
@@ -225,14 +227,13 @@ class EngineConfig(BaseSettings):
         le=limits.TOP_K_MAX,
         validation_alias=_env("VANCETOPE_RAG_RETRIEVAL_TOP_K", "RAG_RETRIEVAL_TOP_K"),
     )
-    retrieval_min_score: float = Field(
-        # SciFact calibration for all-MiniLM-L6-v2 (docs/benchmarks.md): keeps 99% of relevant
-        # top-5 hits and drops 29 of 30 off-topic chat turns (0.30 let 7 of 30 through).
-        default=0.35,
-        ge=-1.0,
-        le=1.0,
+    retrieval_min_score: MinScore = Field(
+        # A number means one thing for one model only (docs/benchmarks.md, "minScore: auto"):
+        # auto is each RAG's own calibrated noise floor.
+        default=AUTO,
         validation_alias=_env("VANCETOPE_RAG_RETRIEVAL_MIN_SCORE", "RAG_RETRIEVAL_MIN_SCORE"),
-        description="Cosine threshold; calibrated for the embedded model (docs/benchmarks.md).",
+        description="Cosine threshold when neither a recipe nor rag.minScore says: auto (the "
+        "threshold calibrated for each RAG's model and chunks) or a number from -1 to 1.",
     )
     retrieval_max_per_doc: int = Field(
         description="Hits per document when neither a recipe nor rag.maxPerDocument says.",
@@ -366,6 +367,14 @@ class EngineConfig(BaseSettings):
         if self.plugins is None:
             return None
         return [p.strip() for p in self.plugins.split(",") if p.strip()]
+
+    @field_validator("retrieval_min_score", mode="before")
+    @classmethod
+    def _min_score(cls, value: object) -> object:
+        try:
+            return parse_min_score(value, "RAG_RETRIEVAL_MIN_SCORE")
+        except InvalidInputError as exc:
+            raise ValueError(exc.message) from None
 
     @model_validator(mode="after")
     def _check(self) -> EngineConfig:

@@ -8,7 +8,6 @@ dotted key.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from vancetope_rag.domain.calibration import AUTO, MinScore, parse_min_score
 from vancetope_rag.domain.cascade import AutoInject, parse_auto_inject
 from vancetope_rag.domain.context_block import check_template_cost, compile_template
 from vancetope_rag.domain.settings import SETTINGS
@@ -43,7 +43,8 @@ class RagParams:
     """A recipe's ``params.rag``; ``None`` everywhere means "not set by the recipe"."""
 
     auto_inject: AutoInject | None = None
-    min_score: float | None = None
+    #: A cosine or ``auto`` (the RAG's calibrated threshold).
+    min_score: MinScore | None = None
     top_k: int | None = None
     max_per_document: int | None = None
     #: ``dense`` or ``hybrid`` (``rag.retrieval.mode`` decides when None).
@@ -173,7 +174,7 @@ def _parse_rag(
     template = _template(rag, where, base_dir)
     return RagParams(
         auto_inject=auto_inject,
-        min_score=_number(rag.get("minScore"), "rag.minScore", where("minScore")),
+        min_score=_min_score(rag.get("minScore"), where("minScore")),
         top_k=_integer(rag.get("topK"), "rag.topK", where("topK")),
         max_per_document=_integer(
             rag.get("maxPerDocument"), "rag.maxPerDocument", where("maxPerDocument")
@@ -205,19 +206,15 @@ def _choice(value: object, setting: str, where: str) -> str | None:
     raise RecipeError(f"{where} must be one of {', '.join(choices)}, got {value!r}")
 
 
-def _number(value: object, setting: str, where: str) -> float | None:
-    low, high = SETTINGS[setting].minimum, SETTINGS[setting].maximum
-    assert low is not None and high is not None
-    if value is None:
-        return None
-    if (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and low <= value <= high
-    ):
-        return float(value)
-    raise RecipeError(f"{where} must be a number from {low:g} to {high:g}, got {value!r}")
+def _min_score(value: object, where: str) -> MinScore | None:
+    problem = RecipeError(f"{where} must be auto or a number from -1 to 1, got {value!r}")
+    # a YAML number or auto; a quoted number ("0.4") is refused, like a quoted topK
+    if isinstance(value, str) and value.strip().lower() != AUTO:
+        raise problem
+    try:
+        return parse_min_score(value, where)
+    except InvalidInputError:
+        raise problem from None
 
 
 def _template(

@@ -12,20 +12,6 @@ from vancetope_rag.cli import cli
 
 
 @pytest.fixture
-def run(tmp_path: Path):
-    store = f"sqlite:///{tmp_path / 'rag.db'}"
-    runner = CliRunner()
-
-    def invoke(*args: str, ok: bool = True):
-        result = runner.invoke(cli, ["--store", store, "--tenant", "t", "--project", "p", *args])
-        if ok:
-            assert result.exit_code == 0, result.output + result.stderr
-        return result
-
-    return invoke
-
-
-@pytest.fixture
 def docs(tmp_path: Path) -> Path:
     root = tmp_path / "docs"
     (root / "notes").mkdir(parents=True)

@@ -7,25 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
 from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.cli import cli
-
-
-@pytest.fixture
-def run(tmp_path: Path):
-    store = f"sqlite:///{tmp_path / 'rag.db'}"
-    runner = CliRunner()
-
-    def invoke(*args: str, ok: bool = True) -> Result:
-        result = runner.invoke(cli, ["--store", store, "--tenant", "t", "--project", "p", *args])
-        if ok:
-            assert result.exit_code == 0, result.output + result.stderr
-        return result
-
-    return invoke
 
 
 @pytest.fixture

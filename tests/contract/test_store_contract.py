@@ -7,11 +7,13 @@ no adapter internals: a test that needs either belongs in an adapter's own test 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
 
+from vancetope_rag.domain.calibration import PROBE_SET_ID, Calibration
 from vancetope_rag.domain.records import (
     Chunk,
     Document,
@@ -590,6 +592,44 @@ def test_rag_catalog_is_scoped(control: ControlStore) -> None:
     assert control.list_rags(TB, P) == []
     assert control.delete_rag(TB, P, "r1") is False
     assert control.get_rag(TA, P, "r1") is not None
+
+
+def test_rag_calibration_is_stored_with_the_rag_in_its_scope(control: ControlStore) -> None:
+    rag = control.insert_rag(rag_record(TA, P, "kb", rag_id="r1"))
+    assert rag.calibration is None  # a new RAG is not calibrated
+    measured = Calibration(
+        min_score=0.3512,
+        chunks=40,
+        probe_set=PROBE_SET_ID,
+        scores=(0.25, 0.5, -0.125),
+        calibrated_at=datetime(2026, 12, 2, 14, 0, tzinfo=UTC),
+    )
+    # another tenant's or project's id is not this RAG, and nothing changes
+    assert control.set_rag_calibration(TB, P, "r1", measured) is False
+    assert control.set_rag_calibration(TA, "p-2", "r1", measured) is False
+    assert control.set_rag_calibration(TA, P, "nope", measured) is False
+    assert control.get_rag(TA, P, "r1") == rag
+
+    assert control.set_rag_calibration(TA, P, "r1", measured) is True
+    for seen in (
+        control.get_rag(TA, P, "r1"),
+        control.find_rag(TA, P, "kb"),
+        control.list_rags(TA, P)[0],
+    ):
+        assert seen is not None and seen.calibration == measured
+    again = replace(measured, min_score=0.4, chunks=80)
+    assert control.set_rag_calibration(TA, P, "r1", again) is True
+    found = control.get_rag(TA, P, "r1")
+    assert found is not None and found.calibration == again
+
+    # a rebuild's new generation is calibrated before readers switch to it
+    shadow = control.insert_generation(replace(rag_record(TA, P, "kb", rag_id="r2"), generation=2))
+    assert shadow.calibration is None
+    assert control.set_rag_calibration(TA, P, "r2", measured) is True
+    seen_shadow = control.get_any_rag(TA, P, "r2")
+    assert seen_shadow is not None and seen_shadow.calibration == measured
+    live = control.get_rag(TA, P, "r1")
+    assert live is not None and live.calibration == again
 
 
 # -- settings --------------------------------------------------------------------------------

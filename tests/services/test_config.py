@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from vancetope_rag.config import EngineConfig
+from vancetope_rag.domain.calibration import AUTO
 
 
 def test_operator_env_names(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -38,7 +39,15 @@ def test_defaults_follow_the_spec() -> None:
     assert c.indexer_interval_s == 30.0  # interval-ms 30000
     assert c.indexer_initial_delay_s == 60.0  # initial-delay-ms 60000
     assert c.claim_ttl_s == 600.0  # claim-ttl-minutes 10
-    assert c.retrieval_min_score == 0.35  # calibrated, docs/benchmarks.md
+    assert c.retrieval_min_score == AUTO  # each RAG's calibration, docs/benchmarks.md
+
+
+@pytest.mark.parametrize(("raw", "value"), [("auto", AUTO), (" Auto", AUTO), ("0.42", 0.42)])
+def test_the_engine_min_score_takes_auto_or_a_number(
+    monkeypatch: pytest.MonkeyPatch, raw: str, value: object
+) -> None:
+    monkeypatch.setenv("RAG_RETRIEVAL_MIN_SCORE", raw)
+    assert EngineConfig(_env_file=None).retrieval_min_score == value
 
 
 @pytest.mark.parametrize(
@@ -46,6 +55,7 @@ def test_defaults_follow_the_spec() -> None:
     [
         {"RAG_INDEXER_BATCH": "0"},
         {"RAG_RETRIEVAL_MIN_SCORE": "1.5"},
+        {"RAG_RETRIEVAL_MIN_SCORE": "high"},
         {"RAG_CHUNK_SIZE": "64", "RAG_CHUNK_OVERLAP": "64"},
     ],
 )

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from vancetope_rag.domain.calibration import AUTO
 from vancetope_rag.domain.cascade import AutoInject
 from vancetope_rag.errors import RecipeError
 from vancetope_rag.recipes import RagParams, Recipe, load_recipe, parse_recipe
@@ -85,6 +86,12 @@ def test_min_score_int_becomes_float() -> None:
     assert isinstance(recipe.rag.min_score, float)
 
 
+@pytest.mark.parametrize("spelling", ["auto", "AUTO", "Auto"])
+def test_min_score_auto_asks_for_the_rags_calibration(spelling: str) -> None:
+    recipe = parse_recipe(yaml.safe_load(f"name: x\nparams:\n  rag:\n    minScore: {spelling}\n"))
+    assert recipe.rag.min_score == AUTO
+
+
 def test_template_file_relative_to_recipe(tmp_path: Path) -> None:
     (tmp_path / "tpl").mkdir()
     (tmp_path / "tpl" / "block.j2").write_text("{{ hits|length }} hits", encoding="utf-8")
@@ -106,8 +113,9 @@ ERROR_CASES = [
     (
         "name: x\nparams:\n  rag:\n    minScore: 1.5\n",
         "params.rag.minScore",
-        "must be a number from -1 to 1",
+        "must be auto or a number from -1 to 1",
     ),
+    ("name: x\nparams:\n  rag:\n    minScore: high\n", "params.rag.minScore", "got 'high'"),
     ("name: x\nparams:\n  rag:\n    minScore: '0.4'\n", "params.rag.minScore", "got '0.4'"),
     ("name: x\nparams:\n  rag:\n    minScore: .nan\n", "params.rag.minScore", "got nan"),
     (
@@ -241,9 +249,11 @@ def test_example_recipes_load() -> None:
     recipes = {path.name: load_recipe(path) for path in sorted(RECIPES_DIR.glob("*.yaml"))}
     assert {"general-assistant.yaml", "discussion.yaml", "docs-assistant.yaml"} <= set(recipes)
     general = recipes["general-assistant.yaml"].rag
-    assert (general.auto_inject, general.top_k, general.min_score) == (AutoInject.AUTO, 5, 0.35)
+    assert (general.auto_inject, general.top_k, general.min_score) == (AutoInject.AUTO, 5, None)
     assert recipes["discussion.yaml"].rag.auto_inject is AutoInject.OFF
     docs = recipes["docs-assistant.yaml"].rag
     assert (docs.auto_inject, docs.max_per_document) == (AutoInject.ON, 2)
     for name, recipe in recipes.items():
         assert recipe.name == name.removesuffix(".yaml")
+        # a pinned cosine would mean one thing for one model and beat the tenant's setting
+        assert recipe.rag.min_score in (None, AUTO), name

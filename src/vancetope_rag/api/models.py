@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from vancetope_rag.domain.calibration import MIN_CALIBRATION_CHUNKS, UNCALIBRATED_MIN_SCORE
 from vancetope_rag.domain.records import IndexState
 
 MigrationStateName = Literal["running", "switching", "completed", "failed", "cancelled"]
@@ -91,6 +92,14 @@ class ProviderCircuit(_Model):
     message: str = Field(description="the same as the status's paused line")
 
 
+class MinScoreAuto(_Model):
+    """What ``minScore: auto`` means for the RAG: its calibrated noise floor."""
+
+    minScore: float = Field(description="the cosine threshold auto resolves to")
+    chunks: int = Field(description="the chunk count it was measured against")
+    calibratedAt: str | None = Field(description="when it was measured (ISO 8601)")
+
+
 class StatusResponse(_Model):
     """Spec §7 snapshot of ``_documents`` with per-state document counts and progress."""
 
@@ -121,6 +130,10 @@ class StatusResponse(_Model):
     )
     providerCircuit: ProviderCircuit | None = Field(
         default=None, description="the provider's open circuit in this process; null: closed"
+    )
+    minScoreAuto: MinScoreAuto | None = Field(
+        description=f"the RAG's calibrated minScore (null: not calibrated yet; auto means "
+        f"{UNCALIBRATED_MIN_SCORE} until the RAG holds {MIN_CALIBRATION_CHUNKS} chunks)"
     )
 
 

@@ -18,6 +18,7 @@ import click
 from vancetope_rag.cli import progress as terminal
 from vancetope_rag.cli.base import Ctx, FilePath, cli, emit, errors_to_exit, fail, pass_ctx
 from vancetope_rag.cli.progress import progress_lines, wait_for_rebuild
+from vancetope_rag.domain.calibration import MIN_CALIBRATION_CHUNKS, UNCALIBRATED_MIN_SCORE
 
 if TYPE_CHECKING:
     from vancetope_rag.services.importer import ImportSummary
@@ -393,6 +394,15 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
     click.echo("documents: " + ", ".join(f"{k} {v}" for k, v in status.documents.items()))
     if status.paused:
         click.echo(status.paused)
+    if status.exists:
+        auto = data["minScoreAuto"]
+        click.echo(
+            f"minScore auto: not calibrated yet ({UNCALIBRATED_MIN_SCORE} until the RAG holds "
+            f"{MIN_CALIBRATION_CHUNKS} chunks)"
+            if auto is None
+            else f"minScore auto: {auto['minScore']:.4f} (calibrated over {auto['chunks']} "
+            f"chunks, {auto['calibratedAt']})"
+        )
     for line in progress_lines(status.progress):
         click.echo(line)
     if status.needs_attention_count:

@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from vancetope_rag.cli.base import Ctx, FilePath, cli, emit, errors_to_exit, pass_ctx
+from vancetope_rag.domain.calibration import PROBE_TURNS, MinScore, parse_min_score
 from vancetope_rag.domain.citations import cite
 from vancetope_rag.domain.lookalikes import clean_label
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME
+from vancetope_rag.errors import InvalidInputError
+
+
+class MinScoreType(click.ParamType["MinScore | None", object]):
+    """``--min-score``: a cosine from -1 to 1, or ``auto``."""
+
+    name = "auto|-1..1"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> MinScore | None:
+        try:
+            return parse_min_score(value, "--min-score")
+        except InvalidInputError as exc:
+            self.fail(exc.message, param, ctx)
 
 
 @cli.command("query")
@@ -23,9 +40,10 @@ from vancetope_rag.domain.records import DEFAULT_RAG_NAME
 )
 @click.option(
     "--min-score",
-    type=click.FloatRange(-1, 1),
+    type=MinScoreType(),
     default=None,
-    help="Cosine threshold; default: the project's rag.minScore.",
+    help="Cosine threshold from -1 to 1, or auto (the RAG's calibrated threshold); "
+    "default: the project's rag.minScore.",
 )
 @click.option(
     "--max-per-doc",
@@ -46,7 +64,7 @@ def query_cmd(
     text: str,
     rag_name: str,
     top_k: int | None,
-    min_score: float | None,
+    min_score: MinScore | None,
     max_per_doc: int | None,
     mode: str | None,
     as_json: bool,
@@ -120,3 +138,76 @@ def context_cmd(c: Ctx, text: str, recipe: Path | None, explain: bool, as_json: 
         )
     if decision.block:
         click.echo(decision.block)
+
+
+@cli.command("calibrate")
+@click.option("--rag", "rag_name", default="_documents", show_default=True)
+@click.option("--dry-run", is_flag=True, help="Measure and show, but keep the stored calibration.")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def calibrate_cmd(c: Ctx, rag_name: str, dry_run: bool, as_json: bool) -> None:
+    """Measure the RAG's noise floor now and store what minScore auto means for it.
+
+    Embeds the shipped off-topic probe turns with the RAG's model, searches each against the
+    RAG's chunks and shows the distribution of their best cosines with the threshold chosen
+    from it (the indexer does the same when a RAG first has enough chunks, and again as it
+    grows or is rebuilt)."""
+    with errors_to_exit():
+        app = c.app
+        rag = app.rags.get(c.tenant, c.project, rag_name)
+        measure = app.calibrator.measure if dry_run else app.calibrator.calibrate
+        calibration = measure(rag)
+        params = app.as_retriever(c.tenant, c.project, rag=rag.name).plan().params
+        applied = params.for_rag(replace(rag, calibration=calibration)).min_score
+    probes = sorted(zip(calibration.scores, PROBE_TURNS, strict=True), reverse=True)
+    data = {
+        "rag": rag.name,
+        "ragId": rag.id,
+        "model": f"{rag.embedding_provider}:{rag.embedding_model}",
+        **calibration.to_dict(),
+        "previousMinScore": rag.calibration.min_score if rag.calibration else None,
+        "summary": calibration.summary(),
+        "saved": not dry_run,
+        "applied": applied,
+        "highestProbes": [{"score": s, "probe": t} for s, t in probes[:5]],
+    }
+    if as_json:
+        emit(data)
+        return
+    click.echo(
+        f"{rag.name} ({data['model']}, {calibration.chunks} chunks): the best cosine of each of "
+        f"{len(calibration.scores)} off-topic probe turns"
+    )
+    click.echo("  " + "  ".join(f"{k} {v:.3f}" for k, v in calibration.summary().items()))
+    for line in histogram(calibration.scores, calibration.min_score):
+        click.echo("  " + line)
+    for score, turn in probes[:3]:
+        click.echo(f"  highest  {score:.3f}  {turn}")
+    before = data["previousMinScore"]
+    was = "not calibrated before" if before is None else f"was {before:.4f}"
+    click.echo(
+        f"minScore auto = {calibration.min_score:.4f} ({was}; "
+        + ("not saved: --dry-run)" if dry_run else "saved)")
+    )
+    if applied != calibration.min_score:
+        click.echo(
+            f"note: this project's turns use minScore {applied}: an explicit number in the "
+            "cascade (recipe, rag.minScore or RAG_RETRIEVAL_MIN_SCORE) wins over auto"
+        )
+
+
+def histogram(scores: tuple[float, ...], threshold: float, bins: int = 8) -> list[str]:
+    """A text histogram of ``scores`` with the bin that holds ``threshold`` marked."""
+    low, high = min(scores), max(scores)
+    width = (high - low) / bins or 1.0
+    counts = [0] * bins
+    for s in scores:
+        counts[min(bins - 1, int((s - low) / width))] += 1
+    lines = []
+    for i, n in enumerate(counts):
+        start = low + i * width
+        mark = " <- minScore" if start <= threshold < start + width else ""
+        lines.append(f"{start:6.3f} .. {start + width:6.3f}  {'#' * n:<{max(counts)}} {n}{mark}")
+    if threshold >= high:
+        lines.append(f"{'':16}minScore {threshold:.3f} is above every probe")
+    return lines

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.rebuilds import ProjectProgress
 
 #: Name of the system-owned default RAG of every project.
@@ -136,6 +137,8 @@ class RagRecord:
     replaces: str | None = None
     #: When a rebuild retired this generation (None unless RETIRED).
     retired_at: datetime | None = None
+    #: The measured noise floor ``minScore: auto`` resolves to (None: not calibrated yet).
+    calibration: Calibration | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +232,8 @@ class RagStatus:
     #: …``), and its open circuit as JSON; None while the provider answers.
     paused: str | None = None
     provider_circuit: dict[str, Any] | None = None
+    #: What ``minScore: auto`` resolves to for the RAG (None: not calibrated yet).
+    calibration: Calibration | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -246,6 +251,18 @@ class RagStatus:
             "configuredModel": self.configured_model,
             "paused": self.paused,
             "providerCircuit": self.provider_circuit,
+            "minScoreAuto": self._calibration_json(),
+        }
+
+    def _calibration_json(self) -> dict[str, Any] | None:
+        c = self.calibration
+        if c is None:
+            return None
+        at = c.calibrated_at
+        return {
+            "minScore": c.min_score,
+            "chunks": c.chunks,
+            "calibratedAt": at.isoformat() if at else None,
         }
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from vancetope_rag.domain.calibration import AUTO
 from vancetope_rag.domain.records import Hit
 from vancetope_rag.errors import InvalidInputError
 
@@ -268,13 +269,14 @@ def check_query_args(top_k: object, min_score: object, max_per_doc: object) -> N
 
     Raises:
         InvalidInputError: ``top_k`` is not an integer from 1 to :data:`MAX_TOP_K`,
-            ``min_score`` is outside ``[-1, 1]`` or ``max_per_doc`` is not a positive integer.
+            ``min_score`` is neither ``auto`` nor within ``[-1, 1]`` or ``max_per_doc`` is not
+            a positive integer.
     """
     if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= MAX_TOP_K:
         raise InvalidInputError(f"topK must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
-    if min_score is not None:
+    if min_score is not None and min_score != AUTO:  # auto: the RAG's calibration
         if not isinstance(min_score, int | float) or isinstance(min_score, bool):
-            raise InvalidInputError(f"minScore must be a number, got {min_score!r}")
+            raise InvalidInputError(f"minScore must be a number or 'auto', got {min_score!r}")
         if not -1.0 <= float(min_score) <= 1.0:
             raise InvalidInputError(f"minScore must be between -1 and 1, got {min_score!r}")
     if max_per_doc is not None and (

@@ -18,6 +18,7 @@ class SettingKind(enum.StrEnum):
     URL = "url"
     INT = "int"
     FLOAT = "float"
+    MIN_SCORE = "minScore"  # a cosine (FLOAT within the bounds) or "auto"
     CHOICE = "choice"  # one of SettingSpec.choices, any case
 
 

@@ -17,9 +17,10 @@ from types import MappingProxyType
 from urllib.parse import urlsplit
 
 from vancetope_rag.domain import limits
+from vancetope_rag.domain.calibration import parse_min_score
 from vancetope_rag.domain.cascade import parse_auto_inject
 from vancetope_rag.domain.setting_kinds import SettingKind, SettingSpec
-from vancetope_rag.errors import SettingError
+from vancetope_rag.errors import InvalidInputError, SettingError
 from vancetope_rag.extraction.settings import EXTRACT_SETTINGS
 
 __all__ = [
@@ -124,12 +125,13 @@ SETTINGS: Mapping[str, SettingSpec] = _specs(
     ),
     SettingSpec(
         "rag.minScore",
-        SettingKind.FLOAT,
+        SettingKind.MIN_SCORE,
         None,
         nullable=True,
         minimum=-1.0,
         maximum=1.0,
-        description="Hits scoring below this cosine similarity are dropped.",
+        description="Hits scoring below this cosine similarity are dropped; auto: the "
+        "threshold calibrated for each RAG's model and chunks; empty: the engine's default.",
     ),
     SettingSpec(
         "rag.rebuild.maxFailureRatio",
@@ -282,6 +284,12 @@ def parse_setting_value(key: str, raw: object) -> object:
         if number is not None and _in_bounds(spec, number):
             return number
         raise _bad(spec, _bounds(spec, "an integer"), raw)
+
+    if kind is SettingKind.MIN_SCORE:
+        try:
+            return parse_min_score(raw, key)
+        except InvalidInputError:
+            raise _bad(spec, _bounds(spec, "auto or a number"), raw) from None
 
     if kind is SettingKind.FLOAT:
         real: float | None = None

@@ -14,6 +14,7 @@ from llama_index.core import Document as LIDocument
 from llama_index.core.base.embeddings.base import Embedding
 from llama_index.core.schema import BaseNode, MetadataMode
 
+from vancetope_rag.domain.calibration import MinScore, resolve_min_score
 from vancetope_rag.domain.metadata_filters import HitPredicate
 from vancetope_rag.domain.records import ChunkKind, Hit, RagRecord, is_reserved_name
 from vancetope_rag.domain.retrieval import (
@@ -430,7 +431,7 @@ class RagService:
         text: str,
         *,
         top_k: int = 5,
-        min_score: float | None = None,
+        min_score: MinScore | None = None,
         max_per_doc: int | None = None,
         filters: ChunkFilter | None = None,
         snapshot: SettingsSnapshot | None = None,
@@ -439,13 +440,15 @@ class RagService:
     ) -> list[Hit]:
         """Embed ``text`` with the RAG's pinned model and return the best hits, ``dense`` or
         ``hybrid`` (``mode`` None: the project's ``rag.retrieval.mode``); ``min_score`` gates
-        every hit's own cosine in both modes (``snapshot``: the project's settings, when the
+        every hit's own cosine in both modes (``auto``: the RAG's calibrated threshold, see
+        :mod:`~vancetope_rag.domain.calibration`; ``snapshot``: the project's settings, when the
         caller already read them; ``filters``: what the store applies, ``keep``: the
         post-filter, see :func:`~vancetope_rag.domain.retrieval.collect_hits`).
         ``_documents`` hits come as they may be cited now
         (:func:`~vancetope_rag.services.retrieval.search.citable_hits`)."""
         text = self.check_text_size(check_text(text, "query"), "query")
         check_query_args(top_k, min_score, max_per_doc)  # before paying for an embedding
+        threshold = resolve_min_score(min_score, rag.calibration)
         if mode is None:
             snapshot = snapshot or self.settings.snapshot(rag.tenant_id, rag.project_id)
             mode = snapshot.effective["rag.retrieval.mode"]
@@ -458,7 +461,7 @@ class RagService:
             text,
             vector,
             top_k=top_k,
-            min_score=min_score,
+            min_score=threshold,
             max_per_doc=max_per_doc,
             filters=filters,
             keep=keep,

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vancetope_rag.domain import host_metadata
+from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
 from vancetope_rag.domain.records import (
     Chunk,
@@ -142,6 +143,7 @@ def rag_row(rag: RagRecord, created_at: float) -> dict[str, Any]:
         "generation": rag.generation,
         "replaces": rag.replaces,
         "retired_at": rag.retired_at.timestamp() if rag.retired_at else None,
+        "calibration": rag.calibration.to_json() if rag.calibration else None,
     }
 
 
@@ -233,6 +235,7 @@ def row_to_rag(r: Mapping[str, Any]) -> RagRecord:
         generation=int(r["generation"]),
         replaces=r["replaces"],
         retired_at=dt(r["retired_at"]),
+        calibration=Calibration.from_json(r.get("calibration")),
     )
 
 

@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any, Generic, Protocol, TypeVar
 
+from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.records import RagRecord, RagState
 from vancetope_rag.store.rows import rag_row, row_to_rag
 from vancetope_rag.store.shared import rag_exists_error
@@ -98,6 +99,20 @@ class SqlRagCatalog(Generic[D]):
             "tenant_id = ? AND project_id = ? AND state = 'live' ORDER BY name",
             (tenant_id, project_id),
         )
+
+    def set_rag_calibration(
+        self, tenant_id: str, project_id: str, rag_id: str, calibration: Calibration
+    ) -> bool:
+        with self.db.transaction():
+            return bool(
+                self.db.execute(
+                    self._sql(
+                        "UPDATE rags SET calibration = ? "
+                        "WHERE id = ? AND tenant_id = ? AND project_id = ?"
+                    ),
+                    (calibration.to_json(), rag_id, tenant_id, project_id),
+                )
+            )
 
     def rag_dimensions(self) -> set[int]:
         rows = self.db.query("SELECT DISTINCT embedding_dimension FROM rags")

@@ -21,6 +21,7 @@ from vancetope_rag.domain.records import Document, IndexState
 from vancetope_rag.errors import RagError, StoreError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import error_text, get_logger
+from vancetope_rag.services.calibration import Calibrator
 from vancetope_rag.services.indexing.batch import BatchResult
 from vancetope_rag.services.indexing.claims import ClaimReleaser, Release
 from vancetope_rag.services.indexing.indexer import ProjectRagIndexer
@@ -56,8 +57,10 @@ class ProjectRagIndexScheduler:
         metrics: Metrics,
         worker_id: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        calibrator: Calibrator | None = None,
     ) -> None:
         self.control = control
+        self.calibrator = calibrator
         self.rags = rags
         self.indexer = indexer
         self.releaser = releaser
@@ -135,8 +138,11 @@ class ProjectRagIndexScheduler:
         for project in self.control.projects_for_node(self.config.node_id):
             t, p = project.tenant_id, project.project_id
             result.projects += 1
+            before = result.indexed + result.removed
             self._index_live(t, p, result)
             self._advance_rebuilds(t, p, result)
+            if result.indexed + result.removed > before:
+                self._calibrate(t, p)
         self._sweep()
         if result.claimed or result.progressed or result.failed or result.store_errors:
             self._log_tick(result, time.monotonic() - started)
@@ -232,6 +238,17 @@ class ProjectRagIndexScheduler:
             return
         result.claimed += claimed
         result.add(done)
+
+    def _calibrate(self, t: str, p: str) -> None:
+        """Chunks came or went: calibrate the project's RAGs that reached enough chunks or
+        grew enough since (``minScore: auto``). A failure keeps the last calibration and is
+        tried again after the next pass that changes chunks; it never fails the tick."""
+        if self.calibrator is None:
+            return
+        try:
+            self.calibrator.refresh_project(t, p)
+        except Exception as exc:
+            log.warning("project %s/%s: calibration not refreshed: %s", t, p, error_text(exc))
 
     def _sweep(self) -> None:
         """Old chunk generations go once search sees the new ones (a no-op on SQLite)."""

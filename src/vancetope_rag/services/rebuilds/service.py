@@ -42,7 +42,8 @@ from vancetope_rag.domain.records import DEFAULT_RAG_NAME, IndexState, RagRecord
 from vancetope_rag.embeddings import EmbeddingRegistry
 from vancetope_rag.errors import NoRebuildError, RebuildRunningError
 from vancetope_rag.metrics import Metrics
-from vancetope_rag.secrets import get_logger
+from vancetope_rag.secrets import error_text, get_logger
+from vancetope_rag.services.calibration import Calibrator
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.indexing.batch import BatchResult
 from vancetope_rag.services.indexing.chunking import chunking_for
@@ -90,8 +91,10 @@ class RebuildService:
         shadows: ShadowIndexer,
         config: EngineConfig,
         metrics: Metrics,
+        calibrator: Calibrator | None = None,
     ) -> None:
         self.control = control
+        self.calibrator = calibrator
         self.rebuild_store = rebuild_store
         self.chunks = chunks
         self.embeddings = embeddings
@@ -172,6 +175,7 @@ class RebuildService:
             generation=live.generation + 1,
             replaces=live.id,
             retired_at=None,
+            calibration=None,  # another model, other chunks: measured again before the switch
         )
 
     def active(self, tenant_id: str, project_id: str) -> Rebuild | None:
@@ -313,7 +317,25 @@ class RebuildService:
             return  # documents were missing from the queue: index them first
         if not self.chunks.visible(RagScope.of(shadow)):
             return  # Atlas: readers switch only to what search already sees
+        self._calibrate(shadow)
         self._switch(m)
+
+    def _calibrate(self, shadow: RagRecord) -> None:
+        """The new generation's ``minScore: auto``, measured before readers switch to it:
+        the old generation's threshold belongs to another model. A failure does not hold
+        the switch back; the indexer's next pass calibrates the new live RAG."""
+        if self.calibrator is None:
+            return
+        try:
+            self.calibrator.calibrate_if_due(shadow)
+        except Exception as exc:
+            log.warning(
+                "project %s/%s: the new generation of %s is not calibrated yet: %s",
+                shadow.tenant_id,
+                shadow.project_id,
+                shadow.name,
+                error_text(exc),
+            )
 
     def _failure_reason(self, m: Rebuild, failed: int, total: int) -> str:
         errors = [i.last_error for i in self.rebuild_store.list_items(m.id) if i.last_error]

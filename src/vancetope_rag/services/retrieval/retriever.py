@@ -18,7 +18,7 @@ import asyncio
 import inspect
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
@@ -31,6 +31,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from vancetope_rag.config import EngineConfig
+from vancetope_rag.domain.calibration import AUTO, MinScore, resolve_min_score
 from vancetope_rag.domain.limits import AUTOINJECT_MAX_TOKENS
 from vancetope_rag.domain.metadata_filters import (
     HitPredicate,
@@ -64,10 +65,16 @@ class RetrievalParams:
     """The resolved query parameters of one retrieval."""
 
     top_k: int
-    min_score: float
+    #: A cosine, or ``auto`` until the RAG is known (:meth:`for_rag` resolves it).
+    min_score: MinScore
     max_per_doc: int
     mode: str = "dense"
     max_tokens: int = AUTOINJECT_MAX_TOKENS
+
+    def for_rag(self, rag: RagRecord) -> RetrievalParams:
+        """These parameters with ``auto`` resolved to ``rag``'s calibrated threshold."""
+        score = resolve_min_score(self.min_score, rag.calibration)
+        return self if score is None else replace(self, min_score=score)
 
 
 def as_rag_params(recipe: RecipeLike | None) -> RagParams | None:
@@ -97,9 +104,13 @@ def resolve_params(
         return default if value is None else float(value)
 
     c = config
+    # innermost first, auto included: a recipe's auto beats a tenant's number, and back
+    min_score = next(
+        v for v in (r.min_score, eff.get("rag.minScore"), c.retrieval_min_score) if v is not None
+    )
     return RetrievalParams(
         top_k=int(pick(r.top_k, "rag.topK", c.retrieval_top_k)),
-        min_score=pick(r.min_score, "rag.minScore", c.retrieval_min_score),
+        min_score=AUTO if min_score == AUTO else float(min_score),
         max_per_doc=int(pick(r.max_per_document, "rag.maxPerDocument", c.retrieval_max_per_doc)),
         mode=r.retrieval_mode or str(eff["rag.retrieval.mode"]),
         max_tokens=int(pick(r.max_tokens, "rag.autoInject.maxTokens", c.autoinject_max_tokens)),
@@ -165,7 +176,7 @@ class ProjectRagRetriever(BaseRetriever):
         recipe: A recipe (``RagParams``, ``Recipe`` or file path) whose ``params.rag`` sets
             ``topK``, ``minScore``, ``maxPerDocument`` and the mode unless overridden here.
         top_k: Hits to return at most (1-1000).
-        min_score: Cosine threshold (-1..1).
+        min_score: Cosine threshold (-1..1), or ``auto``: the RAG's calibrated threshold.
         max_per_doc: At most this many hits per document.
         mode: ``dense`` or ``hybrid``.
         path_prefix: Keep only chunks whose path starts with this (or one of these).
@@ -185,7 +196,7 @@ class ProjectRagRetriever(BaseRetriever):
         rag: str = DEFAULT_RAG_NAME,
         recipe: RecipeLike | None = None,
         top_k: int | None = None,
-        min_score: float | None = None,
+        min_score: MinScore | None = None,
         max_per_doc: int | None = None,
         mode: str | None = None,
         path_prefix: str | Sequence[str] | None = None,
@@ -264,7 +275,7 @@ class ProjectRagRetriever(BaseRetriever):
         if plan.reason is None:
             rag = self.rags.find(self.tenant_id, self.project_id, self.rag_name)
             reason = None if rag else f"the project has no {self.rag_name} RAG"
-            plan = RetrievalPlan(params, rag, reason, snapshot)
+            plan = RetrievalPlan(params.for_rag(rag) if rag else params, rag, reason, snapshot)
         if self._snapshot is not None:
             self._plan = plan
         return plan
@@ -303,7 +314,7 @@ class ProjectRagRetriever(BaseRetriever):
         text: str,
         *,
         top_k: int | None = None,
-        min_score: float | None = None,
+        min_score: MinScore | None = None,
         max_per_doc: int | None = None,
         mode: str | None = None,
     ) -> list[Hit]:
@@ -331,7 +342,7 @@ class ProjectRagRetriever(BaseRetriever):
                 project_id=self.project_id,
                 rag_name=rag.name,
             )
-        p = self.params(snapshot)
+        p = self.params(snapshot).for_rag(rag)
         return self._query(
             rag,
             text,
@@ -348,7 +359,7 @@ class ProjectRagRetriever(BaseRetriever):
         text: str,
         *,
         top_k: int,
-        min_score: float | None,
+        min_score: MinScore | None,
         max_per_doc: int | None,
         mode: str | None,
         snapshot: SettingsSnapshot | None = None,

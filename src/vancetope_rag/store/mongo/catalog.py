@@ -19,6 +19,7 @@ from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
+from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.records import RagRecord, RagState
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import updates as q
@@ -132,6 +133,15 @@ class MongoRagCatalog:
         )
         self.rags.insert_one(record)
         return q.rag_from_bson(record)
+
+    def set_rag_calibration(
+        self, tenant_id: str, project_id: str, rag_id: str, calibration: Calibration
+    ) -> bool:
+        result = self.rags.update_one(
+            q.scope_filter(tenant_id, project_id, _id=rag_id),
+            {"$set": {"calibration": q.calibration_to_bson(calibration)}},
+        )
+        return bool(result.matched_count)
 
     def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
         """Pointer first (unreachable at once), then the document."""

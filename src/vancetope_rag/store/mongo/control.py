@@ -33,6 +33,7 @@ from typing import Any
 from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
+from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.records import (
     AttentionItem,
     Document,
@@ -367,6 +368,11 @@ class MongoControlStore:
 
     def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
         return self.catalog.delete_rag(tenant_id, project_id, rag_id)
+
+    def set_rag_calibration(
+        self, tenant_id: str, project_id: str, rag_id: str, calibration: Calibration
+    ) -> bool:
+        return self.catalog.set_rag_calibration(tenant_id, project_id, rag_id, calibration)
 
     def insert_generation(self, rag: RagRecord) -> RagRecord:
         return self.catalog.insert_generation(rag)

@@ -21,6 +21,10 @@ Schema versions of the MongoDB store:
    documents (read as none), and the partial ``tenant_project_attention_idx`` on
    ``extractionError`` (created on open, like every control index).
 
+A ``rags`` document may hold ``calibration`` (the ``minScore: auto`` noise floor, see
+:mod:`vancetope_rag.domain.calibration`); one without it reads as not calibrated, so the field
+needs no schema upgrade, and a store an older release opens keeps working.
+
 Opening a version-1 store that holds chunks does not strand them: the control plane works,
 chunk operations fail with a :class:`StoreError` that says to run ``init``, and ``init``
 (:func:`initialize`) copies every chunk into its ``chunks_<dim>`` collection (``seq`` becomes

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.records import RagRecord
 
 
@@ -54,6 +55,13 @@ class CatalogStore(RagGenerations, Protocol):
 
     def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
         """Delete a catalog entry of any state (its chunks are the caller's business)."""
+        ...
+
+    def set_rag_calibration(
+        self, tenant_id: str, project_id: str, rag_id: str, calibration: Calibration
+    ) -> bool:
+        """Store the RAG's ``minScore: auto`` calibration (any state: a rebuild calibrates its
+        new generation before the switch); False when no such RAG is left."""
         ...
 
     def rag_dimensions(self) -> set[int]:

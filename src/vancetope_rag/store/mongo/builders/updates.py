@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from vancetope_rag.domain import host_metadata
+from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.records import (
     Document,
     IndexState,
@@ -463,7 +464,13 @@ def rag_to_bson(rag: RagRecord, created_at: datetime) -> dict[str, Any]:
         "generation": rag.generation,
         "replaces": rag.replaces,
         "retiredAt": to_bson_time(rag.retired_at) if rag.retired_at else None,
+        "calibration": calibration_to_bson(rag.calibration),
     }
+
+
+def calibration_to_bson(calibration: Calibration | None) -> dict[str, Any] | None:
+    """A RAG's ``minScore: auto`` calibration as a subdocument (None: not calibrated)."""
+    return None if calibration is None else calibration.to_dict()
 
 
 def rag_from_bson(d: Mapping[str, Any]) -> RagRecord:
@@ -485,6 +492,8 @@ def rag_from_bson(d: Mapping[str, Any]) -> RagRecord:
         generation=int(d.get("generation", 1)),
         replaces=d.get("replaces"),
         retired_at=from_bson_time(d.get("retiredAt")),
+        # absent before calibrations existed: the next indexer pass calibrates the RAG
+        calibration=Calibration.from_dict(d.get("calibration")),
     )
 
 

@@ -1,0 +1,109 @@
+"""Calibrator: measures a RAG's noise floor with its own model and chunks (``minScore: auto``).
+
+Each probe turn of :data:`~vancetope_rag.domain.calibration.PROBE_TURNS` is embedded as a
+query with the RAG's pinned model (once per model: the vectors are kept in the store's
+embedding cache, under the model's key and a probe suffix) and searched against the RAG's
+chunks; the best cosine of each is noise, and the rule of
+:func:`~vancetope_rag.domain.calibration.derive_min_score` turns those into the threshold
+that is stored with the RAG. The scheduler calibrates a RAG when it first holds enough
+chunks and again as it grows (:func:`~vancetope_rag.domain.calibration.calibration_due`); a
+rebuild calibrates its new generation before readers switch to it; ``vancetope-rag
+calibrate`` measures on demand.
+"""
+
+from __future__ import annotations
+
+from vancetope_rag.domain.calibration import (
+    PROBE_SET_ID,
+    PROBE_TURNS,
+    Calibration,
+    calibration_due,
+    derive_min_score,
+)
+from vancetope_rag.domain.records import RagRecord
+from vancetope_rag.embeddings import text_hash
+from vancetope_rag.secrets import get_logger
+from vancetope_rag.services.rag import RagService
+from vancetope_rag.store.port import ChunkStore, ControlStore
+from vancetope_rag.store.types import RagScope
+
+log = get_logger(__name__)
+
+#: Appended to a model's cache key for the probes' query vectors: a model with a query
+#: prefix embeds a query differently from the same text as a passage.
+PROBE_CACHE_SUFFIX = ":query-probe"
+
+
+class Calibrator:
+    """Measure, store and refresh the ``minScore: auto`` calibration of RAGs."""
+
+    def __init__(self, *, control: ControlStore, chunks: ChunkStore, rags: RagService) -> None:
+        self.control = control
+        self.chunks = chunks
+        self.rags = rags
+        #: Probe query embeddings the model was asked for by this instance (the rest came
+        #: from the cache).
+        self.embedded_probes = 0
+
+    def probe_vectors(self, rag: RagRecord) -> list[list[float]]:
+        """The probes' query vectors under ``rag``'s pinned model (cached per model)."""
+        loaded = self.rags.model_for(rag)
+        key = loaded.cache_key + PROBE_CACHE_SUFFIX
+        hashes = [text_hash(t) for t in PROBE_TURNS]
+        found = self.control.get_cached_embeddings(key, hashes)
+        missing = {h: t for h, t in zip(hashes, PROBE_TURNS, strict=True) if h not in found}
+        if missing:
+            embed = loaded.embed_model
+            new = {h: list(embed.get_query_embedding(t)) for h, t in missing.items()}
+            self.control.put_cached_embeddings(key, new)
+            self.embedded_probes += len(new)
+            found.update(new)
+        return [found[h] for h in hashes]
+
+    def measure(self, rag: RagRecord) -> Calibration:
+        """The calibration of ``rag`` as its chunks stand now (nothing is stored)."""
+        scope = RagScope.of(rag)
+        chunks = self.chunks.count_chunks(scope)
+        scores: list[float] = []
+        for vector in self.probe_vectors(rag):
+            best = self.chunks.query(scope, vector, 1)
+            # an empty RAG: nothing can match, the floor is the lowest cosine
+            scores.append(float(best[0].score) if best else -1.0)
+        return Calibration(
+            min_score=derive_min_score(scores),
+            chunks=chunks,
+            probe_set=PROBE_SET_ID,
+            scores=tuple(scores),
+            calibrated_at=self.control.now(),
+        )
+
+    def calibrate(self, rag: RagRecord) -> Calibration:
+        """Measure ``rag`` and store the result with it."""
+        calibration = self.measure(rag)
+        self.control.set_rag_calibration(rag.tenant_id, rag.project_id, rag.id, calibration)
+        previous = rag.calibration.min_score if rag.calibration else None
+        log.info(
+            "RAG %s of %s/%s calibrated: minScore auto = %.4f (was %s) over %d chunks",
+            rag.name,
+            rag.tenant_id,
+            rag.project_id,
+            calibration.min_score,
+            "uncalibrated" if previous is None else f"{previous:.4f}",
+            calibration.chunks,
+        )
+        return calibration
+
+    def calibrate_if_due(self, rag: RagRecord) -> Calibration | None:
+        """Calibrate ``rag`` when :func:`calibration_due` says so; the new calibration, or
+        None when the stored one still holds."""
+        chunks = self.chunks.count_chunks(RagScope.of(rag))
+        if not calibration_due(rag.calibration, chunks):
+            return None
+        return self.calibrate(rag)
+
+    def refresh_project(self, tenant_id: str, project_id: str) -> int:
+        """Calibrate every live RAG of the project that is due; how many were."""
+        done = 0
+        for rag in self.control.list_rags(tenant_id, project_id):
+            done += self.calibrate_if_due(rag) is not None
+        return done

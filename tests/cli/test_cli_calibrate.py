@@ -1,0 +1,68 @@
+"""``vancetope-rag calibrate`` and ``query --min-score auto`` on a real SQLite store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vancetope_rag.domain.calibration import (
+    MIN_CALIBRATION_CHUNKS,
+    PROBE_TURNS,
+    derive_min_score,
+)
+
+
+@pytest.fixture
+def indexed(run, tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    for i in range(MIN_CALIBRATION_CHUNKS):
+        (root / f"n{i:02}.md").write_text(f"Glacier survey {i}: ice retreat of {i + 2} metres.")
+    run("settings", "set", "ai.embedding.provider", "hashing", "--scope", "tenant")
+    run("import", str(root))
+    run("index")
+
+
+def test_calibrate_shows_the_distribution_and_the_chosen_value(run, indexed: None) -> None:
+    shown = json.loads(run("calibrate", "--dry-run", "--json").stdout)
+    assert shown["saved"] is False and shown["chunks"] == MIN_CALIBRATION_CHUNKS
+    assert len(shown["scores"]) == len(PROBE_TURNS)
+    assert shown["minScore"] == derive_min_score(shown["scores"])
+    assert shown["previousMinScore"] is not None  # the indexer calibrated it already
+    assert set(shown["summary"]) == {"min", "p25", "p50", "p75", "max"}
+    assert shown["highestProbes"][0]["score"] == max(shown["scores"])
+    assert shown["applied"] == shown["minScore"]  # nothing explicit in the cascade
+
+    text = run("calibrate").stdout
+    assert f"{len(PROBE_TURNS)} off-topic probe turns" in text
+    assert "<- minScore" in text or "above every probe" in text
+    assert f"minScore auto = {shown['minScore']:.4f}" in text and "saved" in text
+
+    run("settings", "set", "rag.minScore", "0.9")
+    note = run("calibrate").stdout
+    assert "this project's turns use minScore 0.9" in note
+
+
+def test_query_takes_min_score_auto_and_refuses_words(run, indexed: None) -> None:
+    hits = json.loads(run("query", "glacier ice retreat", "--min-score", "auto", "--json").stdout)
+    floor = json.loads(run("calibrate", "--dry-run", "--json").stdout)["minScore"]
+    assert hits and all(h["score"] >= floor for h in hits)
+    bad = run("query", "glacier", "--min-score", "high", ok=False)
+    assert bad.exit_code == 2 and "--min-score must be a number from -1 to 1 or 'auto'" in (
+        bad.output
+    )
+
+
+def test_calibrate_names_a_missing_rag(run, indexed: None) -> None:
+    result = run("calibrate", "--rag", "nope", ok=False)
+    assert result.exit_code == 1 and "no RAG 'nope'" in result.stderr
+
+
+def test_status_shows_what_auto_means(run, indexed: None) -> None:
+    floor = json.loads(run("calibrate", "--json").stdout)
+    status = json.loads(run("status", "--json").stdout)
+    assert status["minScoreAuto"]["minScore"] == floor["minScore"]
+    assert status["minScoreAuto"]["chunks"] == MIN_CALIBRATION_CHUNKS
+    assert f"minScore auto: {floor['minScore']:.4f} (calibrated over" in run("status").stdout

@@ -1,0 +1,177 @@
+"""``minScore: auto`` rules: the probe set, the threshold rule, when to calibrate, the forms
+``minScore`` accepts and what each resolves to."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from vancetope_rag.domain.calibration import (
+    AUTO,
+    CALIBRATION_GROWTH,
+    MIN_CALIBRATION_CHUNKS,
+    PROBE_SET_ID,
+    PROBE_TURNS,
+    UNCALIBRATED_MIN_SCORE,
+    Calibration,
+    calibration_due,
+    derive_min_score,
+    parse_min_score,
+    resolve_min_score,
+)
+from vancetope_rag.errors import InvalidInputError
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "scifact.py"
+
+
+def _bench_off_topic() -> tuple[str, ...]:
+    spec = importlib.util.spec_from_file_location("bench_scifact_probes", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_scifact_probes"] = module
+    spec.loader.exec_module(module)
+    probes: tuple[str, ...] = module.OFF_TOPIC_PROBES
+    return probes
+
+
+_FUNCTION_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "i",
+        "me",
+        "my",
+        "you",
+        "your",
+        "it",
+        "is",
+        "are",
+        "do",
+        "does",
+        "how",
+        "what",
+        "who",
+        "which",
+        "when",
+        "why",
+        "should",
+        "can",
+        "for",
+        "to",
+        "of",
+        "in",
+        "on",
+        "at",
+        "with",
+        "about",
+        "into",
+        "this",
+        "that",
+        "be",
+    ]
+)
+
+
+def _words(text: str) -> frozenset[str]:
+    words = "".join(c if c.isalnum() else " " for c in text.lower()).split()
+    return frozenset(words) - _FUNCTION_WORDS
+
+
+def test_the_shipped_probes_are_disjoint_from_the_benchmarks_off_topic_turns() -> None:
+    bench = _bench_off_topic()
+    assert len(bench) == 30
+    assert not set(PROBE_TURNS) & set(bench)
+    # not the same turn reworded either: no probe shares most of its words with a bench turn
+    for probe in PROBE_TURNS:
+        for turn in bench:
+            shared = _words(probe) & _words(turn)
+            assert len(shared) <= len(_words(probe)) // 2, (probe, turn)
+    assert len(set(PROBE_TURNS)) == len(PROBE_TURNS) >= 50
+
+
+def test_the_rule_follows_the_noise_of_each_model() -> None:
+    minilm_like = [0.12 + 0.004 * i for i in range(60)]  # noise spread around 0.24
+    e5_like = [0.74 + 0.001 * i for i in range(60)]  # compressed near 0.77
+    low, high = derive_min_score(minilm_like), derive_min_score(e5_like)
+    # above almost all of each model's noise, below the other model's scale
+    assert sum(s >= low for s in minilm_like) <= 6
+    assert sum(s >= high for s in e5_like) <= 6
+    assert low < 0.45 < high < 0.85
+    # a shift of every cosine shifts the threshold by as much; the order does not matter
+    shifted = derive_min_score([s + 0.5 for s in minilm_like])
+    assert shifted == pytest.approx(low + 0.5, abs=1e-3)
+    assert derive_min_score(list(reversed(minilm_like))) == low
+
+
+def test_probes_that_touch_the_corpus_subject_do_not_lift_the_threshold() -> None:
+    noise = [0.2 + 0.002 * i for i in range(52)]
+    on_topic = [0.9, 0.85, 0.8, 0.7, 0.66, 0.6, 0.55, 0.5]  # a few probes the corpus answers
+    tame = [0.31] * len(on_topic)
+    assert derive_min_score([*noise, *on_topic]) == pytest.approx(derive_min_score([*noise, *tame]))
+
+
+def test_the_rule_refuses_what_is_no_measurement() -> None:
+    with pytest.raises(InvalidInputError, match="at least one probe"):
+        derive_min_score([])
+    with pytest.raises(InvalidInputError, match="finite"):
+        derive_min_score([0.2, float("nan")])
+
+
+def _calibration(chunks: int, probe_set: str = PROBE_SET_ID) -> Calibration:
+    return Calibration(min_score=0.3, chunks=chunks, probe_set=probe_set, scores=(0.1, 0.2))
+
+
+def test_a_rag_is_calibrated_when_it_has_enough_chunks_and_again_as_it_grows() -> None:
+    assert not calibration_due(None, MIN_CALIBRATION_CHUNKS - 1)
+    assert calibration_due(None, MIN_CALIBRATION_CHUNKS)
+    done = _calibration(100)
+    assert not calibration_due(done, 100)
+    assert not calibration_due(done, int(100 * CALIBRATION_GROWTH) - 1)
+    assert calibration_due(done, int(100 * CALIBRATION_GROWTH))
+    assert not calibration_due(done, 50)  # shrinking never recalibrates by itself
+    assert calibration_due(_calibration(100, probe_set="older-set"), 100)
+    assert not calibration_due(_calibration(100, probe_set="older-set"), 1)
+
+
+def test_a_calibration_survives_its_json_and_unreadable_text_reads_as_none() -> None:
+    at = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)
+    c = Calibration(0.3512, 40, PROBE_SET_ID, (0.25, -0.5), at)
+    assert Calibration.from_json(c.to_json()) == c
+    assert Calibration.from_dict(c.to_dict()) == c
+    for bad in (None, "", "{", "[]", '{"minScore": "x"}', '{"chunks": 3}'):
+        assert Calibration.from_json(bad) is None
+    assert c.summary() == {"min": -0.5, "p25": -0.3125, "p50": -0.125, "p75": 0.0625, "max": 0.25}
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        ("auto", AUTO),
+        (" AUTO ", AUTO),
+        (0.4, 0.4),
+        (1, 1.0),
+        ("-0.25", -0.25),
+        (None, None),
+    ],
+)
+def test_min_score_takes_a_cosine_or_auto(raw: object, parsed: object) -> None:
+    assert parse_min_score(raw) == parsed
+
+
+@pytest.mark.parametrize("raw", ["high", "", 1.5, -2, True, float("nan"), [0.3]])
+def test_min_score_refuses_anything_else_and_names_both_forms(raw: object) -> None:
+    with pytest.raises(InvalidInputError, match=r"rag\.minScore must be a number .* or 'auto'"):
+        parse_min_score(raw, "rag.minScore")
+
+
+def test_auto_resolves_to_the_rags_calibration_and_a_number_stays_itself() -> None:
+    calibrated = _calibration(40)
+    assert resolve_min_score(AUTO, calibrated) == calibrated.min_score
+    assert resolve_min_score(AUTO, None) == UNCALIBRATED_MIN_SCORE
+    assert resolve_min_score(0.62, calibrated) == 0.62
+    assert resolve_min_score(None, calibrated) is None
