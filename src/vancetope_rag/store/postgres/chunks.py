@@ -17,6 +17,7 @@ the table still fills ``top_k``.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -53,6 +54,16 @@ _RERANK_MARGIN = 20
 #: How many index tuples an iterative scan may visit before it stops (pgvector's default is
 #: 20,000: a RAG holding 0.1% of a big table would come back short).
 _MAX_SCAN_TUPLES = 200_000
+#: How long a scope's chunk count is reused to choose between exact scan and HNSW.
+_SIZE_TTL_S = 5.0
+#: What every pooled connection sets for HNSW scans (:attr:`PostgresDatabase.session_settings`):
+#: iterative scans in distance order (a filtered scope still gets its top k), the search list
+#: for up to ``_EF_MIN - _RERANK_MARGIN`` hits, and the iterative scan's budget.
+HNSW_SESSION_SETTINGS = (
+    ("hnsw.iterative_scan", "strict_order"),
+    ("hnsw.ef_search", str(_EF_MIN)),
+    ("hnsw.max_scan_tuples", str(_MAX_SCAN_TUPLES)),
+)
 
 _SCOPE = "c.tenant_id = %s AND c.project_id = %s AND c.rag_id = %s"
 
@@ -86,6 +97,8 @@ class PostgresChunkStore:
         self.db = db
         #: Scopes up to this size are ranked exactly; larger ones through HNSW.
         self.exact_scan_max = exact_scan_max
+        #: Scope -> (chunk count, when read): see :meth:`_scope_size`.
+        self._sizes: dict[tuple[str, str, str], tuple[int, float]] = {}
 
     # -- writes ------------------------------------------------------------------------
 
@@ -339,29 +352,39 @@ class PostgresChunkStore:
             return []
         dim = scope.dimension
         wanted = top_k + max(top_k, _RERANK_MARGIN)  # candidates for the exact re-rank
-        with self.db.snapshot():
-            exact = wanted > _EF_MAX or self._scope_size(scope) <= self.exact_scan_max
-            if not exact:
-                self.db.query(
-                    "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), "
-                    "set_config('hnsw.ef_search', %s, true), "
-                    "set_config('hnsw.max_scan_tuples', %s, true)",
-                    (str(min(_EF_MAX, max(_EF_MIN, wanted))), str(_MAX_SCAN_TUPLES)),
-                )
-            rows = self.db.query_dicts(
-                dense_sql(dim, where, exact=exact),
-                (*_scope(scope), *params, vector_literal(query), wanted),
-            )
+        exact = wanted > _EF_MAX or self._scope_size(scope) <= self.exact_scan_max
+        statement = dense_sql(dim, where, exact=exact)
+        args = (*_scope(scope), *params, vector_literal(query), wanted)
+        ef = min(_EF_MAX, max(_EF_MIN, wanted))
+        if exact or ef == _EF_MIN:
+            # One round trip: every pooled connection scans HNSW with these settings
+            # (PostgresDatabase.session_settings), so a turn's query needs no transaction.
+            rows = self.db.query_dicts(statement, args)
+        else:
+            with self.db.snapshot():
+                self.db.query("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
+                rows = self.db.query_dicts(statement, args)
         return rerank(rows, query, top_k)
 
     def _scope_size(self, scope: RagScope) -> int:
-        """The scope's chunk count, from the statistics the chunk tables' triggers keep."""
+        """The scope's chunk count, from the statistics the chunk tables' triggers keep;
+        read again at most every ``_SIZE_TTL_S`` per scope (it only decides exact scan or
+        HNSW, which rank alike near the limit), except inside a transaction or snapshot."""
+        key = _scope(scope)
+        now = time.monotonic()
+        cached = self._sizes.get(key)
+        if cached is not None and now - cached[1] < _SIZE_TTL_S and not self.db.in_transaction():
+            return cached[0]
         rows = self.db.query(
             "SELECT n_rows FROM rag_text_stats WHERE tenant_id = %s AND project_id = %s "
             "AND rag_id = %s",
-            _scope(scope),
+            key,
         )
-        return int(rows[0][0]) if rows else 0
+        size = int(rows[0][0]) if rows else 0
+        if len(self._sizes) > 10_000:
+            self._sizes.clear()
+        self._sizes[key] = (size, now)
+        return size
 
     def lexical_query(
         self,

@@ -48,8 +48,12 @@ class PostgresDatabase:
         *,
         schema_version: int,
         connect_timeout_s: float = 15.0,
+        session_settings: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.uri = uri
+        #: Settings every pooled connection makes when it opens (besides the statement
+        #: timeout and the search path), e.g. the chunk store's HNSW scan settings.
+        self.session_settings = tuple(session_settings)
         self.shown = uri.shown
         register_secret(uri.password)
         self._schema_version = schema_version
@@ -114,6 +118,7 @@ class PostgresDatabase:
                 names.append(str(row[0]))
             path = sql.SQL(", ").join(sql.Identifier(n) for n in names).as_string(conn)
             settings.append(("search_path", path))
+        settings.extend(self.session_settings)
         for name, value in settings:
             conn.execute("SELECT set_config(%s, %s, false)", (name, value))
 

@@ -16,7 +16,11 @@ from dataclasses import dataclass, field
 from vancetope_rag.domain.records import IndexStatus
 from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
 from vancetope_rag.store.postgres import schema
-from vancetope_rag.store.postgres.chunks import EXACT_SCAN_MAX, PostgresChunkStore
+from vancetope_rag.store.postgres.chunks import (
+    EXACT_SCAN_MAX,
+    HNSW_SESSION_SETTINGS,
+    PostgresChunkStore,
+)
 from vancetope_rag.store.postgres.control import PostgresControlStore
 from vancetope_rag.store.postgres.db import PostgresDatabase
 from vancetope_rag.store.postgres.notify import QueuedListener
@@ -102,7 +106,10 @@ def open_postgres_store(
     if server_clock is None:
         server_clock = clock is time.time
     db = PostgresDatabase(
-        parsed, schema_version=schema.SCHEMA_VERSION, connect_timeout_s=connect_timeout_s
+        parsed,
+        schema_version=schema.SCHEMA_VERSION,
+        connect_timeout_s=connect_timeout_s,
+        session_settings=HNSW_SESSION_SETTINGS,
     )
     control = PostgresControlStore(db, clock=clock, server_clock=server_clock)
     return PostgresStore(
