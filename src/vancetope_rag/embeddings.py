@@ -25,6 +25,7 @@ from vancetope_rag.errors import (
     EmbeddingConfigError,
     EmbeddingDisabledError,
 )
+from vancetope_rag.model_profiles import ModelProfile
 
 PROVIDER_NONE = "none"
 
@@ -65,15 +66,27 @@ class LoadedModel:
     #: Called over the network (HTTP): circuits and pacing apply; in-process models drain
     #: as fast as they compute.
     remote: bool = False
+    #: What the provider knows of the model (prefixes, ``input_type``, window).
+    profile: ModelProfile | None = None
+    #: Tokens of the prefix put before every input (by us or by the server).
+    prefix_tokens: int = 0
+    #: The profile's ``input_type`` values reach the server (it adds the prefixes itself).
+    sends_input_type: bool = False
 
     @property
     def cache_key(self) -> str:
-        return f"{self.provider}:{self.model}:{self.dimension}"
+        key = f"{self.provider}:{self.model}:{self.dimension}"
+        p = self.profile
+        if p is None or not p.has_prefixes:
+            return key  # the vectors of a model without prefixes, as before profiles
+        how = "type" if self.sends_input_type else "text"
+        mark = text_hash(f"{how}\0{p.query_prefix}\0{p.document_prefix}")[:12]
+        return f"{key}:{mark}"
 
     @property
     def max_chunk_tokens(self) -> int:
         """The longest chunk (in the model's tokens) the model reads without truncation."""
-        return self.max_input_tokens - self.special_tokens
+        return self.max_input_tokens - self.special_tokens - self.prefix_tokens
 
     def default_chunking(self) -> tuple[int, int]:
         """(chunk_size, chunk_overlap) in model tokens that fit the input window."""

@@ -124,7 +124,7 @@ def test_rejected_key_at_the_dimension_probe_holds_indexing_until_fixed(
         index_docs(app)
     assert app.project_rags.find_default_rag(T, P) is None
     assert {d.index_state.value for d in app.documents.list_documents(T, P)} == {"pending"}
-    assert "dimension probe of embedding model 'nomic-embed-text'" in caplog.text
+    assert "dimension probe of embedding model 'local-embedder'" in caplog.text
     assert "401" in caplog.text and "ai.embedding.apiKey" in caplog.text
     status = json.dumps(app.project_rags.status(T, P).to_json())
     assert WRONG_KEY not in caplog.text + status

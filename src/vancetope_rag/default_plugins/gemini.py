@@ -16,6 +16,7 @@ from vancetope_rag.embeddings import (
 )
 from vancetope_rag.errors import MissingDependencyError
 from vancetope_rag.hookspecs import hookimpl
+from vancetope_rag.model_profiles import TOKENIZER_CL100K, ModelProfile, known_profile
 
 DEFAULT_MODEL = "gemini-embedding-001"
 
@@ -35,19 +36,19 @@ class GeminiProvider:
         except ImportError as exc:
             raise MissingDependencyError("the gemini embedding provider", "gemini") from exc
         embed = GoogleGenAIEmbedding(model_name=model, api_key=key)
-        # A pinned RAG's dimension and the default model's are known; any other is learnt
+        profile = known_profile(model) or ModelProfile(2048, TOKENIZER_CL100K)
+        # A pinned RAG's dimension and a known model's are known; any other is learnt
         # with one call.
-        dim = settings.dimension or (
-            3072 if model == DEFAULT_MODEL else len(embed.get_text_embedding("probe"))
-        )
+        dim = settings.dimension or profile.dimension or len(embed.get_text_embedding("probe"))
         return LoadedModel(
             provider=self.name,
             model=model,
             dimension=dim,
             embed_model=embed,
-            max_input_tokens=2048,
+            max_input_tokens=profile.max_input_tokens,
             tokenizer=llama_tokenizer(),
             remote=True,
+            profile=profile,
         )
 
 
