@@ -11,6 +11,7 @@ Known models ship with their profile (:func:`known_profile`); unknown ones get a
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -73,6 +74,64 @@ class ModelProfile:
                 input_types=None,
             )
         return out
+
+
+#: What a RAG created before profiles is pinned to: no prefixes, the provider's old window.
+EMPTY_PROFILE = ModelProfile(0)
+
+
+def profile_to_json(profile: ModelProfile) -> str:
+    """The profile as a RAG pins it (JSON object text; ``{}`` for :data:`EMPTY_PROFILE`)."""
+    if profile == EMPTY_PROFILE:
+        return "{}"
+    out: dict[str, Any] = {
+        "maxInputTokens": profile.max_input_tokens,
+        "tokenizer": profile.tokenizer,
+        "specialTokens": profile.special_tokens,
+        "queryPrefix": profile.query_prefix,
+        "documentPrefix": profile.document_prefix,
+        "inputTypes": list(profile.input_types) if profile.input_types else None,
+    }
+    if profile.dimension:
+        out["dimension"] = profile.dimension
+    return json.dumps(out, sort_keys=True)
+
+
+def profile_from_json(text: str | None) -> ModelProfile:
+    """A pinned profile; :data:`EMPTY_PROFILE` for a RAG that pinned none (None or ``{}``)."""
+    data = json.loads(text) if text else {}
+    if not data:
+        return EMPTY_PROFILE
+    types = data.get("inputTypes")
+    return ModelProfile(
+        int(data["maxInputTokens"]),
+        str(data.get("tokenizer", TOKENIZER_MODEL)),
+        int(data.get("specialTokens", 0)),
+        str(data.get("queryPrefix", "")),
+        str(data.get("documentPrefix", "")),
+        (str(types[0]), str(types[1])) if types else None,
+        data.get("dimension"),
+    )
+
+
+def same_embedding(a: ModelProfile, b: ModelProfile) -> bool:
+    """Whether two profiles embed alike: same window and prefixes (sent as text or as an
+    ``input_type``: which of the two a server takes is learnt once, not configured)."""
+    return (a.max_input_tokens, a.query_prefix, a.document_prefix) == (
+        b.max_input_tokens,
+        b.query_prefix,
+        b.document_prefix,
+    )
+
+
+def describe_profile(profile: ModelProfile) -> str:
+    """``window 512, query prefix 'query: ', document prefix 'passage: '`` for status."""
+    parts = [f"window {profile.max_input_tokens}"]
+    if profile.query_prefix:
+        parts.append(f"query prefix {profile.query_prefix!r}")
+    if profile.document_prefix:
+        parts.append(f"document prefix {profile.document_prefix!r}")
+    return ", ".join(parts)
 
 
 def _e5(dim: int) -> ModelProfile:

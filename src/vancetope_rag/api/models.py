@@ -122,6 +122,11 @@ class StatusResponse(_Model):
     providerCircuit: ProviderCircuit | None = Field(
         default=None, description="the provider's open circuit in this process; null: closed"
     )
+    profileNote: str | None = Field(
+        default=None,
+        description="why a rebuild would change how the RAG embeds (created before model "
+        "profiles, or the window or prefixes configured now differ); null: it would not",
+    )
 
 
 class ReindexResponse(_Model):

@@ -393,6 +393,8 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
     click.echo("documents: " + ", ".join(f"{k} {v}" for k, v in status.documents.items()))
     if status.paused:
         click.echo(status.paused)
+    if status.profile_note:
+        click.echo(f"model profile: {status.profile_note}")
     for line in progress_lines(status.progress):
         click.echo(line)
     if status.needs_attention_count:

@@ -7,6 +7,7 @@ Ollama, TEI, vLLM and OpenRouter speak the same API. Needs
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -22,6 +23,7 @@ from vancetope_rag.embeddings import (
 from vancetope_rag.errors import EmbeddingError, MissingDependencyError
 from vancetope_rag.hookspecs import hookimpl
 from vancetope_rag.model_profiles import (
+    EMPTY_PROFILE,
     TOKENIZER_CL100K,
     ModelProfile,
     estimate_tokens,
@@ -125,12 +127,15 @@ class OpenAIProvider:
             kwargs["api_base"] = settings.base_url
         profile = self.profile(settings, model)
         embed: BaseEmbedding = OpenAIEmbedding(**kwargs)
-        typed = False
-        if profile.input_types is not None and settings.base_url:
+        if profile.input_types is not None:
             candidate = typed_embedding(OpenAIEmbedding, profile.input_types, **kwargs)
-            typed = _takes_input_type(candidate, settings, key)
-            if typed:
+            # a pinned profile says whether the server takes input_type: never probed again
+            pinned = settings.pinned_profile is not None
+            if pinned or (settings.base_url and _takes_input_type(candidate, settings, key)):
                 embed = candidate
+            else:
+                profile = replace(profile, input_types=None)
+        typed = profile.input_types is not None
         dim = (
             settings.dimension  # pinned by a RAG: never probed again
             or profile.dimension
@@ -154,8 +159,20 @@ class OpenAIProvider:
         )
 
     def profile(self, settings: EmbeddingSettings, model: str) -> ModelProfile:
-        """The shipped profile of ``model``, else the safe one for its endpoint."""
-        return known_profile(model) or fallback_profile(settings.base_url)
+        """The RAG's pinned profile (a RAG from before profiles: the old 8,191 cl100k window,
+        no prefixes); for a new RAG the shipped profile of ``model``, else the safe one for
+        its endpoint, with the tenant's or project's overrides."""
+        pinned = settings.pinned_profile
+        if pinned == EMPTY_PROFILE:
+            return ModelProfile(8191, TOKENIZER_CL100K)
+        if pinned is not None:
+            return pinned
+        shipped = known_profile(model) or fallback_profile(settings.base_url)
+        return shipped.with_overrides(
+            max_input_tokens=settings.max_input_tokens,
+            query_prefix=settings.query_prefix,
+            document_prefix=settings.document_prefix,
+        )
 
     @staticmethod
     def _probe_dimension(

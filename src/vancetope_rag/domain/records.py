@@ -136,6 +136,9 @@ class RagRecord:
     replaces: str | None = None
     #: When a rebuild retired this generation (None unless RETIRED).
     retired_at: datetime | None = None
+    #: The model profile pinned at creation (JSON object text: window, tokenizer, prefixes or
+    #: input_type); None for a RAG created before profiles (no prefixes, the old window).
+    embedding_profile: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +232,9 @@ class RagStatus:
     #: …``), and its open circuit as JSON; None while the provider answers.
     paused: str | None = None
     provider_circuit: dict[str, Any] | None = None
+    #: Why a rebuild would change how the RAG embeds (created before model profiles, or
+    #: the window or prefixes configured now differ); None when it would not.
+    profile_note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -246,6 +252,7 @@ class RagStatus:
             "configuredModel": self.configured_model,
             "paused": self.paused,
             "providerCircuit": self.provider_circuit,
+            "profileNote": self.profile_note,
         }
 
 

@@ -274,6 +274,7 @@ class ProjectRagService:
             configured_model=configured,
             paused=paused,
             provider_circuit=circuit.to_json() if circuit else None,
+            profile_note=self.rags.profile_note(rag),
         )
 
 

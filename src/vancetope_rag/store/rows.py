@@ -142,6 +142,7 @@ def rag_row(rag: RagRecord, created_at: float) -> dict[str, Any]:
         "generation": rag.generation,
         "replaces": rag.replaces,
         "retired_at": rag.retired_at.timestamp() if rag.retired_at else None,
+        "embedding_profile": rag.embedding_profile,
     }
 
 
@@ -233,6 +234,7 @@ def row_to_rag(r: Mapping[str, Any]) -> RagRecord:
         generation=int(r["generation"]),
         replaces=r["replaces"],
         retired_at=dt(r["retired_at"]),
+        embedding_profile=r["embedding_profile"],
     )
 
 

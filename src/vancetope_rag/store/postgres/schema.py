@@ -260,6 +260,11 @@ STEPS: tuple[str, ...] = (
     CREATE INDEX IF NOT EXISTS documents_attention_idx ON documents (tenant_id, project_id, path)
         WHERE extraction_error IS NOT NULL;
     """,
+    # 6: the model profile a RAG pinned (JSON object text, as in SQLite); RAGs created before
+    # have none: they keep the empty profile (no prefixes, the old window) until a rebuild.
+    """
+    ALTER TABLE rags ADD COLUMN IF NOT EXISTS embedding_profile text;
+    """,
 )
 
 SCHEMA_VERSION = len(STEPS)

@@ -5,7 +5,7 @@ Pure data; :mod:`.sqlite.db` runs them in one transaction when it opens a file.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 #: Ordered schema upgrades; index i brings the schema from version i to i + 1. Never edit a shipped
 #: entry: add a new one.
@@ -222,5 +222,10 @@ UPGRADES: tuple[str, ...] = (
     ALTER TABLE documents ADD COLUMN extraction_error TEXT;
     CREATE INDEX documents_attention_idx ON documents (tenant_id, project_id, path)
         WHERE extraction_error IS NOT NULL;
+    """,
+    # 9 -> 10: the model profile a RAG pinned (JSON object text); RAGs created before have
+    # none: they keep the empty profile (no prefixes, the old window) until a rebuild.
+    """
+    ALTER TABLE rags ADD COLUMN embedding_profile TEXT;
     """,
 )

@@ -463,6 +463,7 @@ def rag_to_bson(rag: RagRecord, created_at: datetime) -> dict[str, Any]:
         "generation": rag.generation,
         "replaces": rag.replaces,
         "retiredAt": to_bson_time(rag.retired_at) if rag.retired_at else None,
+        "embeddingProfile": rag.embedding_profile,
     }
 
 
@@ -485,6 +486,8 @@ def rag_from_bson(d: Mapping[str, Any]) -> RagRecord:
         generation=int(d.get("generation", 1)),
         replaces=d.get("replaces"),
         retired_at=from_bson_time(d.get("retiredAt")),
+        # schema 5 had no profiles: such a RAG is pinned to the empty one
+        embedding_profile=d.get("embeddingProfile"),
     )
 
 
