@@ -194,3 +194,17 @@ class _Handler(BaseHTTPRequestHandler):
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             },
         )
+
+
+def openai_app(
+    make_app: Any, server: EmbeddingsServer, key: str = KEY, model: str = MODEL, **kwargs: Any
+) -> Any:
+    """An app (from the ``make_app`` fixture) whose tenant embeds with ``model`` through
+    ``server`` as the ``openai`` provider."""
+    from fakes import T
+
+    app = make_app(provider="openai", **kwargs)
+    app.settings.set(T, None, "ai.embedding.apiKey", key)
+    app.settings.set(T, None, "ai.embedding.baseUrl", server.base_url)
+    app.settings.set(T, None, "ai.embedding.model", model)
+    return app

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("llama_index.embeddings.openai")
 
 from fakes import P, T
-from openai_server import DIM, KEY, MODEL, WRONG_KEY, EmbeddingsServer
+from openai_server import DIM, KEY, MODEL, WRONG_KEY, EmbeddingsServer, openai_app
 from vancetope_rag.app import RagApp
 from vancetope_rag.default_plugins.openai import OpenAIProvider
 from vancetope_rag.embeddings import EmbeddingSettings
@@ -24,16 +24,6 @@ DOCS = {
     "documents/rockets.md": "Rockets burn liquid fuel and oxygen to reach orbit around Earth.",
     "documents/bread.md": "Bread dough needs flour, water, yeast and salt, then a hot oven.",
 }
-
-
-def openai_app(
-    make_app: Any, server: EmbeddingsServer, key: str = KEY, model: str = MODEL, **kwargs: Any
-) -> RagApp:
-    app: RagApp = make_app(provider="openai", **kwargs)
-    app.settings.set(T, None, "ai.embedding.apiKey", key)
-    app.settings.set(T, None, "ai.embedding.baseUrl", server.base_url)
-    app.settings.set(T, None, "ai.embedding.model", model)
-    return app
 
 
 def index_docs(app: RagApp) -> None:

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("llama_index.embeddings.openai")
 
 from fakes import P, T
-from openai_server import KEY, EmbeddingsServer
+from openai_server import EmbeddingsServer, openai_app
 from vancetope_rag.app import RagApp
 from vancetope_rag.model_profiles import estimate_tokens
 
@@ -26,11 +26,8 @@ LONG = " ".join(
 )
 
 
-def e5_app(make_app: Any, server: EmbeddingsServer, model: str = E5) -> RagApp:
-    app: RagApp = make_app(provider="openai")
-    app.settings.set(T, None, "ai.embedding.apiKey", KEY)
-    app.settings.set(T, None, "ai.embedding.baseUrl", server.base_url)
-    app.settings.set(T, None, "ai.embedding.model", model)
+def e5_app(make_app: Any, server: EmbeddingsServer) -> RagApp:
+    app: RagApp = openai_app(make_app, server, model=E5)
     return app
 
 
