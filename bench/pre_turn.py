@@ -19,9 +19,10 @@ For each size (default 10k and 100k chunks in ``_documents`` on the embedded SQL
                              [--sqlite-vec] [--threads N] [--store URI] [--noise S]
                              [--recall N] [--json]
 
-``--recall N`` (a PostgreSQL ``--store``): recall@10 of the store's dense path (HNSW for a
-scope above its exact-scan limit) against an exact scan of the same scope, over the first N
-turns' query embeddings.
+A ``--store`` that already holds the size's chunks (an earlier run's schema) is measured as
+it is, without writing. ``--recall N`` (a PostgreSQL ``--store``): recall@10 of the store's
+dense path (HNSW for a scope above its exact-scan limit) against an exact scan of the same
+scope, over the first N turns' query embeddings.
 """
 
 from __future__ import annotations
@@ -146,12 +147,13 @@ def main() -> None:
         scope = RagScope.of(rag)
         batch: list[Chunk] = []
         doc_ids: list[str] = []
+        reuse = args.store and app.rags.chunk_count(rag) >= size  # a store filled before
         with app.store.control.transaction():
             # Two chunks per document, as a document row each: citations name documents.
-            for d in range((size + 1) // 2):
+            for d in range(0 if reuse else (size + 1) // 2):
                 new = NewDocument(t, p, f"documents/scifact/{d}.txt", "text/plain", texts[d % 2000])
                 doc_ids.append(app.store.control.insert_document(new).id)
-        for i in range(size):
+        for i in range(0 if reuse else size):
             j = i % len(texts)
             noise = rng.normal(0, args.noise, base_vectors.shape[1]).astype(np.float32)
             v = base_vectors[j] + noise

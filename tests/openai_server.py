@@ -20,12 +20,18 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from vancetope_rag.default_plugins.openai import KNOWN_DIMENSIONS
+from vancetope_rag.model_profiles import known_profile
 
 KEY = "local-embed-key-5c1d9e"  # not key-shaped: only its registration can redact it
 WRONG_KEY = "stale-embed-key-0b7e44"
-MODEL = "nomic-embed-text"  # not in the known-dimensions table: probed
+MODEL = "local-embedder"  # a model no profile describes: its dimension is probed
 DIM = 48
+
+
+def _dimension(model: str) -> int:
+    """A known model's own dimension (as its profile says); DIM for any other name."""
+    profile = known_profile(model)
+    return profile.dimension if profile is not None and profile.dimension else DIM
 
 
 def vector(text: str, dim: int = DIM) -> list[float]:
@@ -173,7 +179,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         data = []
         for i, text in enumerate(inputs):
-            vec = vector(text, KNOWN_DIMENSIONS.get(body.get("model"), DIM))
+            vec = vector(text, _dimension(str(body.get("model"))))
             emb: Any = vec
             if body.get("encoding_format") == "base64":
                 emb = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()
@@ -188,3 +194,17 @@ class _Handler(BaseHTTPRequestHandler):
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             },
         )
+
+
+def openai_app(
+    make_app: Any, server: EmbeddingsServer, key: str = KEY, model: str = MODEL, **kwargs: Any
+) -> Any:
+    """An app (from the ``make_app`` fixture) whose tenant embeds with ``model`` through
+    ``server`` as the ``openai`` provider."""
+    from fakes import T
+
+    app = make_app(provider="openai", **kwargs)
+    app.settings.set(T, None, "ai.embedding.apiKey", key)
+    app.settings.set(T, None, "ai.embedding.baseUrl", server.base_url)
+    app.settings.set(T, None, "ai.embedding.model", model)
+    return app

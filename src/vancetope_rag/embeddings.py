@@ -25,6 +25,7 @@ from vancetope_rag.errors import (
     EmbeddingConfigError,
     EmbeddingDisabledError,
 )
+from vancetope_rag.model_profiles import ModelProfile, profile_to_json
 
 PROVIDER_NONE = "none"
 
@@ -42,6 +43,14 @@ class EmbeddingSettings:
     #: The dimension a RAG pinned: a provider that would learn it with a call takes it
     #: instead (a pinned RAG is never probed again; a wrong answer shows at the first call).
     dimension: int | None = None
+    #: The profile a RAG pinned (:data:`EMPTY_PROFILE` for one created before profiles): the
+    #: provider uses it as it is. None for a new RAG: the shipped profile, with the overrides.
+    pinned_profile: ModelProfile | None = None
+    #: ``ai.embedding.maxInputTokens`` / ``.queryPrefix`` / ``.documentPrefix`` (None: the
+    #: model's own).
+    max_input_tokens: int | None = None
+    query_prefix: str | None = None
+    document_prefix: str | None = None
 
     @property
     def enabled(self) -> bool:
@@ -65,15 +74,33 @@ class LoadedModel:
     #: Called over the network (HTTP): circuits and pacing apply; in-process models drain
     #: as fast as they compute.
     remote: bool = False
+    #: What the provider knows of the model (prefixes, ``input_type``, window).
+    profile: ModelProfile | None = None
+    #: Tokens of the prefix put before every input (by us or by the server).
+    prefix_tokens: int = 0
+    #: The profile's ``input_type`` values reach the server (it adds the prefixes itself).
+    sends_input_type: bool = False
 
     @property
     def cache_key(self) -> str:
-        return f"{self.provider}:{self.model}:{self.dimension}"
+        key = f"{self.provider}:{self.model}:{self.dimension}"
+        p = self.profile
+        if p is None or not p.has_prefixes:
+            return key  # the vectors of a model without prefixes, as before profiles
+        how = "type" if self.sends_input_type else "text"
+        mark = text_hash(f"{how}\0{p.query_prefix}\0{p.document_prefix}")[:12]
+        return f"{key}:{mark}"
 
     @property
     def max_chunk_tokens(self) -> int:
         """The longest chunk (in the model's tokens) the model reads without truncation."""
-        return self.max_input_tokens - self.special_tokens
+        return self.max_input_tokens - self.special_tokens - self.prefix_tokens
+
+    def pinned_profile(self) -> str:
+        """The profile a RAG created with this model pins (JSON; see ``profile_to_json``)."""
+        if self.profile is None:
+            return "{}"
+        return profile_to_json(self.profile)
 
     def default_chunking(self) -> tuple[int, int]:
         """(chunk_size, chunk_overlap) in model tokens that fit the input window."""
@@ -237,7 +264,7 @@ class EmbeddingRegistry:
 
     def __init__(self) -> None:
         self._providers: dict[str, EmbeddingProvider] = {}
-        self._loaded: dict[tuple[str, str, str | None, str, int | None], LoadedModel] = {}
+        self._loaded: dict[tuple[Any, ...], LoadedModel] = {}
         self._lock = threading.Lock()
 
     def register(self, provider: EmbeddingProvider) -> None:
@@ -284,7 +311,17 @@ class EmbeddingRegistry:
         provider = self.provider(settings.provider)
         name = model or settings.model or provider.default_model()
         secret = hashlib.sha256((settings.api_key or "").encode()).hexdigest()
-        key = (settings.provider, name, settings.base_url, secret, settings.dimension)
+        key = (
+            settings.provider,
+            name,
+            settings.base_url,
+            secret,
+            settings.dimension,
+            settings.pinned_profile,
+            settings.max_input_tokens,
+            settings.query_prefix,
+            settings.document_prefix,
+        )
         with self._lock:
             loaded = self._loaded.get(key)
         if loaded is None:

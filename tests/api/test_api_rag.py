@@ -54,6 +54,7 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
         "configuredModel",
         "paused",
         "providerCircuit",
+        "profileNote",
     }
     assert data["configuredModel"] == "hashing:hashing-256"  # what a rebuild builds onto
     assert data["truncatedDocuments"] == 0

@@ -259,3 +259,26 @@ def test_schema_v3_store_keeps_its_rags_as_live_generations(tmp_path: Path) -> N
         assert store.control.find_rag("t", "p", "_documents") == rag
     finally:
         store.close()
+
+
+def test_schema_v10_store_keeps_its_rags_without_a_profile(tmp_path: Path) -> None:
+    """Upgrade 11 adds the pinned model profile: a RAG written before reads back with none
+    (the services pin it to the empty profile: no prefixes, the old window)."""
+    path = tmp_path / "v10.db"
+    open_store(f"sqlite:///{path}").close()
+    conn = apsw.Connection(str(path))  # back to version 10: no profile column yet
+    conn.execute("ALTER TABLE rags DROP COLUMN embedding_profile")
+    conn.execute(
+        "INSERT INTO rags (id, tenant_id, project_id, name, embedding_provider, "
+        "embedding_model, embedding_dimension, chunk_size, chunk_overlap, created_at) VALUES "
+        "('r1', 't', 'p', '_documents', 'openai', 'multilingual-e5-small', 384, 1024, 64, 1)"
+    )
+    conn.execute("PRAGMA user_version=10")
+    conn.close()
+
+    store = open_store(f"sqlite:///{path}")
+    try:
+        rag = store.control.find_rag("t", "p", "_documents")
+        assert rag is not None and rag.id == "r1" and rag.embedding_profile is None
+    finally:
+        store.close()

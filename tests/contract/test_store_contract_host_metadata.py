@@ -75,6 +75,7 @@ def test_a_sqlite_store_of_schema_7_gains_the_column(tmp_path: Path) -> None:
         "DROP INDEX documents_attention_idx; ALTER TABLE documents DROP COLUMN import_origin; "
         "ALTER TABLE documents DROP COLUMN extraction_error; "
         "ALTER TABLE documents DROP COLUMN metadata; ALTER TABLE rags DROP COLUMN calibration; "
+        "ALTER TABLE rags DROP COLUMN embedding_profile; "
         "PRAGMA user_version=7"
     )
     conn.close()

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("llama_index.embeddings.openai")
 
 from fakes import P, T
-from openai_server import DIM, KEY, MODEL, WRONG_KEY, EmbeddingsServer
+from openai_server import DIM, KEY, MODEL, WRONG_KEY, EmbeddingsServer, openai_app
 from vancetope_rag.app import RagApp
 from vancetope_rag.default_plugins.openai import OpenAIProvider
 from vancetope_rag.embeddings import EmbeddingSettings
@@ -24,16 +24,6 @@ DOCS = {
     "documents/rockets.md": "Rockets burn liquid fuel and oxygen to reach orbit around Earth.",
     "documents/bread.md": "Bread dough needs flour, water, yeast and salt, then a hot oven.",
 }
-
-
-def openai_app(
-    make_app: Any, server: EmbeddingsServer, key: str = KEY, model: str = MODEL, **kwargs: Any
-) -> RagApp:
-    app: RagApp = make_app(provider="openai", **kwargs)
-    app.settings.set(T, None, "ai.embedding.apiKey", key)
-    app.settings.set(T, None, "ai.embedding.baseUrl", server.base_url)
-    app.settings.set(T, None, "ai.embedding.model", model)
-    return app
 
 
 def index_docs(app: RagApp) -> None:
@@ -124,7 +114,7 @@ def test_rejected_key_at_the_dimension_probe_holds_indexing_until_fixed(
         index_docs(app)
     assert app.project_rags.find_default_rag(T, P) is None
     assert {d.index_state.value for d in app.documents.list_documents(T, P)} == {"pending"}
-    assert "dimension probe of embedding model 'nomic-embed-text'" in caplog.text
+    assert "dimension probe of embedding model 'local-embedder'" in caplog.text
     assert "401" in caplog.text and "ai.embedding.apiKey" in caplog.text
     status = json.dumps(app.project_rags.status(T, P).to_json())
     assert WRONG_KEY not in caplog.text + status

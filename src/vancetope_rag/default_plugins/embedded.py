@@ -15,6 +15,7 @@ from typing import Any
 from vancetope_rag.embeddings import EmbeddingProvider, EmbeddingSettings, LoadedModel
 from vancetope_rag.errors import MissingDependencyError
 from vancetope_rag.hookspecs import hookimpl
+from vancetope_rag.model_profiles import known_profile
 
 _LOCK = threading.Lock()
 
@@ -74,6 +75,7 @@ class EmbeddedProvider:
             max_input_tokens=max_len,
             tokenizer=count,
             special_tokens=2,
+            profile=known_profile(self.model_name),
         )
 
 

@@ -16,6 +16,14 @@ from vancetope_rag.embeddings import (
 )
 from vancetope_rag.errors import MissingDependencyError
 from vancetope_rag.hookspecs import hookimpl
+from vancetope_rag.model_profiles import (
+    EMPTY_PROFILE,
+    TOKENIZER_CL100K,
+    ModelProfile,
+    known_profile,
+    prefix_tokens,
+    with_prefixes,
+)
 
 DEFAULT_MODEL = "gemini-embedding-001"
 
@@ -35,19 +43,31 @@ class GeminiProvider:
         except ImportError as exc:
             raise MissingDependencyError("the gemini embedding provider", "gemini") from exc
         embed = GoogleGenAIEmbedding(model_name=model, api_key=key)
-        # A pinned RAG's dimension and the default model's are known; any other is learnt
+        pinned = settings.pinned_profile
+        if pinned is not None and pinned != EMPTY_PROFILE:
+            profile = pinned
+        else:  # new, or from before profiles (whose window was this same 2,048)
+            profile = known_profile(model) or ModelProfile(2048, TOKENIZER_CL100K)
+            if pinned is None:
+                profile = profile.with_overrides(
+                    max_input_tokens=settings.max_input_tokens,
+                    query_prefix=settings.query_prefix,
+                    document_prefix=settings.document_prefix,
+                )
+        tokenizer = llama_tokenizer()
+        # A pinned RAG's dimension and a known model's are known; any other is learnt
         # with one call.
-        dim = settings.dimension or (
-            3072 if model == DEFAULT_MODEL else len(embed.get_text_embedding("probe"))
-        )
+        dim = settings.dimension or profile.dimension or len(embed.get_text_embedding("probe"))
         return LoadedModel(
             provider=self.name,
             model=model,
             dimension=dim,
-            embed_model=embed,
-            max_input_tokens=2048,
-            tokenizer=llama_tokenizer(),
+            embed_model=with_prefixes(embed, profile),
+            max_input_tokens=profile.max_input_tokens,
+            tokenizer=tokenizer,
             remote=True,
+            profile=profile,
+            prefix_tokens=prefix_tokens(profile, tokenizer),
         )
 
 

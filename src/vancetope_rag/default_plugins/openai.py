@@ -7,6 +7,7 @@ Ollama, TEI, vLLM and OpenRouter speak the same API. Needs
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -15,19 +16,92 @@ from vancetope_rag.embeddings import (
     EmbeddingProvider,
     EmbeddingSettings,
     LoadedModel,
+    Tokenizer,
     llama_tokenizer,
     require_api_key,
 )
 from vancetope_rag.errors import EmbeddingError, MissingDependencyError
 from vancetope_rag.hookspecs import hookimpl
+from vancetope_rag.model_profiles import (
+    EMPTY_PROFILE,
+    TOKENIZER_CL100K,
+    ModelProfile,
+    estimate_tokens,
+    fallback_profile,
+    known_profile,
+    prefix_tokens,
+    with_prefixes,
+)
 from vancetope_rag.secrets import MASK, redact
 
-#: Dimensions of OpenAI's own models; other models' dimension is probed with one call.
-KNOWN_DIMENSIONS = {
-    "text-embedding-3-small": 1536,
-    "text-embedding-3-large": 3072,
-    "text-embedding-ada-002": 1536,
-}
+
+def typed_embedding(base: type[Any], types: tuple[str, str], **kwargs: Any) -> BaseEmbedding:
+    """An ``OpenAIEmbedding`` (``base``) that sends ``input_type`` — ``types[0]`` with queries,
+    ``types[1]`` with documents — for servers that add a model's prefixes themselves."""
+    from llama_index.embeddings.openai import base as oai
+
+    class TypedOpenAIEmbedding(base):  # type: ignore[misc]
+        def _extra(self, kind: str) -> dict[str, Any]:
+            extra = dict(self.additional_kwargs)
+            extra["extra_body"] = {**extra.get("extra_body", {}), "input_type": kind}
+            return extra
+
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return oai.get_embedding(  # type: ignore[no-any-return]
+                self._get_client(), query, engine=self._query_engine, **self._extra(types[0])
+            )
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return await oai.aget_embedding(  # type: ignore[no-any-return]
+                self._get_aclient(), query, engine=self._query_engine, **self._extra(types[0])
+            )
+
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return self._get_text_embeddings([text])[0]
+
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            return oai.get_embeddings(  # type: ignore[no-any-return]
+                self._get_client(), texts, engine=self._text_engine, **self._extra(types[1])
+            )
+
+        async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            return await oai.aget_embeddings(  # type: ignore[no-any-return]
+                self._get_aclient(), texts, engine=self._text_engine, **self._extra(types[1])
+            )
+
+    embed: BaseEmbedding = TypedOpenAIEmbedding(**kwargs)
+    return embed
+
+
+def _takes_input_type(embed: BaseEmbedding, settings: EmbeddingSettings, key: str) -> bool:
+    """Whether the server embeds a text differently by ``input_type`` (one short call each):
+    it then adds the prefixes itself, and sending them as text too would double them. A
+    server that refuses the field (400/422) takes the prefixes as text; any other failure is
+    the server's and is raised, so an outage never switches a model to the other form."""
+    import openai
+
+    try:
+        query = embed.get_query_embedding("input type probe")
+        document = embed.get_text_embedding("input type probe")
+    except (openai.BadRequestError, openai.UnprocessableEntityError):
+        return False
+    except Exception as exc:
+        raise _probe_failed("input_type probe", exc, settings, embed.model_name, key) from None
+    return any(abs(a - b) > 1e-6 for a, b in zip(query, document, strict=False))
+
+
+def _probe_failed(
+    what: str, exc: Exception, settings: EmbeddingSettings, model: str, key: str
+) -> EmbeddingError:
+    """A probe's failure (rejected key, server down, unknown model) as an EmbeddingError —
+    a RagError the lifecycle and indexer report — whose message never holds the key (some
+    servers quote it back)."""
+    detail = redact(f"{type(exc).__name__}: {exc}").replace(key, MASK)
+    where = settings.base_url or "api.openai.com"
+    return EmbeddingError(
+        f"the {what} of embedding model {model!r} at {where} failed: {detail}; "
+        "check ai.embedding.apiKey, ai.embedding.baseUrl and ai.embedding.model"
+    )
 
 
 class OpenAIProvider:
@@ -51,38 +125,64 @@ class OpenAIProvider:
         kwargs: dict[str, Any] = {"model_name": model, "api_key": key, "max_retries": 0}
         if settings.base_url:
             kwargs["api_base"] = settings.base_url
-        embed = OpenAIEmbedding(**kwargs)
+        profile = self.profile(settings, model)
+        embed: BaseEmbedding = OpenAIEmbedding(**kwargs)
+        if profile.input_types is not None:
+            candidate = typed_embedding(OpenAIEmbedding, profile.input_types, **kwargs)
+            # a pinned profile says whether the server takes input_type: never probed again
+            pinned = settings.pinned_profile is not None
+            if pinned or (settings.base_url and _takes_input_type(candidate, settings, key)):
+                embed = candidate
+            else:
+                profile = replace(profile, input_types=None)
+        typed = profile.input_types is not None
         dim = (
             settings.dimension  # pinned by a RAG: never probed again
-            or KNOWN_DIMENSIONS.get(model)
+            or profile.dimension
             or self._probe_dimension(embed, settings, model, key)
+        )
+        tokenizer: Tokenizer = (
+            llama_tokenizer() if profile.tokenizer == TOKENIZER_CL100K else estimate_tokens
         )
         return LoadedModel(
             provider=self.name,
             model=model,
             dimension=dim,
-            embed_model=embed,
-            max_input_tokens=8191,
-            tokenizer=llama_tokenizer(),
+            embed_model=embed if typed else with_prefixes(embed, profile),
+            max_input_tokens=profile.max_input_tokens,
+            tokenizer=tokenizer,
+            special_tokens=profile.special_tokens,
             remote=True,
+            profile=profile,
+            prefix_tokens=prefix_tokens(profile, tokenizer),
+            sends_input_type=typed,
+        )
+
+    def profile(self, settings: EmbeddingSettings, model: str) -> ModelProfile:
+        """The RAG's pinned profile (a RAG from before profiles: the old 8,191 cl100k window,
+        no prefixes); for a new RAG the shipped profile of ``model``, else the safe one for
+        its endpoint, with the tenant's or project's overrides."""
+        pinned = settings.pinned_profile
+        if pinned == EMPTY_PROFILE:
+            return ModelProfile(8191, TOKENIZER_CL100K)
+        if pinned is not None:
+            return pinned
+        shipped = known_profile(model) or fallback_profile(settings.base_url)
+        return shipped.with_overrides(
+            max_input_tokens=settings.max_input_tokens,
+            query_prefix=settings.query_prefix,
+            document_prefix=settings.document_prefix,
         )
 
     @staticmethod
     def _probe_dimension(
         embed: BaseEmbedding, settings: EmbeddingSettings, model: str, key: str
     ) -> int:
-        """One call to learn an unknown model's dimension. Its failure (rejected key, server
-        down, unknown model) becomes an EmbeddingError — a RagError the lifecycle and indexer
-        report — whose message never holds the key (some servers quote it back)."""
+        """One call to learn an unknown model's dimension (:func:`_probe_failed` on failure)."""
         try:
             return len(embed.get_text_embedding("dimension probe"))
-        except Exception as exc:
-            detail = redact(f"{type(exc).__name__}: {exc}").replace(key, MASK)
-            where = settings.base_url or "api.openai.com"
-            raise EmbeddingError(
-                f"the dimension probe of embedding model {model!r} at {where} failed: {detail}; "
-                "check ai.embedding.apiKey, ai.embedding.baseUrl and ai.embedding.model"
-            ) from None  # the cause's message may quote the key
+        except Exception as exc:  # the cause's message may quote the key: not chained
+            raise _probe_failed("dimension probe", exc, settings, model, key) from None
 
 
 # tryfirst: a third-party plugin registering the same name replaces the built-in.

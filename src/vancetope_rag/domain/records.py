@@ -139,6 +139,9 @@ class RagRecord:
     retired_at: datetime | None = None
     #: The measured noise floor ``minScore: auto`` resolves to (None: not calibrated yet).
     calibration: Calibration | None = None
+    #: The model profile pinned at creation (JSON object text: window, tokenizer, prefixes or
+    #: input_type); None for a RAG created before profiles (no prefixes, the old window).
+    embedding_profile: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +237,9 @@ class RagStatus:
     provider_circuit: dict[str, Any] | None = None
     #: What ``minScore: auto`` resolves to for the RAG (None: not calibrated yet).
     calibration: Calibration | None = None
+    #: Why a rebuild would change how the RAG embeds (created before model profiles, or
+    #: the window or prefixes configured now differ); None when it would not.
+    profile_note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -252,6 +258,7 @@ class RagStatus:
             "paused": self.paused,
             "providerCircuit": self.provider_circuit,
             "minScoreAuto": self._calibration_json(),
+            "profileNote": self.profile_note,
         }
 
     def _calibration_json(self) -> dict[str, Any] | None:

@@ -115,6 +115,32 @@ SETTINGS: Mapping[str, SettingSpec] = _specs(
         "provider (per endpoint, counted with the model's tokenizer); empty means unpaced.",
     ),
     SettingSpec(
+        "ai.embedding.maxInputTokens",
+        SettingKind.INT,
+        None,
+        nullable=True,
+        minimum=16,
+        maximum=1_000_000,
+        description="Tokens the embedding model reads per input; empty means the model's "
+        "profile. New RAGs and rebuilds pin it.",
+    ),
+    SettingSpec(
+        "ai.embedding.queryPrefix",
+        SettingKind.STRING,
+        None,
+        nullable=True,
+        description="Text put before every query (one space follows it; 'none' for no prefix); "
+        "empty means the model's profile. New RAGs and rebuilds pin it.",
+    ),
+    SettingSpec(
+        "ai.embedding.documentPrefix",
+        SettingKind.STRING,
+        None,
+        nullable=True,
+        description="Text put before every chunk embedded (one space follows it; 'none' for no "
+        "prefix); empty means the model's profile. New RAGs and rebuilds pin it.",
+    ),
+    SettingSpec(
         "rag.topK",
         SettingKind.INT,
         None,
@@ -389,6 +415,9 @@ EMBEDDING_GROUP = frozenset(
         "ai.embedding.baseUrl",
         "ai.embedding.requestsPerMinute",
         "ai.embedding.tokensPerMinute",
+        "ai.embedding.maxInputTokens",
+        "ai.embedding.queryPrefix",
+        "ai.embedding.documentPrefix",
     }
 )
 

@@ -275,6 +275,7 @@ class ProjectRagService:
             paused=paused,
             provider_circuit=circuit.to_json() if circuit else None,
             calibration=rag.calibration,
+            profile_note=self.rags.profile_note(rag),
         )
 
 

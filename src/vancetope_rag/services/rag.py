@@ -39,6 +39,12 @@ from vancetope_rag.errors import (
     ReservedNameError,
 )
 from vancetope_rag.metrics import Metrics
+from vancetope_rag.model_profiles import (
+    ModelProfile,
+    describe_profile,
+    profile_from_json,
+    same_embedding,
+)
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.indexing.chunking import chunking_for, ingestion_pipeline
 from vancetope_rag.services.indexing.sources import (
@@ -132,6 +138,39 @@ class RagService:
             api_key=current.api_key,
             base_url=current.base_url,
             dimension=rag.embedding_dimension,
+            pinned_profile=profile_from_json(rag.embedding_profile),
+        )
+
+    def profile_note(self, rag: RagRecord, snapshot: SettingsSnapshot | None = None) -> str | None:
+        """Why a rebuild would change how the RAG embeds: it was created before model profiles,
+        or the window or prefixes the settings give its model now differ from the pinned ones
+        (read from the provider's table, without a call). None when nothing would change."""
+        snapshot = snapshot or self.settings.snapshot(rag.tenant_id, rag.project_id)
+        try:
+            provider = self.registry.provider(rag.embedding_provider)
+        except RagError:
+            return None
+        shipped = getattr(provider, "profile", None)
+        if not callable(shipped):
+            return None  # a provider without profiles: nothing to adopt
+        current = snapshot.embedding_for(rag.embedding_provider)
+        if current.model and current.model != rag.embedding_model:
+            return None  # the configured model differs: status shows that rebuild already
+        now: ModelProfile = shipped(
+            dataclasses.replace(current, pinned_profile=None), rag.embedding_model
+        )
+        if rag.embedding_profile is None:
+            return (
+                f"created before model profiles (no prefixes, the old window); rebuild "
+                f"(vancetope-rag reindex --rebuild) to adopt {rag.embedding_model}'s profile "
+                f"({describe_profile(now)})"
+            )
+        pinned = profile_from_json(rag.embedding_profile)
+        if same_embedding(pinned, now):
+            return None
+        return (
+            f"the settings give {rag.embedding_model} {describe_profile(now)}, the RAG pinned "
+            f"{describe_profile(pinned)}; rebuild (vancetope-rag reindex --rebuild) to adopt it"
         )
 
     def circuit_state(
@@ -231,6 +270,7 @@ class RagService:
             embedding_dimension=loaded.dimension,
             chunk_size=size,
             chunk_overlap=overlap,
+            embedding_profile=loaded.pinned_profile(),
         )
         # the chunk collection and search indexes of a new dimension are made now (no wait):
         # the indexer holds this RAG's documents until they are READY

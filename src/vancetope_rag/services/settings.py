@@ -24,6 +24,14 @@ _PROVIDER = "ai.embedding.provider"
 _MODEL = "ai.embedding.model"
 
 
+def _prefix(value: str | None) -> str | None:
+    """A prefix setting as put before a text: ``none`` is no prefix, any other is followed
+    by one space (values are stored stripped); None leaves the model's profile."""
+    if value is None:
+        return None
+    return "" if value.lower() == "none" else f"{value} "
+
+
 class SettingsSnapshot:
     """The values set at tenant and project scope, and what they resolve to."""
 
@@ -80,6 +88,9 @@ class SettingsSnapshot:
             model=values["ai.embedding.model"],
             api_key=values["ai.embedding.apiKey"],
             base_url=values["ai.embedding.baseUrl"],
+            max_input_tokens=values["ai.embedding.maxInputTokens"],
+            query_prefix=_prefix(values["ai.embedding.queryPrefix"]),
+            document_prefix=_prefix(values["ai.embedding.documentPrefix"]),
         )
 
     def auto_inject_scopes(self) -> tuple[AutoInject | None, AutoInject | None]:

@@ -66,6 +66,7 @@ _RAG_FIELDS = (
     "description",
     "generation",
     "replaces",
+    "embedding_profile",
 )
 #: What makes a document the same document (its index state may have moved on at the target).
 _DOCUMENT_FIELDS = (

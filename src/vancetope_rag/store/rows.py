@@ -144,6 +144,7 @@ def rag_row(rag: RagRecord, created_at: float) -> dict[str, Any]:
         "replaces": rag.replaces,
         "retired_at": rag.retired_at.timestamp() if rag.retired_at else None,
         "calibration": rag.calibration.to_json() if rag.calibration else None,
+        "embedding_profile": rag.embedding_profile,
     }
 
 
@@ -236,6 +237,7 @@ def row_to_rag(r: Mapping[str, Any]) -> RagRecord:
         replaces=r["replaces"],
         retired_at=dt(r["retired_at"]),
         calibration=Calibration.from_json(r.get("calibration")),
+        embedding_profile=r["embedding_profile"],
     )
 
 

@@ -170,6 +170,7 @@ class RebuildService:
             embedding_dimension=loaded.dimension,
             chunk_size=size,
             chunk_overlap=overlap,
+            embedding_profile=loaded.pinned_profile(),
             created_at=None,
             state=RagState.SHADOW,
             generation=live.generation + 1,

@@ -52,7 +52,8 @@ from vancetope_rag.store.mongo.chunks import MongoChunkStore
 log = get_logger(__name__)
 
 #: Version of the document shapes in the database; a newer one is refused on open.
-SCHEMA_VERSION = 5
+#: 6: RAG entries pin a model profile (``embeddingProfile``; absent on older entries).
+SCHEMA_VERSION = 6
 SCHEMA_ID = "vancetope_rag"
 LEGACY_CHUNKS = "chunks"
 _BATCH = 500

@@ -264,6 +264,11 @@ STEPS: tuple[str, ...] = (
     """
     ALTER TABLE rags ADD COLUMN IF NOT EXISTS calibration text;
     """,
+    # 7: the model profile a RAG pinned (JSON object text, as in SQLite); RAGs created before
+    # have none: they keep the empty profile (no prefixes, the old window) until a rebuild.
+    """
+    ALTER TABLE rags ADD COLUMN IF NOT EXISTS embedding_profile text;
+    """,
 )
 
 SCHEMA_VERSION = len(STEPS)

@@ -5,7 +5,7 @@ Pure data; :mod:`.sqlite.db` runs them in one transaction when it opens a file.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 #: Ordered schema upgrades; index i brings the schema from version i to i + 1. Never edit a shipped
 #: entry: add a new one.
@@ -227,5 +227,10 @@ UPGRADES: tuple[str, ...] = (
     # domain.calibration.Calibration; NULL: not calibrated yet).
     """
     ALTER TABLE rags ADD COLUMN calibration TEXT;
+    """,
+    # 10 -> 11: the model profile a RAG pinned (JSON object text); RAGs created before have
+    # none: they keep the empty profile (no prefixes, the old window) until a rebuild.
+    """
+    ALTER TABLE rags ADD COLUMN embedding_profile TEXT;
     """,
 )

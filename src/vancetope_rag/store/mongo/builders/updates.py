@@ -465,6 +465,7 @@ def rag_to_bson(rag: RagRecord, created_at: datetime) -> dict[str, Any]:
         "replaces": rag.replaces,
         "retiredAt": to_bson_time(rag.retired_at) if rag.retired_at else None,
         "calibration": calibration_to_bson(rag.calibration),
+        "embeddingProfile": rag.embedding_profile,
     }
 
 
@@ -494,6 +495,8 @@ def rag_from_bson(d: Mapping[str, Any]) -> RagRecord:
         retired_at=from_bson_time(d.get("retiredAt")),
         # absent before calibrations existed: the next indexer pass calibrates the RAG
         calibration=Calibration.from_dict(d.get("calibration")),
+        # schema 5 had no profiles: such a RAG is pinned to the empty one
+        embedding_profile=d.get("embeddingProfile"),
     )
 
 
