@@ -69,85 +69,48 @@ def _combined_system(system: str | None, block: list[str]) -> str:
     return "\n\n".join(b.strip() for b in [system or "", *block] if b.strip())
 
 
-class RagModel(llm.Model):
+class _Wrapper:
+    """What the four wrappers share: the wrapped model and its traits. ``execute`` passes
+    llm's arguments (stream, response, conversation and, for keyed models, the key) on as
+    llm gave them."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        _copy_traits(self, inner)
+
+
+class _SyncWrapper(_Wrapper):
+    def execute(self, prompt: llm.Prompt, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        inner_prompt = _with_block(prompt, self.inner, _block(prompt))
+        yield from self.inner.execute(inner_prompt, *args, **kwargs)
+
+
+class _AsyncWrapper(_Wrapper):
+    async def execute(
+        self, prompt: llm.Prompt, *args: Any, **kwargs: Any
+    ) -> AsyncGenerator[Any, None]:
+        # pre_turn embeds the query and reads the store: off the event loop
+        block = await asyncio.to_thread(_block, prompt)
+        async for chunk in self.inner.execute(
+            _with_block(prompt, self.inner, block), *args, **kwargs
+        ):
+            yield chunk
+
+
+class RagModel(_SyncWrapper, llm.Model):
     """A sync model that needs no key (or reads its own)."""
 
-    def __init__(self, inner: llm.Model) -> None:
-        self.inner = inner
-        _copy_traits(self, inner)
 
-    def execute(
-        self,
-        prompt: llm.Prompt,
-        stream: bool,
-        response: llm.Response,
-        conversation: llm.Conversation | None,
-    ) -> Iterator[Any]:
-        inner_prompt = _with_block(prompt, self.inner, _block(prompt))
-        yield from self.inner.execute(inner_prompt, stream, response, conversation)
-
-
-class RagKeyModel(llm.KeyModel):
+class RagKeyModel(_SyncWrapper, llm.KeyModel):
     """A sync model that takes llm's key (``--key``, ``llm keys set``, its env var)."""
 
-    def __init__(self, inner: llm.KeyModel) -> None:
-        self.inner = inner
-        _copy_traits(self, inner)
 
-    def execute(
-        self,
-        prompt: llm.Prompt,
-        stream: bool,
-        response: llm.Response,
-        conversation: llm.Conversation | None,
-        key: str | None,
-    ) -> Iterator[Any]:
-        inner_prompt = _with_block(prompt, self.inner, _block(prompt))
-        yield from self.inner.execute(inner_prompt, stream, response, conversation, key)
-
-
-async def _ablock(prompt: llm.Prompt) -> list[str]:
-    # pre_turn embeds the query and reads the store: off the event loop
-    return await asyncio.to_thread(_block, prompt)
-
-
-class RagAsyncModel(llm.AsyncModel):
+class RagAsyncModel(_AsyncWrapper, llm.AsyncModel):
     """The async twin of :class:`RagModel`."""
 
-    def __init__(self, inner: llm.AsyncModel) -> None:
-        self.inner = inner
-        _copy_traits(self, inner)
 
-    async def execute(
-        self,
-        prompt: llm.Prompt,
-        stream: bool,
-        response: llm.AsyncResponse,
-        conversation: llm.AsyncConversation | None,
-    ) -> AsyncGenerator[Any, None]:
-        inner_prompt = _with_block(prompt, self.inner, await _ablock(prompt))
-        async for chunk in self.inner.execute(inner_prompt, stream, response, conversation):
-            yield chunk
-
-
-class RagAsyncKeyModel(llm.AsyncKeyModel):
+class RagAsyncKeyModel(_AsyncWrapper, llm.AsyncKeyModel):
     """The async twin of :class:`RagKeyModel`."""
-
-    def __init__(self, inner: llm.AsyncKeyModel) -> None:
-        self.inner = inner
-        _copy_traits(self, inner)
-
-    async def execute(
-        self,
-        prompt: llm.Prompt,
-        stream: bool,
-        response: llm.AsyncResponse,
-        conversation: llm.AsyncConversation | None,
-        key: str | None,
-    ) -> AsyncGenerator[Any, None]:
-        inner_prompt = _with_block(prompt, self.inner, await _ablock(prompt))
-        async for chunk in self.inner.execute(inner_prompt, stream, response, conversation, key):
-            yield chunk
 
 
 def wrap(model: Any) -> Any:
