@@ -195,6 +195,13 @@ def test_python_api_async_model(store: str) -> None:
 
 
 @pytest.mark.usefixtures("api_env")
+def test_wrapper_answers_to_the_models_aliases(tmp_path: Path) -> None:
+    (tmp_path / "llm").mkdir(exist_ok=True)
+    (tmp_path / "llm" / "aliases.json").write_text(json.dumps({"e": "echo"}))
+    assert llm.get_model("rag/e").model_id == "rag/echo"
+
+
+@pytest.mark.usefixtures("api_env")
 def test_key_model_gets_llms_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLM_ECHO_NEEDS_KEY_KEY", "k-123")
     answer = json.loads(llm.get_model("rag/echo-needs-key").prompt(VACATION_Q).text())

@@ -51,7 +51,11 @@ def register_models(register: Callable[..., None], model_aliases: list[Any]) -> 
         model, async_model = entry.model, entry.async_model
         if model is None or model.model_id.startswith(PREFIX):
             continue
-        register(wrap(model), wrap(async_model) if async_model is not None else None)
+        register(
+            wrap(model),
+            wrap(async_model) if async_model is not None else None,
+            aliases=[PREFIX + alias for alias in entry.aliases],
+        )
 
 
 @llm.hookimpl
