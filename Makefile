@@ -8,12 +8,13 @@ RAG := $(BIN)/vancetope-rag --store $(DEMO_STORE)
 
 .PHONY: setup demo test test-all lint bench clean
 
-$(VENV)/.installed: pyproject.toml plugins/vancetope-rag-eml/pyproject.toml
+$(VENV)/.installed: pyproject.toml plugins/vancetope-rag-eml/pyproject.toml \
+		plugins/llm-vancetope-rag/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# The CPU build of exactly this torch lies on disk here; any other spec pulls CUDA (GBs).
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[all,dev]' -e plugins/vancetope-rag-eml
+	$(BIN)/pip install -q -e '.[all,dev]' -e plugins/vancetope-rag-eml -e plugins/llm-vancetope-rag
 	touch $@
 
 setup: $(VENV)/.installed
