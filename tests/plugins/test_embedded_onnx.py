@@ -306,3 +306,36 @@ def test_prepare_command_readies_onnx_ahead_and_status_shows_why(
     status = runner.invoke(cli, [*base, "status"], env=env)
     assert status.exit_code == 0, status.output
     assert "embedded: query embeddings on onnx" in status.output
+
+
+_EXIT_DURING_EXPORT = """
+import time
+from vancetope_rag.default_plugins.embedded import EmbeddedProvider
+from vancetope_rag.embeddings import EmbeddingSettings
+
+provider = EmbeddedProvider()
+provider.configure({"embedded_backend": "auto", "embedded_cache_dir": __import__("sys").argv[1]})
+embed = provider.load(EmbeddingSettings(provider="embedded"), "all-MiniLM-L6-v2").embed_model
+while not embed._accelerator._thread.is_alive():
+    time.sleep(0.01)
+embed.get_query_embedding("exit while the export runs")
+"""
+
+
+def test_a_process_exiting_during_the_background_export_exits_cleanly(tmp_path: Path) -> None:
+    env = {
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"),
+        "HOME": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_DURING_EXPORT, str(tmp_path / "cache")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "terminate called" not in done.stderr
+    # The step under way finished (a whole file, or none); nothing after it ran.
+    assert not list((tmp_path / "cache").rglob("choice-*.json"))
+    assert not list((tmp_path / "cache").rglob("*.tmp"))

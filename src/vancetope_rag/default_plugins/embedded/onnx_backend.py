@@ -311,6 +311,7 @@ class Accelerator:
         self._measure = measure
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
         self.encoder: OnnxEncoder | None = None
         self.state = BackendState("torch", "ONNX Runtime not prepared yet", ready=False)
         if options.backend == "torch":
@@ -323,9 +324,10 @@ class Accelerator:
         with self._lock:
             if self._thread is not None:
                 return
-            self._thread = threading.Thread(
-                target=self.prepare, name="vancetope-rag-onnx", daemon=True
-            )
+            # Not a daemon: a daemon killed inside torch's or ONNX Runtime's native code at
+            # exit aborts the interpreter. At exit the thread stops after its current step.
+            self._thread = threading.Thread(target=self.prepare, name="vancetope-rag-onnx")
+            _at_threading_exit(self._stop.set)
             self._thread.start()
 
     def wait(self, timeout: float | None = None) -> BackendState:
@@ -342,6 +344,8 @@ class Accelerator:
                 return self.state
         try:
             encoder, state = self._prepare()
+        except _Stopped:
+            encoder, state = None, BackendState("torch", "stopped: the process is exiting")
         except Exception as exc:  # an export can fail in many ways; torch keeps serving
             logger.warning("embedded model stays on torch: %s", exc)
             encoder, state = None, BackendState("torch", f"ONNX Runtime not used: {exc}")
@@ -364,6 +368,7 @@ class Accelerator:
         refused: list[str] = []
 
         def load(path: Path) -> tuple[OnnxEncoder, float] | None:
+            self._check_stop()
             try:
                 enc = OnnxEncoder(path, tokenizer, max_len, threads)
                 return enc, check_export(enc.encode, self._torch_encode)
@@ -382,6 +387,7 @@ class Accelerator:
             if path.is_file():
                 found = load(path)
             if found is None:  # none yet, or refused: export (again) from the shipped weights
+                self._check_stop()
                 self._exporter(self._st_model, path)
                 found = load(path)
         if found is None:
@@ -405,6 +411,7 @@ class Accelerator:
             stored = read_choice(folder / name)
             if stored is not None and stored.machine == machine:
                 return stored
+        self._check_stop()
         choice = choose(self._measure(self._torch_encode), self._measure(encoder.encode), machine)
         if self.options.cache_dir is not None:
             try:
@@ -412,6 +419,25 @@ class Accelerator:
             except OSError as exc:  # measured again by the next process; nothing lost
                 logger.warning("cannot store the embedded backend choice: %s", exc)
         return choice
+
+    def _check_stop(self) -> None:
+        if self._stop.is_set():
+            raise _Stopped
+
+
+class _Stopped(Exception):
+    """The process is exiting: the background preparation ends between two steps."""
+
+
+def _at_threading_exit(stop: Callable[[], None]) -> None:
+    # threading's own exit hook runs before the interpreter joins non-daemon threads (atexit
+    # runs after); concurrent.futures uses it the same way.
+    register = getattr(threading, "_register_atexit", None)
+    if callable(register):
+        try:
+            register(stop)
+        except RuntimeError:  # already shutting down: nothing to stop
+            stop()
 
 
 def _torch_threads() -> int:
