@@ -339,3 +339,14 @@ def test_a_process_exiting_during_the_background_export_exits_cleanly(tmp_path: 
     # The step under way finished (a whole file, or none); nothing after it ran.
     assert not list((tmp_path / "cache").rglob("choice-*.json"))
     assert not list((tmp_path / "cache").rglob("*.tmp"))
+
+
+def test_the_app_hands_the_backend_settings_to_the_provider(
+    make_app: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VANCETOPE_RAG_EMBEDDED_BACKEND", "onnx")
+    app = make_app(config={"embedded_cache_dir": str(tmp_path / "c")})
+    options = app.embeddings.provider("embedded").options
+    assert options == BackendOptions(backend="onnx", cache_dir=tmp_path / "c")
+    # Built by hand, not by the app: torch, nothing exported.
+    assert EmbeddedProvider().options.backend == "torch"

@@ -77,7 +77,9 @@ class EmbeddedProvider:
 
     def __init__(self, batch_size: int = 32, options: BackendOptions | None = None) -> None:
         self.batch_size = batch_size
-        self.options = options or BackendOptions(cache_dir=_default_cache_dir())
+        # Torch until configured: the app hands over VANCETOPE_RAG_EMBEDDED_BACKEND (default
+        # auto); a registry built by hand never exports behind its owner's back.
+        self.options = options or BackendOptions(backend="torch")
 
     def configure(self, options: Mapping[str, Any]) -> None:
         """Take the engine's settings (``embedded_backend``, ``embedded_cache_dir``,

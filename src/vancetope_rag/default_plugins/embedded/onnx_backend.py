@@ -12,6 +12,7 @@ embedding cache and stored vectors stay valid.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -171,18 +172,22 @@ class OnnxEncoder:
             )
         except Exception as exc:  # onnxruntime raises its own types for unreadable graphs
             raise ExportRefused(f"ONNX export {path} cannot be loaded: {exc}") from exc
-        self._tokenizer = tokenizer
+        # A fast tokenizer raises "Already borrowed" when two threads call it at once (its
+        # padding state is set per call): its own copy, never the one torch's path calls.
+        self._tokenizer = copy.deepcopy(tokenizer)
+        self._tokenize_lock = threading.Lock()
         self._max_length = max_length
         self.path = path
 
     def encode(self, texts: Sequence[str]) -> Any:
-        batch = self._tokenizer(
-            list(texts),
-            padding=True,
-            truncation=True,
-            max_length=self._max_length,
-            return_tensors="np",
-        )
+        with self._tokenize_lock:
+            batch = self._tokenizer(
+                list(texts),
+                padding=True,
+                truncation=True,
+                max_length=self._max_length,
+                return_tensors="np",
+            )
         ids = batch["input_ids"].astype("int64")
         feeds = {
             "input_ids": ids,
