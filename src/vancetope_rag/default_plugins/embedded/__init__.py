@@ -59,6 +59,21 @@ def _embedding_class() -> type[Any]:
         def torch_query_embeddings(self, texts: Sequence[str]) -> list[list[float]]:
             return [HuggingFaceEmbedding._get_query_embedding(self, t) for t in texts]
 
+        def torch_text_embeddings(self, texts: Sequence[str]) -> list[list[float]]:
+            return HuggingFaceEmbedding._get_text_embeddings(self, list(texts))  # type: ignore[no-any-return]
+
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            acc = self._accelerator
+            encoder = acc.batch_encoder if acc is not None else None
+            if encoder is None:
+                return HuggingFaceEmbedding._get_text_embeddings(self, texts)  # type: ignore[no-any-return]
+            size = self.embed_batch_size
+            return [
+                [float(x) for x in row]
+                for start in range(0, len(texts), size)
+                for row in encoder.encode(texts[start : start + size])
+            ]
+
         def _get_query_embedding(self, query: str) -> list[float]:
             acc = self._accelerator
             encoder = acc.encoder if acc is not None else None
@@ -112,7 +127,11 @@ class EmbeddedProvider:
             acc = embed._accelerator
             if acc is None or acc.options != self.options:  # the latest app's settings
                 embed._accelerator = Accelerator(
-                    self.options, Path(path), embed._model, embed.torch_query_embeddings
+                    self.options,
+                    Path(path),
+                    embed._model,
+                    embed.torch_query_embeddings,
+                    torch_batch_encode=embed.torch_text_embeddings,
                 )
         embed._accelerator.start()  # a thread of its own: torch serves until it is ready
         tok = embed._model.tokenizer
@@ -148,7 +167,7 @@ class EmbeddedProvider:
 
 def describe(state: BackendState) -> str:
     """``query embeddings on onnx (why)``: the line status and prepare print."""
-    line = f"query embeddings on {state.backend} ({state.reason})"
+    line = f"query embeddings on {state.backend}, batches on {state.batches} ({state.reason})"
     return line if state.ready else line + ", preparing ONNX Runtime in the background"
 
 
