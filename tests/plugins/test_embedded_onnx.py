@@ -25,13 +25,13 @@ from vancetope_rag.default_plugins.embedded.onnx_backend import (
     MODEL_FILE,
     Accelerator,
     BackendOptions,
-    ExportRefused,
     OnnxEncoder,
     check_export,
     export_key,
     versions,
 )
 from vancetope_rag.embeddings import EmbeddingSettings
+from vancetope_rag.errors import OnnxExportRefusedError
 
 TEXTS = [
     "Where are the invoices of March?",
@@ -212,7 +212,7 @@ def test_export_with_perturbed_weights_is_refused(
     path = _copy(exported, tmp_path)
     _perturb(path)
     encoder = OnnxEncoder(path, torch_embed._model.tokenizer, 256, 1)
-    with pytest.raises(ExportRefused, match="cosine"):
+    with pytest.raises(OnnxExportRefusedError, match="cosine"):
         check_export(encoder.encode, torch_embed.torch_query_embeddings)
     # Found in the read-only folder, it is not used; nothing there is rewritten.
     state = _accelerator(

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vancetope_rag.errors import RagError
+from vancetope_rag.errors import OnnxExportRefusedError
 
 logger = logging.getLogger(__name__)
 
@@ -50,12 +50,6 @@ BATCH = 32
 BATCH_MARGIN = 1.2
 
 Encode = Callable[[Sequence[str]], Any]  # texts → (n, dim) float array, rows normalised
-
-
-class ExportRefused(RagError):
-    """An ONNX export that cannot be loaded or does not reproduce torch's vectors."""
-
-    code = "EMBEDDED_EXPORT_REFUSED"
 
 
 def versions() -> dict[str, str]:
@@ -174,7 +168,7 @@ class OnnxEncoder:
                 str(path), sess_options=opts, providers=["CPUExecutionProvider"]
             )
         except Exception as exc:  # onnxruntime raises its own types for unreadable graphs
-            raise ExportRefused(f"ONNX export {path} cannot be loaded: {exc}") from exc
+            raise OnnxExportRefusedError(f"ONNX export {path} cannot be loaded: {exc}") from exc
         # A fast tokenizer raises "Already borrowed" when two threads call it at once (its
         # padding state is set per call): its own copy, never the one torch's path calls.
         self._tokenizer = copy.deepcopy(tokenizer)
@@ -204,7 +198,7 @@ def check_export(onnx_encode: Encode, torch_encode: Encode) -> float:
     """The least cosine over :data:`CHECK_TEXTS` (each text alone, as a query is embedded).
 
     Raises:
-        ExportRefused: Below :data:`MIN_COSINE`, or vectors of another shape.
+        OnnxExportRefusedError: Below :data:`MIN_COSINE`, or vectors of another shape.
     """
     import numpy as np
 
@@ -213,11 +207,11 @@ def check_export(onnx_encode: Encode, torch_encode: Encode) -> float:
         a = np.asarray(onnx_encode([text]), dtype=np.float64).reshape(-1)
         b = np.asarray(torch_encode([text]), dtype=np.float64).reshape(-1)
         if a.shape != b.shape or not np.all(np.isfinite(a)):
-            raise ExportRefused(f"ONNX export gives {a.shape} vectors, torch {b.shape}")
+            raise OnnxExportRefusedError(f"ONNX export gives {a.shape} vectors, torch {b.shape}")
         cos = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) or 1.0))
         worst = min(worst, cos)
     if worst < MIN_COSINE:
-        raise ExportRefused(
+        raise OnnxExportRefusedError(
             f"ONNX export refused: cosine {worst:.7f} to torch's vectors is below {MIN_COSINE}"
         )
     return worst
@@ -423,7 +417,7 @@ class Accelerator:
             try:
                 enc = OnnxEncoder(path, tokenizer, max_len, threads)
                 return enc, check_export(enc.encode, self._torch_encode)
-            except ExportRefused as exc:
+            except OnnxExportRefusedError as exc:
                 refused.append(str(exc))
                 logger.warning("%s", exc)
                 return None
