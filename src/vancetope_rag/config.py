@@ -303,9 +303,10 @@ class EngineConfig(BaseSettings):
     embedded_backend: Literal["auto", "torch", "onnx"] = Field(
         default="auto",
         validation_alias=_env("VANCETOPE_RAG_EMBEDDED_BACKEND"),
-        description="What computes the embedded model's query embeddings: onnx (ONNX Runtime, "
-        "the 'onnx' extra), torch, or auto, which measures both once per machine and keeps "
-        "the faster. Vectors are the same either way (an export is checked against torch).",
+        description="What computes the embedded model's embeddings: onnx (ONNX Runtime, the "
+        "'onnx' extra), torch, or auto, which measures both once per machine and keeps the "
+        "faster for queries (and for indexing batches when 1.2x faster). Vectors are the same "
+        "either way (an export is checked against torch).",
     )
     embedded_cache_dir: str | None = Field(
         default=None,

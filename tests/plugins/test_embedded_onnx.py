@@ -147,15 +147,23 @@ def test_auto_measures_once_per_machine_and_keeps_the_choice(
     assert (again.backend, again.batches, again.reason) == ("onnx", "torch", state.reason)
 
 
+def _auto_on_a_copy(
+    embed: Any, exported: Path, root: Path, **timings: Callable[[Any], float]
+) -> Accelerator:
+    """``auto`` over a copy of the session's export, with injected timings."""
+    _copy(exported, root)
+    options = BackendOptions(backend="auto", cache_dir=root)
+    return _accelerator(embed, options, exporter=_no_export, **timings)
+
+
 def test_auto_keeps_torch_on_a_machine_where_onnx_runtime_loses(
     torch_embed: Any, exported: Path, tmp_path: Path
 ) -> None:
-    _copy(exported, tmp_path)
     torch_encode = torch_embed.torch_query_embeddings
-    acc = _accelerator(
+    acc = _auto_on_a_copy(
         torch_embed,
-        BackendOptions(backend="auto", cache_dir=tmp_path),
-        exporter=_no_export,
+        exported,
+        tmp_path,
         measure=lambda encode: 9.0 if encode == torch_encode else 14.0,
         measure_batch=lambda encode: 300.0 if encode == torch_encode else 900.0,
     )
@@ -168,12 +176,11 @@ def test_auto_keeps_torch_on_a_machine_where_onnx_runtime_loses(
 def test_batches_move_to_onnx_runtime_only_when_it_wins_by_the_margin(
     torch_embed: Any, exported: Path, tmp_path: Path
 ) -> None:
-    _copy(exported, tmp_path)
     torch_batch = torch_embed.torch_text_embeddings
-    acc = _accelerator(
+    acc = _auto_on_a_copy(
         torch_embed,
-        BackendOptions(backend="auto", cache_dir=tmp_path),
-        exporter=_no_export,
+        exported,
+        tmp_path,
         measure=lambda encode: 5.0,  # a tie keeps queries on torch
         measure_batch=lambda encode: 600.0 if encode == torch_batch else 400.0,
     )
