@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -10,6 +11,11 @@ import pytest
 import postgres_support
 from vancetope_rag.app import RagApp
 from vancetope_rag.config import EngineConfig
+
+# The embedded model serves on torch in tests unless a test prepares ONNX Runtime itself
+# (tests/plugins/test_embedded_onnx.py): no export in the user's cache, no timing-dependent
+# backend under the other tests.
+os.environ.setdefault("VANCETOPE_RAG_EMBEDDED_BACKEND", "torch")
 
 
 class FakeClock:

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from vancetope_rag.errors import NoRebuildError as NoRebuildError
     from vancetope_rag.errors import NoTextError as NoTextError
     from vancetope_rag.errors import NoTextLayerError as NoTextLayerError
+    from vancetope_rag.errors import OnnxExportRefusedError as OnnxExportRefusedError
     from vancetope_rag.errors import PathNotAllowedError as PathNotAllowedError
     from vancetope_rag.errors import ProjectClosedError as ProjectClosedError
     from vancetope_rag.errors import ProjectNotFoundError as ProjectNotFoundError
@@ -134,6 +135,7 @@ _EXPORTS: dict[str, str] = {
     "EmbeddingDisabledError": "vancetope_rag.errors",
     "EmbeddingError": "vancetope_rag.errors",
     "ExtractionError": "vancetope_rag.errors",
+    "OnnxExportRefusedError": "vancetope_rag.errors",
     "ExtractionTimeoutError": "vancetope_rag.errors",
     "FileChangedWhileReadError": "vancetope_rag.errors",
     "FileTooLargeError": "vancetope_rag.errors",

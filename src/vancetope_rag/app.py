@@ -110,6 +110,7 @@ class RagApp:
         if embeddings is None:
             embeddings = EmbeddingRegistry()
             pm.hook.register_embedding_providers(register=embeddings.register)
+            embeddings.configure(config.provider_options())
         if extractors is None:
             extractors = ExtractorRegistry()
             pm.hook.register_extractors(register=extractors.register)

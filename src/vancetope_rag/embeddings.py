@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -274,6 +274,36 @@ class EmbeddingRegistry:
 
     def names(self) -> list[str]:
         return sorted([PROVIDER_NONE, *self._providers])
+
+    def configure(self, options: Mapping[str, object]) -> None:
+        """Hand the engine's provider settings to every provider with a ``configure(options)``
+        method (before any model loads); providers take the keys they know."""
+        for provider in self._providers.values():
+            configure = getattr(provider, "configure", None)
+            if callable(configure):
+                configure(options)
+
+    def prepare(self) -> dict[str, str]:
+        """Do now what a provider would otherwise do in the background after its first load
+        (a ``prepare()`` method: the embedded model's ONNX export, check and measurement);
+        provider name → what it says it will serve with."""
+        done: dict[str, str] = {}
+        for name, provider in sorted(self._providers.items()):
+            prepare = getattr(provider, "prepare", None)
+            if callable(prepare):
+                done[name] = str(prepare())
+        return done
+
+    def runtime(self) -> dict[str, str]:
+        """Provider name → how its loaded model computes in this process, and why (a
+        ``runtime()`` method returning None until the model is loaded)."""
+        found: dict[str, str] = {}
+        for name, provider in sorted(self._providers.items()):
+            runtime = getattr(provider, "runtime", None)
+            line = runtime() if callable(runtime) else None
+            if line:
+                found[name] = str(line)
+        return found
 
     def provider(self, name: str) -> EmbeddingProvider:
         try:

@@ -192,6 +192,13 @@ class MissingDependencyError(RagError, ImportError):
         self.extra = extra
 
 
+class OnnxExportRefusedError(EmbeddingError):
+    """The embedded model's ONNX export cannot be loaded or does not reproduce torch's
+    vectors; torch keeps serving (the export is never used)."""
+
+    code = "EMBEDDED_EXPORT_REFUSED"
+
+
 class ExtractionError(RagError):
     """Text could not be extracted from a file (binary, not UTF-8, too large...)."""
 

@@ -89,6 +89,8 @@ def page_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     for key in list(os.environ):  # the snippets say what they configure
         if key.startswith(("VANCETOPE_RAG_", "RAG_")):
             monkeypatch.delenv(key)
+    # Not a snippet's concern: no ONNX export into the user's cache from a docs run.
+    monkeypatch.setenv("VANCETOPE_RAG_EMBEDDED_BACKEND", "torch")
     yield tmp_path
 
 

@@ -381,8 +381,9 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
     with errors_to_exit():
         status = c.app.project_rags.status(c.tenant, c.project)
     data = status.to_json()
+    runtime = c.app.embeddings.runtime()
     if as_json:
-        emit(data)
+        emit({**data, "embeddingRuntime": runtime} if runtime else data)
         return
     if not status.exists:
         click.echo("no _documents RAG in this project")
@@ -392,6 +393,8 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
             f"{data['chunkCount']} chunks, created {data['createdAt']}"
         )
     click.echo("documents: " + ", ".join(f"{k} {v}" for k, v in status.documents.items()))
+    for name, line in runtime.items():
+        click.echo(f"{name}: {line}")
     if status.paused:
         click.echo(status.paused)
     if status.exists:

