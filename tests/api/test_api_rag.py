@@ -55,6 +55,7 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
         "paused",
         "providerCircuit",
         "profileNote",
+        "minScoreAuto",
     }
     assert data["configuredModel"] == "hashing:hashing-256"  # what a rebuild builds onto
     assert data["truncatedDocuments"] == 0

@@ -187,7 +187,10 @@ class QueryParams(_Model):
     """The parameters a turn's retrieval uses (the settings cascade, the request's topK)."""
 
     topK: int
-    minScore: float = Field(description="cosine similarity a hit must reach")
+    minScore: float | None = Field(
+        description="cosine similarity a hit must reach (minScore auto as the RAG's "
+        "calibrated value; null: no threshold)"
+    )
     maxPerDocument: int
     mode: str = Field(description="dense, lexical or hybrid")
 

@@ -29,6 +29,7 @@ from vancetope_rag.api.models import (
     error_responses,
 )
 from vancetope_rag.app import RagApp
+from vancetope_rag.domain.calibration import resolve_min_score
 from vancetope_rag.domain.citations import cite
 from vancetope_rag.domain.records import Document, IndexState
 from vancetope_rag.domain.retrieval import MAX_TOP_K
@@ -357,7 +358,10 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
                 "reason": plan.reason,
                 "params": {
                     "topK": p.top_k,
-                    "minScore": p.min_score,
+                    # auto as the number it stands for (the RAG's calibration)
+                    "minScore": resolve_min_score(
+                        p.min_score, plan.rag.calibration if plan.rag is not None else None
+                    ),
                     "maxPerDocument": p.max_per_doc,
                     "mode": p.mode,
                 },

@@ -53,8 +53,8 @@ class Calibrator:
         found = self.control.get_cached_embeddings(key, hashes)
         missing = {h: t for h, t in zip(hashes, PROBE_TURNS, strict=True) if h not in found}
         if missing:
-            embed = loaded.embed_model
-            new = {h: list(embed.get_query_embedding(t)) for h, t in missing.items()}
+            vectors = self.rags.embed_background_queries(rag, list(missing.values()))
+            new = {h: list(v) for h, v in zip(missing, vectors, strict=True)}
             self.control.put_cached_embeddings(key, new)
             self.embedded_probes += len(new)
             found.update(new)

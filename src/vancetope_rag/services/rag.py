@@ -512,11 +512,17 @@ class RagService:
         return found
 
     def _embed_query(
-        self, rag: RagRecord, text: str, snapshot: SettingsSnapshot | None
+        self,
+        rag: RagRecord,
+        text: str,
+        snapshot: SettingsSnapshot | None,
+        *,
+        block: bool = False,
     ) -> list[float]:
         """The query's vector, the model call counted in the embedding metrics. A remote
         provider whose circuit is open refuses at once (a turn never waits out timeouts),
-        and a query is counted in the provider's pace without waiting for it."""
+        and a query is counted in the provider's pace without waiting for it (``block``:
+        background work waits for the pace, as indexing does)."""
         snapshot = snapshot or self.settings.snapshot(rag.tenant_id, rag.project_id)
         loaded = self.model_for(rag, snapshot)
         if not loaded.remote:
@@ -525,10 +531,16 @@ class RagService:
         rpm, tpm = _rates(snapshot)
         with self.circuits.guard(endpoint, loaded.model):
             tokens = len(loaded.tokenizer(text)) if tpm else 0
-            self.pacer.acquire(endpoint, rpm=rpm, tpm=tpm, tokens=tokens, block=False)
+            self.pacer.acquire(endpoint, rpm=rpm, tpm=tpm, tokens=tokens, block=block)
             vector = self._query_vector(loaded, text)
         _check_vector(rag, loaded, vector)
         return vector
+
+    def embed_background_queries(self, rag: RagRecord, texts: Sequence[str]) -> list[list[float]]:
+        """Query vectors for work outside a turn (the calibration's probe turns): paced like
+        indexing and behind the provider's circuit, never a burst against a rate limit."""
+        snapshot = self.settings.snapshot(rag.tenant_id, rag.project_id)
+        return [self._embed_query(rag, t, snapshot, block=True) for t in texts]
 
     def _query_vector(self, loaded: LoadedModel, text: str) -> list[float]:
         started, ok = time.perf_counter(), False
