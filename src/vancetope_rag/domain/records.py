@@ -262,15 +262,10 @@ class RagStatus:
         }
 
     def _calibration_json(self) -> dict[str, Any] | None:
-        c = self.calibration
-        if c is None:
+        if self.calibration is None:
             return None
-        at = c.calibrated_at
-        return {
-            "minScore": c.min_score,
-            "chunks": c.chunks,
-            "calibratedAt": at.isoformat() if at else None,
-        }
+        stored = self.calibration.to_dict()  # status leaves out the probe set and scores
+        return {k: stored[k] for k in ("minScore", "chunks", "calibratedAt")}
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from vancetope_rag.domain.rebuilds import Rebuild
@@ -249,29 +250,25 @@ class ProjectRagService:
         configured = self.embeddings.label(
             self.settings.snapshot(tenant_id, project_id).embedding()
         )
-        if rag is None:
-            return RagStatus(
-                exists=False,
-                documents=counts,
-                truncated_documents=truncated,
-                progress=progress,
-                needs_attention=attention,
-                needs_attention_count=attention_count,
-                configured_model=configured,
-            )
-        return RagStatus(
-            exists=True,
-            rag_id=rag.id,
-            embedding_provider=rag.embedding_provider,
-            embedding_model=rag.embedding_model,
-            chunk_count=self.rags.chunk_count(rag),
-            created_at=rag.created_at,
+        status = RagStatus(
+            exists=False,
             documents=counts,
             truncated_documents=truncated,
             progress=progress,
             needs_attention=attention,
             needs_attention_count=attention_count,
             configured_model=configured,
+        )
+        if rag is None:
+            return status
+        return dataclasses.replace(
+            status,
+            exists=True,
+            rag_id=rag.id,
+            embedding_provider=rag.embedding_provider,
+            embedding_model=rag.embedding_model,
+            chunk_count=self.rags.chunk_count(rag),
+            created_at=rag.created_at,
             paused=paused,
             provider_circuit=circuit.to_json() if circuit else None,
             calibration=rag.calibration,

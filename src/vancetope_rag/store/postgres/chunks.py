@@ -371,11 +371,11 @@ class PostgresChunkStore:
     def _scope_size(self, scope: RagScope) -> int:
         """The scope's chunk count, from the statistics the chunk tables' triggers keep;
         read again at most every ``_SIZE_TTL_S`` per scope (it only decides exact scan or
-        HNSW, which rank alike near the limit), except inside a transaction or snapshot."""
+        HNSW, which rank alike near the limit)."""
         key = _scope(scope)
         now = time.monotonic()
         cached = self._sizes.get(key)
-        if cached is not None and now - cached[1] < _SIZE_TTL_S and not self.db.in_transaction():
+        if cached is not None and now - cached[1] < _SIZE_TTL_S:
             return cached[0]
         rows = self.db.query(
             "SELECT n_rows FROM rag_text_stats WHERE tenant_id = %s AND project_id = %s "
