@@ -10,7 +10,7 @@ adapter swaps in its driver's.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +18,7 @@ from vancetope_rag.domain import host_metadata
 from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
 from vancetope_rag.domain.records import (
+    AttentionItem,
     Chunk,
     Document,
     Hit,
@@ -206,6 +207,25 @@ IMPORT_HEAD_COLUMNS = "id, path, import_origin, content_hash, extraction"
 #: Documents that "need attention": indexed (or queued) from the text of an earlier readable
 #: version of their file, the last read of which failed.
 NEEDS_ATTENTION = "extraction_error IS NOT NULL AND index_state <> 'failed'"
+
+
+def needs_attention(
+    query: Callable[[str, Sequence[Any]], list[tuple[Any, ...]]],
+    mark: str,
+    tenant_id: str,
+    project_id: str,
+    limit: int,
+) -> tuple[int, list[AttentionItem]]:
+    """The SQL stores' ``needs_attention``: how many, and the first ``limit`` by path
+    (``query``: the store database's ``query``; ``mark``: its parameter marker)."""
+    scope = (tenant_id, project_id)
+    where = f"WHERE tenant_id = {mark} AND project_id = {mark} AND {NEEDS_ATTENTION}"
+    [(count,)] = query(f"SELECT count(*) FROM documents {where}", scope)
+    rows = query(
+        f"SELECT id, path, extraction_error FROM documents {where} ORDER BY path LIMIT {mark}",
+        (*scope, limit),
+    )
+    return int(count), [AttentionItem(str(i), str(p), str(e)) for i, p, e in rows]
 
 
 def row_to_import_head(r: Mapping[str, Any]) -> ImportHead:

@@ -30,8 +30,8 @@ from vancetope_rag.store.postgres.rows import DIRTY, document_update_sql, insert
 from vancetope_rag.store.postgres.settings import PostgresSettingsAndCache
 from vancetope_rag.store.rows import (
     IMPORT_HEAD_COLUMNS,
-    NEEDS_ATTENTION,
     document_row,
+    needs_attention,
     restored_document_row,
     row_to_document,
     row_to_import_head,
@@ -205,14 +205,7 @@ class PostgresControlStore(PostgresRagCatalog, PostgresSettingsAndCache):
     def needs_attention(
         self, tenant_id: str, project_id: str, *, limit: int
     ) -> tuple[int, list[AttentionItem]]:
-        scope = (tenant_id, project_id)
-        where = f"WHERE tenant_id = %s AND project_id = %s AND {NEEDS_ATTENTION}"
-        [(count,)] = self.db.query(f"SELECT count(*) FROM documents {where}", scope)
-        rows = self.db.query(
-            f"SELECT id, path, extraction_error FROM documents {where} ORDER BY path LIMIT %s",
-            (*scope, limit),
-        )
-        return int(count), [AttentionItem(str(i), str(p), str(e)) for i, p, e in rows]
+        return needs_attention(self.db.query, "%s", tenant_id, project_id, limit)
 
     def document_paths(
         self, tenant_id: str, project_id: str, document_ids: Sequence[str]

@@ -20,6 +20,7 @@ from vancetope_rag.domain.records import (
     Project,
     ProjectStatus,
 )
+from vancetope_rag.store.rows import needs_attention
 from vancetope_rag.store.shared import (
     DocumentChanges,
     capped_error,
@@ -37,7 +38,6 @@ from vancetope_rag.store.sqlite.errors import ConstraintViolation
 from vancetope_rag.store.sqlite.rows import (
     DIRTY_SETS,
     IMPORT_HEAD_COLUMNS,
-    NEEDS_ATTENTION,
     document_paths_sql,
     document_row,
     document_update_sql,
@@ -213,14 +213,7 @@ class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
     def needs_attention(
         self, tenant_id: str, project_id: str, *, limit: int
     ) -> tuple[int, list[AttentionItem]]:
-        scope = (tenant_id, project_id)
-        where = f"WHERE tenant_id = ? AND project_id = ? AND {NEEDS_ATTENTION}"
-        [(count,)] = self.db.query(f"SELECT count(*) FROM documents {where}", scope)
-        rows = self.db.query(
-            f"SELECT id, path, extraction_error FROM documents {where} ORDER BY path LIMIT ?",
-            (*scope, limit),
-        )
-        return int(count), [AttentionItem(str(i), str(p), str(e)) for i, p, e in rows]
+        return needs_attention(self.db.query, "?", tenant_id, project_id, limit)
 
     def document_paths(
         self, tenant_id: str, project_id: str, document_ids: Sequence[str]
