@@ -74,7 +74,9 @@ def store_error(
         limit = f"{timeout_ms} ms" if timeout_ms else "the statement timeout"
         return StoreError(
             f"{where}: a statement ran longer than {limit} and was cancelled; retry, raise "
-            "statement_timeout_ms in the store URI, or look for locks held by another session"
+            "statement_timeout_ms in the store URI (or "
+            "VANCETOPE_RAG_POSTGRES_STATEMENT_TIMEOUT_MS), or look for locks held by another "
+            "session"
         )
     if sqlstate in ("42P01", "42704", "3F000"):
         return StoreError(
@@ -89,7 +91,8 @@ def store_error(
     if sqlstate == "53300":
         return StoreError(
             f"{where}: the server refuses more connections ({text}); lower pool_size in the "
-            "store URI or raise max_connections on the server"
+            "store URI (or VANCETOPE_RAG_POSTGRES_POOL_SIZE) or raise max_connections on the "
+            "server"
         )
     if sqlstate == "25006":
         return StoreError(
