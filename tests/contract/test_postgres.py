@@ -656,6 +656,7 @@ def test_bounded_lexical_passes_rank_as_scoring_every_match(
     from vancetope_rag.store.postgres import lexical
 
     rng = np.random.default_rng(5)
+    store.chunks.lexical_index = None  # the SQL passes, not the in-process postings
     scope = RagScope.of(store.control.insert_rag(rag("r", 4)))
     store.chunks.add_chunks(
         scope, [Chunk(f"c{i}", "r", f"s{i}", _text(rng), unit(i, 4)) for i in range(400)]
@@ -685,6 +686,107 @@ def test_bounded_lexical_passes_rank_as_scoring_every_match(
     assert bounded == every_match
     assert len(passes) > len(queries)  # some queries needed a second pass …
     assert all(len(r) == 8 for r in every_match[-4:])  # … and the last four are full
+
+
+def _ranked(store: PostgresStore, scope: RagScope, queries: list[str]) -> list[Any]:
+    return [
+        [
+            (h.chunk_id, round(h.lexical_score or 0.0, 9), round(h.score, 6))
+            for h in store.chunks.lexical_query(scope, q, 8, vector=unit(1, 4))
+        ]
+        for q in queries
+    ]
+
+
+def test_the_in_process_postings_rank_as_the_sql_passes_after_every_write(
+    store: PostgresStore, schema_uri: str
+) -> None:
+    """The postings fed from the stored ``tsvector``\\ s give the SQL path's hits, scores and
+    cosines, for a RAG that shares its table with another, after adds, replacements and
+    removals (each moves the RAG's epoch), also written by another process's store."""
+    from vancetope_rag.store.postgres.lexical_index import PostgresLexicalIndex
+
+    rng = np.random.default_rng(7)
+    indexed = store.chunks.lexical_index
+    assert isinstance(indexed, PostgresLexicalIndex)
+    sql_only = open_postgres_store(schema_uri, lexical_index=False)  # a second process
+    scope = RagScope.of(store.control.insert_rag(rag("r", 4)))
+    other = RagScope.of(store.control.insert_rag(rag("o", 4)))
+    quoted = "it's a back\\slash O'Brien w00x"  # lexemes the tsvector text quotes
+
+    def chunks(prefix: str, n: int, rag_id: str = "r") -> list[Chunk]:
+        return [
+            Chunk(f"{prefix}{i}", rag_id, f"{prefix}{i % 7}", _text(rng), unit(i, 4))
+            for i in range(n)
+        ]
+
+    queries = [" ".join(rng.choice(VOCABULARY, size=int(rng.integers(1, 6)))) for _ in range(25)]
+    queries += ["w39x", "w00x w01x", quoted, "o'brien slash"]
+    first = [*chunks("a", 300), Chunk("q", "r", "q", quoted, unit(0, 4))]
+    writes = [
+        lambda: store.chunks.add_chunks(scope, first),
+        lambda: store.chunks.add_chunks(other, chunks("o", 200, "o")),
+        lambda: store.chunks.replace_source(scope, "a3", chunks("b", 5)),
+        lambda: sql_only.chunks.add_chunks(scope, chunks("c", 40)),
+        lambda: sql_only.chunks.remove_by_source(scope, "a5"),
+        lambda: store.chunks.remove_chunks(scope, chunk_ids=["a1", "a2", "q"]),
+    ]
+    try:
+        for write in writes:
+            write()
+            assert _ranked(store, scope, queries) == _ranked(sql_only, scope, queries)
+        assert indexed.cache.reloads >= 1
+        found = {
+            h.chunk_id
+            for q in queries
+            for h in store.chunks.lexical_query(scope, q, 50, vector=unit(0, 4))
+        }
+        assert found and not any(chunk_id.startswith("o") for chunk_id in found)
+    finally:
+        sql_only.close()
+
+
+def test_tsvector_text_is_read_as_the_server_counts_it(store: PostgresStore) -> None:
+    """Quotes, backslashes, weights and lexemes without positions in a ``tsvector``'s text
+    form: each lexeme as often as ``cardinality(positions)`` (at least once)."""
+    from vancetope_rag.store.postgres.lexical_index import tsvector_tokens
+
+    literal = "'it''s':1,2B 'back\\\\slash':3 'plain' 'x:y':4A,5,6"
+    ((text, counted),) = store.db.query(
+        "SELECT v::text, (SELECT array_agg(lexeme || '*' || greatest(cardinality(positions), 1) "
+        "ORDER BY lexeme) FROM unnest(v)) FROM (SELECT %s::tsvector AS v) t",
+        (literal,),
+    )
+    tokens = tsvector_tokens(text)
+    assert sorted(f"{t}*{tokens.count(t)}" for t in set(tokens)) == sorted(counted)
+    assert {"it's", "back\\slash", "x:y"} <= set(tokens)
+
+
+def test_a_large_rag_is_answered_in_sql_while_its_postings_load(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the synchronous limit the first load runs on a thread; the query meanwhile gets
+    the SQL path's answer, and the next one the postings' (the same)."""
+    from vancetope_rag.store.postgres.lexical_index import PostgresLexicalIndex
+
+    rng = np.random.default_rng(8)
+    indexed = store.chunks.lexical_index
+    assert isinstance(indexed, PostgresLexicalIndex)
+    monkeypatch.setattr(indexed.cache, "sync_build_max_rows", 10)
+    scope = RagScope.of(store.control.insert_rag(rag("r", 4)))
+    store.chunks.add_chunks(
+        scope, [Chunk(f"c{i}", "r", f"s{i}", _text(rng), unit(i, 4)) for i in range(120)]
+    )
+    searched: list[object] = []
+    real = indexed.cache.search
+    monkeypatch.setattr(
+        indexed.cache, "search", lambda *a, **k: searched.append(found := real(*a, **k)) or found
+    )
+    first = _ranked(store, scope, ["w03x w10x"])
+    assert searched == [None]  # answered by SQL while the thread loads
+    assert indexed.cache.wait_idle(30)
+    assert _ranked(store, scope, ["w03x w10x"]) == first
+    assert searched[-1] is not None
 
 
 def test_the_index_path_orders_by_what_the_hnsw_index_holds() -> None:

@@ -31,6 +31,7 @@ from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.postgres import lexical
 from vancetope_rag.store.postgres.db import PostgresDatabase
 from vancetope_rag.store.postgres.errors import ConstraintViolation
+from vancetope_rag.store.postgres.lexical_index import PostgresLexicalIndex
 from vancetope_rag.store.postgres.rows import CHUNK_COLUMNS, chunk_filter_sql, vector_literal
 from vancetope_rag.store.postgres.schema import chunk_table, ensure_dimension, index_expression
 from vancetope_rag.store.rows import chunk_row, row_to_hit
@@ -41,6 +42,7 @@ from vancetope_rag.store.shared import (
     foreign_chunk_error,
     unique_batches,
 )
+from vancetope_rag.store.sqlite.bm25_index import CollectionStats
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
 #: Scopes of at most this many chunks are ranked exactly (~20 ms at 384 dimensions).
@@ -95,10 +97,18 @@ _ARRAYS = ", ".join(
 class PostgresChunkStore:
     """:class:`~vancetope_rag.store.port.ChunkStore` on PostgreSQL + pgvector."""
 
-    def __init__(self, db: PostgresDatabase, *, exact_scan_max: int = EXACT_SCAN_MAX) -> None:
+    def __init__(
+        self,
+        db: PostgresDatabase,
+        *,
+        exact_scan_max: int = EXACT_SCAN_MAX,
+        lexical_index: PostgresLexicalIndex | None = None,
+    ) -> None:
         self.db = db
         #: Scopes up to this size are ranked exactly; larger ones through HNSW.
         self.exact_scan_max = exact_scan_max
+        #: In-process BM25 postings that answer unfiltered lexical queries (None: SQL only).
+        self.lexical_index = lexical_index
         #: Scope -> (chunk count, when read): see :meth:`_scope_size`.
         self._sizes: dict[tuple[str, str, str], tuple[int, float]] = {}
 
@@ -415,6 +425,11 @@ class PostgresChunkStore:
             lexemes = [str(r[0]) for r in found]
             doc_freq = {str(r[0]): int(r[1]) for r in found}
             n_rows, tokens = int(found[0][2]), int(found[0][3])
+            if not where and self.lexical_index is not None:
+                stats = CollectionStats(n_rows, tokens, doc_freq)
+                rows = self._indexed_lexical(scope, table, int(found[0][4]), stats, top_k, columns)
+                if rows is not None:
+                    return _lexical_hits(rows, query)
             weights = lexical.idfs(n_rows, doc_freq, lexemes)
             plan = lexical.MatchPlan.first(lexemes, weights, doc_freq)
             while True:
@@ -434,10 +449,37 @@ class PostgresChunkStore:
                 if plan.exact(scores, top_k):
                     break
                 plan = plan.widen(scores, top_k)
-        cosines = _cosines(rows, query)
+        return _lexical_hits(rows, query)
+
+    def _indexed_lexical(
+        self,
+        scope: RagScope,
+        table: str,
+        epoch: int,
+        stats: CollectionStats,
+        top_k: int,
+        columns: str,
+    ) -> list[dict[str, Any]] | None:
+        """The BM25 top ``top_k`` from the in-process postings, as rows with their
+        ``lexical_score`` (in the caller's snapshot, the one ``epoch`` was read in); None
+        when the SQL passes must answer."""
+        assert self.lexical_index is not None
+        # the SQL path adds a row's term scores in lexeme order: so do the postings
+        lexemes = sorted(stats.doc_freq)
+        ranked = self.lexical_index.search(scope, table, epoch, lexemes, stats, top_k)
+        if ranked is None:
+            return None
+        if not ranked:
+            return []
+        rows = self.db.query_dicts(
+            f"SELECT {columns} FROM {table} c WHERE {_SCOPE} AND c.rowid = ANY(%s::bigint[])",
+            (*_scope(scope), [rowid for rowid, _ in ranked]),
+        )
+        by_rowid = {int(r["rowid"]): r for r in rows}
         return [
-            row_to_hit(r, float(cos), float(r["lexical_score"]))
-            for r, cos in zip(rows, cosines, strict=True)
+            {**by_rowid[rowid], "lexical_score": score}
+            for rowid, score in ranked
+            if rowid in by_rowid
         ]
 
 
@@ -456,6 +498,14 @@ def dense_sql(dim: int, where: str, *, exact: bool) -> str:
         f"  SELECT c.rowid FROM {table} c WHERE {_SCOPE}{where} ORDER BY {order} LIMIT %s"
         ") AS nearest ON nearest.rowid = c.rowid"
     )
+
+
+def _lexical_hits(rows: Sequence[dict[str, Any]], query: npt.NDArray[np.float32]) -> list[Hit]:
+    """Lexical hits: each row's cosine to ``query`` as its score, BM25 beside it."""
+    return [
+        row_to_hit(r, float(cos), float(r["lexical_score"]))
+        for r, cos in zip(rows, _cosines(rows, query), strict=True)
+    ]
 
 
 def _cosines(rows: Sequence[dict[str, Any]], query: npt.NDArray[np.float32]) -> list[float]:

@@ -76,16 +76,17 @@ _QUERY_TERMS_OF_ROW = "unnest(ts_filter(setweight(c.tsv, 'A', %s::text[]), '{a}'
 
 def terms_sql() -> str:
     """The query's lexemes in query order, each with its document frequency in the RAG, and
-    the RAG's chunk count and token total (parameters: the configuration, the query words,
-    tenant, project, RAG twice), all read from the statistics the chunk tables' triggers
-    keep (schema step 3): a few index probes, whatever the RAG's size."""
+    the RAG's chunk count, token total and lexical epoch (parameters: the configuration, the
+    query words, tenant, project, RAG twice), all read from the statistics the chunk tables'
+    triggers keep (schema steps 3, 8): a few index probes, whatever the RAG's size."""
     return (
         "WITH q AS (SELECT lexeme, positions[1] AS pos "
         "  FROM unnest(to_tsvector(%s::regconfig, %s))), "
-        "s AS (SELECT n_rows, n_tokens FROM rag_text_stats "
+        "s AS (SELECT n_rows, n_tokens, epoch FROM rag_text_stats "
         "  WHERE tenant_id = %s AND project_id = %s AND rag_id = %s) "
         "SELECT q.lexeme, coalesce(t.df, 0), "
-        "  coalesce((SELECT n_rows FROM s), 0), coalesce((SELECT n_tokens FROM s), 0) "
+        "  coalesce((SELECT n_rows FROM s), 0), coalesce((SELECT n_tokens FROM s), 0), "
+        "  coalesce((SELECT epoch FROM s), 0) "
         "FROM q LEFT JOIN rag_terms t ON t.tenant_id = %s AND t.project_id = %s "
         "  AND t.rag_id = %s AND t.lexeme = q.lexeme "
         "ORDER BY q.pos"

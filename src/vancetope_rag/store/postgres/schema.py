@@ -269,6 +269,36 @@ STEPS: tuple[str, ...] = (
     """
     ALTER TABLE rags ADD COLUMN IF NOT EXISTS embedding_profile text;
     """,
+    # 8: each RAG's lexical epoch: a number every chunk write of the RAG moves, from one
+    # sequence (a RAG dropped and made again never repeats an epoch it had), so a process
+    # can tell whether its in-process BM25 index of the RAG (.postgres.lexical_index) still
+    # holds the RAG's rows. The statement triggers of step 3 move it in the writing
+    # transaction.
+    """
+    CREATE SEQUENCE IF NOT EXISTS vtr_text_epochs;
+    ALTER TABLE rag_text_stats ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0;
+    CREATE OR REPLACE FUNCTION vtr_count_terms() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        sign bigint := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
+    BEGIN
+        INSERT INTO rag_text_stats AS s (tenant_id, project_id, rag_id, n_rows, n_tokens, epoch)
+            SELECT tenant_id, project_id, rag_id, sign * count(*), sign * sum(n_tokens),
+                nextval('vtr_text_epochs')
+            FROM changed GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+            ON CONFLICT (tenant_id, project_id, rag_id) DO UPDATE
+            SET n_rows = s.n_rows + excluded.n_rows, n_tokens = s.n_tokens + excluded.n_tokens,
+                epoch = excluded.epoch;
+        INSERT INTO rag_terms AS t (tenant_id, project_id, rag_id, lexeme, df)
+            SELECT c.tenant_id, c.project_id, c.rag_id, l.lexeme, sign * count(*)
+            FROM changed c CROSS JOIN LATERAL unnest(c.tsv) l
+            GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+            ON CONFLICT (tenant_id, project_id, rag_id, lexeme) DO UPDATE
+            SET df = t.df + excluded.df;
+        RETURN NULL;
+    END
+    $$;
+    UPDATE rag_text_stats SET epoch = nextval('vtr_text_epochs');
+    """,
 )
 
 SCHEMA_VERSION = len(STEPS)

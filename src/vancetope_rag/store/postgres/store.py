@@ -23,6 +23,7 @@ from vancetope_rag.store.postgres.chunks import (
 )
 from vancetope_rag.store.postgres.control import PostgresControlStore
 from vancetope_rag.store.postgres.db import PostgresDatabase
+from vancetope_rag.store.postgres.lexical_index import PostgresLexicalIndex
 from vancetope_rag.store.postgres.notify import QueuedListener
 from vancetope_rag.store.postgres.rebuilds import PostgresRebuildStore
 from vancetope_rag.store.postgres.uri import PostgresUri
@@ -84,6 +85,7 @@ def open_postgres_store(
     server_clock: bool | None = None,
     exact_scan_max: int = EXACT_SCAN_MAX,
     connect_timeout_s: float = 15.0,
+    lexical_index: bool = True,
 ) -> PostgresStore:
     """Open the PostgreSQL store a URI names.
 
@@ -98,6 +100,8 @@ def open_postgres_store(
         exact_scan_max: scopes of at most this many chunks are ranked exactly, larger ones
             through the HNSW index.
         connect_timeout_s: how long a connection may take.
+        lexical_index: rank unfiltered lexical queries over in-process BM25 postings
+            (:mod:`.postgres.lexical_index`); False: always in SQL.
 
     Raises:
         StoreError: a bad URI or an unreachable server (never quoting the password).
@@ -114,7 +118,11 @@ def open_postgres_store(
     control = PostgresControlStore(db, clock=clock, server_clock=server_clock)
     return PostgresStore(
         control=control,
-        chunks=PostgresChunkStore(db, exact_scan_max=exact_scan_max),
+        chunks=PostgresChunkStore(
+            db,
+            exact_scan_max=exact_scan_max,
+            lexical_index=PostgresLexicalIndex(db) if lexical_index else None,
+        ),
         rebuilds=PostgresRebuildStore(db, clock=control.lease_clock),
         db=db,
     )

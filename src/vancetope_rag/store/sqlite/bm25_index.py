@@ -102,9 +102,13 @@ class LexicalCache(EpochCache[_Entry, _Delta]):
         max_rows: int = 2_000_000,
         reload_cooldown_s: float = 2.0,
         sync_build_max_rows: int = 20_000,
+        length_offset: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(max_rows=max_rows, reload_cooldown_s=reload_cooldown_s, clock=clock)
+        #: Added to a row's token count for its BM25 length (FTS5 counts the scope column's
+        #: one token; the PostgreSQL store's ``n_tokens`` counts none).
+        self.length_offset = length_offset
         #: A first load of more rows than this runs in the background (FTS5 answers meanwhile).
         self.sync_build_max_rows = sync_build_max_rows
         self._building: dict[Key, float] = {}  # key → when its background build started
@@ -267,7 +271,7 @@ class LexicalCache(EpochCache[_Entry, _Delta]):
     ) -> _Entry:
         vocab: dict[str, int] = {}
         rowids, lengths, rows, terms, tf = postings_of(
-            load_texts(np.sort(wanted).tolist()), tokenize, vocab, 0
+            load_texts(np.sort(wanted).tolist()), tokenize, vocab, 0, self.length_offset
         )
         return self._entry(vocab, rowids, lengths, rows, terms, tf)
 
@@ -331,13 +335,12 @@ class LexicalCache(EpochCache[_Entry, _Delta]):
             self._append_delta(entry, new, load_texts, tokenize)
         return entry
 
-    @staticmethod
     def _append_delta(
-        entry: _Entry, new: IntArray, load_texts: LoadTexts, tokenize: TokenizeDocument
+        self, entry: _Entry, new: IntArray, load_texts: LoadTexts, tokenize: TokenizeDocument
     ) -> None:
         first = len(entry.rowids)
         rowids, lengths, rows, terms, tf = postings_of(
-            load_texts(new.tolist()), tokenize, entry.vocab, first
+            load_texts(new.tolist()), tokenize, entry.vocab, first, self.length_offset
         )
         old_rows, old_terms, old_tf = (
             entry.delta.coo() if entry.delta is not None else (rows[:0], terms[:0], tf[:0])
@@ -372,7 +375,7 @@ class LexicalCache(EpochCache[_Entry, _Delta]):
         rowids = entry.rowids[keep].tolist()
         lengths = entry.lengths[keep]
         add_ids, add_lengths, add_rows, add_terms, add_tf = postings_of(
-            load_texts(new.tolist()), tokenize, vocab, len(rowids)
+            load_texts(new.tolist()), tokenize, vocab, len(rowids), self.length_offset
         )
         return self._entry(
             vocab,

@@ -72,9 +72,11 @@ def postings_of(
     tokenize: TokenizeDocument,
     vocab: dict[str, int],
     first_row: int,
+    length_offset: float = 1.0,
 ) -> tuple[list[int], FloatArray, RowArray, IntArray, FloatArray]:
     """Tokenize chunk texts: their rowids and lengths, and their postings in COO form
-    (rows numbered from ``first_row``; new terms added to ``vocab``)."""
+    (rows numbered from ``first_row``; new terms added to ``vocab``). A row's length is its
+    token count plus ``length_offset``: FTS5 counts the scope column's one token too."""
     rowids: list[int] = []
     lengths: list[float] = []
     rows: list[int] = []
@@ -84,7 +86,7 @@ def postings_of(
         tokens = tokenize(text)
         row = first_row + len(rowids)
         rowids.append(rowid)
-        lengths.append(len(tokens) + 1.0)  # + the scope column's one token, as FTS5 counts
+        lengths.append(len(tokens) + length_offset)
         for token, n in Counter(tokens).items():
             terms.append(vocab.setdefault(token, len(vocab)))
             rows.append(row)
