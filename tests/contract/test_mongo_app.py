@@ -15,31 +15,23 @@ from typing import Any
 import pytest
 from atlas_double import AtlasCluster
 from click.testing import CliRunner
-from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SEARCH_GRACE_S
+from mongo_support import atlas_app as shared_atlas_app
 
 from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.cli import cli
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, IndexState
-from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
+from vancetope_rag.store.mongo.client import MongoStore
 from vancetope_rag.store.types import RagScope
 
 AppFactory = Callable[..., RagApp]
 
 
 def atlas_app(make_app: AppFactory, clock: Any) -> tuple[RagApp, AtlasCluster, MongoStore]:
-    cluster = AtlasCluster(clock=clock, lag_s=ATLAS_LAG_S, build_s=ATLAS_BUILD_S)
-    store = open_mongo_store(
-        "mongodb://atlas.example.net/rag",
-        clock=clock,
-        client=cluster.client(),
-        server_clock=False,
-        search_grace_s=ATLAS_SEARCH_GRACE_S,
-    )
-    store.sleep, store.monotonic = clock.advance, clock
-    app = make_app(store=store, clock=clock)
+    app, cluster = shared_atlas_app(make_app, clock)
+    assert isinstance(app.store, MongoStore)
     app.bring(T, P)
-    return app, cluster, store
+    return app, cluster, app.store
 
 
 def texts(app: RagApp, query: str) -> list[str]:

@@ -91,6 +91,7 @@ def test_vector_index_definition() -> None:
             {"type": "filter", "path": "path"},
             {"type": "filter", "path": "sourceRef"},
             {"type": "filter", "path": "gen"},
+            {"type": "filter", "path": "chunkId"},
         ]
     }
     vector, text = (m.document for m in ix.search_index_models(8))

@@ -62,6 +62,12 @@ LEGACY_RAG_NAME_INDEX = "tenant_project_name_uniq"
 FILTER_FIELDS: tuple[str, ...] = ("tenantId", "projectId", "ragId", "kind", "path", "sourceRef")
 #: A chunk's chunk version; the stored field keeps its old name ``gen``.
 CHUNK_VERSION_FIELD = "gen"
+#: A ``filter`` field of the vector index only: a hybrid query asks the cosines of the hits
+#: only the text search found by their ids (:func:`~.builders.queries.build_cosine_pipeline`).
+ID_FILTER_FIELD = "chunkId"
+#: Atlas Search indexes at most this many characters of a ``token`` field (and a vector
+#: index's string ``filter`` field) and cuts longer strings, so no filter would match them.
+MAX_TOKEN_CHARS = 8181
 
 #: Server error codes meaning "index already exists" (a concurrent creator won the race).
 _ALREADY_EXISTS = frozenset({68, 85, 86})
@@ -243,7 +249,8 @@ def vector_index_definition(dim: int) -> dict[str, Any]:
     fields: list[dict[str, Any]] = [
         {"type": "vector", "path": VECTOR_FIELD, "numDimensions": dim, "similarity": "cosine"}
     ]
-    fields += [{"type": "filter", "path": name} for name in (*FILTER_FIELDS, CHUNK_VERSION_FIELD)]
+    filters = (*FILTER_FIELDS, CHUNK_VERSION_FIELD, ID_FILTER_FIELD)
+    fields += [{"type": "filter", "path": name} for name in filters]
     return {"fields": fields}
 
 
