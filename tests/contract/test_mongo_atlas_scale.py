@@ -21,6 +21,8 @@ from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Chunk
 from vancetope_rag.domain.retrieval import FusionParams
 from vancetope_rag.errors import InvalidInputError, StoreError
+from vancetope_rag.metrics import Metrics
+from vancetope_rag.services.indexing.progress import node_work_state
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import queries as mq
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
@@ -280,3 +282,42 @@ def test_paths_and_source_refs_past_the_token_limit_are_refused_at_write() -> No
         mq.chunk_documents(SCOPE, [Chunk("c", SCOPE.rag_id, too_long, "t", unit(0))])
     with pytest.raises(InvalidInputError, match="path"):
         mq.chunk_documents(SCOPE, [Chunk("c", SCOPE.rag_id, "s", "t", unit(0), path=too_long)])
+
+
+# -- metrics: the sweep backlog and the probe lag (item 9) -------------------------------------
+
+
+def test_the_sweep_backlog_and_probe_lag_are_metrics(tmp_path: Path, fake_clock: Any) -> None:
+    store, cluster = opened(tmp_path, fake_clock)
+    chunks = store.chunks
+    assert isinstance(chunks, MongoChunkStore)
+    chunks.replace_source(SCOPE, "doc-1", [chunk("v1", unit(0), "one")])
+    fake_clock.advance(5.0)
+    chunks.replace_source(SCOPE, "doc-1", [chunk("v2", unit(1), "two")])
+    fake_clock.advance(0.05)  # v1's note is due (grace 0.1 s), v2's not yet
+
+    def scrape() -> dict[str, float]:
+        metrics = Metrics(state_ttl_s=0)
+        metrics.watch_work(lambda: node_work_state(store.control, store.rebuilds, "n", chunks))
+        found: dict[str, float] = {}
+        for family in metrics.registry.collect():
+            for sample in family.samples:
+                if sample.name.startswith("vance_rag_mongo_"):
+                    found[f"{sample.name}{sample.labels or ''}"] = sample.value
+        return found
+
+    assert scrape() == {
+        "vance_rag_mongo_sweep_backlog{'state': 'due'}": 1,
+        "vance_rag_mongo_sweep_backlog{'state': 'waiting'}": 1,
+        "vance_rag_mongo_probe_lag_seconds": pytest.approx(5.05, abs=0.01),
+    }
+    cluster.settle()
+    fake_clock.advance(1.0)
+    chunks.sweep()
+    assert scrape() == {
+        "vance_rag_mongo_sweep_backlog{'state': 'due'}": 0,
+        "vance_rag_mongo_sweep_backlog{'state': 'waiting'}": 0,
+        "vance_rag_mongo_probe_lag_seconds": 0,
+    }
+    # a store without a sweep reports neither
+    assert node_work_state(store.control, store.rebuilds, "n").sweep_backlog is None

@@ -634,6 +634,19 @@ class MongoChunkStore:
             since = record["since"]
         return bool(since <= self._instant(self.search_grace_s))
 
+    def sweep_backlog(self) -> tuple[dict[str, int], float]:
+        """Swap notes waiting (``due``: past the search grace; ``waiting``: not yet) and the
+        age in seconds of the oldest (0 when none), for /metrics; both read along the
+        ``swap_due_idx`` index."""
+        due_at = self._instant(self.search_grace_s if self.uses_atlas() else 0.0)
+        total = int(self.swaps.count_documents({}))
+        due = int(self.swaps.count_documents({"at": {"$lte": due_at}}))
+        oldest = self.swaps.find_one({}, {"at": 1}, sort=list(ms.DUE_SORT))
+        lag = 0.0
+        if oldest is not None:
+            lag = max(0.0, (self._instant() - oldest["at"]).total_seconds())
+        return {"due": due, "waiting": total - due}, lag
+
     def sweep(self, *, limit: int = 100) -> int:
         """Delete older chunk versions of sources whose highest due one search sees entirely,
         page after page while due notes remain (``limit`` notes a page)."""
