@@ -94,9 +94,9 @@ def store_error(exc: PyMongoError, action: str) -> StoreError:
         hint = unreachable
     elif is_unauthorized(exc):
         hint = (
-            "the database user lacks a privilege for this; grant it readWrite on the store's "
-            "database (creating search indexes during init needs createSearchIndexes, e.g. "
-            "Atlas's Project Search Index Editor role)"
+            "the database user lacks a privilege for this; grant it readWrite on the whole "
+            "database of the store (it holds the search-index actions init needs; readWrite "
+            "on single collections does not cover creating search indexes)"
         )
     elif search_unsupported(exc):
         hint = (

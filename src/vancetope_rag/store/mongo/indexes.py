@@ -421,9 +421,11 @@ def ensure_search_index(collection: Any, model: SearchIndexModel) -> str:
             if _too_many(exc):
                 raise StoreError(
                     f"Atlas refused search index {name!r} on {collection.name!r}: the cluster "
-                    "tier's search-index limit is reached (M0: 3 per cluster, M2: 5, M5 and "
-                    "Flex: 10; each embedding dimension needs 2). Drop unused search indexes "
-                    "or move to a larger tier (M10+ has no such limit)"
+                    "tier's search-index limit is reached (Free (M0): 3, Flex: 10 per "
+                    "cluster, vector and text alike; each embedding dimension needs 2). Drop "
+                    "the indexes of dimensions no RAG uses (`vancetope-rag init --prune`) or "
+                    "others the cluster holds, or move to a dedicated tier (M10+: no fixed "
+                    "limit)"
                 ) from exc
             if exc.code not in _ALREADY_EXISTS and "already exists" not in str(exc).lower():
                 raise
