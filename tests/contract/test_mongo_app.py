@@ -212,6 +212,8 @@ def test_cli_init_on_the_embedded_store(tmp_path: Path) -> None:
     assert '"status": "READY"' in result.output and "vec_chunks_384" in result.output
     bad = runner.invoke(cli, ["--store", store, "init", "--dimension", "0"])
     assert bad.exit_code != 0
+    pruned = runner.invoke(cli, ["--store", store, "init", "--prune"])  # nothing to drop here
+    assert pruned.exit_code == 0 and "DROPPED" not in pruned.output
 
 
 def test_cli_init_and_index_on_atlas(
@@ -233,3 +235,10 @@ def test_cli_init_and_index_on_atlas(
     assert result.exit_code == 0 and '"ready": true' in result.output
     result = runner.invoke(cli, [*base, "index"])
     assert result.exit_code == 0 and "indexed 1 documents" in result.output
+    result = runner.invoke(cli, [*base, "init", "--dimension", "16"])
+    assert result.exit_code == 0 and "chunks_16" in result.output
+    result = runner.invoke(cli, [*base, "init", "--prune"])  # no RAG uses 16: its indexes go
+    assert result.exit_code == 0, result.output
+    dropped = [line for line in result.output.splitlines() if "DROPPED" in line]
+    assert len(dropped) == 2 and all(line.startswith("chunks_16") for line in dropped)
+    assert "no RAG uses dimension 16" in dropped[0]

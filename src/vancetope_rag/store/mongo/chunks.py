@@ -593,9 +593,8 @@ class MongoChunkStore:
             kept = mq.newest_chunk_version(
                 r for r in found if (r["tenantId"], r["projectId"], r["ragId"]) == wanted
             )
-            if not found:
-                match = mq.chunk_match(scope, None, filters)
-                self.search.recheck_empty(scope, ix.TEXT_INDEX, match)
+            # no recheck_empty here: a text search finding no word of the query is normal
+            # (the TTL of the queryability check covers the text index)
             if len(kept) >= top_k or len(found) < limit or limit >= mq.MAX_NUM_CANDIDATES:
                 return kept[:top_k]
             limit = min(mq.MAX_NUM_CANDIDATES, limit * 4)

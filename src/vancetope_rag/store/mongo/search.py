@@ -9,10 +9,11 @@
 * **Can this dimension be queried?** A ``$vectorSearch`` on a missing or unbuilt index returns
   no documents — Atlas's documented behaviour, indistinguishable from an empty RAG — so a
   query checks the index is queryable and otherwise fails fast, telling the user to run
-  ``init``. A check is trusted ``queryable_ttl_s`` (60 s), and forgotten at once when a scope
-  that holds chunks answers empty (:meth:`SearchSupport.recheck_empty`): an index an operator
-  dropped, or one that failed, is noticed at the next query instead of answering ``[]`` for
-  the process's life. Queries never create or wait for an index.
+  ``init``. A check is trusted ``queryable_ttl_s`` (60 s), and forgotten at once when a
+  ``$vectorSearch`` of a scope that holds matching chunks answers empty
+  (:meth:`SearchSupport.recheck_empty`; a text search finding none of the query's words is
+  normal, so its index relies on the TTL): an index an operator dropped, or one that failed,
+  is noticed at the next query instead of answering ``[]`` for the process's life. Queries never create or wait for an index.
 * **Exact or approximate?** :func:`~.mongo.builders.queries.prefer_exact` on the scope's size
   against its collection's (selective scopes up to ``exact_max_chunks``), counted at most
   every ``estimate_ttl_s`` per scope.
