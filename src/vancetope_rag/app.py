@@ -148,9 +148,7 @@ class RagApp:
             ),
         )
         calibrator = Calibrator(control=control, chunks=chunks, rags=rags)
-        metrics.watch_work(
-            lambda: node_work_state(control, store.rebuilds, config.node_id, chunks)
-        )
+        metrics.watch_work(lambda: node_work_state(control, store.rebuilds, config.node_id, chunks))
         metrics.watch_circuits(rags.circuits.open_counts)
         documents = DocumentService(control=control, chunks=chunks, rebuild_store=store.rebuilds)
         extraction = ExtractionService(registry=extractors, settings=settings)

@@ -13,7 +13,8 @@
   ``$vectorSearch`` of a scope that holds matching chunks answers empty
   (:meth:`SearchSupport.recheck_empty`; a text search finding none of the query's words is
   normal, so its index relies on the TTL): an index an operator dropped, or one that failed,
-  is noticed at the next query instead of answering ``[]`` for the process's life. Queries never create or wait for an index.
+  is noticed at the next query instead of answering ``[]`` for the process's life. Queries
+  never create or wait for an index.
 * **Exact or approximate?** :func:`~.mongo.builders.queries.prefer_exact` on the scope's size
   against its collection's (selective scopes up to ``exact_max_chunks``), counted at most
   every ``estimate_ttl_s`` per scope.
