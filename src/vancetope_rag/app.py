@@ -148,7 +148,7 @@ class RagApp:
             ),
         )
         calibrator = Calibrator(control=control, chunks=chunks, rags=rags)
-        metrics.watch_work(lambda: node_work_state(control, store.rebuilds, config.node_id))
+        metrics.watch_work(lambda: node_work_state(control, store.rebuilds, config.node_id, chunks))
         metrics.watch_circuits(rags.circuits.open_counts)
         documents = DocumentService(control=control, chunks=chunks, rebuild_store=store.rebuilds)
         extraction = ExtractionService(registry=extractors, settings=settings)
@@ -454,7 +454,12 @@ class RagApp:
         return tools
 
     def init_store(
-        self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
+        self,
+        *,
+        dimensions: Iterable[int] = (),
+        wait: bool = False,
+        timeout_s: float = 600.0,
+        prune: bool = False,
     ) -> list[IndexStatus]:
         """Prepare the store for production: collections, regular and search indexes for every
         embedding dimension of the RAG catalog (plus ``dimensions``, e.g. the model a first
@@ -462,13 +467,17 @@ class RagApp:
         search index is READY (Atlas builds them in the background).
 
         Run it on every deployment (idempotent); the embedded SQLite store needs no extra
-        step, but accepts it. Queries never create or wait for indexes.
+        step, but accepts it. Queries never create or wait for indexes. With ``prune``
+        (MongoDB Atlas), the search indexes of dimensions no RAG uses are dropped (status
+        ``DROPPED``): each counts against a Free or Flex cluster's few.
 
         Raises:
             StoreError: the server refused (tier limit, missing privilege) or, with ``wait``,
                 an index failed or was not READY within ``timeout_s``.
         """
-        return self.store.initialize(dimensions=dimensions, wait=wait, timeout_s=timeout_s)
+        return self.store.initialize(
+            dimensions=dimensions, wait=wait, timeout_s=timeout_s, prune=prune
+        )
 
     def close(self) -> None:
         self.scheduler.stop()

@@ -157,6 +157,17 @@ class EngineConfig(BaseSettings):
         "(`searchNodePreference` keyed by the RAG id), so probes and queries read the same "
         "index; a cluster that refuses the field is searched without it.",
     )
+    mongo_exact_max_chunks: int = Field(
+        default=20_000,
+        ge=10_000,
+        le=1_000_000,
+        validation_alias=_env("VANCETOPE_RAG_MONGO_EXACT_MAX_CHUNKS"),
+        description="MongoDB Atlas: a RAG holding at most 5% of its dimension's chunks is "
+        "searched exactly (ENN: the recall of approximate search drops behind a selective "
+        "filter) up to this many chunks; larger ones approximately. An exact search reads "
+        "every vector of the RAG on the search node. RAGs of at most 10,000 chunks are always "
+        "searched exactly.",
+    )
     max_store_failures: int = Field(
         default=5,
         ge=1,
@@ -272,6 +283,16 @@ class EngineConfig(BaseSettings):
         validation_alias=_env("VANCETOPE_RAG_RETRIEVAL_HYBRID_DEPTH"),
         description="Candidates each side of a hybrid query returns at least.",
     )
+    turn_deadline_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=300,
+        validation_alias=_env("VANCETOPE_RAG_TURN_DEADLINE_S"),
+        description="Seconds a chat turn's retrieval (AutoInject's pre-turn step) may spend "
+        "in the store; a search still running then is abandoned and the block skipped, the "
+        "turn goes on (MongoDB: each operation gets the time left instead of the client's "
+        "30 s timeout).",
+    )
     autoinject_max_tokens: int = Field(
         default=limits.AUTOINJECT_MAX_TOKENS,
         ge=limits.AUTOINJECT_MAX_TOKENS_MIN,
@@ -372,6 +393,7 @@ class EngineConfig(BaseSettings):
         return {
             "search_grace_s": self.mongo_search_grace_s,
             "search_node_preference": self.mongo_search_node_preference,
+            "exact_max_chunks": self.mongo_exact_max_chunks,
         }
 
     def fusion(self) -> FusionParams:

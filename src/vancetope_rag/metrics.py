@@ -55,6 +55,16 @@ class WorkState:
     documents: Mapping[str, int] = field(default_factory=dict)
     rebuilds_running: int = 0
     rebuild_items: Mapping[str, int] = field(default_factory=dict)
+    #: MongoDB Atlas: swap notes waiting for the sweep, by state (``due``: older than the
+    #: search grace; ``waiting``: not yet); None for a store without a sweep.
+    sweep_backlog: Mapping[str, int] | None = None
+    #: MongoDB Atlas: age of the oldest swap note (0 when none): how far search visibility
+    #: and the sweep's probe trail the writes. None for a store without a sweep.
+    probe_lag_s: float | None = None
+
+
+#: States of the sweep backlog (``vance_rag_mongo_sweep_backlog``).
+SWEEP_STATES = ("due", "waiting")
 
 
 class _WorkStateCollector(Collector):
@@ -84,7 +94,7 @@ class _WorkStateCollector(Collector):
             return state
 
     @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+    def _families() -> tuple[GaugeMetricFamily, ...]:
         return (
             GaugeMetricFamily(
                 "vance_rag_documents",
@@ -101,13 +111,26 @@ class _WorkStateCollector(Collector):
                 "Documents of the running rebuilds, by state (their progress).",
                 labels=["state"],
             ),
+            GaugeMetricFamily(
+                "vance_rag_mongo_sweep_backlog",
+                "MongoDB Atlas: replaced chunk versions waiting for the sweep (swap notes), "
+                "by state: due (older than the search grace, waiting for a probe to see "
+                "their replacement) or waiting (not yet due). A due count that keeps growing: "
+                "search does not show new writes.",
+                labels=["state"],
+            ),
+            GaugeMetricFamily(
+                "vance_rag_mongo_probe_lag_seconds",
+                "MongoDB Atlas: age of the oldest chunk version waiting for the sweep (0: "
+                "none): how far search visibility trails the writes.",
+            ),
         )
 
     def describe(self) -> Iterable[Metric]:
         return self._families()
 
     def collect(self) -> Iterable[Metric]:
-        documents, running, items = self._families()
+        documents, running, items, backlog, lag = self._families()
         state = self._state()
         if state is not None:
             for name in DOCUMENT_STATES:
@@ -115,7 +138,12 @@ class _WorkStateCollector(Collector):
             running.add_metric([], state.rebuilds_running)
             for name in ITEM_STATES:
                 items.add_metric([name], state.rebuild_items.get(name, 0))
-        return (documents, running, items)
+            if state.sweep_backlog is not None:
+                for name in SWEEP_STATES:
+                    backlog.add_metric([name], state.sweep_backlog.get(name, 0))
+            if state.probe_lag_s is not None:
+                lag.add_metric([], state.probe_lag_s)
+        return (documents, running, items, backlog, lag)
 
 
 # -- embedding provider circuits ------------------------------------------------------------

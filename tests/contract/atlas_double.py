@@ -30,6 +30,10 @@ What it simulates (from Atlas's documentation):
   (see ``atlas_search_sim``); a search index past the tier's limit (``max_search_indexes``:
   3 on M0); a user without a privilege (``denied``); a server without Atlas Search
   (``search_supported=False``: code 31082, as a community ``mongod`` answers).
+* **Slow search.** ``search_latency_s``: each search stage takes that long (of the cluster's
+  clock). The driver's time budget (``pymongo.timeout``'s time left, else the client's
+  30 s ``timeoutMS``) is recorded in ``timeouts``; a stage slower than it fails as the
+  server's ``maxTimeMS`` expiring does (``ExecutionTimeout``, code 50).
 
 The adapter must use only public pymongo API on it; tests move the clock to let time pass.
 """
@@ -51,7 +55,8 @@ from atlas_search_sim import (
     text_search,
     vector_search,
 )
-from pymongo.errors import BulkWriteError, OperationFailure
+from pymongo import _csot
+from pymongo.errors import BulkWriteError, ExecutionTimeout, OperationFailure
 
 SEARCH_NOT_ENABLED = failure(
     "Using Atlas Search Database Commands and the $listSearchIndexes aggregation stage "
@@ -60,6 +65,8 @@ SEARCH_NOT_ENABLED = failure(
     31082,
     "SearchNotEnabled",
 )
+#: The adapter's client-wide ``timeoutMS`` (``client.DEFAULT_TIMEOUT_MS``), in seconds.
+CLIENT_TIMEOUT_S = 30.0
 TOO_MANY_INDEXES = "The maximum number of FTS indexes has been reached for this instance size."
 
 
@@ -174,6 +181,10 @@ class AtlasCluster:
     history: dict[tuple[str, str], dict[Any, list[tuple[float, Any]]]] = field(default_factory=dict)
     reads: list[Read] = field(default_factory=list)
     searches: list[dict[str, Any]] = field(default_factory=list)
+    #: How long each search stage takes (moves the clock); see the module docstring.
+    search_latency_s: float = 0.0
+    #: The driver's time budget of every search stage sent, in seconds.
+    timeouts: list[float] = field(default_factory=list)
     #: Called after every recorded write with the collection name (tests interleave here).
     on_write: Callable[[str], None] | None = None
 
@@ -449,6 +460,7 @@ class AtlasCollection:
         if not names or names[0] not in ("$vectorSearch", "$search"):
             return iter(self._inner.aggregate(pipeline, **kwargs))
         self._allowed("search")
+        self._spend_search_time()
         stage = dict(pipeline[0][names[0]])
         self.cluster.searches.append({names[0]: copy.deepcopy(stage)})
         node = self._route(names[0], stage.pop("searchNodePreference", None))
@@ -475,6 +487,22 @@ class AtlasCollection:
                 rows.append(current)
                 metas.append({meta_name: score})
         return iter(apply_stages(rows, metas, pipeline[1:]))
+
+    def _spend_search_time(self) -> None:
+        """Take ``search_latency_s`` of the clock, or fail past the driver's budget."""
+        left = _csot.remaining()
+        budget = CLIENT_TIMEOUT_S if left is None else left
+        self.cluster.timeouts.append(budget)
+        latency = self.cluster.search_latency_s
+        if not latency:
+            return
+        self.cluster.clock.advance(min(latency, budget))  # type: ignore[attr-defined]
+        if latency > budget:
+            raise ExecutionTimeout(
+                "operation exceeded time limit",
+                50,
+                {"ok": 0.0, "code": 50, "codeName": "MaxTimeMSExpired"},
+            )
 
     def _route(self, stage_name: str, preference: Any) -> int:
         """The search node a stage runs on (see the module docstring)."""

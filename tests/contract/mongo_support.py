@@ -100,6 +100,21 @@ def atlas_store(
     return store, cluster
 
 
+def atlas_app(make_app: Callable[..., Any], clock: Any, **config: Any) -> tuple[Any, AtlasCluster]:
+    """A whole app (``make_app``: the ``make_app`` fixture) on a new Atlas double, with these
+    engine settings; not initialised (the app makes its RAG's indexes as it would)."""
+    cluster = AtlasCluster(clock=clock, lag_s=ATLAS_LAG_S, build_s=ATLAS_BUILD_S)
+    store = open_mongo_store(
+        "mongodb://atlas.example.net/rag",
+        clock=clock,
+        client=cluster.client(),
+        server_clock=False,
+        search_grace_s=ATLAS_SEARCH_GRACE_S,
+    )
+    store.sleep, store.monotonic = clock.advance, clock
+    return make_app(store=store, clock=clock, config=config), cluster
+
+
 def atlas_two_nodes_store(tmp_path: Path, clock: Any) -> tuple[Store, AtlasCluster]:
     """The Atlas double with two search nodes of different lags (``ATLAS_TWO_NODE_LAGS``),
     each RAG's searches routed to one of them by ``searchNodePreference``."""

@@ -15,31 +15,23 @@ from typing import Any
 import pytest
 from atlas_double import AtlasCluster
 from click.testing import CliRunner
-from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SEARCH_GRACE_S
+from mongo_support import atlas_app as shared_atlas_app
 
 from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.cli import cli
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, IndexState
-from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
+from vancetope_rag.store.mongo.client import MongoStore
 from vancetope_rag.store.types import RagScope
 
 AppFactory = Callable[..., RagApp]
 
 
 def atlas_app(make_app: AppFactory, clock: Any) -> tuple[RagApp, AtlasCluster, MongoStore]:
-    cluster = AtlasCluster(clock=clock, lag_s=ATLAS_LAG_S, build_s=ATLAS_BUILD_S)
-    store = open_mongo_store(
-        "mongodb://atlas.example.net/rag",
-        clock=clock,
-        client=cluster.client(),
-        server_clock=False,
-        search_grace_s=ATLAS_SEARCH_GRACE_S,
-    )
-    store.sleep, store.monotonic = clock.advance, clock
-    app = make_app(store=store, clock=clock)
+    app, cluster = shared_atlas_app(make_app, clock)
+    assert isinstance(app.store, MongoStore)
     app.bring(T, P)
-    return app, cluster, store
+    return app, cluster, app.store
 
 
 def texts(app: RagApp, query: str) -> list[str]:
@@ -220,6 +212,8 @@ def test_cli_init_on_the_embedded_store(tmp_path: Path) -> None:
     assert '"status": "READY"' in result.output and "vec_chunks_384" in result.output
     bad = runner.invoke(cli, ["--store", store, "init", "--dimension", "0"])
     assert bad.exit_code != 0
+    pruned = runner.invoke(cli, ["--store", store, "init", "--prune"])  # nothing to drop here
+    assert pruned.exit_code == 0 and "DROPPED" not in pruned.output
 
 
 def test_cli_init_and_index_on_atlas(
@@ -241,3 +235,10 @@ def test_cli_init_and_index_on_atlas(
     assert result.exit_code == 0 and '"ready": true' in result.output
     result = runner.invoke(cli, [*base, "index"])
     assert result.exit_code == 0 and "indexed 1 documents" in result.output
+    result = runner.invoke(cli, [*base, "init", "--dimension", "16"])
+    assert result.exit_code == 0 and "chunks_16" in result.output
+    result = runner.invoke(cli, [*base, "init", "--prune"])  # no RAG uses 16: its indexes go
+    assert result.exit_code == 0, result.output
+    dropped = [line for line in result.output.splitlines() if "DROPPED" in line]
+    assert len(dropped) == 2 and all(line.startswith("chunks_16") for line in dropped)
+    assert "no RAG uses dimension 16" in dropped[0]

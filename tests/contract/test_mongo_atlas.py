@@ -395,7 +395,7 @@ def test_small_or_selective_scopes_use_exact_search(
 def test_a_tier_limit_on_search_indexes_is_a_clear_error(fake_clock: Any) -> None:
     store, cluster = fresh(fake_clock, max_search_indexes=3)  # M0
     store.initialize(dimensions=[DIM])
-    with pytest.raises(StoreError, match="M0: 3 per cluster"):
+    with pytest.raises(StoreError, match=r"Free \(M0\): 3"):
         store.initialize(dimensions=[16])
     assert cluster.index_count() == 3
 

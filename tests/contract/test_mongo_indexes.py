@@ -91,6 +91,7 @@ def test_vector_index_definition() -> None:
             {"type": "filter", "path": "path"},
             {"type": "filter", "path": "sourceRef"},
             {"type": "filter", "path": "gen"},
+            {"type": "filter", "path": "chunkId"},
         ]
     }
     vector, text = (m.document for m in ix.search_index_models(8))
@@ -277,8 +278,19 @@ def test_a_tier_limit_says_what_to_do() -> None:
     coll.create_error = OperationFailure(
         "The maximum number of FTS indexes has been reached for this instance size.", code=8
     )
-    with pytest.raises(StoreError, match=r"M0: 3 per cluster.*each embedding dimension needs 2"):
+    with pytest.raises(
+        StoreError, match=r"Free \(M0\): 3, Flex: 10.*each embedding dimension needs 2"
+    ) as e:
         ix.ensure_search_index(coll, VECTOR_MODEL)
+    assert "M2" not in e.value.message and "M5" not in e.value.message  # gone from Atlas
+    assert "init --prune" in e.value.message
+
+
+def test_a_missing_privilege_names_the_database_role() -> None:
+    message = store_error(OperationFailure("not authorized on db", code=13), "init").message
+    # readWrite holds the search-index actions; an Atlas UI role is not a database role
+    assert "readWrite on the whole database" in message
+    assert "Project Search Index Editor" not in message
 
 
 def test_wait_until_ready_wants_ready_not_merely_queryable() -> None:

@@ -130,12 +130,12 @@ def test_vector_search_pipeline_shape() -> None:
     assert search == {
         "index": "vancetope_rag_vectors",
         "path": "embedding",
-        "queryVector": [0.5, 0.0, 0.0, 1.0],
+        "queryVector": encode_vector(np.asarray([0.5, 0.0, 0.0, 1.0], dtype=np.float32)),
         "numCandidates": 100,
         "limit": 5,
         "filter": {"$and": [*SCOPE_CLAUSES, {"kind": {"$eq": "content"}}]},
     }
-    assert all(type(x) is float for x in search["queryVector"])  # BSON doubles, not numpy
+    assert isinstance(search["queryVector"], Binary)  # BinData float32, as stored
     project = pipeline[1]["$project"]
     assert project["score"] == {"$meta": "vectorSearchScore"}
     for field in [
@@ -214,7 +214,9 @@ def test_probe_pipeline_counts_one_generation_of_one_source_exactly() -> None:
     (stage, project) = build_probe_pipeline(SCOPE, "doc-1", 42, 12_000, 4)
     search = stage["$vectorSearch"]
     assert search["exact"] is True and "numCandidates" not in search
-    assert search["limit"] == MAX_NUM_CANDIDATES and len(search["queryVector"]) == 4
+    assert (
+        search["limit"] == MAX_NUM_CANDIDATES and len(search["queryVector"].as_vector().data) == 4
+    )
     assert search["filter"] == {
         "$and": [*SCOPE_CLAUSES, {"sourceRef": {"$eq": "doc-1"}}, {"gen": {"$eq": 42}}]
     }
@@ -251,7 +253,7 @@ def test_text_search_pipeline_shape() -> None:
     assert all("$match" not in stage for stage in pipeline)
     assert pipeline[1] == {"$limit": 20}
     project = pipeline[2]["$project"]
-    assert project["lexical"] == {"$meta": "searchScore"} and project["embedding"] == 1
+    assert project["lexical"] == {"$meta": "searchScore"} and "embedding" not in project
 
 
 def test_the_text_query_is_reduced_by_the_sqlite_term_rule() -> None:

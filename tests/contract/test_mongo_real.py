@@ -570,3 +570,50 @@ def test_search_node_preference_is_accepted_and_keeps_answers(server: MongoStore
     )
     assert pinned[0]["$vectorSearch"]["searchNodePreference"] == {"key": scope.rag_id}
     assert len(list(collection.aggregate(pinned))) == 1
+
+
+@needs_atlas
+def test_hybrid_cosines_of_text_only_hits_come_from_one_exact_search(server: MongoStore) -> None:
+    """BinData float32 query vectors and the ``chunkId`` filter field on a real cluster: the
+    cosines of hits only the text search found equal exact cosine similarity."""
+    from vancetope_rag.domain.retrieval import FusionParams
+
+    scope = RagScope(T, P, "rag-hybrid", DIM)
+    vecs = np.random.default_rng(11).standard_normal((30, DIM))
+    words = ["zebra" if i % 3 == 0 else "plain" for i in range(30)]
+    server.chunks.add_chunks(
+        scope,
+        [
+            Chunk(f"h{i}", scope.rag_id, f"doc-{i % 5}", f"{words[i]} text {i}", v.tolist())
+            for i, v in enumerate(vecs)
+        ],
+    )
+    real_settle(server)
+    exact = MongoChunkStore(server.database, vector_search="exact")
+    q = vecs[1].tolist()
+    found = server.chunks.hybrid_query(scope, "zebra", q, 3, fusion=FusionParams())
+    want = {h.chunk_id: h.score for h in exact.query(scope, q, 30)}
+    hits = list(found.hits)
+    assert any(h.lexical_score for h in hits)
+    for h in hits:
+        assert h.score == pytest.approx(want[h.chunk_id], abs=1e-4), h.chunk_id
+
+
+@needs_atlas
+def test_init_prune_drops_unused_dimensions_on_a_real_cluster(server: MongoStore) -> None:
+    server.initialize(dimensions=(DIM, 12), wait=True, timeout_s=600)
+    statuses = server.initialize(dimensions=(DIM,), prune=True)
+    dropped = {s.name for s in statuses if s.status == "DROPPED" and s.collection == "chunks_12"}
+    assert dropped == {ix.VECTOR_INDEX, ix.TEXT_INDEX}
+    with pytest.raises(StoreError, match="run"):
+        server.chunks.query(RagScope(T, P, "rag-12", 12), [1.0] * 12, 3)
+
+
+def test_a_turn_deadline_reaches_the_driver(server: MongoStore) -> None:
+    from vancetope_rag.store.deadline import turn_deadline
+
+    scope = RagScope(T, P, "rag-deadline", DIM)
+    with turn_deadline(0.0005), pytest.raises(StoreError):
+        for _ in range(50):  # one of these outlives half a millisecond on any network
+            server.chunks.count_chunks(scope)
+    assert server.chunks.count_chunks(scope) == 0  # outside a turn: the client's timeout

@@ -9,8 +9,7 @@ from typing import Any
 
 import mongomock
 import pytest
-from atlas_double import AtlasCluster
-from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SEARCH_GRACE_S
+from mongo_support import ATLAS_SEARCH_GRACE_S, atlas_app
 
 from fakes import DOCS, P, T
 from turnloop import TurnLoop, check_turns, seed
@@ -24,20 +23,6 @@ from vancetope_rag.store.types import RagScope
 
 AppFactory = Callable[..., RagApp]
 N_DOCS = len(DOCS) + 6
-
-
-def atlas_app(make_app: AppFactory, clock: Any, **config: Any) -> tuple[RagApp, AtlasCluster]:
-    cluster = AtlasCluster(clock=clock, lag_s=ATLAS_LAG_S, build_s=ATLAS_BUILD_S)
-    store = open_mongo_store(
-        "mongodb://atlas.example.net/rag",
-        clock=clock,
-        client=cluster.client(),
-        server_clock=False,
-        search_grace_s=ATLAS_SEARCH_GRACE_S,
-    )
-    store.sleep, store.monotonic = clock.advance, clock
-    app = make_app(store=store, clock=clock, config=config)
-    return app, cluster
 
 
 def test_turns_while_rebuilding_on_the_lagging_atlas_double(

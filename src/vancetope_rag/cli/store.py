@@ -43,10 +43,21 @@ def _as_json(s: IndexStatus) -> dict[str, object]:
     multiple=True,
     help="Also prepare this embedding dimension (repeatable), e.g. 384 before the first RAG.",
 )
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="MongoDB Atlas: drop the search indexes of dimensions no RAG uses (listed as "
+    "DROPPED); Free and Flex clusters allow only a few.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the index statuses as JSON.")
 @pass_ctx
 def init_cmd(
-    c: Ctx, wait: bool, timeout_s: float, dimensions: tuple[int, ...], as_json: bool
+    c: Ctx,
+    wait: bool,
+    timeout_s: float,
+    dimensions: tuple[int, ...],
+    prune: bool,
+    as_json: bool,
 ) -> None:
     """Create collections and indexes (MongoDB Atlas: one chunk collection per embedding
     dimension with its vector and full-text search indexes) for every dimension of the RAG
@@ -55,7 +66,9 @@ def init_cmd(
     The embedded SQLite store needs no init (its schema is made on open); it accepts it.
     """
     with errors_to_exit():
-        statuses = c.app.init_store(dimensions=dimensions, wait=wait, timeout_s=timeout_s)
+        statuses = c.app.init_store(
+            dimensions=dimensions, wait=wait, timeout_s=timeout_s, prune=prune
+        )
     if as_json:
         emit([_as_json(s) for s in statuses])
         return

@@ -25,6 +25,7 @@ from vancetope_rag.services.retrieval.retriever import (
 )
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot
 from vancetope_rag.services.tokens import count_tokens
+from vancetope_rag.store.deadline import turn_deadline
 
 log = get_logger(__name__)
 
@@ -150,8 +151,10 @@ class RagAutoInjectService:
             return InjectionDecision(True, decided_by, plan.reason)
         p = plan.params
         try:
-            # Through LlamaIndex's retrieve(): the same path (and spans) as a query engine.
-            hits = hits_of(retriever.retrieve(text))
+            # Through LlamaIndex's retrieve(): the same path (and spans) as a query engine;
+            # within the turn's own deadline (a slow search skips the block, spec §5)
+            with turn_deadline(self.config.turn_deadline_s):
+                hits = hits_of(retriever.retrieve(text))
         except ProviderUnavailableError as exc:
             # refused at once, no call made: the provider's circuit logged the outage once
             log.debug("AutoInject skipped for %s/%s: %s", tenant_id, project_id, exc)

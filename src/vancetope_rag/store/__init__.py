@@ -75,11 +75,17 @@ class SqliteStore:
     rebuilds: RebuildStore
 
     def initialize(
-        self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
+        self,
+        *,
+        dimensions: Iterable[int] = (),
+        wait: bool = False,
+        timeout_s: float = 600.0,
+        prune: bool = False,
     ) -> list[IndexStatus]:
         """The schema is made on open; here every dimension's ``vec0`` table is created too.
         Nothing is built in the background, so everything is READY at once (``wait`` and
-        ``timeout_s`` change nothing; they are accepted so ``init`` works on every store)."""
+        ``timeout_s`` change nothing, nor does ``prune``: a ``vec0`` table holds no tier's quota;
+        they are accepted so ``init`` works on every store)."""
         dims = sorted(self.control.rag_dimensions() | {int(d) for d in dimensions})
         for dim in dims:
             self.chunks.prepare_dimension(dim)

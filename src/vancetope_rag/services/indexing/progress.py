@@ -19,12 +19,19 @@ from vancetope_rag.domain.rebuilds import (
 )
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, IndexState
 from vancetope_rag.metrics import WorkState
-from vancetope_rag.store.port import ControlStore, RebuildStore
+from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
 
 
-def node_work_state(control: ControlStore, rebuild_store: RebuildStore, node_id: str) -> WorkState:
+def node_work_state(
+    control: ControlStore,
+    rebuild_store: RebuildStore,
+    node_id: str,
+    chunks: ChunkStore | None = None,
+) -> WorkState:
     """Document states and running rebuilds' items, summed over the projects the node
-    indexes (the scheduler's projects): the queue depth and rebuild progress of /metrics."""
+    indexes (the scheduler's projects): the queue depth and rebuild progress of /metrics;
+    and, from a chunk store that sweeps replaced chunk versions (MongoDB Atlas), its
+    backlog and probe lag (store-wide: the sweep serves every project)."""
     documents: dict[str, int] = {}
     items: dict[str, int] = {}
     running = 0
@@ -36,6 +43,10 @@ def node_work_state(control: ControlStore, rebuild_store: RebuildStore, node_id:
             running += 1
             for state, n in rebuild_store.item_counts(m.id).items():
                 items[state] = items.get(state, 0) + n
+    backlog = getattr(chunks, "sweep_backlog", None)  # only stores with a sweep have one
+    if callable(backlog):
+        counts, lag = backlog()
+        return WorkState(documents, running, items, counts, lag)
     return WorkState(documents, running, items)
 
 

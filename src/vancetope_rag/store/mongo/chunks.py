@@ -50,9 +50,11 @@ that old has lost its claim long since.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -60,7 +62,7 @@ from typing import Any
 import numpy as np
 from bson import ObjectId
 from pymongo import ReturnDocument
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from vancetope_rag.domain.records import Chunk, Hit
 from vancetope_rag.domain.retrieval import Candidates, FusionParams
@@ -105,6 +107,8 @@ class MongoChunkStore:
         node_preference: route each RAG's search stages to one search node.
         mark_ttl_s: how long a source mark outlives its last raise at least (twice the
             claim TTL: see the module docstring).
+        exact_max_chunks: the largest selective scope (≤ 5 % of its collection) searched
+            exactly (see :func:`~.mongo.builders.queries.prefer_exact`).
     """
 
     def __init__(
@@ -117,6 +121,7 @@ class MongoChunkStore:
         search_grace_s: float = 10.0,
         node_preference: bool = False,
         mark_ttl_s: float = DEFAULT_MARK_TTL_S,
+        exact_max_chunks: int = mq.EXACT_MAX_SELECTIVE,
     ) -> None:
         self.db = database
         self.clock = clock
@@ -124,7 +129,11 @@ class MongoChunkStore:
         self.mark_ttl_s = mark_ttl_s
         search_db = search_database if search_database is not None else database
         self.search = SearchSupport(
-            database, search_db, mode=vector_search, node_preference=node_preference
+            database,
+            search_db,
+            mode=vector_search,
+            node_preference=node_preference,
+            exact_max_chunks=exact_max_chunks,
         )
         self.counters = database["counters"]
         self.swaps = database[ix.SWAPS]
@@ -446,6 +455,9 @@ class MongoChunkStore:
             )
             rows = self.search.aggregate(scope, pipeline)
             hits = mq.atlas_hits(rows, scope)
+            if not rows:  # a dropped or failed index answers [] too: ask when chunks exist
+                match = mq.chunk_match(scope, None, filters)
+                self.search.recheck_empty(scope, ix.VECTOR_INDEX, match)
             # older chunk versions took places: ask for more, unless the search ran dry
             if len(hits) >= top_k or len(rows) < limit or limit >= mq.MAX_NUM_CANDIDATES:
                 return hits[:top_k]
@@ -478,9 +490,60 @@ class MongoChunkStore:
         fusion: FusionParams,
         filters: ChunkFilter | None = None,
     ) -> Candidates:
-        dense = self.query(scope, vector, top_k, filters=filters)
-        lexical = self.lexical_query(scope, text, top_k, vector=vector, filters=filters)
+        if not self.uses_atlas():
+            dense = self.query(scope, vector, top_k, filters=filters)
+            lexical = self.lexical_query(scope, text, top_k, vector=vector, filters=filters)
+            return Candidates.hybrid(dense, lexical, top_k, fusion)
+        check_top_k(top_k)  # refused before any thread starts
+        query = checked_vector(vector, scope.dimension)
+        mq.translate_filters(filters)
+        # the two searches at once (each waits on mongot), the text one in a copy of this
+        # context: a turn's deadline (pymongo's timeout) holds in both threads
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vancetope-text") as pool:
+            context = contextvars.copy_context()
+            pending = pool.submit(context.run, self._atlas_text_rows, scope, text, top_k, filters)
+            dense = self.query(scope, vector, top_k, filters=filters)
+            rows = pending.result()
+        lexical = self._with_cosines(scope, rows, dense, query)
         return Candidates.hybrid(dense, lexical, top_k, fusion)
+
+    def _with_cosines(
+        self,
+        scope: RagScope,
+        rows: Sequence[Mapping[str, Any]],
+        dense: Sequence[Hit],
+        query: np.ndarray,
+    ) -> list[Hit]:
+        """Text hits with their cosines: from the dense answer where it has them, the others
+        from ONE exact ``$vectorSearch`` on their ids (no vector crosses the network)."""
+        known = {h.chunk_id: h.score for h in dense}
+        missing = [r["chunkId"] for r in rows if r["chunkId"] not in known]
+        if missing:
+            pipeline = mq.build_cosine_pipeline(scope, query.tolist(), missing)
+            try:
+                found = self.search.aggregate(scope, pipeline)
+            except OperationFailure as exc:
+                # an index still serving a definition without chunkId as a filter (init
+                # updates it): read those few vectors from the collection instead
+                log.info("cosines of text hits from the collection: %s", exc)
+                found = self._cosines_from_collection(scope, missing, query)
+            wanted = {(r["chunkId"], int(r.get("gen", 0))) for r in rows}
+            for r in found:
+                if (r["chunkId"], int(r.get("gen", 0))) in wanted:
+                    known[r["chunkId"]] = mq.atlas_score_to_cosine(r["score"])
+        return [
+            mq.hit_from_bson(r, known.get(r["chunkId"], 0.0), lexical=float(r["lexical"]))
+            for r in rows
+        ]
+
+    def _cosines_from_collection(
+        self, scope: RagScope, chunk_ids: Sequence[str], query: np.ndarray
+    ) -> list[dict[str, Any]]:
+        fields = {"chunkId": 1, "gen": 1, ix.VECTOR_FIELD: 1}
+        rows = self._collection(scope).find(mq.chunk_match(scope, chunk_ids, None), fields)
+        return [
+            {**r, "score": (1.0 + mq.cosine(r.get(ix.VECTOR_FIELD), query)) / 2.0} for r in rows
+        ]
 
     def lexical_query(
         self,
@@ -508,6 +571,18 @@ class MongoChunkStore:
                 mq.hit_from_bson(r, mq.cosine(r.get(ix.VECTOR_FIELD), query), lexical=s)
                 for r, s in ranked
             ]
+        rows = self._atlas_text_rows(scope, text, top_k, filters)
+        return self._with_cosines(scope, rows, [], query)
+
+    def _atlas_text_rows(
+        self, scope: RagScope, text: str, top_k: int, filters: ChunkFilter | None
+    ) -> list[Mapping[str, Any]]:
+        """The ``top_k`` best rows of ``$search``, newest chunk versions only, without
+        vectors."""
+        terms = text_terms(text)
+        if not terms:
+            return []
+        top_k = min(top_k, mq.MAX_NUM_CANDIDATES)
         self._collection(scope)
         self.search.require_queryable(scope.dimension, ix.TEXT_INDEX)
         limit = mq.fetch_limit(top_k)
@@ -518,13 +593,10 @@ class MongoChunkStore:
             kept = mq.newest_chunk_version(
                 r for r in found if (r["tenantId"], r["projectId"], r["ragId"]) == wanted
             )
+            # no recheck_empty here: a text search finding no word of the query is normal
+            # (the TTL of the queryability check covers the text index)
             if len(kept) >= top_k or len(found) < limit or limit >= mq.MAX_NUM_CANDIDATES:
-                return [
-                    mq.hit_from_bson(
-                        r, mq.cosine(r.get(ix.VECTOR_FIELD), query), lexical=float(r["lexical"])
-                    )
-                    for r in kept[:top_k]
-                ]
+                return kept[:top_k]
             limit = min(mq.MAX_NUM_CANDIDATES, limit * 4)
 
     # -- index management (never in the query path) ------------------------------------
@@ -560,6 +632,19 @@ class MongoChunkStore:
         else:
             since = record["since"]
         return bool(since <= self._instant(self.search_grace_s))
+
+    def sweep_backlog(self) -> tuple[dict[str, int], float]:
+        """Swap notes waiting (``due``: past the search grace; ``waiting``: not yet) and the
+        age in seconds of the oldest (0 when none), for /metrics; both read along the
+        ``swap_due_idx`` index."""
+        due_at = self._instant(self.search_grace_s if self.uses_atlas() else 0.0)
+        total = int(self.swaps.count_documents({}))
+        due = int(self.swaps.count_documents({"at": {"$lte": due_at}}))
+        oldest = self.swaps.find_one({}, {"at": 1}, sort=list(ms.DUE_SORT))
+        lag = 0.0
+        if oldest is not None:
+            lag = max(0.0, (self._instant() - oldest["at"]).total_seconds())
+        return {"due": due, "waiting": total - due}, lag
 
     def sweep(self, *, limit: int = 100) -> int:
         """Delete older chunk versions of sources whose highest due one search sees entirely,

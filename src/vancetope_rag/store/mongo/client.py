@@ -76,17 +76,24 @@ class MongoStore:
     monotonic: Callable[[], float] = field(default=time.monotonic, repr=False)
 
     def initialize(
-        self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
+        self,
+        *,
+        dimensions: Iterable[int] = (),
+        wait: bool = False,
+        timeout_s: float = 600.0,
+        prune: bool = False,
     ) -> list[IndexStatus]:
         """Create collections and indexes (B-tree, vector and text search) for every
         dimension of the RAG catalog plus ``dimensions``, upgrading a schema-1 store; with
-        ``wait``, block until every search index is READY (not merely queryable)."""
+        ``wait``, block until every search index is READY (not merely queryable); with
+        ``prune``, drop the search indexes of dimensions no RAG uses."""
         assert isinstance(self.chunks, MongoChunkStore)
         return mongo_setup.initialize(
             self.database,
             self.chunks,
             dimensions=dimensions,
             wait=wait,
+            prune=prune,
             timeout_s=timeout_s,
             sleep=self.sleep,
             monotonic=self.monotonic,
@@ -172,6 +179,7 @@ def open_mongo_store(
     search_grace_s: float = 10.0,
     search_node_preference: bool = False,
     claim_ttl_s: float = 600.0,
+    exact_max_chunks: int = 20_000,
 ) -> MongoStore:
     """Open the MongoDB store a URI names.
 
@@ -194,6 +202,8 @@ def open_mongo_store(
             is searched without it.
         claim_ttl_s: the indexer's claim TTL; a source mark (fencing at removals, see
             :mod:`.mongo.chunks`) is kept at least twice as long.
+        exact_max_chunks: the largest selective RAG (≤ 5 % of its collection) searched
+            exactly (``VANCETOPE_RAG_MONGO_EXACT_MAX_CHUNKS``).
 
     Raises:
         StoreError: bad URI, a ``secondary*`` read preference, unreachable server, or a
@@ -224,6 +234,7 @@ def open_mongo_store(
             search_grace_s=search_grace_s,
             node_preference=search_node_preference,
             mark_ttl_s=2 * claim_ttl_s,
+            exact_max_chunks=exact_max_chunks,
         )
         mongo_setup.open_schema(db, shown, chunks)
     except BaseException as exc:

@@ -6,6 +6,8 @@
 * :func:`search_unsupported` recognises the one answer that means "this server has no Atlas
   Search" (a community ``mongod``, an old server), and only that one: an authorization error
   or a timeout is not a reason to switch to client-side ranking.
+* :func:`guard_errors` also holds a chat turn's deadline (:mod:`vancetope_rag.store.deadline`):
+  inside a turn each operation runs under ``pymongo.timeout`` with the time the turn has left.
 * :func:`check_bson_size` refuses a document over MongoDB's 16 MiB limit before the driver
   raises ``DocumentTooLarge`` half-way through a write.
 """
@@ -18,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import bson
+import pymongo
 from pymongo.errors import (
     AutoReconnect,
     ConnectionFailure,
@@ -31,6 +34,7 @@ from pymongo.errors import (
 )
 
 from vancetope_rag.errors import InvalidInputError, RagError, StoreError
+from vancetope_rag.store import deadline
 
 #: MongoDB's maximum BSON document size.
 MAX_BSON_BYTES = 16 * 1024 * 1024
@@ -90,9 +94,9 @@ def store_error(exc: PyMongoError, action: str) -> StoreError:
         hint = unreachable
     elif is_unauthorized(exc):
         hint = (
-            "the database user lacks a privilege for this; grant it readWrite on the store's "
-            "database (creating search indexes during init needs createSearchIndexes, e.g. "
-            "Atlas's Project Search Index Editor role)"
+            "the database user lacks a privilege for this; grant it readWrite on the whole "
+            "database of the store (it holds the search-index actions init needs; readWrite "
+            "on single collections does not cover creating search indexes)"
         )
     elif search_unsupported(exc):
         hint = (
@@ -121,8 +125,17 @@ def _guarded(method: F, where: str) -> F:
 
     @functools.wraps(method)
     def call(*args: Any, **kwargs: Any) -> Any:
+        left = deadline.remaining()
         try:
-            return method(*args, **kwargs)
+            if left is None:
+                return method(*args, **kwargs)
+            if left <= 0:
+                raise StoreError(
+                    f"MongoDB was not asked ({where}): the chat turn's deadline passed "
+                    "(VANCETOPE_RAG_TURN_DEADLINE_S); the turn goes on without retrieval"
+                )
+            with pymongo.timeout(left):  # the turn's time left, not the client's 30 s
+                return method(*args, **kwargs)
         except RagError:
             raise
         except PyMongoError as exc:

@@ -62,6 +62,12 @@ LEGACY_RAG_NAME_INDEX = "tenant_project_name_uniq"
 FILTER_FIELDS: tuple[str, ...] = ("tenantId", "projectId", "ragId", "kind", "path", "sourceRef")
 #: A chunk's chunk version; the stored field keeps its old name ``gen``.
 CHUNK_VERSION_FIELD = "gen"
+#: A ``filter`` field of the vector index only: a hybrid query asks the cosines of the hits
+#: only the text search found by their ids (:func:`~.builders.queries.build_cosine_pipeline`).
+ID_FILTER_FIELD = "chunkId"
+#: Atlas Search indexes at most this many characters of a ``token`` field (and a vector
+#: index's string ``filter`` field) and cuts longer strings, so no filter would match them.
+MAX_TOKEN_CHARS = 8181
 
 #: Server error codes meaning "index already exists" (a concurrent creator won the race).
 _ALREADY_EXISTS = frozenset({68, 85, 86})
@@ -243,7 +249,8 @@ def vector_index_definition(dim: int) -> dict[str, Any]:
     fields: list[dict[str, Any]] = [
         {"type": "vector", "path": VECTOR_FIELD, "numDimensions": dim, "similarity": "cosine"}
     ]
-    fields += [{"type": "filter", "path": name} for name in (*FILTER_FIELDS, CHUNK_VERSION_FIELD)]
+    filters = (*FILTER_FIELDS, CHUNK_VERSION_FIELD, ID_FILTER_FIELD)
+    fields += [{"type": "filter", "path": name} for name in filters]
     return {"fields": fields}
 
 
@@ -414,9 +421,11 @@ def ensure_search_index(collection: Any, model: SearchIndexModel) -> str:
             if _too_many(exc):
                 raise StoreError(
                     f"Atlas refused search index {name!r} on {collection.name!r}: the cluster "
-                    "tier's search-index limit is reached (M0: 3 per cluster, M2: 5, M5 and "
-                    "Flex: 10; each embedding dimension needs 2). Drop unused search indexes "
-                    "or move to a larger tier (M10+ has no such limit)"
+                    "tier's search-index limit is reached (Free (M0): 3, Flex: 10 per "
+                    "cluster, vector and text alike; each embedding dimension needs 2). Drop "
+                    "the indexes of dimensions no RAG uses (`vancetope-rag init --prune`) or "
+                    "others the cluster holds, or move to a dedicated tier (M10+: no fixed "
+                    "limit)"
                 ) from exc
             if exc.code not in _ALREADY_EXISTS and "already exists" not in str(exc).lower():
                 raise

@@ -7,11 +7,17 @@
   switches the process to client-side exact ranking; an authorization error or a timeout is
   a :class:`StoreError` and is asked again next time.
 * **Can this dimension be queried?** A ``$vectorSearch`` on a missing or unbuilt index returns
-  no documents — Atlas's documented behaviour, indistinguishable from an empty RAG — so the
-  first query of a dimension checks the index is queryable and otherwise fails fast, telling
-  the user to run ``init``. Queries never create or wait for an index.
+  no documents — Atlas's documented behaviour, indistinguishable from an empty RAG — so a
+  query checks the index is queryable and otherwise fails fast, telling the user to run
+  ``init``. A check is trusted ``queryable_ttl_s`` (60 s), and forgotten at once when a
+  ``$vectorSearch`` of a scope that holds matching chunks answers empty
+  (:meth:`SearchSupport.recheck_empty`; a text search finding none of the query's words is
+  normal, so its index relies on the TTL): an index an operator dropped, or one that failed,
+  is noticed at the next query instead of answering ``[]`` for the process's life. Queries
+  never create or wait for an index.
 * **Exact or approximate?** :func:`~.mongo.builders.queries.prefer_exact` on the scope's size
-  against its collection's, counted at most every ``estimate_ttl_s`` per scope.
+  against its collection's (selective scopes up to ``exact_max_chunks``), counted at most
+  every ``estimate_ttl_s`` per scope.
 * **Does search see a chunk version yet?** The sweeper's probe (see :mod:`.mongo.chunks`):
   ``$vectorSearch``, and ``$search`` whenever the dimension's text index serves queries
   (asked of the server, not of what this process happened to query before).
@@ -58,6 +64,8 @@ class SearchSupport:
         mode: ``atlas``, ``exact`` or ``auto``.
         estimate_ttl_s: how long a scope's size estimate is trusted.
         node_preference: route each RAG's search stages to one search node.
+        exact_max_chunks: the largest selective scope searched exactly.
+        queryable_ttl_s: how long an index found queryable is trusted.
     """
 
     def __init__(
@@ -69,6 +77,8 @@ class SearchSupport:
         estimate_ttl_s: float = 600.0,
         monotonic: Callable[[], float] = time.monotonic,
         node_preference: bool = False,
+        exact_max_chunks: int = mq.EXACT_MAX_SELECTIVE,
+        queryable_ttl_s: float = 60.0,
     ) -> None:
         if mode not in ("atlas", "exact", "auto"):
             raise StoreError(f"vector_search must be atlas, exact or auto, not {mode!r}")
@@ -77,9 +87,12 @@ class SearchSupport:
         self.mode: VectorSearchMode = mode
         self.estimate_ttl_s = estimate_ttl_s
         self.node_preference = node_preference
+        self.exact_max_chunks = exact_max_chunks
+        self.queryable_ttl_s = queryable_ttl_s
         self._monotonic = monotonic
         self._lock = threading.Lock()
-        self._queryable: set[tuple[int, str]] = set()
+        #: (dimension, index) → until when "queryable" is trusted
+        self._queryable: dict[tuple[int, str], float] = {}
         self._ready: set[int] = set()
         self._prepared: set[int] = set()
         self._estimates: dict[tuple[str, str, str], tuple[float, bool]] = {}
@@ -138,18 +151,26 @@ class SearchSupport:
                     mode = "exact"
                 else:
                     raise store_error(exc, "checking for Atlas Search") from exc
-            except (NotImplementedError, TypeError, AttributeError) as exc:  # mongomock
-                log.warning("no Atlas Search in this client (%s); ranking vectors exactly", exc)
-                mode = "exact"
+            except (NotImplementedError, TypeError, AttributeError) as exc:
+                # a client without the API (mongomock, an old pymongo) or a bug: never a
+                # reason to rank every query in the client (open_mongo_store picks exact
+                # for mongomock itself)
+                raise StoreError(
+                    "cannot tell whether this MongoDB server has Atlas Search: the client "
+                    f"failed to list search indexes ({type(exc).__name__}: {exc}); use "
+                    "pymongo 4.10 or later (pip install 'vancetope-rag[mongodb]'), or pass "
+                    "vector_search='exact' to rank without Atlas Search"
+                ) from exc
             self.mode = mode
         return self.mode == "atlas"
 
     # -- indexes ---------------------------------------------------------------------------
 
     def require_queryable(self, dim: int, index: str) -> None:
-        """Fail fast (no wait) unless ``index`` of ``dim`` can serve queries."""
+        """Fail fast (no wait) unless ``index`` of ``dim`` can serve queries (asked of the
+        server at most every ``queryable_ttl_s``)."""
         key = (dim, index)
-        if key in self._queryable:
+        if self._queryable.get(key, float("-inf")) > self._monotonic():
             return
         collection = self.collection(dim)
         info = ix.find_search_index(collection, index)
@@ -166,7 +187,17 @@ class SearchSupport:
                 "`vancetope-rag --store <uri> init --wait` waits for it"
             )
         with self._lock:
-            self._queryable.add(key)
+            self._queryable[key] = self._monotonic() + self.queryable_ttl_s
+
+    def recheck_empty(self, scope: RagScope, index: str, match: dict[str, Any]) -> None:
+        """A search of ``scope`` answered nothing: if chunks ``match`` there (on the primary),
+        ask the server again whether ``index`` serves (raises when it no longer does). Chunks
+        written moments ago that search does not show yet pass: the index is queryable."""
+        if self.collection(scope.dimension).find_one(match, {"_id": 1}) is None:
+            return
+        with self._lock:
+            self._queryable.pop((scope.dimension, index), None)
+        self.require_queryable(scope.dimension, index)
 
     def prepare(self, dim: int) -> None:
         """Create the collection, B-tree and search indexes of ``dim`` if missing (no wait)."""
@@ -197,7 +228,8 @@ class SearchSupport:
         with self._lock:
             self._ready.discard(dim)
             self._prepared.discard(dim)
-            self._queryable -= {k for k in self._queryable if k[0] == dim}
+            for key in [k for k in self._queryable if k[0] == dim]:
+                del self._queryable[key]
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -211,9 +243,9 @@ class SearchSupport:
         collection = self.collection(scope.dimension)
         total = int(collection.estimated_document_count())
         # counting stops past the ENN threshold: only "small or not" matters
-        limit = mq.EXACT_MAX_SELECTIVE + 1
+        limit = max(mq.EXACT_MAX_CHUNKS, self.exact_max_chunks) + 1
         in_scope = int(collection.count_documents(mq.scope_match(scope), limit=limit))
-        exact = mq.prefer_exact(in_scope, total)
+        exact = mq.prefer_exact(in_scope, total, max_selective=self.exact_max_chunks)
         with self._lock:
             self._estimates[key] = (now + self.estimate_ttl_s, exact)
         return exact

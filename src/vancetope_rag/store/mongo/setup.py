@@ -167,11 +167,38 @@ def upgrade_legacy_chunks(database: Any) -> dict[int, int]:
     return moved
 
 
+def rag_dimensions(database: Any) -> set[int]:
+    """Every embedding dimension a RAG of the catalog uses (any generation: live, a
+    rebuild's shadow, a retired one still serving readers)."""
+    return {int(d) for d in database["rags"].distinct("embeddingDimension") if d}
+
+
+def collection_dimensions(database: Any) -> set[int]:
+    """The dimensions of the existing chunk collections."""
+    return {d for n in database.list_collection_names() if (d := ix.dimension_of(n))}
+
+
 def catalog_dimensions(database: Any) -> set[int]:
     """Every embedding dimension of the RAG catalog and of existing chunk collections."""
-    dims = {int(d) for d in database["rags"].distinct("embeddingDimension") if d}
-    dims |= {d for n in database.list_collection_names() if (d := ix.dimension_of(n))}
-    return dims
+    return rag_dimensions(database) | collection_dimensions(database)
+
+
+def prune_search_indexes(chunks: MongoChunkStore, dims: Iterable[int]) -> list[IndexStatus]:
+    """Drop the search indexes of the chunk collections of ``dims`` (dimensions no RAG
+    uses): on Free and Flex clusters every one counts against the tier's few. The
+    collections stay (a RAG of that dimension made later gets its indexes again)."""
+    dropped: list[IndexStatus] = []
+    for dim in sorted(dims):
+        collection = chunks.search.collection(dim)
+        for name, kind in ((ix.VECTOR_INDEX, "vectorSearch"), (ix.TEXT_INDEX, "search")):
+            if ix.find_search_index(collection, name) is None:
+                continue
+            collection.drop_search_index(name)
+            log.info("dropped Atlas search index %s on %s: no RAG uses it", name, collection.name)
+            why = f"no RAG uses dimension {dim}: dropped (init --prune)"
+            dropped.append(IndexStatus(collection.name, name, kind, "DROPPED", True, why))
+        chunks.search.forget(dim)
+    return dropped
 
 
 def initialize(
@@ -183,15 +210,20 @@ def initialize(
     timeout_s: float = 600.0,
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
+    prune: bool = False,
 ) -> list[IndexStatus]:
     """Collections, B-tree and search indexes for every dimension; upgrade version 1; with
-    ``wait``, block until every search index is READY. Idempotent."""
+    ``wait``, block until every search index is READY; with ``prune``, drop the search
+    indexes of dimensions no RAG uses (nor ``dimensions`` names) instead of keeping them
+    up to date. Idempotent."""
     ix.ensure_control_indexes(database)
     if has_legacy_chunks(database):
         upgrade_legacy_chunks(database)
     chunks.legacy_chunks = False
     set_schema_version(database)
-    dims = sorted(catalog_dimensions(database) | {int(d) for d in dimensions})
+    wanted = rag_dimensions(database) | {int(d) for d in dimensions}
+    unused = collection_dimensions(database) - wanted
+    dims = sorted(wanted if prune else wanted | unused)
     for dim in dims:
         chunks.search.forget(dim)
         chunks.prepare_dimension(dim)
@@ -208,8 +240,9 @@ def initialize(
             )
             for c in collections
         ]
+    dropped = prune_search_indexes(chunks, unused) if prune else []
     if wait:
-        return ix.wait_until_ready(
+        return dropped + ix.wait_until_ready(
             collections, timeout_s=timeout_s, sleep=sleep, monotonic=monotonic
         )
-    return [s for c in collections for s in ix.search_index_statuses(c)]
+    return dropped + [s for c in collections for s in ix.search_index_statuses(c)]

@@ -80,11 +80,18 @@ class Store(Protocol):
     rebuilds: RebuildStore
 
     def initialize(
-        self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
+        self,
+        *,
+        dimensions: Iterable[int] = (),
+        wait: bool = False,
+        timeout_s: float = 600.0,
+        prune: bool = False,
     ) -> list[IndexStatus]:
         """Create collections, regular and search indexes for every embedding dimension of
         the RAG catalog (plus ``dimensions``), migrating older layouts; with ``wait``, block
-        until every search index is READY. Idempotent: run it on every deployment."""
+        until every search index is READY; with ``prune``, drop the search indexes of
+        dimensions no RAG uses (a store without search indexes has nothing to drop and
+        ignores it). Idempotent: run it on every deployment."""
         ...
 
     def watch_queued(self, wake: Callable[[], None]) -> Callable[[], None] | None:

@@ -43,12 +43,18 @@ class PostgresStore:
     listeners: list[QueuedListener] = field(default_factory=list)
 
     def initialize(
-        self, *, dimensions: Iterable[int] = (), wait: bool = False, timeout_s: float = 600.0
+        self,
+        *,
+        dimensions: Iterable[int] = (),
+        wait: bool = False,
+        timeout_s: float = 600.0,
+        prune: bool = False,
     ) -> list[IndexStatus]:
         """Create the ``vector`` extension, apply the schema steps not applied yet, and make
         the chunk table and indexes of every dimension of the catalog plus ``dimensions``.
         Idempotent. Indexes are built by the statements that create them, so everything is
-        READY when this returns (``wait`` and ``timeout_s`` change nothing)."""
+        READY when this returns (``wait`` and ``timeout_s`` change nothing, nor ``prune``: a
+        dimension's table and indexes cost no quota)."""
         schema.initialize(self.db)
         dims = self.control.rag_dimensions() | {int(d) for d in dimensions}
         dims = dims | set(self.db.known_dimensions())

@@ -28,7 +28,12 @@ from bson.binary import Binary, BinaryVectorDtype
 from vancetope_rag.domain.records import Chunk, Hit
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo.errors import check_bson_size
-from vancetope_rag.store.mongo.indexes import VECTOR_FIELD, VECTOR_INDEX
+from vancetope_rag.store.mongo.indexes import (
+    ID_FILTER_FIELD,
+    MAX_TOKEN_CHARS,
+    VECTOR_FIELD,
+    VECTOR_INDEX,
+)
 from vancetope_rag.store.shared import checked_vector, foreign_chunk_error, iter_filter
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
@@ -39,9 +44,11 @@ CANDIDATE_FACTOR = 20
 #: Exact (ENN) search when a scope holds at most this many chunks…
 EXACT_MAX_CHUNKS = 10_000
 #: …or at most this share of its collection, up to :data:`EXACT_MAX_SELECTIVE` chunks (Atlas
-#: recommends ENN for selective pre-filters, where ANN's recall drops).
+#: recommends ENN for selective pre-filters, where ANN's recall drops). The cap is a setting
+#: (``VANCETOPE_RAG_MONGO_EXACT_MAX_CHUNKS``): an exact search reads every vector of the scope
+#: on the search node, and 100,000 of them per query took mongot's CPU from every other query.
 EXACT_MAX_SHARE = 0.05
-EXACT_MAX_SELECTIVE = 100_000
+EXACT_MAX_SELECTIVE = 20_000
 
 #: Fields a query returns besides the vector.
 HIT_FIELDS = (
@@ -152,6 +159,20 @@ def decode_vector(value: Any) -> npt.NDArray[np.float32] | None:
     return None
 
 
+def check_token_lengths(ch: Chunk) -> None:
+    """Refuse a chunk whose filter fields Atlas would cut: a ``token`` (and a ``filter``)
+    field indexes at most :data:`MAX_TOKEN_CHARS` characters, so a longer path or source ref
+    would be stored whole and indexed cut, and no filter on it — the scope of a removal, the
+    sweep's probe, a ``path`` filter — would ever match it again."""
+    for name, value in (("source ref", ch.source_ref), ("path", ch.path), ("chunk id", ch.id)):
+        if value is not None and len(value) > MAX_TOKEN_CHARS:
+            raise InvalidInputError(
+                f"the {name} of chunk {ch.id[:80]!r} is {len(value):,} characters long; Atlas "
+                f"Search indexes at most {MAX_TOKEN_CHARS:,} characters of a filter field, so "
+                "the MongoDB store refuses it: shorten it (e.g. a shorter document path)"
+            )
+
+
 def chunk_documents(scope: RagScope, chunks: Sequence[Chunk]) -> list[dict[str, Any]]:
     """Validated chunk documents (``gen`` still to set); raises before anything is written."""
     docs: list[dict[str, Any]] = []
@@ -159,6 +180,7 @@ def chunk_documents(scope: RagScope, chunks: Sequence[Chunk]) -> list[dict[str, 
     for order, ch in enumerate(chunks):
         if ch.rag_id != scope.rag_id:
             raise foreign_chunk_error()
+        check_token_lengths(ch)
         if ch.id in seen:
             raise InvalidInputError(f"chunk id {ch.id!r} appears twice in one write")
         seen.add(ch.id)
@@ -193,14 +215,23 @@ def num_candidates_for(limit: int, *, factor: int = CANDIDATE_FACTOR, minimum: i
     return min(MAX_NUM_CANDIDATES, max(minimum, limit * factor, limit))
 
 
-def prefer_exact(scope_chunks: int, collection_chunks: int) -> bool:
+def prefer_exact(
+    scope_chunks: int, collection_chunks: int, *, max_selective: int = EXACT_MAX_SELECTIVE
+) -> bool:
     """Should a query of a scope holding ``scope_chunks`` of ``collection_chunks`` use
     Atlas's exact (ENN) search? Small scopes: exhaustive search costs little and is exact;
-    selective ones (≤ 5 % of the collection): ANN with a selective pre-filter loses recall."""
+    selective ones (≤ 5 % of the collection, up to ``max_selective`` chunks): ANN with a
+    selective pre-filter loses recall."""
     if scope_chunks <= EXACT_MAX_CHUNKS:
         return True
     share = scope_chunks / max(collection_chunks, 1)
-    return share <= EXACT_MAX_SHARE and scope_chunks <= EXACT_MAX_SELECTIVE
+    return share <= EXACT_MAX_SHARE and scope_chunks <= max_selective
+
+
+def query_vector(vector: Sequence[float] | npt.NDArray[np.float32]) -> Binary:
+    """The query vector as Atlas takes it cheapest: BSON binary float32 (4 bytes a dimension
+    instead of a double's 8 plus its key), the type the stored vectors have."""
+    return encode_vector(np.asarray(vector, dtype=np.float32))
 
 
 def build_vector_search_pipeline(
@@ -224,7 +255,7 @@ def build_vector_search_pipeline(
     stage: dict[str, Any] = {
         "index": VECTOR_INDEX,
         "path": VECTOR_FIELD,
-        "queryVector": [float(x) for x in vector],
+        "queryVector": query_vector(vector),
         "limit": limit,
         "filter": vector_search_filter(scope, filters),
     }
@@ -255,7 +286,7 @@ def build_probe_pipeline(
     stage = {
         "index": VECTOR_INDEX,
         "path": VECTOR_FIELD,
-        "queryVector": [1.0] * dimension,
+        "queryVector": query_vector([1.0] * dimension),
         "exact": True,
         "limit": max(1, min(count, MAX_NUM_CANDIDATES)),
         "filter": {
@@ -267,6 +298,32 @@ def build_probe_pipeline(
         },
     }
     return [{"$vectorSearch": stage}, {"$project": {"_id": 1}}]
+
+
+def build_cosine_pipeline(
+    scope: RagScope, vector: Sequence[float], chunk_ids: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The cosines of a few chunks, by id, in one exact ``$vectorSearch``: what a hybrid query
+    needs for the hits only the text search found, without shipping their vectors. ``limit``
+    leaves room for an older chunk version of each (the caller keeps the one it was shown)."""
+    ids = list(dict.fromkeys(chunk_ids))
+    stage = {
+        "index": VECTOR_INDEX,
+        "path": VECTOR_FIELD,
+        "queryVector": query_vector(vector),
+        "exact": True,
+        "limit": max(1, min(2 * len(ids), MAX_NUM_CANDIDATES)),
+        "filter": {
+            "$and": [
+                *vector_search_filter(scope, None)["$and"],
+                {ID_FILTER_FIELD: {"$in": ids}},
+            ]
+        },
+    }
+    return [
+        {"$vectorSearch": stage},
+        {"$project": {"_id": 0, "chunkId": 1, "gen": 1, "score": {"$meta": "vectorSearchScore"}}},
+    ]
 
 
 def with_node_preference(pipeline: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from vancetope_rag.store.mongo.builders.analysis import query_text
 from vancetope_rag.store.mongo.builders.queries import HIT_FIELDS
-from vancetope_rag.store.mongo.indexes import TEXT_FIELD, TEXT_INDEX, VECTOR_FIELD
+from vancetope_rag.store.mongo.indexes import TEXT_FIELD, TEXT_INDEX
 from vancetope_rag.store.shared import QueryTerm, iter_filter
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
@@ -43,8 +43,9 @@ def build_text_search_pipeline(
     scope: RagScope, terms: list[QueryTerm], limit: int, filters: ChunkFilter | None
 ) -> list[dict[str, Any]]:
     """``$search`` (scope and filters inside ``compound.filter``; the query's kept terms,
-    :func:`~.analysis.text_terms`) → ``$limit`` → ``$project`` with the stored vector (the
-    caller computes each hit's cosine) and ``searchScore``."""
+    :func:`~.analysis.text_terms`) → ``$limit`` → ``$project`` with ``searchScore``, never
+    the vector: the cosines of the hits the dense search did not return come from one exact
+    ``$vectorSearch`` on their ids (:func:`~.queries.build_cosine_pipeline`)."""
     return [
         {
             "$search": {
@@ -59,7 +60,6 @@ def build_text_search_pipeline(
         {
             "$project": {
                 **{name: 1 for name in HIT_FIELDS},
-                VECTOR_FIELD: 1,
                 "lexical": {"$meta": "searchScore"},
             }
         },
