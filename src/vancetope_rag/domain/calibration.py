@@ -136,12 +136,14 @@ UNCALIBRATED_MIN_SCORE = 0.35
 #: tail (docs/benchmarks.md, "minScore: auto").
 _Z = 1.645
 _IQR_PER_SD = 1.349
+#: ... capped by the probes' own 95th percentile (the same level, read off the scores).
+_Q = 0.95
 
 #: Names the probe set and the rule a calibration was measured with: a changed set or rule
 #: calibrates every RAG again (a stored threshold of the old rule would otherwise stay
 #: until its RAG doubled).
 PROBE_SET_ID = hashlib.sha256(
-    "\n".join((*PROBE_TURNS, f"rule: median + {_Z} x IQR / {_IQR_PER_SD}")).encode("utf-8")
+    "\n".join((*PROBE_TURNS, f"rule: min(median + {_Z} x IQR / {_IQR_PER_SD}, p{_Q})")).encode("utf-8")
 ).hexdigest()[:12]
 
 
@@ -235,7 +237,15 @@ def derive_min_score(scores: Sequence[float]) -> float:
     with the model: a model whose cosines crowd near 0.8 gets a margin as narrow as its
     noise. The middle half, not the top: a probe turn is off-topic only for most corpora,
     and the few that touch this one's subject (a cooking question against nutrition
-    papers) score like real answers; they must not lift the threshold over them (docs/benchmarks.md, "minScore: auto").
+    papers) score like real answers; they must not lift the threshold over them.
+
+    The fit is capped by the probes' own 95th percentile: both estimates of the same level
+    err upwards, each in its own case, so the lower is taken. Read off the scores directly,
+    a few probes near the corpus's subject lift the quantile (all-MiniLM on SciFact: 0.367,
+    past the relevant hits' tail, where the fit gives 0.348). A normal fitted to a noise
+    with a long lower tail and a ceiling overstates its top (multilingual-e5 on SciFact,
+    cosines crowding below 0.84: the fit gives 0.838, above every probe, the probes' own
+    quantile 0.831) (docs/benchmarks.md, "minScore: auto").
 
     Raises:
         InvalidInputError: ``scores`` is empty or holds a value that is not a finite cosine.
@@ -246,7 +256,8 @@ def derive_min_score(scores: Sequence[float]) -> float:
         raise InvalidInputError(f"probe scores must be finite cosines, got {list(scores)!r}")
     s = sorted(float(v) for v in scores)
     spread = (_quantile(s, 0.75) - _quantile(s, 0.25)) / _IQR_PER_SD
-    return round(min(1.0, max(-1.0, _quantile(s, 0.5) + _Z * spread)), 4)
+    fitted = _quantile(s, 0.5) + _Z * spread
+    return round(min(1.0, max(-1.0, min(fitted, _quantile(s, _Q)))), 4)
 
 
 def calibration_due(calibration: Calibration | None, chunks: int) -> bool:
