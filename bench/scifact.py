@@ -632,6 +632,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
             )
         load_s = time.perf_counter() - t0
         loaded = app.rags.model_for(rag)
+        result["model"] = f"{loaded.provider}:{loaded.model}"
         _log(
             f"model {loaded.provider}:{loaded.model} loaded in {load_s:.1f}s; RAG chunk_size="
             f"{rag.chunk_size} overlap={rag.chunk_overlap} window={loaded.max_input_tokens}"
@@ -830,7 +831,8 @@ def render_text(r: Mapping[str, Any]) -> str:
         "dense": {"retrieval": r["retrieval"], "calibration": r["calibration"]}
     }
     lines = [
-        "SciFact retrieval quality — vancetope-rag, embedded all-MiniLM-L6-v2"
+        "SciFact retrieval quality — vancetope-rag, "
+        + r.get("model", "embedded:all-MiniLM-L6-v2")
         + ("  [SUBSET: --limit, not comparable]" if r["subset"] else ""),
         f"  command      {r['command']}",
         f"  code         vancetope-rag {r['machine'].get('commit')}",
