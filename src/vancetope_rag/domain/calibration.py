@@ -142,9 +142,8 @@ _Q = 0.95
 #: Names the probe set and the rule a calibration was measured with: a changed set or rule
 #: calibrates every RAG again (a stored threshold of the old rule would otherwise stay
 #: until its RAG doubled).
-PROBE_SET_ID = hashlib.sha256(
-    "\n".join((*PROBE_TURNS, f"rule: min(median + {_Z} x IQR / {_IQR_PER_SD}, p{_Q})")).encode("utf-8")
-).hexdigest()[:12]
+_RULE = f"rule: min(median + {_Z} x IQR / {_IQR_PER_SD}, p{_Q})"
+PROBE_SET_ID = hashlib.sha256("\n".join((*PROBE_TURNS, _RULE)).encode("utf-8")).hexdigest()[:12]
 
 
 @dataclass(frozen=True, slots=True)
