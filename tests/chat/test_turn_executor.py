@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from chat_fakes import index_docs
 
-from fakes import P, T
+from fakes import CallLog, P, ProbeProvider, T, registry
 from vancetope_rag.app import RagApp
 from vancetope_rag.errors import EngineClosedError
 
@@ -74,3 +74,28 @@ def test_turn_workers_is_validated() -> None:
 
     with pytest.raises(ValidationError):
         EngineConfig(turn_workers=0)
+
+
+def test_a_failing_turn_among_concurrent_ones_fails_alone(make_app: AppFactory) -> None:
+    """One turn's query embedding raises while 11 others run beside it in the turn threads:
+    it gets no block (AutoInject skips a failed retrieval), every other turn gets its own."""
+
+    class Failing(CallLog):
+        def __call__(self, kind: str, texts: list[str]) -> None:
+            super().__call__(kind, texts)
+            if kind == "query" and any("boom" in t for t in texts):
+                raise RuntimeError("the model failed on this query")
+
+    app = make_app(provider="probe", embeddings=registry(ProbeProvider(probe=Failing())))
+    app.settings.set(T, None, "rag.autoInject.enabled", "ON")
+    app.settings.set(T, None, "rag.minScore", 0.1)
+    index_docs(app)
+    texts = [f"zebra stripes {i}" for i in range(11)]
+    texts.insert(5, "zebra stripes boom")
+
+    async def main() -> list[list[str]]:
+        return await asyncio.gather(*(app.apre_turn(T, P, [q]) for q in texts))
+
+    blocks = asyncio.run(main())
+    assert blocks[5] == []
+    assert all(b and "documents/zebra.md" in b[0] for i, b in enumerate(blocks) if i != 5)
