@@ -44,7 +44,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import machine_line
 
 REPO = Path(__file__).resolve().parent.parent
-DATA = REPO.parent / "shared" / "data" / "scifact"
+# ../shared beside the checkout; a worktree one level deeper (wt/<name>) finds it too
+DATA = (
+    next(
+        (d for d in (REPO.parent / "shared", REPO.parent.parent / "shared") if d.is_dir()),
+        REPO.parent / "shared",
+    )
+    / "data"
+    / "scifact"
+)
 
 
 def load(n_texts: int) -> tuple[list[str], list[str]]:

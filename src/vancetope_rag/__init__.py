@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from vancetope_rag.errors import EmbeddingConfigError as EmbeddingConfigError
     from vancetope_rag.errors import EmbeddingDisabledError as EmbeddingDisabledError
     from vancetope_rag.errors import EmbeddingError as EmbeddingError
+    from vancetope_rag.errors import EngineClosedError as EngineClosedError
     from vancetope_rag.errors import ExtractionError as ExtractionError
     from vancetope_rag.errors import ExtractionTimeoutError as ExtractionTimeoutError
     from vancetope_rag.errors import (
@@ -146,6 +147,7 @@ _EXPORTS: dict[str, str] = {
     "NoTextError": "vancetope_rag.errors",
     "NoTextLayerError": "vancetope_rag.errors",
     "PathNotAllowedError": "vancetope_rag.errors",
+    "EngineClosedError": "vancetope_rag.errors",
     "ProjectClosedError": "vancetope_rag.errors",
     "ProjectNotFoundError": "vancetope_rag.errors",
     "ProjectRagDisabledError": "vancetope_rag.errors",

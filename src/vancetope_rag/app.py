@@ -5,7 +5,6 @@ CLI, REST API and the pluggy plugin all start here; nothing else opens a store.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -54,6 +53,7 @@ from vancetope_rag.services.retrieval.retriever import (
 )
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.services.store_copy import CopySelection, StoreCopier
+from vancetope_rag.services.turn_executor import TurnExecutor
 from vancetope_rag.store import Store, open_store, redact_store_uri, same_store, store_file
 from vancetope_rag.store.types import Clock
 
@@ -89,6 +89,8 @@ class RagApp:
     calibrator: Calibrator
     plugins: pluggy.PluginManager
     context_template: str | None = field(default=None)
+    #: The threads of async turns (:meth:`apre_turn`), not the event loop's default executor.
+    turns: TurnExecutor = field(default_factory=lambda: TurnExecutor(8))
 
     @classmethod
     def open(
@@ -244,6 +246,7 @@ class RagApp:
             calibrator=calibrator,
             plugins=pm,
             context_template=context_template,
+            turns=TurnExecutor(config.turn_workers),
         )
 
     # -- the host contract, as plain methods -------------------------------------------
@@ -366,8 +369,13 @@ class RagApp:
         tools: Sequence[Any] | None = None,
     ) -> list[str]:
         """:meth:`pre_turn` without blocking the event loop: the hooks (the query embedding,
-        the store) run in a worker thread, with the caller's context (instrumentation spans)."""
-        return await asyncio.to_thread(
+        the store) run in one of the app's turn threads (``turn_workers``; not the loop's
+        default executor), with the caller's context (instrumentation spans).
+
+        Raises:
+            EngineClosedError: The app was closed.
+        """
+        return await self.turns.run(
             self.pre_turn, tenant_id, project_id, user_messages, recipe, tools
         )
 
@@ -480,6 +488,7 @@ class RagApp:
         )
 
     def close(self) -> None:
+        self.turns.shutdown()  # running turns finish before the store closes under them
         self.scheduler.stop()
         self.store.close()
 

@@ -88,6 +88,15 @@ class EngineConfig(BaseSettings):
         le=1000,
         validation_alias=_env("VANCETOPE_RAG_INDEXER_BATCH_SIZE", "RAG_INDEXER_BATCH"),
     )
+    turn_workers: int = Field(
+        description="Threads that run async chat turns (RagApp.apre_turn), apart from the "
+        "event loop's default executor; raise it for remote embedding providers, whose "
+        "turns mostly wait.",
+        default=8,
+        ge=1,
+        le=256,
+        validation_alias=_env("VANCETOPE_RAG_TURN_WORKERS"),
+    )
     claim_ttl_s: float = Field(
         description="Seconds a worker's claim on a document lasts; then another worker may "
         "take it.",

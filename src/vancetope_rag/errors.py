@@ -95,6 +95,12 @@ class ProjectClosedError(RagError):
     code = "PROJECT_CLOSED"
 
 
+class EngineClosedError(RagError):
+    """The app was closed: open a new one for further work."""
+
+    code = "ENGINE_CLOSED"
+
+
 class ProjectRagDisabledError(RagError):
     """The project's ``_documents`` RAG is turned off (``rag.project.enabled`` is false), so
     an explicit query of it is refused rather than answered from a disabled index."""

@@ -187,3 +187,77 @@ def test_ordinary_labels_are_unchanged() -> None:
     path = "documents/Grüße/Привет 中文 [draft] 👩‍💻.md"
     block = render_context_block([Hit(score=0.5, text="t", source_ref="r", path=path)])
     assert block is not None and f"- [S1] {path} (score 0.50)" in block
+
+
+def _reference_label(text: str, max_chars: int = 200) -> str:
+    """clean_label as it was before its ASCII fast paths and cache (issue 25): the rule."""
+    from vancetope_rag.domain import lookalikes as la
+
+    line = " ".join(
+        "".join(
+            " " if unicodedata.category(c) in la._BREAKS else c for c in text if c not in la._BIDI
+        ).split()
+    )
+    if len(line) > max_chars:
+        line = line[: max_chars - 1] + "…"
+    line = la.neutralise_tags(line)
+    folded, spans = la._folded(line)
+    starts = {spans[m.start()] for m in la._LABEL.finditer(folded)}
+    out, last = [], 0
+    for start, end in sorted(starts):
+        out.extend((line[last:start], "\\" + line[start:end]))
+        last = end
+    return "".join(out) + line[last:]
+
+
+_PIECES = [
+    "[S1]",
+    "[ s 2",
+    "[s\t3",
+    "[S",
+    "<rag-context>",
+    "</rag-context>",
+    "&lt;",
+    "&#91;S4",
+    "&#x5b;s5",
+    "&amp;",
+    "&",
+    "＜",
+    "〈",
+    "ѕ",
+    "Ｓ",
+    "\u200b",
+    "\u202e",
+    "\x00",
+    "\x7f",
+    "\t",
+    "\n",
+    " ",
+    "\xa0",
+    "é",
+    "docs/a.md",
+    "x",
+    "S",
+    "9",
+    "[",
+    "-",
+    "—",
+    "rag",
+    "context",
+]
+
+
+def test_fast_paths_give_what_the_rule_gives() -> None:
+    """The ASCII fast paths, the cache and the span-free first search change no output: on
+    random mixes of labels, tags, entities, lookalikes and control characters."""
+    import random
+
+    from vancetope_rag.domain import lookalikes as la
+
+    rnd = random.Random(25)
+    for _ in range(3000):
+        text = "".join(rnd.choice(_PIECES) for _ in range(rnd.randint(0, 12)))
+        assert la._folded_text(text) == la._folded(text)[0], repr(text)
+        width = rnd.choice((200, 8))
+        assert la.clean_label(text, width) == _reference_label(text, width), repr(text)
+        assert la.clean_label(text, width) == _reference_label(text, width)  # cached

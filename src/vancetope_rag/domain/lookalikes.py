@@ -13,6 +13,7 @@ character remembers the span of the original it came from, so a match is escaped
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import unicodedata
@@ -77,6 +78,7 @@ _LABEL = re.compile(r"\[(?=\s*s\s*\d)")
 _PLAIN_TAG = re.compile(r"<(?=\s*/?\s*rag-context\b)", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=8192)
 def _fold_char(char: str) -> str:
     if char.isascii():
         return char.lower()
@@ -115,7 +117,37 @@ def _folded(text: str) -> tuple[str, list[tuple[int, int]]]:
     return "".join(chars), spans
 
 
+#: Runs of ASCII characters other than ``&`` (an entity's start): they fold to their lower case.
+_ASCII_RUN = re.compile(r"[\x00-\x25\x27-\x7f]+")
+
+
+def _folded_text(text: str) -> str:
+    """``_folded(text)[0]``, without the spans: a turn renders thousands of characters and
+    almost never finds a match, so the per-character spans are built only when one is found
+    (ASCII runs are lower-cased whole; every other character folds as in :func:`_folded`)."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        run = _ASCII_RUN.match(text, i)
+        if run is not None:
+            out.append(run.group(0).lower())
+            i = run.end()
+            continue
+        end, folded = i + 1, None
+        if text[i] == "&":
+            entity = _ENTITY.match(text, i)
+            if entity is not None:
+                decoded = html.unescape(entity.group(0))
+                if len(decoded) == 1:
+                    folded, end = _fold_char(decoded), entity.end()
+        out.append(_fold_char(text[i]) if folded is None else folded)
+        i = end
+    return "".join(out)
+
+
 def _escape_matches(text: str, pattern: re.Pattern[str], escape: Callable[[str], str]) -> str:
+    if pattern.search(_folded_text(text)) is None:
+        return text  # the common case: nothing to escape, no spans needed
     folded, spans = _folded(text)
     starts = {spans[m.start()] for m in pattern.finditer(folded)}
     if not starts:
@@ -154,17 +186,31 @@ def neutralise_tags(text: str) -> str:
     return _escape_matches(text, _TAG, _escape_bracket)
 
 
+#: ASCII control characters (Unicode category Cc): blanks on a label line.
+_ASCII_BREAKS = {c: " " for c in [*range(0x20), 0x7F]}
+#: ``[`` before ``s``/``S`` and a digit: the ASCII form of :data:`_LABEL` on unfolded text.
+_ASCII_LABEL = re.compile(r"\[(?=\s*[sS]\s*\d)")
+
+
+@functools.lru_cache(maxsize=4096)
 def clean_label(text: str, max_chars: int = MAX_LABEL_CHARS) -> str:
     """A label part (path, sourceRef, section) fit to show on a label line: on one line
     (line breaks and control characters become blanks), capped at ``max_chars`` with an
     ellipsis, ``rag-context`` tags defused and every ``[S<digit>`` (lookalikes included)
     escaped as ``\\[S``, so that it cannot pass for a citation label."""
-    line = " ".join(
-        "".join(
-            " " if unicodedata.category(c) in _BREAKS else c for c in text if c not in _BIDI
-        ).split()
-    )
+    # Cached: a turn shows each path and source ref several times (every hit, every source,
+    # every render of the budget's search), and the same documents come back turn after turn.
+    if text.isascii():  # ASCII: no bidi controls; its Cc and Zs characters become blanks
+        line = " ".join(text.translate(_ASCII_BREAKS).split())
+    else:
+        line = " ".join(
+            "".join(
+                " " if unicodedata.category(c) in _BREAKS else c for c in text if c not in _BIDI
+            ).split()
+        )
     if len(line) > max_chars:
         line = line[: max_chars - 1] + "…"
     line = neutralise_tags(line)
+    if line.isascii() and "&" not in line:  # folding is lower-casing: no entity, no lookalike
+        return _ASCII_LABEL.sub(r"\\[", line)
     return _escape_matches(line, _LABEL, lambda original: "\\" + original)

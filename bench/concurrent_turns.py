@@ -1,0 +1,93 @@
+#!/usr/bin/env python
+"""Turns per second of the pre-turn hook: one at a time against N concurrent async turns.
+
+Runs ``app.pre_turn`` for SciFact claims sequentially, then the same claims through
+``app.apre_turn`` with ``--concurrency`` turns in flight (the app's own turn threads,
+``VANCETOPE_RAG_TURN_WORKERS``), the two alternating ``--rounds`` times so load on a shared
+machine hits both alike; query embedding included (the embedded model on the backend this
+machine's ``auto`` chose). The store is one ``bench/pre_turn.py --store`` filled before:
+
+    python bench/pre_turn.py --sizes 100000 --turns 10 --store 'sqlite:////tmp/pt/rag_{size}.db'
+    python bench/concurrent_turns.py --store sqlite:////tmp/pt/rag_100000.db [--concurrency 16]
+                                     [--turns 160] [--rounds 3] [--mode dense] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import machine_line
+from pre_turn import load
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", required=True, help="a store bench/pre_turn.py filled")
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--turns", type=int, default=160)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--mode", default="dense", choices=("dense", "hybrid"))
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    args = ap.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    from vancetope_rag import EngineConfig, RagApp
+    from vancetope_rag.recipes import RagParams
+
+    app = RagApp.open(
+        EngineConfig(store=args.store, node_id="bench", turn_workers=args.concurrency)
+    )
+    t, p = "bench", "chat"
+    recipe = RagParams(retrieval_mode=args.mode)
+    _, queries = load(1)
+    turns = [queries[i % len(queries)] for i in range(args.turns)]
+    for q in turns[:5]:  # warm: the matrices, the lexical index, the model
+        app.pre_turn(t, p, [q], recipe)
+    lexical = getattr(getattr(app.store.chunks, "lexical", None), "cache", None)
+    if lexical is not None:
+        lexical.wait_idle(600)
+
+    async def concurrent() -> None:
+        gate = asyncio.Semaphore(args.concurrency)
+
+        async def one(q: str) -> None:
+            async with gate:
+                await app.apre_turn(t, p, [q], recipe)
+
+        await asyncio.gather(*(one(q) for q in turns))
+
+    seq, conc = [], []
+    for _ in range(args.rounds):
+        s = time.perf_counter()
+        for q in turns:
+            app.pre_turn(t, p, [q], recipe)
+        seq.append(len(turns) / (time.perf_counter() - s))
+        s = time.perf_counter()
+        asyncio.run(concurrent())
+        conc.append(len(turns) / (time.perf_counter() - s))
+    runtime = app.embeddings.provider("embedded").runtime()  # type: ignore[attr-defined]
+    app.close()
+    s50, c50 = statistics.median(seq), statistics.median(conc)
+    head = f"turns/s over {args.turns} {args.mode} turns, median of {args.rounds} rounds"
+    print(f"{head} ({runtime})")
+    print(f"  sequential           {s50:7.1f}   rounds {', '.join(f'{x:.1f}' for x in seq)}")
+    print(
+        f"  {args.concurrency:>2} concurrent        {c50:7.1f}   rounds "
+        f"{', '.join(f'{x:.1f}' for x in conc)}"
+    )
+    print(f"  concurrent/sequential {c50 / s50:.2f}x (target >= 1.5x)")
+    with open("/proc/loadavg", encoding="utf-8") as fh:
+        print(f"load average at the end: {' '.join(fh.read().split()[:3])}")
+    print(machine_line())
+
+
+if __name__ == "__main__":
+    main()
