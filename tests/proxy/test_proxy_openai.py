@@ -5,6 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -18,14 +24,17 @@ from proxy_support import (
     GLOBEX_DOCS,
     GLOBEX_KEY,
     PROJECT,
+    ROOT,
     SECRET,
     ProxyFactory,
     base,
+    key_file,
 )
 
 from chat_upstream import ChatUpstream
 from vancetope_rag.api.auth import issue_token
 from vancetope_rag.app import RagApp
+from vancetope_rag.hookspecs import hookimpl
 
 openai = pytest.importorskip("openai")
 
@@ -316,3 +325,82 @@ def test_a_client_that_gives_up_cancels_the_upstream_request(
     ) as r:
         next(r.iter_raw())
     assert upstream.aborted.wait(2.0), "the upstream stream went on after the client left"
+
+
+class BrokenPlugin:
+    """A third-party pre-turn plugin with a bug."""
+
+    @hookimpl
+    def pre_turn(self) -> list[str]:
+        raise RuntimeError("plugin bug")
+
+
+def test_our_own_failure_never_blocks_the_turn(
+    proxy_url: str, upstream: ChatUpstream, rag: RagApp
+) -> None:
+    rag.plugins.register(BrokenPlugin())
+    raw = client(proxy_url).chat.completions.with_raw_response.create(
+        model="echo-1", messages=conversation()
+    )
+    assert raw.parse().choices[0].message.content == f"echo: {QUESTION}"
+    assert raw.headers["x-vancetope-rag"] == "failed"
+    assert blocks_in(upstream.chats[0].body["messages"]) == []  # type: ignore[index]
+
+
+def test_cors_is_off_unless_origins_are_set(start_proxy: ProxyFactory) -> None:
+    preflight = {
+        "Origin": "https://chat.example",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,content-type",
+    }
+    closed = start_proxy()
+    r = httpx.options(f"{base(closed)}/chat/completions", headers=preflight)
+    assert "access-control-allow-origin" not in r.headers
+    opened = start_proxy(cors_origins="https://chat.example")
+    r = httpx.options(f"{base(opened)}/chat/completions", headers=preflight)
+    assert r.status_code == 200
+    assert r.headers["access-control-allow-origin"] == "https://chat.example"
+    r = httpx.post(
+        f"{base(opened)}/chat/completions",
+        json={"model": "echo-1", "messages": conversation()},
+        headers={"Authorization": f"Bearer {ACME_KEY}", "Origin": "https://chat.example"},
+    )
+    assert "x-vancetope-rag-sources" in r.headers["access-control-expose-headers"]
+
+
+def test_the_proxy_command_serves_with_the_upstream_key_from_the_environment(
+    rag: RagApp, upstream: ChatUpstream, tmp_path: Path
+) -> None:
+    keys = key_file(tmp_path / "keys.yaml")
+    with socket.socket() as probe:  # a free port for the child to listen on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VANCETOPE_RAG_", "RAG_"))}
+    env |= {
+        "PYTHONPATH": str(ROOT / "src"),
+        "VANCETOPE_RAG_PROXY_UPSTREAM_API_KEY": upstream.key,
+        "VANCETOPE_RAG_JWT_SECRET": SECRET,
+    }
+    command = [sys.executable, "-m", "vancetope_rag.cli", "--store", rag.config.store, "proxy"]
+    command += ["--upstream", upstream.base_url, "--keys", str(keys), "--port", str(port)]
+    child = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            assert child.poll() is None, child.stderr.read() if child.stderr else ""
+            try:
+                answer = client(url).chat.completions.create(
+                    model="echo-1", messages=conversation()
+                )
+                break
+            except openai.APIConnectionError:
+                assert time.monotonic() < deadline, "the proxy did not start"
+                time.sleep(0.2)
+        assert answer.choices[0].message.content == f"echo: {QUESTION}"
+        assert blocks_in(upstream.chats[-1].body["messages"]) == [2]  # type: ignore[index]
+        assert upstream.chats[-1].headers["authorization"] == f"Bearer {upstream.key}"
+    finally:
+        child.terminate()
+        child.wait(20)
+    assert child.returncode == 0
