@@ -1,6 +1,5 @@
-"""Loopback servers for the chat proxy: :func:`serving` runs an ASGI app under uvicorn, and
-:class:`ChatUpstream` speaks OpenAI's chat-completions wire format, for the proxy's tests and
-benchmark: it records every request it received (path, headers, JSON body), answers
+"""A loopback server speaking OpenAI's chat-completions wire format, for the chat proxy's
+tests and benchmark: it records every request it received (path, headers, JSON body), answers
 with the last user text echoed back (streamed as SSE, with tool calls when the request has
 tools and ``stream_options.include_usage`` honoured), refuses a wrong bearer key with a 401
 that quotes the key it got (as OpenAI's own message does), and can be told to think slowly
@@ -139,6 +138,9 @@ def _peer_left(sock: socket.socket, seconds: float) -> bool:
 class _Handler(BaseHTTPRequestHandler):
     server: _Http
     protocol_version = "HTTP/1.1"
+    #: Headers and body go out in separate writes: without TCP_NODELAY the body waits for
+    #: the peer's delayed ACK (~40 ms), as no production server lets it.
+    disable_nagle_algorithm = True
 
     def log_message(self, *args: object) -> None:
         return
@@ -225,28 +227,3 @@ def running_upstream(key: str = KEY) -> Iterator[ChatUpstream]:
         yield upstream
     finally:
         upstream.stop()
-
-
-@contextmanager
-def serving(asgi: Any) -> Iterator[str]:
-    """An ASGI app under uvicorn in a background thread, on a loopback socket bound before it
-    starts (no port race); yields its base URL."""
-    import uvicorn
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(asgi, log_level="warning", access_log=False, lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:  # a real server has no clock to fake: wait for the flag
-        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()

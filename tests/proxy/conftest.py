@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from proxy_support import ACME_DOCS, GLOBEX_DOCS, PROJECT, SECRET, ProxyFactory, key_file
 
-from chat_upstream import ChatUpstream, running_upstream, serving
+from chat_upstream import ChatUpstream, running_upstream
+from loopback import serving
 from vancetope_rag.app import RagApp
 from vancetope_rag.proxy import ProxyConfig, create_proxy
 

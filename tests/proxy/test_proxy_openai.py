@@ -404,3 +404,15 @@ def test_the_proxy_command_serves_with_the_upstream_key_from_the_environment(
         child.terminate()
         child.wait(20)
     assert child.returncode == 0
+
+
+def test_an_unreachable_upstream_is_a_502_that_names_no_key(start_proxy: ProxyFactory) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    url = start_proxy(upstream=dead)
+    with pytest.raises(openai.InternalServerError) as caught:
+        client(url).chat.completions.create(model="echo-1", messages=conversation())
+    assert caught.value.status_code == 502
+    assert "cannot reach the upstream" in caught.value.message
+    assert ACME_KEY not in caught.value.response.text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,8 @@ class Injection:
     state: str
     blocks: tuple[str, ...] = ()
     sources: tuple[dict[str, str], ...] = field(default=())
+    #: How long ``pre_turn`` took, for the ``Server-Timing`` header.
+    seconds: float = 0.0
 
     def headers(self) -> dict[str, str]:
         """The response headers that tell the client what was injected."""
@@ -42,7 +45,12 @@ class Injection:
             if len(json.dumps([*shown, source])) > MAX_SOURCES_HEADER_CHARS:
                 break
             shown.append(source)
-        return {STATE_HEADER: self.state, SOURCES_HEADER: json.dumps(shown, ensure_ascii=True)}
+        return {
+            STATE_HEADER: self.state,
+            SOURCES_HEADER: json.dumps(shown, ensure_ascii=True),
+            # What the turn spent on retrieval, so a client can tell it from the model's time.
+            "server-timing": f"rag;dur={self.seconds * 1000:.1f}",
+        }
 
 
 def _sources(hits: Sequence[Any]) -> list[dict[str, str]]:
@@ -62,6 +70,7 @@ def run_pre_turn(
 ) -> Injection:
     """``app.pre_turn`` for one turn; never raises: a failure is logged and the turn goes on
     without a block (spec §5)."""
+    started = time.perf_counter()
     try:
         with observe_decisions() as decisions:
             blocks = app.pre_turn(tenant_id, project_id, user_messages, recipe, tools)
@@ -73,15 +82,16 @@ def run_pre_turn(
             type(exc).__name__,
             exc,
         )
-        return Injection("failed")
+        return Injection("failed", seconds=time.perf_counter() - started)
+    seconds = time.perf_counter() - started
     if not blocks:
         enabled = any(d.enabled for d in decisions)
-        return Injection("none" if enabled else "off")
+        return Injection("none" if enabled else "off", seconds=seconds)
     sources: list[dict[str, str]] = []
     for decision in decisions:
         if decision.block is not None and decision.block in blocks:
             sources.extend(_sources(decision.hits))
-    return Injection("injected", tuple(blocks), tuple(sources))
+    return Injection("injected", tuple(blocks), tuple(sources), seconds)
 
 
 async def arun_pre_turn(

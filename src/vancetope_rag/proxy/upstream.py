@@ -11,7 +11,7 @@ that leaves mid-stream.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 
 import anyio
 import httpx
@@ -82,13 +82,25 @@ class Upstream:
         key = config.upstream_api_key.get_secret_value() if config.upstream_api_key else None
         self._key = key or None
         register_secret(self._key)  # scrubbed from every log line and error from now on
-        self.client = httpx.AsyncClient(
-            timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
+        self._timeout = httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s)
+        self._transport = transport
+        self._client = self._new_client()
+
+    def _new_client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            timeout=self._timeout,
             limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
-            transport=transport,
+            transport=self._transport,
             follow_redirects=False,
             trust_env=False,  # the operator's proxy variables are not the upstream's choice
         )
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The connection pool; a new one after a shutdown closed it (an app served again)."""
+        if self._client.is_closed:
+            self._client = self._new_client()
+        return self._client
 
     def __repr__(self) -> str:  # the key never shows, not even in a debugger dump
         return f"Upstream({self.base!r}, key=***)"
@@ -109,7 +121,17 @@ class Upstream:
         return self.client.build_request(method, url, headers=out, content=body)
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        await self._client.aclose()
+
+
+async def _chunks(response: httpx.Response, *, decoded: bool) -> AsyncIterator[bytes]:
+    """The body as it arrives: raw (as sent, compressed or not) or decoded. A response whose
+    body was read already (a transport that answers from memory) gives it in one piece."""
+    try:
+        async for chunk in response.aiter_bytes() if decoded else response.aiter_raw():
+            yield chunk
+    except httpx.StreamConsumed:
+        yield response.content
 
 
 def _passed_headers(response: httpx.Response, *, body_changed: bool) -> list[tuple[str, str]]:
@@ -190,7 +212,7 @@ class UpstreamResponse:
             }
         )
         try:
-            async for chunk in response.aiter_raw():
+            async for chunk in _chunks(response, decoded=False):
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except httpx.HTTPError as exc:
             # Headers are sent: the status cannot change any more. End the body; the client
@@ -201,7 +223,7 @@ class UpstreamResponse:
     async def _relay_error(self, response: httpx.Response, send: Send) -> None:
         raw = b""
         try:
-            async for chunk in response.aiter_bytes():
+            async for chunk in _chunks(response, decoded=True):
                 raw += chunk
                 if len(raw) > MAX_ERROR_BYTES:
                     raw = raw[:MAX_ERROR_BYTES]
