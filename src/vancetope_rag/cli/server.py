@@ -4,6 +4,7 @@ credentials (``token``, ``proxy-key``)."""
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -148,20 +149,39 @@ def proxy_cmd(
     uvicorn.run(proxy, host=host, port=port, access_log=False, log_config=None)
 
 
+def _grant_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``--tenant`` and ``--project`` of what a credential grants (``token``, ``proxy-key``)."""
+    command = click.option(
+        "--project",
+        "for_projects",
+        multiple=True,
+        help="Project, repeatable; '*' = every project of the tenant (default: the global "
+        "--project).",
+    )(command)
+    return click.option(
+        "--tenant", "for_tenant", default=None, help="Tenant (default: the global --tenant)."
+    )(command)
+
+
+def _granted(
+    c: Ctx, for_tenant: str | None, for_projects: tuple[str, ...]
+) -> tuple[str, list[str]]:
+    """The tenant and projects a credential grants; ``[]``: the global --project."""
+    tenant = check_ident(for_tenant, "--tenant") if for_tenant else c.tenant
+    every = "*"  # every project of the tenant, in a token's claim and a key file alike
+    return tenant, [p if p == every else check_ident(p, "--project") for p in for_projects]
+
+
 @cli.command("proxy-key")
 @click.option("--name", required=True, help="The key's name in the key file (logs, rates).")
-@click.option("--tenant", "for_tenant", default=None, help="Tenant (default: the global --tenant).")
-@click.option(
-    "--project",
-    "for_projects",
-    multiple=True,
-    help="Project, repeatable; '*' = every project of the tenant (default: the global --project).",
-)
+@_grant_options
 @click.option("--recipe", default=None, help="Recipe file path, relative to the key file.")
 @click.option(
     "--requests-per-minute", type=click.IntRange(0, 1_000_000), default=None, help="0: no limit."
 )
+@pass_ctx
 def proxy_key_cmd(
+    c: Ctx,
     for_tenant: str | None,
     for_projects: tuple[str, ...],
     name: str,
@@ -174,16 +194,13 @@ def proxy_key_cmd(
 
     from vancetope_rag.proxy.keys import ALL_PROJECTS, hash_key, new_key
 
-    ctx = click.get_current_context().find_object(Ctx)
-    assert ctx is not None
-    tenant = check_ident(for_tenant, "--tenant") if for_tenant else ctx.tenant
-    projects = [p if p == ALL_PROJECTS else check_ident(p, "--project") for p in for_projects]
+    tenant, projects = _granted(c, for_tenant, for_projects)
     key = new_key()
     entry: dict[str, object] = {
         "name": name,
         "hash": hash_key(key),
         "tenant": tenant,
-        "projects": ALL_PROJECTS if ALL_PROJECTS in projects else (projects or [ctx.project]),
+        "projects": ALL_PROJECTS if ALL_PROJECTS in projects else (projects or [c.project]),
     }
     if recipe:
         entry["recipe"] = recipe
@@ -195,13 +212,7 @@ def proxy_key_cmd(
 
 
 @cli.command("token")
-@click.option("--tenant", "for_tenant", default=None, help="Tenant (default: the global --tenant).")
-@click.option(
-    "--project",
-    "for_projects",
-    multiple=True,
-    help="Project, repeatable; '*' = every project of the tenant (default: the global --project).",
-)
+@_grant_options
 @click.option("--subject", default="operator", show_default=True, help="The token's 'sub'.")
 @click.option(
     "--ttl",
@@ -232,8 +243,7 @@ def token_cmd(
         fail(_SERVER_EXTRA)
     from vancetope_rag.config import EngineConfig
 
-    tenant = check_ident(for_tenant, "--tenant") if for_tenant else c.tenant
-    projects = [p if p == ALL_PROJECTS else check_ident(p, "--project") for p in for_projects]
+    tenant, projects = _granted(c, for_tenant, for_projects)
     if not projects:
         projects = [c.project]
     with errors_to_exit():
