@@ -82,6 +82,7 @@ def test_the_block_pre_turn_gives_arrives_once_after_the_system_messages(
     assert ACME_KEY not in json.dumps(seen.headers) + json.dumps(seen.body)
     # The client learns which sources were injected.
     assert raw.headers["x-vancetope-rag"] == "injected"
+    assert raw.headers["server-timing"].startswith("rag;dur=")
     sources = json.loads(raw.headers["x-vancetope-rag-sources"])
     assert {"label": "S1", "path": "documents/vacation.md"} in sources
 
@@ -416,3 +417,14 @@ def test_an_unreachable_upstream_is_a_502_that_names_no_key(start_proxy: ProxyFa
     assert caught.value.status_code == 502
     assert "cannot reach the upstream" in caught.value.message
     assert ACME_KEY not in caught.value.response.text
+
+
+def test_an_upstream_silent_past_the_timeout_is_a_504(
+    start_proxy: ProxyFactory, upstream: ChatUpstream
+) -> None:
+    url = start_proxy(timeout_s=0.3)
+    upstream.delay_s = 2.0
+    with pytest.raises(openai.APIStatusError) as caught:
+        client(url).chat.completions.create(model="echo-1", messages=conversation())
+    assert caught.value.status_code == 504
+    assert "did not answer" in caught.value.message
