@@ -76,6 +76,9 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=200)
     ap.add_argument("--texts", type=int, default=1000, help="distinct SciFact texts embedded")
     ap.add_argument("--threads", type=int, default=1, help="torch threads, here and in the proxy")
+    ap.add_argument(
+        "--max-tokens", type=int, default=None, help="rag.autoInject.maxTokens (block size)"
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -95,6 +98,8 @@ def main() -> None:
     t, p = "bench", "chat"
     app.settings.set(t, None, "ai.embedding.provider", "embedded")
     app.settings.set(t, p, "rag.autoInject.enabled", "ON")
+    if args.max_tokens:
+        app.settings.set(t, p, "rag.autoInject.maxTokens", args.max_tokens)
     app.bring(t, p)
     rag = app.project_rags.find_default_rag(t, p)
     assert rag is not None
