@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -44,14 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import machine_line
 
 REPO = Path(__file__).resolve().parent.parent
-# ../shared beside the checkout; a worktree one level deeper (wt/<name>) finds it too
-DATA = (
-    next(
-        (d for d in (REPO.parent / "shared", REPO.parent.parent / "shared") if d.is_dir()),
-        REPO.parent / "shared",
-    )
-    / "data"
-    / "scifact"
+#: SciFact beside the checkout; VANCETOPE_RAG_SCIFACT_DIR names another (a worktree's runs).
+DATA = Path(
+    os.environ.get("VANCETOPE_RAG_SCIFACT_DIR") or REPO.parent / "shared" / "data" / "scifact"
 )
 
 
@@ -109,6 +105,52 @@ def build_hnsw(uri: str) -> None:
     print(f"HNSW index built in {time.perf_counter() - started:.0f} s", flush=True)
 
 
+def fill(
+    app: Any,
+    rag: Any,
+    size: int,
+    texts: list[str],
+    base_vectors: np.ndarray,
+    rng: np.random.Generator,
+    noise: float,
+) -> None:
+    """``size`` chunks in ``rag`` (a project's ``_documents``): the texts' embeddings with
+    Gaussian ``noise``, re-normalised, two chunks per document row (citations name
+    documents)."""
+    from vancetope_rag.domain.records import Chunk
+    from vancetope_rag.store.types import NewDocument, RagScope
+
+    scope = RagScope.of(rag)
+    batch: list[Chunk] = []
+    doc_ids: list[str] = []
+    t, p = rag.tenant_id, rag.project_id
+    with app.store.control.transaction():
+        for d in range((size + 1) // 2):
+            new = NewDocument(
+                t, p, f"documents/scifact/{d}.txt", "text/plain", texts[d % len(texts)]
+            )
+            doc_ids.append(app.store.control.insert_document(new).id)
+    for i in range(size):
+        j = i % len(texts)
+        v = base_vectors[j] + rng.normal(0, noise, base_vectors.shape[1]).astype(np.float32)
+        v /= np.linalg.norm(v)
+        batch.append(
+            Chunk(
+                id=uuid.uuid4().hex,
+                rag_id=rag.id,
+                source_ref=doc_ids[i // 2],
+                text=texts[j],
+                embedding=v.tolist(),
+                path=f"documents/scifact/{i // 2}.txt",
+            )
+        )
+        if len(batch) == 5000:
+            app.store.chunks.add_chunks(scope, batch)
+            batch = []
+    if batch:
+        app.store.chunks.add_chunks(scope, batch)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000")
@@ -151,10 +193,9 @@ def main() -> None:
 
         torch.set_num_threads(args.threads)
     from vancetope_rag import EngineConfig, RagApp
-    from vancetope_rag.domain.records import Chunk
     from vancetope_rag.recipes import RagParams
     from vancetope_rag.store import open_store
-    from vancetope_rag.store.types import NewDocument, RagScope
+    from vancetope_rag.store.types import RagScope
 
     texts, queries = load(2000)
     results: dict[str, Any] = {"turns": args.turns, "sizes": {}}
@@ -180,37 +221,13 @@ def main() -> None:
         if base_vectors is None:
             base_vectors = np.asarray(model.get_text_embedding_batch(texts), dtype=np.float32)
         scope = RagScope.of(rag)
-        batch: list[Chunk] = []
-        doc_ids: list[str] = []
         reuse = args.store and app.rags.chunk_count(rag) >= size  # a store filled before
-        with app.store.control.transaction():
-            # Two chunks per document, as a document row each: citations name documents.
-            for d in range(0 if reuse else (size + 1) // 2):
-                new = NewDocument(t, p, f"documents/scifact/{d}.txt", "text/plain", texts[d % 2000])
-                doc_ids.append(app.store.control.insert_document(new).id)
-        for i in range(0 if reuse else size):
-            j = i % len(texts)
-            noise = rng.normal(0, args.noise, base_vectors.shape[1]).astype(np.float32)
-            v = base_vectors[j] + noise
-            v /= np.linalg.norm(v)
-            batch.append(
-                Chunk(
-                    id=uuid.uuid4().hex,
-                    rag_id=rag.id,
-                    source_ref=doc_ids[i // 2],
-                    text=texts[j],
-                    embedding=v.tolist(),
-                    path=f"documents/scifact/{i // 2}.txt",
-                )
-            )
-            if len(batch) == 5000:
-                app.store.chunks.add_chunks(scope, batch)
-                batch = []
-        if batch:
-            app.store.chunks.add_chunks(scope, batch)
+        if not reuse:
+            fill(app, rag, size, texts, base_vectors, rng, args.noise)
         if fill_uri != uri:
             app.close()
-            build_hnsw(uri)
+            if not reuse:
+                build_hnsw(uri)
             app = RagApp.open(EngineConfig(store=uri, node_id="bench"))
         # the in-process BM25 index: SQLite's (``lexical``) or PostgreSQL's (``lexical_index``)
         chunks = app.store.chunks

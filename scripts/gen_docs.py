@@ -4,6 +4,7 @@
   and the engine configuration (``vancetope_rag.config.EngineConfig``: fields, environment
   variables, defaults).
 * ``docs/rest-api.md``: every route, parameter, response and model of ``/openapi.json``.
+* ``docs/proxy.md``: the chat proxy's configuration (``vancetope_rag.proxy.ProxyConfig``).
 
 Each page keeps its hand-written text; only the part between ``<!-- BEGIN GENERATED: name -->``
 and ``<!-- END GENERATED: name -->`` is replaced. ``tests/docs/test_docs.py`` fails when a
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings
 
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.settings import SETTINGS, SettingKind, SettingSpec
@@ -87,12 +89,12 @@ def cascade_table() -> str:
     return "\n".join(lines)
 
 
-def _env_names(name: str, field: FieldInfo) -> list[str]:
+def _env_names(name: str, field: FieldInfo, settings: type[BaseSettings]) -> list[str]:
     alias = field.validation_alias
     choices = getattr(alias, "choices", None)
     if choices:
         return [str(c) for c in choices]
-    prefix = str(EngineConfig.model_config.get("env_prefix", ""))
+    prefix = str(settings.model_config.get("env_prefix", ""))
     return [f"{prefix}{name}".upper()]
 
 
@@ -104,13 +106,14 @@ def _engine_default(name: str, field: FieldInfo) -> str:
     return _default(field.default)
 
 
-def engine_table() -> str:
+def engine_table(settings: type[BaseSettings] = EngineConfig) -> str:
+    """The table of a settings class: ``EngineConfig``, or the proxy's ``ProxyConfig``."""
     lines = [
         "| Environment variable | Field | Default | What it does |",
         "| --- | --- | --- | --- |",
     ]
-    for name, field in EngineConfig.model_fields.items():
-        env = "<br>".join(f"`{e}`" for e in _env_names(name, field))
+    for name, field in settings.model_fields.items():
+        env = "<br>".join(f"`{e}`" for e in _env_names(name, field, settings))
         secret = " Secret: never logged or shown." if "Secret" in str(field.annotation) else ""
         lines.append(
             f"| {env} | `{name}` | {_engine_default(name, field)} | "
@@ -264,9 +267,17 @@ def rest_blocks() -> dict[str, str]:
 
 # -- pages ------------------------------------------------------------------------------------
 
+
+def proxy_blocks() -> dict[str, str]:
+    from vancetope_rag.proxy import ProxyConfig
+
+    return {"proxy-configuration": engine_table(ProxyConfig)}
+
+
 PAGES: dict[str, Callable[[], dict[str, str]]] = {
     "configuration.md": configuration_blocks,
     "rest-api.md": rest_blocks,
+    "proxy.md": proxy_blocks,
 }
 
 _BLOCK = re.compile(

@@ -8,9 +8,6 @@ chromium``; never ``playwright install`` (no browser downloads).
 from __future__ import annotations
 
 import re
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +15,7 @@ import pytest
 from api_support import POISON, ApiAppFactory, make_token
 
 from fakes import POISON_MESSAGE, T
+from loopback import serving
 from vancetope_rag.api import create_api
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import IndexState
@@ -59,24 +57,8 @@ def ui_app(make_api_app: ApiAppFactory) -> RagApp:
 
 @pytest.fixture
 def base_url(ui_app: RagApp) -> Iterator[str]:
-    """uvicorn in a background thread, on a socket bound before it starts (no port race)."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        create_api(ui_app), log_level="warning", access_log=False, lifespan="off"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:  # a real server has no clock to fake: wait for the flag
-        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    with serving(create_api(ui_app), lifespan="off") as url:
+        yield url
 
 
 @pytest.fixture

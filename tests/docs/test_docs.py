@@ -194,7 +194,7 @@ def _gen_docs() -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize("page", ["configuration.md", "rest-api.md"])
+@pytest.mark.parametrize("page", ["configuration.md", "rest-api.md", "proxy.md"])
 def test_generated_pages_match_the_code(page: str) -> None:
     gen = _gen_docs()
     current, fresh = gen.generated_pages()[ROOT / "docs" / page]

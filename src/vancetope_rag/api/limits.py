@@ -36,13 +36,27 @@ def max_body_bytes(max_text_chars: int) -> int:
     return BYTES_PER_CHAR * max_text_chars + FRAMING_BYTES
 
 
-class BodyLimit:
-    """Refuse request bodies larger than :func:`max_body_bytes` of the text limit."""
+#: What a refused body is answered with: the JSON payload for a limit of so many bytes.
+Refusal = Callable[[int], bytes]
 
-    def __init__(self, app: ASGIApp, *, max_text_chars: int) -> None:
+
+class BodyLimit:
+    """Refuse request bodies larger than :func:`max_body_bytes` of the text limit, or than
+    ``max_bytes`` where given (the chat proxy's own limit), answered by ``refusal`` (the
+    REST API's error shape by default)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_text_chars: int,
+        max_bytes: int | None = None,
+        refusal: Refusal | None = None,
+    ) -> None:
         self.app = app
         self.max_text_chars = max_text_chars
-        self.max_bytes = max_body_bytes(max_text_chars)
+        self.max_bytes = max_body_bytes(max_text_chars) if max_bytes is None else max_bytes
+        self.refusal = refusal
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -80,13 +94,17 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
-        payload = json.dumps(
-            {
-                "error": f"the request body is larger than {self.max_bytes:,} bytes; texts are "
-                f"limited to {self.max_text_chars:,} characters (VANCETOPE_RAG_MAX_TEXT_CHARS)",
-                "code": "TEXT_TOO_LONG",
-            }
-        ).encode()
+        if self.refusal is not None:
+            payload = self.refusal(self.max_bytes)
+        else:
+            payload = json.dumps(
+                {
+                    "error": f"the request body is larger than {self.max_bytes:,} bytes; texts "
+                    f"are limited to {self.max_text_chars:,} characters "
+                    "(VANCETOPE_RAG_MAX_TEXT_CHARS)",
+                    "code": "TEXT_TOO_LONG",
+                }
+            ).encode()
         await send(
             {
                 "type": "http.response.start",

@@ -1,12 +1,24 @@
-"""Serving the REST API and web UI (``serve``) and minting its tokens (``token``)."""
+"""Serving the REST API and web UI (``serve``), the chat proxy (``proxy``), and minting their
+credentials (``token``, ``proxy-key``)."""
 
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
+from typing import Any
 
 import click
 
-from vancetope_rag.cli.base import Ctx, check_ident, cli, emit, errors_to_exit, fail, pass_ctx
+from vancetope_rag.cli.base import (
+    Ctx,
+    FilePath,
+    check_ident,
+    cli,
+    emit,
+    errors_to_exit,
+    fail,
+    pass_ctx,
+)
 
 _SERVER_EXTRA = "the REST API needs the 'server' extra: pip install 'vancetope-rag[server]'"
 
@@ -44,12 +56,7 @@ def serve_cmd(c: Ctx, host: str, port: int, with_indexer: bool) -> None:
         f"serving http://{shown}:{port} (UI: /ui/<tenant>/<project>); indexer {indexer}",
         err=True,
     )
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        click.echo(
-            "warning: plain HTTP on a non-loopback address; put a TLS proxy in front, "
-            "bearer tokens travel in every request",
-            err=True,
-        )
+    _warn_plain_http(host)
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal to the
     # handler it found: make that a no-op so the indexer and store are closed on the way out.
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -58,14 +65,154 @@ def serve_cmd(c: Ctx, host: str, port: int, with_indexer: bool) -> None:
     uvicorn.run(api, host=host, port=port, access_log=False, log_config=None)
 
 
-@cli.command("token")
-@click.option("--tenant", "for_tenant", default=None, help="Tenant (default: the global --tenant).")
+def _warn_plain_http(host: str) -> None:
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        click.echo(
+            "warning: plain HTTP on a non-loopback address; put a TLS proxy in front, "
+            "bearer tokens travel in every request",
+            err=True,
+        )
+
+
+@cli.command("proxy")
 @click.option(
-    "--project",
-    "for_projects",
-    multiple=True,
-    help="Project, repeatable; '*' = every project of the tenant (default: the global --project).",
+    "--upstream",
+    default=None,
+    help="Base URL of the OpenAI-compatible upstream, with its /v1 "
+    "(default: VANCETOPE_RAG_PROXY_UPSTREAM).",
 )
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8081, show_default=True)
+@click.option(
+    "--keys",
+    "keys_file",
+    type=FilePath(exists=True, dir_okay=False),
+    default=None,
+    help="Callers' API-key file (default: VANCETOPE_RAG_PROXY_KEYS_FILE).",
+)
+@click.option(
+    "--recipe",
+    type=FilePath(exists=True, dir_okay=False),
+    default=None,
+    help="Recipe for callers whose key names none (default: VANCETOPE_RAG_PROXY_RECIPE).",
+)
+@click.option(
+    "--placement",
+    type=click.Choice(["separate", "merge"]),
+    default=None,
+    help="The block as its own system message, or merged into the caller's last one "
+    "(default: VANCETOPE_RAG_PROXY_PLACEMENT, else separate).",
+)
+@click.option(
+    "--with-indexer",
+    is_flag=True,
+    help="Also run the indexer scheduler thread (unless RAG_INDEXER_ENABLED=false).",
+)
+@pass_ctx
+def proxy_cmd(
+    c: Ctx,
+    upstream: str | None,
+    host: str,
+    port: int,
+    keys_file: str | None,
+    recipe: str | None,
+    placement: str | None,
+    with_indexer: bool,
+) -> None:
+    """Serve an OpenAI-compatible chat proxy that adds project RAG (docs/proxy.md).
+
+    Clients use http://HOST:PORT/p/<project>/v1 as their base URL and a proxy key
+    (`vancetope-rag proxy-key`) or a JWT as their API key.
+    """
+    try:
+        import uvicorn
+
+        from vancetope_rag.proxy import ProxyConfig, create_proxy
+    except ImportError:
+        fail(_SERVER_EXTRA.replace("the REST API", "the proxy"))
+    given: dict[str, Any] = {"upstream": upstream, "keys_file": keys_file, "recipe": recipe}
+    given["placement"] = placement
+    with errors_to_exit():
+        config = ProxyConfig(**{k: v for k, v in given.items() if v is not None})
+        app = c.app
+        proxy = create_proxy(app, config)
+        if with_indexer:
+            app.scheduler.start()
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(
+        f"proxying http://{shown}:{port}/p/<project>/v1 -> {config.upstream}",
+        err=True,
+    )
+    _warn_plain_http(host)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: None)
+    uvicorn.run(proxy, host=host, port=port, access_log=False, log_config=None)
+
+
+def _grant_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``--tenant`` and ``--project`` of what a credential grants (``token``, ``proxy-key``)."""
+    command = click.option(
+        "--project",
+        "for_projects",
+        multiple=True,
+        help="Project, repeatable; '*' = every project of the tenant (default: the global "
+        "--project).",
+    )(command)
+    return click.option(
+        "--tenant", "for_tenant", default=None, help="Tenant (default: the global --tenant)."
+    )(command)
+
+
+def _granted(
+    c: Ctx, for_tenant: str | None, for_projects: tuple[str, ...]
+) -> tuple[str, list[str]]:
+    """The tenant and projects a credential grants; ``[]``: the global --project."""
+    tenant = check_ident(for_tenant, "--tenant") if for_tenant else c.tenant
+    every = "*"  # every project of the tenant, in a token's claim and a key file alike
+    return tenant, [p if p == every else check_ident(p, "--project") for p in for_projects]
+
+
+@cli.command("proxy-key")
+@click.option("--name", required=True, help="The key's name in the key file (logs, rates).")
+@_grant_options
+@click.option("--recipe", default=None, help="Recipe file path, relative to the key file.")
+@click.option(
+    "--requests-per-minute", type=click.IntRange(0, 1_000_000), default=None, help="0: no limit."
+)
+@pass_ctx
+def proxy_key_cmd(
+    c: Ctx,
+    for_tenant: str | None,
+    for_projects: tuple[str, ...],
+    name: str,
+    recipe: str | None,
+    requests_per_minute: int | None,
+) -> None:
+    """Make a proxy API key: the key on stdout (hand it to the caller, it is shown once),
+    its key-file entry (the hash only) on stderr."""
+    import yaml
+
+    from vancetope_rag.proxy.keys import ALL_PROJECTS, hash_key, new_key
+
+    tenant, projects = _granted(c, for_tenant, for_projects)
+    key = new_key()
+    entry: dict[str, object] = {
+        "name": name,
+        "hash": hash_key(key),
+        "tenant": tenant,
+        "projects": ALL_PROJECTS if ALL_PROJECTS in projects else (projects or [c.project]),
+    }
+    if recipe:
+        entry["recipe"] = recipe
+    if requests_per_minute is not None:
+        entry["requestsPerMinute"] = requests_per_minute
+    click.echo("add this entry under 'keys:' in the proxy key file:", err=True)
+    click.echo(yaml.safe_dump([entry], sort_keys=False).rstrip(), err=True)
+    click.echo(key)
+
+
+@cli.command("token")
+@_grant_options
 @click.option("--subject", default="operator", show_default=True, help="The token's 'sub'.")
 @click.option(
     "--ttl",
@@ -96,8 +243,7 @@ def token_cmd(
         fail(_SERVER_EXTRA)
     from vancetope_rag.config import EngineConfig
 
-    tenant = check_ident(for_tenant, "--tenant") if for_tenant else c.tenant
-    projects = [p if p == ALL_PROJECTS else check_ident(p, "--project") for p in for_projects]
+    tenant, projects = _granted(c, for_tenant, for_projects)
     if not projects:
         projects = [c.project]
     with errors_to_exit():

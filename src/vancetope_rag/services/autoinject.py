@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from vancetope_rag.config import EngineConfig
@@ -39,6 +41,28 @@ class InjectionDecision:
     reason: str
     hits: tuple[Hit, ...] = ()
     block: str | None = None
+
+
+#: The decisions of the current context, while :func:`observe_decisions` collects them.
+_OBSERVED: ContextVar[list[InjectionDecision] | None] = ContextVar(
+    "vancetope_rag_observed_decisions", default=None
+)
+
+
+@contextmanager
+def observe_decisions() -> Iterator[list[InjectionDecision]]:
+    """Collect every decision :meth:`RagAutoInjectService.decide` makes in this context.
+
+    ``pre_turn`` gives system message texts only; a host that shows the injected sources
+    (the chat proxy's response header) reads them from the decision behind the block, without
+    a second retrieval. Context-local: concurrent turns in other threads or tasks never mix.
+    """
+    seen: list[InjectionDecision] = []
+    token = _OBSERVED.set(seen)
+    try:
+        yield seen
+    finally:
+        _OBSERVED.reset(token)
 
 
 class RagAutoInjectService:
@@ -110,9 +134,13 @@ class RagAutoInjectService:
         """
         started = time.perf_counter()
         try:
-            return self._decide(tenant_id, project_id, user_messages, recipe, tools)
+            decision = self._decide(tenant_id, project_id, user_messages, recipe, tools)
         finally:
             self.metrics.pre_turn_seconds.observe(time.perf_counter() - started)
+        seen = _OBSERVED.get()
+        if seen is not None:
+            seen.append(decision)
+        return decision
 
     def _decide(
         self,

@@ -1,0 +1,229 @@
+"""A loopback server speaking OpenAI's chat-completions wire format, for the chat proxy's
+tests and benchmark: it records every request it received (path, headers, JSON body), answers
+with the last user text echoed back (streamed as SSE, with tool calls when the request has
+tools and ``stream_options.include_usage`` honoured), refuses a wrong bearer key with a 401
+that quotes the key it got (as OpenAI's own message does), and can be told to think slowly
+(:attr:`ChatUpstream.delay_s`), noting when its client left (:attr:`ChatUpstream.aborted`).
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+KEY = "upstream-key-7f3a9c1e55"  # not key-shaped: only the proxy's own scrubbing hides it
+MODEL = "echo-1"
+
+
+@dataclass(frozen=True)
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any] | None
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+            return str(content)
+    return ""
+
+
+def completion(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": body.get("model", MODEL),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "echo: " + last_user_text(body)},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+    }
+
+
+def stream_events(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chunks of a streamed answer: role, words, a tool call if tools were given, the
+    finish, and the usage chunk when ``stream_options.include_usage`` asks for it."""
+    base = {"id": "chatcmpl-2", "object": "chat.completion.chunk", "created": 1_700_000_000}
+    base["model"] = body.get("model", MODEL)
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    for word in ("echo:", *last_user_text(body).split()):
+        events.append(chunk({"content": word + " "}))
+    finish = "stop"
+    if body.get("tools"):
+        name = body["tools"][0]["function"]["name"]
+        call = {"index": 0, "id": "call_1", "type": "function"}
+        call["function"] = {"name": name, "arguments": '{"query": "vacation"}'}
+        events.append(chunk({"tool_calls": [call]}))
+        finish = "tool_calls"
+    events.append(chunk({}, finish))
+    if (body.get("stream_options") or {}).get("include_usage"):
+        usage = {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}
+        events.append({**base, "choices": [], "usage": usage})
+    return events
+
+
+class _Http(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, owner: ChatUpstream) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.owner = owner
+
+
+class ChatUpstream:
+    def __init__(self, key: str = KEY) -> None:
+        self.key = key
+        self.received: list[Received] = []
+        #: Seconds to think before the answer (and between streamed chunks).
+        self.delay_s = 0.0
+        #: Set when a client left before the answer was complete.
+        self.aborted = threading.Event()
+        self._lock = threading.Lock()
+        self._server = _Http(self)
+        self.port = self._server.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+
+    def record(self, item: Received) -> None:
+        with self._lock:
+            self.received.append(item)
+
+    @property
+    def chats(self) -> list[Received]:
+        return [r for r in self.received if r.path.startswith("/v1/chat/completions")]
+
+    def start(self) -> None:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _peer_left(sock: socket.socket, seconds: float) -> bool:
+    """Wait ``seconds``; True as soon as the peer closed the connection."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        readable, _, _ = select.select([sock], [], [], min(left, 0.02))
+        if readable:
+            try:
+                if sock.recv(1, socket.MSG_PEEK) == b"":
+                    return True
+            except OSError:
+                return True
+    return False
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Http
+    protocol_version = "HTTP/1.1"
+    #: Headers and body go out in separate writes: without TCP_NODELAY the body waits for
+    #: the peer's delayed ACK (~40 ms), as no production server lets it.
+    disable_nagle_algorithm = True
+
+    def log_message(self, *args: object) -> None:
+        return
+
+    def _json(self, status: int, payload: object) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("X-Request-Id", "req-upstream-1")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _read(self) -> dict[str, Any] | None:
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length)) if length else None
+
+    def _authorised(self) -> bool:
+        given = self.headers.get("Authorization") or ""
+        if given == f"Bearer {self.server.owner.key}":
+            return True
+        shown = given.removeprefix("Bearer ")
+        message = f"Incorrect API key provided: {shown}. You can find your API key elsewhere."
+        self._json(
+            401,
+            {"error": {"message": message, "type": "invalid_request_error", "code": "bad_key"}},
+        )
+        return False
+
+    def do_GET(self) -> None:
+        owner = self.server.owner
+        owner.record(
+            Received("GET", self.path, {k.lower(): v for k, v in self.headers.items()}, None)
+        )
+        if not self._authorised():
+            return
+        if self.path.startswith("/v1/models"):
+            model = {"id": MODEL, "object": "model", "created": 1, "owned_by": "test"}
+            if self.path.rstrip("/") == "/v1/models":
+                self._json(200, {"object": "list", "data": [model]})
+            else:
+                self._json(200, {**model, "id": self.path.rsplit("/", 1)[-1]})
+            return
+        self._json(404, {"error": {"message": "no such route", "type": "invalid_request_error"}})
+
+    def do_POST(self) -> None:
+        owner = self.server.owner
+        body = self._read()
+        owner.record(
+            Received("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+        )
+        if not self._authorised():
+            return
+        assert body is not None
+        if not body.get("stream"):
+            if owner.delay_s and _peer_left(self.connection, owner.delay_s):
+                owner.aborted.set()
+                return
+            self._json(200, completion(body))
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")  # the body ends with the connection
+        self.end_headers()
+        self.close_connection = True
+        try:
+            for event in [*stream_events(body), "[DONE]"]:
+                data = event if isinstance(event, str) else json.dumps(event)
+                self.wfile.write(f"data: {data}\n\n".encode())
+                self.wfile.flush()
+                if owner.delay_s and _peer_left(self.connection, owner.delay_s):
+                    owner.aborted.set()
+                    return
+        except OSError:
+            owner.aborted.set()
+
+
+@contextmanager
+def running_upstream(key: str = KEY) -> Iterator[ChatUpstream]:
+    upstream = ChatUpstream(key)
+    upstream.start()
+    try:
+        yield upstream
+    finally:
+        upstream.stop()

@@ -1,0 +1,157 @@
+"""The proxy's pure rules, without a server: what feeds retrieval, where the block goes, the
+opt-out, the key table and the configuration's checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from vancetope_rag.cli import cli
+from vancetope_rag.errors import ApiConfigError, InvalidInputError
+from vancetope_rag.proxy import ProxyConfig, hash_key
+from vancetope_rag.proxy.keys import KeyFile, load_key_table, parse_key_table
+from vancetope_rag.proxy.messages import (
+    check_chat_body,
+    insert_blocks,
+    opted_out,
+    text_of,
+    user_turn,
+)
+
+BLOCK = "<rag-context>\nexcerpts\n</rag-context>"
+
+
+def test_the_trailing_user_turn_feeds_retrieval_text_parts_only() -> None:
+    messages = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "old question"},
+        {"role": "assistant", "content": "old answer"},
+        {"role": "user", "content": "first part"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                {"type": "text", "text": "second part"},
+            ],
+        },
+        {"role": "assistant", "tool_calls": [{"id": "c", "type": "function"}], "content": None},
+        {"role": "tool", "tool_call_id": "c", "content": "tool output is not the question"},
+    ]
+    assert user_turn(messages) == ["first part", "second part"]
+    assert user_turn([{"role": "system", "content": "only"}]) == []
+    assert text_of([{"type": "input_audio"}]) is None
+
+
+def test_blocks_go_after_system_and_developer_messages() -> None:
+    messages = [
+        {"role": "developer", "content": "dev"},
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "q"},
+    ]
+    out = insert_blocks(messages, [BLOCK, "  "], "separate")
+    assert [m["role"] for m in out] == ["developer", "system", "system", "user"]
+    assert out[2] == {"role": "system", "content": BLOCK}
+    assert messages[2] == {"role": "user", "content": "q"}  # the input is not modified
+    assert insert_blocks([{"role": "user", "content": "q"}], [BLOCK], "separate")[0] == {
+        "role": "system",
+        "content": BLOCK,
+    }
+
+
+def test_merge_appends_to_the_last_system_message_or_starts_one() -> None:
+    parts = [{"type": "text", "text": "sys"}]
+    out = insert_blocks(
+        [{"role": "system", "content": parts}, {"role": "user", "content": "q"}], [BLOCK], "merge"
+    )
+    assert out[0]["content"] == [*parts, {"type": "text", "text": BLOCK}] and len(out) == 2
+    out = insert_blocks([{"role": "user", "content": "q"}], [BLOCK, "more"], "merge")
+    assert out[0] == {"role": "system", "content": f"{BLOCK}\n\nmore"}
+
+
+def test_opting_out_accepts_off_only() -> None:
+    assert not opted_out({}, {})
+    assert opted_out({"x-vancetope-rag-inject": "OFF"}, {})
+    assert opted_out({}, {"vancetope_rag": {"inject": False}})
+    for headers, body in (
+        ({"x-vancetope-rag-inject": "on"}, {}),
+        ({}, {"vancetope_rag": {"inject": "ON"}}),
+        ({}, {"vancetope_rag": {"tenant": "t2"}}),
+        ({}, {"vancetope_rag": "off"}),
+    ):
+        with pytest.raises(InvalidInputError):
+            opted_out(headers, body)
+
+
+def test_chat_bodies_are_checked_for_what_the_proxy_reads() -> None:
+    for body in ([], {"messages": []}, {"messages": "hi"}, {"messages": [{"content": "x"}]}):
+        with pytest.raises(InvalidInputError):
+            check_chat_body(body)
+
+
+def _entry(**more: object) -> dict[str, object]:
+    return {"name": "k", "hash": hash_key("vrk_x"), "tenant": "t1", "projects": ["p"], **more}
+
+
+def test_the_key_table_keeps_hashes_and_refuses_bad_entries(tmp_path: Path) -> None:
+    table = parse_key_table({"keys": [_entry()]}, source="keys.yaml", base_dir=tmp_path)
+    assert set(table) == {hash_key("vrk_x")} and table[hash_key("vrk_x")].allows("p")
+    bad = [
+        ({"hash": "vrk_x"}, "'hash' must be"),  # the key itself instead of its hash
+        ({"tenant": "a/b"}, "tenant"),
+        ({"projects": []}, "'projects'"),
+        ({"requestsPerMinute": -1}, "requestsPerMinute"),
+        ({"recipe": "missing.yaml"}, "recipe file not found"),
+        ({"tenants": ["t2"]}, "unknown field"),
+    ]
+    for more, message in bad:
+        with pytest.raises(ApiConfigError, match=message):
+            parse_key_table({"keys": [_entry(**more)]}, source="keys.yaml", base_dir=tmp_path)
+    with pytest.raises(ApiConfigError, match="twice"):
+        parse_key_table(
+            {"keys": [_entry(), _entry(name="other")]}, source="keys.yaml", base_dir=tmp_path
+        )
+    with pytest.raises(ApiConfigError, match="cannot read"):
+        load_key_table(tmp_path / "none.yaml")
+
+
+def test_a_changed_key_file_is_read_again_and_a_broken_one_keeps_the_old_keys(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "keys.yaml"
+    path.write_text(yaml.safe_dump({"keys": [_entry()]}), encoding="utf-8")
+    keys = KeyFile(path)
+    assert keys.find("vrk_x") is not None and keys.find("vrk_y") is None
+    path.write_text(yaml.safe_dump({"keys": [_entry(hash=hash_key("vrk_y"))]}), encoding="utf-8")
+    assert keys.find("vrk_x") is None and keys.find("vrk_y") is not None  # revoked, added
+    path.write_text("keys: [{name: broken", encoding="utf-8")
+    assert keys.find("vrk_y") is not None
+
+
+def test_the_upstream_url_is_checked() -> None:
+    assert ProxyConfig(upstream="http://localhost:11434/v1/").upstream == (
+        "http://localhost:11434/v1"
+    )
+    for url in ("localhost:11434", "ftp://host/v1", "https://user:secret@api.example/v1"):
+        with pytest.raises(ValueError, match="upstream"):
+            ProxyConfig(upstream=url)
+
+
+def test_proxy_key_prints_the_key_and_an_entry_with_its_hash_only() -> None:
+    run = CliRunner().invoke(
+        cli,
+        ["--tenant", "acme", "proxy-key", "--name", "webui", "--project", "handbook"],
+    )
+    assert run.exit_code == 0, run.output
+    key = run.stdout.strip()
+    assert key.startswith("vrk_") and len(key) > 40
+    entry = yaml.safe_load(run.stderr.split("\n", 1)[1])[0]
+    assert entry == {
+        "name": "webui",
+        "hash": hash_key(key),
+        "tenant": "acme",
+        "projects": ["handbook"],
+    }
+    assert key not in run.stderr
