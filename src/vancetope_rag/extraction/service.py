@@ -2,14 +2,21 @@
 and a record that says what was done.
 
 Imports and ``rag_add_workspace_file`` read files through it. It takes the budgets and the
-OCR/vision backend from the cascade settings (``rag.extract.*``), runs the extractor in a
-worker process it can stop (:mod:`vancetope_rag.extraction.sandbox`), and produces an
+OCR/vision backend from the cascade settings (``rag.extract.*``, over the environment's
+``DOC_VISION_*`` defaults), runs the extractor in a worker process it can stop
+(:mod:`vancetope_rag.extraction.sandbox`), and produces an
 :class:`~vancetope_rag.extraction.records.ExtractionRecord`, which the document keeps, so the
 next import can tell whether reading the file again could change anything.
+
+What the machine has is found here, in the calling process, when a plan is made: the
+``tesseract`` program on this process's PATH (the worker runs that one). Without it, a file
+that needs OCR fails at once as the machine's failure and is read again later.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +37,7 @@ from vancetope_rag.extraction.registry import (
     run_extractor,
 )
 from vancetope_rag.extraction.sandbox import ExtractionSandbox, shared_sandbox
+from vancetope_rag.extraction.vision import VisionDefaults, scan_ocr_config
 from vancetope_rag.secrets import error_text, register_secret
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store.shared import content_hash
@@ -80,11 +88,14 @@ class ExtractionService:
         settings: SettingsService | None = None,
         sandbox: ExtractionSandbox | None = None,
         isolate: bool = True,
+        vision_defaults: VisionDefaults | None = None,
     ) -> None:
         self.registry = registry
         self.settings = settings
         self._sandbox = sandbox
         self.isolate = isolate
+        #: ``DOC_VISION_MODEL`` / ``DOC_VISION_FALLBACK_ENABLED`` beneath the settings.
+        self.vision_defaults = vision_defaults or VisionDefaults()
 
     @property
     def sandbox(self) -> ExtractionSandbox:
@@ -102,20 +113,10 @@ class ExtractionService:
             if self.settings is not None
             else {key: spec.default for key, spec in SETTINGS.items()}
         )
-        engine = str(eff["rag.extract.ocr"])
-        ocr: OcrConfig | None = None
-        if engine != "none":
-            key = eff["rag.extract.vision.apiKey"]
-            register_secret(key)
-            ocr = OcrConfig(
-                engine=engine,
-                language=str(eff["rag.extract.ocrLanguage"] or "eng"),
-                vision_model=eff["rag.extract.vision.model"],
-                vision_base_url=eff["rag.extract.vision.baseUrl"],
-                api_key=key,
-                max_pages=int(eff["rag.extract.vision.maxPages"]),
-                concurrency=int(eff["rag.extract.vision.concurrency"]),
-            )
+        register_secret(eff["rag.extract.vision.apiKey"])
+        ocr = scan_ocr_config(eff, self.vision_defaults)
+        if ocr is not None:
+            ocr = self._on_this_machine(ocr)
         options = ExtractOptions(
             max_chars=min(max_chars, HARD_MAX_CHARS),
             max_pages=int(eff["rag.extract.maxPages"]),
@@ -125,6 +126,23 @@ class ExtractionService:
             ocr=ocr,
         )
         return ExtractionPlan(options, float(eff["rag.extract.timeoutSeconds"]))
+
+    @staticmethod
+    def _on_this_machine(ocr: OcrConfig) -> OcrConfig:
+        """``ocr`` with what this machine has: the ``tesseract`` program found on the PATH,
+        or why OCR cannot run here now."""
+        if ocr.engine != "tesseract":
+            return ocr
+        found = shutil.which("tesseract")
+        if found is None:
+            packages = " ".join(f"tesseract-ocr-{lang}" for lang in ocr.language.split("+") if lang)
+            return dataclasses.replace(
+                ocr,
+                unavailable="OCR with Tesseract needs the tesseract program, which is not on "
+                f"this machine's PATH: install Debian/Ubuntu's tesseract-ocr package and the "
+                f"language pack ({packages})",
+            )
+        return dataclasses.replace(ocr, tesseract_cmd=found)
 
     def is_current(
         self,
