@@ -27,7 +27,7 @@ from vancetope_rag.embeddings import EmbeddingRegistry
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.extraction.records import RetryPolicy
 from vancetope_rag.extraction.registry import ExtractorRegistry
-from vancetope_rag.extraction.service import ExtractionService
+from vancetope_rag.extraction.service import ExtractionService, vision_circuits
 from vancetope_rag.extraction.vision import VisionDefaults
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.plugins import get_plugin_manager
@@ -159,6 +159,7 @@ class RagApp:
             vision_defaults=VisionDefaults(
                 fallback=config.doc_vision_fallback_enabled, model=config.doc_vision_model
             ),
+            circuits=vision_circuits(config.provider_retry_s, config.provider_retry_max_s),
         )
         importer = DocumentImporter(
             documents=documents,

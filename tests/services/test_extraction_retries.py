@@ -38,6 +38,7 @@ needs_tesseract = pytest.mark.skipif(
 @pytest.fixture
 def app(make_app: Any, clock: Any) -> RagApp:
     app: RagApp = make_app(clock=clock)
+    app.extraction.circuits.clock = clock  # the vision circuit's waits too
     app.bring(T, P)
     return app
 
@@ -52,12 +53,13 @@ def files(tmp_path: Path) -> Path:
 def vision() -> Iterator[dict[str, Any]]:
     """Chat-completions on loopback: each image read as a sentence naming the model; answers
     ``seen["status"]`` instead while it is not 200 (down)."""
-    seen: dict[str, Any] = {"models": Counter(), "status": 200}
+    seen: dict[str, Any] = {"models": Counter(), "status": 200, "requests": 0}
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             status = seen["status"]
+            seen["requests"] += 1
             if status != 200:
                 self.send_error(status)
                 return
@@ -308,3 +310,27 @@ def test_tesseract_first_then_the_vision_fallback_for_what_it_cannot_read(
     assert typed is not None and "HARBOUR" in typed.content.upper()
     assert blank is not None and "read by ocr-mini" in blank.content
     assert vision["models"] == Counter({"ocr-mini": 1})  # the typed one never went to vision
+
+
+def test_a_vision_outage_found_by_one_file_spares_the_next_ones_a_call(
+    app: RagApp, files: Path, clock: Any, vision: dict[str, Any]
+) -> None:
+    """The vision model's circuit: the first scan that finds it down opens it; the other
+    scans of the import fail at once, named paused, with no call; once the circuit's wait
+    is over and the model is back, the next read goes through and closes it."""
+    use_vision(app, vision["url"], ocr="vision", **{"vision.model": "vision-mini"})
+    vision["status"] = 503
+    for n in range(3):
+        (files / f"memo{n}.png").write_bytes(fm.text_image(f"MEMO {n}"))
+    summary = app.importer.import_directory(T, P, files)
+    reasons = sorted(f.reason for f in summary.failed_files)
+    assert len(reasons) == 3
+    assert sum("HTTP 503" in r for r in reasons) == 1
+    assert sum("is paused after failing" in r for r in reasons) == 2
+    assert all(record(app, f"documents/memo{n}.png").retry_at for n in range(3))
+    assert vision["requests"] == 1
+    vision["status"] = 200
+    clock.advance(61)  # past the circuit's wait and the files' back-off
+    app.scheduler.tick()
+    assert vision["models"] == Counter({"vision-mini": 3})
+    assert not any(record(app, f"documents/memo{n}.png").failed for n in range(3))
