@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -266,3 +267,26 @@ def call_tool(tools: Sequence[Any], tool_name: str, /, **kwargs: Any) -> dict[st
     assert isinstance(tool, FunctionTool)
     result: dict[str, Any] = json.loads(tool.call(**kwargs).content)
     return result
+
+
+def count_extractions(app: Any) -> Counter[str]:
+    """Count every extraction ``app`` runs from now on (imports and retries), by file path."""
+    calls: Counter[str] = Counter()
+    real = app.extraction.extract
+
+    def extract(data: bytes, *, path: str, mime: str, plan: Any) -> Any:
+        calls[path] += 1
+        return real(data, path=path, mime=mime, plan=plan)
+
+    app.extraction.extract = extract
+    return calls
+
+
+def send_json(handler: Any, payload: object, status: int = 200) -> None:
+    """Answer a ``BaseHTTPRequestHandler`` request with ``payload`` as JSON (loopback fakes)."""
+    data = json.dumps(payload).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)

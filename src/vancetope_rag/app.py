@@ -24,8 +24,10 @@ from vancetope_rag.domain.records import Document, IndexStatus
 from vancetope_rag.domain.texts import check_id
 from vancetope_rag.embeddings import EmbeddingRegistry
 from vancetope_rag.errors import InvalidInputError, StoreError
+from vancetope_rag.extraction.records import RetryPolicy
 from vancetope_rag.extraction.registry import ExtractorRegistry
-from vancetope_rag.extraction.service import ExtractionService
+from vancetope_rag.extraction.service import ExtractionService, vision_circuits
+from vancetope_rag.extraction.vision import VisionDefaults
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.plugins import get_plugin_manager
 from vancetope_rag.recipes import RagParams
@@ -153,12 +155,25 @@ class RagApp:
         metrics.watch_work(lambda: node_work_state(control, store.rebuilds, config.node_id, chunks))
         metrics.watch_circuits(rags.circuits.open_counts)
         documents = DocumentService(control=control, chunks=chunks, rebuild_store=store.rebuilds)
-        extraction = ExtractionService(registry=extractors, settings=settings)
+        extraction = ExtractionService(
+            registry=extractors,
+            settings=settings,
+            vision_defaults=VisionDefaults(
+                fallback=config.doc_vision_fallback_enabled, model=config.doc_vision_model
+            ),
+            circuits=vision_circuits(config.provider_retry_s, config.provider_retry_max_s),
+        )
         importer = DocumentImporter(
             documents=documents,
             extractors=extractors,
             extraction=extraction,
             max_text_chars=config.max_text_chars,
+            retries=RetryPolicy(
+                base_s=config.extract_retry_s,
+                max_s=config.extract_retry_max_s,
+                max_attempts=config.extract_retry_max_attempts,
+            ),
+            clock=clock,
         )
         shadows = ShadowIndexer(
             control=control,
@@ -214,6 +229,7 @@ class RagApp:
             metrics=metrics,
             worker_id=worker_id,
             calibrator=calibrator,
+            importer=importer,
         )
         # a document queued here wakes this process's indexer (another process's: see
         # Store.watch_queued, wired in ProjectRagIndexScheduler.start)

@@ -318,6 +318,44 @@ class EngineConfig(BaseSettings):
         "REST API refuse longer text; a longer document (document_saved, import) is indexed "
         "up to it and marked truncated. VANCETOPE_RAG_EXTRACT_MAX_CHARS is an alias.",
     )
+    doc_vision_fallback_enabled: bool = Field(
+        default=False,
+        validation_alias=_env(
+            "VANCETOPE_RAG_DOC_VISION_FALLBACK_ENABLED", "DOC_VISION_FALLBACK_ENABLED"
+        ),
+        description="Vision fallback for tenants and projects that leave "
+        "rag.extract.vision.fallback empty: scans the local reading leaves without text go "
+        "to the vision model.",
+    )
+    doc_vision_model: str | None = Field(
+        default=None,
+        validation_alias=_env("VANCETOPE_RAG_DOC_VISION_MODEL", "DOC_VISION_MODEL"),
+        description="Vision model for tenants and projects that leave "
+        "rag.extract.vision.model empty.",
+    )
+    extract_retry_s: float = Field(
+        default=60.0,
+        ge=0,
+        validation_alias=_env("VANCETOPE_RAG_EXTRACT_RETRY_S"),
+        description="A file whose read failed for the machine's sake (the tesseract program "
+        "missing, the vision model unreachable, the time limit) is read again from its "
+        "import's folder after this many seconds, doubling each time, by the background "
+        "indexer; any import of the folder reads it again at once.",
+    )
+    extract_retry_max_s: float = Field(
+        default=3600.0,
+        ge=0,
+        validation_alias=_env("VANCETOPE_RAG_EXTRACT_RETRY_MAX_S"),
+        description="Longest wait between two background reads of such a file.",
+    )
+    extract_retry_max_attempts: int = Field(
+        default=10,
+        ge=0,
+        le=1000,
+        validation_alias=_env("VANCETOPE_RAG_EXTRACT_RETRY_MAX_ATTEMPTS"),
+        description="Background reads of such a file at most; then only an import reads it "
+        "again (a file that always hits the time limit stops costing a worker).",
+    )
     workspaces_dir: str | None = Field(
         default=None,
         validation_alias=_env("VANCETOPE_RAG_WORKSPACES_DIR"),

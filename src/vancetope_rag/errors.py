@@ -239,6 +239,14 @@ class ExtractionTimeoutError(ExtractionError):
     code = "EXTRACT_TIMEOUT"
 
 
+class ExtractorUnavailableError(ExtractionError):
+    """What reads the file is not there now: the ``tesseract`` program is missing, the
+    vision model is unreachable, overloaded, paused or refuses the settings. The machine's
+    failure, not the file's: the file is read again, with back-off, without a new import."""
+
+    code = "EXTRACT_BACKEND_UNAVAILABLE"
+
+
 class UnsupportedTypeError(ExtractionError):
     """No extractor handles the file's MIME type (images, archives, unknown binaries...)."""
 

@@ -105,3 +105,24 @@ def test_restore_keeps_both_fields(control: ControlStore) -> None:
     control.delete_document(T, P, made.id)
     restored = control.restore_document(made)
     assert (restored.import_origin, restored.extraction_error) == (ORIGIN, "locked")
+
+
+def test_read_failures_are_listed_without_texts_in_their_scope(control: ControlStore) -> None:
+    """What the background retry of machine-side read failures looks through: documents
+    with an extraction error, FAILED or kept from before, of this tenant and project only."""
+    kept = control.insert_document(doc(import_origin=ORIGIN, extraction='{"v":1}'))
+    control.update_document(T, P, kept.id, DocumentChange(extraction_error="tesseract missing"))
+    control.insert_document(
+        doc("documents/b.png", extraction_error="vision down", failed_reason="vision down")
+    )
+    control.insert_document(doc("documents/c.md"))
+    control.insert_document(doc("documents/d.md", tenant="other", extraction_error="x"))
+    control.insert_document(doc("documents/e.md", project="other", extraction_error="x"))
+    heads = control.read_failures(T, P)
+    assert [(h.path, h.import_origin) for h in heads] == [
+        ("documents/a.md", ORIGIN),
+        ("documents/b.png", None),
+    ]
+    assert heads[0].id == kept.id and heads[0].extraction == '{"v":1}'
+    control.update_document(T, P, kept.id, DocumentChange(extraction_error=None))
+    assert [h.path for h in control.read_failures(T, P)] == ["documents/b.png"]

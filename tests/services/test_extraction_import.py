@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import filemakers as fm
-from fakes import P, T
+from fakes import P, T, count_extractions, send_json
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.cascade import AutoInject
 from vancetope_rag.domain.records import IndexState
@@ -103,16 +103,7 @@ def context(app: RagApp, question: str) -> str:
 
 
 def counting(app: RagApp) -> Counter[str]:
-    """Count every extraction the app's import runs, by file path."""
-    calls: Counter[str] = Counter()
-    real = app.extraction.extract
-
-    def extract(data: bytes, *, path: str, mime: str, plan: Any) -> Any:
-        calls[path] += 1
-        return real(data, path=path, mime=mime, plan=plan)
-
-    app.extraction.extract = extract  # type: ignore[method-assign]
-    return calls
+    return count_extractions(app)
 
 
 @pytest.fixture
@@ -129,12 +120,7 @@ def vision() -> Iterator[dict[str, Any]]:
             assert self.path == "/v1/chat/completions" and body["model"] == "vision-mini"
             assert any(p["type"] == "image_url" for p in parts)
             reply = {"choices": [{"message": {"role": "assistant", "content": VISION_TEXT}}]}
-            data = json.dumps(reply).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, reply)
 
         def log_message(self, *args: object) -> None:
             pass

@@ -254,6 +254,8 @@ def test_settings_registry_matches_spec() -> None:
         "rag.extract.ocr": "none",
         "rag.extract.ocrLanguage": "eng",
         "rag.extract.vision.model": None,
+        "rag.extract.vision.ocrModel": None,
+        "rag.extract.vision.fallback": None,
         "rag.extract.vision.baseUrl": None,
         "rag.extract.vision.apiKey": None,
         "rag.extract.vision.maxPages": 50,

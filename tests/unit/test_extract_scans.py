@@ -9,6 +9,7 @@ rendered onto a Pillow image and saved as PDF, PNG or TIFF.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import json
 import shutil
@@ -30,7 +31,7 @@ from fakes import default_extractors
 from filemakers import build_pdf, titles
 from vancetope_rag.default_plugins import extractors
 from vancetope_rag.default_plugins.extractors import scans as extract_scans
-from vancetope_rag.errors import ExtractionError
+from vancetope_rag.errors import ExtractionError, ExtractorUnavailableError
 from vancetope_rag.extraction.registry import (
     ExtractedText,
     ExtractOptions,
@@ -504,6 +505,36 @@ def test_an_unreachable_vision_model() -> None:
     config = OcrConfig(engine="vision", vision_model=MODEL, vision_base_url="http://127.0.0.1:9")
     with pytest.raises(ExtractionError, match=r"cannot reach the vision model at http://127"):
         extract(image_bytes(SCAN), "scan.png", ocr=config)
+
+
+@pytest.mark.parametrize(
+    ("status", "machine"),
+    [(500, True), (503, True), (429, True), (401, True), (404, True), (400, False), (413, False)],
+)
+def test_whose_failure_a_vision_answer_is(vision: VisionServer, status: int, machine: bool) -> None:
+    """Down, overloaded or refusing the settings: the machine's failure, read again later;
+    a refusal of this image: the file's."""
+    vision.status = status
+    with pytest.raises(ExtractionError) as info:
+        extract(image_bytes(SCAN), "scan.png", ocr=vision.config())
+    assert isinstance(info.value, ExtractorUnavailableError) is machine
+    assert info.value.code == ("EXTRACT_BACKEND_UNAVAILABLE" if machine else "EXTRACTION_FAILED")
+
+
+def test_unreachable_or_slow_is_the_machines_failure(vision: VisionServer) -> None:
+    config = OcrConfig(engine="vision", vision_model=MODEL, vision_base_url="http://127.0.0.1:9")
+    with pytest.raises(ExtractorUnavailableError):
+        extract(image_bytes(SCAN), "scan.png", ocr=config)
+    vision.delay = 2.0
+    with pytest.raises(ExtractorUnavailableError):
+        extract(image_bytes(SCAN), "a.png", ocr=vision.config(request_timeout_s=0.3))
+
+
+def test_ocr_known_unavailable_fails_at_once_without_a_call(vision: VisionServer) -> None:
+    config = dataclasses.replace(vision.config(), unavailable="the program is missing")
+    with pytest.raises(ExtractorUnavailableError, match="the program is missing"):
+        extract(image_bytes(SCAN), "scan.png", ocr=config)
+    assert vision.requests == []
 
 
 def test_ocr_that_finds_no_text(vision: VisionServer) -> None:

@@ -78,7 +78,7 @@ def test_changed_bytes_and_machine_failures_are_read_again() -> None:
     assert svc.is_current(ok, file_hash(b"x"), MD, "a.md", p)
     assert not svc.is_current(ok, file_hash(b"y"), MD, "a.md", p)
     assert not svc.is_current(None, file_hash(b"x"), MD, "a.md", p)
-    for code in ("EXTRACT_DEPENDENCY_MISSING", "EXTRACT_TIMEOUT"):
+    for code in ("EXTRACT_DEPENDENCY_MISSING", "EXTRACT_TIMEOUT", "EXTRACT_BACKEND_UNAVAILABLE"):
         failed = dataclasses.replace(ok, error_code=code, error="later")
         assert not svc.is_current(failed, file_hash(b"x"), MD, "a.md", p)
     corrupt = dataclasses.replace(ok, error_code="EXTRACTION_FAILED", error="broken")

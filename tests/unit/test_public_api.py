@@ -24,6 +24,7 @@ EXTRACTION_CODES = {
     errors.NoTextLayerError: "EXTRACT_NO_TEXT_LAYER",
     errors.NoTextError: "EXTRACT_NO_TEXT",
     errors.ExtractionTimeoutError: "EXTRACT_TIMEOUT",
+    errors.ExtractorUnavailableError: "EXTRACT_BACKEND_UNAVAILABLE",
     errors.UnsupportedTypeError: "EXTRACT_UNSUPPORTED_TYPE",
     errors.ApiConfigError: "API_CONFIG",
 }

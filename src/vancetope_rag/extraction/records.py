@@ -4,23 +4,38 @@ Pure rules, no I/O. The record is kept on the document (JSON in ``Document.extra
 the file's hash, the fingerprint of the extractor and the options that shaped its output,
 the sections of the stored text, a truncation and its reason, or the failure. An import
 reads a file again only when its bytes or that fingerprint changed, or when the last
-failure may have been the machine's rather than the file's (a missing dependency, a time
-limit).
+failure may have been the machine's rather than the file's (a missing dependency or
+program, an unreachable vision model, a time limit). Such a failure also carries when the
+background indexer reads the file again (``retry_at``, backing off with ``retries``); a
+failure of the file (corrupt, encrypted, no text) waits for the file to change.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["RETRIED_FAILURES", "ExtractionRecord", "config_fingerprint", "file_hash"]
+__all__ = [
+    "RETRIED_FAILURES",
+    "ExtractionRecord",
+    "RetryPolicy",
+    "config_fingerprint",
+    "file_hash",
+    "retry_delay_s",
+    "shown_time",
+]
 
-#: Failure codes an import retries even when nothing changed: they depend on the machine
-#: (an extra installed since, a busy machine), not on the file.
-RETRIED_FAILURES = frozenset({"EXTRACT_DEPENDENCY_MISSING", "EXTRACT_TIMEOUT"})
+#: Failure codes retried even when nothing changed (by every import, and with back-off by
+#: the background indexer): they depend on the machine (an extra or program installed
+#: since, a vision model back up, a busy machine), not on the file.
+RETRIED_FAILURES = frozenset(
+    {"EXTRACT_DEPENDENCY_MISSING", "EXTRACT_TIMEOUT", "EXTRACT_BACKEND_UNAVAILABLE"}
+)
 
 _VERSION = 1
 
@@ -28,6 +43,17 @@ _VERSION = 1
 def file_hash(data: bytes) -> str:
     """SHA-256 of a file's bytes, hex."""
     return hashlib.sha256(data).hexdigest()
+
+
+def retry_delay_s(retries: int, base_s: float, max_s: float) -> float:
+    """Seconds before the ``retries``-th background read of a file (1: the first): ``base_s``
+    doubling each time, at most ``max_s``."""
+    return float(min(max_s, base_s * 2.0 ** min(max(retries - 1, 0), 30)))
+
+
+def shown_time(epoch_s: float) -> str:
+    """A retry time as messages show it (UTC, to the second)."""
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def config_fingerprint(extractor: str, options: Sequence[str], ocr: str | None) -> str:
@@ -59,6 +85,9 @@ class ExtractionRecord:
         error: The failure's message, or ``None``.
         encoding: The text encoding the file was decoded from (``utf-8``, ``cp1252``…), for
             a text file; ``None`` for other formats and older records.
+        retries: Reads in a row that failed for the machine's sake (0: none).
+        retry_at: When the background indexer reads the file again (epoch seconds), or
+            ``None``: not before an import (a failure of the file, or retries used up).
     """
 
     file_hash: str
@@ -73,6 +102,8 @@ class ExtractionRecord:
     error_code: str | None = None
     error: str | None = None
     encoding: str | None = None
+    retries: int = 0
+    retry_at: float | None = None
 
     @property
     def failed(self) -> bool:
@@ -103,6 +134,10 @@ class ExtractionRecord:
             "error": self.error,
             "encoding": self.encoding,
         }
+        if self.retries:
+            data["retries"] = self.retries
+        if self.retry_at is not None:
+            data["retryAt"] = self.retry_at
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
@@ -127,6 +162,57 @@ class ExtractionRecord:
                 error_code=data.get("errorCode"),
                 error=data.get("error"),
                 encoding=data.get("encoding"),
+                retries=int(data.get("retries") or 0),
+                retry_at=None if data.get("retryAt") is None else float(data["retryAt"]),
             )
         except (ValueError, TypeError, KeyError):
             return None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When a file whose read failed for the machine's sake is read again in the background:
+    ``base_s`` after the failure, doubling each time up to ``max_s``, at most
+    ``max_attempts`` times; then only an import reads it again."""
+
+    base_s: float = 60.0
+    max_s: float = 3600.0
+    max_attempts: int = 10
+
+    def schedule(
+        self,
+        failed: ExtractionRecord,
+        previous: ExtractionRecord | None,
+        now: float,
+        *,
+        can_retry: bool,
+    ) -> ExtractionRecord:
+        """``failed`` with its retry count and time, and its message saying what happens
+        next; a failure of the file comes back as it is. ``can_retry``: the file can be
+        read again without an import (its import's folder is known)."""
+        if not failed.retry_anyway():
+            return failed
+        again = (
+            previous is not None
+            and previous.retry_anyway()
+            and previous.file_hash == failed.file_hash
+        )
+        retries = previous.retries + 1 if again and previous is not None else 1
+        at = None
+        if can_retry and retries <= self.max_attempts:
+            at = now + retry_delay_s(retries, self.base_s, self.max_s)
+        if at is not None:
+            note = f"; this machine's failure, not the file's: read again at {shown_time(at)}"
+        else:
+            note = "; this machine's failure, not the file's: read again by the next import"
+        error = (failed.error or failed.error_code or "") + note
+        return dataclasses.replace(failed, retries=retries, retry_at=at, error=error)
+
+    def due(self, record: ExtractionRecord | None, now: float) -> bool:
+        """The background read of this file is due."""
+        return (
+            record is not None
+            and record.retry_anyway()
+            and record.retry_at is not None
+            and record.retry_at <= now
+        )

@@ -2,19 +2,29 @@
 and a record that says what was done.
 
 Imports and ``rag_add_workspace_file`` read files through it. It takes the budgets and the
-OCR/vision backend from the cascade settings (``rag.extract.*``), runs the extractor in a
-worker process it can stop (:mod:`vancetope_rag.extraction.sandbox`), and produces an
+OCR/vision backend from the cascade settings (``rag.extract.*``, over the environment's
+``DOC_VISION_*`` defaults), runs the extractor in a worker process it can stop
+(:mod:`vancetope_rag.extraction.sandbox`), and produces an
 :class:`~vancetope_rag.extraction.records.ExtractionRecord`, which the document keeps, so the
 next import can tell whether reading the file again could change anything.
+
+What the machine has is found here, in the calling process, when a plan is made: the
+``tesseract`` program on this process's PATH (the worker runs that one), and whether the vision
+model's circuit is open (:class:`~vancetope_rag.services.providers.ProviderCircuits`, one per
+endpoint: a vision model that failed is not called again until its wait is over). Either way
+a file that needs OCR fails at once as the machine's failure and is read again later.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import shutil
 from dataclasses import dataclass
 from typing import Any
 
 from vancetope_rag.domain.settings import SETTINGS
-from vancetope_rag.errors import ExtractionError
+from vancetope_rag.errors import ExtractionError, ExtractorUnavailableError
 from vancetope_rag.extraction.records import ExtractionRecord, config_fingerprint, file_hash
 from vancetope_rag.extraction.registry import (
     HARD_MAX_CHARS,
@@ -30,11 +40,13 @@ from vancetope_rag.extraction.registry import (
     run_extractor,
 )
 from vancetope_rag.extraction.sandbox import ExtractionSandbox, shared_sandbox
+from vancetope_rag.extraction.vision import VisionDefaults, scan_ocr_config
 from vancetope_rag.secrets import error_text, register_secret
+from vancetope_rag.services.providers import Endpoint, ProviderCircuits
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store.shared import content_hash
 
-__all__ = ["ExtractionPlan", "ExtractionService", "FileExtraction"]
+__all__ = ["ExtractionPlan", "ExtractionService", "FileExtraction", "vision_circuits"]
 
 
 @dataclass(frozen=True)
@@ -80,11 +92,17 @@ class ExtractionService:
         settings: SettingsService | None = None,
         sandbox: ExtractionSandbox | None = None,
         isolate: bool = True,
+        vision_defaults: VisionDefaults | None = None,
+        circuits: ProviderCircuits | None = None,
     ) -> None:
         self.registry = registry
         self.settings = settings
         self._sandbox = sandbox
         self.isolate = isolate
+        #: ``DOC_VISION_MODEL`` / ``DOC_VISION_FALLBACK_ENABLED`` beneath the settings.
+        self.vision_defaults = vision_defaults or VisionDefaults()
+        #: The vision models' circuits: an outage found by one file spares the next ones.
+        self.circuits = circuits or vision_circuits()
 
     @property
     def sandbox(self) -> ExtractionSandbox:
@@ -102,20 +120,10 @@ class ExtractionService:
             if self.settings is not None
             else {key: spec.default for key, spec in SETTINGS.items()}
         )
-        engine = str(eff["rag.extract.ocr"])
-        ocr: OcrConfig | None = None
-        if engine != "none":
-            key = eff["rag.extract.vision.apiKey"]
-            register_secret(key)
-            ocr = OcrConfig(
-                engine=engine,
-                language=str(eff["rag.extract.ocrLanguage"] or "eng"),
-                vision_model=eff["rag.extract.vision.model"],
-                vision_base_url=eff["rag.extract.vision.baseUrl"],
-                api_key=key,
-                max_pages=int(eff["rag.extract.vision.maxPages"]),
-                concurrency=int(eff["rag.extract.vision.concurrency"]),
-            )
+        register_secret(eff["rag.extract.vision.apiKey"])
+        ocr = scan_ocr_config(eff, self.vision_defaults)
+        if ocr is not None:
+            ocr = self._on_this_machine(ocr)
         options = ExtractOptions(
             max_chars=min(max_chars, HARD_MAX_CHARS),
             max_pages=int(eff["rag.extract.maxPages"]),
@@ -125,6 +133,23 @@ class ExtractionService:
             ocr=ocr,
         )
         return ExtractionPlan(options, float(eff["rag.extract.timeoutSeconds"]))
+
+    @staticmethod
+    def _on_this_machine(ocr: OcrConfig) -> OcrConfig:
+        """``ocr`` with what this machine has: the ``tesseract`` program found on the PATH,
+        or why OCR cannot run here now."""
+        if ocr.engine != "tesseract":
+            return ocr
+        found = shutil.which("tesseract")
+        if found is None:
+            packages = " ".join(f"tesseract-ocr-{lang}" for lang in ocr.language.split("+") if lang)
+            return dataclasses.replace(
+                ocr,
+                unavailable="OCR with Tesseract needs the tesseract program, which is not on "
+                f"this machine's PATH: install Debian/Ubuntu's tesseract-ocr package and the "
+                f"language pack ({packages})",
+            )
+        return dataclasses.replace(ocr, tesseract_cmd=found)
 
     def is_current(
         self,
@@ -147,6 +172,43 @@ class ExtractionService:
         the result (``text`` None, the record's ``error``)."""
         entry = self.registry.find_entry(mime, path)
         digest = file_hash(data)
+        vision = _vision_endpoint(plan.options.ocr)
+        paused = vision is not None and self._paused(*vision)
+        if paused:
+            assert vision is not None and plan.options.ocr is not None
+            ocr = dataclasses.replace(plan.options.ocr, unavailable=paused)
+            plan = dataclasses.replace(plan, options=dataclasses.replace(plan.options, ocr=ocr))
+        result = self._extract(data, entry, digest, path, mime, plan)
+        if vision is not None and not paused:
+            self._report(*vision, result.record)
+        return result
+
+    def _paused(self, endpoint: Endpoint, model: str) -> str | None:
+        """Why the vision model is not called now (its circuit is open), or None."""
+        state = self.circuits.state(endpoint, model)
+        if state is None or state.retry_in_s <= 0:
+            return None
+        return (
+            f"the vision model {model!r} ({endpoint.describe()}) is paused after failing "
+            f"since {state.since_iso()}; next try in {state.retry_in_s:.0f}s"
+        )
+
+    def _report(self, endpoint: Endpoint, model: str, record: ExtractionRecord) -> None:
+        """The vision model failed (its circuit opens, or stays open longer) or answered."""
+        if record.error_code == ExtractorUnavailableError.code:
+            self.circuits.failed(endpoint, model, ConnectionError(record.error or "down"))
+        elif record.ocr:
+            self.circuits.succeeded(endpoint, model)
+
+    def _extract(
+        self,
+        data: bytes,
+        entry: ExtractorEntry | None,
+        digest: str,
+        path: str,
+        mime: str,
+        plan: ExtractionPlan,
+    ) -> FileExtraction:
         try:
             text = self._run(entry, data, path, mime, plan)
             if not text.text.strip():  # read, and nothing in it: fails, never looks indexed
@@ -203,3 +265,23 @@ class ExtractionService:
         return self.sandbox.run(
             entry, data, path, mime, options, options.max_chars, timeout_s=plan.timeout_s
         )
+
+
+def vision_circuits(retry_s: float = 2.0, retry_max_s: float = 30.0) -> ProviderCircuits:
+    """Circuits for vision models (``VANCETOPE_RAG_PROVIDER_RETRY_S`` and ``_MAX_S``)."""
+    return ProviderCircuits(
+        retry_s=retry_s,
+        retry_max_s=retry_max_s,
+        label="vision model",
+        pauses="files that need it fail at once, read again later",
+    )
+
+
+def _vision_endpoint(ocr: OcrConfig | None) -> tuple[Endpoint, str] | None:
+    """The endpoint and model a vision-first OCR calls (its circuit's key), or None. A
+    Tesseract-first one is left alone: Tesseract still reads while its fallback is down."""
+    if ocr is None or ocr.engine != "vision" or not ocr.vision_model:
+        return None
+    key = ocr.api_key or ""
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16] if key else ""
+    return Endpoint("vision", (ocr.vision_base_url or "").rstrip("/"), digest), ocr.vision_model

@@ -58,9 +58,10 @@ EXTRACT_SETTINGS: tuple[SettingSpec, ...] = (
         SettingKind.CHOICE,
         "none",
         choices=("none", "tesseract", "vision"),
-        description="What reads scans (PDF pages without a text layer) and images: none "
-        "(they fail with 'no text layer'), tesseract (local OCR, the 'ocr' extra) or vision "
-        "(an OpenAI-compatible vision model, rag.extract.vision.*).",
+        description="What reads scans (PDF pages without a text layer) and images first: "
+        "none (they fail with 'no text layer' unless the vision fallback is on), tesseract "
+        "(local OCR, the 'ocr' extra) or vision (an OpenAI-compatible vision model, "
+        "rag.extract.vision.*).",
     ),
     SettingSpec(
         "rag.extract.ocrLanguage",
@@ -73,7 +74,26 @@ EXTRACT_SETTINGS: tuple[SettingSpec, ...] = (
         SettingKind.STRING,
         None,
         nullable=True,
-        description="Vision model that transcribes page images (chat-completions format).",
+        description="The RAG's vision model (chat-completions format): it reads scans and "
+        "images when rag.extract.ocr is vision or the vision fallback is on. Empty: "
+        "DOC_VISION_MODEL.",
+    ),
+    SettingSpec(
+        "rag.extract.vision.ocrModel",
+        SettingKind.STRING,
+        None,
+        nullable=True,
+        description="A dedicated vision model for scans (PDF pages without a text layer, "
+        "images); empty inherits rag.extract.vision.model. Choosing one turns the vision "
+        "fallback on for scans even when rag.extract.vision.fallback is off.",
+    ),
+    SettingSpec(
+        "rag.extract.vision.fallback",
+        SettingKind.BOOL,
+        None,
+        nullable=True,
+        description="Vision fallback: what the local reading (text layer, Tesseract) leaves "
+        "without text goes to the vision model. Empty: DOC_VISION_FALLBACK_ENABLED (off).",
     ),
     SettingSpec(
         "rag.extract.vision.baseUrl",

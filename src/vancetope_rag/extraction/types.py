@@ -17,6 +17,7 @@ from vancetope_rag.errors import (
     ExtractionError,
     ExtractionTimeoutError,
     ExtractorDependencyMissingError,
+    ExtractorUnavailableError,
     MissingDependencyError,
     NoTextError,
     NoTextLayerError,
@@ -78,7 +79,9 @@ class OcrConfig:
 
     ``engine`` is ``"tesseract"`` (local, ``tesseract-ocr`` + the ``ocr`` extra) or
     ``"vision"`` (an OpenAI-compatible chat-completions model that reads images).
-    ``api_key`` is a secret: it is left out of :meth:`fingerprint` and of ``repr``.
+    ``vision_model`` is the model vision calls use: the scan model for ``vision``, the
+    fallback's for ``tesseract`` with ``fallback`` (pages Tesseract finds no text on go to
+    it). ``api_key`` is a secret: it is left out of :meth:`fingerprint` and of ``repr``.
     """
 
     engine: str
@@ -92,18 +95,30 @@ class OcrConfig:
     concurrency: int = limits.EXTRACT_VISION_CONCURRENCY
     #: Seconds one vision request may take.
     request_timeout_s: float = 60.0
+    #: ``tesseract`` first, then the vision model for what it found no text in.
+    fallback: bool = False
+    #: The ``tesseract`` program as the calling process found it on its PATH (the worker
+    #: process runs that one); None: look it up where the OCR runs.
+    tesseract_cmd: str | None = None
+    #: Why the backend cannot read anything now (the program is missing, the vision model
+    #: is paused after failing): a page that needs it fails at once, retried later, with
+    #: no call made. Not part of the fingerprint: it says nothing of the text.
+    unavailable: str | None = None
 
     def fingerprint(self) -> str:
-        """What of the configuration changes an OCR result (the key excluded)."""
-        return "|".join(
-            (
-                self.engine,
-                self.language,
-                self.vision_model or "",
-                self.vision_base_url or "",
-                str(self.max_pages),
-            )
-        )
+        """What of the configuration changes an OCR result (the key excluded). A vision
+        model and URL count only where a vision call is made (``vision``, or the fallback)."""
+        uses_vision = self.engine == "vision" or self.fallback
+        parts = [
+            self.engine,
+            self.language,
+            (self.vision_model or "") if uses_vision else "",
+            (self.vision_base_url or "") if uses_vision else "",
+            str(self.max_pages),
+        ]
+        if self.engine != "vision" and self.fallback:
+            parts.append("fallback")
+        return "|".join(parts)
 
 
 @dataclass(frozen=True)
@@ -203,6 +218,7 @@ def error_from_code(code: str, message: str, extra: str | None = None) -> Extrac
             NoTextError,
             UnsupportedTypeError,
             ExtractionTimeoutError,
+            ExtractorUnavailableError,
         )
     }
     cls = classes.get(code, ExtractionError)

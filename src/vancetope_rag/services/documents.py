@@ -122,6 +122,16 @@ class DocumentService:
         """The documents under ``path_prefix`` without their texts (an import's sync)."""
         return self.control.import_heads(tenant_id, project_id, path_prefix=path_prefix)
 
+    def read_failures(self, tenant_id: str, project_id: str) -> list[ImportHead]:
+        """The documents whose file's last read failed, without their texts."""
+        return self.control.read_failures(tenant_id, project_id)
+
+    def replace_extraction(self, doc: Document, extraction: str, extraction_error: str) -> Document:
+        """Store a new record of a failed read (and its reason) on ``doc``, changing nothing
+        else: no text, no state, nothing queued."""
+        change = DocumentChange(extraction=extraction, extraction_error=extraction_error)
+        return self.control.update_document(doc.tenant_id, doc.project_id, doc.id, change)
+
     def list_failures(self, tenant_id: str, project_id: str) -> list[Document]:
         """Documents whose last indexing pass failed: failed for good, or waiting to retry."""
         waiting = (IndexState.FAILED, IndexState.PENDING)

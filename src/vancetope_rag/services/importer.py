@@ -27,12 +27,22 @@ and bounded read (:func:`~vancetope_rag.tools.workspace.read_open_file`: never m
 size limit plus one byte, one version only): a file that became a symlink, a FIFO or a
 device, or vanished, is skipped with its reason; one that kept changing while it was read
 fails with ``EXTRACT_CHANGED_WHILE_READ``.
+
+A read that failed for the machine's sake (the ``tesseract`` program missing, the vision model
+unreachable, the time limit: :data:`~vancetope_rag.extraction.records.RETRIED_FAILURES`) is
+retried by every import, and in between by :meth:`DocumentImporter.retry_due`, which the
+background indexer calls each tick: it reads the file again from the folder its import
+recorded (:func:`import_origin`) once its back-off (:class:`RetryPolicy`) is over. A failure
+of the file (corrupt, encrypted, no text) waits until the file changes. Either way a document
+that held the text of a readable version keeps it meanwhile.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +57,7 @@ from vancetope_rag.errors import (
     PathNotAllowedError,
     RagError,
 )
-from vancetope_rag.extraction.records import ExtractionRecord, file_hash
+from vancetope_rag.extraction.records import ExtractionRecord, RetryPolicy, file_hash
 from vancetope_rag.extraction.registry import ExtractorRegistry, UnsupportedTypeError
 from vancetope_rag.extraction.service import ExtractionPlan, ExtractionService, FileExtraction
 from vancetope_rag.services.documents import DocumentService, check_path, upsert_action
@@ -324,12 +334,18 @@ class DocumentImporter:
         extraction: ExtractionService,
         max_text_chars: int,
         max_bytes: int = MAX_IMPORT_BYTES,
+        retries: RetryPolicy | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.documents = documents
         self.extractors = extractors
         self.extraction = extraction
         self.max_text_chars = max_text_chars
         self.max_bytes = max_bytes
+        #: When machine-side failures are read again in the background.
+        self.retries = retries or RetryPolicy()
+        #: Wall clock (epoch seconds) of retry times; replaceable in tests.
+        self.clock = clock
 
     def import_directory(
         self,
@@ -418,6 +434,65 @@ class DocumentImporter:
             if on_file is not None:
                 on_file(source)
         return summary
+
+    def retry_due(self, tenant_id: str, project_id: str) -> RetrySummary:
+        """Read again the files whose last read failed for the machine's sake and whose
+        back-off is over, each from the folder its import recorded; no new import needed.
+
+        A file read now replaces its document's text (or the kept text, and the document
+        is indexed again); one that fails again backs off further; one no longer there (or
+        whose folder is gone) stops being retried until an import: its document is kept,
+        and the next import of the folder prunes it. Never raises for one file.
+        """
+        now = self.clock()
+        due = [
+            head
+            for head in self.documents.read_failures(tenant_id, project_id)
+            if head.import_origin is not None
+            and self.retries.due(ExtractionRecord.from_json(head.extraction), now)
+        ]
+        result = RetrySummary()
+        if not due:
+            return result
+        plan = self.extraction.plan(tenant_id, project_id)
+        for head in due:
+            source = _origin_source(head)
+            if source is None:
+                continue
+            root, prefix = source
+            run = _Run(
+                tenant_id, project_id, prefix, head.import_origin, None, plan, result.summary, False
+            )
+            rel = head.path[len(prefix) :]
+            seen = len(result.summary.failed_files) + len(result.summary.skipped_files)
+            self._import_source(run, ImportSource(rel, root=root))
+            result.tried += 1
+            listed = [*result.summary.failed_files, *result.summary.skipped_files]
+            reasons = [f.reason for f in listed[seen:]]
+            self._stop_if_unread(tenant_id, project_id, head, reasons, result)
+        return result
+
+    def _stop_if_unread(
+        self,
+        tenant_id: str,
+        project_id: str,
+        head: ImportHead,
+        reasons: list[str],
+        result: RetrySummary,
+    ) -> None:
+        """The retry wrote nothing (the file or its folder is gone, or no longer a regular
+        file): retried no more in the background, so no tick reads it again and again."""
+        doc = self.documents.get_by_path(tenant_id, project_id, head.path)
+        if doc is None or doc.extraction != head.extraction:
+            return
+        record = ExtractionRecord.from_json(doc.extraction)
+        if record is None:
+            return
+        reason = reasons[0] if reasons else "the file cannot be read from its folder"
+        stopped = dataclasses.replace(record, retry_at=None)
+        error = f"{record.error or ''}; not read again in the background: {reason}"
+        self.documents.replace_extraction(doc, stopped.to_json(), error)
+        result.stopped += 1
 
     def _prune(
         self,
@@ -513,6 +588,10 @@ class DocumentImporter:
             if isinstance(read.error, UnsupportedTypeError):
                 raise read.error
         if read.text is None:
+            record = self.retries.schedule(
+                read.record, previous, self.clock(), can_retry=run.origin is not None
+            )
+            read = dataclasses.replace(read, record=record)
             if not run.dry_run:
                 self.documents.record_unreadable(
                     run.tenant_id,
@@ -593,6 +672,36 @@ class DocumentImporter:
         summary.count(kind, action)
         if record.truncated:
             summary.truncated_files.append(SkippedFile(path, record.truncated))
+
+
+@dataclass
+class RetrySummary:
+    """What one :meth:`DocumentImporter.retry_due` pass did."""
+
+    #: Files read again.
+    tried: int = 0
+    #: Files no longer retried in the background (gone from their folder).
+    stopped: int = 0
+    #: The files' outcomes, as an import's summary counts them.
+    summary: ImportSummary = field(default_factory=ImportSummary)
+
+    @property
+    def read(self) -> int:
+        """Files read now (their documents created, updated or unchanged)."""
+        return self.summary.created + self.summary.updated + self.summary.unchanged
+
+
+def _origin_source(head: ImportHead) -> tuple[Path, str] | None:
+    """The folder and prefix a document's import recorded, when its path lies under it."""
+    try:
+        root, prefix = json.loads(head.import_origin or "")
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(root, str) or not isinstance(prefix, str):
+        return None
+    if not head.path.startswith(prefix) or len(head.path) == len(prefix):
+        return None
+    return Path(root), prefix
 
 
 @dataclass(frozen=True)

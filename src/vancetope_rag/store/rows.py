@@ -209,6 +209,22 @@ IMPORT_HEAD_COLUMNS = "id, path, import_origin, content_hash, extraction"
 NEEDS_ATTENTION = "extraction_error IS NOT NULL AND index_state <> 'failed'"
 
 
+def read_failures(
+    query_dicts: Callable[[str, Sequence[Any]], list[dict[str, Any]]],
+    mark: str,
+    tenant_id: str,
+    project_id: str,
+) -> list[ImportHead]:
+    """The SQL stores' ``read_failures`` (``query_dicts``: the store database's; ``mark``:
+    its parameter marker)."""
+    rows = query_dicts(
+        f"SELECT {IMPORT_HEAD_COLUMNS} FROM documents WHERE tenant_id = {mark} AND "
+        f"project_id = {mark} AND extraction_error IS NOT NULL ORDER BY path",
+        (tenant_id, project_id),
+    )
+    return [row_to_import_head(r) for r in rows]
+
+
 def needs_attention(
     query: Callable[[str, Sequence[Any]], list[tuple[Any, ...]]],
     mark: str,

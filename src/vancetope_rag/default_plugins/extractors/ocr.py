@@ -1,9 +1,14 @@
 """OCR/vision backends: PNG page images in, their text out (``rag.extract.ocr``).
 
 ``tesseract`` runs the local ``tesseract`` binary through ``pytesseract`` (the ``ocr`` extra and
-Debian/Ubuntu's ``tesseract-ocr``); ``vision`` sends each image to an OpenAI-compatible
-chat-completions endpoint with the standard library's HTTP client. The API key never appears in
-an error message: server text quoted in one has it replaced by ``****``.
+Debian/Ubuntu's ``tesseract-ocr``), and with the vision fallback sends what it found no text in
+to the vision model; ``vision`` sends each image to an OpenAI-compatible chat-completions
+endpoint with the standard library's HTTP client. The API key never appears in an error
+message: server text quoted in one has it replaced by ``****``.
+
+A failure of the machine rather than the image — the program missing, the vision model
+unreachable, overloaded or refusing the settings, a time limit — is an
+:class:`~vancetope_rag.errors.ExtractorUnavailableError`: the file is read again later.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 from vancetope_rag.errors import ExtractionError
 from vancetope_rag.extraction.registry import (
     ExtractorDependencyMissingError,
+    ExtractorUnavailableError,
     OcrConfig,
     extraction_error,
 )
@@ -36,6 +42,21 @@ VISION_INSTRUCTION = (
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 #: Characters of a server's error text quoted in a message.
 MAX_QUOTED = 300
+#: A page (or image) whose text has fewer letters or digits than this holds no text.
+MIN_TEXT_CHARS = 3
+#: HTTP statuses of a vision endpoint that are its failure or its settings', not the
+#: image's: overloaded, down, or refusing the key, the model or the URL.
+UNAVAILABLE_STATUSES = frozenset({401, 403, 404, 408, 425, 429})
+
+
+def has_text(text: str) -> bool:
+    """Enough letters or digits to be a page's text (a page number or a stray mark is not)."""
+    return sum(c.isalnum() for c in text) >= MIN_TEXT_CHARS
+
+
+def unavailable(path: str, reason: str) -> ExtractorUnavailableError:
+    """The machine's failure to read ``path``: retried later, unlike the file's own."""
+    return ExtractorUnavailableError(f"cannot extract text from {path!r}: {reason}")
 
 
 def recognize(images: Sequence[bytes], config: OcrConfig, path: str) -> list[str]:
@@ -51,13 +72,26 @@ def recognize(images: Sequence[bytes], config: OcrConfig, path: str) -> list[str
 
     Raises:
         ExtractorDependencyMissingError: ``tesseract`` without ``pytesseract`` (the ``ocr`` extra).
-        ExtractionError: The backend is misconfigured, missing or failed (the message says
-            which setting or package to fix; it never contains the API key).
+        ExtractorUnavailableError: The backend is not there now (the program missing, the
+            vision model unreachable or refusing the settings, a time limit).
+        ExtractionError: The backend is misconfigured or failed on the image (the message
+            says which setting or package to fix; it never contains the API key).
     """
     if not images:
         return []
+    if config.unavailable:
+        raise unavailable(path, config.unavailable)
     if config.engine == "tesseract":
-        return _run_all(images, config, lambda png: _tesseract(png, config, path))
+        texts = _run_all(images, config, lambda png: _tesseract(png, config, path))
+        left = [i for i, text in enumerate(texts) if not has_text(text)]
+        if config.fallback and left:  # local first; the vision model reads what is left
+            url = _vision_url(config, path)
+            seen = _run_all(
+                [images[i] for i in left], config, lambda png: _vision(png, config, url, path)
+            )
+            for i, text in zip(left, seen, strict=True):
+                texts[i] = text
+        return texts
     if config.engine == "vision":
         url = _vision_url(config, path)
         return _run_all(images, config, lambda png: _vision(png, config, url, path))
@@ -90,13 +124,15 @@ def _tesseract(png: bytes, config: OcrConfig, path: str) -> str:
         raise ExtractorDependencyMissingError("OCR with Tesseract", "ocr") from None
     language = config.language or "eng"
     packages = " ".join(f"tesseract-ocr-{lang}" for lang in language.split("+") if lang)
+    if config.tesseract_cmd:  # the program the calling process found on its PATH
+        pytesseract.pytesseract.tesseract_cmd = config.tesseract_cmd
     try:
         with Image.open(io.BytesIO(png)) as image:
             text = pytesseract.image_to_string(
                 image, lang=language, timeout=max(1, round(config.request_timeout_s))
             )
     except pytesseract.TesseractNotFoundError:
-        raise extraction_error(
+        raise unavailable(
             path,
             "OCR with Tesseract needs the tesseract program, which is not installed: install "
             f"Debian/Ubuntu's tesseract-ocr package and the language pack ({packages})",
@@ -104,7 +140,7 @@ def _tesseract(png: bytes, config: OcrConfig, path: str) -> str:
     except pytesseract.TesseractError as exc:
         detail = str(getattr(exc, "message", "") or exc)
         if "language" in detail.lower() or "traineddata" in detail.lower():
-            raise extraction_error(
+            raise unavailable(
                 path,
                 f"Tesseract has no data for the language {language!r} "
                 f"(rag.extract.ocrLanguage): install Debian/Ubuntu's {packages} package",
@@ -113,7 +149,7 @@ def _tesseract(png: bytes, config: OcrConfig, path: str) -> str:
     except RuntimeError as exc:  # pytesseract's timeout
         if "timeout" not in str(exc).lower():
             raise
-        raise extraction_error(
+        raise unavailable(
             path, f"Tesseract took longer than {config.request_timeout_s:g}s for one page"
         ) from None
     return str(text)
@@ -125,7 +161,9 @@ def _tesseract(png: bytes, config: OcrConfig, path: str) -> str:
 def _vision_url(config: OcrConfig, path: str) -> str:
     if not config.vision_model:
         raise extraction_error(
-            path, "the vision OCR engine has no model: set rag.extract.vision.model"
+            path,
+            "the vision OCR engine has no model: set rag.extract.vision.model (or "
+            "rag.extract.vision.ocrModel, or DOC_VISION_MODEL for every tenant)",
         )
     base = (config.vision_base_url or DEFAULT_VISION_BASE_URL).strip().rstrip("/")
     if urllib.parse.urlsplit(base).scheme not in ("http", "https"):
@@ -165,22 +203,22 @@ def _vision(png: bytes, config: OcrConfig, url: str, path: str) -> str:
             raw = response.read(MAX_RESPONSE_BYTES + 1)
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
-            raise extraction_error(
+            raise unavailable(
                 path,
                 f"the vision model refused the API key (rag.extract.vision.apiKey): HTTP "
                 f"{exc.code} from {where}",
             ) from None
         detail = _error_detail(exc, key)
-        raise extraction_error(
-            path, f"the vision model at {where} answered HTTP {exc.code}{detail}"
-        ) from None
+        failed = unavailable if exc.code in UNAVAILABLE_STATUSES or exc.code >= 500 else None
+        message = f"the vision model at {where} answered HTTP {exc.code}{detail}"
+        raise (failed or extraction_error)(path, message) from None
     except TimeoutError:
         raise _timeout(path, where, config) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         if isinstance(reason, TimeoutError):
             raise _timeout(path, where, config) from None
-        raise extraction_error(
+        raise unavailable(
             path, f"cannot reach the vision model at {where}: {_quote(str(reason), key)}"
         ) from None
     if len(raw) > MAX_RESPONSE_BYTES:
@@ -212,7 +250,7 @@ def _message_text(answer: Any) -> str:
 
 
 def _timeout(path: str, where: str, config: OcrConfig) -> ExtractionError:
-    return extraction_error(
+    return unavailable(
         path,
         f"the vision model at {where} did not answer within {config.request_timeout_s:g}s; "
         "try again later, or lower rag.extract.vision.concurrency",

@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from vancetope_rag.default_plugins.extractors.ocr import has_text as _has_text
 from vancetope_rag.default_plugins.extractors.ocr import recognize
 from vancetope_rag.errors import ExtractionError, RagError
 from vancetope_rag.extraction.registry import (
@@ -48,8 +49,6 @@ MAX_IMAGE_SIDE = 2500
 #: Largest image (or TIFF frame) decoded, in pixels: a decompression-bomb guard (~ 9k x 9k;
 #: an A4 page scanned at 600 dpi is 35 million).
 MAX_IMAGE_PIXELS = 80_000_000
-#: A page whose text layer has fewer letters or digits than this is treated as a scan.
-MIN_TEXT_CHARS = 3
 #: Deepest page tree walked; the PDF spec has no limit, real files stay far below it.
 MAX_TREE_DEPTH = 64
 #: Pages rendered before they go to the backend (bounds the memory held in page images).
@@ -259,10 +258,6 @@ def _identity(reference: Any, node: Any) -> object:
 
 def _page_text(page: Any) -> str:
     return str(page.extract_text() or "").strip("\n")
-
-
-def _has_text(text: str) -> bool:
-    return sum(c.isalnum() for c in text) >= MIN_TEXT_CHARS
 
 
 def _is_blank(page: Any) -> bool:

@@ -2,7 +2,10 @@
 
 Each tick serves the projects homed on this node (and podless ones): it skips a project whose
 ``rag.project.enabled`` is off, whose tenant switched embeddings off, or whose provider cannot
-make its model, and otherwise claims a batch (lease with TTL) for the indexer. The background
+make its model, and otherwise claims a batch (lease with TTL) for the indexer. Before that it
+reads again, from their import's folder, the files whose last read failed for the machine's
+sake once their back-off is over (:meth:`DocumentImporter.retry_due`), so a scan is read once
+the ``tesseract`` program or the vision model is back, without a new import. The background
 thread honours ``RAG_INDEXER_ENABLED``; explicit ticks always run.
 """
 
@@ -22,6 +25,7 @@ from vancetope_rag.errors import RagError, StoreError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import error_text, get_logger
 from vancetope_rag.services.calibration import Calibrator
+from vancetope_rag.services.importer import DocumentImporter
 from vancetope_rag.services.indexing.batch import BatchResult
 from vancetope_rag.services.indexing.claims import ClaimReleaser, Release
 from vancetope_rag.services.indexing.indexer import ProjectRagIndexer
@@ -38,6 +42,8 @@ log = get_logger(__name__)
 class TickResult(BatchResult):
     projects: int = 0
     claimed: int = 0
+    #: Files read again whose last read had failed for the machine's sake.
+    reread: int = 0
 
 
 class ProjectRagIndexScheduler:
@@ -58,8 +64,14 @@ class ProjectRagIndexScheduler:
         worker_id: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
         calibrator: Calibrator | None = None,
+        importer: DocumentImporter | None = None,
     ) -> None:
         self.control = control
+        #: Reads again the files of machine-side read failures (None: no such retries).
+        self.importer = importer
+        #: Per project, when its read failures are looked through next (the importer's
+        #: clock): at most once per retry back-off (or minute), not on every tick.
+        self._next_retry_scan: dict[tuple[str, str], float] = {}
         self.calibrator = calibrator
         self.rags = rags
         self.indexer = indexer
@@ -139,6 +151,7 @@ class ProjectRagIndexScheduler:
             t, p = project.tenant_id, project.project_id
             result.projects += 1
             before = result.indexed + result.removed
+            self._retry_reads(t, p, result)
             self._index_live(t, p, result)
             self._advance_rebuilds(t, p, result)
             if result.indexed + result.removed > before:
@@ -173,6 +186,34 @@ class ProjectRagIndexScheduler:
             r.store_errors,
             seconds,
         )
+
+    def _retry_reads(self, t: str, p: str, result: TickResult) -> None:
+        """Read again the files whose back-off after a machine-side failure is over (any
+        failure here is logged, never fails the tick)."""
+        if self.importer is None:
+            return
+        now = self.importer.clock()  # the retry times' own clock
+        if now < self._next_retry_scan.get((t, p), 0.0):
+            return
+        self._next_retry_scan[(t, p)] = now + min(self.config.extract_retry_s, 60.0)
+        try:
+            done = self.importer.retry_due(t, p)
+        except RagError as exc:
+            log.warning("project %s/%s: failed reads not retried this tick: %s", t, p, exc)
+            self._count_store_error(exc, result)
+            return
+        result.reread += done.read
+        if done.tried:
+            log.info(
+                "project %s/%s: %d files read again after a failure of this machine: %d read, "
+                "%d failed again, %d no longer in their folder",
+                t,
+                p,
+                done.tried,
+                done.read,
+                done.summary.failed,
+                done.stopped,
+            )
 
     def _index_live(self, t: str, p: str, result: TickResult) -> None:
         try:

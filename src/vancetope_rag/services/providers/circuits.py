@@ -120,7 +120,12 @@ class ProviderCircuits:
         config_retry_max_s: float = 900.0,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        label: str = "embedding provider",
+        pauses: str = "indexing with it pauses, documents keep their attempts",
     ) -> None:
+        #: What the endpoints are and what their outage stops, in the log lines (the
+        #: extraction service keeps circuits of vision models too).
+        self.label, self.pauses = label, pauses
         self.retry_s, self.retry_max_s = retry_s, retry_max_s
         self.config_retry_s, self.config_retry_max_s = config_retry_s, config_retry_max_s
         #: Monotonic seconds (retry times) and wall seconds ("since"), replaceable in tests.
@@ -172,7 +177,7 @@ class ProviderCircuits:
         wait = max(state.retry_in_s, 0.1) if c.probing else state.retry_in_s
         what = "refuses the settings" if state.config else "is unavailable"
         return ProviderUnavailableError(
-            f"embedding provider {endpoint.describe()} {what} since {state.since_iso()} "
+            f"{self.label} {endpoint.describe()} {what} since {state.since_iso()} "
             f"({c.detail}); no call is made until it is tried again in {wait:.0f}s",
             retry_in_s=wait,
             config=state.config,
@@ -204,10 +209,12 @@ class ProviderCircuits:
         for c in closed:
             down = max(0.0, self.wall() - c.since)
             log.info(
-                "embedding provider %s is back after %.0fs (%d failed calls); indexing resumes",
+                "%s %s is back after %.0fs (%d failed calls); %s",
+                self.label,
                 endpoint.describe(),
                 down,
                 c.failures,
+                "indexing resumes" if self.label == "embedding provider" else "calls resume",
             )
 
     def abandoned(self, endpoint: Endpoint, model: str) -> None:
@@ -243,25 +250,26 @@ class ProviderCircuits:
         if c is None:
             self._log_opened(endpoint, failure, wait)
         else:
-            log.debug("embedding provider %s still down (%s)", endpoint.describe(), failure.detail)
+            log.debug("%s %s still down (%s)", self.label, endpoint.describe(), failure.detail)
         return failure
 
-    @staticmethod
-    def _log_opened(endpoint: Endpoint, failure: Failure, wait: float) -> None:
+    def _log_opened(self, endpoint: Endpoint, failure: Failure, wait: float) -> None:
         if failure.kind is FailureKind.CONFIG:
             log.warning(
-                "embedding provider %s refuses the settings (%s); indexing with it pauses, "
-                "documents keep their attempts: fix ai.embedding.apiKey, ai.embedding.baseUrl "
-                "or ai.embedding.model",
+                "%s %s refuses the settings (%s); %s: fix ai.embedding.apiKey, "
+                "ai.embedding.baseUrl or ai.embedding.model",
+                self.label,
                 endpoint.describe(),
                 failure.detail,
+                self.pauses,
             )
             return
         log.warning(
-            "embedding provider %s is unreachable (%s); indexing with it pauses, documents "
-            "keep their attempts; next try in %.0fs",
+            "%s %s is unreachable (%s); %s; next try in %.0fs",
+            self.label,
             endpoint.describe(),
             failure.detail,
+            self.pauses,
             wait,
         )
 

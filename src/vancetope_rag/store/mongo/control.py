@@ -234,6 +234,12 @@ class MongoControlStore:
         cursor = self.documents.find(self._under(tenant_id, project_id, path_prefix), fields)
         return [q.import_head_from_bson(d) for d in cursor.sort([("path", 1)])]
 
+    def read_failures(self, tenant_id: str, project_id: str) -> list[ImportHead]:
+        flt = q.read_failures_filter(tenant_id, project_id)
+        fields = {"path": 1, "importOrigin": 1, "contentHash": 1, "extraction": 1}
+        cursor = self.documents.find(flt, fields)
+        return [q.import_head_from_bson(d) for d in cursor.sort([("path", 1)])]
+
     def needs_attention(
         self, tenant_id: str, project_id: str, *, limit: int
     ) -> tuple[int, list[AttentionItem]]:

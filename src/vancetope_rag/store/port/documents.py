@@ -53,6 +53,12 @@ class DocumentStore(Protocol):
         all), by path, without its texts: what an import's sync compares with its folder."""
         ...
 
+    def read_failures(self, tenant_id: str, project_id: str) -> list[ImportHead]:
+        """The documents whose file's last read failed (an ``extraction_error``: FAILED
+        ones and those kept from an earlier version), by path, without their texts: what
+        the background retry of machine-side failures looks through."""
+        ...
+
     def needs_attention(
         self, tenant_id: str, project_id: str, *, limit: int
     ) -> tuple[int, list[AttentionItem]]:

@@ -32,6 +32,7 @@ from vancetope_rag.store.rows import (
     IMPORT_HEAD_COLUMNS,
     document_row,
     needs_attention,
+    read_failures,
     restored_document_row,
     row_to_document,
     row_to_import_head,
@@ -201,6 +202,9 @@ class PostgresControlStore(PostgresRagCatalog, PostgresSettingsAndCache):
             (tenant_id, project_id, path_prefix),
         )
         return [row_to_import_head(r) for r in rows]
+
+    def read_failures(self, tenant_id: str, project_id: str) -> list[ImportHead]:
+        return read_failures(self.db.query_dicts, "%s", tenant_id, project_id)
 
     def needs_attention(
         self, tenant_id: str, project_id: str, *, limit: int

@@ -20,7 +20,7 @@ from vancetope_rag.domain.records import (
     Project,
     ProjectStatus,
 )
-from vancetope_rag.store.rows import needs_attention
+from vancetope_rag.store.rows import needs_attention, read_failures
 from vancetope_rag.store.shared import (
     DocumentChanges,
     capped_error,
@@ -209,6 +209,9 @@ class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
             (tenant_id, project_id, len(path_prefix), path_prefix),
         )
         return [row_to_import_head(r) for r in rows]
+
+    def read_failures(self, tenant_id: str, project_id: str) -> list[ImportHead]:
+        return read_failures(self.db.query_dicts, "?", tenant_id, project_id)
 
     def needs_attention(
         self, tenant_id: str, project_id: str, *, limit: int

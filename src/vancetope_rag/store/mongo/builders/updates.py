@@ -398,6 +398,11 @@ def import_head_from_bson(d: Mapping[str, Any]) -> ImportHead:
     )
 
 
+def read_failures_filter(tenant_id: str, project_id: str) -> dict[str, Any]:
+    """Documents whose file's last read failed (failed ones and those kept from before)."""
+    return scope_filter(tenant_id, project_id, extractionError={"$type": "string"})
+
+
 def needs_attention_filter(tenant_id: str, project_id: str) -> dict[str, Any]:
     """Documents indexed (or queued) from an earlier readable version of their file."""
     return scope_filter(
