@@ -19,8 +19,10 @@ from typing import Any
 __all__ = ["RETRIED_FAILURES", "ExtractionRecord", "config_fingerprint", "file_hash"]
 
 #: Failure codes an import retries even when nothing changed: they depend on the machine
-#: (an extra installed since, a busy machine), not on the file.
-RETRIED_FAILURES = frozenset({"EXTRACT_DEPENDENCY_MISSING", "EXTRACT_TIMEOUT"})
+#: (an extra or a program installed since, a busy machine), not on the file.
+RETRIED_FAILURES = frozenset(
+    {"EXTRACT_DEPENDENCY_MISSING", "EXTRACT_PROGRAM_MISSING", "EXTRACT_TIMEOUT"}
+)
 
 _VERSION = 1
 

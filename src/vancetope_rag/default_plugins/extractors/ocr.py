@@ -38,13 +38,21 @@ MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 MAX_QUOTED = 300
 
 
-def recognize(images: Sequence[bytes], config: OcrConfig, path: str) -> list[str]:
+def recognize(
+    images: Sequence[bytes],
+    config: OcrConfig,
+    path: str,
+    *,
+    instruction: str = VISION_INSTRUCTION,
+) -> list[str]:
     """The text of each image, in order, read by the backend ``config.engine`` names.
 
     Args:
         images: PNG images (one per page or frame).
         config: The OCR/vision backend and its settings.
         path: The file the images come from, for messages.
+        instruction: What a vision model is asked for with each image (a page is
+            transcribed, a video frame described); Tesseract reads text whatever it says.
 
     Returns:
         One text per image (``""`` where nothing was read).
@@ -60,7 +68,7 @@ def recognize(images: Sequence[bytes], config: OcrConfig, path: str) -> list[str
         return _run_all(images, config, lambda png: _tesseract(png, config, path))
     if config.engine == "vision":
         url = _vision_url(config, path)
-        return _run_all(images, config, lambda png: _vision(png, config, url, path))
+        return _run_all(images, config, lambda png: _vision(png, config, url, path, instruction))
     raise extraction_error(
         path, f"unknown OCR engine {config.engine!r}; set rag.extract.ocr to tesseract or vision"
     )
@@ -137,7 +145,7 @@ def _vision_url(config: OcrConfig, path: str) -> str:
     return f"{base}/chat/completions"
 
 
-def _vision(png: bytes, config: OcrConfig, url: str, path: str) -> str:
+def _vision(png: bytes, config: OcrConfig, url: str, path: str, instruction: str) -> str:
     image_url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
     body = {
         "model": config.vision_model,
@@ -146,7 +154,7 @@ def _vision(png: bytes, config: OcrConfig, url: str, path: str) -> str:
             {
                 "role": "user",
                 "content": [
-                    {"type": "text", "text": VISION_INSTRUCTION},
+                    {"type": "text", "text": instruction},
                     {"type": "image_url", "image_url": {"url": image_url}},
                 ],
             }
