@@ -27,10 +27,22 @@ needs_ffmpeg = pytest.mark.skipif(
 )
 
 
+#: Legacy files already made in this test session, by their sentences: a LibreOffice start
+#: costs seconds, and the unit and the import tests read the same files.
+_MADE: dict[tuple[str, str, str], dict[str, bytes]] = {}
+
+
 def legacy_office(work: Path, doc_text: str, xls_cell: str, ppt_body: str) -> dict[str, bytes]:
     """``report.doc``, ``budget.xls`` and ``deck.ppt``, each holding its sentence: their
     sources are written here and LibreOffice saves them in the 97-2003 formats (the three
-    conversions run at once, each with its own profile)."""
+    conversions run at once, each with its own profile), once per session."""
+    key = (doc_text, xls_cell, ppt_body)
+    if key not in _MADE:
+        _MADE[key] = _legacy_office(work, doc_text, xls_cell, ppt_body)
+    return dict(_MADE[key])
+
+
+def _legacy_office(work: Path, doc_text: str, xls_cell: str, ppt_body: str) -> dict[str, bytes]:
     work.mkdir(parents=True, exist_ok=True)
     (work / "report.html").write_text(
         f"<html><body><h1>Quarterly report</h1><p>{doc_text}</p></body></html>"
