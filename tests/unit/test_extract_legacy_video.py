@@ -222,6 +222,10 @@ def test_frames_are_described_by_the_vision_model(
 def test_max_frames_bounds_the_vision_calls(videos: dict[str, bytes], vision: VisionServer) -> None:
     result = extract(videos["clip.mp4"], "clip.mp4", ocr=vision.config(), max_frames=1)
     assert titles(result) == ["subtitles", "frame 0:00:15"] and len(vision.requests) == 1
+    # a frame is an image sent to vision: rag.extract.vision.maxPages bounds them too
+    capped = extract(videos["clip.mp4"], "clip.mp4", ocr=vision.config(max_pages=2))
+    assert titles(capped) == ["subtitles", "frame 0:00:07", "frame 0:00:22"]
+    assert len(vision.requests) == 3
 
 
 @needs_ffmpeg

@@ -30,7 +30,14 @@ from pathlib import Path
 
 from vancetope_rag.errors import ExtractionTimeoutError, ExtractorProgramMissingError
 
-__all__ = ["Deadline", "ProgramResult", "enter_worker", "require_program", "run_program"]
+__all__ = [
+    "Deadline",
+    "ProgramResult",
+    "enter_worker",
+    "require_program",
+    "run_program",
+    "timeout_error",
+]
 
 #: Bytes of a program's error output kept for a message.
 STDERR_TAIL = 2_000
@@ -64,11 +71,17 @@ class Deadline:
 
     def expired(self, path: str) -> ExtractionTimeoutError:
         """The error of a file whose extraction ran out of time."""
-        return ExtractionTimeoutError(
-            f"cannot extract text from {path!r}: extraction took longer than "
-            f"{self.limit_s:g} s and was stopped (rag.extract.timeoutSeconds); the file "
-            "may be hostile or too large: split it, or raise the limit"
-        )
+        return timeout_error(path, self.limit_s)
+
+
+def timeout_error(path: str, limit_s: float) -> ExtractionTimeoutError:
+    """The error of a file whose extraction ran past ``limit_s`` and was stopped (by the
+    sandbox, or here), worded alike wherever it was stopped."""
+    return ExtractionTimeoutError(
+        f"cannot extract text from {path!r}: extraction took longer than "
+        f"{limit_s:g} s and was stopped (rag.extract.timeoutSeconds); the file "
+        "may be hostile or too large: split it, or raise the limit"
+    )
 
 
 @dataclass(frozen=True)

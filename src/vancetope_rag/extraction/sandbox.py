@@ -43,7 +43,6 @@ from vancetope_rag.errors import ExtractionError, RagError
 from vancetope_rag.extraction import programs
 from vancetope_rag.extraction.registry import (
     ExtractedText,
-    ExtractionTimeoutError,
     ExtractOptions,
     ExtractorEntry,
     error_from_code,
@@ -267,11 +266,7 @@ class ExtractionSandbox:
         try:
             worker.outbox.send(job)
             if not worker.inbox.poll(timeout_s):
-                raise ExtractionTimeoutError(
-                    f"cannot extract text from {path!r}: extraction took longer than "
-                    f"{timeout_s:g} s and was stopped (rag.extract.timeoutSeconds); the file "
-                    "may be hostile or too large: split it, or raise the limit"
-                )
+                raise programs.timeout_error(path, timeout_s)
             reply = worker.inbox.recv()
             healthy = True
         except (EOFError, OSError, BrokenPipeError):

@@ -118,7 +118,9 @@ def extract_video(data: bytes, path: str, options: ExtractOptions) -> Extraction
                 sections.append(Section(text, "subtitles"))
         frames: list[tuple[float, bytes]] = []
         if vision and probe.video:
-            times = frame_times(probe.duration_s or 0.0, options.max_frames)
+            # each frame is one image sent to vision: rag.extract.vision.maxPages bounds it too
+            budget = min(options.max_frames, options.ocr.max_pages if options.ocr else 0)
+            times = frame_times(probe.duration_s or 0.0, budget)
             frames = [(t, png) for t in times if (png := reader.frame(t)) is not None]
     if not vision and not sections:
         raise NoTextLayerError(
