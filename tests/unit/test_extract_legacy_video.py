@@ -298,3 +298,22 @@ def test_frame_times_span_the_whole_video() -> None:
 def test_srt_cues_become_timed_lines() -> None:
     srt = "1\n00:01:05,000 --> 00:01:07,000\n<i>Hello</i> there\nsecond line\n\n2\n"
     assert extract_video.srt_text(srt) == "[0:01:05] Hello there\nsecond line"
+
+
+@needs_soffice
+def test_slides_render_as_images_for_a_vision_model(tmp_path: Path) -> None:
+    import io
+
+    from PIL import Image
+
+    import filemakers as fm
+    from vancetope_rag.default_plugins.extractors.legacy import slide_images
+
+    deck = fm.pptx([("One", "first", ""), ("Two", "second", ""), ("Three", "third", "")])
+    images = slide_images(deck, "deck.pptx", max_slides=2, timeout_s=60)
+    assert len(images) == 2
+    for png in images:
+        with Image.open(io.BytesIO(png)) as image:
+            assert image.format == "PNG" and max(image.size) <= 2500
+    with pytest.raises(ExtractionError, match="not a presentation"):
+        slide_images(deck, "deck.docx", max_slides=2, timeout_s=60)

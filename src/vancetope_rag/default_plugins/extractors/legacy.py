@@ -9,7 +9,8 @@ directory; it runs within ``rag.extract.timeoutSeconds`` as a process tree that 
 (:mod:`vancetope_rag.extraction.programs`), on a file no larger than
 ``rag.extract.maxLegacyOfficeBytes``. Without LibreOffice the file fails with
 ``EXTRACT_PROGRAM_MISSING`` naming the Debian package to install, and the next import tries it
-again.
+again. :func:`slide_images` renders a presentation's slides (also PPTX and ODP) for a vision
+model the same way, through a PDF.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from pathlib import Path
 
 from vancetope_rag.default_plugins.extractors.guards import check_size
 from vancetope_rag.default_plugins.extractors.office import extract_pptx, extract_xlsx
+from vancetope_rag.default_plugins.extractors.scans import render_page
 from vancetope_rag.default_plugins.extractors.text import extract_docx
 from vancetope_rag.extraction.programs import Deadline, require_program, run_program
 from vancetope_rag.extraction.registry import (
     Extraction,
     ExtractOptions,
+    ExtractorDependencyMissingError,
     RegisterExtractor,
     extraction_error,
 )
@@ -37,6 +40,7 @@ __all__ = [
     "extract_ppt",
     "extract_xls",
     "register",
+    "slide_images",
 ]
 
 #: Largest converted file read back (the OOXML readers check what is inside it).
@@ -192,6 +196,56 @@ def _extract_legacy(
         deadline=Deadline.after(options.timeout_s),
     )
     return kind.read(converted, path, options)
+
+
+#: Presentations :func:`slide_images` renders, by extension: the LibreOffice package for each.
+PRESENTATIONS = {
+    ".ppt": "libreoffice-impress-nogui",
+    ".pptx": "libreoffice-impress-nogui",
+    ".odp": "libreoffice-impress-nogui",
+}
+
+
+def slide_images(data: bytes, path: str, *, max_slides: int, timeout_s: float) -> list[bytes]:
+    """The first ``max_slides`` slides of a presentation as PNG images, for a vision model
+    (the ``files_visualize`` tool's ``vision: true``): LibreOffice prints it to PDF, pypdfium2
+    renders the pages, as the scans' OCR does.
+
+    Args:
+        data: A ``.ppt``, ``.pptx`` or ``.odp`` (by ``path``'s extension).
+        path: The file's path: its extension, and messages.
+        max_slides: Slides rendered at most.
+        timeout_s: The wall time the conversion may take (its process tree is killed then).
+
+    Raises:
+        ExtractorProgramMissingError: No LibreOffice.
+        ExtractorDependencyMissingError: No pypdfium2 (the ``pdf`` extra).
+        ExtractionError: Not a presentation LibreOffice reads.
+    """
+    source = Path(path).suffix.lower()
+    if source not in PRESENTATIONS:
+        raise extraction_error(
+            path, f"not a presentation (one of {', '.join(PRESENTATIONS)}) to render"
+        )
+    try:
+        import pypdfium2  # type: ignore[import-not-found, unused-ignore]
+        from PIL import Image  # noqa: F401  (the render's to_pil needs it)
+    except ImportError:
+        raise ExtractorDependencyMissingError("Rendering slides", "pdf") from None
+    pdf = convert_with_libreoffice(
+        data,
+        path,
+        source=source,
+        target="pdf",
+        package=PRESENTATIONS[source],
+        deadline=Deadline.after(timeout_s),
+    )
+    document = pypdfium2.PdfDocument(pdf)
+    try:
+        count = min(len(document), max(0, max_slides))
+        return [render_page(document, index, path) for index in range(count)]
+    finally:
+        document.close()
 
 
 def register(register: RegisterExtractor) -> None:
