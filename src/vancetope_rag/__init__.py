@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from vancetope_rag.errors import (
         ExtractorDependencyMissingError as ExtractorDependencyMissingError,
     )
+    from vancetope_rag.errors import (
+        ExtractorProgramMissingError as ExtractorProgramMissingError,
+    )
     from vancetope_rag.errors import ExtractorUnavailableError as ExtractorUnavailableError
     from vancetope_rag.errors import FileChangedWhileReadError as FileChangedWhileReadError
     from vancetope_rag.errors import FileTooLargeError as FileTooLargeError
@@ -143,6 +146,7 @@ _EXPORTS: dict[str, str] = {
     "FileTooLargeError": "vancetope_rag.errors",
     "ExtractorDependencyMissingError": "vancetope_rag.errors",
     "ExtractorUnavailableError": "vancetope_rag.errors",
+    "ExtractorProgramMissingError": "vancetope_rag.errors",
     "InvalidInputError": "vancetope_rag.errors",
     "MissingDependencyError": "vancetope_rag.errors",
     "NoRebuildError": "vancetope_rag.errors",

@@ -220,6 +220,29 @@ class ExtractorDependencyMissingError(ExtractionError, MissingDependencyError):
         super().__init__(what, extra)
 
 
+class ExtractorProgramMissingError(ExtractorDependencyMissingError):
+    """An extractor runs a program (``soffice``, ``ffmpeg``) that is not installed or not on
+    the ``PATH``; ``package`` (also ``extra``) names the Debian/Ubuntu package to install.
+
+    A failure of the machine, not of the file: the next import tries the file again.
+    """
+
+    code = "EXTRACT_PROGRAM_MISSING"
+
+    def __init__(self, what: str, program: str, package: str) -> None:
+        RagError.__init__(
+            self,
+            f"{what} needs the {program} program, which is not installed (or not on the "
+            f"PATH): install Debian/Ubuntu's {package} package (apt-get install {package})",
+        )
+        self.extra = package
+
+    @property
+    def package(self) -> str:
+        """The Debian/Ubuntu package that provides the program."""
+        return self.extra
+
+
 class NoTextLayerError(ExtractionError):
     """A scan: a PDF without a text layer, or an image, and no OCR/vision backend configured
     (or it read nothing)."""

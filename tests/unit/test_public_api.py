@@ -21,6 +21,7 @@ INIT = SRC / "__init__.py"
 EXTRACTION_CODES = {
     errors.ExtractionError: "EXTRACTION_FAILED",
     errors.ExtractorDependencyMissingError: "EXTRACT_DEPENDENCY_MISSING",
+    errors.ExtractorProgramMissingError: "EXTRACT_PROGRAM_MISSING",
     errors.NoTextLayerError: "EXTRACT_NO_TEXT_LAYER",
     errors.NoTextError: "EXTRACT_NO_TEXT",
     errors.ExtractionTimeoutError: "EXTRACT_TIMEOUT",

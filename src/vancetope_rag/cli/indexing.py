@@ -163,6 +163,8 @@ def _print_import(directory: Path, summary: ImportSummary) -> None:
         click.echo(f"  {kind}: {', '.join(done)}")
     over = f", {len(summary.over_limit)} over the text limit" if summary.over_limit else ""
     cut = f", {len(summary.truncated_files)} truncated" if summary.truncated_files else ""
+    if summary.vision_frames:
+        over += f", {summary.vision_frames} video frames described by the vision model"
     verb = "dry run of" if summary.dry_run else "imported"
     click.echo(
         f"{verb} {directory}: {summary.created} created, {summary.updated} updated, "

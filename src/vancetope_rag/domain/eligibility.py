@@ -167,6 +167,7 @@ _EXTENSION_TABLE: dict[str, str] = {
     ".jpg": "image/jpeg",
     ".jpeg": "image/jpeg",
     ".gif": "image/gif",
+    ".mkv": "video/x-matroska",
     ".webp": "image/webp",
     ".zip": "application/zip",
     ".gz": "application/gzip",

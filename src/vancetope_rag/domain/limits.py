@@ -14,10 +14,14 @@ __all__ = [
     "AUTOINJECT_MAX_TOKENS_MAX",
     "AUTOINJECT_MAX_TOKENS_MIN",
     "EXTRACT_MAX_CELLS",
+    "EXTRACT_MAX_FRAMES",
+    "EXTRACT_MAX_LEGACY_OFFICE_BYTES",
     "EXTRACT_MAX_PAGES",
     "EXTRACT_MAX_SHEETS",
     "EXTRACT_MAX_SLIDES",
+    "EXTRACT_MAX_VIDEO_BYTES",
     "EXTRACT_OCR_LANGUAGE",
+    "EXTRACT_TIMEOUT_S",
     "EXTRACT_VISION_CONCURRENCY",
     "EXTRACT_VISION_MAX_PAGES",
     "HARD_MAX_TEXT_CHARS",
@@ -80,6 +84,20 @@ EXTRACT_MAX_SHEETS: Final[int] = 100
 EXTRACT_MAX_CELLS: Final[int] = 1_000_000
 """Non-empty cells of a workbook, over all its sheets, one extraction reads by default
 (``rag.extract.maxCells``)."""
+
+EXTRACT_MAX_FRAMES: Final[int] = 6
+"""Video frames one extraction samples (and sends to the vision model) by default
+(``rag.extract.maxFrames``): one every max(10 s, duration / this) across the video."""
+
+EXTRACT_MAX_LEGACY_OFFICE_BYTES: Final[int] = 20 * 1024 * 1024
+"""Largest legacy Office file (``.doc``, ``.xls``, ``.ppt``) converted with LibreOffice by
+default (``rag.extract.maxLegacyOfficeBytes``): a conversion costs seconds per megabyte."""
+
+EXTRACT_MAX_VIDEO_BYTES: Final[int] = 50 * 1024 * 1024
+"""Largest video read with ffmpeg by default (``rag.extract.maxVideoBytes``)."""
+
+EXTRACT_TIMEOUT_S: Final[float] = 120.0
+"""Wall time one file's extraction may take by default (``rag.extract.timeoutSeconds``)."""
 
 EXTRACT_OCR_LANGUAGE: Final[str] = "eng"
 """The Tesseract language(s) by default (``rag.extract.ocrLanguage``)."""

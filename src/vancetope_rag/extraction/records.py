@@ -31,10 +31,15 @@ __all__ = [
 ]
 
 #: Failure codes retried even when nothing changed (by every import, and with back-off by
-#: the background indexer): they depend on the machine (an extra or program installed
+#: the background indexer): they depend on the machine (an extra or a program installed
 #: since, a vision model back up, a busy machine), not on the file.
 RETRIED_FAILURES = frozenset(
-    {"EXTRACT_DEPENDENCY_MISSING", "EXTRACT_TIMEOUT", "EXTRACT_BACKEND_UNAVAILABLE"}
+    {
+        "EXTRACT_DEPENDENCY_MISSING",
+        "EXTRACT_PROGRAM_MISSING",
+        "EXTRACT_TIMEOUT",
+        "EXTRACT_BACKEND_UNAVAILABLE",
+    }
 )
 
 _VERSION = 1

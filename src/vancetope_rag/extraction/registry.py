@@ -383,6 +383,7 @@ def _budgeted(result: Extraction, mime: str, budget: int, extractor: str) -> Ext
         ocr=result.ocr,
         extractor=extractor,
         encoding=result.encoding,
+        vision_frames=result.vision_frames,
     )
 
 

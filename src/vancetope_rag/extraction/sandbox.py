@@ -10,6 +10,11 @@ passes its time limit is killed and replaced, and the call fails with
 :class:`~.registry.ExtractionTimeoutError`. A worker also runs with an address-space
 limit, so a file that would fill memory fails there instead of taking the host down.
 
+A worker leads its own process group and has a temp directory of its own (its ``TMPDIR``): a
+program an extractor runs (LibreOffice, ffmpeg; :mod:`.programs`) joins that group and writes
+there, so a kill at the time limit stops the whole process tree and the directory is removed
+with the worker.
+
 An extractor that cannot be pickled (a lambda, a closure a plugin registered) runs in the
 calling process, without the time limit; name a module-level function to get it. So does one
 defined in the host's main script (``__main__``): it pickles, but a worker's ``__main__`` is not
@@ -20,20 +25,24 @@ it into a module.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import io
 import os
 import pickle
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
 from vancetope_rag.errors import ExtractionError, RagError
+from vancetope_rag.extraction import programs
 from vancetope_rag.extraction.registry import (
     ExtractedText,
-    ExtractionTimeoutError,
     ExtractOptions,
     ExtractorEntry,
     error_from_code,
@@ -67,6 +76,7 @@ def child_main(read_fd: int, write_fd: int) -> None:
     outbox = Connection(write_fd, readable=False)
     path, memory_bytes = inbox.recv()
     sys.path[:] = path  # the caller's: its plugins' extractors import as they do there
+    programs.enter_worker()
     _serve(inbox, outbox, memory_bytes)
 
 
@@ -167,6 +177,8 @@ class _Worker:
     """One worker process and the two pipes to it."""
 
     def __init__(self, memory_bytes: int) -> None:
+        #: The worker's TMPDIR: what its extractors and their programs write goes here.
+        self.tmp = tempfile.mkdtemp(prefix="vancetope-extract-")
         to_child, inbox_w = os.pipe()
         outbox_r, from_child = os.pipe()
         try:
@@ -175,10 +187,13 @@ class _Worker:
                 pass_fds=(to_child, from_child),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,  # an extractor's prints must not mix into ours
+                env={**os.environ, "TMPDIR": self.tmp},
+                start_new_session=True,  # its own group: killed whole, programs included
             )
         except BaseException:
             for fd in (inbox_w, outbox_r):
                 os.close(fd)
+            shutil.rmtree(self.tmp, ignore_errors=True)
             raise
         finally:
             os.close(to_child)
@@ -191,6 +206,9 @@ class _Worker:
         return self.process.poll() is None
 
     def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            # the group first: the programs the worker runs die with it, not after it
+            os.killpg(self.process.pid, signal.SIGKILL)
         try:
             self.process.kill()
             self.process.wait(5)
@@ -199,6 +217,7 @@ class _Worker:
         finally:
             self.outbox.close()
             self.inbox.close()
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 class ExtractionSandbox:
@@ -247,11 +266,7 @@ class ExtractionSandbox:
         try:
             worker.outbox.send(job)
             if not worker.inbox.poll(timeout_s):
-                raise ExtractionTimeoutError(
-                    f"cannot extract text from {path!r}: extraction took longer than "
-                    f"{timeout_s:g} s and was stopped (rag.extract.timeoutSeconds); the file "
-                    "may be hostile or too large: split it, or raise the limit"
-                )
+                raise programs.timeout_error(path, timeout_s)
             reply = worker.inbox.recv()
             healthy = True
         except (EOFError, OSError, BrokenPipeError):

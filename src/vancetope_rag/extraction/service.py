@@ -130,9 +130,13 @@ class ExtractionService:
             max_slides=int(eff["rag.extract.maxSlides"]),
             max_sheets=int(eff["rag.extract.maxSheets"]),
             max_cells=int(eff["rag.extract.maxCells"]),
+            max_frames=int(eff["rag.extract.maxFrames"]),
+            max_legacy_office_bytes=int(eff["rag.extract.maxLegacyOfficeBytes"]),
+            max_video_bytes=int(eff["rag.extract.maxVideoBytes"]),
             ocr=ocr,
+            timeout_s=float(eff["rag.extract.timeoutSeconds"]),
         )
-        return ExtractionPlan(options, float(eff["rag.extract.timeoutSeconds"]))
+        return ExtractionPlan(options, options.timeout_s)
 
     @staticmethod
     def _on_this_machine(ocr: OcrConfig) -> OcrConfig:

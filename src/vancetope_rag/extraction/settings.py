@@ -14,7 +14,7 @@ EXTRACT_SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "rag.extract.timeoutSeconds",
         SettingKind.FLOAT,
-        120.0,
+        limits.EXTRACT_TIMEOUT_S,
         minimum=0.5,
         maximum=3600.0,
         description="Wall time one file's extraction may take; past it the file is stopped "
@@ -52,6 +52,34 @@ EXTRACT_SETTINGS: tuple[SettingSpec, ...] = (
         minimum=1,
         maximum=100_000_000,
         description="Non-empty cells read per workbook, over all its sheets.",
+    ),
+    SettingSpec(
+        "rag.extract.maxFrames",
+        SettingKind.INT,
+        limits.EXTRACT_MAX_FRAMES,
+        minimum=1,
+        maximum=1_000,
+        description="Frames sampled per video (MP4, MKV, WebM, MOV), one every max(10 s, "
+        "duration / this) across the whole video; each is one call to the vision model, made "
+        "only when rag.extract.ocr is vision (subtitles are read always).",
+    ),
+    SettingSpec(
+        "rag.extract.maxLegacyOfficeBytes",
+        SettingKind.INT,
+        limits.EXTRACT_MAX_LEGACY_OFFICE_BYTES,
+        minimum=1,
+        maximum=2**31,
+        description="Largest legacy Office file (.doc, .xls, .ppt) converted with LibreOffice "
+        "(Debian's libreoffice-*-nogui); a larger one fails with EXTRACT_TOO_LARGE.",
+    ),
+    SettingSpec(
+        "rag.extract.maxVideoBytes",
+        SettingKind.INT,
+        limits.EXTRACT_MAX_VIDEO_BYTES,
+        minimum=1,
+        maximum=2**34,
+        description="Largest video read with ffmpeg (Debian's ffmpeg); a larger one fails "
+        "with EXTRACT_TOO_LARGE (an import also refuses files over its own size limit).",
     ),
     SettingSpec(
         "rag.extract.ocr",

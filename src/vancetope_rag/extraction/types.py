@@ -17,6 +17,7 @@ from vancetope_rag.errors import (
     ExtractionError,
     ExtractionTimeoutError,
     ExtractorDependencyMissingError,
+    ExtractorProgramMissingError,
     ExtractorUnavailableError,
     MissingDependencyError,
     NoTextError,
@@ -57,8 +58,14 @@ class ExtractOptions:
         max_slides: Slides of a presentation read.
         max_sheets: Sheets of a workbook read.
         max_cells: Non-empty cells of a workbook read, over all sheets.
+        max_frames: Video frames sampled (each one a vision call when vision is on).
+        max_legacy_office_bytes: Largest ``.doc``/``.xls``/``.ppt`` converted with LibreOffice.
+        max_video_bytes: Largest video read with ffmpeg.
         ocr: The OCR/vision backend for pages and images without a text layer, or ``None``
             (such files then fail with "no text layer").
+        timeout_s: The extraction's wall-time limit: an extractor that runs a program
+            (LibreOffice, ffmpeg) stops its whole process tree at it, also where no worker
+            process is there to be killed (an extraction in the calling process).
     """
 
     max_chars: int = DEFAULT_MAX_CHARS
@@ -66,11 +73,23 @@ class ExtractOptions:
     max_slides: int = limits.EXTRACT_MAX_SLIDES
     max_sheets: int = limits.EXTRACT_MAX_SHEETS
     max_cells: int = limits.EXTRACT_MAX_CELLS
+    max_frames: int = limits.EXTRACT_MAX_FRAMES
+    max_legacy_office_bytes: int = limits.EXTRACT_MAX_LEGACY_OFFICE_BYTES
+    max_video_bytes: int = limits.EXTRACT_MAX_VIDEO_BYTES
     ocr: OcrConfig | None = None
+    timeout_s: float = limits.EXTRACT_TIMEOUT_S
 
 
 #: The budgets of :class:`ExtractOptions` an extractor may depend on (its fingerprint's part).
-BUDGETS = ("max_pages", "max_slides", "max_sheets", "max_cells")
+BUDGETS = (
+    "max_pages",
+    "max_slides",
+    "max_sheets",
+    "max_cells",
+    "max_frames",
+    "max_legacy_office_bytes",
+    "max_video_bytes",
+)
 
 
 @dataclass(frozen=True)
@@ -133,12 +152,15 @@ class Extraction:
             OCR/vision backend. A change of that backend re-extracts such files only.
         encoding: The text encoding the file was decoded from (``utf-8``, ``cp1252``…), for
             a text file; ``None`` for other formats.
+        vision_frames: Video frames the vision model described (each one call), which an
+            import's summary counts.
     """
 
     sections: tuple[Section, ...]
     truncated: str | None = None
     ocr: bool = False
     encoding: str | None = None
+    vision_frames: int = 0
 
     @classmethod
     def of(cls, text: str) -> Extraction:
@@ -167,6 +189,7 @@ class ExtractedText:
         ocr: Some of the text came (or would have come) from OCR/vision.
         extractor: ``name@version`` of the extractor that read the file.
         encoding: The text encoding the file was decoded from, when the extractor says.
+        vision_frames: Video frames the vision model described (each one call).
     """
 
     text: str
@@ -179,6 +202,7 @@ class ExtractedText:
     ocr: bool = False
     extractor: str = ""
     encoding: str | None = None
+    vision_frames: int = 0
 
     def section_texts(self) -> list[Section]:
         """The text cut back into its sections (one untitled section without any)."""
@@ -214,6 +238,7 @@ def error_from_code(code: str, message: str, extra: str | None = None) -> Extrac
         for cls in (
             ExtractionError,
             ExtractorDependencyMissingError,
+            ExtractorProgramMissingError,
             NoTextLayerError,
             NoTextError,
             UnsupportedTypeError,

@@ -190,6 +190,9 @@ class ImportSummary:
     refused: str | None = None
     #: Nothing was written: the counts say what the import would do.
     dry_run: bool = False
+    #: Video frames the vision model described (each one call to it; a dry run makes them
+    #: too, since it reads every file).
+    vision_frames: int = 0
 
     @property
     def skipped(self) -> int:
@@ -233,6 +236,7 @@ class ImportSummary:
             "byType": {k: v.to_json() for k, v in sorted(self.by_type.items())},
             "overLimit": list(self.over_limit),
             "maxTextChars": self.max_text_chars,
+            "visionFrames": self.vision_frames,
         }
 
 
@@ -585,6 +589,8 @@ class DocumentImporter:
                 self._note(source.path, kind, moved, summary, "moved")
                 return
             read = self.extraction.extract(data, path=source.path, mime=mime, plan=run.plan)
+            if read.text is not None:
+                summary.vision_frames += read.text.vision_frames
             if isinstance(read.error, UnsupportedTypeError):
                 raise read.error
         if read.text is None:

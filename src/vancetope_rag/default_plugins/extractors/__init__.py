@@ -1,17 +1,21 @@
 """The built-in extractors, registered through ``register_extractors`` like a plugin's.
 
 Each family module registers its own types: :mod:`.text` (plain text and code, HTML, Jupyter
-notebooks, DOCX; standard library only), :mod:`.office`, :mod:`.books` and :mod:`.scans` (PDFs
-and images; PDF needs the optional ``pypdf``, ``pip install 'vancetope-rag[pdf]'``). The
+notebooks, DOCX; standard library only), :mod:`.office`, :mod:`.books`, :mod:`.scans` (PDFs
+and images; PDF needs the optional ``pypdf``, ``pip install 'vancetope-rag[pdf]'``),
+:mod:`.legacy` (``.doc``/``.xls``/``.ppt`` through LibreOffice) and :mod:`.video` (through
+ffmpeg). The
 extractor functions this package used to define are re-exported for callers of the old paths.
 """
 
 from __future__ import annotations
 
 from vancetope_rag.default_plugins.extractors import books as extract_books
+from vancetope_rag.default_plugins.extractors import legacy as extract_legacy
 from vancetope_rag.default_plugins.extractors import office as extract_office
 from vancetope_rag.default_plugins.extractors import scans as extract_scans
 from vancetope_rag.default_plugins.extractors import text as extract_text_formats
+from vancetope_rag.default_plugins.extractors import video as extract_video
 from vancetope_rag.default_plugins.extractors.scans import extract_pdf
 from vancetope_rag.default_plugins.extractors.text import (
     DOCX_MIME,
@@ -46,3 +50,5 @@ def register_extractors(register: RegisterExtractor) -> None:
     extract_office.register(register)
     extract_books.register(register)
     extract_scans.register(register)
+    extract_legacy.register(register)
+    extract_video.register(register)

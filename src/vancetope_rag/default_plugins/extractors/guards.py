@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import zipfile
 
-from vancetope_rag.errors import RagError
+from vancetope_rag.errors import FileTooLargeError, RagError
 from vancetope_rag.extraction.registry import extraction_error
 
 #: Total unpacked size of a zip's members at most (zip-bomb guard).
@@ -129,3 +129,20 @@ def grid_cut_reason(read: int, total: int) -> str:
 
 def cells_cut_reason(limit: int) -> str:
     return f"only the first {limit:,} non-empty cells were read (rag.extract.maxCells)"
+
+
+def check_size(data: bytes, path: str, limit: int, key: str, kind: str) -> None:
+    """Refuse a file over its type's size budget (``rag.extract.<key>``) before a program
+    spends its time on it.
+
+    Raises:
+        FileTooLargeError: ``data`` is longer than ``limit`` bytes.
+    """
+    if len(data) > limit:
+        raise FileTooLargeError(
+            extraction_error(
+                path,
+                f"the {kind} is {len(data):,} bytes, over the {limit:,} bytes read for its "
+                f"type (rag.extract.{key}): raise the limit or split the file",
+            ).message
+        )

@@ -59,13 +59,21 @@ def unavailable(path: str, reason: str) -> ExtractorUnavailableError:
     return ExtractorUnavailableError(f"cannot extract text from {path!r}: {reason}")
 
 
-def recognize(images: Sequence[bytes], config: OcrConfig, path: str) -> list[str]:
+def recognize(
+    images: Sequence[bytes],
+    config: OcrConfig,
+    path: str,
+    *,
+    instruction: str = VISION_INSTRUCTION,
+) -> list[str]:
     """The text of each image, in order, read by the backend ``config.engine`` names.
 
     Args:
         images: PNG images (one per page or frame).
         config: The OCR/vision backend and its settings.
         path: The file the images come from, for messages.
+        instruction: What a vision model is asked for with each image (a page is
+            transcribed, a video frame described); Tesseract reads text whatever it says.
 
     Returns:
         One text per image (``""`` where nothing was read).
@@ -87,14 +95,16 @@ def recognize(images: Sequence[bytes], config: OcrConfig, path: str) -> list[str
         if config.fallback and left:  # local first; the vision model reads what is left
             url = _vision_url(config, path)
             seen = _run_all(
-                [images[i] for i in left], config, lambda png: _vision(png, config, url, path)
+                [images[i] for i in left],
+                config,
+                lambda png: _vision(png, config, url, path, instruction),
             )
             for i, text in zip(left, seen, strict=True):
                 texts[i] = text
         return texts
     if config.engine == "vision":
         url = _vision_url(config, path)
-        return _run_all(images, config, lambda png: _vision(png, config, url, path))
+        return _run_all(images, config, lambda png: _vision(png, config, url, path, instruction))
     raise extraction_error(
         path, f"unknown OCR engine {config.engine!r}; set rag.extract.ocr to tesseract or vision"
     )
@@ -175,7 +185,7 @@ def _vision_url(config: OcrConfig, path: str) -> str:
     return f"{base}/chat/completions"
 
 
-def _vision(png: bytes, config: OcrConfig, url: str, path: str) -> str:
+def _vision(png: bytes, config: OcrConfig, url: str, path: str, instruction: str) -> str:
     image_url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
     body = {
         "model": config.vision_model,
@@ -184,7 +194,7 @@ def _vision(png: bytes, config: OcrConfig, url: str, path: str) -> str:
             {
                 "role": "user",
                 "content": [
-                    {"type": "text", "text": VISION_INSTRUCTION},
+                    {"type": "text", "text": instruction},
                     {"type": "image_url", "image_url": {"url": image_url}},
                 ],
             }

@@ -292,7 +292,7 @@ def _ocr_pdf_pages(data: bytes, indexes: Sequence[int], config: OcrConfig, path:
             chosen = known[start : start + batch]
             for index, text in zip(
                 chosen,
-                recognize([_render(document, i, path) for i in chosen], config, path),
+                recognize([render_page(document, i, path) for i in chosen], config, path),
                 strict=True,
             ):
                 texts[index] = text
@@ -301,7 +301,9 @@ def _ocr_pdf_pages(data: bytes, indexes: Sequence[int], config: OcrConfig, path:
     return [texts.get(i, "") for i in indexes]
 
 
-def _render(document: Any, index: int, path: str) -> bytes:
+def render_page(document: Any, index: int, path: str) -> bytes:
+    """Page ``index`` of a pypdfium2 document as a PNG, at most :data:`MAX_IMAGE_SIDE` a
+    side (what the OCR/vision backends receive)."""
     page = document[index]
     try:
         width, height = page.get_size()
