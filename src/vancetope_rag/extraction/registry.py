@@ -381,6 +381,8 @@ def _budgeted(result: Extraction, mime: str, budget: int, extractor: str) -> Ext
         ocr=result.ocr,
         extractor=extractor,
         encoding=result.encoding,
+        ocr_pages=result.ocr_pages,
+        ocr_left=result.ocr_left,
     )
 
 

@@ -58,6 +58,12 @@ class ExtractOptions:
         max_cells: Non-empty cells of a workbook read, over all sheets.
         ocr: The OCR/vision backend for pages and images without a text layer, or ``None``
             (such files then fail with "no text layer").
+        first_page: The first page (or TIFF frame) read, 1-based: ``files_visualize``
+            continues a file at a page range; an import always reads from page 1.
+        vision_all: Send every page with content to the OCR/vision backend, text layer or
+            not (``files_visualize`` with ``vision: true``: the page's look, not only its
+            text); an import never sets it.
+        max_frames: Video frames sampled at most (``rag.bridge.maxFrames`` for the tool).
     """
 
     max_chars: int = DEFAULT_MAX_CHARS
@@ -66,6 +72,9 @@ class ExtractOptions:
     max_sheets: int = limits.EXTRACT_MAX_SHEETS
     max_cells: int = limits.EXTRACT_MAX_CELLS
     ocr: OcrConfig | None = None
+    first_page: int = 1
+    vision_all: bool = False
+    max_frames: int = limits.BRIDGE_MAX_FRAMES
 
 
 #: The budgets of :class:`ExtractOptions` an extractor may depend on (its fingerprint's part).
@@ -92,6 +101,8 @@ class OcrConfig:
     concurrency: int = limits.EXTRACT_VISION_CONCURRENCY
     #: Seconds one vision request may take.
     request_timeout_s: float = 60.0
+    #: The setting that bounds ``max_pages``, named where it cut a file (the tool has its own).
+    limit_setting: str = "rag.extract.vision.maxPages"
 
     def fingerprint(self) -> str:
         """What of the configuration changes an OCR result (the key excluded)."""
@@ -118,12 +129,17 @@ class Extraction:
             OCR/vision backend. A change of that backend re-extracts such files only.
         encoding: The text encoding the file was decoded from (``utf-8``, ``cp1252``…), for
             a text file; ``None`` for other formats.
+        ocr_pages: The pages (1-based) whose text the OCR/vision backend read.
+        ocr_left: Pages without a text layer the backend did not read (its page limit, or
+            no backend): where a bounded reader such as ``files_visualize`` continues.
     """
 
     sections: tuple[Section, ...]
     truncated: str | None = None
     ocr: bool = False
     encoding: str | None = None
+    ocr_pages: tuple[int, ...] = ()
+    ocr_left: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, text: str) -> Extraction:
@@ -152,6 +168,8 @@ class ExtractedText:
         ocr: Some of the text came (or would have come) from OCR/vision.
         extractor: ``name@version`` of the extractor that read the file.
         encoding: The text encoding the file was decoded from, when the extractor says.
+        ocr_pages: The pages whose text the OCR/vision backend read (see :class:`Extraction`).
+        ocr_left: Pages without a text layer the backend did not read.
     """
 
     text: str
@@ -164,6 +182,8 @@ class ExtractedText:
     ocr: bool = False
     extractor: str = ""
     encoding: str | None = None
+    ocr_pages: tuple[int, ...] = ()
+    ocr_left: tuple[int, ...] = ()
 
     def section_texts(self) -> list[Section]:
         """The text cut back into its sections (one untitled section without any)."""
