@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 import filemakers as fm
+import hostile_extractors
 from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.cli import cli
@@ -295,6 +296,12 @@ class _BlendPlugin:
         register(("model/x-blend",), _missing_reader, extensions=(".blend",), isolated=False)
 
 
+class _HangPlugin:
+    @hookimpl
+    def register_extractors(self, register: Any) -> None:
+        register(("application/x-hang",), hostile_extractors.hang, extensions=(".hang",))
+
+
 def test_a_missing_dependency_is_named_with_what_to_install(
     make_app: Any, tmp_path: Path, workspace: Path
 ) -> None:
@@ -329,6 +336,22 @@ def test_unreadable_files_are_named_errors(
     failed, body = visualize(app, filePath=rel)
     assert failed and (body["code"], body["cause"]) == (code, cause)
     assert body["error"]
+
+
+def test_a_file_over_the_limits_is_a_named_error(
+    make_app: Any, tmp_path: Path, workspace: Path
+) -> None:
+    pm = get_plugin_manager()
+    pm.register(_HangPlugin())
+    app: RagApp = make_app(config={"workspaces_dir": str(tmp_path / "workspaces")}, plugins=pm)
+    app.bring(T, P)
+    app.settings.set(T, None, "rag.extract.timeoutSeconds", 0.5)
+    write(workspace, "loop.hang", b"forever")
+    failed, body = visualize(app, filePath="loop.hang")
+    assert failed and (body["code"], body["cause"]) == ("MM_BRIDGE_LIMIT", "EXTRACT_TIMEOUT")
+    write(workspace, "huge.txt", b"x" * (20 * 1024 * 1024 + 1))
+    failed, body = visualize(app, filePath="huge.txt")
+    assert failed and (body["code"], body["cause"]) == ("MM_BRIDGE_LIMIT", "EXTRACT_TOO_LARGE")
 
 
 def test_a_vision_outage_is_named_then_refused_without_a_call(

@@ -59,7 +59,9 @@ class ExtractOptions:
         ocr: The OCR/vision backend for pages and images without a text layer, or ``None``
             (such files then fail with "no text layer").
         first_page: The first page (or TIFF frame) read, 1-based: ``files_visualize``
-            continues a file at a page range; an import always reads from page 1.
+            continues a file at a page range; an import always reads from page 1. An
+            extractor that reads ``max_pages`` starts there (the tool relies on it); the
+            tool picks the sections of any other type itself.
         vision_all: Send every page with content to the OCR/vision backend, text layer or
             not (``files_visualize`` with ``vision: true``: the page's look, not only its
             text); an import never sets it.

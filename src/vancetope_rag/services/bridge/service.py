@@ -37,9 +37,12 @@ from vancetope_rag.domain.eligibility import guess_mime_type
 from vancetope_rag.domain.records import Document
 from vancetope_rag.errors import (
     BridgeError,
+    BridgeLimitError,
     BridgeVisionNotConfiguredError,
     BridgeVisionUnavailableError,
     ExtractionError,
+    FileChangedWhileReadError,
+    FileTooLargeError,
     InvalidInputError,
     PathNotAllowedError,
     ProviderUnavailableError,
@@ -206,7 +209,12 @@ class BridgeService:
             InvalidInputError: A bad offset or page range.
         """
         self._refuse_runtime_state(root, user_path)
-        rel, data = read_workspace_file(root, user_path, max_bytes=MAX_FILE_BYTES)
+        try:
+            rel, data = read_workspace_file(root, user_path, max_bytes=MAX_FILE_BYTES)
+        except FileChangedWhileReadError as exc:
+            raise bridge_error(exc, vision_configured=False) from None
+        except ExtractionError as exc:  # the jail's only other one: over the size limit
+            raise BridgeLimitError(exc.message, cause=FileTooLargeError.code) from None
         limits = self.limits(tenant_id, project_id)
         plan = self.extraction.plan(tenant_id, project_id, max_chars=self.max_text_chars)
         backend = plan.options.ocr
