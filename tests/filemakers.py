@@ -191,14 +191,49 @@ def text_image(text: str, *, fmt: str = "PNG", size: int = 40) -> bytes:
     return buffer.getvalue()
 
 
-def scanned_pdf(text: str) -> bytes:
-    """A PDF with one page that is an image of ``text``: no text layer (Pillow)."""
+def scanned_pdf(*texts: str) -> bytes:
+    """A PDF with one page per text, each an image of it: no text layer (Pillow)."""
     from PIL import Image
 
-    image = Image.open(io.BytesIO(text_image(text)))
+    images = [Image.open(io.BytesIO(text_image(t))).convert("RGB") for t in texts]
     buffer = io.BytesIO()
-    image.convert("RGB").save(buffer, "PDF", resolution=100.0)
+    images[0].save(buffer, "PDF", resolution=100.0, save_all=True, append_images=images[1:])
     return buffer.getvalue()
+
+
+def docx(paragraphs: list[str]) -> bytes:
+    """A Word document with the given paragraphs (the parts the DOCX reader reads)."""
+    ns = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+    body = "".join(f"<w:p><w:r><w:t>{p}</w:t></w:r></w:p>" for p in paragraphs)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", "<Types/>")
+        archive.writestr(
+            "word/document.xml",
+            f'<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="{ns}">'
+            f"<w:body>{body}</w:body></w:document>",
+        )
+    return buffer.getvalue()
+
+
+def ods(sheets: dict[str, list[str]]) -> bytes:
+    """An OpenDocument spreadsheet: per sheet, one cell a row."""
+    tables = "".join(
+        f'<table:table table:name="{name}">'
+        + "".join(
+            f"<table:table-row><table:table-cell><text:p>{c}</text:p>"
+            "</table:table-cell></table:table-row>"
+            for c in cells
+        )
+        + "</table:table>"
+        for name, cells in sheets.items()
+    )
+    content = (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {_ODF_NS}>'
+        f"<office:body><office:spreadsheet>{tables}</office:spreadsheet></office:body>"
+        "</office:document-content>"
+    )
+    return _odf("application/vnd.oasis.opendocument.spreadsheet", content)
 
 
 def encrypted_pdf(text: str, password: str = "s3cret") -> bytes:

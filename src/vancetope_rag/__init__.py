@@ -35,6 +35,14 @@ if TYPE_CHECKING:
     from vancetope_rag.embeddings import EmbeddingSettings as EmbeddingSettings
     from vancetope_rag.embeddings import LoadedModel as LoadedModel
     from vancetope_rag.errors import ApiConfigError as ApiConfigError
+    from vancetope_rag.errors import BridgeDependencyMissingError as BridgeDependencyMissingError
+    from vancetope_rag.errors import BridgeError as BridgeError
+    from vancetope_rag.errors import BridgeLimitError as BridgeLimitError
+    from vancetope_rag.errors import BridgeUnsupportedTypeError as BridgeUnsupportedTypeError
+    from vancetope_rag.errors import (
+        BridgeVisionNotConfiguredError as BridgeVisionNotConfiguredError,
+    )
+    from vancetope_rag.errors import BridgeVisionUnavailableError as BridgeVisionUnavailableError
     from vancetope_rag.errors import CopyConflictError as CopyConflictError
     from vancetope_rag.errors import DimensionMismatchError as DimensionMismatchError
     from vancetope_rag.errors import DocumentNotFoundError as DocumentNotFoundError
@@ -133,6 +141,12 @@ _EXPORTS: dict[str, str] = {
     "EmbeddingSettings": "vancetope_rag.embeddings",
     "LoadedModel": "vancetope_rag.embeddings",
     "ApiConfigError": "vancetope_rag.errors",
+    "BridgeDependencyMissingError": "vancetope_rag.errors",
+    "BridgeError": "vancetope_rag.errors",
+    "BridgeLimitError": "vancetope_rag.errors",
+    "BridgeUnsupportedTypeError": "vancetope_rag.errors",
+    "BridgeVisionNotConfiguredError": "vancetope_rag.errors",
+    "BridgeVisionUnavailableError": "vancetope_rag.errors",
     "CopyConflictError": "vancetope_rag.errors",
     "DimensionMismatchError": "vancetope_rag.errors",
     "DocumentNotFoundError": "vancetope_rag.errors",

@@ -33,6 +33,7 @@ from vancetope_rag.plugins import get_plugin_manager
 from vancetope_rag.recipes import RagParams
 from vancetope_rag.secrets import register_secret
 from vancetope_rag.services.autoinject import RagAutoInjectService
+from vancetope_rag.services.bridge import BridgeCache, BridgeService
 from vancetope_rag.services.calibration import Calibrator
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.importer import DocumentImporter
@@ -89,6 +90,7 @@ class RagApp:
     scheduler: ProjectRagIndexScheduler
     autoinject: RagAutoInjectService
     calibrator: Calibrator
+    bridge: BridgeService
     plugins: pluggy.PluginManager
     context_template: str | None = field(default=None)
     #: The threads of async turns (:meth:`apre_turn`), not the event loop's default executor.
@@ -242,6 +244,16 @@ class RagApp:
             metrics=metrics,
             default_template=context_template,
         )
+        bridge = BridgeService(
+            extraction=extraction,
+            settings=settings,
+            documents=documents,
+            circuits=rags.circuits,
+            cache=BridgeCache(bridge_cache_dir(config)),
+            environment=config.bridge_environment(),
+            max_text_chars=config.max_text_chars,
+            runtime_paths=runtime_state_paths(config),
+        )
         return cls(
             config=config,
             store=store,
@@ -260,6 +272,7 @@ class RagApp:
             scheduler=scheduler,
             autoinject=autoinject,
             calibrator=calibrator,
+            bridge=bridge,
             plugins=pm,
             context_template=context_template,
             turns=TurnExecutor(config.turn_workers),
@@ -559,6 +572,32 @@ def open_store_copy(
                 target.close()
     finally:
         source.close()
+
+
+_USER_CACHE = Path("~/.cache/vancetope-rag")
+
+
+def bridge_cache_dir(config: EngineConfig) -> Path:
+    """Where files_visualize caches its readings: the configured folder, else beside a
+    SQLite store file, else the user's cache."""
+    if config.bridge_cache_dir:
+        return Path(config.bridge_cache_dir)
+    path = store_file(config.store)
+    if path is not None and not path.name.startswith(":"):  # not ':memory:'
+        return path.with_name(path.name + ".bridge")
+    return (_USER_CACHE / "bridge").expanduser()
+
+
+def runtime_state_paths(config: EngineConfig) -> list[str]:
+    """The engine's own files and folders, which files_visualize never reads even when a
+    workspace holds them: the store file and its journals, the caches."""
+    paths = [str(bridge_cache_dir(config))]
+    path = store_file(config.store)
+    if path is not None:
+        paths += [str(path) + suffix for suffix in ("", "-wal", "-shm", "-journal")]
+    embedded = config.embedded_cache_dir or str((_USER_CACHE / "embedded").expanduser())
+    paths += [p for p in (embedded, config.embedded_cache_readonly_dir) if p]
+    return paths
 
 
 def _set_torch_threads(threads: int) -> None:

@@ -356,6 +356,34 @@ class EngineConfig(BaseSettings):
         description="Background reads of such a file at most; then only an import reads it "
         "again (a file that always hits the time limit stops costing a worker).",
     )
+    bridge_max_chars: int | None = Field(
+        default=None,
+        ge=1,
+        validation_alias=_env("VANCETOPE_RAG_BRIDGE_MAX_CHARS", "MM_BRIDGE_MAX_CHARS"),
+        description="Characters one files_visualize answer returns where rag.bridge.maxChars "
+        "is not set. Unset: 40,000; capped at 120,000 whatever is set.",
+    )
+    bridge_vision_max_pages: int | None = Field(
+        default=None,
+        ge=1,
+        validation_alias=_env("VANCETOPE_RAG_BRIDGE_VISION_MAX_PAGES", "DOC_VISION_MAX_PAGES"),
+        description="Pages or images one files_visualize answer sends to the vision model "
+        "where rag.bridge.visionMaxPages is not set. Unset: 2; capped at 6.",
+    )
+    bridge_max_frames: int | None = Field(
+        default=None,
+        ge=1,
+        validation_alias=_env("VANCETOPE_RAG_BRIDGE_MAX_FRAMES", "MM_BRIDGE_MAX_FRAMES"),
+        description="Video frames one files_visualize answer describes where "
+        "rag.bridge.maxFrames is not set. Unset: 6; capped at 12.",
+    )
+    bridge_cache_dir: str | None = Field(
+        default=None,
+        validation_alias=_env("VANCETOPE_RAG_BRIDGE_CACHE_DIR"),
+        description="Folder of files_visualize's result cache (by file hash and effective "
+        "configuration: a repeated call pays no vision call). Unset: beside a SQLite store "
+        "file (<store>.bridge), else ~/.cache/vancetope-rag/bridge.",
+    )
     workspaces_dir: str | None = Field(
         default=None,
         validation_alias=_env("VANCETOPE_RAG_WORKSPACES_DIR"),
@@ -459,6 +487,14 @@ class EngineConfig(BaseSettings):
             "embedded_cache_dir": self.embedded_cache_dir,
             "embedded_cache_readonly_dir": self.embedded_cache_readonly_dir,
             "torch_threads": self.torch_threads,
+        }
+
+    def bridge_environment(self) -> dict[str, int | None]:
+        """The files_visualize budgets' environment defaults, by their spec names."""
+        return {
+            "MM_BRIDGE_MAX_CHARS": self.bridge_max_chars,
+            "DOC_VISION_MAX_PAGES": self.bridge_vision_max_pages,
+            "MM_BRIDGE_MAX_FRAMES": self.bridge_max_frames,
         }
 
     def allowed_plugins(self) -> list[str] | None:

@@ -299,6 +299,50 @@ class PathNotAllowedError(RagError, PermissionError):
     code = "PATH_NOT_ALLOWED"
 
 
+class BridgeError(RagError):
+    """``files_visualize`` could not read the file (the spec's MM-Bridge codes); ``cause``
+    is the extraction's own code (``EXTRACT_NO_TEXT_LAYER``…) when one led to it, so the
+    model and the operator see both what went wrong and where."""
+
+    code = "MM_BRIDGE_UNREADABLE"
+
+    def __init__(self, message: str, *, cause: str | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class BridgeDependencyMissingError(BridgeError):
+    """A program or Python extra the file's type needs is missing; the message names what
+    to install."""
+
+    code = "MM_BRIDGE_DEPENDENCY_MISSING"
+
+
+class BridgeVisionNotConfiguredError(BridgeError):
+    """The file (a scan, an image, ``vision: true``) needs a vision model and none is
+    configured: a named error instead of an empty result."""
+
+    code = "MM_BRIDGE_VISION_NOT_CONFIGURED"
+
+
+class BridgeVisionUnavailableError(BridgeError):
+    """The vision model is configured but down or refusing (its circuit is open)."""
+
+    code = "MM_BRIDGE_VISION_UNAVAILABLE"
+
+
+class BridgeUnsupportedTypeError(BridgeError):
+    """No extractor reads the file's type."""
+
+    code = "MM_BRIDGE_UNSUPPORTED_TYPE"
+
+
+class BridgeLimitError(BridgeError):
+    """The file is larger than the tool reads, or reading it passed the time limit."""
+
+    code = "MM_BRIDGE_LIMIT"
+
+
 class RecipeError(RagError):
     """A recipe file is invalid; the message names the file and the key."""
 

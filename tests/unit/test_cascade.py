@@ -263,6 +263,10 @@ def test_settings_registry_matches_spec() -> None:
         "rag.extract.vision.apiKey": None,
         "rag.extract.vision.maxPages": 50,
         "rag.extract.vision.concurrency": 2,
+        # empty: the engine's environment default (MM_BRIDGE_*), then the spec's
+        "rag.bridge.maxChars": None,
+        "rag.bridge.visionMaxPages": None,
+        "rag.bridge.maxFrames": None,
     }
     assert [key for key, spec in SETTINGS.items() if spec.secret] == [
         "ai.embedding.apiKey",

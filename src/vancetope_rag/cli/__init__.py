@@ -6,13 +6,13 @@ Commands reach data only through the app's services and map their errors to exit
 
 from __future__ import annotations
 
-from vancetope_rag.cli import documents, indexing, retrieval, server, settings, store
+from vancetope_rag.cli import documents, files, indexing, retrieval, server, settings, store
 from vancetope_rag.cli.base import cli
 
 __all__ = ["cli", "main"]
 
 # Imported for their side effect: the commands they register on `cli`.
-_COMMAND_MODULES = (documents, indexing, retrieval, server, settings, store)
+_COMMAND_MODULES = (documents, files, indexing, retrieval, server, settings, store)
 
 
 def main() -> None:

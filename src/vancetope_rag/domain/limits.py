@@ -13,6 +13,12 @@ __all__ = [
     "AUTOINJECT_MAX_TOKENS",
     "AUTOINJECT_MAX_TOKENS_MAX",
     "AUTOINJECT_MAX_TOKENS_MIN",
+    "BRIDGE_HARD_MAX_CHARS",
+    "BRIDGE_HARD_MAX_FRAMES",
+    "BRIDGE_HARD_VISION_PAGES",
+    "BRIDGE_MAX_CHARS",
+    "BRIDGE_MAX_FRAMES",
+    "BRIDGE_VISION_MAX_PAGES",
     "EXTRACT_MAX_CELLS",
     "EXTRACT_MAX_FRAMES",
     "EXTRACT_MAX_LEGACY_OFFICE_BYTES",
@@ -109,3 +115,24 @@ EXTRACT_VISION_MAX_PAGES: Final[int] = 50
 EXTRACT_VISION_CONCURRENCY: Final[int] = 2
 """Vision requests in flight at once for one document by default
 (``rag.extract.vision.concurrency``)."""
+
+BRIDGE_MAX_CHARS: Final[int] = 40_000
+"""Characters one ``files_visualize`` answer returns by default (``rag.bridge.maxChars``,
+``MM_BRIDGE_MAX_CHARS``): the spec's MM-Bridge budget."""
+
+BRIDGE_VISION_MAX_PAGES: Final[int] = 2
+"""Pages (or images) one ``files_visualize`` answer sends to the vision model by default
+(``rag.bridge.visionMaxPages``, ``DOC_VISION_MAX_PAGES``)."""
+
+BRIDGE_MAX_FRAMES: Final[int] = 6
+"""Video frames one ``files_visualize`` answer describes by default (``rag.bridge.maxFrames``,
+``MM_BRIDGE_MAX_FRAMES``)."""
+
+BRIDGE_HARD_MAX_CHARS: Final[int] = 120_000
+"""Characters one ``files_visualize`` answer returns at most, whatever is asked."""
+
+BRIDGE_HARD_VISION_PAGES: Final[int] = 6
+"""Pages one ``files_visualize`` answer sends to vision at most, whatever is asked."""
+
+BRIDGE_HARD_MAX_FRAMES: Final[int] = 12
+"""Video frames one ``files_visualize`` answer describes at most, whatever is asked."""

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from urllib.parse import urlsplit
 
 from vancetope_rag.domain import limits
+from vancetope_rag.domain.bridge import BRIDGE_SETTINGS
 from vancetope_rag.domain.calibration import parse_min_score
 from vancetope_rag.domain.cascade import parse_auto_inject
 from vancetope_rag.domain.setting_kinds import SettingKind, SettingSpec
@@ -204,6 +205,7 @@ SETTINGS: Mapping[str, SettingSpec] = _specs(
         "recipe itself says ON.",
     ),
     *EXTRACT_SETTINGS,
+    *BRIDGE_SETTINGS,
 )
 
 _PROVIDER_RE = re.compile(r"^[a-z][a-z0-9_-]*$")

@@ -384,6 +384,8 @@ def _budgeted(result: Extraction, mime: str, budget: int, extractor: str) -> Ext
         extractor=extractor,
         encoding=result.encoding,
         vision_frames=result.vision_frames,
+        ocr_pages=result.ocr_pages,
+        ocr_left=result.ocr_left,
     )
 
 

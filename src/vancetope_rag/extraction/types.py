@@ -66,6 +66,14 @@ class ExtractOptions:
         timeout_s: The extraction's wall-time limit: an extractor that runs a program
             (LibreOffice, ffmpeg) stops its whole process tree at it, also where no worker
             process is there to be killed (an extraction in the calling process).
+
+        first_page: The first page (or TIFF frame) read, 1-based: ``files_visualize``
+            continues a file at a page range; an import always reads from page 1. An
+            extractor that reads ``max_pages`` starts there (the tool relies on it); the
+            tool picks the sections of any other type itself.
+        vision_all: Send every page with content to the OCR/vision backend, text layer or
+            not (``files_visualize`` with ``vision: true``: the page's look, not only its
+            text); an import never sets it.
     """
 
     max_chars: int = DEFAULT_MAX_CHARS
@@ -78,6 +86,9 @@ class ExtractOptions:
     max_video_bytes: int = limits.EXTRACT_MAX_VIDEO_BYTES
     ocr: OcrConfig | None = None
     timeout_s: float = limits.EXTRACT_TIMEOUT_S
+
+    first_page: int = 1
+    vision_all: bool = False
 
 
 #: The budgets of :class:`ExtractOptions` an extractor may depend on (its fingerprint's part).
@@ -124,6 +135,9 @@ class OcrConfig:
     #: no call made. Not part of the fingerprint: it says nothing of the text.
     unavailable: str | None = None
 
+    #: The setting that bounds ``max_pages``, named where it cut a file (the tool has its own).
+    limit_setting: str = "rag.extract.vision.maxPages"
+
     def fingerprint(self) -> str:
         """What of the configuration changes an OCR result (the key excluded). A vision
         model and URL count only where a vision call is made (``vision``, or the fallback)."""
@@ -154,6 +168,10 @@ class Extraction:
             a text file; ``None`` for other formats.
         vision_frames: Video frames the vision model described (each one call), which an
             import's summary counts.
+
+        ocr_pages: The pages (1-based) whose text the OCR/vision backend read.
+        ocr_left: Pages without a text layer the backend did not read (its page limit, or
+            no backend): where a bounded reader such as ``files_visualize`` continues.
     """
 
     sections: tuple[Section, ...]
@@ -161,6 +179,9 @@ class Extraction:
     ocr: bool = False
     encoding: str | None = None
     vision_frames: int = 0
+
+    ocr_pages: tuple[int, ...] = ()
+    ocr_left: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, text: str) -> Extraction:
@@ -190,6 +211,9 @@ class ExtractedText:
         extractor: ``name@version`` of the extractor that read the file.
         encoding: The text encoding the file was decoded from, when the extractor says.
         vision_frames: Video frames the vision model described (each one call).
+
+        ocr_pages: The pages whose text the OCR/vision backend read (see :class:`Extraction`).
+        ocr_left: Pages without a text layer the backend did not read.
     """
 
     text: str
@@ -203,6 +227,9 @@ class ExtractedText:
     extractor: str = ""
     encoding: str | None = None
     vision_frames: int = 0
+
+    ocr_pages: tuple[int, ...] = ()
+    ocr_left: tuple[int, ...] = ()
 
     def section_texts(self) -> list[Section]:
         """The text cut back into its sections (one untitled section without any)."""

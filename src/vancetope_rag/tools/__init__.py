@@ -1,4 +1,5 @@
-"""The ``rag_*`` agent tools (spec §9) as LlamaIndex ``FunctionTool``s bound to one project.
+"""The ``rag_*`` agent tools (spec §9) and ``files_visualize`` (the multimodal bridge of the
+second specification) as LlamaIndex ``FunctionTool``s bound to one project.
 
 What the model is told about each tool (when to use it, every parameter) is in
 :mod:`vancetope_rag.tools.schemas`.
@@ -211,6 +212,32 @@ class RagTools:
         removed = self.app.rags.delete(self.tenant_id, self.project_id, rag.id)
         return {"deleted": rag.id, "name": rag.name, "chunksRemoved": removed}
 
+    def files_visualize(
+        self,
+        filePath: str | None = None,
+        documentId: str | None = None,
+        offset: int | None = None,
+        pages: str | None = None,
+        vision: bool | None = None,
+    ) -> dict[str, Any]:
+        """A bounded, text-first reading of one workspace file or project document
+        (:class:`~vancetope_rag.services.bridge.BridgeService`)."""
+        bridge = self.app.bridge
+        request = bridge.request(offset, pages, vision)
+        if (filePath is None) == (documentId is None):
+            raise InvalidInputError(
+                "files_visualize takes one of filePath (a workspace file) or documentId "
+                "(a project document)"
+            )
+        if documentId is not None:
+            return bridge.read_document(self.tenant_id, self.project_id, documentId, request)
+        if self.workspace_root is None:
+            raise InvalidInputError("this project has no workspace folder configured")
+        assert filePath is not None
+        return bridge.read_file(
+            self.tenant_id, self.project_id, self.workspace_root, filePath, request
+        )
+
     def rag_list(self, projectId: str | None = None) -> dict[str, Any]:
         """List the RAGs of this project, the default '_documents' RAG included."""
         if projectId not in (None, "", self.project_id):
@@ -228,13 +255,14 @@ TOOL_NAMES = (
     "rag_query",
     "rag_delete",
     "rag_list",
+    "files_visualize",
 )
 
 
 def build_tools(
     app: RagApp, tenant_id: str, project_id: str, *, workspace_root: Path | None = None
 ) -> list[FunctionTool]:
-    """The ``rag_*`` FunctionTools bound to this tenant and project."""
+    """The ``rag_*`` and ``files_visualize`` FunctionTools bound to this tenant and project."""
     bound = RagTools(app, tenant_id, project_id, workspace_root)
     tools: list[FunctionTool] = []
     for name in TOOL_NAMES:

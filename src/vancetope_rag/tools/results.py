@@ -106,7 +106,11 @@ def tool_body(fn: Callable[..., Any], schema: type[BaseModel]) -> Callable[..., 
             bad = {"error": redact(exc.message), "code": exc.code, "parameter": exc.parameter}
             return ToolFailure(json.dumps(bad, ensure_ascii=False))
         except RagError as exc:
-            return ToolFailure(json.dumps({"error": redact(exc.message), "code": exc.code}))
+            failure = {"error": redact(exc.message), "code": exc.code}
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, str):  # a bridge error names the extraction's own code
+                failure["cause"] = cause
+            return ToolFailure(json.dumps(failure))
         except Exception as exc:  # never crash the turn
             log.exception("tool %s failed", name)
             error = f"internal error: {type(exc).__name__}"

@@ -103,6 +103,35 @@ class RagListArgs(_Args):
     )
 
 
+class FilesVisualizeArgs(_Args):
+    filePath: str | None = Field(
+        default=None,
+        description="A file in the project's workspace, relative to it, e.g. "
+        "'reports/q3.pdf'. Give this or documentId.",
+    )
+    documentId: str | None = Field(
+        default=None,
+        description="A project document's id: its stored text is returned, no model call.",
+    )
+    offset: int | None = Field(
+        default=None,
+        ge=0,
+        description="Where to start in the file's text: the 'next.offset' of a previous "
+        "answer that was truncated. Omit for the start.",
+    )
+    pages: str | None = Field(
+        default=None,
+        description="Pages to read, e.g. '3-4' (PDF pages, TIFF frames; for other files the "
+        "sections in order: sheets, slides): the 'next.pages' of a previous answer.",
+    )
+    vision: bool | None = Field(
+        default=None,
+        description="true: let the vision model look at the pages even where they have text "
+        "(charts, drawings, layout). Omit otherwise: text is read locally, and the model "
+        "only reads pages and images without text.",
+    )
+
+
 #: Per tool: the model of its arguments and what the model is told about when to use it.
 TOOL_SPECS: dict[str, tuple[type[BaseModel], str]] = {
     "rag_create": (
@@ -150,5 +179,15 @@ TOOL_SPECS: dict[str, tuple[type[BaseModel], str]] = {
         RagListArgs,
         "List the RAGs of this project with their ids, names, models and chunk counts, the "
         "default '_documents' included. Use it to find a ragId or to see what can be searched.",
+    ),
+    "files_visualize": (
+        FilesVisualizeArgs,
+        "Read one file on demand, without indexing it: a workspace file (filePath) or a "
+        "project document (documentId). Returns its text in sections (pages, sheets, slides, "
+        "cells, frames), the limits applied, whether it was truncated and how to continue "
+        "('next': an offset or a page range to call again with). Text files, code, data, "
+        "office files and PDFs with text are read locally; a vision model reads only scans, "
+        "images and video frames, or pages when vision is true. Use it when the user asks "
+        "about a specific file's content or look.",
     ),
 }

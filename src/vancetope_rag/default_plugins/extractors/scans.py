@@ -116,30 +116,39 @@ def _read_pdf(data: bytes, path: str, options: ExtractOptions) -> Extraction:
     except ImportError:
         raise ExtractorDependencyMissingError("PDF text extraction", "pdf") from None
     limit = max(1, options.max_pages)
+    first = max(1, options.first_page)
+    ocr = options.ocr
     try:
         reader = pypdf.PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
             _decrypt(reader, path)
-        pages, more, total = _first_pages(reader, limit, path)
+        pages, more, total = _first_pages(reader, limit, path, skip=first - 1)
         texts = [_page_text(page) for page in pages]
-        scans = [
-            i
-            for i, (page, text) in enumerate(zip(pages, texts, strict=True))
-            if not _has_text(text) and not _is_blank(page)
-        ]
+        seen = [not _is_blank(page) for page in pages]
+        scans = [i for i, text in enumerate(texts) if seen[i] and not _has_text(text)]
+        # vision: true reads every page with content, text layer or not (the tool only)
+        looked = [i for i in range(len(pages)) if seen[i]] if options.vision_all else scans
     except RagError:
         raise
     except Exception as exc:  # pypdf raises many types for broken files
         raise extraction_error(path, f"not a readable PDF ({type(exc).__name__}: {exc})") from None
     if not pages:
+        if first > 1:
+            raise extraction_error(path, f"the PDF has no page {first} ({total or 0} pages)")
         raise extraction_error(path, "not a readable PDF (its page tree holds no pages)")
     for index in scans:  # a page number or a stray mark is not the page's text
         texts[index] = ""
     reasons: list[str] = []
     if more:
         of = f"{total:,}" if total and total > limit else "more"
-        reasons.append(f"only the first {limit:,} of {of} pages were read (rag.extract.maxPages)")
-    if scans and options.ocr is None:
+        if first > 1:
+            reasons.append(f"only pages {first:,}-{first + limit - 1:,} of {of} were read")
+        else:
+            reasons.append(
+                f"only the first {limit:,} of {of} pages were read (rag.extract.maxPages)"
+            )
+    done: list[int] = []
+    if scans and ocr is None:
         if not any(_has_text(t) for t in texts):
             raise NoTextLayerError(
                 f"cannot extract text from {path!r}: no text layer — {_NEEDS_OCR}"
@@ -153,22 +162,31 @@ def _read_pdf(data: bytes, path: str, options: ExtractOptions) -> Extraction:
             f"{len(scans):,} {were} left out: OCR is not configured "
             "(rag.extract.ocr = tesseract or vision)"
         )
-    elif scans and options.ocr is not None:
-        done = scans[: max(0, options.ocr.max_pages)]
-        for index, text in zip(done, _ocr_pdf_pages(data, done, options.ocr, path), strict=True):
-            texts[index] = text.strip()
-        if len(done) < len(scans):
+    elif looked and ocr is not None:
+        done = looked[: max(0, ocr.max_pages)]
+        for index, text in zip(done, _ocr_pdf_pages(data, done, ocr, path), strict=True):
+            layer = texts[index].strip()
+            texts[index] = f"{layer}\n\n{text.strip()}" if layer else text.strip()
+        if len(done) < len(looked):
+            without = "" if options.vision_all else " without a text layer"
             reasons.append(
-                f"only {len(done):,} of the {_pages(len(scans))} without a text layer were read "
-                "by OCR (rag.extract.vision.maxPages, the OCR page limit)"
+                f"only {len(done):,} of the {_pages(len(looked))}{without} were read "
+                f"by OCR ({ocr.limit_setting}, the OCR page limit)"
             )
         if not any(_has_text(t) for t in texts):
             raise NoTextLayerError(
                 f"cannot extract text from {path!r}: no text layer, and OCR found no text "
                 "on its pages"
             )
-    sections = tuple(Section(text, f"page {i + 1}") for i, text in enumerate(texts))
-    return Extraction(sections, "; ".join(reasons) or None, ocr=bool(scans))
+    left = [i for i in scans if i not in set(done)]
+    sections = tuple(Section(text, f"page {first + i}") for i, text in enumerate(texts))
+    return Extraction(
+        sections,
+        "; ".join(reasons) or None,
+        ocr=bool(scans) or bool(done),
+        ocr_pages=tuple(first + i for i in done),
+        ocr_left=tuple(first + i for i in left),
+    )
 
 
 def _decrypt(reader: Any, path: str) -> None:
@@ -191,11 +209,15 @@ def _decrypt(reader: Any, path: str) -> None:
         )
 
 
-def _first_pages(reader: Any, limit: int, path: str) -> tuple[list[Any], bool, int | None]:
-    """The first ``limit`` pages, whether there are more, and the page count the PDF claims.
+def _first_pages(
+    reader: Any, limit: int, path: str, *, skip: int = 0
+) -> tuple[list[Any], bool, int | None]:
+    """The first ``limit`` pages after the first ``skip``, whether there are more, and the
+    page count the PDF claims.
 
     The page tree is walked with an explicit stack: each node is visited once (a tree that
-    loops, or shares a node, ends), and the walk stops at the page after the budget.
+    loops, or shares a node, ends), and the walk stops at the page after the budget; skipped
+    pages are counted, never parsed.
     """
     from pypdf import PageObject
     from pypdf.generic import DictionaryObject, IndirectObject
@@ -208,6 +230,7 @@ def _first_pages(reader: Any, limit: int, path: str) -> tuple[list[Any], bool, i
     count = _resolved(tree, "/Count")
     total = int(count) if isinstance(count, int) and count >= 0 else None
     pages: list[Any] = []
+    skipped = 0
     seen: set[object] = set()
     # Each frame: the /Kids still to visit of one node and the attributes its pages inherit.
     stack: list[tuple[Iterator[Any], dict[str, Any]]] = []
@@ -234,6 +257,9 @@ def _first_pages(reader: Any, limit: int, path: str) -> tuple[list[Any], bool, i
         seen.add(key)
         if node.get("/Type") == "/Pages" or "/Kids" in node:
             enter(node, inherit)
+            continue
+        if skipped < skip:
+            skipped += 1
             continue
         if len(pages) == limit:
             return pages, True, total
@@ -341,7 +367,8 @@ def extract_image(data: bytes, path: str, options: ExtractOptions | None = None)
             f"cannot extract text from {path!r}: an image has no text layer — {_NEEDS_OCR}"
         )
     limit = max(1, min(options.max_pages, options.ocr.max_pages))
-    frames, more = _frames(data, path, limit)
+    first = max(1, options.first_page)
+    frames, more = _frames(data, path, limit, skip=first - 1)
     texts = recognize(frames, options.ocr, path)
     if not any(_has_text(t) for t in texts):
         raise NoTextLayerError(
@@ -353,18 +380,21 @@ def extract_image(data: bytes, path: str, options: ExtractOptions | None = None)
         setting = (
             "rag.extract.maxPages"
             if limit == options.max_pages
-            else ("rag.extract.vision.maxPages, the OCR page limit")
+            else (f"{options.ocr.limit_setting}, the OCR page limit")
         )
         reason = f"only the first {limit:,} pages of the image were read ({setting})"
-    if len(texts) == 1 and not more:
-        return Extraction((Section(texts[0].strip()),), ocr=True)
-    sections = tuple(Section(t.strip(), f"page {i + 1}") for i, t in enumerate(texts))
-    return Extraction(sections, reason, ocr=True)
+    read = tuple(range(first, first + len(texts)))
+    # the page after the last read: where a bounded reader continues (the count is unknown)
+    left = (first + len(texts),) if more else ()
+    if len(texts) == 1 and not more and first == 1:
+        return Extraction((Section(texts[0].strip()),), ocr=True, ocr_pages=read)
+    sections = tuple(Section(t.strip(), f"page {first + i}") for i, t in enumerate(texts))
+    return Extraction(sections, reason, ocr=True, ocr_pages=read, ocr_left=left)
 
 
-def _frames(data: bytes, path: str, limit: int) -> tuple[list[bytes], bool]:
-    """PNGs of the image's first ``limit`` frames (TIFF pages; one for other formats), and
-    whether it has more."""
+def _frames(data: bytes, path: str, limit: int, *, skip: int = 0) -> tuple[list[bytes], bool]:
+    """PNGs of the image's first ``limit`` frames after ``skip`` (TIFF pages; one for other
+    formats), and whether it has more."""
     try:
         from PIL import Image
     except ImportError:
@@ -373,6 +403,13 @@ def _frames(data: bytes, path: str, limit: int) -> tuple[list[bytes], bool]:
     try:
         with Image.open(io.BytesIO(data)) as image:
             paged = image.format == "TIFF"
+            if skip:
+                if not paged:
+                    _no_such_frame(path, skip)
+                try:
+                    image.seek(skip)
+                except EOFError:
+                    _no_such_frame(path, skip)
             while True:
                 width, height = image.size
                 if width * height > MAX_IMAGE_PIXELS:
@@ -388,7 +425,7 @@ def _frames(data: bytes, path: str, limit: int) -> tuple[list[bytes], bool]:
                 if not paged:
                     return frames, False
                 try:
-                    image.seek(len(frames))
+                    image.seek(skip + len(frames))
                 except EOFError:
                     return frames, False
                 if len(frames) == limit:
@@ -403,6 +440,10 @@ def _frames(data: bytes, path: str, limit: int) -> tuple[list[bytes], bool]:
         raise extraction_error(
             path, f"not a readable image ({type(exc).__name__}: {exc})"
         ) from None
+
+
+def _no_such_frame(path: str, skip: int) -> None:
+    raise extraction_error(path, f"the image has no page {skip + 1}")
 
 
 def _flattened(image: Any) -> Any:
