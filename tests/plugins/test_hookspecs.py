@@ -21,6 +21,7 @@ from vancetope_rag.domain.records import ProjectStatus
 from vancetope_rag.hookspecs import PROJECT_NAME, hookimpl
 from vancetope_rag.plugins import get_plugin_manager
 from vancetope_rag.recipes import RagParams
+from vancetope_rag.tools import TOOL_NAMES
 
 AppFactory = Callable[..., RagApp]
 
@@ -223,7 +224,7 @@ def test_every_hook_is_called_through_the_app(make_app: AppFactory) -> None:
     assert app.rags.chunk_count(rag) == 2  # the content chunk and the summary chunk
 
     assert app.pre_turn(TENANT, PROJECT, ["zebra stripes"], RagParams(min_score=0.05))
-    assert len(app.tools(TENANT, PROJECT)) == 8
+    assert len(app.tools(TENANT, PROJECT)) == len(TOOL_NAMES)  # the rag_* tools and files_visualize
 
     app.document_deleted(TENANT, PROJECT, "documents/zebra.md")
     assert app.documents.get_by_path(TENANT, PROJECT, "documents/zebra.md") is None

@@ -320,6 +320,13 @@ TOOL_ARGS: dict[str, dict[str, st.SearchStrategy[Any]]] = {
     },
     "rag_delete": {"ragId": TEXT.filter(lambda v: v not in ("notes", "_documents"))},
     "rag_list": {"projectId": SCALAR},
+    "files_visualize": {
+        "filePath": st.sampled_from(["notes/a.md", "big.txt", ".env"]) | TEXT,
+        "documentId": ANY,
+        "offset": SCALAR,
+        "pages": st.sampled_from(["1-2", "3"]) | TEXT,
+        "vision": SCALAR,
+    },
 }
 
 
