@@ -149,3 +149,14 @@ def test_a_path_with_a_nul_character_is_a_usage_error(tmp_path: Path) -> None:
         result = CliRunner().invoke(cli, [*base, *args])
         assert result.exit_code == 2, (args, repr(result.exception))
         assert "NUL" in result.output
+
+
+def test_a_path_the_file_system_cannot_name_is_a_usage_error(tmp_path: Path) -> None:
+    """A lone surrogate (reachable from Python callers, not from a Linux argv, whose bytes
+    decode with surrogateescape) made ``os.stat`` raise a bare UnicodeEncodeError; the
+    property test of the CLI found it. A usage error naming the option instead."""
+    base = ["--store", f"sqlite:///{tmp_path / 'rag.db'}", "--tenant", "t", "--project", "p"]
+    for args in (["context", "x", "--recipe", "r\ud800.yaml"], ["import", "d\ud800"]):
+        result = CliRunner().invoke(cli, [*base, *args])
+        assert result.exit_code == 2, (args, repr(result.exception))
+        assert "cannot be a file name" in result.output

@@ -59,8 +59,9 @@ class Ctx:
 
 
 class FilePath(click.Path):
-    """``click.Path`` that refuses a NUL character as a usage error: ``click.Path`` stats the
-    value, and a NUL there raised a bare ``ValueError``."""
+    """``click.Path`` that refuses what no file name can hold as a usage error: ``click.Path``
+    stats the value, and a NUL there raised a bare ``ValueError``, a lone surrogate a bare
+    ``UnicodeEncodeError``."""
 
     def convert(
         self,
@@ -70,6 +71,10 @@ class FilePath(click.Path):
     ) -> str | bytes | os.PathLike[str]:
         if "\0" in os.fspath(value):
             self.fail("a path cannot contain a NUL character", param, ctx)
+        try:
+            os.fsencode(value)
+        except UnicodeEncodeError:
+            self.fail(f"{os.fspath(value)!a} cannot be a file name on this system", param, ctx)
         return super().convert(value, param, ctx)
 
 
