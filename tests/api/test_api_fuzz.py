@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import schemathesis
 from api_support import SECRET, make_token
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 
 from fakes import DOCS, P, T
 from vancetope_rag.api import create_api
@@ -68,6 +68,14 @@ def _aim(case: Any, app: RagApp) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
+def _unsent_query_value(case: Any) -> bool:
+    """Whether a query value is one the client sends nothing for (``None``, ``[]``, ``{}``):
+    a negative case whose only violation left after :func:`_aim` restored the token is such
+    a value (an unknown parameter with an empty list) reaches the app as a valid request, and
+    schemathesis would count its 200 as accepted bad data."""
+    return any(v is None or v == [] or v == {} for v in (case.query or {}).values())
+
+
 def test_every_operation_is_fuzzed(fuzz_app: RagApp) -> None:
     assert sorted(op.ok().label for op in _schema(fuzz_app).get_all_operations()) == sorted(
         OPERATIONS
@@ -95,6 +103,8 @@ def test_api_conforms_to_its_schema(fuzz_app: RagApp, label: str, mode: str) -> 
         database=None,
     )
     def run(case: Any) -> None:
+        if mode == "negative" and _unsent_query_value(case):
+            reject()
         response = case.call_and_validate(headers=_aim(case, fuzz_app))
         statuses.append(response.status_code)
 
