@@ -244,6 +244,44 @@ def test_an_index_gone_after_the_first_query_is_noticed(tmp_path: Path, fake_clo
     assert sum(r.method == "list_search_indexes" for r in cluster.reads) <= listed + 1
 
 
+def test_queryability_is_asked_again_once_the_minute_is_over(
+    tmp_path: Path, fake_clock: Any
+) -> None:
+    """A check is trusted for a minute (``queryable_ttl_s``'s default), then asked of the
+    server again: a text index an operator dropped is noticed by the first text query after
+    that minute, though nothing else would notice it (a text search finding none of the
+    query's words is normal, so no empty answer triggers a re-check). The checks run on the
+    double's clock (``SearchSupport``'s ``monotonic``), which the test moves."""
+    store, cluster = opened(tmp_path, fake_clock)
+    chunks = store.chunks
+    assert isinstance(chunks, MongoChunkStore)
+    chunks.search = SearchSupport(
+        chunks.search.db, chunks.search.search_db, mode="atlas", monotonic=fake_clock
+    )
+    chunks.replace_source(SCOPE, "doc-1", [chunk("c1", unit(0), "text one")])
+    cluster.settle()
+
+    def listed() -> int:
+        return sum(r.method == "list_search_indexes" for r in cluster.reads)
+
+    def text_query() -> list[str]:
+        return [h.chunk_id for h in chunks.lexical_query(SCOPE, "one", 3, vector=unit(0))]
+
+    assert text_query() == ["c1"]
+    assert [h.chunk_id for h in chunks.query(SCOPE, unit(0), 3)] == ["c1"]
+    before = listed()
+    store.database[ix.chunk_collection(DIM)].drop_search_index(ix.TEXT_INDEX)
+    fake_clock.advance(59.0)
+    assert text_query() == []  # Atlas's answer on a missing index; the check is still trusted
+    assert listed() == before
+    fake_clock.advance(2.0)  # past the minute: both indexes are asked about again
+    assert [h.chunk_id for h in chunks.query(SCOPE, unit(0), 3)] == ["c1"]
+    assert listed() == before + 1
+    with pytest.raises(StoreError, match="does not exist; run"):
+        text_query()
+    assert listed() == before + 2
+
+
 # -- a chat turn has its own deadline -----------------------------------------------------------
 
 

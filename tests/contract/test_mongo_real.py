@@ -48,6 +48,7 @@ from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import queries as mq
 from vancetope_rag.store.mongo.builders import rebuilds as mm
+from vancetope_rag.store.mongo.builders import sweep as ms
 from vancetope_rag.store.mongo.builders import updates as q
 from vancetope_rag.store.mongo.builders.analysis import analyze
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
@@ -491,6 +492,38 @@ def test_a_rebuild_claim_neither_sorts_in_memory_nor_scans(server: MongoStore) -
     stages = _stages(plan["queryPlanner"]["winningPlan"])
     assert "IXSCAN" in stages and "SORT" not in stages and "COLLSCAN" not in stages, stages
     assert "migration_claim_order_idx" in str(plan["queryPlanner"]["winningPlan"])
+
+
+def test_the_sweeps_due_notes_neither_sort_in_memory_nor_scan(server: MongoStore) -> None:
+    """``explain`` of the sweeper's due-notes query on 2,000 swap notes, 1,800 of them due
+    (three share each ``at``, so the first page ends inside a tie), for the first page and for
+    the page after it (the ``(at, _id)`` resume that paging adds as an ``$or``): the winning
+    plan walks ``swap_due_idx`` (for the resume, possibly as one scan per ``$or`` branch
+    merged in order, SORT_MERGE), with no SORT and no COLLSCAN."""
+    swaps = server.database[ix.SWAPS]
+    base = datetime(2026, 1, 1)  # naive UTC, as the store writes ``at``
+    swaps.insert_many(
+        [
+            {"tenantId": T, "projectId": P, "ragId": "rag-due", "sourceRef": f"d{i:05}"}
+            | {"dim": DIM, "gen": 1, "at": base + timedelta(seconds=i // 3)}
+            for i in range(2000)
+        ]
+    )
+    due = base + timedelta(seconds=599)
+    limit = 100  # the sweep's page
+    first = ms.due_notes_filter(due, None)
+    page = list(swaps.find(first).sort(ms.DUE_SORT).limit(limit))
+    assert len(page) == limit
+    after = (page[-1]["at"], page[-1]["_id"])  # as the sweep resumes
+    for flt in (first, ms.due_notes_filter(due, after)):
+        plan = swaps.find(flt).sort(ms.DUE_SORT).limit(limit).explain()
+        winning = plan["queryPlanner"]["winningPlan"]
+        stages = _stages(winning)
+        assert "IXSCAN" in stages and "SORT" not in stages and "COLLSCAN" not in stages, (
+            flt,
+            stages,
+        )
+        assert ix.DUE_INDEX in str(winning), (flt, winning)
 
 
 @needs_atlas
