@@ -3,7 +3,6 @@ block it gave, for the response header."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Sequence
@@ -102,8 +101,9 @@ async def arun_pre_turn(
     recipe: RagParams | None,
     tools: Sequence[Any] | None,
 ) -> Injection:
-    """:func:`run_pre_turn` in a worker thread: the query embedding and the store never run
-    on the event loop."""
-    return await asyncio.to_thread(
+    """:func:`run_pre_turn` in one of the app's turn threads (:class:`TurnExecutor`, as
+    :meth:`RagApp.apre_turn`): the query embedding and the store never run on the event
+    loop, nor in its default executor."""
+    return await app.turns.run(
         run_pre_turn, app, tenant_id, project_id, user_messages, recipe, tools
     )
