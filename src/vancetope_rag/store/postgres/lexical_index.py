@@ -24,8 +24,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-import numpy as np
-
 from vancetope_rag.store.postgres.db import PostgresDatabase
 from vancetope_rag.store.sqlite.bm25_index import CollectionStats, LexicalCache
 from vancetope_rag.store.types import RagScope
@@ -95,7 +93,7 @@ class PostgresLexicalIndex:
             f"SELECT rowid FROM {table} WHERE tenant_id = %s AND project_id = %s AND rag_id = %s",
             (scope.tenant_id, scope.project_id, scope.rag_id),
         )
-        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        return [int(r[0]) for r in rows]
 
     def _tsvectors(self, table: str, rowids: Sequence[int]) -> Iterable[tuple[int, str]]:
         for start in range(0, len(rowids), _LOAD_BATCH):
