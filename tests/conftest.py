@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 import postgres_support
+from media_makers import LEGACY_DOC, LEGACY_PPT, LEGACY_XLS, legacy_office
 from vancetope_rag.app import RagApp
 from vancetope_rag.config import EngineConfig
 
@@ -36,6 +38,16 @@ def _postgres_server() -> Iterator[None]:
     """The PostgreSQL server ``postgres_support`` starts on first use, stopped at the end."""
     yield
     postgres_support.shutdown()
+
+
+@pytest.fixture(scope="session")
+def legacy(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """``report.doc``, ``budget.xls`` and ``deck.ppt`` saved by LibreOffice, each holding its
+    ``media_makers.LEGACY_*`` sentence: made once per session (a LibreOffice start costs
+    seconds) for every test that reads legacy Office files."""
+    if shutil.which("soffice") is None:
+        pytest.skip("LibreOffice is not installed (Debian's libreoffice-*-nogui)")
+    return legacy_office(tmp_path_factory.mktemp("legacy"), LEGACY_DOC, LEGACY_XLS, LEGACY_PPT)
 
 
 @pytest.fixture

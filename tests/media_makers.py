@@ -26,6 +26,13 @@ needs_ffmpeg = pytest.mark.skipif(
     reason="ffmpeg is not installed (Debian's ffmpeg)",
 )
 
+#: The sentence only inside each file :func:`legacy_office` makes (the session's ``legacy``
+#: fixture, ``tests/conftest.py``): ``report.doc``, ``budget.xls`` (sheet Costs) and
+#: ``deck.ppt`` (slide 2: Harbour).
+LEGACY_DOC = "The lighthouse keeper logs the fog horn every eleven minutes"
+LEGACY_XLS = "Replacement ropes for the tender cost four hundred euros"
+LEGACY_PPT = "Night ferries leave from pier nine after the spring equinox"
+
 
 #: Legacy files already made in this test session, by their sentences: a LibreOffice start
 #: costs seconds, and the unit and the import tests read the same files.

@@ -23,9 +23,11 @@ import filemakers as fm
 import hostile_extractors
 from bridge_vision_server import KEY, MODEL, SEEN, VisionServer, vision_server
 from fakes import P, T
+from media_makers import LEGACY_DOC, LEGACY_PPT, LEGACY_XLS, needs_ffmpeg, needs_soffice, video
 from vancetope_rag.app import RagApp
 from vancetope_rag.cli import cli
 from vancetope_rag.errors import ExtractorDependencyMissingError
+from vancetope_rag.extraction.sandbox import ExtractionSandbox
 from vancetope_rag.hookspecs import hookimpl
 from vancetope_rag.plugins import get_plugin_manager
 from vancetope_rag.services.importer import ImportSource
@@ -434,6 +436,159 @@ def test_arguments_are_checked(app: RagApp, workspace: Path) -> None:
     ):
         failed, body = visualize(app, **kwargs)
         assert failed and body["code"] in ("INVALID_INPUT", "INVALID_ARGUMENT"), kwargs
+
+
+# -- legacy Office and video, through the tool ------------------------------------------------
+
+SUBTITLE = "The night tram to the harbour is cancelled on Sundays"
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """A 200 s video with a subtitle track: room for 20 frames at one per 10 s, more than the
+    hard cap allows."""
+    if os.system("command -v ffmpeg >/dev/null 2>&1") != 0:
+        pytest.skip("ffmpeg is not installed (Debian's ffmpeg)")
+    return video(
+        tmp_path_factory.mktemp("clip"),
+        "harbour.mkv",
+        seconds=200,
+        size="64x48",
+        subtitles=[(2.0, 6.0, SUBTITLE)],
+    )
+
+
+def test_legacy_office_files_come_back_through_the_tool(
+    app: RagApp, workspace: Path, legacy: dict[str, bytes], vision: VisionServer
+) -> None:
+    use_vision(app, vision)  # configured: text is still read with no model call
+    for name, data in legacy.items():
+        write(workspace, f"office/{name}", data)
+    expected = {
+        "office/report.doc": (LEGACY_DOC, None),
+        "office/budget.xls": (LEGACY_XLS, "sheet Costs"),
+        "office/deck.ppt": (LEGACY_PPT, "slide 2: Harbour"),
+    }
+    for rel, (sentence, title) in expected.items():
+        body = ok(app, filePath=rel)
+        [section] = [s for s in body["sections"] if sentence in s["text"]]
+        assert section["title"] == title, rel
+        assert body["vision"]["used"] is False
+    assert vision.calls == 0
+
+
+@needs_soffice
+def test_vision_true_shows_a_presentations_slides_within_the_page_budget(
+    app: RagApp, workspace: Path, legacy: dict[str, bytes], vision: VisionServer
+) -> None:
+    use_vision(app, vision)
+    deck = fm.pptx([(f"Slide {n}", f"The buoy {n} is painted red", "") for n in range(1, 9)])
+    write(workspace, "decks/buoys.pptx", deck)
+    body = ok(app, filePath="decks/buoys.pptx", vision=True)
+    assert vision.calls == 2 and body["vision"]["used"] is True
+    assert body["vision"]["pages"] == [1, 2]
+    looked = [s["title"] for s in body["sections"] if SEEN in s["text"]]
+    assert looked == ["slide 1: Slide 1", "slide 2: Slide 2"]
+    assert "The buoy 8 is painted red" in text_of(body)  # every slide's own text still there
+    assert "rag.bridge.visionMaxPages" in body["truncatedReason"]
+    app.settings.set(T, None, "rag.bridge.visionMaxPages", 40)  # asked 40: the hard cap is 6
+    assert ok(app, filePath="decks/buoys.pptx", vision=True)["vision"]["pages"] == [
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+    ]
+    assert vision.calls == 2 + 6
+    write(workspace, "office/deck.ppt", legacy["deck.ppt"])  # two slides, through PPTX
+    old = ok(app, filePath="office/deck.ppt", vision=True)
+    assert old["vision"]["pages"] == [1, 2] and vision.calls == 8 + 2
+    assert LEGACY_PPT in text_of(old) and SEEN in text_of(old)
+
+
+@needs_ffmpeg
+def test_a_video_subtitle_track_comes_back_as_text(
+    app: RagApp, workspace: Path, clip: bytes
+) -> None:
+    write(workspace, "clips/harbour.mkv", clip)
+    body = ok(app, filePath="clips/harbour.mkv")  # no vision model: subtitles only
+    assert [s["title"] for s in body["sections"]] == ["subtitles"]
+    assert SUBTITLE in text_of(body)
+    assert body["vision"]["used"] is False and body["vision"]["frames"] == 0
+
+
+@needs_ffmpeg
+def test_video_frames_follow_max_frames_up_to_its_hard_cap(
+    app: RagApp, workspace: Path, clip: bytes, vision: VisionServer
+) -> None:
+    use_vision(app, vision)
+    write(workspace, "clips/harbour.mkv", clip)
+    body = ok(app, filePath="clips/harbour.mkv")  # vision configured: frames are described
+    frames = [s for s in body["sections"] if s["title"].startswith("frame ")]
+    assert vision.calls == 6 and len(frames) == 6 and body["limits"]["maxFrames"] == 6
+    assert body["vision"]["used"] is True and body["vision"]["frames"] == 6
+    assert SUBTITLE in text_of(body) and SEEN in text_of(body)
+    assert body["limits"]["visionMaxPages"] == 2  # the page budget does not bound frames
+    assert ok(app, filePath="clips/harbour.mkv")["cached"] is True and vision.calls == 6
+    app.settings.set(T, P, "rag.bridge.maxFrames", 99)  # 20 frames asked: 12 described
+    capped = ok(app, filePath="clips/harbour.mkv")
+    assert capped["limits"]["maxFrames"] == 12
+    assert capped["limits"]["capped"] == {"rag.bridge.maxFrames": {"asked": 99}}
+    assert vision.calls == 6 + 12 and capped["vision"]["frames"] == 12
+
+
+def _without(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, app: RagApp) -> ExtractionSandbox:
+    """No program on the PATH of this process and of a sandbox whose workers start now."""
+    (tmp_path / "empty-bin").mkdir(exist_ok=True)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    sandbox = ExtractionSandbox(1)
+    app.extraction._sandbox = sandbox
+    return sandbox
+
+
+@pytest.mark.parametrize(
+    ("rel", "package"),
+    [
+        pytest.param("office/report.doc", "libreoffice-writer-nogui", marks=needs_soffice),
+        pytest.param("clips/harbour.mkv", "ffmpeg", marks=needs_ffmpeg),
+        ("scan.pdf", "tesseract-ocr"),
+    ],
+)
+def test_a_missing_program_is_named_with_its_package(
+    app: RagApp,
+    workspace: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    rel: str,
+    package: str,
+) -> None:
+    made = {
+        "office/report.doc": lambda: request.getfixturevalue("legacy")["report.doc"],
+        "clips/harbour.mkv": lambda: request.getfixturevalue("clip"),
+        "scan.pdf": lambda: fm.scanned_pdf("GLACIER SURVEY"),
+    }
+    write(workspace, rel, made[rel]())
+    app.settings.set(T, None, "rag.extract.ocr", "tesseract")
+    sandbox = _without(monkeypatch, tmp_path, app)
+    try:
+        failed, body = visualize(app, filePath=rel)
+    finally:
+        sandbox.close()
+    assert failed and body["code"] == "MM_BRIDGE_DEPENDENCY_MISSING", body
+    assert body["cause"] == "EXTRACT_PROGRAM_MISSING"
+    assert f"apt-get install {package}" in body["error"]
+
+
+def test_an_unreachable_vision_model_is_not_a_missing_dependency(
+    app: RagApp, workspace: Path, vision: VisionServer
+) -> None:
+    use_vision(app, vision)
+    app.settings.set(T, None, "rag.extract.vision.baseUrl", "http://127.0.0.1:9/v1")
+    write(workspace, "photo.png", fm.text_image("HARBOUR"))
+    failed, body = visualize(app, filePath="photo.png")
+    assert failed and body["code"] == "MM_BRIDGE_VISION_UNAVAILABLE", body
 
 
 # -- the CLI -------------------------------------------------------------------------------------

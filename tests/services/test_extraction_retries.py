@@ -128,7 +128,8 @@ def test_a_scan_fails_without_tesseract_then_is_read_when_it_returns_without_an_
     [failed] = summary.failed_files
     assert "tesseract program" in failed.reason and "read again at" in failed.reason
     first = record(app, "documents/scan.pdf")
-    assert first.error_code == "EXTRACT_BACKEND_UNAVAILABLE"
+    assert first.error_code == "EXTRACT_PROGRAM_MISSING"
+    assert "apt-get install tesseract-ocr" in failed.reason
     assert first.retries == 1 and first.retry_at == pytest.approx(clock.now + 60)
     doc = app.documents.get_by_path(T, P, "documents/scan.pdf")
     assert doc is not None and doc.index_state is IndexState.FAILED

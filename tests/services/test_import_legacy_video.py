@@ -18,7 +18,10 @@ from typing import Any
 import pytest
 
 from fakes import P, T
-from media_makers import legacy_office, needs_ffmpeg, needs_soffice, video
+from media_makers import LEGACY_DOC as DOC
+from media_makers import LEGACY_PPT as PPT
+from media_makers import LEGACY_XLS as XLS
+from media_makers import needs_ffmpeg, needs_soffice, video
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.cascade import AutoInject
 from vancetope_rag.domain.records import IndexState
@@ -26,9 +29,6 @@ from vancetope_rag.extraction.sandbox import ExtractionSandbox
 from vancetope_rag.recipes import RagParams
 from vision_server import KEY, MODEL, TRANSCRIPTION, VisionServer, serve_vision
 
-DOC = "The lighthouse keeper logs the fog horn every eleven minutes"
-XLS = "Replacement ropes for the tender cost four hundred euros"
-PPT = "Night ferries leave from pier nine after the spring equinox"
 SUBTITLE = "The glacier ferry timetable changes on the first of May"
 
 
@@ -43,12 +43,9 @@ def media(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def office(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    """A .doc, an .xls and a .ppt, saved by LibreOffice."""
-    if os.system("command -v soffice >/dev/null 2>&1") != 0:
-        pytest.skip("LibreOffice is not installed (Debian's libreoffice-*-nogui)")
-    made = legacy_office(tmp_path_factory.mktemp("office"), DOC, XLS, PPT)
-    return {f"office/{name}": data for name, data in made.items()}
+def office(legacy: dict[str, bytes]) -> dict[str, bytes]:
+    """The session's .doc, .xls and .ppt, saved by LibreOffice, in a folder ``office``."""
+    return {f"office/{name}": data for name, data in legacy.items()}
 
 
 @pytest.fixture

@@ -19,8 +19,10 @@ import pytest
 
 from fakes import default_extractors
 from filemakers import titles
+from media_makers import LEGACY_DOC as DOC
+from media_makers import LEGACY_PPT as PPT
+from media_makers import LEGACY_XLS as XLS
 from media_makers import claim_duration, needs_ffmpeg, needs_soffice, video
-from media_makers import legacy_office as make_legacy_office
 from vancetope_rag.default_plugins.extractors import video as extract_video
 from vancetope_rag.errors import (
     ExtractionError,
@@ -35,22 +37,12 @@ from vancetope_rag.extraction.types import error_from_code
 from vision_server import TRANSCRIPTION, VisionServer, serve_vision
 
 BUILTINS = default_extractors()
-DOC = "The lighthouse keeper logs the fog horn every eleven minutes"
-XLS = "Replacement ropes for the tender cost four hundred euros"
-PPT = "Night ferries leave from pier nine after the spring equinox"
 SUBTITLE = "The ferry timetable changes on the first of May"
 LATE = "The harbour master retires at the end of the season"
 
 
 def extract(data: bytes, path: str, **options: Any) -> ExtractedText:
     return extract_text(data, path=path, registry=BUILTINS, options=ExtractOptions(**options))
-
-
-@pytest.fixture(scope="session")
-def legacy(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    if os.system("command -v soffice >/dev/null 2>&1") != 0:
-        pytest.skip("LibreOffice is not installed (Debian's libreoffice-*-nogui)")
-    return make_legacy_office(tmp_path_factory.mktemp("legacy"), DOC, XLS, PPT)
 
 
 @pytest.fixture(scope="session")

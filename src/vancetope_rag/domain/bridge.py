@@ -297,15 +297,19 @@ def window(
 
 # --- failures, in the spec's codes: the one table ---------------------------------------------
 
-#: Extraction failure code → the bridge's error class. The cause's code travels with it.
+#: Extraction failure code → the bridge's error class. The cause's code travels with it. A
+#: missing program (LibreOffice, ffmpeg, Tesseract) is a missing dependency, its package named;
+#: a backend that is there but not answering (an unreachable or paused vision model) is not.
 _ERROR_TABLE: Mapping[str, type[BridgeError]] = {
     "EXTRACT_DEPENDENCY_MISSING": BridgeDependencyMissingError,
+    "EXTRACT_PROGRAM_MISSING": BridgeDependencyMissingError,
     "DEPENDENCY_MISSING": BridgeDependencyMissingError,
     "EXTRACT_NO_TEXT_LAYER": BridgeVisionNotConfiguredError,
     "EXTRACT_UNSUPPORTED_TYPE": BridgeUnsupportedTypeError,
     "EXTRACT_TIMEOUT": BridgeLimitError,
     "EXTRACT_TOO_LARGE": BridgeLimitError,
     "PROVIDER_UNAVAILABLE": BridgeVisionUnavailableError,
+    "EXTRACT_BACKEND_UNAVAILABLE": BridgeVisionUnavailableError,
     "EXTRACT_NO_TEXT": BridgeError,
     "EXTRACT_CHANGED_WHILE_READ": BridgeError,
     "EXTRACTION_FAILED": BridgeError,
@@ -315,8 +319,11 @@ _ERROR_TABLE: Mapping[str, type[BridgeError]] = {
 def bridge_error(exc: RagError, *, vision_configured: bool) -> BridgeError:
     """``exc`` (an extraction's failure) as the bridge's named error, its message kept and
     its code named as the cause. A scan is ``MM_BRIDGE_VISION_NOT_CONFIGURED`` only where no
-    vision model is configured; with one, it read nothing (the file's own failure). A missing
-    program or extra of a type added later (a subclass of a mapped error) maps as its base."""
+    vision model is configured; with one, it read nothing (the file's own failure). A backend
+    unavailable is ``MM_BRIDGE_VISION_UNAVAILABLE`` only where the backend is a vision model
+    (Tesseract's missing language pack or slow page is ``MM_BRIDGE_UNREADABLE``, the message
+    saying which). A missing program or extra of a type added later (a subclass of a mapped
+    error) maps as its base."""
     if isinstance(exc, BridgeError):
         return exc
     cls = _ERROR_TABLE.get(exc.code) or next(
@@ -327,7 +334,9 @@ def bridge_error(exc: RagError, *, vision_configured: bool) -> BridgeError:
         ),
         BridgeError,
     )
-    if cls is BridgeVisionNotConfiguredError and vision_configured:
+    if (cls is BridgeVisionNotConfiguredError and vision_configured) or (
+        cls is BridgeVisionUnavailableError and not vision_configured
+    ):
         cls = BridgeError
     message = exc.message
     if cls is BridgeVisionNotConfiguredError:

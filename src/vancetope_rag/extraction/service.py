@@ -141,18 +141,12 @@ class ExtractionService:
     @staticmethod
     def _on_this_machine(ocr: OcrConfig) -> OcrConfig:
         """``ocr`` with what this machine has: the ``tesseract`` program found on the PATH,
-        or why OCR cannot run here now."""
+        or that it is missing (a missing program, named as LibreOffice and ffmpeg are)."""
         if ocr.engine != "tesseract":
             return ocr
         found = shutil.which("tesseract")
         if found is None:
-            packages = " ".join(f"tesseract-ocr-{lang}" for lang in ocr.language.split("+") if lang)
-            return dataclasses.replace(
-                ocr,
-                unavailable="OCR with Tesseract needs the tesseract program, which is not on "
-                f"this machine's PATH: install Debian/Ubuntu's tesseract-ocr package and the "
-                f"language pack ({packages})",
-            )
+            return dataclasses.replace(ocr, tesseract_missing=True)
         return dataclasses.replace(ocr, tesseract_cmd=found)
 
     def is_current(

@@ -130,9 +130,13 @@ class OcrConfig:
     #: The ``tesseract`` program as the calling process found it on its PATH (the worker
     #: process runs that one); None: look it up where the OCR runs.
     tesseract_cmd: str | None = None
-    #: Why the backend cannot read anything now (the program is missing, the vision model
-    #: is paused after failing): a page that needs it fails at once, retried later, with
-    #: no call made. Not part of the fingerprint: it says nothing of the text.
+    #: The calling process found no ``tesseract`` program: a page that needs it fails at once
+    #: as ``EXTRACT_PROGRAM_MISSING`` naming the package, as a missing LibreOffice or ffmpeg
+    #: does (retried later). Not part of the fingerprint: it says nothing of the text.
+    tesseract_missing: bool = False
+    #: Why the backend cannot read anything now (the vision model is paused after failing):
+    #: a page that needs it fails at once, retried later, with no call made. Not part of the
+    #: fingerprint: it says nothing of the text.
     unavailable: str | None = None
 
     #: The setting that bounds ``max_pages``, named where it cut a file (the tool has its own).

@@ -79,8 +79,8 @@ def scan_ocr_config(effective: Mapping[str, Any], defaults: VisionDefaults) -> O
     ``rag.extract.ocr`` picks the first reader: ``vision`` reads with the scan model;
     ``tesseract`` reads locally and, with the scan fallback on, sends what it found no text
     in to the scan model; ``none`` leaves scans unread unless the scan fallback is on, when
-    the scan model reads them. What the machine has (``tesseract_cmd``, ``unavailable``)
-    is the caller's to fill in.
+    the scan model reads them. What the machine has (``tesseract_cmd``, ``tesseract_missing``,
+    ``unavailable``) is the caller's to fill in.
     """
     choice = resolve_vision(effective, defaults)
     engine = str(effective.get("rag.extract.ocr") or "none")

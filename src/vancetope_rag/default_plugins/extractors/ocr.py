@@ -6,9 +6,11 @@ to the vision model; ``vision`` sends each image to an OpenAI-compatible chat-co
 endpoint with the standard library's HTTP client. The API key never appears in an error
 message: server text quoted in one has it replaced by ``****``.
 
-A failure of the machine rather than the image — the program missing, the vision model
-unreachable, overloaded or refusing the settings, a time limit — is an
-:class:`~vancetope_rag.errors.ExtractorUnavailableError`: the file is read again later.
+A failure of the machine rather than the image is read again later: the ``tesseract`` program
+missing is an :class:`~vancetope_rag.errors.ExtractorProgramMissingError` naming its Debian
+package (as a missing LibreOffice or ffmpeg is); the vision model unreachable, overloaded or
+refusing the settings, a missing language pack or a time limit is an
+:class:`~vancetope_rag.errors.ExtractorUnavailableError`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from vancetope_rag.errors import ExtractionError
+from vancetope_rag.errors import ExtractionError, ExtractorProgramMissingError
 from vancetope_rag.extraction.registry import (
     ExtractorDependencyMissingError,
     ExtractorUnavailableError,
@@ -47,6 +49,8 @@ MIN_TEXT_CHARS = 3
 #: HTTP statuses of a vision endpoint that are its failure or its settings', not the
 #: image's: overloaded, down, or refusing the key, the model or the URL.
 UNAVAILABLE_STATUSES = frozenset({401, 403, 404, 408, 425, 429})
+#: The Debian/Ubuntu package of the ``tesseract`` program (its English data included).
+TESSERACT_PACKAGE = "tesseract-ocr"
 
 
 def has_text(text: str) -> bool:
@@ -57,6 +61,14 @@ def has_text(text: str) -> bool:
 def unavailable(path: str, reason: str) -> ExtractorUnavailableError:
     """The machine's failure to read ``path``: retried later, unlike the file's own."""
     return ExtractorUnavailableError(f"cannot extract text from {path!r}: {reason}")
+
+
+def tesseract_missing(language: str) -> ExtractorProgramMissingError:
+    """No ``tesseract`` program: the machine's failure, named with the packages to install
+    (the program, and the language packs ``language`` needs beyond its English)."""
+    packs = [f"tesseract-ocr-{lang}" for lang in language.split("+") if lang not in ("", "eng")]
+    package = " ".join([TESSERACT_PACKAGE, *packs])
+    return ExtractorProgramMissingError("OCR with Tesseract", "tesseract", package)
 
 
 def recognize(
@@ -80,6 +92,7 @@ def recognize(
 
     Raises:
         ExtractorDependencyMissingError: ``tesseract`` without ``pytesseract`` (the ``ocr`` extra).
+        ExtractorProgramMissingError: ``tesseract`` without the ``tesseract`` program.
         ExtractorUnavailableError: The backend is not there now (the program missing, the
             vision model unreachable or refusing the settings, a time limit).
         ExtractionError: The backend is misconfigured or failed on the image (the message
@@ -90,6 +103,8 @@ def recognize(
     if config.unavailable:
         raise unavailable(path, config.unavailable)
     if config.engine == "tesseract":
+        if config.tesseract_missing:
+            raise tesseract_missing(config.language)
         texts = _run_all(images, config, lambda png: _tesseract(png, config, path))
         left = [i for i, text in enumerate(texts) if not has_text(text)]
         if config.fallback and left:  # local first; the vision model reads what is left
@@ -142,11 +157,7 @@ def _tesseract(png: bytes, config: OcrConfig, path: str) -> str:
                 image, lang=language, timeout=max(1, round(config.request_timeout_s))
             )
     except pytesseract.TesseractNotFoundError:
-        raise unavailable(
-            path,
-            "OCR with Tesseract needs the tesseract program, which is not installed: install "
-            f"Debian/Ubuntu's tesseract-ocr package and the language pack ({packages})",
-        ) from None
+        raise tesseract_missing(language) from None
     except pytesseract.TesseractError as exc:
         detail = str(getattr(exc, "message", "") or exc)
         if "language" in detail.lower() or "traineddata" in detail.lower():

@@ -19,6 +19,7 @@ from vancetope_rag.default_plugins.extractors.guards import (
     read_member,
     refuse_dtd,
 )
+from vancetope_rag.default_plugins.extractors.libreoffice import look_at_slides
 from vancetope_rag.extraction.registry import (
     Extraction,
     ExtractOptions,
@@ -230,8 +231,9 @@ class _OdfText:
 
 def extract_odf(data: bytes, path: str, options: ExtractOptions) -> Extraction:
     """OpenDocument text (one section), spreadsheet (a section per ``sheet Name``) or
-    presentation (a section per ``slide N: Title``, notes included), read from
-    ``content.xml`` with the standard library; DTDs and entities are refused."""
+    presentation (a section per ``slide N: Title``, notes included; with ``vision_all``, what
+    the vision model sees on each), read from ``content.xml`` with the standard library; DTDs
+    and entities are refused."""
     check_zip(data, path, "OpenDocument")
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
@@ -258,7 +260,10 @@ def extract_odf(data: bytes, path: str, options: ExtractOptions) -> Extraction:
     if target.parts > target.limit:
         unit, key = ("sheets", "maxSheets") if target.kind == "sheet" else ("slides", "maxSlides")
         truncated = cut_reason(target.limit, target.parts, unit, key)
-    return Extraction(tuple(target.sections) or (Section(""),), truncated=truncated)
+    extraction = Extraction(tuple(target.sections) or (Section(""),), truncated=truncated)
+    if target.kind != "slide":
+        return extraction
+    return look_at_slides(extraction, data, path, options, source=".odp")
 
 
 # --- registration -----------------------------------------------------------------------------

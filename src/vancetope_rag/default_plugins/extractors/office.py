@@ -24,6 +24,7 @@ from vancetope_rag.default_plugins.extractors.guards import (
     cut_reason,
     grid_cut_reason,
 )
+from vancetope_rag.default_plugins.extractors.libreoffice import look_at_slides
 from vancetope_rag.errors import RagError
 from vancetope_rag.extraction.registry import (
     Extraction,
@@ -129,7 +130,9 @@ def _shape_texts(shapes: Iterable[Any]) -> Iterable[str]:
 
 
 def extract_pptx(data: bytes, path: str, options: ExtractOptions) -> Extraction:
-    """One section per slide (``slide 3: Title``): every shape's text, then the notes.
+    """One section per slide (``slide 3: Title``): every shape's text, then the notes; with
+    ``vision_all`` (the tool's ``vision: true``), what the vision model sees on each
+    (:func:`~.libreoffice.look_at_slides`).
 
     Needs the ``office`` extra (python-pptx).
     """
@@ -162,7 +165,8 @@ def extract_pptx(data: bytes, path: str, options: ExtractOptions) -> Extraction:
         raise extraction_error(
             path, f"not a readable PPTX file ({type(exc).__name__}: {exc})"
         ) from None
-    return Extraction(tuple(sections), truncated=truncated)
+    extraction = Extraction(tuple(sections), truncated=truncated)
+    return look_at_slides(extraction, data, path, options, source=".pptx")
 
 
 # --- registration -----------------------------------------------------------------------------

@@ -7,7 +7,10 @@ registry and sandbox an import uses, so every registered type is served, a plugi
 It is read twice at most: first with no OCR/vision backend at all — text types, and pages with a
 text layer, never reach a model — and only when that reading left pages without a text layer,
 or the caller asked for ``vision``, once more with the backend, bounded by
-``rag.bridge.visionMaxPages`` and behind the vision endpoint's circuit. The result is cached by
+``rag.bridge.visionMaxPages`` and behind the vision endpoint's circuit. A video is the
+exception: its frames are what a vision model is for, so with one configured it is read with
+the backend at once (its subtitles come with it), at most ``rag.bridge.maxFrames`` frames; without
+one, its subtitles alone. The result is cached by
 the file's hash and the effective configuration, so asking again (or for the next offset)
 pays for no extraction and no vision call. A stored document is answered from its stored text
 and recorded sections, with no model call.
@@ -68,6 +71,7 @@ __all__ = ["BridgeRequest", "BridgeService"]
 #: Largest workspace file the tool reads (as ``rag_add_workspace_file``).
 MAX_FILE_BYTES = 20 * 1024 * 1024
 _LIMIT_SETTING = "rag.bridge.visionMaxPages"
+_FRAMES_SETTING = "rag.bridge.maxFrames"
 _HTTP_STATUS = re.compile(r"\bHTTP (\d{3})\b")
 
 
@@ -229,18 +233,14 @@ class BridgeService:
         entry = self.extraction.registry.find_entry(mime, rel)
         # an extractor that reads pages itself (PDF, TIFF) starts at the range's first page
         paged = entry is not None and "max_pages" in entry.budgets
+        # one that samples frames (a video) shows them to the vision model
+        framed = entry is not None and "max_frames" in entry.budgets
         base = dataclasses.replace(plan.options, ocr=None, max_frames=limits.max_frames)
         if paged and request.pages is not None:
             base = dataclasses.replace(
                 base, first_page=request.pages.first, max_pages=request.pages.count
             )
-        ocr = (
-            dataclasses.replace(
-                backend, max_pages=limits.vision_max_pages, limit_setting=_LIMIT_SETTING
-            )
-            if backend is not None
-            else None
-        )
+        ocr = _bounded(backend, limits, framed=framed)
         key = cache_key(
             file_hash(data),
             f"{entry.name}@{entry.version}" if entry else "none",
@@ -252,7 +252,8 @@ class BridgeService:
         )
         cached = self.cache.get(tenant_id, project_id, key)
         if cached is None:
-            cached = self._extract(rel, data, mime, plan, base, ocr, request)
+            look = request.vision or (framed and vision is not None)
+            cached = self._extract(rel, data, mime, plan, base, ocr, request, look=look)
             self.cache.put(tenant_id, project_id, key, cached)
             was_cached = False
         else:
@@ -273,9 +274,10 @@ class BridgeService:
                 "extractor": cached["extractor"],
                 "truncatedReason": _joined(answer["truncatedReason"], cached.get("truncated")),
                 "vision": {
-                    "used": bool(cached.get("visionPages")),
+                    "used": bool(cached.get("visionPages") or cached.get("visionFrames")),
                     "pages": cached.get("visionPages") or [],
                     "pagesLeft": left,
+                    "frames": int(cached.get("visionFrames") or 0),
                     "model": vision.vision_model if vision is not None else None,
                 },
                 "cached": was_cached,
@@ -307,15 +309,14 @@ class BridgeService:
         base: ExtractOptions,
         ocr: OcrConfig | None,
         request: BridgeRequest,
+        *,
+        look: bool,
     ) -> dict[str, Any]:
-        """Text first, the model only where it is needed; the cache entry of the result."""
+        """Text first, the model only where it is needed (``look``: at once); the cache
+        entry of the result."""
         local = ExtractionPlan(base, plan.timeout_s)
-        first = (
-            None
-            if request.vision
-            else self.extraction.extract(data, path=rel, mime=mime, plan=local)
-        )
-        needs_backend = request.vision or (
+        first = None if look else self.extraction.extract(data, path=rel, mime=mime, plan=local)
+        needs_backend = look or (
             first is not None
             and (
                 (first.text is None and first.record.ocr)
@@ -358,6 +359,8 @@ class BridgeService:
                 yield
         except _VisionCallFailed as exc:  # the file's failure, as the backend said
             raise bridge_error(exc.cause, vision_configured=True) from None
+        except ExtractionError as exc:  # neither HTTP nor transport (paused, a bad answer)
+            raise bridge_error(exc, vision_configured=True) from None
         except ProviderUnavailableError as exc:
             raise BridgeVisionUnavailableError(
                 f"the vision model at {endpoint.base_url or 'its default endpoint'} is "
@@ -402,6 +405,22 @@ def _for_circuit(error: ExtractionError) -> ExtractionError:
     return error
 
 
+def _bounded(backend: OcrConfig | None, limits: BridgeLimits, *, framed: bool) -> OcrConfig | None:
+    """The OCR/vision backend within the tool's budgets: pages and images at most
+    ``rag.bridge.visionMaxPages``; a video's images are its frames, which
+    ``rag.bridge.maxFrames`` alone bounds (the video extractor bounds its frames by the
+    backend's page budget too, which for an import is ``rag.extract.vision.maxPages``)."""
+    if backend is None:
+        return None
+    if framed:
+        return dataclasses.replace(
+            backend, max_pages=limits.max_frames, limit_setting=_FRAMES_SETTING
+        )
+    return dataclasses.replace(
+        backend, max_pages=limits.vision_max_pages, limit_setting=_LIMIT_SETTING
+    )
+
+
 def _entry(text: ExtractedText, *, vision: bool) -> dict[str, Any]:
     return {
         "text": text.text,
@@ -410,6 +429,7 @@ def _entry(text: ExtractedText, *, vision: bool) -> dict[str, Any]:
         "extractor": text.extractor,
         "truncated": text.truncated_reason,
         "visionPages": list(text.ocr_pages) if vision else [],
+        "visionFrames": text.vision_frames if vision else 0,
         "ocrPages": list(text.ocr_pages),
         "ocrLeft": list(text.ocr_left),
     }
