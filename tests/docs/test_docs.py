@@ -18,6 +18,13 @@ A page a reader will save as a file and run (its snippets are one program) says 
 
 and its snippets also run that way: written to one file and run by a fresh interpreter
 (``python page.py``), where what they define lives in ``__main__``, as in the reader's script.
+
+The shell snippets (``sh``, ``bash``, ``shell``, ``console``) of ``docs/llm-plugin.md`` run
+too, in order, by bash, as one session (see :func:`test_llm_plugin_page_runs`). They take the
+same ``requires`` marker (``install`` for a ``pip install``: the tests' environment has the
+packages), and a snippet that reads what the reader types says so:
+
+    <!-- stdin: "first line" "second line" quit -->   the lines typed (shell words), then EOF
 """
 
 from __future__ import annotations
@@ -25,8 +32,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shlex
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +56,7 @@ REQUIREMENTS = {
     "mongodb": "needs a MongoDB server",
     "openai": "needs an OpenAI API key",
     "gemini": "needs a Gemini API key",
+    "install": "installs packages (the tests' environment has them already)",
 }
 
 _FENCE = re.compile(
@@ -96,7 +107,7 @@ def page_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 def test_markers_name_known_requirements() -> None:
     for page in PAGES:
-        for snippet in snippets(page):
+        for snippet in [*snippets(page), *shell_snippets(page)]:
             unknown = set(snippet.needs) - set(REQUIREMENTS)
             assert not unknown, f"{page.name}:{snippet.line}: unknown requirement {unknown}"
 
@@ -183,6 +194,200 @@ def test_marked_snippets_compile(snippet: Snippet) -> None:
     """A snippet that cannot run here is still valid Python; the skip says why it did not run."""
     compile(snippet.code, f"{snippet.page.name}:{snippet.line}", "exec")
     pytest.skip("; ".join(REQUIREMENTS[n] for n in snippet.needs))
+
+
+_SHELL_FENCE = re.compile(
+    r"(?P<markers>(?:^[ \t]*<!--[^\n]*-->[ \t]*\n)*)"
+    r"^(?P<indent>[ \t]*)```(?P<lang>sh|bash|shell|console)[ \t]*\n(?P<code>.*?)"
+    r"^(?P=indent)```[ \t]*$",
+    re.M | re.S,
+)
+_MARKER = re.compile(r"<!--\s*(?P<key>requires|stdin):\s*(?P<value>.*?)\s*-->")
+
+
+@dataclass(frozen=True)
+class ShellSnippet:
+    page: Path
+    line: int
+    code: str
+    needs: tuple[str, ...]
+    #: What the reader types (None: nothing, stdin is empty).
+    stdin: str | None
+
+
+def shell_snippets(page: Path) -> list[ShellSnippet]:
+    """The page's shell blocks; a ``console`` block's commands are its ``$ `` lines."""
+    text = page.read_text(encoding="utf-8")
+    out = []
+    for m in _SHELL_FENCE.finditer(text):
+        indent = m["indent"]
+        lines = [
+            line[len(indent) :] if line.startswith(indent) else line
+            for line in m["code"].splitlines(keepends=True)
+        ]
+        if m["lang"] == "console":
+            lines = [line[2:] for line in lines if line.startswith("$ ")]
+        needs: tuple[str, ...] = ()
+        stdin = None
+        for marker in _MARKER.finditer(m["markers"]):
+            if marker["key"] == "requires":
+                needs += tuple(n.strip() for n in marker["value"].split(",") if n.strip())
+            else:
+                stdin = "".join(f"{line}\n" for line in shlex.split(marker["value"]))
+        line_no = text[: m.start("code")].count("\n") + 1
+        out.append(ShellSnippet(page, line_no, "".join(lines), needs, stdin))
+    return out
+
+
+def _run_shell(
+    snippet: ShellSnippet, cwd: Path, env: dict[str, str], state: Path
+) -> subprocess.CompletedProcess[str]:
+    """One snippet in bash, in the session of the ones before it: it starts from the variables
+    they exported and the folder they left, and leaves its own for the next."""
+    script = (
+        "set -e\n"
+        f"if [ -f {shlex.quote(str(state))} ]; then . {shlex.quote(str(state))}; fi\n"
+        f"{snippet.code}\n"
+        "__rc=$?\n"  # an `a && b` line whose `a` failed does not stop `set -e`
+        f"{{ export -p; printf 'cd %q\\n' \"$PWD\"; }} > {shlex.quote(str(state))}\n"
+        "exit $__rc\n"
+    )
+    return subprocess.run(
+        ["bash", "-c", script, f"{snippet.page.name}:{snippet.line}"],
+        cwd=cwd,
+        env=env,
+        input=snippet.stdin,
+        stdin=subprocess.DEVNULL if snippet.stdin is None else None,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _system_texts(body: dict[str, Any]) -> list[str]:
+    return [str(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "system"]
+
+
+def test_llm_plugin_page_snippets_parse() -> None:
+    """The fast half of :func:`test_llm_plugin_page_runs` (which is slow): each shell snippet
+    of the page is valid bash, and the interactive one says what the reader types."""
+    blocks = shell_snippets(ROOT / "docs" / "llm-plugin.md")
+    assert len(blocks) >= 5
+    for snippet in blocks:
+        proc = subprocess.run(["bash", "-n"], input=snippet.code, capture_output=True, text=True)
+        assert proc.returncode == 0, f"llm-plugin.md:{snippet.line}: {proc.stderr}"
+        if "llm chat" in snippet.code:
+            assert snippet.stdin is not None and snippet.stdin.endswith("quit\n")
+
+
+@pytest.mark.slow  # four of its commands load torch and the embedded model: ~45-70 s here
+def test_llm_plugin_page_runs(tmp_path: Path) -> None:
+    """docs/llm-plugin.md's shell snippets run in order, as written, and the model receives
+    what the page says it receives.
+
+    The folder they run in is also ``$HOME`` (the page's store is ``$HOME/rag.db``) and holds
+    a link to ``examples/``; llm keeps its files in a temporary ``LLM_USER_PATH``; the
+    venv's ``bin`` comes first on PATH (``llm``, ``vancetope-rag``); the embedding is the
+    embedded model, on torch, offline. ``gpt-4o-mini`` is OpenAI's model id, answered by a
+    loopback server speaking OpenAI's chat-completions format (``OPENAI_BASE_URL``, which
+    the ``openai`` SDK under llm reads) that records every request: that record is what the
+    model received.
+    """
+    from chat_upstream import KEY, running_upstream
+
+    page = ROOT / "docs" / "llm-plugin.md"
+    blocks = shell_snippets(page)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
+    user_path = tmp_path / "llm"
+    state = tmp_path / "session.sh"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VANCETOPE_RAG_", "RAG_", "LLM_", "OPENAI_"))
+    }
+    env.update(
+        HOME=str(home),
+        LLM_USER_PATH=str(user_path),
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+        PYTHONPATH=os.pathsep.join(
+            [
+                str(ROOT / "src"),
+                str(ROOT / "plugins" / "llm-vancetope-rag" / "src"),
+                *filter(None, [env.get("PYTHONPATH")]),
+            ]
+        ),
+        VANCETOPE_RAG_EMBEDDED_BACKEND="torch",  # no ONNX export from a docs run
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        OPENAI_API_KEY=KEY,
+    )
+
+    def logged_fragments() -> list[str]:
+        with sqlite3.connect(user_path / "logs.db") as db:
+            return [row[0] for row in db.execute("select content from fragments")]
+
+    outputs: dict[str, str] = {}
+    ran: list[str] = []
+    started = time.monotonic()
+    with running_upstream() as upstream:
+        env["OPENAI_BASE_URL"] = upstream.base_url
+        for snippet in blocks:
+            where = f"{page.name}:{snippet.line}"
+            if snippet.needs:
+                assert set(snippet.needs) <= {"install"}, f"{where}: only installs are skipped"
+                continue
+            before = len(upstream.chats)
+            t0 = time.monotonic()
+            proc = _run_shell(snippet, home, env, state)
+            print(f"{where}: {time.monotonic() - t0:.1f} s")
+            assert proc.returncode == 0, (
+                f"{where} failed ({proc.returncode}):\n{snippet.code}\n"
+                f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+            )
+            assert "Traceback" not in proc.stderr, f"{where}:\n{proc.stderr[-3000:]}"
+            outputs[snippet.code] = proc.stdout
+            ran.append(snippet.code)
+            received = [r.body or {} for r in upstream.chats[before:]]
+
+            if snippet.code.startswith("llm plugins"):
+                assert '"llm-vancetope-rag"' in proc.stdout
+            if "llm rag status" in snippet.code:
+                assert (home / "rag.db").is_file(), "the page's store is $HOME/rag.db"
+                assert "embedded:all-MiniLM-L6-v2" in proc.stdout
+                assert "indexed 7" in proc.stdout
+            if '--sf "rag:' in snippet.code:
+                # the fragment is the block of the question, the only system message
+                [body] = received
+                assert body["model"] == "gpt-4o-mini"
+                [system] = _system_texts(body)
+                assert system.startswith("<rag-context>") and system.count("<rag-context>") == 1
+                assert "documents/policies/vacation.md" in system
+                assert "28 days of paid vacation" in system
+                # llm logged the whole block in its fragments table (as the page warns)
+                assert any("<rag-context>" in f for f in logged_fragments())
+            if "llm chat -m rag/" in snippet.code:
+                # one request per typed question, each with its own block, none piled up
+                first, second = received
+                [system1] = _system_texts(first)
+                assert "documents/policies/vacation.md" in system1
+                systems2 = _system_texts(second)
+                assert "".join(systems2).count("<rag-context>") == 1
+                assert "[S1] documents/policies/remote-work.md" in "".join(systems2)
+                assert [system1] != systems2
+            if snippet.code.startswith("llm logs off"):
+                assert "Logging is OFF" in proc.stdout, proc.stdout
+    elapsed = time.monotonic() - started
+
+    # every check above met its snippet: the page still has what it promises
+    assert any(c.startswith("llm plugins") for c in ran)
+    assert any("llm rag status" in c for c in ran)
+    assert any('--sf "rag:' in c for c in ran)
+    assert any("llm chat -m rag/" in c for c in ran)
+    assert any(c.startswith("llm logs off") for c in ran)
+    assert len(upstream.chats) == 3, [r.path for r in upstream.received]
+    print(f"{len(ran)} snippets of {page.name} ran in {elapsed:.1f} s")
 
 
 def _gen_docs() -> ModuleType:
