@@ -666,9 +666,9 @@ def test_bounded_lexical_passes_rank_as_scoring_every_match(
     passes = []
     real = store.db.query_dicts
 
-    def counting(sql: str, params: Any = ()) -> Any:
+    def counting(sql: str, params: Any = (), **kwargs: Any) -> Any:
         passes.append(sql)
-        return real(sql, params)
+        return real(sql, params, **kwargs)
 
     def ranked(budget: int) -> list[list[tuple[str, float]]]:
         monkeypatch.setattr(lexical, "MATCH_BUDGET", budget)

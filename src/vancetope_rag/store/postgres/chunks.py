@@ -32,7 +32,12 @@ from vancetope_rag.store.postgres import lexical
 from vancetope_rag.store.postgres.db import PostgresDatabase
 from vancetope_rag.store.postgres.errors import ConstraintViolation
 from vancetope_rag.store.postgres.lexical_index import PostgresLexicalIndex
-from vancetope_rag.store.postgres.rows import CHUNK_COLUMNS, chunk_filter_sql, vector_literal
+from vancetope_rag.store.postgres.rows import (
+    CHUNK_COLUMNS,
+    chunk_filter_sql,
+    vector_literal,
+    vector_of,
+)
 from vancetope_rag.store.postgres.schema import chunk_table, ensure_dimension, index_expression
 from vancetope_rag.store.rows import chunk_row, row_to_hit
 from vancetope_rag.store.shared import (
@@ -311,10 +316,11 @@ class PostgresChunkStore:
         found: list[Chunk] = []
         for part in unique_batches(source_refs, 500):
             rows = self.db.query_dicts(
-                f"SELECT {CHUNK_COLUMNS}, c.embedding::text AS embedding "
+                f"SELECT {CHUNK_COLUMNS}, c.embedding "
                 f"FROM {chunk_table(scope.dimension)} c WHERE {_SCOPE} "
                 "AND c.source_ref = ANY(%s) ORDER BY c.rowid",
                 (*_scope(scope), list(part)),
+                binary=True,
             )
             found += [
                 Chunk(
@@ -322,9 +328,8 @@ class PostgresChunkStore:
                     rag_id=r["rag_id"],
                     source_ref=r["source_ref"],
                     text=r["text"],
-                    embedding=np.array(  # the float32 values pgvector holds, as floats
-                        str(r["embedding"])[1:-1].split(","), dtype=np.float32
-                    ).tolist(),
+                    # the float32 values pgvector holds, as floats
+                    embedding=vector_of(r["embedding"]).tolist(),
                     kind=r["kind"],
                     path=r["path"],
                     metadata=json.loads(r["metadata"]),
@@ -371,11 +376,11 @@ class PostgresChunkStore:
         if exact or ef == _EF_MIN:
             # One round trip: every pooled connection scans HNSW with these settings
             # (PostgresDatabase.session_settings), so a turn's query needs no transaction.
-            rows = self.db.query_dicts(statement, args)
+            rows = self.db.query_dicts(statement, args, binary=True)
         else:
             with self.db.snapshot():
                 self.db.query("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
-                rows = self.db.query_dicts(statement, args)
+                rows = self.db.query_dicts(statement, args, binary=True)
         return rerank(rows, query, top_k)
 
     def _scope_size(self, scope: RagScope) -> int:
@@ -417,7 +422,7 @@ class PostgresChunkStore:
         if not words or not self.db.has_dimension(scope.dimension):
             return []
         table = chunk_table(scope.dimension)
-        columns = CHUNK_COLUMNS + ", c.embedding::text AS embedding"
+        columns = CHUNK_COLUMNS + ", c.embedding"
         with self.db.snapshot():  # statistics and ranking from one committed state
             found = self.db.query(lexical.terms_sql(), lexical.terms_params(words, _scope(scope)))
             if not found or not int(found[0][2]):
@@ -444,6 +449,7 @@ class PostgresChunkStore:
                         params,
                         top_k,
                     ),
+                    binary=True,
                 )
                 scores = [float(r["lexical_score"]) for r in rows]
                 if plan.exact(scores, top_k):
@@ -474,6 +480,7 @@ class PostgresChunkStore:
         rows = self.db.query_dicts(
             f"SELECT {columns} FROM {table} c WHERE {_SCOPE} AND c.rowid = ANY(%s::bigint[])",
             (*_scope(scope), [rowid for rowid, _ in ranked]),
+            binary=True,
         )
         by_rowid = {int(r["rowid"]): r for r in rows}
         return [
@@ -491,10 +498,10 @@ def dense_sql(dim: int, where: str, *, exact: bool) -> str:
     distance = f"{index_expression(dim)} <=> %s::halfvec({int(dim)})"
     order = f"({distance}) + 0, c.rowid" if exact else distance
     table = chunk_table(dim)
-    # the rows' columns (and the vectors' text) only for the candidates, not every row
-    # the scan ranks: a target list is computed below the sort
+    # the rows' columns (and their vectors, read in binary) only for the candidates, not
+    # every row the scan ranks: a target list is computed below the sort
     return (
-        f"SELECT {CHUNK_COLUMNS}, c.embedding::text AS embedding FROM {table} c JOIN ("
+        f"SELECT {CHUNK_COLUMNS}, c.embedding FROM {table} c JOIN ("
         f"  SELECT c.rowid FROM {table} c WHERE {_SCOPE}{where} ORDER BY {order} LIMIT %s"
         ") AS nearest ON nearest.rowid = c.rowid"
     )
@@ -509,13 +516,11 @@ def _lexical_hits(rows: Sequence[dict[str, Any]], query: npt.NDArray[np.float32]
 
 
 def _cosines(rows: Sequence[dict[str, Any]], query: npt.NDArray[np.float32]) -> list[float]:
-    """Each row's cosine similarity to ``query``, from its full-precision vector."""
+    """Each row's cosine similarity to ``query``, from its full-precision vector (the
+    ``embedding`` column read in binary)."""
     if not rows:
         return []
-    matrix = np.array(
-        [np.array(str(r["embedding"])[1:-1].split(","), dtype=np.float32) for r in rows],
-        dtype=np.float64,
-    )
+    matrix = np.stack([vector_of(r["embedding"]) for r in rows]).astype(np.float64)
     q = query.astype(np.float64)
     norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(q))
     scores: list[float] = ((matrix @ q) / np.where(norms == 0, 1.0, norms)).tolist()

@@ -258,10 +258,12 @@ class PostgresDatabase:
             return conn.execute(statement, params).fetchall()
 
     def query_dicts(
-        self, statement: str, params: Sequence[Any] | None = ()
+        self, statement: str, params: Sequence[Any] | None = (), *, binary: bool = False
     ) -> list[dict[str, Any]]:
+        """The rows as dicts; ``binary``: in PostgreSQL's binary format (a vector column
+        comes as its raw bytes, :func:`.postgres.rows.vector_of`, not as text to parse)."""
         with self.connection() as conn, self._mapped(), conn.cursor(row_factory=dict_row) as cur:
-            cur.execute(statement, params)
+            cur.execute(statement, params, binary=binary)
             return cur.fetchall()
 
     def execute(self, statement: str, params: Sequence[Any] | None = ()) -> int:
