@@ -16,11 +16,13 @@ For each size (default 10k and 100k chunks in ``_documents`` on the embedded SQL
   sqlite-vec; the query-embedding time alone is reported too.
 
     python bench/pre_turn.py [--sizes 10000,100000] [--turns 300] [--mode dense,hybrid]
-                             [--sqlite-vec] [--threads N] [--store URI] [--noise S]
-                             [--recall N] [--json]
+                             [--sqlite-vec] [--threads N] [--store URI]... [--noise S]
+                             [--recall N] [--bulk] [--json]
 
 A ``--store`` that already holds the size's chunks (an earlier run's schema) is measured as
-it is, without writing. ``--recall N`` (a PostgreSQL ``--store``): recall@10 of the store's
+it is, without writing. With ``--store`` given several times (``sqlite``: a temp SQLite
+file) the stores are measured side by side: every lane (store and mode) takes each turn in
+turn. ``--recall N`` (a PostgreSQL ``--store``): recall@10 of the store's
 dense path (HNSW for a scope above its exact-scan limit) against an exact scan of the same
 scope, over the first N turns' query embeddings.
 """
@@ -121,7 +123,6 @@ def fill(
     from vancetope_rag.store.types import NewDocument, RagScope
 
     scope = RagScope.of(rag)
-    batch: list[Chunk] = []
     doc_ids: list[str] = []
     t, p = rag.tenant_id, rag.project_id
     with app.store.control.transaction():
@@ -130,25 +131,154 @@ def fill(
                 t, p, f"documents/scifact/{d}.txt", "text/plain", texts[d % len(texts)]
             )
             doc_ids.append(app.store.control.insert_document(new).id)
-    for i in range(size):
-        j = i % len(texts)
-        v = base_vectors[j] + rng.normal(0, noise, base_vectors.shape[1]).astype(np.float32)
-        v /= np.linalg.norm(v)
-        batch.append(
+    dim = base_vectors.shape[1]
+    for start in range(0, size, 5000):
+        ids = range(start, min(size, start + 5000))
+        # one draw per batch: the same stream as one draw per vector, far cheaper at 1M
+        noisy = base_vectors[[i % len(texts) for i in ids]] + rng.normal(
+            0, noise, (len(ids), dim)
+        ).astype(np.float32)
+        noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+        batch = [
             Chunk(
                 id=uuid.uuid4().hex,
                 rag_id=rag.id,
                 source_ref=doc_ids[i // 2],
-                text=texts[j],
-                embedding=v.tolist(),
+                text=texts[i % len(texts)],
+                embedding=v,
                 path=f"documents/scifact/{i // 2}.txt",
             )
-        )
-        if len(batch) == 5000:
-            app.store.chunks.add_chunks(scope, batch)
-            batch = []
-    if batch:
+            for i, v in zip(ids, noisy.tolist(), strict=True)
+        ]
         app.store.chunks.add_chunks(scope, batch)
+
+
+def copy_fill(
+    uri: str,
+    rag: Any,
+    size: int,
+    texts: list[str],
+    base_vectors: np.ndarray,
+    rng: np.random.Generator,
+    noise: float,
+) -> None:
+    """What :func:`fill` writes, with COPY into an index-less table (PostgreSQL ``--bulk``):
+    the store's own row builders, one ``tsvector`` per distinct text made by the server's
+    text configuration, the chunk table's GIN index dropped (:func:`build_hnsw` makes it
+    again with the HNSW index) and the term statistics kept by the table's own statement
+    triggers (one per COPY of 50,000 rows). A million chunks through ``add_chunks`` take
+    hours on 2 cores (a ``to_tsvector`` and a GIN insert per row); this takes minutes."""
+    import psycopg
+
+    from vancetope_rag.domain.records import Chunk
+    from vancetope_rag.store.postgres import lexical
+    from vancetope_rag.store.postgres.rows import vector_literal
+    from vancetope_rag.store.postgres.schema import chunk_table
+    from vancetope_rag.store.postgres.uri import PostgresUri
+    from vancetope_rag.store.rows import chunk_row, document_row
+    from vancetope_rag.store.shared import content_hash
+    from vancetope_rag.store.types import NewDocument, RagScope
+
+    scope = RagScope.of(rag)
+    t, p = rag.tenant_id, rag.project_id
+    table = chunk_table(scope.dimension)
+    given = PostgresUri.parse(uri)
+    with psycopg.connect(given.conninfo, autocommit=True) as conn:
+        conn.execute(f"SET search_path = {given.schema or 'public'}, public")
+        conn.execute(f"DROP INDEX IF EXISTS {table}_tsv")
+        lexemes = conn.execute(
+            f"SELECT tsv::text, (SELECT coalesce(sum(cardinality(positions)), 0) "
+            f"FROM unnest(tsv)) FROM unnest(%s::text[]) WITH ORDINALITY AS f(folded, ord) "
+            f"CROSS JOIN LATERAL (SELECT to_tsvector('{lexical.TS_CONFIG}', f.folded) AS tsv) "
+            "v ORDER BY f.ord",
+            ([lexical.fold(text) for text in texts],),
+        ).fetchall()
+        now = time.time()
+        doc_ids = [uuid.uuid4().hex for _ in range((size + 1) // 2)]
+        doc_columns = list(document_row(NewDocument(t, p, "x", "text/plain", ""), "", "", now))
+        with conn.cursor().copy(f"COPY documents ({', '.join(doc_columns)}) FROM STDIN") as copy:
+            for d, doc_id in enumerate(doc_ids):
+                text = texts[d % len(texts)]
+                new = NewDocument(t, p, f"documents/scifact/{d}.txt", "text/plain", text)
+                copy.write_row(list(document_row(new, doc_id, content_hash(text), now).values()))
+        dim = base_vectors.shape[1]
+        columns = [*chunk_row(scope, Chunk("", rag.id, "", "", [])), "tsv", "n_tokens"]
+        columns += ["embedding", "embedding_h"]
+        for start in range(0, size, 50_000):
+            ids = range(start, min(size, start + 50_000))
+            noisy = base_vectors[[i % len(texts) for i in ids]] + rng.normal(
+                0, noise, (len(ids), dim)
+            ).astype(np.float32)
+            noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+            with conn.cursor().copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+                for i, v in zip(ids, noisy, strict=True):
+                    j = i % len(texts)
+                    chunk = Chunk(
+                        id=uuid.uuid4().hex,
+                        rag_id=rag.id,
+                        source_ref=doc_ids[i // 2],
+                        text=texts[j],
+                        embedding=[],
+                        path=f"documents/scifact/{i // 2}.txt",
+                    )
+                    vec = vector_literal(v)
+                    copy.write_row([*chunk_row(scope, chunk).values(), *lexemes[j], vec, vec])
+            print(f"  {ids.stop} chunks", flush=True)
+
+
+def open_filled(
+    uri: str,
+    size: int,
+    *,
+    bulk: bool,
+    texts: list[str],
+    base: list[np.ndarray],
+    rng: np.random.Generator,
+    noise: float,
+) -> tuple[Any, Any, Any]:
+    """An app on ``uri`` whose ``bench/chat`` project holds ``size`` chunks (filled now, or
+    by an earlier run of a server store), with its RAG and the embedded model. ``base``
+    caches the texts' embeddings across stores and sizes."""
+    from vancetope_rag import EngineConfig, RagApp
+    from vancetope_rag.store import open_store
+
+    server = not uri.startswith("sqlite")
+    fill_uri = uri
+    if bulk and server:  # fill an unindexed table, build HNSW once at the end
+        fill_uri = uri + ("&" if "?" in uri else "?") + "vector_index=none"
+    if server:
+        open_store(fill_uri).initialize(dimensions=[384])
+    app = RagApp.open(EngineConfig(store=fill_uri, node_id="bench"))
+    t, p = "bench", "chat"
+    app.settings.set(t, None, "ai.embedding.provider", "embedded")
+    app.settings.set(t, p, "rag.autoInject.enabled", "ON")
+    app.bring(t, p)
+    rag = app.project_rags.find_default_rag(t, p)
+    assert rag is not None
+    model = app.rags.model_for(rag).embed_model
+    if not base:
+        base.append(np.asarray(model.get_text_embedding_batch(texts), dtype=np.float32))
+    reuse = server and app.rags.chunk_count(rag) >= size  # a store filled before
+    if not reuse:
+        started = time.perf_counter()
+        if fill_uri != uri:
+            copy_fill(fill_uri, rag, size, texts, base[0], rng, noise)
+        else:
+            fill(app, rag, size, texts, base[0], rng, noise)
+        print(
+            f"{uri.split(':')[0]}: {size} chunks written in {time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
+    if fill_uri != uri:
+        app.close()
+        if not reuse:
+            build_hnsw(uri)
+        app = RagApp.open(EngineConfig(store=uri, node_id="bench"))
+    return app, rag, model
+
+
+def engine_of(uri: str) -> str:
+    return "sqlite" if uri.startswith("sqlite") else "postgresql"
 
 
 def main() -> None:
@@ -162,9 +292,11 @@ def main() -> None:
     )
     ap.add_argument(
         "--store",
+        action="append",
         default=None,
         help="store URI, one store per size: '{size}' in it is replaced by the size (e.g. "
-        "postgresql://…?schema=bench_{size}); default: a temp SQLite file per size",
+        "postgresql://…?schema=bench_{size}); 'sqlite' (the default) is a temp SQLite file "
+        "per size. Given more than once, the stores' turns alternate turn by turn.",
     )
     ap.add_argument(
         "--noise",
@@ -187,6 +319,7 @@ def main() -> None:
     modes = [m.strip() for m in args.mode.split(",") if m.strip()]
     if not modes or any(m not in ("dense", "hybrid") for m in modes):
         ap.error("--mode takes dense, hybrid or both")
+    stores = args.store or ["sqlite"]
 
     if args.threads:  # on a shared machine 1 thread is steadier (docs/benchmarks.md)
         import torch
@@ -199,56 +332,45 @@ def main() -> None:
 
     texts, queries = load(2000)
     results: dict[str, Any] = {"turns": args.turns, "sizes": {}}
-    rng = np.random.default_rng(0)
-    base_vectors: np.ndarray | None = None
+    base: list[np.ndarray] = []
+    t, p = "bench", "chat"
 
     for size in sizes:
         tmp = tempfile.mkdtemp(prefix="vrag-preturn-")
-        uri = args.store.replace("{size}", str(size)) if args.store else f"sqlite:///{tmp}/rag.db"
-        fill_uri = uri
-        if args.bulk and args.store:  # fill an unindexed table, build HNSW once at the end
-            fill_uri = uri + ("&" if "?" in uri else "?") + "vector_index=none"
-        if args.store:
-            open_store(fill_uri).initialize(dimensions=[384])
-        app = RagApp.open(EngineConfig(store=fill_uri, node_id="bench"))
-        t, p = "bench", "chat"
-        app.settings.set(t, None, "ai.embedding.provider", "embedded")
-        app.settings.set(t, p, "rag.autoInject.enabled", "ON")
-        app.bring(t, p)
-        rag = app.project_rags.find_default_rag(t, p)
-        assert rag is not None
-        model = app.rags.model_for(rag).embed_model
-        if base_vectors is None:
-            base_vectors = np.asarray(model.get_text_embedding_batch(texts), dtype=np.float32)
-        scope = RagScope.of(rag)
-        reuse = args.store and app.rags.chunk_count(rag) >= size  # a store filled before
-        if not reuse:
-            fill(app, rag, size, texts, base_vectors, rng, args.noise)
-        if fill_uri != uri:
-            app.close()
-            if not reuse:
-                build_hnsw(uri)
-            app = RagApp.open(EngineConfig(store=uri, node_id="bench"))
-        # the in-process BM25 index: SQLite's (``lexical``) or PostgreSQL's (``lexical_index``)
-        chunks = app.store.chunks
-        lexical = getattr(chunks, "lexical", None) or getattr(chunks, "lexical_index", None)
-        lexical_cache = getattr(lexical, "cache", None)
-
         turns = [queries[i % len(queries)] for i in range(args.turns)]
-        row: dict[str, Any] = {"chunks": app.rags.chunk_count(rag)}
-        lanes: list[tuple[str, RagApp, RagParams]] = [
-            (mode, app, RagParams(retrieval_mode=mode)) for mode in modes
-        ]
-        plain = None
-        if args.sqlite_vec and not args.store:
-            plain = RagApp.open(
-                EngineConfig(store=uri, node_id="bench"), store=open_store(uri, vector_cache=False)
+        row: dict[str, Any] = {}
+        lanes: list[tuple[str, RagApp, RagParams]] = []
+        opened: list[tuple[str, str, RagApp, Any, Any]] = []
+        for given in stores:
+            uri = f"sqlite:///{tmp}/rag.db" if given == "sqlite" else given
+            uri = uri.replace("{size}", str(size))
+            rng = np.random.default_rng(0)  # every store holds the same vectors
+            app, rag, model = open_filled(
+                uri, size, bulk=args.bulk, texts=texts, base=base, rng=rng, noise=args.noise
             )
-            lanes.append(("dense sqlite-vec", plain, RagParams(retrieval_mode="dense")))
+            engine = engine_of(uri)
+            prefix = f"{engine} " if len(stores) > 1 else ""
+            opened.append((engine, uri, app, rag, model))
+            row[f"{prefix}chunks"] = app.rags.chunk_count(rag)
+            lanes += [(f"{prefix}{m}", app, RagParams(retrieval_mode=m)) for m in modes]
+            if args.sqlite_vec and engine == "sqlite":
+                plain = RagApp.open(
+                    EngineConfig(store=uri, node_id="bench"),
+                    store=open_store(uri, vector_cache=False),
+                )
+                opened.append(("sqlite-vec", uri, plain, rag, model))
+                lanes.append(
+                    (f"{prefix}dense sqlite-vec", plain, RagParams(retrieval_mode="dense"))
+                )
         for _, a, recipe in lanes:  # warm: loads the matrices, the lexical index, the pages
             a.pre_turn(t, p, [turns[0]], recipe)
-        if lexical_cache is not None:
-            lexical_cache.wait_idle(600)  # a big first build runs in the background
+        for _, _, a, _, _ in opened:  # a big first build runs in the background
+            chunks = a.store.chunks
+            # the in-process BM25 index: SQLite's (``lexical``) or PostgreSQL's
+            lexical = getattr(chunks, "lexical", None) or getattr(chunks, "lexical_index", None)
+            cache = getattr(lexical, "cache", None)
+            if cache is not None:
+                cache.wait_idle(1800)
         for _, a, recipe in lanes:
             a.pre_turn(t, p, [turns[1]], recipe)
         lat: dict[str, list[float]] = {label: [] for label, _, _ in lanes}
@@ -265,6 +387,7 @@ def main() -> None:
                 "p99_ms": round(pct(lat[label], 99), 2),
                 "turnsWithBlock": blocks[label],
             }
+        model = opened[0][4]
         emb = []
         for q in turns[:100]:
             s = time.perf_counter()
@@ -275,12 +398,14 @@ def main() -> None:
             row["hybrid_over_dense_p50"] = round(
                 row["hybrid"]["p50_ms"] / row["dense"]["p50_ms"], 2
             )
-        if args.recall and args.store:
-            row["recallAt10"] = recall_at_10(uri, scope, model, turns[: args.recall], app)
+        for engine, uri, app, rag, model in opened:
+            if args.recall and engine == "postgresql":
+                row[f"{engine} recallAt10"] = recall_at_10(
+                    uri, RagScope.of(rag), model, turns[: args.recall], app
+                )
         results["sizes"][str(size)] = row
-        if plain is not None:
-            plain.close()
-        app.close()
+        for _, _, app, _, _ in opened:
+            app.close()
         shutil.rmtree(tmp, ignore_errors=True)  # 0.4 GB at 100k chunks
 
     results["machine"] = machine_line()
@@ -291,17 +416,20 @@ def main() -> None:
         f"pre-turn hook latency over {args.turns} turns per mode, modes alternating "
         "(AutoInject ON, query embedding included)"
     )
-    print(f"{'chunks':>8} {'mode':>17} {'p50 ms':>8} {'p99 ms':>8}  blocks")
-    for row in results["sizes"].values():
+    print(f"{'chunks':>8} {'mode':>28} {'p50 ms':>8} {'p99 ms':>8}  blocks")
+    for size, row in results["sizes"].items():
         for label, r in row.items():
             if not isinstance(r, dict):
                 continue
             print(
-                f"{row['chunks']:>8} {label:>17} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}  "
+                f"{size:>8} {label:>28} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}  "
                 f"{r['turnsWithBlock']}/{args.turns}"
             )
-        if "recallAt10" in row:
-            print(f"{'':>8} dense recall@10 against an exact scan: {row['recallAt10']:.4f}")
+        for label, value in row.items():
+            if label.endswith("recallAt10"):
+                print(
+                    f"{'':>8} {label.split()[0]} dense recall@10 against an exact scan: {value:.4f}"
+                )
         ratio = row.get("hybrid_over_dense_p50")
         print(
             f"{'':>8} query embedding alone p50 {row['queryEmbedding_p50_ms']:.2f} ms"
