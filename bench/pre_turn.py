@@ -98,6 +98,7 @@ def build_hnsw(uri: str) -> None:
     started = time.perf_counter()
     try:
         with store.db.connection() as conn:
+            conn.execute("SET statement_timeout = 0")  # minutes at 1M chunks
             conn.execute("SET maintenance_work_mem = '2GB'")
             conn.execute("SET max_parallel_maintenance_workers = 1")
             for statement in chunk_table_steps(384):
@@ -271,8 +272,7 @@ def open_filled(
         )
     if fill_uri != uri:
         app.close()
-        if not reuse:
-            build_hnsw(uri)
+        build_hnsw(uri)  # idempotent: also finishes an earlier run's interrupted build
         app = RagApp.open(EngineConfig(store=uri, node_id="bench"))
     return app, rag, model
 
