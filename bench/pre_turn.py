@@ -108,6 +108,17 @@ def build_hnsw(uri: str) -> None:
     print(f"HNSW index built in {time.perf_counter() - started:.0f} s", flush=True)
 
 
+def noisy_vectors(
+    base_vectors: np.ndarray, ids: range, rng: np.random.Generator, noise: float
+) -> np.ndarray:
+    """Chunks ``ids``' vectors: chunk ``i`` is text ``i mod n``'s embedding with Gaussian
+    ``noise``, re-normalised. One draw per batch: the same stream as one draw per vector,
+    far cheaper at 1M."""
+    rows = base_vectors[[i % len(base_vectors) for i in ids]]
+    noisy = rows + rng.normal(0, noise, rows.shape).astype(np.float32)
+    return noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
+
+
 def fill(
     app: Any,
     rag: Any,
@@ -132,14 +143,9 @@ def fill(
                 t, p, f"documents/scifact/{d}.txt", "text/plain", texts[d % len(texts)]
             )
             doc_ids.append(app.store.control.insert_document(new).id)
-    dim = base_vectors.shape[1]
     for start in range(0, size, 5000):
         ids = range(start, min(size, start + 5000))
-        # one draw per batch: the same stream as one draw per vector, far cheaper at 1M
-        noisy = base_vectors[[i % len(texts) for i in ids]] + rng.normal(
-            0, noise, (len(ids), dim)
-        ).astype(np.float32)
-        noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+        noisy = noisy_vectors(base_vectors, ids, rng, noise)
         batch = [
             Chunk(
                 id=uuid.uuid4().hex,
@@ -202,15 +208,11 @@ def copy_fill(
                 text = texts[d % len(texts)]
                 new = NewDocument(t, p, f"documents/scifact/{d}.txt", "text/plain", text)
                 copy.write_row(list(document_row(new, doc_id, content_hash(text), now).values()))
-        dim = base_vectors.shape[1]
         columns = [*chunk_row(scope, Chunk("", rag.id, "", "", [])), "tsv", "n_tokens"]
         columns += ["embedding", "embedding_h"]
         for start in range(0, size, 50_000):
             ids = range(start, min(size, start + 50_000))
-            noisy = base_vectors[[i % len(texts) for i in ids]] + rng.normal(
-                0, noise, (len(ids), dim)
-            ).astype(np.float32)
-            noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+            noisy = noisy_vectors(base_vectors, ids, rng, noise)
             with conn.cursor().copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
                 for i, v in zip(ids, noisy, strict=True):
                     j = i % len(texts)
