@@ -122,6 +122,29 @@ def noisy_vectors(
     return noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
 
 
+def bench_document(rag: Any, texts: list[str], d: int) -> Any:
+    """Document ``d`` of the filled project: text ``d mod n``."""
+    from vancetope_rag.store.types import NewDocument
+
+    path, text = f"documents/scifact/{d}.txt", texts[d % len(texts)]
+    return NewDocument(rag.tenant_id, rag.project_id, path, "text/plain", text)
+
+
+def bench_chunk(rag: Any, doc_ids: list[str], texts: list[str], i: int, vector: Any) -> Any:
+    """Chunk ``i``: text ``i mod n``, of document ``i // 2`` (two chunks per document row,
+    so citations name documents)."""
+    from vancetope_rag.domain.records import Chunk
+
+    return Chunk(
+        id=uuid.uuid4().hex,
+        rag_id=rag.id,
+        source_ref=doc_ids[i // 2],
+        text=texts[i % len(texts)],
+        embedding=vector,
+        path=f"documents/scifact/{i // 2}.txt",
+    )
+
+
 def fill(
     app: Any,
     rag: Any,
@@ -134,31 +157,19 @@ def fill(
     """``size`` chunks in ``rag`` (a project's ``_documents``): the texts' embeddings with
     Gaussian ``noise``, re-normalised, two chunks per document row (citations name
     documents)."""
-    from vancetope_rag.domain.records import Chunk
-    from vancetope_rag.store.types import NewDocument, RagScope
+    from vancetope_rag.store.types import RagScope
 
     scope = RagScope.of(rag)
-    doc_ids: list[str] = []
-    t, p = rag.tenant_id, rag.project_id
     with app.store.control.transaction():
-        for d in range((size + 1) // 2):
-            new = NewDocument(
-                t, p, f"documents/scifact/{d}.txt", "text/plain", texts[d % len(texts)]
-            )
-            doc_ids.append(app.store.control.insert_document(new).id)
+        doc_ids = [
+            app.store.control.insert_document(bench_document(rag, texts, d)).id
+            for d in range((size + 1) // 2)
+        ]
     for start in range(0, size, 5000):
         ids = range(start, min(size, start + 5000))
         noisy = noisy_vectors(base_vectors, ids, rng, noise)
         batch = [
-            Chunk(
-                id=uuid.uuid4().hex,
-                rag_id=rag.id,
-                source_ref=doc_ids[i // 2],
-                text=texts[i % len(texts)],
-                embedding=v,
-                path=f"documents/scifact/{i // 2}.txt",
-            )
-            for i, v in zip(ids, noisy.tolist(), strict=True)
+            bench_chunk(rag, doc_ids, texts, i, v) for i, v in zip(ids, noisy.tolist(), strict=True)
         ]
         app.store.chunks.add_chunks(scope, batch)
 
@@ -176,59 +187,50 @@ def copy_fill(
     the store's own row builders, one ``tsvector`` per distinct text made by the server's
     text configuration, the chunk table's GIN index dropped (:func:`build_hnsw` makes it
     again with the HNSW index) and the term statistics kept by the table's own statement
-    triggers (one per COPY of 50,000 rows). A million chunks through ``add_chunks`` take
-    hours on 2 cores (a ``to_tsvector`` and a GIN insert per row); this takes minutes."""
+    triggers (one per COPY of 50,000 rows). Through ``add_chunks`` (a ``to_tsvector`` and a
+    GIN insert per row) 35,000 chunks took 8 minutes on 2 cores, so a million would take
+    hours; this wrote a million in 308 s (docs/benchmarks.md)."""
     import psycopg
 
-    from vancetope_rag.domain.records import Chunk
     from vancetope_rag.store.postgres import lexical
     from vancetope_rag.store.postgres.rows import vector_literal
     from vancetope_rag.store.postgres.schema import chunk_table
     from vancetope_rag.store.postgres.uri import PostgresUri
     from vancetope_rag.store.rows import chunk_row, document_row
     from vancetope_rag.store.shared import content_hash
-    from vancetope_rag.store.types import NewDocument, RagScope
+    from vancetope_rag.store.types import RagScope
 
     scope = RagScope.of(rag)
-    t, p = rag.tenant_id, rag.project_id
     table = chunk_table(scope.dimension)
     given = PostgresUri.parse(uri)
     with psycopg.connect(given.conninfo, autocommit=True) as conn:
         conn.execute(f"SET search_path = {given.schema or 'public'}, public")
         conn.execute(f"DROP INDEX IF EXISTS {table}_tsv")
+        # the store's own tsvector and length expressions (PostgresChunkStore._insert's)
         lexemes = conn.execute(
-            f"SELECT tsv::text, (SELECT coalesce(sum(cardinality(positions)), 0) "
-            f"FROM unnest(tsv)) FROM unnest(%s::text[]) WITH ORDINALITY AS f(folded, ord) "
-            f"CROSS JOIN LATERAL (SELECT to_tsvector('{lexical.TS_CONFIG}', f.folded) AS tsv) "
-            "v ORDER BY f.ord",
+            f"SELECT tsv::text, {lexical.n_tokens_sql('tsv')} FROM unnest(%s::text[]) "
+            "WITH ORDINALITY AS f(folded, ord) CROSS JOIN LATERAL "
+            f"(SELECT {lexical.tsvector_sql('f.folded')} AS tsv) v ORDER BY f.ord",
             ([lexical.fold(text) for text in texts],),
         ).fetchall()
         now = time.time()
         doc_ids = [uuid.uuid4().hex for _ in range((size + 1) // 2)]
-        doc_columns = list(document_row(NewDocument(t, p, "x", "text/plain", ""), "", "", now))
+        doc_columns = list(document_row(bench_document(rag, texts, 0), "", "", now))
         with conn.cursor().copy(f"COPY documents ({', '.join(doc_columns)}) FROM STDIN") as copy:
             for d, doc_id in enumerate(doc_ids):
-                text = texts[d % len(texts)]
-                new = NewDocument(t, p, f"documents/scifact/{d}.txt", "text/plain", text)
-                copy.write_row(list(document_row(new, doc_id, content_hash(text), now).values()))
-        columns = [*chunk_row(scope, Chunk("", rag.id, "", "", [])), "tsv", "n_tokens"]
+                new = bench_document(rag, texts, d)
+                row = document_row(new, doc_id, content_hash(new.content), now)
+                copy.write_row(list(row.values()))
+        columns = [*chunk_row(scope, bench_chunk(rag, doc_ids, texts, 0, [])), "tsv", "n_tokens"]
         columns += ["embedding", "embedding_h"]
         for start in range(0, size, 50_000):
             ids = range(start, min(size, start + 50_000))
             noisy = noisy_vectors(base_vectors, ids, rng, noise)
             with conn.cursor().copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
                 for i, v in zip(ids, noisy, strict=True):
-                    j = i % len(texts)
-                    chunk = Chunk(
-                        id=uuid.uuid4().hex,
-                        rag_id=rag.id,
-                        source_ref=doc_ids[i // 2],
-                        text=texts[j],
-                        embedding=[],
-                        path=f"documents/scifact/{i // 2}.txt",
-                    )
+                    row = chunk_row(scope, bench_chunk(rag, doc_ids, texts, i, []))
                     vec = vector_literal(v)
-                    copy.write_row([*chunk_row(scope, chunk).values(), *lexemes[j], vec, vec])
+                    copy.write_row([*row.values(), *lexemes[i % len(texts)], vec, vec])
             print(f"  {ids.stop} chunks", flush=True)
 
 

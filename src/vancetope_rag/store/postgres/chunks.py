@@ -149,11 +149,10 @@ class PostgresChunkStore:
                 f"INSERT INTO {table} (id, tenant_id, project_id, rag_id, source_ref, kind, "
                 "path, text, metadata, dim, tsv, n_tokens, embedding, embedding_h) "
                 "SELECT r.id, r.tenant_id, r.project_id, r.rag_id, r.source_ref, r.kind, "
-                "r.path, r.text, r.metadata, r.dim, t.tsv, "
-                "(SELECT coalesce(sum(cardinality(positions)), 0) FROM unnest(t.tsv)), "
+                f"r.path, r.text, r.metadata, r.dim, t.tsv, {lexical.n_tokens_sql('t.tsv')}, "
                 f"r.vec::vector, r.vec::halfvec FROM unnest({_ARRAYS}) WITH ORDINALITY "
                 f"AS r({', '.join(_INSERTED)}, folded, vec, ord) CROSS JOIN LATERAL "
-                f"(SELECT to_tsvector('{lexical.TS_CONFIG}', r.folded) AS tsv) t ORDER BY r.ord",
+                f"(SELECT {lexical.tsvector_sql('r.folded')} AS tsv) t ORDER BY r.ord",
                 (*columns, [lexical.fold(ch.text) for ch in chunks], vectors),
             )
         except ConstraintViolation as exc:

@@ -44,14 +44,28 @@ __all__ = [
     "bm25_sql",
     "fold",
     "idfs",
+    "n_tokens_sql",
     "query_text",
     "terms_params",
     "terms_sql",
     "tsquery",
+    "tsvector_sql",
 ]
 
 #: The text search configuration of the chunk ``tsvector``\\ s (schema step 1).
 TS_CONFIG = "vtr_english"
+
+
+def tsvector_sql(folded: str) -> str:
+    """The SQL expression of a chunk's ``tsvector``, from its text as :func:`fold` leaves it
+    (the SQL expression ``folded``)."""
+    return f"to_tsvector('{TS_CONFIG}', {folded})"
+
+
+def n_tokens_sql(tsv: str) -> str:
+    """The SQL expression of a chunk's BM25 length: the positions its ``tsvector`` (the SQL
+    expression ``tsv``) holds."""
+    return f"(SELECT coalesce(sum(cardinality(positions)), 0) FROM unnest({tsv}))"
 
 
 def query_text(text: str) -> str:
