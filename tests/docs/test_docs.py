@@ -74,18 +74,30 @@ class Snippet:
     needs: tuple[str, ...]
 
 
+def _code_lines(m: re.Match[str]) -> list[str]:
+    """A fenced block's lines, without the fence's indent."""
+    indent = m["indent"]
+    return [
+        line[len(indent) :] if line.startswith(indent) else line
+        for line in m["code"].splitlines(keepends=True)
+    ]
+
+
+def _needs(value: str | None) -> tuple[str, ...]:
+    """A ``requires`` marker's names."""
+    return tuple(n.strip() for n in (value or "").split(",") if n.strip())
+
+
+def _line_of(text: str, m: re.Match[str]) -> int:
+    return text[: m.start("code")].count("\n") + 1
+
+
 def snippets(page: Path) -> list[Snippet]:
     text = page.read_text(encoding="utf-8")
-    out = []
-    for m in _FENCE.finditer(text):
-        indent = m["indent"]
-        code = "".join(
-            line[len(indent) :] if line.startswith(indent) else line
-            for line in m["code"].splitlines(keepends=True)
-        )
-        needs = tuple(n.strip() for n in (m["needs"] or "").split(",") if n.strip())
-        out.append(Snippet(page, text[: m.start("code")].count("\n") + 1, code, needs))
-    return out
+    return [
+        Snippet(page, _line_of(text, m), "".join(_code_lines(m)), _needs(m["needs"]))
+        for m in _FENCE.finditer(text)
+    ]
 
 
 def _pages_with_snippets() -> list[Path]:
@@ -206,11 +218,7 @@ _MARKER = re.compile(r"<!--\s*(?P<key>requires|stdin):\s*(?P<value>.*?)\s*-->")
 
 
 @dataclass(frozen=True)
-class ShellSnippet:
-    page: Path
-    line: int
-    code: str
-    needs: tuple[str, ...]
+class ShellSnippet(Snippet):
     #: What the reader types (None: nothing, stdin is empty).
     stdin: str | None
 
@@ -220,22 +228,17 @@ def shell_snippets(page: Path) -> list[ShellSnippet]:
     text = page.read_text(encoding="utf-8")
     out = []
     for m in _SHELL_FENCE.finditer(text):
-        indent = m["indent"]
-        lines = [
-            line[len(indent) :] if line.startswith(indent) else line
-            for line in m["code"].splitlines(keepends=True)
-        ]
+        lines = _code_lines(m)
         if m["lang"] == "console":
             lines = [line[2:] for line in lines if line.startswith("$ ")]
         needs: tuple[str, ...] = ()
         stdin = None
         for marker in _MARKER.finditer(m["markers"]):
             if marker["key"] == "requires":
-                needs += tuple(n.strip() for n in marker["value"].split(",") if n.strip())
+                needs += _needs(marker["value"])
             else:
                 stdin = "".join(f"{line}\n" for line in shlex.split(marker["value"]))
-        line_no = text[: m.start("code")].count("\n") + 1
-        out.append(ShellSnippet(page, line_no, "".join(lines), needs, stdin))
+        out.append(ShellSnippet(page, _line_of(text, m), "".join(lines), needs, stdin))
     return out
 
 
