@@ -299,7 +299,7 @@ def test_slides_render_as_images_for_a_vision_model(tmp_path: Path) -> None:
     from PIL import Image
 
     import filemakers as fm
-    from vancetope_rag.default_plugins.extractors.legacy import slide_images
+    from vancetope_rag.default_plugins.extractors.libreoffice import slide_images
 
     deck = fm.pptx([("One", "first", ""), ("Two", "second", ""), ("Three", "third", "")])
     images = slide_images(deck, "deck.pptx", max_slides=2, timeout_s=60)

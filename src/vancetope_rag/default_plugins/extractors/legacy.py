@@ -19,10 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vancetope_rag.default_plugins.extractors.guards import check_size
-from vancetope_rag.default_plugins.extractors.libreoffice import (
-    convert_with_libreoffice,
-    slide_images,
-)
+from vancetope_rag.default_plugins.extractors.libreoffice import convert_with_libreoffice
 from vancetope_rag.default_plugins.extractors.office import extract_pptx, extract_xlsx
 from vancetope_rag.default_plugins.extractors.text import extract_docx
 from vancetope_rag.extraction.programs import Deadline
@@ -34,12 +31,10 @@ from vancetope_rag.extraction.registry import (
 
 __all__ = [
     "LEGACY_TYPES",
-    "convert_with_libreoffice",
     "extract_doc",
     "extract_ppt",
     "extract_xls",
     "register",
-    "slide_images",
 ]
 
 
