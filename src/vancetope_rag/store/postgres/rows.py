@@ -78,6 +78,7 @@ def vector_literal(vector: npt.NDArray[np.float32]) -> str:
 def vector_of(data: bytes) -> npt.NDArray[np.float32]:
     """A ``vector`` column read in binary (``query_dicts(…, binary=True)``): pgvector's send
     format is the dimension and an unused word (two int16), then the float32 values, big
-    endian. The exact values stored, with no text to format and parse (~5 ms per 100
-    384-dimension rows, the bulk of a hybrid query's own time)."""
+    endian. The exact values stored, with no text to format and parse (that cost ~5 ms per
+    100 384-dimension rows, a third of a hybrid query's store time at 100k chunks;
+    docs/benchmarks.md)."""
     return np.frombuffer(data, dtype=">f4", offset=4).astype(np.float32)
