@@ -46,6 +46,7 @@ from vancetope_rag.store.sqlite.bm25_postings import (
     RowArray,
     Segment,
     TokenizeDocument,
+    length_norm,
     postings_of,
     rank,
 )
@@ -87,6 +88,8 @@ class _Entry:
     #: (live rows, their tokens) and each term's live document frequency, filled by queries.
     totals: tuple[int, int] | None = None
     doc_freq: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: The rows' length normalisation at the last average length a query ranked with.
+    norm: tuple[float, FloatArray] | None = None
 
     @property
     def dead(self) -> int:
@@ -144,9 +147,10 @@ class LexicalCache(EpochCache[_Entry, _Delta]):
         if stats is None:
             stats = self._stats_of(entry, terms)
         segments = (entry.main, entry.delta)
-        return rank(
-            segments, entry.rowids, entry.lengths, entry.alive, entry.vocab, terms, stats, top_k
-        )
+        norm = entry.norm
+        if norm is None or norm[0] != stats.avgdl:
+            norm = entry.norm = (stats.avgdl, length_norm(entry.lengths, stats.avgdl))
+        return rank(segments, entry.rowids, norm[1], entry.alive, entry.vocab, terms, stats, top_k)
 
     @staticmethod
     def _stats_of(entry: _Entry, terms: Sequence[str]) -> CollectionStats:
@@ -329,7 +333,7 @@ class LexicalCache(EpochCache[_Entry, _Delta]):
         if len(held) - old.n_main + len(new) > limit or old.dead + int(gone.sum()) > limit:
             return self._merged(old, vocab, old.alive & ~gone, new, load_texts, tokenize)
         entry = dataclasses.replace(
-            old, vocab=vocab, alive=old.alive & ~gone, totals=None, doc_freq={}
+            old, vocab=vocab, alive=old.alive & ~gone, totals=None, doc_freq={}, norm=None
         )
         if len(new):
             self._append_delta(entry, new, load_texts, tokenize)
