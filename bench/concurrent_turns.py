@@ -5,17 +5,21 @@ Runs ``app.pre_turn`` for SciFact claims sequentially, then the same claims thro
 ``app.apre_turn`` with ``--concurrency`` turns in flight (the app's own turn threads,
 ``VANCETOPE_RAG_TURN_WORKERS``), the two alternating ``--rounds`` times so load on a shared
 machine hits both alike; query embedding included (the embedded model on the backend this
-machine's ``auto`` chose). The store is one ``bench/pre_turn.py --store`` filled before:
+machine's ``auto`` chose). ``--micro both`` runs the concurrent turns twice a round, with
+the micro-batching of waiting query embeddings forced off and on (``auto``: as the machine's
+measurement chose). The store is one ``bench/pre_turn.py --store`` filled before:
 
     python bench/pre_turn.py --sizes 100000 --turns 10 --store 'sqlite:////tmp/pt/rag_{size}.db'
     python bench/concurrent_turns.py --store sqlite:////tmp/pt/rag_100000.db [--concurrency 16]
                                      [--turns 160] [--rounds 3] [--mode dense] [--threads 1]
+                                     [--micro auto|off|on|both]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import statistics
 import sys
 import time
@@ -34,6 +38,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--mode", default="dense", choices=("dense", "hybrid"))
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    ap.add_argument("--micro", default="auto", choices=("auto", "off", "on", "both"))
     args = ap.parse_args()
     if args.threads:
         import torch
@@ -54,6 +59,24 @@ def main() -> None:
     lexical = getattr(getattr(app.store.chunks, "lexical", None), "cache", None)
     if lexical is not None:
         lexical.wait_idle(600)
+    from vancetope_rag.default_plugins.embedded import _LOADED
+
+    accelerator = _LOADED[-1]._accelerator
+    accelerator.wait()  # the backend auto chose, not torch while ONNX Runtime prepares
+    chosen = accelerator.state
+
+    batcher = _LOADED[-1]._batcher
+    encode, sizes = batcher._encode, []
+
+    def counted(texts: list[str]) -> object:
+        sizes.append(len(texts))
+        return encode(texts)
+
+    batcher._encode = counted
+
+    def micro(on: bool | None) -> None:
+        on = chosen.micro_batch if on is None else on
+        accelerator.state = dataclasses.replace(chosen, micro_batch=on)
 
     async def concurrent() -> None:
         gate = asyncio.Semaphore(args.concurrency)
@@ -64,26 +87,42 @@ def main() -> None:
 
         await asyncio.gather(*(one(q) for q in turns))
 
-    seq, conc = [], []
-    for _ in range(args.rounds):
+    lanes = {
+        "auto": [("", None)],
+        "off": [(", micro off", False)],
+        "on": [(", micro on", True)],
+        "both": [(", micro off", False), (", micro on", True)],
+    }[args.micro]
+    seq: list[float] = []
+    conc: dict[str, list[float]] = {label: [] for label, _ in lanes}
+    for r in range(args.rounds):
+        micro(False)  # one at a time: nothing to batch
         s = time.perf_counter()
         for q in turns:
             app.pre_turn(t, p, [q], recipe)
         seq.append(len(turns) / (time.perf_counter() - s))
-        s = time.perf_counter()
-        asyncio.run(concurrent())
-        conc.append(len(turns) / (time.perf_counter() - s))
+        for label, on in lanes if r % 2 == 0 else lanes[::-1]:
+            micro(on)
+            s = time.perf_counter()
+            asyncio.run(concurrent())
+            conc[label].append(len(turns) / (time.perf_counter() - s))
+    micro(None)
     runtime = app.embeddings.provider("embedded").runtime()  # type: ignore[attr-defined]
     app.close()
-    s50, c50 = statistics.median(seq), statistics.median(conc)
+    s50 = statistics.median(seq)
     head = f"turns/s over {args.turns} {args.mode} turns, median of {args.rounds} rounds"
     print(f"{head} ({runtime})")
-    print(f"  sequential           {s50:7.1f}   rounds {', '.join(f'{x:.1f}' for x in seq)}")
-    print(
-        f"  {args.concurrency:>2} concurrent        {c50:7.1f}   rounds "
-        f"{', '.join(f'{x:.1f}' for x in conc)}"
-    )
-    print(f"  concurrent/sequential {c50 / s50:.2f}x (target >= 1.5x)")
+    print(f"  sequential              {s50:7.1f}   rounds {', '.join(f'{x:.1f}' for x in seq)}")
+    for label, rates in conc.items():
+        c50 = statistics.median(rates)
+        name = f"{args.concurrency} concurrent{label}"
+        print(f"  {name:<23} {c50:7.1f}   rounds {', '.join(f'{x:.1f}' for x in rates)}")
+        print(f"    concurrent/sequential {c50 / s50:.2f}x (target >= 1.5x)")
+    if sizes:
+        print(
+            f"  micro-batched calls: {len(sizes)}, queries per call mean "
+            f"{statistics.mean(sizes):.1f}, max {max(sizes)}"
+        )
     with open("/proc/loadavg", encoding="utf-8") as fh:
         print(f"load average at the end: {' '.join(fh.read().split()[:3])}")
     print(machine_line())

@@ -30,7 +30,6 @@ from vancetope_rag.default_plugins.embedded.onnx_backend import (
     export_key,
     versions,
 )
-from vancetope_rag.embeddings import EmbeddingSettings
 from vancetope_rag.errors import OnnxExportRefusedError
 
 TEXTS = [
@@ -38,13 +37,6 @@ TEXTS = [
     "sqlite-vec partitions vectors by RAG id",
     "Ein kurzer deutscher Satz über Vektoren.",
 ]
-
-
-@pytest.fixture(scope="session")
-def torch_embed() -> Any:
-    """The real embedded model (torch; conftest keeps the provider on torch)."""
-    provider = EmbeddedProvider(options=BackendOptions(backend="torch"))
-    return provider.load(EmbeddingSettings(provider="embedded"), "all-MiniLM-L6-v2").embed_model
 
 
 def _accelerator(embed: Any, options: BackendOptions, **kwargs: Any) -> Accelerator:
@@ -148,7 +140,7 @@ def test_auto_measures_once_per_machine_and_keeps_the_choice(
 
 
 def _auto_on_a_copy(
-    embed: Any, exported: Path, root: Path, **timings: Callable[[Any], float]
+    embed: Any, exported: Path, root: Path, **timings: Callable[[Any], Any]
 ) -> Accelerator:
     """``auto`` over a copy of the session's export, with injected timings."""
     _copy(exported, root)
@@ -399,3 +391,81 @@ def test_the_app_hands_the_backend_settings_to_the_provider(
     assert options == BackendOptions(backend="onnx", cache_dir=tmp_path / "c")
     # Built by hand, not by the app: torch, nothing exported.
     assert EmbeddedProvider().options.backend == "torch"
+
+
+def test_auto_micro_batches_concurrent_queries_only_where_one_call_wins(
+    torch_embed: Any, exported: Path, tmp_path: Path
+) -> None:
+    torch_encode = torch_embed.torch_query_embeddings
+    measured: list[Any] = []
+
+    def query_batch(singles_ms: float, batch_ms: float) -> Callable[[Any], tuple[float, float]]:
+        def measure(encode: Any) -> tuple[float, float]:
+            measured.append(encode)
+            return singles_ms, batch_ms
+
+        return measure
+
+    onnx_wins = {"measure": lambda encode: 20.0 if encode == torch_encode else 5.0}
+    acc = _auto_on_a_copy(
+        torch_embed,
+        exported,
+        tmp_path / "a",
+        **onnx_wins,
+        measure_query_batch=query_batch(300, 200),
+    )
+    state = acc.prepare()
+    assert (state.backend, state.micro_batch) == ("onnx", True)
+    assert acc.encoder is not None and measured == [acc.encoder.encode]  # the query backend
+    assert "16 queries in one call 200 ms against 300 ms one by one" in state.reason
+    assert "concurrent queries micro-batched" in state.reason
+    again = _accelerator(
+        torch_embed,
+        BackendOptions(backend="auto", cache_dir=tmp_path / "a"),
+        exporter=_no_export,
+        measure_query_batch=query_batch(1, 1000),
+    ).prepare()
+    assert again.micro_batch is True and len(measured) == 1  # the stored choice
+
+    measured.clear()  # 1.1x: below the margin; torch serves queries and was measured
+    torch_wins = {"measure": lambda encode: 5.0 if encode == torch_encode else 20.0}
+    acc = _auto_on_a_copy(
+        torch_embed,
+        exported,
+        tmp_path / "b",
+        **torch_wins,
+        measure_query_batch=query_batch(330, 300),
+    )
+    state = acc.prepare()
+    assert (state.backend, state.micro_batch) == ("torch", False)
+    assert measured == [torch_encode]
+    assert "concurrent queries not micro-batched" in state.reason
+
+
+def test_a_choice_stored_before_micro_batching_is_measured_again(
+    torch_embed: Any, exported: Path, tmp_path: Path
+) -> None:
+    import json
+
+    first = _auto_on_a_copy(
+        torch_embed, exported, tmp_path, measure_query_batch=lambda encode: (300.0, 100.0)
+    )
+    assert first.prepare().micro_batch is True
+    [stored] = (tmp_path / exported.name).glob("choice-*.json")
+    old = json.loads(stored.read_text())
+    for key in ("micro_batch", "query_singles_ms", "query_batch_ms"):
+        del old[key]  # as an older version wrote it
+    stored.write_text(json.dumps(old))
+    calls: list[Any] = []
+
+    def measure_query_batch(encode: Any) -> tuple[float, float]:
+        calls.append(encode)
+        return 300.0, 290.0
+
+    again = _accelerator(
+        torch_embed,
+        BackendOptions(backend="auto", cache_dir=tmp_path),
+        exporter=_no_export,
+        measure_query_batch=measure_query_batch,
+    ).prepare()
+    assert len(calls) == 1 and again.micro_batch is False

