@@ -13,7 +13,7 @@ from vancetope_rag.domain.retrieval import FusionParams
 from vancetope_rag.store import open_store
 from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
 from vancetope_rag.store.sqlite.db import SqliteDatabase
-from vancetope_rag.store.sqlite.vector_cache import VectorCache
+from vancetope_rag.store.sqlite.vector_cache import VectorCache, _Entry, _Int8Rows
 from vancetope_rag.store.types import RagScope
 
 DIM = 16
@@ -184,3 +184,49 @@ def test_writes_of_this_process_are_absorbed_exactly(db_path: Path, quantize_min
     assert 1 < len(buffers) < 30
     cached.close()
     plain.close()
+
+
+def _quantized_top_reference(
+    entry: _Entry, quantized: _Int8Rows, q: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The first pass as it was before issue 25 item 2 (masks always applied, the extra rows
+    by ``np.setdiff1d``): the faster one must give the very same arrays."""
+    approx, bound = quantized.scores(q, len(entry.rowids))
+    approx[~entry.alive] = -np.inf
+    n_cand = min(len(approx), max(4 * k, k + 64))
+    cand = np.argpartition(-approx, n_cand - 1)[:n_cand]
+    exact = entry.matrix[cand] @ q
+    exact[~entry.alive[cand]] = -np.inf
+    kth = float(np.partition(exact, len(exact) - k)[len(exact) - k])
+    maybe = np.flatnonzero(approx + bound >= kth)
+    extra = np.setdiff1d(maybe, cand, assume_unique=False)
+    if len(extra):
+        cand = np.concatenate([cand, extra])
+        exact = np.concatenate([exact, entry.matrix[extra] @ q])
+    return cand.astype(np.int64), exact
+
+
+@pytest.mark.parametrize("deleted", [0, 500])
+def test_int8_first_pass_gives_the_arrays_it_gave_before(deleted: int) -> None:
+    """Candidates, their order and their exact scores are bit for bit those of the earlier
+    first pass, with no row deleted (masks skipped) and with deleted rows (masks applied)."""
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    rows = rng.standard_normal((25_000, 48)).astype(np.float32)
+    rows[100:140] = rows[0]  # exact duplicates: ties in the exact scores
+    rowids = np.arange(25_000, dtype=np.int64) + 1
+    cache = VectorCache(quantize_min_rows=10_000)
+    key = ("t", "p", "r")
+    assert cache.search(key, 1, rows[0], 10, lambda: (rowids, rows)) is not None
+    entry = cache._entries[key]
+    assert entry.quantized is not None
+    if deleted:
+        entry.alive[rng.choice(25_000, deleted, replace=False)] = False
+    for i in range(30):
+        q = rows[i * 7] + 0.3 * rng.standard_normal(48).astype(np.float32)
+        q = (q / np.linalg.norm(q)).astype(np.float32)
+        for k in (5, 18, 60):
+            got = VectorCache._quantized_top(entry, entry.quantized, q, k, masked=bool(deleted))
+            want = _quantized_top_reference(entry, entry.quantized, q, k)
+            assert np.array_equal(got[0], want[0])
+            assert np.array_equal(got[1], want[1])

@@ -168,3 +168,19 @@ def test_sandbox_blocks_unsafe_access() -> None:
 def test_runtime_error_in_template_is_input_error() -> None:
     with pytest.raises(InvalidInputError, match="ZeroDivisionError"):
         render_context_block([TOPIC], "{{ 1 / 0 }}")
+
+
+def test_only_templates_from_outside_run_under_the_render_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The deadline trace guards recipes' and plugins' templates; the engine's own template
+    (one pass over the hits) renders untraced, to the same text."""
+    from vancetope_rag.domain import context_block
+
+    expected = render_context_block([TOPIC, ARCH_SUMMARY])
+    monkeypatch.setattr(context_block, "RENDER_SECONDS", -1.0)  # every deadline has passed
+    assert render_context_block([TOPIC, ARCH_SUMMARY]) == expected
+    assert render_context_block([TOPIC, ARCH_SUMMARY], DEFAULT_TEMPLATE) == expected
+    custom = "<rag-context>{% for h in hits %}{{ h.label }}{% endfor %}</rag-context>"
+    with pytest.raises(InvalidInputError, match="ran longer than"):
+        render_context_block([TOPIC], custom)

@@ -80,7 +80,7 @@ class _Int8Rows:
         weights, scales = self.weights[:n], self.scales[:n]  # prefixes: still contiguous
         approx = torch._weight_int8pack_mm(qt, weights, scales).float().numpy()[0]
         q_err = float(np.linalg.norm(q - qt.float().numpy()[0]))
-        top = float(np.abs(approx).max()) if len(approx) else 0.0
+        top = max(float(approx.max()), -float(approx.min())) if len(approx) else 0.0
         # exact - approx = (q - q̃)·x̃ + q·(x - x̃) + output rounding (+ accumulation slack).
         bound = q_err * self.max_row_norm + self.row_error + 3 * self._BF16 * max(top, 1.0)
         return approx, bound + 1e-4
@@ -209,12 +209,14 @@ class VectorCache(EpochCache[_Entry, _Delta]):
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         q = _unit(vector)
         k = min(top_k, live)
+        masked = live < len(entry.rowids)  # some rows deleted: mask them (else a no-op)
         _cap_blas_threads()
         if entry.quantized is not None and k * 8 < live:
-            idx, exact = self._quantized_top(entry, entry.quantized, q, k)
+            idx, exact = self._quantized_top(entry, entry.quantized, q, k, masked=masked)
         else:
             exact = entry.matrix @ q
-            exact[~entry.alive] = -np.inf  # deleted rows never rank
+            if masked:
+                exact[~entry.alive] = -np.inf  # deleted rows never rank
             idx = np.arange(len(exact))
         top = np.argpartition(-exact, k - 1)[:k] if k < len(exact) else np.arange(len(exact))
         order = top[np.argsort(-exact[top], kind="stable")]
@@ -306,19 +308,30 @@ class VectorCache(EpochCache[_Entry, _Delta]):
 
     @staticmethod
     def _quantized_top(
-        entry: _Entry, quantized: _Int8Rows, q: npt.NDArray[np.float32], k: int
+        entry: _Entry,
+        quantized: _Int8Rows,
+        q: npt.NDArray[np.float32],
+        k: int,
+        *,
+        masked: bool = True,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """Row indexes and exact scores of a set of rows that provably holds the exact top-k."""
+        """Row indexes and exact scores of a set of rows that provably holds the exact top-k
+        (``masked``: some rows are deleted; False skips the masks, which then change nothing)."""
         approx, bound = quantized.scores(q, len(entry.rowids))
-        approx[~entry.alive] = -np.inf  # deleted rows are never candidates
+        if masked:
+            approx[~entry.alive] = -np.inf  # deleted rows are never candidates
         n_cand = min(len(approx), max(4 * k, k + 64))
         cand = np.argpartition(-approx, n_cand - 1)[:n_cand]
         exact = entry.matrix[cand] @ q
-        exact[~entry.alive[cand]] = -np.inf  # when fewer rows live than there are candidates
+        if masked:
+            exact[~entry.alive[cand]] = -np.inf  # when fewer rows live than candidates
         kth = float(np.partition(exact, len(exact) - k)[len(exact) - k])
-        # Any row that could still beat the k-th best exact score is scored exactly too.
-        maybe = np.flatnonzero(approx + bound >= kth)
-        extra = np.setdiff1d(maybe, cand, assume_unique=False)
+        # Any row that could still beat the k-th best exact score is scored exactly too: the
+        # rows of ``approx + bound >= kth`` not already candidates, in ascending order (what
+        # ``np.setdiff1d`` gave, without sorting both sides).
+        maybe = approx + bound >= kth
+        maybe[cand] = False
+        extra = np.flatnonzero(maybe)
         if len(extra):
             cand = np.concatenate([cand, extra])
             exact = np.concatenate([exact, entry.matrix[extra] @ q])
