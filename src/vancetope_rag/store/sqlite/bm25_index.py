@@ -45,6 +45,7 @@ from vancetope_rag.store.sqlite.bm25_postings import (
     IntArray,
     RowArray,
     Segment,
+    TermWeights,
     TokenizeDocument,
     length_norm,
     postings_of,
@@ -68,6 +69,12 @@ _MERGE_FRACTION = 0.25
 log = logging.getLogger(__name__)
 
 
+def _weights_budget(entry: _Entry) -> int:
+    """How many per-posting weights an entry keeps (:class:`TermWeights`): four per row,
+    8 bytes each (32 MB at a million rows, beside the postings' ~1 GB)."""
+    return 4 * max(entry.n_main, 1)
+
+
 def _texts_of(texts: dict[int, str]) -> LoadTexts:
     return lambda rowids: [(r, texts[r]) for r in rowids]
 
@@ -88,8 +95,9 @@ class _Entry:
     #: (live rows, their tokens) and each term's live document frequency, filled by queries.
     totals: tuple[int, int] | None = None
     doc_freq: dict[str, int] = dataclasses.field(default_factory=dict)
-    #: The rows' length normalisation at the last average length a query ranked with.
-    norm: tuple[float, FloatArray] | None = None
+    #: The rows' length normalisation, and the weights kept at it, at the last average
+    #: length a query ranked with.
+    norm: tuple[float, TermWeights] | None = None
 
     @property
     def dead(self) -> int:
@@ -147,10 +155,22 @@ class LexicalCache(EpochCache[_Entry, _Delta]):
         if stats is None:
             stats = self._stats_of(entry, terms)
         segments = (entry.main, entry.delta)
-        norm = entry.norm
-        if norm is None or norm[0] != stats.avgdl:
-            norm = entry.norm = (stats.avgdl, length_norm(entry.lengths, stats.avgdl))
-        return rank(segments, entry.rowids, norm[1], entry.alive, entry.vocab, terms, stats, top_k)
+        kept = entry.norm
+        if kept is None or kept[0] != stats.avgdl:
+            norm = length_norm(entry.lengths, stats.avgdl)
+            kept = entry.norm = (stats.avgdl, TermWeights(norm, budget=_weights_budget(entry)))
+        weights = kept[1]
+        return rank(
+            segments,
+            entry.rowids,
+            weights.norm,
+            entry.alive,
+            entry.vocab,
+            terms,
+            stats,
+            top_k,
+            weights,
+        )
 
     @staticmethod
     def _stats_of(entry: _Entry, terms: Sequence[str]) -> CollectionStats:

@@ -7,6 +7,7 @@ own collection statistics from FTS5's tables through the caller.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -108,6 +109,41 @@ def length_norm(lengths: FloatArray, avgdl: float) -> FloatArray:
     return norm
 
 
+class TermWeights:
+    """The per-posting BM25 weights ``(tf * (k1 + 1)) / (tf + norm)`` of a segment's long
+    postings at one length normalisation, kept for the next queries: a query's score is then
+    ``idf * weight`` per posting, the same bits as computing it whole. At a million rows a
+    common term has hundreds of thousands of postings, and the gather of their rows' norms
+    and the arithmetic were a third of a ranking. Lists shorter than ``min_postings`` are
+    computed each time; past ``budget`` weights held, the oldest terms are dropped."""
+
+    def __init__(self, norm: FloatArray, *, budget: int, min_postings: int = 4_096) -> None:
+        self.norm = norm
+        self.budget = budget
+        self.min_postings = min_postings
+        self._held: dict[int, FloatArray] = {}
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, term: int, rows: RowArray, tf: FloatArray) -> FloatArray | None:
+        """The weights of ``term``'s postings (``rows``, ``tf``), or None for a short list."""
+        if len(rows) < self.min_postings or len(rows) > self.budget:
+            return None
+        held = self._held.get(term)
+        if held is not None:
+            return held
+        weights = np.take(self.norm, rows, mode="clip")
+        np.add(tf, weights, out=weights)
+        weights = np.divide(tf * (BM25_K1 + 1.0), weights, out=weights)
+        with self._lock:
+            if term not in self._held:
+                self._held[term] = weights
+                self._size += len(weights)
+                while self._size > self.budget:
+                    self._size -= len(self._held.pop(next(iter(self._held))))
+        return weights
+
+
 def rank(
     segments: Sequence[Segment | None],
     rowids: IntArray,
@@ -117,36 +153,63 @@ def rank(
     terms: Sequence[str],
     stats: CollectionStats,
     top_k: int,
+    weights: TermWeights | None = None,
 ) -> tuple[IntArray, FloatArray]:
     """(rowids, BM25 scores) of the ``top_k`` best live rows, best first (ties: lower rowid
     first), scored with FTS5's ``bm25()`` formula, ``stats`` and ``norm``, the rows'
-    :func:`length_norm` at ``stats.avgdl``."""
+    :func:`length_norm` at ``stats.avgdl``; ``weights``: kept weights of the first
+    segment's postings at that ``norm``."""
     if not stats.avgdl:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
+    query = [
+        (term, bm25_idf(stats.n_rows, stats.doc_freq.get(token, 0)))
+        for token in terms
+        if (term := vocab.get(token)) is not None
+    ]
+    postings = [
+        [
+            (segment is segments[0], *segment.postings(term))
+            for segment in segments
+            if segment is not None
+        ]
+        for term, _ in query
+    ]
+    longest = max((len(rows) for lists in postings for _, rows, _ in lists), default=0)
+    # Two scratch arrays for every term's arithmetic: at a million rows a common term has
+    # hundreds of thousands of postings, and fresh temporaries of that size cost page faults.
+    upper, lower = np.empty(longest), np.empty(longest)
     scores = np.zeros(len(rowids), dtype=np.float64)
     # FTS5 adds the phrases' terms in expression order; so does this loop, with the same
-    # operations in the same order, so the float results are the same bits.
-    for token in terms:
-        term = vocab.get(token)
-        if term is None:
-            continue
-        idf = bm25_idf(stats.n_rows, stats.doc_freq.get(token, 0))
-        for segment in segments:
-            if segment is None:
+    # operations in the same order (idf * ((tf * (k1 + 1)) / (tf + norm)), in place), so the
+    # float results are the same bits.
+    for (term, idf), lists in zip(query, postings, strict=True):
+        for first, rows, tf in lists:
+            n = len(rows)
+            if not n:
                 continue
-            rows, tf = segment.postings(term)
-            if len(rows):
-                # add.at: a row once per term, as ``+=`` would, in a tighter loop
-                np.add.at(scores, rows, idf * ((tf * (BM25_K1 + 1.0)) / (tf + norm[rows])))
+            den, num = lower[:n], upper[:n]
+            kept = weights.get(term, rows, tf) if weights is not None and first else None
+            if kept is not None:
+                np.multiply(idf, kept, out=num)
+            else:
+                np.take(norm, rows, out=den, mode="clip")  # rows are in range: no copy
+                np.add(tf, den, out=den)
+                np.multiply(tf, BM25_K1 + 1.0, out=num)
+                np.divide(num, den, out=num)
+                np.multiply(idf, num, out=num)
+            # add.at: a row once per term, as ``+=`` would, in a tighter loop
+            np.add.at(scores, rows, num)
     scores[~alive] = 0.0
     found = np.flatnonzero(scores > 0.0)
     if len(found) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
+    held = scores[found]
     k = min(top_k, len(found))
     if k < len(found):
         # the k-th best score, then every row at least that good (ties kept for the sort)
-        kth = np.partition(scores[found], len(found) - k)[len(found) - k]
-        found = found[scores[found] >= kth]
+        kth = np.partition(held, len(found) - k)[len(found) - k]
+        keep = held >= kth
+        found, held = found[keep], held[keep]
     ids = rowids[found]
-    order = np.lexsort((ids, -scores[found]))[:k]
-    return ids[order], scores[found][order]
+    order = np.lexsort((ids, -held))[:k]
+    return ids[order], held[order]
