@@ -878,3 +878,59 @@ def test_a_full_disk_is_a_store_full_error_and_reads_go_on(small_tablespace: str
     finally:
         store.close()
         postgres_support.drop_schema(name)
+
+
+# -- hybrid queries: the dense scan runs while the lexical list is ranked ----------------------
+
+
+def test_a_pipelined_statement_runs_while_the_caller_works(store: PostgresStore) -> None:
+    """``send`` inside ``pipeline`` returns before the server is done: a 0.4 s statement and
+    0.4 s of work here take ~0.4 s together, not 0.8 s."""
+    import time
+
+    with store.db.snapshot(), store.db.pipeline():
+        started = time.monotonic()
+        rows = store.db.send("SELECT pg_sleep(0.4), 7 AS seven")
+        time.sleep(0.4)
+        assert rows() == [{"pg_sleep": "", "seven": 7}]
+        elapsed = time.monotonic() - started
+    assert elapsed < 0.7, elapsed
+
+
+def test_a_hybrid_query_sends_its_dense_scan_before_ranking_the_lexical_list(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dense statement is on its way (one snapshot, in a pipeline) when the lexical list
+    is ranked; the hybrid answer is the two lists' fusion as without the pipeline."""
+    from vancetope_rag.domain.retrieval import Candidates, FusionParams
+
+    scope = RagScope.of(store.control.insert_rag(rag("h", 4)))
+    words = ["apple", "banana", "cherry", "damson"]
+    store.chunks.add_chunks(
+        scope,
+        [Chunk(f"c{i}", "h", f"s{i}", f"{words[i % 4]} pie {i}", unit(i, 4)) for i in range(40)],
+    )
+    events: list[str] = []
+    send, ranked = store.db.send, store.chunks._lexical_ranked
+
+    def sent(statement: str, *args: Any, **kwargs: Any) -> Any:
+        events.append("dense sent" if "ORDER BY" in statement and "<=>" in statement else "sent")
+        return send(statement, *args, **kwargs)
+
+    def ranking(*args: Any, **kwargs: Any) -> Any:
+        assert store.db.in_transaction()
+        events.append("lexical ranked")
+        return ranked(*args, **kwargs)
+
+    monkeypatch.setattr(store.db, "send", sent)
+    monkeypatch.setattr(store.chunks, "_lexical_ranked", ranking)
+    fusion = FusionParams()
+    found = store.chunks.hybrid_query(scope, "banana pie", unit(1, 4), 5, fusion=fusion)
+    assert events.index("dense sent") < events.index("lexical ranked")
+    with store.db.snapshot():
+        dense = store.chunks.query(scope, unit(1, 4), 5)
+        lexical = store.chunks.lexical_query(scope, "banana pie", 5, vector=unit(1, 4))
+        expected = Candidates.hybrid(dense, lexical, 5, fusion)
+        assert list(found.hits) == list(expected.hits)
+    assert (found.complete, found.cosine_floor) == (expected.complete, expected.cosine_floor)
+    assert [h.chunk_id for h in found.hits][:1] == ["c1"]

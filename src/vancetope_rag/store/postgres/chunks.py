@@ -19,8 +19,9 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -361,10 +362,14 @@ class PostgresChunkStore:
         fusion: FusionParams,
         filters: ChunkFilter | None = None,
     ) -> Candidates:
+        check_top_k(top_k)
         with self.db.snapshot():  # both lists from one committed state
-            dense = self.query(scope, vector, top_k, filters=filters)
-            lexical = self.lexical_query(scope, text, top_k, vector=vector, filters=filters)
-        return Candidates.hybrid(dense, lexical, top_k, fusion)
+            terms = self._lexical_terms(scope, text)
+            with self.db.pipeline():
+                # the server scans for the dense list while the lexical one is ranked here
+                dense = self._send_dense(scope, vector, top_k, filters)
+                lexical = self._lexical_ranked(scope, terms, top_k, vector, filters)
+                return Candidates.hybrid(dense(), lexical, top_k, fusion)
 
     def query(
         self,
@@ -375,10 +380,21 @@ class PostgresChunkStore:
         filters: ChunkFilter | None = None,
     ) -> list[Hit]:
         check_top_k(top_k)
+        return self._send_dense(scope, vector, top_k, filters)()
+
+    def _send_dense(
+        self,
+        scope: RagScope,
+        vector: Sequence[float],
+        top_k: int,
+        filters: ChunkFilter | None,
+    ) -> Callable[[], list[Hit]]:
+        """Start the dense query; the function returned gives its hits (inside a
+        :meth:`PostgresDatabase.pipeline` the server runs it meanwhile)."""
         query = checked_vector(vector, scope.dimension)
         where, params = chunk_filter_sql(filters)
         if not self.db.has_dimension(scope.dimension):
-            return []
+            return list
         dim = scope.dimension
         wanted = top_k + max(top_k, _RERANK_MARGIN)  # candidates for the exact re-rank
         size = self._scope_size(scope)
@@ -386,15 +402,20 @@ class PostgresChunkStore:
         statement = dense_sql(dim, where, exact=exact)
         args = (*_scope(scope), *params, vector_literal(query), wanted)
         ef = min(_EF_MAX, max(search_list(size), wanted))
+        if self.db.in_transaction():
+            if not exact and ef != _EF_MIN:
+                self.db.send("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
+            rows = self.db.send(statement, args, binary=True)
+            return lambda: rerank(rows(), query, top_k)
         if exact or ef == _EF_MIN:
             # One round trip: every pooled connection scans HNSW with these settings
             # (PostgresDatabase.session_settings), so a turn's query needs no transaction.
-            rows = self.db.query_dicts(statement, args, binary=True)
+            found = self.db.query_dicts(statement, args, binary=True)
         else:
             with self.db.snapshot():
                 self.db.query("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
-                rows = self.db.query_dicts(statement, args, binary=True)
-        return rerank(rows, query, top_k)
+                found = self.db.query_dicts(statement, args, binary=True)
+        return lambda: rerank(found, query, top_k)
 
     def _scope_size(self, scope: RagScope) -> int:
         """The scope's chunk count, from the statistics the chunk tables' triggers keep;
@@ -429,45 +450,68 @@ class PostgresChunkStore:
         best first; ``score`` is each chunk's cosine to ``vector``, ``lexical_score`` its
         BM25 score."""
         check_top_k(top_k)
-        query = checked_vector(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters)
+        with self.db.snapshot():  # statistics and ranking from one committed state
+            terms = self._lexical_terms(scope, text)
+            return self._lexical_ranked(scope, terms, top_k, vector, filters)
+
+    def _lexical_terms(self, scope: RagScope, text: str) -> _Terms | None:
+        """The query's lexemes and the RAG's statistics for them (in the caller's snapshot);
+        None when nothing can match."""
         words = lexical.query_text(text)
         if not words or not self.db.has_dimension(scope.dimension):
+            return None
+        found = self.db.query(lexical.terms_sql(), lexical.terms_params(words, _scope(scope)))
+        if not found or not int(found[0][2]):
+            return None
+        return _Terms(
+            lexemes=[str(r[0]) for r in found],
+            stats=CollectionStats(
+                int(found[0][2]), int(found[0][3]), {str(r[0]): int(r[1]) for r in found}
+            ),
+            epoch=int(found[0][4]),
+        )
+
+    def _lexical_ranked(
+        self,
+        scope: RagScope,
+        terms: _Terms | None,
+        top_k: int,
+        vector: Sequence[float],
+        filters: ChunkFilter | None,
+    ) -> list[Hit]:
+        """The BM25 top ``top_k`` for ``terms`` (read in the caller's snapshot)."""
+        query = checked_vector(vector, scope.dimension)
+        where, params = chunk_filter_sql(filters)
+        if terms is None:
             return []
         table = chunk_table(scope.dimension)
         columns = CHUNK_COLUMNS + ", c.embedding"
-        with self.db.snapshot():  # statistics and ranking from one committed state
-            found = self.db.query(lexical.terms_sql(), lexical.terms_params(words, _scope(scope)))
-            if not found or not int(found[0][2]):
-                return []
-            lexemes = [str(r[0]) for r in found]
-            doc_freq = {str(r[0]): int(r[1]) for r in found}
-            n_rows, tokens = int(found[0][2]), int(found[0][3])
-            if not where and self.lexical_index is not None:
-                stats = CollectionStats(n_rows, tokens, doc_freq)
-                rows = self._indexed_lexical(scope, table, int(found[0][4]), stats, top_k, columns)
-                if rows is not None:
-                    return _lexical_hits(rows, query)
-            weights = lexical.idfs(n_rows, doc_freq, lexemes)
-            plan = lexical.MatchPlan.first(lexemes, weights, doc_freq)
-            while True:
-                rows = self.db.query_dicts(
-                    lexical.bm25_sql(table, where, columns),
-                    lexical.bm25_params(
-                        lexemes,
-                        weights,
-                        tokens / n_rows or 1.0,
-                        _scope(scope),
-                        plan.match,
-                        params,
-                        top_k,
-                    ),
-                    binary=True,
-                )
-                scores = [float(r["lexical_score"]) for r in rows]
-                if plan.exact(scores, top_k):
-                    break
-                plan = plan.widen(scores, top_k)
+        lexemes, stats = terms.lexemes, terms.stats
+        if not where and self.lexical_index is not None:
+            rows = self._indexed_lexical(scope, table, terms.epoch, stats, top_k, columns)
+            if rows is not None:
+                return _lexical_hits(rows, query)
+        n_rows, tokens, doc_freq = stats.n_rows, stats.total_tokens, dict(stats.doc_freq)
+        weights = lexical.idfs(n_rows, doc_freq, lexemes)
+        plan = lexical.MatchPlan.first(lexemes, weights, doc_freq)
+        while True:
+            rows = self.db.query_dicts(
+                lexical.bm25_sql(table, where, columns),
+                lexical.bm25_params(
+                    lexemes,
+                    weights,
+                    tokens / n_rows or 1.0,
+                    _scope(scope),
+                    plan.match,
+                    params,
+                    top_k,
+                ),
+                binary=True,
+            )
+            scores = [float(r["lexical_score"]) for r in rows]
+            if plan.exact(scores, top_k):
+                break
+            plan = plan.widen(scores, top_k)
         return _lexical_hits(rows, query)
 
     def _indexed_lexical(
@@ -501,6 +545,15 @@ class PostgresChunkStore:
             for rowid, score in ranked
             if rowid in by_rowid
         ]
+
+
+@dataclass(frozen=True)
+class _Terms:
+    """A lexical query's lexemes (query order) and the RAG's statistics and lexical epoch."""
+
+    lexemes: list[str]
+    stats: CollectionStats
+    epoch: int
 
 
 def dense_sql(dim: int, where: str, *, exact: bool) -> str:

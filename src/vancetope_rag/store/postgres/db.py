@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -247,6 +247,32 @@ class PostgresDatabase:
             return
         with self._held("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"):
             yield
+
+    @contextmanager
+    def pipeline(self) -> Iterator[None]:
+        """Inside a :meth:`snapshot` or :meth:`transaction`: statements are sent to the server
+        at once and the caller goes on while they run; a statement's rows are waited for
+        when they are read (psycopg's pipeline mode, in order: reading one waits for the
+        statements sent before it). So the server can scan HNSW while this process ranks."""
+        conn: psycopg.Connection[Any] = self._local.conn
+        with self._mapped(), conn.pipeline():
+            yield
+
+    def send(
+        self, statement: str, params: Sequence[Any] | None = (), *, binary: bool = False
+    ) -> Callable[[], list[dict[str, Any]]]:
+        """Send one statement of the thread's transaction; the function returned waits for
+        its rows, as dicts (in a :meth:`pipeline`, the statement runs meanwhile)."""
+        conn: psycopg.Connection[Any] = self._local.conn
+        with self._mapped():
+            cur = conn.cursor(row_factory=dict_row)
+            cur.execute(statement, params, binary=binary)
+
+        def rows() -> list[dict[str, Any]]:
+            with self._mapped(), cur:
+                return cur.fetchall()
+
+        return rows
 
     def in_transaction(self) -> bool:
         return getattr(self._local, "conn", None) is not None
