@@ -20,14 +20,31 @@ that store (initialized first; a PostgreSQL schema should be new or empty) inste
 fresh SQLite file; the ratio to the raw model, measured in the same run, is what compares
 stores on a shared machine.
 
+With ``--backends torch,onnx [--rounds 3]`` it compares the embedded provider's batch
+backends instead (issue 25: indexing on the chosen batch backend >= 0.95x the torch path):
+each round indexes the same N documents into a fresh SQLite store once per backend, the
+order alternating from round to round, and prints docs/s and chunks/s per lane, the medians,
+each lane's ratio to the first lane's median, the ``auto`` choice of this machine (the line
+``vancetope-rag prepare`` prints) and the machine line. Every lane is a process of its own
+(this script with ``--lane BACKEND``): the provider keeps its loaded model per process, so a
+fresh process with ``VANCETOPE_RAG_EMBEDDED_BACKEND=BACKEND`` (also passed to the engine's
+config) is what puts batches on that backend — ``torch`` is today's torch path everywhere,
+``onnx`` embeds queries and batches on ONNX Runtime, ``auto`` batches on whatever the stored
+(or a fresh) measurement chose. A lane waits until the provider's backend is ready, checks
+that batches run where asked, warms the model up, then times only the indexer run.
+
     python bench/indexing.py [--docs 1000] [--batch 32] [--store URI] [--json]
+    python bench/indexing.py --docs 300 --batch 32 --backends torch,onnx --rounds 3 [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +57,8 @@ from _machine import machine_line
 
 REPO = Path(__file__).resolve().parent.parent
 SCIFACT = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
+BACKEND_ENV = "VANCETOPE_RAG_EMBEDDED_BACKEND"
+LANE_BACKENDS = ("torch", "onnx", "auto")
 
 
 def load_texts(n: int) -> list[str]:
@@ -74,27 +93,17 @@ class CountingModel:
         embed_model._get_text_embeddings = counted
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--docs", type=int, default=1000)
-    ap.add_argument("--batch", type=int, default=32, help="indexer batch size (documents)")
-    ap.add_argument("--store", default=None, help="store URI (default: a temp SQLite file)")
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
+def open_app(uri: str, batch: int, backend: str | None = None) -> tuple[Any, Any, Any]:
+    """The app, its default RAG of project ``bench/docs`` (embedded provider) and the model."""
+    from vancetope_rag import EngineConfig, RagApp
 
-    from vancetope_rag import EngineConfig, RagApp, open_store
-    from vancetope_rag.services.indexing.sources import SourceText
-    from vancetope_rag.store.types import RagScope
-
-    tmp = tempfile.mkdtemp(prefix="vrag-bench-")
-    uri = args.store or f"sqlite:///{tmp}/rag.db"
-    if args.store:
-        open_store(uri).initialize(dimensions=[384])
+    extra: dict[str, Any] = {"embedded_backend": backend} if backend else {}
     config = EngineConfig(
         store=uri,
         node_id="bench",
-        indexer_batch_size=args.batch,
+        indexer_batch_size=batch,
         indexer_initial_delay_s=0,
+        **extra,
     )
     app = RagApp.open(config)
     t, p = "bench", "docs"
@@ -102,13 +111,198 @@ def main() -> None:
     app.bring(t, p)
     rag = app.project_rags.find_default_rag(t, p)
     assert rag is not None
-    model = app.rags.model_for(rag).embed_model
+    return app, rag, app.rags.model_for(rag).embed_model
+
+
+def add_documents(app: Any, texts: list[str]) -> None:
+    for i, text in enumerate(texts):
+        app.documents.create(
+            "bench", "docs", f"documents/bench/{i:05d}.txt", text, mime_type="text/plain"
+        )
+
+
+def run_lane(args: argparse.Namespace) -> None:
+    """One lane of ``--backends``: index into a fresh SQLite store with batches on
+    ``args.lane``; prints one JSON line."""
+    from vancetope_rag.default_plugins.embedded import describe
+    from vancetope_rag.store.types import RagScope
+
+    tmp = tempfile.mkdtemp(prefix="vrag-bench-")
+    app, rag, model = open_app(f"sqlite:///{tmp}/rag.db", args.batch, args.lane)
+    accelerator = model._accelerator
+    state = accelerator.wait()  # torch serves until ONNX Runtime is ready: wait for it
+    batches_on = "onnx" if accelerator.batch_encoder is not None else "torch"
+    if not state.ready or (args.lane != "auto" and batches_on != args.lane):
+        raise SystemExit(f"lane {args.lane}: batches on {batches_on} ({describe(state)})")
     counter = CountingModel(model)
     model.get_text_embedding_batch(["warm up the model"] * 64)
 
     texts = load_texts(args.docs)
-    for i, text in enumerate(texts):
-        app.documents.create(t, p, f"documents/bench/{i:05d}.txt", text, mime_type="text/plain")
+    add_documents(app, texts)
+    counter.texts = 0
+    start = time.perf_counter()
+    done = app.scheduler.run_until_idle()
+    seconds = time.perf_counter() - start
+    chunks = len(app.store.chunks.get_chunks(RagScope.of(rag)))
+    app.close()
+    row = {
+        "lane": args.lane,
+        "batches": batches_on,
+        "documents": len(texts),
+        "indexed": done.indexed,
+        "chunks": chunks,
+        "textsEmbedded": counter.texts,
+        "seconds": round(seconds, 3),
+        "docsPerSecond": round(len(texts) / seconds, 2),
+        "chunksPerSecond": round(chunks / seconds, 2),
+        "backend": describe(state),
+    }
+    print(json.dumps(row))
+
+
+def spawn_lane(backend: str, args: argparse.Namespace) -> dict[str, Any]:
+    env = {**os.environ, BACKEND_ENV: backend}
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--lane", backend]
+    cmd += ["--docs", str(args.docs), "--batch", str(args.batch)]
+    out = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True).stdout
+    row: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    if row["indexed"] != args.docs:
+        raise SystemExit(f"lane {backend} did not index every document: {row}")
+    return row
+
+
+def auto_choice() -> str:
+    """What ``vancetope-rag prepare`` prints for the embedded provider with ``auto``: the
+    stored choice of this machine (measured now, and stored, when there is none)."""
+    env = {**os.environ, BACKEND_ENV: "auto"}
+    with tempfile.TemporaryDirectory(prefix="vrag-bench-prep-") as tmp:
+        cmd = [sys.executable, "-m", "vancetope_rag.cli", "--store", f"sqlite:///{tmp}/prep.db"]
+        out = subprocess.run(
+            [*cmd, "prepare"], env=env, check=True, stdout=subprocess.PIPE, text=True
+        ).stdout
+    lines = [line for line in out.splitlines() if line.startswith("embedded:")]
+    return lines[0] if lines else out.strip()
+
+
+def compare_backends(args: argparse.Namespace) -> None:
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = [b for b in backends if b not in LANE_BACKENDS]
+    if unknown or len(set(backends)) != len(backends) or not backends:
+        raise SystemExit(f"--backends: distinct names out of {', '.join(LANE_BACKENDS)}")
+    if args.store:
+        raise SystemExit("--backends indexes into fresh SQLite stores; leave out --store")
+    choice = auto_choice()  # before the lanes: a measurement, if one is needed, runs alone
+    rows: dict[str, list[dict[str, Any]]] = {b: [] for b in backends}
+    order_by_round: list[list[str]] = []
+    for r in range(args.rounds):
+        order = backends if r % 2 == 0 else backends[::-1]
+        order_by_round.append(order)
+        for backend in order:
+            row = spawn_lane(backend, args)
+            rows[backend].append(row)
+            if not args.json:
+                print(
+                    f"round {r + 1} {backend:<5} {row['docsPerSecond']:7.2f} docs/s "
+                    f"{row['chunksPerSecond']:7.2f} chunks/s ({row['seconds']:.2f} s)",
+                    flush=True,
+                )
+    chunks = {row["chunks"] for lane in rows.values() for row in lane}
+    if len(chunks) != 1:
+        raise SystemExit(f"the lanes stored different chunk counts: {sorted(chunks)}")
+    n_chunks = chunks.pop()
+    medians = {
+        b: {
+            "docsPerSecond": round(statistics.median(r["docsPerSecond"] for r in lane), 2),
+            "chunksPerSecond": round(statistics.median(r["chunksPerSecond"] for r in lane), 2),
+            "seconds": round(statistics.median(r["seconds"] for r in lane), 3),
+        }
+        for b, lane in rows.items()
+    }
+    base = backends[0]
+    # The same documents and chunks in every lane: the docs/s and chunks/s ratios are one.
+    ratios = {
+        f"{b}/{base}": round(medians[b]["docsPerSecond"] / medians[base]["docsPerSecond"], 3)
+        for b in backends[1:]
+    }
+    found = re.search(r"batches on (\w+)", choice)
+    auto_batches = found.group(1) if found else None
+    verdict = None
+    if "torch" in medians and auto_batches in medians:
+        chosen = medians[auto_batches]["docsPerSecond"] / medians["torch"]["docsPerSecond"]
+        verdict = (
+            f"indexing with batches on auto's choice ({auto_batches}) / the torch path: "
+            f"{chosen:.3f}  (target >= 0.95)"
+        )
+    result = {
+        "documents": args.docs,
+        "chunks": n_chunks,
+        "indexerBatch": args.batch,
+        "rounds": args.rounds,
+        "orderByRound": order_by_round,
+        "lanes": rows,
+        "medians": medians,
+        "ratiosOfMedians": ratios,
+        "autoChoice": choice,
+        "autoBatches": auto_batches,
+        "verdict": verdict,
+        "machine": machine_line(),
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(
+        f"store sqlite (fresh per lane), documents {args.docs}, chunks {n_chunks}, indexer batch "
+        f"{args.batch}, {args.rounds} round(s), lane order alternating, one process per lane"
+    )
+    print(f"{'lane':<6} {'docs/s':>8} {'chunks/s':>9} {'seconds':>8}   (medians)")
+    for b in backends:
+        m = medians[b]
+        print(f"{b:<6} {m['docsPerSecond']:8.2f} {m['chunksPerSecond']:9.2f} {m['seconds']:8.2f}")
+    for name, ratio in ratios.items():
+        print(f"ratio {name} (medians): {ratio:.3f}  (a batch backend wins at >= 1.2)")
+    print(f"auto here (stored choice, vancetope-rag prepare): {choice}")
+    if verdict is not None:
+        print(verdict)
+    print(result["machine"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--docs", type=int, default=1000)
+    ap.add_argument("--batch", type=int, default=32, help="indexer batch size (documents)")
+    ap.add_argument("--store", default=None, help="store URI (default: a temp SQLite file)")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--backends",
+        default=None,
+        help="compare indexing with batches on these embedded backends, e.g. torch,onnx "
+        "(each lane a process of its own with VANCETOPE_RAG_EMBEDDED_BACKEND set)",
+    )
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of --backends (median)")
+    ap.add_argument("--lane", choices=LANE_BACKENDS, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.lane:
+        run_lane(args)
+        return
+    if args.backends:
+        compare_backends(args)
+        return
+
+    from vancetope_rag import open_store
+    from vancetope_rag.services.indexing.sources import SourceText
+    from vancetope_rag.store.types import RagScope
+
+    tmp = tempfile.mkdtemp(prefix="vrag-bench-")
+    uri = args.store or f"sqlite:///{tmp}/rag.db"
+    if args.store:
+        open_store(uri).initialize(dimensions=[384])
+    app, rag, model = open_app(uri, args.batch)
+    counter = CountingModel(model)
+    model.get_text_embedding_batch(["warm up the model"] * 64)
+
+    texts = load_texts(args.docs)
+    add_documents(app, texts)
+    t, p = "bench", "docs"
 
     # The chunk texts the indexer will make, split the same way without embedding them, so
     # that raw runs can stand on both sides of the indexer run.
