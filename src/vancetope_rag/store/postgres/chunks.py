@@ -59,8 +59,10 @@ EXACT_SCAN_MAX = 10_000
 #: exact scan was 0.933 with 100 and 0.966 with 200 (docs/benchmarks.md).
 _EF_MIN, _EF_MAX = 200, 1000
 #: Candidates beyond ``top_k`` ranked by the index's half-precision distance and re-ranked
-#: on the full vectors (at least ``top_k`` more), so a near-tie that float16 rounding put
-#: out of order still makes the top-k.
+#: on the full vectors, so a near-tie that float16 rounding put out of order still makes the
+#: top-k. Rounding moves a cosine by ~1e-3, so the margin need not grow with ``top_k``: on
+#: 100k near-copies of 2,000 texts, the top 100 of 120 candidates and of 200 were the same
+#: for 150 of 150 SciFact claims, and a hybrid turn's statement took 10.7 ms, not 13.4.
 _RERANK_MARGIN = 20
 #: How many index tuples an iterative scan may visit before it stops (pgvector's default is
 #: 20,000: a RAG holding 0.1% of a big table would come back short).
@@ -396,7 +398,7 @@ class PostgresChunkStore:
         if not self.db.has_dimension(scope.dimension):
             return list
         dim = scope.dimension
-        wanted = top_k + max(top_k, _RERANK_MARGIN)  # candidates for the exact re-rank
+        wanted = top_k + _RERANK_MARGIN  # candidates for the exact re-rank
         size = self._scope_size(scope)
         exact = wanted > _EF_MAX or size <= self.exact_scan_max
         statement = dense_sql(dim, where, exact=exact)
