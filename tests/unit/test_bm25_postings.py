@@ -66,10 +66,10 @@ def test_ranking_is_the_per_row_formula_with_or_without_kept_weights(
     )
     expected = _reference(docs, alive, terms, stats, top_k) if stats.avgdl else []
     ids = np.asarray(rowids, dtype=np.int64)
-    norm = length_norm(lengths, stats.avgdl) if stats.avgdl else lengths
-    weights = TermWeights(norm, budget=budget, min_postings=1)
-    for kept in (None, weights, weights):  # the second pass reads the weights kept
-        found, scores = rank((main, None), ids, norm, live, vocab, terms, stats, top_k, kept)
+    kept = TermWeights(lengths, stats.avgdl, budget=budget, min_postings=1)
+    none_kept = TermWeights(lengths, stats.avgdl, budget=0)
+    for weights in (none_kept, kept, kept):  # the third pass reads the weights kept
+        found, scores = rank((main, None), ids, weights, live, vocab, terms, stats, top_k)
         assert list(zip(found.tolist(), scores.tolist(), strict=True)) == expected
 
 
@@ -78,7 +78,7 @@ def test_kept_weights_stay_within_their_budget() -> None:
     texts = [(i, "common " + ("rare" if i % 2 else "other")) for i in range(8)]
     _, lengths, rows, term_ids, tf = postings_of(texts, str.split, vocab, 0, 0.0)
     main = Segment.build(rows, term_ids, tf, len(vocab))
-    weights = TermWeights(length_norm(lengths, 2.0), budget=9, min_postings=2)
+    weights = TermWeights(lengths, 2.0, budget=9, min_postings=2)
     for token in ("common", "rare", "other"):
         term = vocab[token]
         assert weights.get(term, *main.postings(term)) is not None

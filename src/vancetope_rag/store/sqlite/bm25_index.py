@@ -47,7 +47,6 @@ from vancetope_rag.store.sqlite.bm25_postings import (
     Segment,
     TermWeights,
     TokenizeDocument,
-    length_norm,
     postings_of,
     rank,
 )
@@ -67,12 +66,6 @@ _Delta = tuple[tuple[int, ...], tuple[tuple[int, str], ...], TokenizeDocument]
 _MERGE_FRACTION = 0.25
 
 log = logging.getLogger(__name__)
-
-
-def _weights_budget(entry: _Entry) -> int:
-    """How many per-posting weights an entry keeps (:class:`TermWeights`): four per row,
-    8 bytes each (32 MB at a million rows, beside the postings' ~1 GB)."""
-    return 4 * max(entry.n_main, 1)
 
 
 def _texts_of(texts: dict[int, str]) -> LoadTexts:
@@ -95,9 +88,9 @@ class _Entry:
     #: (live rows, their tokens) and each term's live document frequency, filled by queries.
     totals: tuple[int, int] | None = None
     doc_freq: dict[str, int] = dataclasses.field(default_factory=dict)
-    #: The rows' length normalisation, and the weights kept at it, at the last average
-    #: length a query ranked with.
-    norm: tuple[float, TermWeights] | None = None
+    #: The rows' length normalisation and the postings' weights kept at it, at the last
+    #: average length a query ranked with.
+    weights: TermWeights | None = None
 
     @property
     def dead(self) -> int:
@@ -155,22 +148,12 @@ class LexicalCache(EpochCache[_Entry, _Delta]):
         if stats is None:
             stats = self._stats_of(entry, terms)
         segments = (entry.main, entry.delta)
-        kept = entry.norm
-        if kept is None or kept[0] != stats.avgdl:
-            norm = length_norm(entry.lengths, stats.avgdl)
-            kept = entry.norm = (stats.avgdl, TermWeights(norm, budget=_weights_budget(entry)))
-        weights = kept[1]
-        return rank(
-            segments,
-            entry.rowids,
-            weights.norm,
-            entry.alive,
-            entry.vocab,
-            terms,
-            stats,
-            top_k,
-            weights,
-        )
+        weights = entry.weights
+        if weights is None or weights.avgdl != stats.avgdl:
+            # four weights per row, 8 bytes each: 32 MB at a million rows (postings: ~1 GB)
+            budget = 4 * max(entry.n_main, 1)
+            weights = entry.weights = TermWeights(entry.lengths, stats.avgdl, budget=budget)
+        return rank(segments, entry.rowids, weights, entry.alive, entry.vocab, terms, stats, top_k)
 
     @staticmethod
     def _stats_of(entry: _Entry, terms: Sequence[str]) -> CollectionStats:
@@ -353,7 +336,7 @@ class LexicalCache(EpochCache[_Entry, _Delta]):
         if len(held) - old.n_main + len(new) > limit or old.dead + int(gone.sum()) > limit:
             return self._merged(old, vocab, old.alive & ~gone, new, load_texts, tokenize)
         entry = dataclasses.replace(
-            old, vocab=vocab, alive=old.alive & ~gone, totals=None, doc_freq={}, norm=None
+            old, vocab=vocab, alive=old.alive & ~gone, totals=None, doc_freq={}, weights=None
         )
         if len(new):
             self._append_delta(entry, new, load_texts, tokenize)

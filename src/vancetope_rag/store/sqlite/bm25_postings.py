@@ -110,15 +110,19 @@ def length_norm(lengths: FloatArray, avgdl: float) -> FloatArray:
 
 
 class TermWeights:
-    """The per-posting BM25 weights ``(tf * (k1 + 1)) / (tf + norm)`` of a segment's long
-    postings at one length normalisation, kept for the next queries: a query's score is then
-    ``idf * weight`` per posting, the same bits as computing it whole. At a million rows a
-    common term has hundreds of thousands of postings, and the gather of their rows' norms
-    and the arithmetic were a third of a ranking. Lists shorter than ``min_postings`` are
-    computed each time; past ``budget`` weights held, the oldest terms are dropped."""
+    """The rows' :func:`length_norm` at one average length, and the per-posting BM25
+    weights ``(tf * (k1 + 1)) / (tf + norm)`` of a segment's long postings at it, kept for
+    the next queries: a query's score is then ``idf * weight`` per posting, the same bits as
+    computing it whole. At a million rows a common term has hundreds of thousands of
+    postings, and the gather of their rows' norms and the arithmetic were a third of a
+    ranking. Lists shorter than ``min_postings`` are computed each time; past ``budget``
+    weights held, the oldest terms are dropped (``budget`` 0: none kept)."""
 
-    def __init__(self, norm: FloatArray, *, budget: int, min_postings: int = 4_096) -> None:
-        self.norm = norm
+    def __init__(
+        self, lengths: FloatArray, avgdl: float, *, budget: int, min_postings: int = 4_096
+    ) -> None:
+        self.avgdl = avgdl
+        self.norm = length_norm(lengths, avgdl) if avgdl else lengths
         self.budget = budget
         self.min_postings = min_postings
         self._held: dict[int, FloatArray] = {}
@@ -147,18 +151,16 @@ class TermWeights:
 def rank(
     segments: Sequence[Segment | None],
     rowids: IntArray,
-    norm: FloatArray,
+    weights: TermWeights,
     alive: npt.NDArray[np.bool_],
     vocab: Mapping[str, int],
     terms: Sequence[str],
     stats: CollectionStats,
     top_k: int,
-    weights: TermWeights | None = None,
 ) -> tuple[IntArray, FloatArray]:
     """(rowids, BM25 scores) of the ``top_k`` best live rows, best first (ties: lower rowid
-    first), scored with FTS5's ``bm25()`` formula, ``stats`` and ``norm``, the rows'
-    :func:`length_norm` at ``stats.avgdl``; ``weights``: kept weights of the first
-    segment's postings at that ``norm``."""
+    first), scored with FTS5's ``bm25()`` formula, ``stats`` and ``weights`` (the rows'
+    norms at ``stats.avgdl``, and the first segment's kept weights)."""
     if not stats.avgdl:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
     query = [
@@ -188,11 +190,11 @@ def rank(
             if not n:
                 continue
             den, num = lower[:n], upper[:n]
-            kept = weights.get(term, rows, tf) if weights is not None and first else None
+            kept = weights.get(term, rows, tf) if first else None
             if kept is not None:
                 np.multiply(idf, kept, out=num)
             else:
-                np.take(norm, rows, out=den, mode="clip")  # rows are in range: no copy
+                np.take(weights.norm, rows, out=den, mode="clip")  # rows are in range: no copy
                 np.add(tf, den, out=den)
                 np.multiply(tf, BM25_K1 + 1.0, out=num)
                 np.divide(num, den, out=num)
