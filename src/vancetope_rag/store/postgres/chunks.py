@@ -404,19 +404,23 @@ class PostgresChunkStore:
         statement = dense_sql(dim, where, exact=exact)
         args = (*_scope(scope), *params, vector_literal(query), wanted)
         ef = min(_EF_MAX, max(search_list(size), wanted))
-        if self.db.in_transaction():
-            if not exact and ef != _EF_MIN:
+        # Every pooled connection scans HNSW with ``_EF_MIN`` (session_settings): a longer
+        # list is set for this transaction only.
+        longer = not exact and ef != _EF_MIN
+
+        def send() -> Callable[[], list[dict[str, Any]]]:
+            if longer:
                 self.db.send("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
-            rows = self.db.send(statement, args, binary=True)
+            return self.db.send(statement, args, binary=True)
+
+        if self.db.in_transaction():
+            rows = send()
             return lambda: rerank(rows(), query, top_k)
-        if exact or ef == _EF_MIN:
-            # One round trip: every pooled connection scans HNSW with these settings
-            # (PostgresDatabase.session_settings), so a turn's query needs no transaction.
-            found = self.db.query_dicts(statement, args, binary=True)
-        else:
+        if longer:
             with self.db.snapshot():
-                self.db.query("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
-                found = self.db.query_dicts(statement, args, binary=True)
+                found = send()()
+        else:  # one round trip: a turn's query needs no transaction
+            found = self.db.query_dicts(statement, args, binary=True)
         return lambda: rerank(found, query, top_k)
 
     def _scope_size(self, scope: RagScope) -> int:
@@ -493,16 +497,15 @@ class PostgresChunkStore:
             rows = self._indexed_lexical(scope, table, terms.epoch, stats, top_k, columns)
             if rows is not None:
                 return _lexical_hits(rows, query)
-        n_rows, tokens, doc_freq = stats.n_rows, stats.total_tokens, dict(stats.doc_freq)
-        weights = lexical.idfs(n_rows, doc_freq, lexemes)
-        plan = lexical.MatchPlan.first(lexemes, weights, doc_freq)
+        weights = lexical.idfs(stats.n_rows, stats.doc_freq, lexemes)
+        plan = lexical.MatchPlan.first(lexemes, weights, stats.doc_freq)
         while True:
             rows = self.db.query_dicts(
                 lexical.bm25_sql(table, where, columns),
                 lexical.bm25_params(
                     lexemes,
                     weights,
-                    tokens / n_rows or 1.0,
+                    stats.avgdl or 1.0,
                     _scope(scope),
                     plan.match,
                     params,

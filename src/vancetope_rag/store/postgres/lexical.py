@@ -22,7 +22,7 @@ Pure functions (no I/O); :mod:`.postgres.chunks` runs what they build.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,7 +111,7 @@ def terms_params(words: str, scope: tuple[str, str, str]) -> list[Any]:
     return [TS_CONFIG, words, *scope, *scope]
 
 
-def idfs(n_rows: int, doc_freq: dict[str, int], lexemes: Sequence[str]) -> list[float]:
+def idfs(n_rows: int, doc_freq: Mapping[str, int], lexemes: Sequence[str]) -> list[float]:
     return [bm25_idf(n_rows, doc_freq.get(lex, 0)) for lex in lexemes]
 
 
@@ -133,7 +133,7 @@ class MatchPlan:
 
     @classmethod
     def first(
-        cls, lexemes: Sequence[str], weights: Sequence[float], doc_freq: dict[str, int]
+        cls, lexemes: Sequence[str], weights: Sequence[float], doc_freq: Mapping[str, int]
     ) -> MatchPlan:
         ranked = sorted(zip(lexemes, weights, strict=True), key=lambda t: doc_freq.get(t[0], 0))
         n, total = 1, doc_freq.get(ranked[0][0], 0)
