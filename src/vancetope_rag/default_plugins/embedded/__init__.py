@@ -90,10 +90,7 @@ def _embedding_class() -> type[Any]:
             acc, batcher = self._accelerator, self._batcher
             if acc is not None and acc.state.micro_batch and batcher is not None:
                 return batcher.embed(query)  # concurrent queries share one call
-            encoder = acc.encoder if acc is not None else None
-            if encoder is None:
-                return HuggingFaceEmbedding._get_query_embedding(self, query)  # type: ignore[no-any-return]
-            return [float(x) for x in encoder.encode([query])[0]]
+            return [float(x) for x in self.query_embeddings([query])[0]]
 
     return EmbeddedEmbedding
 

@@ -313,7 +313,7 @@ class VectorCache(EpochCache[_Entry, _Delta]):
         q: npt.NDArray[np.float32],
         k: int,
         *,
-        masked: bool = True,
+        masked: bool,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Row indexes and exact scores of a set of rows that provably holds the exact top-k
         (``masked``: some rows are deleted; False skips the masks, which then change nothing)."""
