@@ -245,8 +245,8 @@ def open_filled(
     noise: float,
 ) -> tuple[Any, Any, Any]:
     """An app on ``uri`` whose ``bench/chat`` project holds ``size`` chunks (filled now, or
-    by an earlier run of a server store), with its RAG and the embedded model. ``base``
-    caches the texts' embeddings across stores and sizes."""
+    by an earlier run on the same server or SQLite file), with its RAG and the embedded
+    model. ``base`` caches the texts' embeddings across stores and sizes."""
     from vancetope_rag import EngineConfig, RagApp
     from vancetope_rag.store import open_store
 
@@ -266,7 +266,7 @@ def open_filled(
     model = app.rags.model_for(rag).embed_model
     if not base:
         base.append(np.asarray(model.get_text_embedding_batch(texts), dtype=np.float32))
-    reuse = server and app.rags.chunk_count(rag) >= size  # a store filled before
+    reuse = app.rags.chunk_count(rag) >= size  # a store filled before (server or a file)
     if not reuse:
         started = time.perf_counter()
         if fill_uri != uri:

@@ -6,10 +6,12 @@ a fake exporter where they test timing and concurrency.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -90,6 +92,35 @@ def test_onnx_query_vectors_are_torchs(torch_embed: Any, exported: Path) -> None
         assert _cosine(t, s) >= 0.99999
         assert _cosine(t, o) >= 0.99999
     assert served != torch_vectors  # ONNX Runtime computed them, not torch
+
+
+def _cpu_ticks(tids: set[str]) -> int:
+    """User + system clock ticks these threads of this process have run."""
+    total = 0
+    for tid in tids:
+        try:
+            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:  # the thread ended
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads Linux's /proc")
+def test_onnx_runtime_threads_do_not_spin_between_queries(torch_embed: Any, exported: Path) -> None:
+    """Its intra-op threads spin inside a run (a query is ~1 ms faster) and stop when it ends:
+    a worker left spinning takes a core from the vector scan and the other turns."""
+    before = set(os.listdir("/proc/self/task"))
+    encoder = OnnxEncoder(exported / MODEL_FILE, torch_embed._model.tokenizer, 256, 2)
+    workers = set(os.listdir("/proc/self/task")) - before  # the session's thread pool
+    assert workers
+    idle = 0
+    for _ in range(20):
+        encoder.encode(TEXTS[:1])
+        idle_from = _cpu_ticks(workers)
+        time.sleep(0.03)  # left spinning, a worker runs for most of this (~50 ticks in all)
+        idle += _cpu_ticks(workers) - idle_from
+    assert idle <= 10
 
 
 def test_export_key_follows_model_files_and_versions(tmp_path: Path) -> None:
