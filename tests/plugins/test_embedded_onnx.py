@@ -118,9 +118,22 @@ def test_onnx_runtime_threads_do_not_spin_between_queries(torch_embed: Any, expo
     for _ in range(20):
         encoder.encode(TEXTS[:1])
         idle_from = _cpu_ticks(workers)
-        time.sleep(0.03)  # left spinning, a worker runs for most of this (~50 ticks in all)
+        time.sleep(0.03)  # left spinning, a worker runs for most of this (~57 ticks in all)
         idle += _cpu_ticks(workers) - idle_from
     assert idle <= 10
+
+
+def test_a_choice_measured_under_other_session_settings_is_measured_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from vancetope_rag.default_plugins.embedded import onnx_backend
+
+    vers = {"torch": "1", "onnx": "2", "ort": "3"}
+    key = onnx_backend.machine_key(2, vers)
+    assert onnx_backend.machine_key(2, vers) == key
+    quiet = {**onnx_backend.SESSION_CONFIG, "session.intra_op.allow_spinning": "0"}
+    monkeypatch.setattr(onnx_backend, "SESSION_CONFIG", quiet)
+    assert onnx_backend.machine_key(2, vers) != key
 
 
 def test_export_key_follows_model_files_and_versions(tmp_path: Path) -> None:

@@ -58,6 +58,16 @@ QUERY_BATCH_MARGIN = 1.2
 
 Encode = Callable[[Sequence[str]], Any]  # texts → (n, dim) float array, rows normalised
 
+#: How a session's threads wait (docs/operations.md, "Threads"): they spin only inside a run
+#: (woken for each of the graph's ~100 small ops instead, a query takes ~1 ms longer) and stop
+#: when it ends, so nothing spins between calls. Part of the machine key: a choice measured
+#: under other settings is measured again.
+SESSION_CONFIG = {
+    "session.intra_op.allow_spinning": "1",
+    "session.force_spinning_stop": "1",
+    "session.inter_op.allow_spinning": "0",
+}
+
 
 def versions() -> dict[str, str]:
     import onnx
@@ -78,7 +88,8 @@ def export_key(model_dir: Path, versions: dict[str, str]) -> str:
 
 
 def machine_key(threads: int, versions: dict[str, str]) -> str:
-    """The machine an ``auto`` measurement holds for: CPU model and flags, threads, versions."""
+    """The machine an ``auto`` measurement holds for: CPU model and flags, threads, versions,
+    and how the sessions' threads wait."""
     flags = ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -88,7 +99,9 @@ def machine_key(threads: int, versions: dict[str, str]) -> str:
                 break
     except OSError:  # not Linux: the CPU's name alone
         pass
-    raw = json.dumps([platform.machine(), cpu_name(), flags, threads, versions], sort_keys=True)
+    raw = json.dumps(
+        [platform.machine(), cpu_name(), flags, threads, versions, SESSION_CONFIG], sort_keys=True
+    )
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
@@ -166,12 +179,8 @@ class OnnxEncoder:
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        # Spinning threads burn the cores other work needs (docs/benchmarks.md): the intra-op
-        # threads spin only inside a run (waking them for each of the graph's ~100 small ops
-        # costs a query ~1 ms) and stop when it ends, so nothing spins between calls.
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "1")
-        opts.add_session_config_entry("session.force_spinning_stop", "1")
-        opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        for name, value in SESSION_CONFIG.items():
+            opts.add_session_config_entry(name, value)
         opts.log_severity_level = 3
         try:
             self._session = ort.InferenceSession(
