@@ -25,6 +25,14 @@ file) the stores are measured side by side: every lane (store and mode) takes ea
 turn. ``--recall N`` (a PostgreSQL ``--store``): recall@10 of the store's
 dense path (HNSW for a scope above its exact-scan limit) against an exact scan of the same
 scope, over the first N turns' query embeddings.
+
+With ``--backends torch,auto [--rounds 3]`` (issue 25) the embedded provider's query backends
+are measured side by side: every round runs this script once per backend, each in a process
+of its own with ``VANCETOPE_RAG_EMBEDDED_BACKEND`` set (the provider keeps one loaded model
+per process), the order alternating from round to round, on the same filled ``--store``
+(required: a server store or a SQLite file, filled by an earlier run). It prints each
+round's p50s, their medians per backend and mode, the ratio to the first backend, and what
+served the queries in each lane (as ``vancetope-rag prepare`` prints it).
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import machine_line
 
 REPO = Path(__file__).resolve().parent.parent
+BACKEND_ENV = "VANCETOPE_RAG_EMBEDDED_BACKEND"
 #: SciFact beside the checkout; VANCETOPE_RAG_SCIFACT_DIR names another (a worktree's runs).
 DATA = Path(
     os.environ.get("VANCETOPE_RAG_SCIFACT_DIR") or REPO.parent / "shared" / "data" / "scifact"
@@ -281,7 +291,72 @@ def open_filled(
         app.close()
         build_hnsw(uri)  # idempotent: also finishes an earlier run's interrupted build
         app = RagApp.open(EngineConfig(store=uri, node_id="bench"))
+    accelerator = getattr(model, "_accelerator", None)
+    if accelerator is not None:  # torch serves until ONNX Runtime is ready: time what serves
+        accelerator.wait()
     return app, rag, model
+
+
+def served_by(model: Any) -> str:
+    """What serves the embedded model's queries (the line ``vancetope-rag prepare`` prints)."""
+    from vancetope_rag.default_plugins.embedded import describe
+
+    accelerator = getattr(model, "_accelerator", None)
+    return describe(accelerator.state) if accelerator is not None else "torch"
+
+
+def compare_backends(args: argparse.Namespace, argv: list[str]) -> None:
+    """``--backends``: this script once per backend and round, each in its own process."""
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if not backends or len(set(backends)) != len(backends):
+        raise SystemExit("--backends: distinct names out of auto, torch, onnx")
+    if any(b not in ("auto", "torch", "onnx") for b in backends):
+        raise SystemExit("--backends: distinct names out of auto, torch, onnx")
+    if not args.store or "sqlite" in args.store or len(args.sizes.split(",")) != 1:
+        raise SystemExit("--backends measures one filled --store (a server or SQLite file)")
+    child, skip = [], False
+    for a in argv:  # the same arguments, without --backends/--rounds/--json
+        if skip:
+            skip = False
+        elif a in ("--backends", "--rounds"):
+            skip = True
+        elif a != "--json" and not a.startswith(("--backends=", "--rounds=")):
+            child.append(a)
+    rounds: dict[str, list[dict[str, Any]]] = {b: [] for b in backends}
+    for r in range(args.rounds):
+        for backend in backends if r % 2 == 0 else backends[::-1]:
+            cmd = [sys.executable, str(Path(__file__).resolve()), *child, "--json"]
+            env = {**os.environ, BACKEND_ENV: backend}
+            out = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True)
+            result = json.loads(out.stdout[out.stdout.index("{") :])
+            row = next(iter(result["sizes"].values()))
+            rounds[backend].append(row)
+            p50s = ", ".join(f"{k} {v['p50_ms']:.2f}" for k, v in row.items() if is_lane(v))
+            print(f"round {r + 1} {backend:<5} p50 ms: {p50s}", flush=True)
+    labels = [k for k, v in rounds[backends[0]][0].items() if is_lane(v)]
+    base = backends[0]
+    medians = {
+        b: {label: statistics.median(row[label]["p50_ms"] for row in rows) for label in labels}
+        for b, rows in rounds.items()
+    }
+    print(f"medians of {args.rounds} rounds' p50 (ms), {args.turns} turns per mode and round:")
+    print(f"{'backend':<8}" + "".join(f"{label:>10}" for label in labels) + "   query embedding")
+    for b in backends:
+        emb = statistics.median(row["queryEmbedding_p50_ms"] for row in rounds[b])
+        cells = "".join(f"{medians[b][label]:10.2f}" for label in labels)
+        print(f"{b:<8}{cells}   {emb:.2f}")
+    for b in backends[1:]:
+        ratios = ", ".join(
+            f"{label} {medians[b][label] / medians[base][label]:.2f}x" for label in labels
+        )
+        print(f"{b}/{base}: {ratios}")
+    for b in backends:
+        print(f"{b}: {rounds[b][0]['embedded']}")
+    print(machine_line())
+
+
+def is_lane(value: Any) -> bool:
+    return isinstance(value, dict) and "p50_ms" in value
 
 
 def engine_of(uri: str) -> str:
@@ -320,8 +395,18 @@ def main() -> None:
         action="store_true",
         help="PostgreSQL: fill without the HNSW index and build it once at the end",
     )
+    ap.add_argument(
+        "--backends",
+        default=None,
+        help="compare the embedded query backends (e.g. torch,auto), one process per backend "
+        "and round, on one filled --store",
+    )
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of --backends (median)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.backends:
+        compare_backends(args, sys.argv[1:])
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     modes = [m.strip() for m in args.mode.split(",") if m.strip()]
     if not modes or any(m not in ("dense", "hybrid") for m in modes):
@@ -401,6 +486,7 @@ def main() -> None:
             model.get_query_embedding(q)
             emb.append((time.perf_counter() - s) * 1000)
         row["queryEmbedding_p50_ms"] = round(statistics.median(emb), 2)
+        row["embedded"] = served_by(model)
         if "dense" in row and "hybrid" in row:
             row["hybrid_over_dense_p50"] = round(
                 row["hybrid"]["p50_ms"] / row["dense"]["p50_ms"], 2
@@ -426,7 +512,7 @@ def main() -> None:
     print(f"{'chunks':>8} {'mode':>28} {'p50 ms':>8} {'p99 ms':>8}  blocks")
     for size, row in results["sizes"].items():
         for label, r in row.items():
-            if not isinstance(r, dict):
+            if not is_lane(r):
                 continue
             print(
                 f"{size:>8} {label:>28} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}  "
@@ -442,6 +528,7 @@ def main() -> None:
             f"{'':>8} query embedding alone p50 {row['queryEmbedding_p50_ms']:.2f} ms"
             + (f"; hybrid/dense p50 {ratio}x (target <= 2x)" if ratio else "")
         )
+        print(f"{'':>8} embedded: {row['embedded']}")
     with open("/proc/loadavg", encoding="utf-8") as fh:
         print(f"load average at the end: {' '.join(fh.read().split()[:3])}")
     print(results["machine"])
