@@ -66,13 +66,13 @@ def main() -> None:
     chosen = accelerator.state
 
     batcher = _LOADED[-1]._batcher
-    encode, sizes = batcher._encode, []
+    run, sizes = batcher._run, []
 
     def counted(texts: list[str]) -> object:
         sizes.append(len(texts))
-        return encode(texts)
+        return run(texts)
 
-    batcher._encode = counted
+    batcher._run = counted
 
     def micro(on: bool | None) -> None:
         on = chosen.micro_batch if on is None else on

@@ -3,17 +3,21 @@ writes made through another handle (another process) on the same file."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from vancetope_rag.coalesce import Coalescer
 from vancetope_rag.domain.records import Chunk
 from vancetope_rag.domain.retrieval import FusionParams
 from vancetope_rag.store import open_store
 from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
 from vancetope_rag.store.sqlite.db import SqliteDatabase
-from vancetope_rag.store.sqlite.vector_cache import VectorCache, _Entry, _Int8Rows
+from vancetope_rag.store.sqlite.vector_cache import SCAN_CAP, VectorCache, _Entry, _Int8Rows
 from vancetope_rag.store.types import RagScope
 
 DIM = 16
@@ -191,7 +195,8 @@ def _quantized_top_reference(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The first pass as it was before issue 25 item 2 (masks always applied, the extra rows
     by ``np.setdiff1d``): the faster one must give the very same arrays."""
-    approx, bound = quantized.scores(q, len(entry.rowids))
+    approx_rows, bounds = quantized.scores(q[None, :], len(entry.rowids))
+    approx, bound = approx_rows[0], float(bounds[0])
     approx[~entry.alive] = -np.inf
     n_cand = min(len(approx), max(4 * k, k + 64))
     cand = np.argpartition(-approx, n_cand - 1)[:n_cand]
@@ -209,7 +214,8 @@ def _quantized_top_reference(
 @pytest.mark.parametrize("deleted", [0, 500])
 def test_int8_first_pass_gives_the_arrays_it_gave_before(deleted: int) -> None:
     """Candidates, their order and their exact scores are bit for bit those of the earlier
-    first pass, with no row deleted (masks skipped) and with deleted rows (masks applied)."""
+    first pass of one query alone, with no row deleted (masks skipped) and with deleted rows
+    (masks applied), also when the queries of concurrent searches share one pass."""
     pytest.importorskip("torch")
     rng = np.random.default_rng(7)
     rows = rng.standard_normal((25_000, 48)).astype(np.float32)
@@ -226,7 +232,66 @@ def test_int8_first_pass_gives_the_arrays_it_gave_before(deleted: int) -> None:
         q = rows[i * 7] + 0.3 * rng.standard_normal(48).astype(np.float32)
         q = (q / np.linalg.norm(q)).astype(np.float32)
         for k in (5, 18, 60):
-            got = VectorCache._quantized_top(entry, entry.quantized, q, k, masked=bool(deleted))
+            alone = entry._scan([(q, k, bool(deleted))])
+            shared = entry._scan([(rows[3], 7, bool(deleted)), (q, k, bool(deleted))])
             want = _quantized_top_reference(entry, entry.quantized, q, k)
-            assert np.array_equal(got[0], want[0])
-            assert np.array_equal(got[1], want[1])
+            for got in (alone[0], shared[1]):
+                assert np.array_equal(got[0], want[0])
+                assert np.array_equal(got[1], want[1])
+
+
+def test_concurrent_searches_share_one_int8_pass_and_get_their_own_top_k() -> None:
+    """Searches that arrive while a scan runs are scanned together in the next pass; each
+    gets exactly what it gets alone (the float32 top-k)."""
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    rows = rng.standard_normal((30_000, 32)).astype(np.float32)
+    rowids = np.arange(30_000, dtype=np.int64) + 1
+    cache = VectorCache(quantize_min_rows=10_000)
+    key = ("t", "p", "r")
+
+    def load() -> tuple[np.ndarray, np.ndarray]:
+        return rowids, rows
+
+    queries = [rng.standard_normal(32).astype(np.float32) for _ in range(9)]
+    alone = [cache.search(key, 1, q, 10, load) for q in queries]
+    entry = cache._entries[key]
+    batches: list[int] = []
+    release = threading.Event()
+    scan = entry.scans._run
+
+    def held(searches: Any) -> Any:
+        batches.append(len(searches))
+        if len(batches) == 1:  # the first pass holds its slot until the others wait
+            assert release.wait(30)
+        return scan(searches)
+
+    entry.scans = Coalescer(held, SCAN_CAP, slots=1)
+    got: dict[int, Any] = {}
+
+    def search(i: int) -> None:
+        got[i] = cache.search(key, 1, queries[i], 10, load)
+
+    first = threading.Thread(target=search, args=(0,))
+    first.start()
+    deadline = time.monotonic() + 30
+    while not batches:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    others = [threading.Thread(target=search, args=(i,)) for i in range(1, 9)]
+    for t in others:
+        t.start()
+    while len(entry.scans._waiting) < 8:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    release.set()
+    for t in [first, *others]:
+        t.join(30)
+    assert batches == [1, 8]  # one pass for the eight that waited
+    for i, want in enumerate(alone):
+        assert want is not None and got[i] is not None
+        assert np.array_equal(got[i][0], want[0])
+        assert np.array_equal(got[i][1], want[1])
+    unit = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    exact = unit @ (queries[4] / np.linalg.norm(queries[4]))
+    assert list(got[4][0]) == list(rowids[np.argsort(-exact, kind="stable")[:10]])

@@ -144,7 +144,7 @@ def test_an_error_reaches_every_caller_of_the_call() -> None:
 
 def test_a_wrong_number_of_vectors_is_an_error() -> None:
     batcher = QueryBatcher(lambda texts: [[1.0], [2.0]])
-    with pytest.raises(RuntimeError, match="2 vectors for 1 queries"):
+    with pytest.raises(RuntimeError, match="2 results for 1 items"):
         batcher.embed("a")
     assert not batcher._busy  # free again
 

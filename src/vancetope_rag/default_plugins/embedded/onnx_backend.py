@@ -471,7 +471,7 @@ class Accelerator:
                 "torch", "onnxruntime is not installed: pip install 'vancetope-rag[onnx]'"
             )
         key = export_key(self._model_dir, vers)
-        threads = self.options.threads or _torch_threads()
+        threads = self.options.threads or torch_threads()
         tokenizer = self._st_model.tokenizer
         max_len = int(self._st_model.max_seq_length or 256)
         refused: list[str] = []
@@ -564,7 +564,7 @@ def _at_threading_exit(stop: Callable[[], None]) -> None:
             stop()
 
 
-def _torch_threads() -> int:
+def torch_threads() -> int:
     import torch
 
     return int(torch.get_num_threads())

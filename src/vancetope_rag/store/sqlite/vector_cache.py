@@ -21,7 +21,10 @@ Speed: a float32 scan of 100k × 384 reads 150 MB per query (memory-bound). When
 torch is present, rows are also kept as int8 with a per-row scale and scored first with
 torch's int8 weight-only kernel (38 MB read). That approximation is then made exact:
 every row whose approximate score is within a proven error bound of the k-th best *exact*
-score is rescored in float32, so the top-k equals the float32 scan's. BLAS runs with one thread
+score is rescored in float32, so the top-k equals the float32 scan's. Searches of one RAG
+that arrive while its scans run (one per core the kernel's threads leave idle) wait and are
+scanned together in the next pass: one read of the rows serves up to :data:`SCAN_CAP`
+queries for little more than one, and a lone search never waits. BLAS runs with one thread
 here: OpenBLAS's spinning worker threads otherwise starve the model's own threads on small
 machines (query embedding 10 ms → 200-400 ms after a two-thread numpy product).
 """
@@ -30,12 +33,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from vancetope_rag.coalesce import Coalescer, slots_for
 from vancetope_rag.store.sqlite.epoch_cache import EpochCache, Key
 
 
@@ -72,17 +76,20 @@ class _Int8Rows:
         self.row_error = max(self.row_error, error)
         self.max_row_norm = max(self.max_row_norm, norm)
 
-    def scores(self, q: npt.NDArray[np.float32], n: int) -> tuple[npt.NDArray[np.float32], float]:
-        """Approximate scores of the first ``n`` rows and a bound on |approximate - exact|
-        valid for every one of them."""
+    def scores(
+        self, queries: npt.NDArray[np.float32], n: int
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float64]]:
+        """Approximate scores of the first ``n`` rows for each query (a row of ``queries``),
+        in one pass over the rows, and per query a bound on |approximate - exact| valid for
+        every row."""
         torch = self.torch
-        qt = torch.from_numpy(q)[None, :].to(torch.bfloat16)
+        qt = torch.from_numpy(queries).to(torch.bfloat16)
         weights, scales = self.weights[:n], self.scales[:n]  # prefixes: still contiguous
-        approx = torch._weight_int8pack_mm(qt, weights, scales).float().numpy()[0]
-        q_err = float(np.linalg.norm(q - qt.float().numpy()[0]))
-        top = max(float(approx.max()), -float(approx.min())) if len(approx) else 0.0
+        approx = torch._weight_int8pack_mm(qt, weights, scales).float().numpy()
+        q_err = np.linalg.norm(queries - qt.float().numpy(), axis=1)
+        top = np.abs(approx).max(axis=1) if n else np.zeros(len(queries))
         # exact - approx = (q - q̃)·x̃ + q·(x - x̃) + output rounding (+ accumulation slack).
-        bound = q_err * self.max_row_norm + self.row_error + 3 * self._BF16 * max(top, 1.0)
+        bound = q_err * self.max_row_norm + self.row_error + 3 * self._BF16 * np.maximum(top, 1.0)
         return approx, bound + 1e-4
 
 
@@ -113,6 +120,15 @@ class _Rows:
         return True
 
 
+#: (query, k, masked) → (row indexes, exact scores) of a set that provably holds its top-k.
+_Scan = tuple[npt.NDArray[np.float32], int, bool]
+_Found = tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]
+
+#: The most concurrent searches of one RAG scanned in one pass over its int8 rows: the pass
+#: is memory-bound up to ~4 queries, compute-bound past ~8 (docs/benchmarks.md, issue 25).
+SCAN_CAP = 8
+
+
 @dataclass
 class _Entry:
     epoch: int
@@ -121,6 +137,13 @@ class _Entry:
     rows: _Rows  # the entry's vectors: its first len(rowids) rows, L2-normalised
     loaded_at: float
     previous: _Entry | None = None  # the entry before the last applied write, for old snapshots
+    #: Concurrent searches of this entry share one int8 pass (a lone search runs at once).
+    scans: Coalescer[_Scan, _Found] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        int8 = self.rows.int8
+        threads = int8.torch.get_num_threads() if int8 is not None else 1
+        self.scans = Coalescer(self._scan, SCAN_CAP, slots_for(threads))
 
     @property
     def matrix(self) -> npt.NDArray[np.float32]:
@@ -133,6 +156,16 @@ class _Entry:
     @property
     def live(self) -> int:
         return int(np.count_nonzero(self.alive))
+
+    def _scan(self, searches: Sequence[_Scan]) -> list[_Found]:
+        quantized = self.quantized
+        assert quantized is not None
+        queries = np.stack([q for q, _, _ in searches])
+        approx, bounds = quantized.scores(queries, len(self.rowids))
+        return [
+            _rescored(self, approx[i], float(bounds[i]), q, k, masked=masked)
+            for i, (q, k, masked) in enumerate(searches)
+        ]
 
 
 #: Compact an entry (copy its live rows into new buffers) past this fraction of deleted rows.
@@ -212,7 +245,7 @@ class VectorCache(EpochCache[_Entry, _Delta]):
         masked = live < len(entry.rowids)  # some rows deleted: mask them (else a no-op)
         _cap_blas_threads()
         if entry.quantized is not None and k * 8 < live:
-            idx, exact = self._quantized_top(entry, entry.quantized, q, k, masked=masked)
+            idx, exact = entry.scans.submit((q, k, masked))
         else:
             exact = entry.matrix @ q
             if masked:
@@ -306,33 +339,34 @@ class VectorCache(EpochCache[_Entry, _Delta]):
         self._put(key, entry, epoch)
         return entry
 
-    @staticmethod
-    def _quantized_top(
-        entry: _Entry,
-        quantized: _Int8Rows,
-        q: npt.NDArray[np.float32],
-        k: int,
-        *,
-        masked: bool,
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """Row indexes and exact scores of a set of rows that provably holds the exact top-k
-        (``masked``: some rows are deleted; False skips the masks, which then change nothing)."""
-        approx, bound = quantized.scores(q, len(entry.rowids))
-        if masked:
-            approx[~entry.alive] = -np.inf  # deleted rows are never candidates
-        n_cand = min(len(approx), max(4 * k, k + 64))
-        cand = np.argpartition(-approx, n_cand - 1)[:n_cand]
-        exact = entry.matrix[cand] @ q
-        if masked:
-            exact[~entry.alive[cand]] = -np.inf  # when fewer rows live than candidates
-        kth = float(np.partition(exact, len(exact) - k)[len(exact) - k])
-        # Any row that could still beat the k-th best exact score is scored exactly too: the
-        # rows of ``approx + bound >= kth`` not already candidates, in ascending order (what
-        # ``np.setdiff1d`` gave, without sorting both sides).
-        maybe = approx + bound >= kth
-        maybe[cand] = False
-        extra = np.flatnonzero(maybe)
-        if len(extra):
-            cand = np.concatenate([cand, extra])
-            exact = np.concatenate([exact, entry.matrix[extra] @ q])
-        return cand.astype(np.int64), exact
+
+def _rescored(
+    entry: _Entry,
+    approx: npt.NDArray[np.float32],
+    bound: float,
+    q: npt.NDArray[np.float32],
+    k: int,
+    *,
+    masked: bool,
+) -> _Found:
+    """Row indexes and exact scores of a set of rows that provably holds the exact top-k of
+    ``q``, from its approximate scores and their error bound (``masked``: some rows are
+    deleted; False skips the masks, which then change nothing)."""
+    if masked:
+        approx = np.where(entry.alive, approx, -np.inf)  # deleted rows are never candidates
+    n_cand = min(len(approx), max(4 * k, k + 64))
+    cand = np.argpartition(-approx, n_cand - 1)[:n_cand]
+    exact = entry.matrix[cand] @ q
+    if masked:
+        exact[~entry.alive[cand]] = -np.inf  # when fewer rows live than candidates
+    kth = float(np.partition(exact, len(exact) - k)[len(exact) - k])
+    # Any row that could still beat the k-th best exact score is scored exactly too: the
+    # rows of ``approx + bound >= kth`` not already candidates, in ascending order (what
+    # ``np.setdiff1d`` gave, without sorting both sides).
+    maybe = approx + bound >= kth
+    maybe[cand] = False
+    extra = np.flatnonzero(maybe)
+    if len(extra):
+        cand = np.concatenate([cand, extra])
+        exact = np.concatenate([exact, entry.matrix[extra] @ q])
+    return cand.astype(np.int64), exact

@@ -1,0 +1,113 @@
+"""Concurrent calls coalesced into one batch call, as embedding servers batch requests.
+
+A call that arrives while a slot is free goes straight through, alone: a lone caller waits
+for nothing. One that arrives while every slot runs a batch waits; when a batch returns, the
+first waiter runs itself and the others waiting then (up to the cap) as the next batch, and
+hands each its result. ``slots`` is how many batches may run at once: one per core the work
+leaves idle (a one-thread kernel on two cores: two), so batching never idles a core.
+
+What uses it: query embeddings (:mod:`vancetope_rag.default_plugins.embedded.micro_batch`)
+and the int8 scan of a RAG's vectors (:mod:`vancetope_rag.store.sqlite.vector_cache`), where
+one pass over the rows serves several queries for little more than one.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+__all__ = ["Coalescer", "slots_for"]
+
+
+def slots_for(threads_per_call: int) -> int:
+    """How many calls of ``threads_per_call`` threads the cores this process may use can run
+    at once (at least one)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores // max(1, threads_per_call))
+
+
+class _Waiter(Generic[T, R]):
+    __slots__ = ("done", "error", "item", "result")
+
+    def __init__(self, item: T) -> None:
+        self.item = item
+        self.result: R | None = None
+        self.error: BaseException | None = None
+        self.done = False
+
+
+class Coalescer(Generic[T, R]):
+    """Runs ``run`` on batches of concurrent items: ``slots`` batches at a time, the waiters
+    batch up.
+
+    ``run`` takes a batch of items and returns one result per item, in order; an exception it
+    raises reaches every caller of that batch.
+    """
+
+    def __init__(self, run: Callable[[Sequence[T]], Sequence[R]], cap: int, slots: int = 1) -> None:
+        if cap < 1 or slots < 1:
+            raise ValueError("cap and slots must be at least 1")
+        self._run = run
+        self.cap = cap
+        self.slots = slots
+        self._cond = threading.Condition()
+        self._running = 0  # batches running now
+        self._waiting: deque[_Waiter[T, R]] = deque()
+
+    @property
+    def _busy(self) -> bool:
+        return self._running >= self.slots
+
+    def submit(self, item: T) -> R:
+        me: _Waiter[T, R] = _Waiter(item)
+        with self._cond:
+            if self._busy or self._waiting:
+                self._waiting.append(me)
+                # Woken when a batch ends: done, or first in line with nothing running (then
+                # this thread leads the next batch).
+                try:
+                    self._cond.wait_for(
+                        lambda: me.done or (not self._busy and self._waiting[0] is me)
+                    )
+                except BaseException:  # interrupted: out of the line, or the next would wait
+                    if not me.done:
+                        self._waiting.remove(me)
+                        self._cond.notify_all()
+                    raise
+                if me.done:
+                    return _result(me)
+                batch = [self._waiting.popleft() for _ in range(min(self.cap, len(self._waiting)))]
+            else:
+                batch = [me]  # nothing running: straight through
+            self._running += 1
+        try:
+            results = self._run([w.item for w in batch])
+            if len(results) != len(batch):
+                raise RuntimeError(f"{len(results)} results for {len(batch)} items")
+            for w, r in zip(batch, results, strict=True):
+                w.result = r
+        except BaseException as exc:  # every caller of the batch gets its error
+            for w in batch:
+                w.error = exc
+        finally:
+            with self._cond:
+                for w in batch:
+                    w.done = True
+                self._running -= 1
+                self._cond.notify_all()
+        return _result(me)
+
+
+def _result(waiter: _Waiter[T, R]) -> R:
+    if waiter.error is not None:
+        raise waiter.error
+    return waiter.result  # type: ignore[return-value]  # set with done when no error

@@ -1,0 +1,98 @@
+"""The coalescer behind micro-batched query embeddings and shared int8 scans: with more than
+one slot, that many batches run at once before callers wait and batch up."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from vancetope_rag.coalesce import Coalescer, slots_for
+
+
+def _until(check: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 30
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
+
+
+def test_two_slots_run_two_batches_at_once_then_the_waiters_batch_up() -> None:
+    release = threading.Event()
+    batches: list[list[int]] = []
+    running: list[int] = []
+    lock = threading.Lock()
+
+    def run(items: Sequence[int]) -> list[int]:
+        with lock:
+            batches.append(list(items))
+            running.append(len(batches))
+        if len(batches) <= 2:  # the first two calls hold their slots until released
+            assert release.wait(30)
+        return [i * 10 for i in items]
+
+    co: Coalescer[int, int] = Coalescer(run, cap=8, slots=2)
+    results: dict[int, int] = {}
+
+    def call(i: int) -> None:
+        results[i] = co.submit(i)
+
+    threads = [threading.Thread(target=call, args=(0,)), threading.Thread(target=call, args=(1,))]
+    for t in threads:
+        t.start()
+    _until(lambda: len(batches) == 2)  # both went straight through, side by side
+    late = [threading.Thread(target=call, args=(i,)) for i in range(2, 6)]
+    for t in late:
+        t.start()
+    _until(lambda: len(co._waiting) == 4)  # no slot free: they wait
+    assert len(batches) == 2
+    release.set()
+    for t in threads + late:
+        t.join(30)
+        assert not t.is_alive()
+    assert results == {i: i * 10 for i in range(6)}
+    assert sorted(batches[0] + batches[1]) == [0, 1]
+    # the four waiters ran in one batch, or two when the second slot freed in between
+    assert sorted(i for b in batches[2:] for i in b) == [2, 3, 4, 5]
+    assert len(batches) <= 4 and co._running == 0
+
+
+def test_one_slot_serialises_batches() -> None:
+    release = threading.Event()
+    batches: list[list[int]] = []
+
+    def run(items: Sequence[int]) -> list[int]:
+        batches.append(list(items))
+        if len(batches) == 1:
+            assert release.wait(30)
+        return list(items)
+
+    co: Coalescer[int, int] = Coalescer(run, cap=8)
+    first = threading.Thread(target=co.submit, args=(0,))
+    first.start()
+    _until(lambda: len(batches) == 1)
+    others = [threading.Thread(target=co.submit, args=(i,)) for i in (1, 2, 3)]
+    for t in others:
+        t.start()
+    _until(lambda: len(co._waiting) == 3)
+    release.set()
+    for t in [first, *others]:
+        t.join(30)
+    assert batches == [[0], [1, 2, 3]]
+
+
+def test_slots_and_cap_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        Coalescer(list, cap=1, slots=0)
+    with pytest.raises(ValueError, match="at least 1"):
+        Coalescer(list, cap=0)
+
+
+def test_slots_follow_the_cores_and_the_threads_per_call() -> None:
+    cores = slots_for(1)
+    assert cores >= 1
+    assert slots_for(cores) == 1
+    assert slots_for(cores * 4) == 1  # never below one
+    assert slots_for(0) == cores
