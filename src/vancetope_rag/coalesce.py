@@ -53,19 +53,25 @@ class Coalescer(Generic[T, R]):
     raises reaches every caller of that batch.
     """
 
-    def __init__(self, run: Callable[[Sequence[T]], Sequence[R]], cap: int, slots: int = 1) -> None:
-        if cap < 1 or slots < 1:
+    def __init__(
+        self,
+        run: Callable[[Sequence[T]], Sequence[R]],
+        cap: int,
+        slots: int | Callable[[], int] = 1,
+    ) -> None:
+        if cap < 1 or (isinstance(slots, int) and slots < 1):
             raise ValueError("cap and slots must be at least 1")
         self._run = run
         self.cap = cap
-        self.slots = slots
+        #: How many batches may run at once now (a callable: what serves the calls may change).
+        self.slots: Callable[[], int] = slots if callable(slots) else (lambda: slots)
         self._cond = threading.Condition()
         self._running = 0  # batches running now
         self._waiting: deque[_Waiter[T, R]] = deque()
 
     @property
     def _busy(self) -> bool:
-        return self._running >= self.slots
+        return self._running >= max(1, self.slots())
 
     def submit(self, item: T) -> R:
         me: _Waiter[T, R] = _Waiter(item)

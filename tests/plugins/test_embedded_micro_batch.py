@@ -248,3 +248,24 @@ def test_the_query_batch_measurement_times_single_calls_and_one_call() -> None:
     assert singles_ms >= 0 and batch_ms >= 0
     assert calls.count(QUERY_BATCH) == 1 + 3  # warm-up and one batch per run
     assert calls.count(1) == 3 * QUERY_BATCH
+
+
+def test_micro_batched_calls_run_one_per_core_on_onnx_runtime_one_per_thread_team_on_torch(
+    embed: Any,
+) -> None:
+    """ONNX Runtime's concurrent runs share the session's intra-op threads, so as many run at
+    once as there are cores; torch's calls each bring their threads."""
+    import torch
+
+    from vancetope_rag.coalesce import slots_for
+
+    acc = embed._accelerator
+    assert acc.encoder is None  # the session's model serves on torch
+    assert embed.query_slots() == slots_for(torch.get_num_threads())
+    assert embed._batcher.slots() == embed.query_slots()
+    acc.encoder = object()  # as if ONNX Runtime served queries
+    try:
+        assert embed.query_slots() == slots_for(1)
+        assert embed._batcher.slots() == slots_for(1)
+    finally:
+        acc.encoder = None

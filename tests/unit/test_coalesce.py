@@ -96,3 +96,14 @@ def test_slots_follow_the_cores_and_the_threads_per_call() -> None:
     assert slots_for(cores) == 1
     assert slots_for(cores * 4) == 1  # never below one
     assert slots_for(0) == cores
+
+
+def test_slots_may_follow_what_serves_the_calls() -> None:
+    slots = [1]
+    co: Coalescer[int, int] = Coalescer(list, cap=4, slots=lambda: slots[0])
+    assert not co._busy
+    co._running = 1
+    assert co._busy
+    slots[0] = 2  # e.g. queries moved to ONNX Runtime
+    assert not co._busy
+    co._running = 0

@@ -72,6 +72,16 @@ def _embedding_class() -> type[Any]:
                 return self.torch_query_embeddings(texts)
             return encoder.encode(texts)
 
+        def query_slots(self) -> int:
+            """How many micro-batched calls may run at once: one per core on ONNX Runtime
+            (concurrent runs share the session's threads), one per core its threads leave
+            on torch (each call brings its own)."""
+            acc = self._accelerator
+            if acc is not None and acc.encoder is not None:
+                return slots_for(1)
+            threads = acc.options.threads if acc is not None else None
+            return slots_for(threads or torch_threads())
+
         def torch_text_embeddings(self, texts: Sequence[str]) -> list[list[float]]:
             return HuggingFaceEmbedding._get_text_embeddings(self, list(texts))  # type: ignore[no-any-return]
 
@@ -137,8 +147,7 @@ class EmbeddedProvider:
         with _LOCK:
             embed = _load(path, self.batch_size)
             if embed._batcher is None:  # as many calls at once as the cores allow
-                threads = self.options.threads or torch_threads()
-                embed._batcher = QueryBatcher(embed.query_embeddings, slots=slots_for(threads))
+                embed._batcher = QueryBatcher(embed.query_embeddings, slots=embed.query_slots)
             acc = embed._accelerator
             if acc is None or acc.options != self.options:  # the latest app's settings
                 embed._accelerator = Accelerator(

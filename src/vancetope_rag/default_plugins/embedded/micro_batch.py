@@ -4,7 +4,9 @@ A query that arrives while no query embedding runs goes straight through, alone:
 waits for nothing. One that arrives while an embedding runs waits; when that call returns,
 the first waiter embeds itself and the others waiting then (up to :data:`CAP`) in one call
 and hands each its vector (:class:`~vancetope_rag.coalesce.Coalescer`). With one thread per
-call on a machine of more cores, as many calls run at once as the cores allow (``slots``).
+call on a machine of more cores, as many calls run at once as the cores allow (``slots``): on
+ONNX Runtime as many as the cores, since concurrent runs share their session's intra-op
+threads (a busy worker leaves its share to the calling thread) rather than bring their own.
 Used only where the ``auto`` measurement found one call with several short queries faster
 than one call each (:mod:`.onnx_backend`); the vectors are the single calls' (a batch pads to
 its longest query, and the padding is masked out).
@@ -26,7 +28,9 @@ BatchEncode = Callable[[Sequence[str]], Any]  # texts → one vector (a sequence
 class QueryBatcher(Coalescer[str, list[float]]):
     """Embeds concurrent queries together: one call runs at a time, the waiters batch up."""
 
-    def __init__(self, encode: BatchEncode, cap: int = CAP, slots: int = 1) -> None:
+    def __init__(
+        self, encode: BatchEncode, cap: int = CAP, slots: int | Callable[[], int] = 1
+    ) -> None:
         super().__init__(lambda texts: [[float(x) for x in v] for v in encode(texts)], cap, slots)
 
     def embed(self, text: str) -> list[float]:
