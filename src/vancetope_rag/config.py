@@ -402,9 +402,9 @@ class EngineConfig(BaseSettings):
         validation_alias=_env("VANCETOPE_RAG_EMBEDDED_BACKEND"),
         description="What computes the embedded model's embeddings: onnx (ONNX Runtime, the "
         "'onnx' extra), torch, or auto, which measures both once per machine and keeps the "
-        "faster for queries (and for indexing batches when 1.2x faster); auto also "
-        "micro-batches concurrent query embeddings where one call of 16 queries is 1.2x "
-        "faster than 16 calls (forced backends do not). Vectors are the same either way (an "
+        "faster for queries (and for indexing batches when 1.2x faster); auto and onnx also "
+        "micro-batch concurrent query embeddings where one call of 16 queries is 1.2x "
+        "faster than 16 calls (a forced torch does not). Vectors are the same either way (an "
         "export is checked against torch).",
     )
     embedded_cache_dir: str | None = Field(

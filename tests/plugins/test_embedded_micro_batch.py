@@ -260,12 +260,14 @@ def test_micro_batched_calls_run_one_per_core_on_onnx_runtime_one_per_thread_tea
     from vancetope_rag.coalesce import slots_for
 
     acc = embed._accelerator
-    assert acc.encoder is None  # the session's model serves on torch
-    assert embed.query_slots() == slots_for(torch.get_num_threads())
-    assert embed._batcher.slots() == embed.query_slots()
-    acc.encoder = object()  # as if ONNX Runtime served queries
+    before = acc.encoder
     try:
+        acc.encoder = None  # torch serves queries
+        threads = acc.options.threads or torch.get_num_threads()
+        assert embed.query_slots() == slots_for(threads)
+        assert embed._batcher.slots() == embed.query_slots()
+        acc.encoder = object()  # as if ONNX Runtime served queries
         assert embed.query_slots() == slots_for(1)
         assert embed._batcher.slots() == slots_for(1)
     finally:
-        acc.encoder = None
+        acc.encoder = before

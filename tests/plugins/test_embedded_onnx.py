@@ -7,6 +7,7 @@ a fake exporter where they test timing and concurrency.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -383,10 +384,12 @@ def test_prepare_command_readies_onnx_ahead_and_status_shows_why(
     runner = CliRunner()
     result = runner.invoke(cli, [*base, "prepare"], env=env)
     assert result.exit_code == 0, result.output
-    assert (
-        "embedded: query embeddings on onnx, batches on onnx (VANCETOPE_RAG_EMBEDDED_BACKEND=onnx"
-        in result.output
-    )
+    # micro-batched or not, as this machine measured it
+    assert re.search(
+        r"embedded: query embeddings on onnx(, concurrent queries micro-batched)?, batches on "
+        r"onnx \(VANCETOPE_RAG_EMBEDDED_BACKEND=onnx \(export checked, cosine [0-9.]+; 16 queries",
+        result.output,
+    ), result.output
     assert not cache.exists()  # the read-only folder's export was good: nothing written
     status = runner.invoke(cli, [*base, "status"], env=env)
     assert status.exit_code == 0, status.output
@@ -484,6 +487,34 @@ def test_auto_micro_batches_concurrent_queries_only_where_one_call_wins(
     assert (state.backend, state.micro_batch) == ("torch", False)
     assert measured == [torch_encode]
     assert "concurrent queries not micro-batched" in state.reason
+
+
+def test_forced_onnx_runtime_micro_batches_where_one_call_wins(
+    torch_embed: Any, exported: Path
+) -> None:
+    """VANCETOPE_RAG_EMBEDDED_BACKEND=onnx measures nothing else, but micro-batching still
+    follows this machine's measurement on ONNX Runtime."""
+    for (singles_ms, batch_ms), micro in (((300.0, 200.0), True), ((330.0, 300.0), False)):
+        measured: list[Any] = []
+
+        def measure(
+            encode: Any,
+            timings: tuple[float, float] = (singles_ms, batch_ms),
+            calls: list[Any] = measured,
+        ) -> Any:
+            calls.append(encode)
+            return timings
+
+        acc = _accelerator(
+            torch_embed,
+            BackendOptions(backend="onnx", cache_dir=exported.parent),
+            exporter=_no_export,
+            measure_query_batch=measure,
+        )
+        state = acc.prepare()
+        assert (state.backend, state.micro_batch) == ("onnx", micro)
+        assert acc.encoder is not None and measured == [acc.encoder.encode]
+        assert f"one call {batch_ms:.0f} ms against {singles_ms:.0f} ms" in state.reason
 
 
 def test_a_choice_stored_before_micro_batching_is_measured_again(

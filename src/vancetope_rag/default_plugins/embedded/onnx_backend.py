@@ -300,14 +300,27 @@ class Choice:
 
     @property
     def reason(self) -> str:
-        micro = "micro-batched" if self.micro_batch else "not micro-batched"
         return (
             f"auto: measured single-query {self.onnx_ms:.1f} ms on ONNX Runtime, "
             f"{self.torch_ms:.1f} ms on torch on this machine; a {BATCH}-passage batch "
             f"{self.onnx_batch_ms:.0f} ms against {self.torch_batch_ms:.0f} ms, batches on "
-            f"{self.batches}; {QUERY_BATCH} queries in one call {self.query_batch_ms:.0f} ms "
-            f"against {self.query_singles_ms:.0f} ms one by one, concurrent queries {micro}"
+            f"{self.batches}; "
+            + micro_batch_reason(self.micro_batch, self.query_singles_ms, self.query_batch_ms)
         )
+
+
+def micro_batches(singles_ms: float, batch_ms: float) -> bool:
+    """Whether one call with :data:`QUERY_BATCH` queries beats as many single calls by
+    :data:`QUERY_BATCH_MARGIN` (no timings: no)."""
+    return batch_ms > 0 and batch_ms * QUERY_BATCH_MARGIN <= singles_ms
+
+
+def micro_batch_reason(micro_batch: bool, singles_ms: float, batch_ms: float) -> str:
+    micro = "micro-batched" if micro_batch else "not micro-batched"
+    return (
+        f"{QUERY_BATCH} queries in one call {batch_ms:.0f} ms against {singles_ms:.0f} ms "
+        f"one by one, concurrent queries {micro}"
+    )
 
 
 def choose(
@@ -331,7 +344,7 @@ def choose(
         "onnx" if onnx_batch_ms * BATCH_MARGIN <= torch_batch_ms else "torch",
         torch_batch_ms,
         onnx_batch_ms,
-        query_batch_ms > 0 and query_batch_ms * QUERY_BATCH_MARGIN <= query_singles_ms,
+        micro_batches(query_singles_ms, query_batch_ms),
         query_singles_ms,
         query_batch_ms,
     )
@@ -504,9 +517,15 @@ class Accelerator:
             return None, BackendState("torch", f"ONNX Runtime not used: {why}")
         encoder, cosine = found
         export = str(encoder.path)
-        if self.options.backend == "onnx":
-            reason = f"VANCETOPE_RAG_EMBEDDED_BACKEND=onnx (export checked, cosine {cosine:.7f})"
-            return encoder, BackendState("onnx", reason, export, batches="onnx")
+        if self.options.backend == "onnx":  # measured for micro-batching alone, not stored
+            self._check_stop()
+            singles_ms, batch_ms = self._measure_query_batch(encoder.encode)
+            micro = micro_batches(singles_ms, batch_ms)
+            reason = (
+                f"VANCETOPE_RAG_EMBEDDED_BACKEND=onnx (export checked, cosine {cosine:.7f}; "
+                f"{micro_batch_reason(micro, singles_ms, batch_ms)})"
+            )
+            return encoder, BackendState("onnx", reason, export, batches="onnx", micro_batch=micro)
         choice = self._choice(encoder, key, machine_key(threads, vers))
         return encoder, BackendState(
             choice.backend,
