@@ -78,14 +78,20 @@ def main() -> None:
         on = chosen.micro_batch if on is None else on
         accelerator.state = dataclasses.replace(chosen, micro_batch=on)
 
-    async def concurrent() -> None:
+    async def concurrent() -> list[list[str]]:
         gate = asyncio.Semaphore(args.concurrency)
 
-        async def one(q: str) -> None:
+        async def one(q: str) -> list[str]:
             async with gate:
-                await app.apre_turn(t, p, [q], recipe)
+                return await app.apre_turn(t, p, [q], recipe)
 
-        await asyncio.gather(*(one(q) for q in turns))
+        return await asyncio.gather(*(one(q) for q in turns))
+
+    def check(blocks: list[list[str]], expected: list[list[str]], lane: str) -> None:
+        """A turn that failed or skipped is fast: its rate would not count."""
+        differ = sum(a != b for a, b in zip(blocks, expected, strict=True))
+        if differ:
+            raise SystemExit(f"{lane}: {differ} of {len(turns)} turns gave another block")
 
     lanes = {
         "auto": [("", None)],
@@ -95,17 +101,22 @@ def main() -> None:
     }[args.micro]
     seq: list[float] = []
     conc: dict[str, list[float]] = {label: [] for label, _ in lanes}
+    expected: list[list[str]] = []
     for r in range(args.rounds):
         micro(False)  # one at a time: nothing to batch
         s = time.perf_counter()
-        for q in turns:
-            app.pre_turn(t, p, [q], recipe)
+        blocks = [app.pre_turn(t, p, [q], recipe) for q in turns]
         seq.append(len(turns) / (time.perf_counter() - s))
+        expected = expected or blocks
+        check(blocks, expected, "sequential")
         for label, on in lanes if r % 2 == 0 else lanes[::-1]:
             micro(on)
             s = time.perf_counter()
-            asyncio.run(concurrent())
+            blocks = asyncio.run(concurrent())
             conc[label].append(len(turns) / (time.perf_counter() - s))
+            check(blocks, expected, f"concurrent{label}")
+    if not all(expected):
+        print(f"  turns with a block: {sum(map(bool, expected))} of {len(turns)}")
     micro(None)
     runtime = app.embeddings.provider("embedded").runtime()  # type: ignore[attr-defined]
     app.close()

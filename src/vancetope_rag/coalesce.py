@@ -73,19 +73,22 @@ class Coalescer(Generic[T, R]):
     def _busy(self) -> bool:
         return self._running >= max(1, self.slots())
 
+    def _leads(self, me: _Waiter[T, R]) -> bool:
+        """First in line with a slot free (call holding the lock)."""
+        return not self._busy and bool(self._waiting) and self._waiting[0] is me
+
     def submit(self, item: T) -> R:
         me: _Waiter[T, R] = _Waiter(item)
         with self._cond:
             if self._busy or self._waiting:
                 self._waiting.append(me)
-                # Woken when a batch ends: done, or first in line with nothing running (then
-                # this thread leads the next batch).
+                # Woken when a batch ends: done, or first in line with a slot free (then this
+                # thread leads the next batch). Taken into a batch that still runs, it is out
+                # of the line and waits for that batch, whatever slot frees meanwhile.
                 try:
-                    self._cond.wait_for(
-                        lambda: me.done or (not self._busy and self._waiting[0] is me)
-                    )
+                    self._cond.wait_for(lambda: me.done or self._leads(me))
                 except BaseException:  # interrupted: out of the line, or the next would wait
-                    if not me.done:
+                    if me in self._waiting:
                         self._waiting.remove(me)
                         self._cond.notify_all()
                     raise

@@ -107,3 +107,44 @@ def test_slots_may_follow_what_serves_the_calls() -> None:
     slots[0] = 2  # e.g. queries moved to ONNX Runtime
     assert not co._busy
     co._running = 0
+
+
+def test_a_waiter_taken_into_a_running_batch_waits_for_it_when_a_slot_frees() -> None:
+    """Regression: with two slots, a waiter already taken into a running batch was woken by
+    another batch's end, found the line empty and failed ("is not in deque")."""
+    gates = {item: threading.Event() for item in ("a", "b", "w1")}
+    batches: list[list[str]] = []
+
+    def run(items: Sequence[str]) -> list[str]:
+        batches.append(list(items))
+        assert gates[items[0]].wait(30)
+        return [f"{i}!" for i in items]
+
+    co: Coalescer[str, str] = Coalescer(run, cap=8, slots=2)
+    results: dict[str, object] = {}
+
+    def call(item: str) -> None:
+        try:
+            results[item] = co.submit(item)
+        except Exception as exc:  # the test looks at what each caller got
+            results[item] = exc
+
+    threads = {i: threading.Thread(target=call, args=(i,)) for i in ("a", "b", "w1", "w2")}
+    for item in ("a", "b"):
+        threads[item].start()
+        _until(lambda item=item: [item] in batches)
+    for item in ("w1", "w2"):
+        threads[item].start()
+    _until(lambda: len(co._waiting) == 2)
+    gates["a"].set()  # a's slot frees: w1 leads a batch of w1 and w2
+    _until(lambda: ["w1", "w2"] in batches)
+    gates["b"].set()  # b's slot frees while w2's batch still runs: w2 must keep waiting
+    threads["b"].join(30)
+    time.sleep(0.05)
+    assert "w2" not in results
+    gates["w1"].set()
+    for t in threads.values():
+        t.join(30)
+        assert not t.is_alive()
+    assert results == {"a": "a!", "b": "b!", "w1": "w1!", "w2": "w2!"}
+    assert co._running == 0 and not co._waiting
