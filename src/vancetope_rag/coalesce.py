@@ -13,6 +13,7 @@ one pass over the rows serves several queries for little more than one.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections import deque
@@ -28,11 +29,16 @@ __all__ = ["Coalescer", "slots_for"]
 def slots_for(threads_per_call: int) -> int:
     """How many calls of ``threads_per_call`` threads the cores this process may use can run
     at once (at least one)."""
+    return max(1, _cores() // max(1, threads_per_call))
+
+
+@functools.cache
+def _cores() -> int:
+    """The cores this process may use, read once: a batcher asks at every call."""
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, cores // max(1, threads_per_call))
+        return os.cpu_count() or 1
 
 
 class _Waiter(Generic[T, R]):

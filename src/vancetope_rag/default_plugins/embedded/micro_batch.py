@@ -26,7 +26,8 @@ BatchEncode = Callable[[Sequence[str]], Any]  # texts → one vector (a sequence
 
 
 class QueryBatcher(Coalescer[str, list[float]]):
-    """Embeds concurrent queries together: one call runs at a time, the waiters batch up."""
+    """Embeds concurrent queries together: ``slots`` calls run at a time, the waiters batch
+    up."""
 
     def __init__(
         self, encode: BatchEncode, cap: int = CAP, slots: int | Callable[[], int] = 1

@@ -122,7 +122,8 @@ class TermWeights:
         self, lengths: FloatArray, avgdl: float, *, budget: int, min_postings: int = 4_096
     ) -> None:
         self.avgdl = avgdl
-        self.norm = length_norm(lengths, avgdl) if avgdl else lengths
+        # avgdl 0: no row holds a token, and :func:`rank` returns before reading any norm
+        self.norm = length_norm(lengths, avgdl) if avgdl else np.zeros(0)
         self.budget = budget
         self.min_postings = min_postings
         self._held: dict[int, FloatArray] = {}
