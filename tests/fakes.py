@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -290,3 +291,12 @@ def send_json(handler: Any, payload: object, status: int = 200) -> None:
     handler.send_header("Content-Length", str(len(data)))
     handler.end_headers()
     handler.wfile.write(data)
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Poll ``check`` until it holds (threads under test reach a state); fail after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)

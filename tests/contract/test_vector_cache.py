@@ -4,13 +4,13 @@ writes made through another handle (another process) on the same file."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from fakes import wait_until
 from vancetope_rag.coalesce import Coalescer
 from vancetope_rag.domain.records import Chunk
 from vancetope_rag.domain.retrieval import FusionParams
@@ -274,16 +274,11 @@ def test_concurrent_searches_share_one_int8_pass_and_get_their_own_top_k() -> No
 
     first = threading.Thread(target=search, args=(0,))
     first.start()
-    deadline = time.monotonic() + 30
-    while not batches:
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
+    wait_until(lambda: bool(batches))
     others = [threading.Thread(target=search, args=(i,)) for i in range(1, 9)]
     for t in others:
         t.start()
-    while len(entry.scans._waiting) < 8:
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
+    wait_until(lambda: len(entry.scans._waiting) == 8)
     release.set()
     for t in [first, *others]:
         t.join(30)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import pytest
 
+from fakes import wait_until
 from vancetope_rag.default_plugins.embedded.micro_batch import CAP, QueryBatcher
 
 
@@ -46,13 +47,6 @@ def _waiting(batcher: QueryBatcher) -> int:
         return len(batcher._waiting)
 
 
-def _until(check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 30
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
-
-
 def _run_held(
     batcher: QueryBatcher, encode: SlowEncode, texts: list[str]
 ) -> tuple[Any, dict[str, Any]]:
@@ -72,7 +66,7 @@ def _run_held(
     others = [threading.Thread(target=one, args=(t,)) for t in texts[1:]]
     for t in others:
         t.start()
-    _until(lambda: _waiting(batcher) == len(others))
+    wait_until(lambda: _waiting(batcher) == len(others))
     encode.release.set()
     for t in [first, *others]:
         t.join(30)

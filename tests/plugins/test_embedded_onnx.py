@@ -440,6 +440,18 @@ def test_the_app_hands_the_backend_settings_to_the_provider(
     assert EmbeddedProvider().options.backend == "torch"
 
 
+def _query_batch(
+    singles_ms: float, batch_ms: float, measured: list[Any]
+) -> Callable[[Any], tuple[float, float]]:
+    """A micro-batching measurement that gives these timings and records what it timed."""
+
+    def measure(encode: Any) -> tuple[float, float]:
+        measured.append(encode)
+        return singles_ms, batch_ms
+
+    return measure
+
+
 def test_auto_micro_batches_concurrent_queries_only_where_one_call_wins(
     torch_embed: Any, exported: Path, tmp_path: Path
 ) -> None:
@@ -447,11 +459,7 @@ def test_auto_micro_batches_concurrent_queries_only_where_one_call_wins(
     measured: list[Any] = []
 
     def query_batch(singles_ms: float, batch_ms: float) -> Callable[[Any], tuple[float, float]]:
-        def measure(encode: Any) -> tuple[float, float]:
-            measured.append(encode)
-            return singles_ms, batch_ms
-
-        return measure
+        return _query_batch(singles_ms, batch_ms, measured)
 
     onnx_wins = {"measure": lambda encode: 20.0 if encode == torch_encode else 5.0}
     acc = _auto_on_a_copy(
@@ -496,20 +504,11 @@ def test_forced_onnx_runtime_micro_batches_where_one_call_wins(
     follows this machine's measurement on ONNX Runtime."""
     for (singles_ms, batch_ms), micro in (((300.0, 200.0), True), ((330.0, 300.0), False)):
         measured: list[Any] = []
-
-        def measure(
-            encode: Any,
-            timings: tuple[float, float] = (singles_ms, batch_ms),
-            calls: list[Any] = measured,
-        ) -> Any:
-            calls.append(encode)
-            return timings
-
         acc = _accelerator(
             torch_embed,
             BackendOptions(backend="onnx", cache_dir=exported.parent),
             exporter=_no_export,
-            measure_query_batch=measure,
+            measure_query_batch=_query_batch(singles_ms, batch_ms, measured),
         )
         state = acc.prepare()
         assert (state.backend, state.micro_batch) == ("onnx", micro)

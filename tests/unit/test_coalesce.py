@@ -5,30 +5,22 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import pytest
 
+from fakes import wait_until
 from vancetope_rag.coalesce import Coalescer, slots_for
-
-
-def _until(check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 30
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
 
 
 def test_two_slots_run_two_batches_at_once_then_the_waiters_batch_up() -> None:
     release = threading.Event()
     batches: list[list[int]] = []
-    running: list[int] = []
     lock = threading.Lock()
 
     def run(items: Sequence[int]) -> list[int]:
         with lock:
             batches.append(list(items))
-            running.append(len(batches))
         if len(batches) <= 2:  # the first two calls hold their slots until released
             assert release.wait(30)
         return [i * 10 for i in items]
@@ -42,11 +34,11 @@ def test_two_slots_run_two_batches_at_once_then_the_waiters_batch_up() -> None:
     threads = [threading.Thread(target=call, args=(0,)), threading.Thread(target=call, args=(1,))]
     for t in threads:
         t.start()
-    _until(lambda: len(batches) == 2)  # both went straight through, side by side
+    wait_until(lambda: len(batches) == 2)  # both went straight through, side by side
     late = [threading.Thread(target=call, args=(i,)) for i in range(2, 6)]
     for t in late:
         t.start()
-    _until(lambda: len(co._waiting) == 4)  # no slot free: they wait
+    wait_until(lambda: len(co._waiting) == 4)  # no slot free: they wait
     assert len(batches) == 2
     release.set()
     for t in threads + late:
@@ -72,11 +64,11 @@ def test_one_slot_serialises_batches() -> None:
     co: Coalescer[int, int] = Coalescer(run, cap=8)
     first = threading.Thread(target=co.submit, args=(0,))
     first.start()
-    _until(lambda: len(batches) == 1)
+    wait_until(lambda: len(batches) == 1)
     others = [threading.Thread(target=co.submit, args=(i,)) for i in (1, 2, 3)]
     for t in others:
         t.start()
-    _until(lambda: len(co._waiting) == 3)
+    wait_until(lambda: len(co._waiting) == 3)
     release.set()
     for t in [first, *others]:
         t.join(30)
@@ -132,12 +124,12 @@ def test_a_waiter_taken_into_a_running_batch_waits_for_it_when_a_slot_frees() ->
     threads = {i: threading.Thread(target=call, args=(i,)) for i in ("a", "b", "w1", "w2")}
     for item in ("a", "b"):
         threads[item].start()
-        _until(lambda item=item: [item] in batches)
+        wait_until(lambda item=item: [item] in batches)
     for item in ("w1", "w2"):
         threads[item].start()
-    _until(lambda: len(co._waiting) == 2)
+    wait_until(lambda: len(co._waiting) == 2)
     gates["a"].set()  # a's slot frees: w1 leads a batch of w1 and w2
-    _until(lambda: ["w1", "w2"] in batches)
+    wait_until(lambda: ["w1", "w2"] in batches)
     gates["b"].set()  # b's slot frees while w2's batch still runs: w2 must keep waiting
     threads["b"].join(30)
     time.sleep(0.05)
