@@ -55,10 +55,11 @@ from urllib.parse import urlsplit
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import machine_line
 
+from vancetope_rag.default_plugins.embedded.onnx_backend import BACKENDS
+
 REPO = Path(__file__).resolve().parent.parent
 SCIFACT = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
 BACKEND_ENV = "VANCETOPE_RAG_EMBEDDED_BACKEND"
-LANE_BACKENDS = ("torch", "onnx", "auto")
 
 
 def load_texts(n: int) -> list[str]:
@@ -186,9 +187,9 @@ def auto_choice() -> str:
 
 def compare_backends(args: argparse.Namespace) -> None:
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    unknown = [b for b in backends if b not in LANE_BACKENDS]
+    unknown = [b for b in backends if b not in BACKENDS]
     if unknown or len(set(backends)) != len(backends) or not backends:
-        raise SystemExit(f"--backends: distinct names out of {', '.join(LANE_BACKENDS)}")
+        raise SystemExit(f"--backends: distinct names out of {', '.join(BACKENDS)}")
     if args.store:
         raise SystemExit("--backends indexes into fresh SQLite stores; leave out --store")
     choice = auto_choice()  # before the lanes: a measurement, if one is needed, runs alone
@@ -279,7 +280,7 @@ def main() -> None:
         "(each lane a process of its own with VANCETOPE_RAG_EMBEDDED_BACKEND set)",
     )
     ap.add_argument("--rounds", type=int, default=3, help="rounds of --backends (median)")
-    ap.add_argument("--lane", choices=LANE_BACKENDS, help=argparse.SUPPRESS)
+    ap.add_argument("--lane", choices=BACKENDS, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.lane:
         run_lane(args)

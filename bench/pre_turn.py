@@ -307,11 +307,11 @@ def served_by(model: Any) -> str:
 
 def compare_backends(args: argparse.Namespace, argv: list[str]) -> None:
     """``--backends``: this script once per backend and round, each in its own process."""
+    from vancetope_rag.default_plugins.embedded.onnx_backend import BACKENDS
+
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    if not backends or len(set(backends)) != len(backends):
-        raise SystemExit("--backends: distinct names out of auto, torch, onnx")
-    if any(b not in ("auto", "torch", "onnx") for b in backends):
-        raise SystemExit("--backends: distinct names out of auto, torch, onnx")
+    if not backends or len(set(backends)) != len(backends) or not set(backends) <= set(BACKENDS):
+        raise SystemExit(f"--backends: distinct names out of {', '.join(BACKENDS)}")
     if not args.store or "sqlite" in args.store or len(args.sizes.split(",")) != 1:
         raise SystemExit("--backends measures one filled --store (a server or SQLite file)")
     child, skip = [], False
