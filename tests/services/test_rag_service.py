@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from fakes import P, ProbeProvider, T, registry
@@ -14,6 +16,7 @@ from vancetope_rag import (
     ReservedNameError,
 )
 from vancetope_rag.app import RagApp
+from vancetope_rag.running import SEARCHES
 from vancetope_rag.services.indexing.sources import SourceText
 
 
@@ -205,3 +208,42 @@ def test_hybrid_finds_what_only_the_words_match_and_gates_it_on_its_cosine(
     gate = best + 0.01  # above every chunk's own cosine: nothing may pass, in either mode
     assert app.rags.query(rag, "parse_config", top_k=3, min_score=gate, mode="hybrid") == []
     assert app.rags.query(rag, "parse_config", top_k=3, min_score=gate, mode="dense") == []
+
+
+def test_queries_count_as_searches_while_they_run(make_app) -> None:
+    """What the embedded model's one-thread session follows (``running.SEARCHES``): a query
+    counts from its embedding to its hits, two side by side are crowded, and the count falls
+    back when they end, a failed one included."""
+    both_inside = threading.Barrier(2, timeout=30)
+    seen: list[tuple[int, bool]] = []
+
+    def probe(kind: str, texts: list[str]) -> None:
+        if kind != "query":
+            return
+        both_inside.wait()
+        seen.append((SEARCHES.count, SEARCHES.crowded()))
+        both_inside.wait()  # neither ends before both have looked
+        if texts == ["fails"]:
+            raise ConnectionError("embedding endpoint unreachable")
+
+    provider = ProbeProvider("gauged", probe)
+    app = make_app(provider="gauged", embeddings=registry(provider))
+    rag = app.rags.create(T, P, "notes")
+    app.rags.add_text(rag, "a", "some indexed words")
+    before = SEARCHES.count
+    errors: list[BaseException] = []
+
+    def query(text: str) -> None:
+        try:
+            app.rags.query(rag, text)
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=query, args=(q,)) for q in ("indexed words", "fails")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert seen == [(before + 2, True)] * 2
+    assert len(errors) == 1
+    assert SEARCHES.count == before and not SEARCHES.crowded()

@@ -45,6 +45,7 @@ from vancetope_rag.model_profiles import (
     profile_from_json,
     same_embedding,
 )
+from vancetope_rag.running import SEARCHES
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.indexing.chunking import chunking_for, ingestion_pipeline
 from vancetope_rag.services.indexing.sources import (
@@ -494,19 +495,20 @@ class RagService:
             mode = snapshot.effective["rag.retrieval.mode"]
         resolved = parse_retrieval_mode(mode)
         started = time.perf_counter()
-        vector = self._embed_query(rag, text, snapshot)
-        hybrid = resolved is RetrievalMode.HYBRID
-        hits = (self.retriever.hybrid if hybrid else self.retriever.dense_text)(
-            RagScope.of(rag),
-            text,
-            vector,
-            top_k=top_k,
-            min_score=threshold,
-            max_per_doc=max_per_doc,
-            filters=filters,
-            keep=keep,
-        )
-        found = citable_hits(self.control, rag, hits)
+        with SEARCHES.held():  # side by side with others, the embedding takes one thread
+            vector = self._embed_query(rag, text, snapshot)
+            hybrid = resolved is RetrievalMode.HYBRID
+            hits = (self.retriever.hybrid if hybrid else self.retriever.dense_text)(
+                RagScope.of(rag),
+                text,
+                vector,
+                top_k=top_k,
+                min_score=threshold,
+                max_per_doc=max_per_doc,
+                filters=filters,
+                keep=keep,
+            )
+            found = citable_hits(self.control, rag, hits)
         seconds = time.perf_counter() - started
         self.metrics.retrieval_seconds.labels(mode=resolved.value).observe(seconds)
         return found

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from vancetope_rag.errors import OnnxExportRefusedError
+from vancetope_rag.running import SEARCHES
 
 from .micro_batch import CAP
 
@@ -170,9 +171,38 @@ def atomic_write(dest: Path, write: Callable[[Path], object]) -> None:
 
 
 class OnnxEncoder:
-    """An ONNX Runtime session over an export, with the model's own tokenizer."""
+    """An ONNX Runtime session over an export, with the model's own tokenizer.
 
-    def __init__(self, path: Path, tokenizer: Any, max_length: int, threads: int) -> None:
+    With more than one thread, a second session of one thread serves while ``crowded()``
+    (other searches run beside this one, :data:`vancetope_rag.running.SEARCHES`): runs that
+    share one session's thread pool wait on each other's share of the work, spinning, while
+    the other turns' scans and Python need the cores. It is opened in the background the first
+    time it is wanted (~90 MB more), so a process that never runs turns side by side never
+    pays for it; the session of every thread serves until it is open.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        tokenizer: Any,
+        max_length: int,
+        threads: int,
+        crowded: Callable[[], bool] | None = None,
+    ) -> None:
+        self.path = path
+        self.threads = threads
+        self._session = self._open(threads)
+        self._crowded = crowded if threads > 1 else None
+        #: The one-thread session, once open (None: not wanted yet, opening, or failed).
+        self.narrow: Any | None = None
+        self._narrow_wanted = threading.Lock()  # taken once: by the first crowded call
+        # A fast tokenizer raises "Already borrowed" when two threads call it at once (its
+        # padding state is set per call): its own copy, never the one torch's path calls.
+        self._tokenizer = copy.deepcopy(tokenizer)
+        self._tokenize_lock = threading.Lock()
+        self._max_length = max_length
+
+    def _open(self, threads: int) -> Any:
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
@@ -183,19 +213,36 @@ class OnnxEncoder:
             opts.add_session_config_entry(name, value)
         opts.log_severity_level = 3
         try:
-            self._session = ort.InferenceSession(
-                str(path), sess_options=opts, providers=["CPUExecutionProvider"]
+            return ort.InferenceSession(
+                str(self.path), sess_options=opts, providers=["CPUExecutionProvider"]
             )
         except Exception as exc:  # onnxruntime raises its own types for unreadable graphs
-            raise OnnxExportRefusedError(f"ONNX export {path} cannot be loaded: {exc}") from exc
-        # A fast tokenizer raises "Already borrowed" when two threads call it at once (its
-        # padding state is set per call): its own copy, never the one torch's path calls.
-        self._tokenizer = copy.deepcopy(tokenizer)
-        self._tokenize_lock = threading.Lock()
-        self._max_length = max_length
-        self.path = path
+            raise OnnxExportRefusedError(
+                f"ONNX export {self.path} cannot be loaded: {exc}"
+            ) from exc
 
     def encode(self, texts: Sequence[str]) -> Any:
+        """Vectors of ``texts``: on one thread while other searches run beside this one."""
+        session = self._session
+        if self._crowded is not None and self._crowded():
+            session = self.narrow or session
+            if self.narrow is None and self._narrow_wanted.acquire(blocking=False):
+                threading.Thread(
+                    target=self._open_narrow, name="vancetope-rag-onnx-narrow", daemon=False
+                ).start()
+        return self._run(session, texts)
+
+    def encode_alone(self, texts: Sequence[str]) -> Any:
+        """Vectors of ``texts`` on every thread, whatever runs beside: what is measured."""
+        return self._run(self._session, texts)
+
+    def _open_narrow(self) -> None:
+        try:
+            self.narrow = self._open(1)
+        except Exception as exc:  # the session of every thread keeps serving
+            logger.warning("no one-thread ONNX Runtime session for concurrent turns: %s", exc)
+
+    def _run(self, session: Any, texts: Sequence[str]) -> Any:
         with self._tokenize_lock:
             batch = self._tokenizer(
                 list(texts),
@@ -210,7 +257,7 @@ class OnnxEncoder:
             "attention_mask": batch["attention_mask"].astype("int64"),
             "token_type_ids": batch.get("token_type_ids", ids * 0).astype("int64"),
         }
-        return self._session.run(["embedding"], feeds)[0]
+        return session.run(["embedding"], feeds)[0]
 
 
 def check_export(onnx_encode: Encode, torch_encode: Encode) -> float:
@@ -418,6 +465,7 @@ class Accelerator:
         torch_batch_encode: Encode | None = None,
         measure_batch: Callable[[Encode], float] = time_batch,
         measure_query_batch: Callable[[Encode], tuple[float, float]] = time_query_batch,
+        crowded: Callable[[], bool] = SEARCHES.crowded,
     ) -> None:
         self.options = options
         self._model_dir = model_dir
@@ -428,6 +476,7 @@ class Accelerator:
         self._torch_batch_encode = torch_batch_encode or torch_encode
         self._measure_batch = measure_batch
         self._measure_query_batch = measure_query_batch
+        self._crowded = crowded
         #: Set when indexing batches run on ONNX Runtime too.
         self.batch_encoder: OnnxEncoder | None = None
         self._lock = threading.Lock()
@@ -492,8 +541,8 @@ class Accelerator:
         def load(path: Path) -> tuple[OnnxEncoder, float] | None:
             self._check_stop()
             try:
-                enc = OnnxEncoder(path, tokenizer, max_len, threads)
-                return enc, check_export(enc.encode, self._torch_encode)
+                enc = OnnxEncoder(path, tokenizer, max_len, threads, self._crowded)
+                return enc, check_export(enc.encode_alone, self._torch_encode)
             except OnnxExportRefusedError as exc:
                 refused.append(str(exc))
                 logger.warning("%s", exc)
@@ -519,7 +568,7 @@ class Accelerator:
         export = str(encoder.path)
         if self.options.backend == "onnx":  # measured for micro-batching alone, not stored
             self._check_stop()
-            singles_ms, batch_ms = self._measure_query_batch(encoder.encode)
+            singles_ms, batch_ms = self._measure_query_batch(encoder.encode_alone)
             micro = micro_batches(singles_ms, batch_ms)
             reason = (
                 f"VANCETOPE_RAG_EMBEDDED_BACKEND=onnx (export checked, cosine {cosine:.7f}; "
@@ -544,14 +593,14 @@ class Accelerator:
             if stored is not None and stored.machine == machine:
                 return stored
         self._check_stop()
-        torch_ms, onnx_ms = self._measure(self._torch_encode), self._measure(encoder.encode)
+        torch_ms, onnx_ms = self._measure(self._torch_encode), self._measure(encoder.encode_alone)
         self._check_stop()
         torch_batch_ms = self._measure_batch(self._torch_batch_encode)
-        onnx_batch_ms = self._measure_batch(encoder.encode)
+        onnx_batch_ms = self._measure_batch(encoder.encode_alone)
         self._check_stop()
         # Micro-batching is measured on the backend that will serve queries.
         singles_ms, batch_ms = self._measure_query_batch(
-            encoder.encode if onnx_ms < torch_ms else self._torch_encode
+            encoder.encode_alone if onnx_ms < torch_ms else self._torch_encode
         )
         choice = choose(
             torch_ms, onnx_ms, machine, torch_batch_ms, onnx_batch_ms, singles_ms, batch_ms
