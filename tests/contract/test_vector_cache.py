@@ -194,20 +194,25 @@ def _quantized_top_reference(
     entry: _Entry, quantized: _Int8Rows, q: np.ndarray, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """The first pass as it was before issue 25 item 2 (masks always applied, the extra rows
-    by ``np.setdiff1d``): the faster one must give the very same arrays."""
+    by ``np.setdiff1d``), its exact scores taken row by row (no longer by one BLAS product,
+    whose last bit follows the rows around): the faster one must give the very same arrays."""
+
+    def dots(rows: np.ndarray) -> np.ndarray:
+        return np.einsum("ij,j->i", rows, q)
+
     approx_rows, bounds = quantized.scores(q[None, :], len(entry.rowids))
     approx, bound = approx_rows[0], float(bounds[0])
     approx[~entry.alive] = -np.inf
     n_cand = min(len(approx), max(4 * k, k + 64))
     cand = np.argpartition(-approx, n_cand - 1)[:n_cand]
-    exact = entry.matrix[cand] @ q
+    exact = dots(entry.matrix[cand])
     exact[~entry.alive[cand]] = -np.inf
     kth = float(np.partition(exact, len(exact) - k)[len(exact) - k])
     maybe = np.flatnonzero(approx + bound >= kth)
     extra = np.setdiff1d(maybe, cand, assume_unique=False)
     if len(extra):
         cand = np.concatenate([cand, extra])
-        exact = np.concatenate([exact, entry.matrix[extra] @ q])
+        exact = np.concatenate([exact, dots(entry.matrix[extra])])
     return cand.astype(np.int64), exact
 
 
@@ -240,12 +245,50 @@ def test_int8_first_pass_gives_the_arrays_it_gave_before(deleted: int) -> None:
                 assert np.array_equal(got[1], want[1])
 
 
+@pytest.mark.parametrize("queries", [1, 2, 3, 8])
+@pytest.mark.parametrize("exact_rows", [False, True])
+def test_int8_scores_stay_within_their_bound(queries: int, exact_rows: bool) -> None:
+    """Every row's approximate score is within the pass's bound of its exact score: one or
+    two queries on the weight-only kernel, three or more rounded to int8 too (the rescoring
+    is exact only if this holds). Rows that int8 holds exactly leave the query's rounding as
+    the main error."""
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    if exact_rows:
+        rows = rng.integers(-126, 127, (20_000, 384)).astype(np.float32)
+        rows[:, 0] = 127.0
+    else:
+        rows = rng.standard_normal((20_000, 384)).astype(np.float32)
+    # A query whose int8 rounding errs by half a step on every coordinate, and a row along
+    # that error: the rounding of the query costs the whole of its error there.
+    worst = np.append(rng.integers(-100, 100, 383) + 0.5, 127.0).astype(np.float32)
+    rows[11] = np.sign(worst - np.rint(worst)) + (worst == 127.0)
+    cache = VectorCache(quantize_min_rows=10_000)
+    key = ("t", "p", "r")
+    rowids = np.arange(20_000, dtype=np.int64) + 1
+    assert cache.search(key, 1, rows[0], 5, lambda: (rowids, rows)) is not None
+    entry = cache._entries[key]
+    int8 = entry.quantized
+    assert int8 is not None
+    q = rng.standard_normal((queries, 384)).astype(np.float32)
+    q[0] = rows[7]  # a query on a row: the largest scores
+    q[-1] = worst
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    approx, bounds = int8.scores(q, len(rowids))
+    exact = entry.matrix.astype(np.float64) @ q.astype(np.float64).T
+    slack = np.abs(approx - exact.T).max(axis=1)
+    assert np.all(slack <= bounds), (slack, bounds)
+    assert np.all(bounds < 0.05)  # and tight enough to leave few rows to rescore
+
+
 def test_concurrent_searches_share_one_int8_pass_and_get_their_own_top_k() -> None:
     """Searches that arrive while a scan runs are scanned together in the next pass; each
-    gets exactly what it gets alone (the float32 top-k)."""
+    gets exactly what it gets alone (the float32 top-k), ties between duplicate rows
+    included: equal scores rank in row order whichever pass found the candidates."""
     pytest.importorskip("torch")
     rng = np.random.default_rng(11)
     rows = rng.standard_normal((30_000, 32)).astype(np.float32)
+    rows[2000:2040] = rows[5]  # 41 equal rows: more than the top 10
     rowids = np.arange(30_000, dtype=np.int64) + 1
     cache = VectorCache(quantize_min_rows=10_000)
     key = ("t", "p", "r")
@@ -254,6 +297,7 @@ def test_concurrent_searches_share_one_int8_pass_and_get_their_own_top_k() -> No
         return rowids, rows
 
     queries = [rng.standard_normal(32).astype(np.float32) for _ in range(9)]
+    queries[6] = rows[5] + 0.01  # its top 10 are 10 of the 41 equal rows
     alone = [cache.search(key, 1, q, 10, load) for q in queries]
     entry = cache._entries[key]
     batches: list[int] = []
@@ -290,3 +334,4 @@ def test_concurrent_searches_share_one_int8_pass_and_get_their_own_top_k() -> No
     unit = rows / np.linalg.norm(rows, axis=1, keepdims=True)
     exact = unit @ (queries[4] / np.linalg.norm(queries[4]))
     assert list(got[4][0]) == list(rowids[np.argsort(-exact, kind="stable")[:10]])
+    assert list(got[6][0]) == [6, *range(2001, 2010)]  # the first of the equal rows

@@ -19,9 +19,11 @@ spare rows run out, the live rows are copied into new buffers (figures: docs/ben
 
 Speed: a float32 scan of 100k × 384 reads 150 MB per query (memory-bound). When
 torch is present, rows are also kept as int8 with a per-row scale and scored first with
-torch's int8 weight-only kernel (38 MB read). That approximation is then made exact:
-every row whose approximate score is within a proven error bound of the k-th best *exact*
-score is rescored in float32, so the top-k equals the float32 scan's. Searches of one RAG
+torch's int8 weight-only kernel (38 MB read), or, for three queries or more in one pass, with
+the queries rounded to int8 too (an int8 × int8 product). That approximation is then made
+exact: every row whose approximate score is within a proven error bound of the k-th best
+*exact* score is rescored in float32, row by row, so the top-k equals the float32 scan's
+whichever pass found the candidates (equal scores rank in row order). Searches of one RAG
 that arrive while its scans run (one per core the kernel's threads leave idle) wait and are
 scanned together in the next pass: one read of the rows serves up to :data:`SCAN_CAP`
 queries for little more than one, and a lone search never waits. BLAS runs with one thread
@@ -44,16 +46,22 @@ from vancetope_rag.store.sqlite.epoch_cache import EpochCache, Key
 
 
 class _Int8Rows:
-    """Rows as int8 × per-row scale, scored with torch's int8 weight-only matmul; buffers with
-    spare rows (see :class:`_Rows`)."""
+    """Rows as int8 × per-row scale, scored with torch's int8 kernels; buffers with spare rows
+    (see :class:`_Rows`)."""
 
     # Relative rounding of a bfloat16 value (8 significant bits), applied generously below.
     _BF16 = 2.0**-8
+    #: Queries per pass from which they are rounded to int8 too and scored by one int8 × int8
+    #: product (``torch._int_mm``): a pass of 8 queries takes 2.3 ms against 6.0 ms with the
+    #: weight-only kernel, which stays faster for one or two (docs/benchmarks.md, issue 25).
+    INT8_QUERIES_FROM = 3
 
     def __init__(self, torch: Any, matrix: npt.NDArray[np.float32], capacity: int) -> None:
         self.torch = torch
         self.weights = torch.zeros((capacity, matrix.shape[1]), dtype=torch.int8)
         self.scales = torch.ones(capacity, dtype=torch.bfloat16)
+        self.scales_f32 = torch.ones(capacity, dtype=torch.float32)  # the same values
+        self.int_mm = hasattr(torch, "_int_mm")
         self.row_error = 0.0
         self.max_row_norm = 0.0
         self.write(0, matrix)
@@ -73,6 +81,7 @@ class _Int8Rows:
         norm = float(np.linalg.norm(recon, axis=1).max(initial=0.0))
         self.weights[at : at + len(matrix)] = torch.from_numpy(q8)
         self.scales[at : at + len(matrix)] = scale_bf16
+        self.scales_f32[at : at + len(matrix)] = scale_bf16.float()
         self.row_error = max(self.row_error, error)
         self.max_row_norm = max(self.max_row_norm, norm)
 
@@ -82,6 +91,8 @@ class _Int8Rows:
         """Approximate scores of the first ``n`` rows for each query (a row of ``queries``),
         in one pass over the rows, and per query a bound on |approximate - exact| valid for
         every row."""
+        if self.int_mm and len(queries) >= self.INT8_QUERIES_FROM:
+            return self._scores_int8_queries(queries, n)
         torch = self.torch
         qt = torch.from_numpy(queries).to(torch.bfloat16)
         weights, scales = self.weights[:n], self.scales[:n]  # prefixes: still contiguous
@@ -90,6 +101,25 @@ class _Int8Rows:
         top = np.abs(approx).max(axis=1) if n else np.zeros(len(queries))
         # exact - approx = (q - q̃)·x̃ + q·(x - x̃) + output rounding (+ accumulation slack).
         bound = q_err * self.max_row_norm + self.row_error + 3 * self._BF16 * np.maximum(top, 1.0)
+        return approx, bound + 1e-4
+
+    def _scores_int8_queries(
+        self, queries: npt.NDArray[np.float32], n: int
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float64]]:
+        """:meth:`scores` with the queries rounded to int8 (a scale per query): the products
+        are exact integers, so the error is the two roundings and float32's."""
+        torch = self.torch
+        q_scale = (np.abs(queries).max(axis=1) / 127.0).astype(np.float32)
+        q_scale[q_scale == 0] = 1.0
+        q8 = np.clip(np.rint(queries / q_scale[:, None]), -127, 127).astype(np.int8)
+        q_err = np.linalg.norm(queries - q8.astype(np.float32) * q_scale[:, None], axis=1)
+        dots = torch._int_mm(torch.from_numpy(q8), self.weights[:n].t())  # int32, exact
+        approx = dots.float().mul_(self.scales_f32[:n]).mul_(torch.from_numpy(q_scale)[:, None])
+        approx = approx.numpy()
+        top = np.abs(approx).max(axis=1) if n else np.zeros(len(queries))
+        # exact - approx = (q - q̃)·x̃ + q·(x - x̃) + float32 rounding: the int32 sum's
+        # conversion (past 2^24) and the two products, each ≤ 2^-24 relative.
+        bound = q_err * self.max_row_norm + self.row_error + 4 * 2.0**-24 * np.maximum(top, 1.0)
         return approx, bound + 1e-4
 
 
@@ -124,8 +154,8 @@ class _Rows:
 _Scan = tuple[npt.NDArray[np.float32], int, bool]
 _Found = tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]
 
-#: The most concurrent searches of one RAG scanned in one pass over its int8 rows: the pass
-#: is memory-bound up to ~4 queries, compute-bound past ~8 (docs/benchmarks.md, issue 25).
+#: The most concurrent searches of one RAG scanned in one pass over its int8 rows (16 gave
+#: no more turns/s than 8 with 16 turns in flight: docs/benchmarks.md, issue 25).
 SCAN_CAP = 8
 
 
@@ -251,8 +281,7 @@ class VectorCache(EpochCache[_Entry, _Delta]):
             if masked:
                 exact[~entry.alive] = -np.inf  # deleted rows never rank
             idx = np.arange(len(exact))
-        top = np.argpartition(-exact, k - 1)[:k] if k < len(exact) else np.arange(len(exact))
-        order = top[np.argsort(-exact[top], kind="stable")]
+        order = _best(exact, idx, k)
         return entry.rowids[idx[order]], exact[order]
 
     def cosines(
@@ -356,7 +385,7 @@ def _rescored(
         approx = np.where(entry.alive, approx, -np.inf)  # deleted rows are never candidates
     n_cand = min(len(approx), max(4 * k, k + 64))
     cand = np.argpartition(-approx, n_cand - 1)[:n_cand]
-    exact = entry.matrix[cand] @ q
+    exact = _dots(entry.matrix[cand], q)
     if masked:
         exact[~entry.alive[cand]] = -np.inf  # when fewer rows live than candidates
     kth = float(np.partition(exact, len(exact) - k)[len(exact) - k])
@@ -368,5 +397,27 @@ def _rescored(
     extra = np.flatnonzero(maybe)
     if len(extra):
         cand = np.concatenate([cand, extra])
-        exact = np.concatenate([exact, entry.matrix[extra] @ q])
+        exact = np.concatenate([exact, _dots(entry.matrix[extra], q)])
     return cand.astype(np.int64), exact
+
+
+def _dots(rows: npt.NDArray[np.float32], q: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Each row's dot product with ``q``, row by row: the same float32 whatever rows are
+    scored with it. A BLAS product's blocking changes the last bit of a row's score with the
+    rows around it, and the candidates of a query differ by the pass that found them (alone,
+    or with others: :meth:`_Int8Rows.scores`)."""
+    dots: npt.NDArray[np.float32] = np.einsum("ij,j->i", rows, q)
+    return dots
+
+
+def _best(
+    exact: npt.NDArray[np.float32], idx: npt.NDArray[np.int64], k: int
+) -> npt.NDArray[np.intp]:
+    """Positions of the ``k`` best scores, best first; equal scores in row order, so the same
+    rows come in the same order whichever candidates (and in whatever order) held them."""
+    if k < len(exact):
+        kth = np.partition(exact, len(exact) - k)[len(exact) - k]
+        keep = np.flatnonzero(exact >= kth)  # every row tied with the k-th too
+    else:
+        keep = np.arange(len(exact))
+    return keep[np.lexsort((idx[keep], -exact[keep]))][:k]
