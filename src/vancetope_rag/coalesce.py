@@ -42,13 +42,16 @@ def _cores() -> int:
 
 
 class _Waiter(Generic[T, R]):
-    __slots__ = ("done", "error", "item", "result")
+    __slots__ = ("done", "error", "item", "result", "wake")
 
-    def __init__(self, item: T) -> None:
+    def __init__(self, item: T, lock: threading.Lock) -> None:
         self.item = item
         self.result: R | None = None
         self.error: BaseException | None = None
         self.done = False
+        #: Notified when this waiter's batch ends, or when it may lead the next one: a batch
+        #: that ends wakes its own callers and the next leader, not the whole line.
+        self.wake = threading.Condition(lock)
 
 
 class Coalescer(Generic[T, R]):
@@ -71,7 +74,7 @@ class Coalescer(Generic[T, R]):
         self.cap = cap
         #: How many batches may run at once now (a callable: what serves the calls may change).
         self.slots: Callable[[], int] = slots if callable(slots) else (lambda: slots)
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._running = 0  # batches running now
         self._waiting: deque[_Waiter[T, R]] = deque()
 
@@ -83,20 +86,25 @@ class Coalescer(Generic[T, R]):
         """First in line with a slot free (call holding the lock)."""
         return not self._busy and bool(self._waiting) and self._waiting[0] is me
 
+    def _wake_leader(self) -> None:
+        """Wake the first in line if a slot is free (call holding the lock)."""
+        if self._waiting and not self._busy:
+            self._waiting[0].wake.notify()
+
     def submit(self, item: T) -> R:
-        me: _Waiter[T, R] = _Waiter(item)
-        with self._cond:
+        me: _Waiter[T, R] = _Waiter(item, self._lock)
+        with self._lock:
             if self._busy or self._waiting:
                 self._waiting.append(me)
-                # Woken when a batch ends: done, or first in line with a slot free (then this
+                # Woken when its batch ends, or first in line with a slot free (then this
                 # thread leads the next batch). Taken into a batch that still runs, it is out
                 # of the line and waits for that batch, whatever slot frees meanwhile.
                 try:
-                    self._cond.wait_for(lambda: me.done or self._leads(me))
+                    me.wake.wait_for(lambda: me.done or self._leads(me))
                 except BaseException:  # interrupted: out of the line, or the next would wait
                     if me in self._waiting:
                         self._waiting.remove(me)
-                        self._cond.notify_all()
+                        self._wake_leader()
                     raise
                 if me.done:
                     return _result(me)
@@ -104,6 +112,7 @@ class Coalescer(Generic[T, R]):
             else:
                 batch = [me]  # nothing running: straight through
             self._running += 1
+            self._wake_leader()  # another slot free: the rest of the line need not wait
         try:
             results = self._run([w.item for w in batch])
             if len(results) != len(batch):
@@ -114,11 +123,12 @@ class Coalescer(Generic[T, R]):
             for w in batch:
                 w.error = exc
         finally:
-            with self._cond:
+            with self._lock:
                 for w in batch:
                     w.done = True
+                    w.wake.notify()
                 self._running -= 1
-                self._cond.notify_all()
+                self._wake_leader()
         return _result(me)
 
 

@@ -43,7 +43,7 @@ class SlowEncode:
 
 
 def _waiting(batcher: QueryBatcher) -> int:
-    with batcher._cond:
+    with batcher._lock:
         return len(batcher._waiting)
 
 
