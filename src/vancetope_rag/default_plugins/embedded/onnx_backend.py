@@ -184,7 +184,7 @@ def atomic_write(dest: Path, write: Callable[[Path], object]) -> None:
 
 
 class OnnxEncoder:
-    """An ONNX Runtime session over an export, with the model's own tokenizer.
+    """An ONNX Runtime session over an export, with a copy of the model's tokenizer.
 
     With more than one thread, a second session of one thread serves while ``crowded()``
     (other searches run beside this one, :data:`vancetope_rag.running.SEARCHES`): runs that
@@ -202,16 +202,15 @@ class OnnxEncoder:
         threads: int,
         crowded: Callable[[], bool] | None = None,
     ) -> None:
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is None:
+            raise OnnxExportRefusedError("ONNX Runtime needs the model's fast tokenizer")
         self.path = path
-        self.threads = threads
         self._session = self._open(threads)
         self._crowded = crowded if threads > 1 else None
         #: The one-thread session, once open (None: not wanted yet, opening, or failed).
         self.narrow: Any | None = None
         self._narrow_wanted = threading.Lock()  # taken once: by the first crowded call
-        backend = getattr(tokenizer, "backend_tokenizer", None)
-        if backend is None:
-            raise OnnxExportRefusedError("ONNX Runtime needs the model's fast tokenizer")
         # The model's tokenizer sets its truncation and padding at every call (two threads
         # at once: "Already borrowed") and encodes a batch on a thread pool whose idle
         # workers then spin in sched_yield, taking cores from the turns: a copy of its Rust
