@@ -21,12 +21,15 @@ class Gauge:
 
     def __init__(self) -> None:
         self._count = 0
+        #: How many have begun since the process started.
+        self.begun = 0
         self._lock = threading.Lock()
 
     @contextmanager
     def held(self) -> Iterator[None]:
         with self._lock:
             self._count += 1
+            self.begun += 1
         try:
             yield
         finally:

@@ -36,6 +36,7 @@ from vancetope_rag.default_plugins.embedded.onnx_backend import (
     versions,
 )
 from vancetope_rag.errors import OnnxExportRefusedError
+from vancetope_rag.running import Gauge
 
 TEXTS = [
     "Where are the invoices of March?",
@@ -266,6 +267,41 @@ def test_auto_measures_once_per_machine_and_keeps_the_choice(
         torch_embed, options, exporter=_no_export, measure=refuse, measure_batch=refuse
     ).prepare()
     assert (again.backend, again.batches, again.reason) == ("onnx", "torch", state.reason)
+
+
+def test_a_choice_measured_while_queries_ran_serves_but_is_not_stored(
+    torch_embed: Any, exported: Path, tmp_path: Path
+) -> None:
+    """Queries this process answers during the measurement (torch serves them meanwhile) skew
+    it: the choice serves this process, and the next one measures again; measured quietly, it
+    is stored."""
+    _copy(exported, tmp_path)
+    torch_encode = torch_embed.torch_query_embeddings
+    searches = Gauge()
+    measured: list[str] = []
+
+    def busy(encode: Any) -> float:
+        measured.append("busy")
+        with searches.held():  # a turn answered while the timings run
+            return 20.0 if encode == torch_encode else 5.0
+
+    def quiet(encode: Any) -> float:
+        measured.append("quiet")
+        return 20.0 if encode == torch_encode else 5.0
+
+    options = BackendOptions(backend="auto", cache_dir=tmp_path)
+    fast = {
+        "exporter": _no_export,
+        "measure_batch": lambda encode: 500.0,
+        "measure_query_batch": lambda encode: (50.0, 30.0),
+        "searches": searches,
+    }
+    state = _accelerator(torch_embed, options, measure=busy, **fast).prepare()
+    assert state.backend == "onnx"
+    assert not list((tmp_path / exported.name).glob("choice-*.json"))
+    _accelerator(torch_embed, options, measure=quiet, **fast).prepare()
+    assert measured.count("quiet") == 2  # measured again, on both backends
+    assert list((tmp_path / exported.name).glob("choice-*.json"))
 
 
 def _auto_on_a_copy(

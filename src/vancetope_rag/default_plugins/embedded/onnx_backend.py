@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from vancetope_rag.errors import OnnxExportRefusedError
-from vancetope_rag.running import SEARCHES
+from vancetope_rag.running import SEARCHES, Gauge
 
 from .micro_batch import CAP
 
@@ -484,7 +484,7 @@ class Accelerator:
         torch_batch_encode: Encode | None = None,
         measure_batch: Callable[[Encode], float] = time_batch,
         measure_query_batch: Callable[[Encode], tuple[float, float]] = time_query_batch,
-        crowded: Callable[[], bool] = SEARCHES.crowded,
+        searches: Gauge = SEARCHES,
     ) -> None:
         self.options = options
         self._model_dir = model_dir
@@ -495,7 +495,7 @@ class Accelerator:
         self._torch_batch_encode = torch_batch_encode or torch_encode
         self._measure_batch = measure_batch
         self._measure_query_batch = measure_query_batch
-        self._crowded = crowded
+        self._searches = searches
         #: Set when indexing batches run on ONNX Runtime too.
         self.batch_encoder: OnnxEncoder | None = None
         self._lock = threading.Lock()
@@ -560,7 +560,7 @@ class Accelerator:
         def load(path: Path) -> tuple[OnnxEncoder, float] | None:
             self._check_stop()
             try:
-                enc = OnnxEncoder(path, tokenizer, max_len, threads, self._crowded)
+                enc = OnnxEncoder(path, tokenizer, max_len, threads, self._searches.crowded)
                 return enc, check_export(enc.encode_alone, self._torch_encode)
             except OnnxExportRefusedError as exc:
                 refused.append(str(exc))
@@ -612,6 +612,9 @@ class Accelerator:
             if stored is not None and stored.machine == machine:
                 return stored
         self._check_stop()
+        # Queries this process answers meanwhile (torch serves them) skew the timings: such
+        # a choice serves this process but is not stored, so the next one measures again.
+        quiet, begun = self._searches.count == 0, self._searches.begun
         torch_ms, onnx_ms = self._measure(self._torch_encode), self._measure(encoder.encode_alone)
         self._check_stop()
         torch_batch_ms = self._measure_batch(self._torch_batch_encode)
@@ -624,7 +627,13 @@ class Accelerator:
         choice = choose(
             torch_ms, onnx_ms, machine, torch_batch_ms, onnx_batch_ms, singles_ms, batch_ms
         )
-        if self.options.cache_dir is not None:
+        if not (quiet and self._searches.begun == begun):
+            logger.warning(
+                "embedded backend measured while this process answered queries: used here, "
+                "not stored (the next process measures again; `vancetope-rag prepare` on a "
+                "quiet machine stores it)"
+            )
+        elif self.options.cache_dir is not None:
             try:
                 write_choice(self.options.cache_dir / key / name, choice)
             except OSError as exc:  # measured again by the next process; nothing lost
