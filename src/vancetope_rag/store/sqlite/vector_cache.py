@@ -98,10 +98,7 @@ class _Int8Rows:
         weights, scales = self.weights[:n], self.scales[:n]  # prefixes: still contiguous
         approx = torch._weight_int8pack_mm(qt, weights, scales).float().numpy()
         q_err = np.linalg.norm(queries - qt.float().numpy(), axis=1)
-        top = np.abs(approx).max(axis=1) if n else np.zeros(len(queries))
-        # exact - approx = (q - q̃)·x̃ + q·(x - x̃) + output rounding (+ accumulation slack).
-        bound = q_err * self.max_row_norm + self.row_error + 3 * self._BF16 * np.maximum(top, 1.0)
-        return approx, bound + 1e-4
+        return approx, self._bound(approx, q_err, 3 * self._BF16)  # bfloat16 output
 
     def _scores_int8_queries(
         self, queries: npt.NDArray[np.float32], n: int
@@ -114,13 +111,22 @@ class _Int8Rows:
         q8 = np.clip(np.rint(queries / q_scale[:, None]), -127, 127).astype(np.int8)
         q_err = np.linalg.norm(queries - q8.astype(np.float32) * q_scale[:, None], axis=1)
         dots = torch._int_mm(torch.from_numpy(q8), self.weights[:n].t())  # int32, exact
-        approx = dots.float().mul_(self.scales_f32[:n]).mul_(torch.from_numpy(q_scale)[:, None])
-        approx = approx.numpy()
-        top = np.abs(approx).max(axis=1) if n else np.zeros(len(queries))
-        # exact - approx = (q - q̃)·x̃ + q·(x - x̃) + float32 rounding: the int32 sum's
-        # conversion (past 2^24) and the two products, each ≤ 2^-24 relative.
-        bound = q_err * self.max_row_norm + self.row_error + 4 * 2.0**-24 * np.maximum(top, 1.0)
-        return approx, bound + 1e-4
+        scaled = dots.float().mul_(self.scales_f32[:n]).mul_(torch.from_numpy(q_scale)[:, None])
+        approx = scaled.numpy()
+        # float32 rounding: the int32 sum's conversion (past 2^24) and the two products
+        return approx, self._bound(approx, q_err, 4 * 2.0**-24)
+
+    def _bound(
+        self, approx: npt.NDArray[np.float32], q_err: npt.NDArray[np.floating[Any]], rounding: float
+    ) -> npt.NDArray[np.float64]:
+        """Per query, a bound on |approximate - exact| for every row: exact - approx =
+        (q - q̃)·x̃ + q·(x - x̃) + the output's rounding (``rounding`` relative to the largest
+        score, at least 1), plus accumulation slack."""
+        top = np.abs(approx).max(axis=1) if approx.shape[1] else np.zeros(len(approx))
+        bound: npt.NDArray[np.float64] = (
+            q_err * self.max_row_norm + self.row_error + rounding * np.maximum(top, 1.0)
+        )
+        return bound + 1e-4
 
 
 class _Rows:
