@@ -4,7 +4,7 @@ A kernel that can run on one thread or on every core picks by it. A search alone
 core: that is its latency (the 12 ms chat turn). Searches side by side take one thread each,
 so no thread spins waiting for its share of another search's work while that search's other
 steps (the scan, the Python of the turn) need the core (16 concurrent turns: docs/benchmarks.md,
-"A chat turn in 12 ms at 100k chunks").
+"Concurrent turns at the default threads").
 """
 
 from __future__ import annotations

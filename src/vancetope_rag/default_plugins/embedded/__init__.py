@@ -74,8 +74,8 @@ def _embedding_class() -> type[Any]:
 
         def query_slots(self) -> int:
             """How many micro-batched calls may run at once: one per core on ONNX Runtime
-            (concurrent runs share the session's threads), one per core its threads leave
-            on torch (each call brings its own)."""
+            (a call beside others runs on its one-thread session), one per core its threads
+            leave on torch (each call brings its own)."""
             acc = self._accelerator
             if acc is not None and acc.encoder is not None:
                 return slots_for(1)

@@ -1,12 +1,11 @@
 """Micro-batching of concurrent query embeddings, as embedding servers do.
 
-A query that arrives while no query embedding runs goes straight through, alone: a lone turn
-waits for nothing. One that arrives while an embedding runs waits; when that call returns,
+A query that arrives while a slot is free goes straight through, alone: a lone turn waits
+for nothing. One that arrives while every slot runs an embedding waits; when a call returns,
 the first waiter embeds itself and the others waiting then (up to :data:`CAP`) in one call
-and hands each its vector (:class:`~vancetope_rag.coalesce.Coalescer`). With one thread per
-call on a machine of more cores, as many calls run at once as the cores allow (``slots``): on
-ONNX Runtime as many as the cores, since concurrent runs share their session's intra-op
-threads (a busy worker leaves its share to the calling thread) rather than bring their own.
+and hands each its vector (:class:`~vancetope_rag.coalesce.Coalescer`). As many calls run at
+once as the cores allow (``slots``): on ONNX Runtime one per core, since a call beside others
+runs on the encoder's one-thread session (:class:`.onnx_backend.OnnxEncoder`).
 Used only where the ``auto`` measurement found one call with several short queries faster
 than one call each (:mod:`.onnx_backend`); the vectors are the single calls' (a batch pads to
 its longest query, and the padding is masked out).
