@@ -293,6 +293,15 @@ def send_json(handler: Any, payload: object, status: int = 200) -> None:
     handler.wfile.write(data)
 
 
+def record_outcome(results: dict[Any, object], key: Any, call: Callable[[], object]) -> None:
+    """Store ``call()``'s result, or the exception it raised, in ``results[key]``: what a
+    thread under test got."""
+    try:
+        results[key] = call()
+    except Exception as exc:
+        results[key] = exc
+
+
 def wait_until(check: Callable[[], bool], timeout: float = 30.0) -> None:
     """Poll ``check`` until it holds (threads under test reach a state); fail after
     ``timeout`` seconds."""

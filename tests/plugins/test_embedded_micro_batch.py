@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fakes import wait_until
+from fakes import record_outcome, wait_until
 from vancetope_rag.default_plugins.embedded.micro_batch import CAP, QueryBatcher
 
 
@@ -55,10 +55,7 @@ def _run_held(
     results: dict[str, Any] = {}
 
     def one(text: str) -> None:
-        try:
-            results[text] = batcher.embed(text)
-        except Exception as exc:  # the test looks at what each caller got
-            results[text] = exc
+        record_outcome(results, text, lambda: batcher.embed(text))
 
     first = threading.Thread(target=one, args=(texts[0],))
     first.start()
@@ -247,7 +244,7 @@ def test_the_query_batch_measurement_times_single_calls_and_one_call() -> None:
 def test_micro_batched_calls_run_one_per_core_on_onnx_runtime_one_per_thread_team_on_torch(
     embed: Any,
 ) -> None:
-    """ONNX Runtime's concurrent runs share the session's intra-op threads, so as many run at
+    """On ONNX Runtime a call beside others runs on the one-thread session, so as many run at
     once as there are cores; torch's calls each bring their threads."""
     import torch
 

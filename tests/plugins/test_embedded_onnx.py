@@ -171,7 +171,7 @@ def test_queries_beside_other_searches_take_a_one_thread_session(
         exported / MODEL_FILE, torch_embed._model.tokenizer, 256, 2, lambda: crowded
     )
     alone = encoder.encode(TEXTS)
-    assert encoder.narrow is None
+    assert encoder.narrow is None and not encoder._narrow_wanted.locked()  # never asked for
     crowded = True
     assert np.allclose(encoder.encode(TEXTS), alone, atol=1e-6)  # served while it opens
     wait_until(lambda: encoder.narrow is not None)
@@ -191,8 +191,7 @@ def test_queries_beside_other_searches_take_a_one_thread_session(
     assert len(narrow_runs) == 1
     one = OnnxEncoder(exported / MODEL_FILE, torch_embed._model.tokenizer, 256, 1, lambda: True)
     one.encode(TEXTS)
-    time.sleep(0.2)
-    assert one.narrow is None
+    assert one.narrow is None and not one._narrow_wanted.locked()
 
 
 def test_a_choice_measured_under_other_session_settings_is_measured_again(
