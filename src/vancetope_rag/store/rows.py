@@ -287,6 +287,12 @@ def row_to_project(r: Mapping[str, Any]) -> Project:
     )
 
 
+#: The columns :func:`row_to_hit` reads, and the rowid: what a search reads of a chunk (never
+#: its vector; nor its tenant and project, which every read filters on: each text value costs
+#: a Python call to load, and a hybrid turn reads some 300 rows).
+HIT_COLUMNS = ("rowid", "id", "rag_id", "source_ref", "kind", "path", "text", "metadata")
+
+
 def row_to_hit(
     row: Mapping[str, Any],
     score: float,

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from vancetope_rag.store.rows import DIRTY_SETS, FAILED_SETS
+from vancetope_rag.store.rows import DIRTY_SETS, FAILED_SETS, HIT_COLUMNS
 from vancetope_rag.store.shared import DocumentChanges, iter_filter
 from vancetope_rag.store.types import ChunkFilter
 
@@ -33,10 +33,9 @@ _FAILED = tuple(s.replace("?", "%s") for s in FAILED_SETS)
 
 _CHUNK_COLUMN = {"kind": "c.kind", "path": "c.path", "sourceRef": "c.source_ref"}
 
-#: A chunk's row as every read returns it (never its vector or tsvector; nor its tenant and
-#: project, which every read filters on: each text value costs a Python call to load, and a
-#: hybrid turn reads some 300 rows).
-CHUNK_COLUMNS = "c.rowid, c.id, c.rag_id, c.source_ref, c.kind, c.path, c.text, c.metadata"
+#: A chunk's row as every read returns it (:data:`~vancetope_rag.store.rows.HIT_COLUMNS`;
+#: never its vector or tsvector).
+CHUNK_COLUMNS = ", ".join(f"c.{column}" for column in HIT_COLUMNS)
 
 
 def insert_sql(table: str, row: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:

@@ -40,6 +40,7 @@ from vancetope_rag.store.sqlite.epoch_cache import EpochCache
 from vancetope_rag.store.sqlite.errors import ConstraintViolation
 from vancetope_rag.store.sqlite.fts import SqliteLexical
 from vancetope_rag.store.sqlite.rows import (
+    HIT_COLUMNS,
     chunk_filter_sql,
     chunk_row,
     insert_sql,
@@ -403,10 +404,11 @@ class SqliteChunkStore:
         if not rowids:
             return {}
         marks = ",".join("?" * len(rowids))
-        rows = self.db.query_dicts(
+        rows = self.db.query_packed(  # a turn's hot read: one step, not one per row
+            HIT_COLUMNS,
             # Unary + keeps SQLite on the rowid lookup; with the scope columns usable it picks
             # the scope index and walks the whole RAG (7 ms at 100k chunks).
-            f"SELECT * FROM chunks WHERE rowid IN ({marks}) AND +tenant_id = ? "
+            f"FROM chunks WHERE rowid IN ({marks}) AND +tenant_id = ? "
             "AND +project_id = ? AND +rag_id = ?",
             (*rowids, scope.tenant_id, scope.project_id, scope.rag_id),
         )

@@ -223,8 +223,10 @@ class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
     ) -> dict[str, str]:
         found: dict[str, str] = {}
         for part in unique_batches(document_ids, 500):
-            for doc_id, path in self.db.query(*document_paths_sql(tenant_id, project_id, part)):
-                found[str(doc_id)] = str(path)
+            # Every turn's citation lookup: its rows in one step (SqliteDatabase.query_packed)
+            rest, params = document_paths_sql(tenant_id, project_id, part)
+            for row in self.db.query_packed(("id", "path"), rest, params):
+                found[str(row["id"])] = str(row["path"])
         return found
 
     def delete_document(self, tenant_id: str, project_id: str, document_id: str) -> bool:
