@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import threading
+from functools import partial
 
 import pytest
 
-from fakes import P, ProbeProvider, T, registry
+from fakes import P, ProbeProvider, T, record_outcome, registry
 from vancetope_rag import (
     DimensionMismatchError,
     EmbeddingConfigError,
@@ -231,19 +232,16 @@ def test_queries_count_as_searches_while_they_run(make_app) -> None:
     rag = app.rags.create(T, P, "notes")
     app.rags.add_text(rag, "a", "some indexed words")
     before = SEARCHES.count
-    errors: list[BaseException] = []
-
-    def query(text: str) -> None:
-        try:
-            app.rags.query(rag, text)
-        except Exception as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=query, args=(q,)) for q in ("indexed words", "fails")]
+    results: dict[str, object] = {}
+    threads = [
+        threading.Thread(target=record_outcome, args=(results, q, partial(app.rags.query, rag, q)))
+        for q in ("indexed words", "fails")
+    ]
     for t in threads:
         t.start()
     for t in threads:
         t.join(30)
     assert seen == [(before + 2, True)] * 2
-    assert len(errors) == 1
+    assert isinstance(results["fails"], Exception)
+    assert isinstance(results["indexed words"], list)
     assert SEARCHES.count == before and not SEARCHES.crowded()
