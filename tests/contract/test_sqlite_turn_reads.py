@@ -2,7 +2,7 @@
 
 apsw gives the GIL up at every step of a statement, once per row; when turns run side by side
 each of those is a handoff to another thread and back. The hot reads of a turn (a search's
-chunk rows, its citations' document paths) take one step whatever their number of rows, and
+chunk rows, its citations' document paths) hand Python one row whatever their number, and
 a snapshot checks the store file once, when it begins, not at each of its statements.
 """
 
@@ -66,7 +66,9 @@ def test_a_packed_blob_is_a_store_error_not_a_crash(tmp_path: Path) -> None:
         db.query_packed(("b",), "FROM t")
 
 
-def test_a_searchs_chunk_rows_and_citation_paths_take_one_step_each(tmp_path: Path) -> None:
+def test_a_searchs_chunk_rows_and_citation_paths_reach_python_as_one_row_each(
+    tmp_path: Path,
+) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'rag.db'}")
     scope = RagScope("t", "p", "rag-1", DIM)
     docs = [

@@ -404,7 +404,7 @@ class SqliteChunkStore:
         if not rowids:
             return {}
         marks = ",".join("?" * len(rowids))
-        rows = self.db.query_packed(  # a turn's hot read: one step, not one per row
+        rows = self.db.query_packed(  # a turn's hot read: one row, not one per chunk
             HIT_COLUMNS,
             # Unary + keeps SQLite on the rowid lookup; with the scope columns usable it picks
             # the scope index and walks the whole RAG (7 ms at 100k chunks).

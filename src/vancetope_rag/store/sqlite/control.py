@@ -223,7 +223,7 @@ class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
     ) -> dict[str, str]:
         found: dict[str, str] = {}
         for part in unique_batches(document_ids, 500):
-            # Every turn's citation lookup: its rows in one step (SqliteDatabase.query_packed)
+            # Every turn's citation lookup: its rows packed in one (SqliteDatabase.query_packed)
             rest, params = document_paths_sql(tenant_id, project_id, part)
             for row in self.db.query_packed(("id", "path"), rest, params):
                 found[str(row["id"])] = str(row["path"])

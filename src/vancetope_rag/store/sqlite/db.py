@@ -300,13 +300,14 @@ class SqliteDatabase:
     def query_packed(
         self, columns: Sequence[str], rest: str, params: Any = ()
     ) -> list[dict[str, Any]]:
-        """``SELECT <columns> <rest>`` as dicts, every row fetched in one step.
+        """``SELECT <columns> <rest>`` as dicts, every row packed into one.
 
         apsw gives the GIL up at each step of a statement, once per row, and when turns run
         side by side each of those is a handoff to another thread and back. Here SQLite packs
-        the rows into one JSON array, so a read of 18 chunk rows takes one step instead of 19
-        (docs/benchmarks.md, "Fewer GIL handoffs per turn"). For text, integer, real and null
-        columns (JSON has no blob; reals and text come back exact).
+        the rows into one JSON array, so a read of 18 chunk rows takes two steps (its one row,
+        then the end) instead of 19 (docs/benchmarks.md, "Fewer GIL handoffs per turn"). For
+        text, integer, real and null columns (JSON has no blob; reals and text come back
+        exact).
         """
         listed = ", ".join(columns)
         with self._mapped():
