@@ -17,7 +17,8 @@ from vancetope_rag.domain.retrieval import FusionParams
 from vancetope_rag.store import open_store
 from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
 from vancetope_rag.store.sqlite.db import SqliteDatabase
-from vancetope_rag.store.sqlite.vector_cache import SCAN_CAP, VectorCache, _Entry, _Int8Rows
+from vancetope_rag.store.sqlite.int8_rows import Int8Rows
+from vancetope_rag.store.sqlite.vector_cache import SCAN_CAP, VectorCache, _Entry
 from vancetope_rag.store.types import RagScope
 
 DIM = 16
@@ -191,7 +192,7 @@ def test_writes_of_this_process_are_absorbed_exactly(db_path: Path, quantize_min
 
 
 def _quantized_top_reference(
-    entry: _Entry, quantized: _Int8Rows, q: np.ndarray, k: int
+    entry: _Entry, quantized: Int8Rows, q: np.ndarray, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """The first pass as it was before issue 25 item 2 (masks always applied, the extra rows
     by ``np.setdiff1d``), its exact scores taken row by row (no longer by one BLAS product,
@@ -216,11 +217,24 @@ def _quantized_top_reference(
     return cand.astype(np.int64), exact
 
 
+def _pin_kernel(int8: Int8Rows, packed: bool) -> None:
+    """Pin the passes to the rows packed for oneDNN (once the packer is done) or to the plain
+    kernels."""
+    assert int8.wait_packed(60) or not int8.packs
+    if packed and int8.packed is None:
+        pytest.skip("this torch has no oneDNN int8 matmul on prepacked rows")
+    if not packed:
+        int8.packs = False
+        int8.packed = None
+
+
+@pytest.mark.parametrize("packed", [True, False])
 @pytest.mark.parametrize("deleted", [0, 500])
-def test_int8_first_pass_gives_the_arrays_it_gave_before(deleted: int) -> None:
+def test_int8_first_pass_gives_the_arrays_it_gave_before(deleted: int, packed: bool) -> None:
     """Candidates, their order and their exact scores are bit for bit those of the earlier
     first pass of one query alone, with no row deleted (masks skipped) and with deleted rows
-    (masks applied), also when the queries of concurrent searches share one pass."""
+    (masks applied), also when the queries of concurrent searches share one pass; on the
+    packed rows and on the plain kernels."""
     pytest.importorskip("torch")
     rng = np.random.default_rng(7)
     rows = rng.standard_normal((25_000, 48)).astype(np.float32)
@@ -231,6 +245,7 @@ def test_int8_first_pass_gives_the_arrays_it_gave_before(deleted: int) -> None:
     assert cache.search(key, 1, rows[0], 10, lambda: (rowids, rows)) is not None
     entry = cache._entries[key]
     assert entry.quantized is not None
+    _pin_kernel(entry.quantized, packed)
     if deleted:
         entry.alive[rng.choice(25_000, deleted, replace=False)] = False
     for i in range(30):
@@ -245,13 +260,14 @@ def test_int8_first_pass_gives_the_arrays_it_gave_before(deleted: int) -> None:
                 assert np.array_equal(got[1], want[1])
 
 
+@pytest.mark.parametrize("packed", [True, False])
 @pytest.mark.parametrize("queries", [1, 2, 3, 8])
 @pytest.mark.parametrize("exact_rows", [False, True])
-def test_int8_scores_stay_within_their_bound(queries: int, exact_rows: bool) -> None:
-    """Every row's approximate score is within the pass's bound of its exact score: one or
-    two queries on the weight-only kernel, three or more rounded to int8 too (the rescoring
-    is exact only if this holds). Rows that int8 holds exactly leave the query's rounding as
-    the main error."""
+def test_int8_scores_stay_within_their_bound(queries: int, exact_rows: bool, packed: bool) -> None:
+    """Every row's approximate score is within the pass's bound of its exact score (the
+    rescoring is exact only if this holds): on the packed rows, and on the plain kernels (one
+    or two queries on the weight-only kernel, three or more rounded to int8 too). Rows that
+    int8 holds exactly leave the query's rounding as the main error."""
     pytest.importorskip("torch")
     rng = np.random.default_rng(5)
     if exact_rows:
@@ -270,6 +286,7 @@ def test_int8_scores_stay_within_their_bound(queries: int, exact_rows: bool) -> 
     entry = cache._entries[key]
     int8 = entry.quantized
     assert int8 is not None
+    _pin_kernel(int8, packed)
     q = rng.standard_normal((queries, 384)).astype(np.float32)
     q[0] = rows[7]  # a query on a row: the largest scores
     q[-1] = worst

@@ -18,9 +18,9 @@ spare rows run out, the live rows are copied into new buffers (figures: docs/ben
 "Hybrid under writes").
 
 Speed: a float32 scan of 100k × 384 reads 150 MB per query (memory-bound). When
-torch is present, rows are also kept as int8 with a per-row scale and scored first with
-torch's int8 weight-only kernel (38 MB read), or, for three queries or more in one pass, with
-the queries rounded to int8 too (an int8 × int8 product). That approximation is then made
+torch is present, rows are also kept as int8 with a per-row scale (38 MB read) and scored
+first by one of torch's int8 kernels (:mod:`.sqlite.int8_rows`: rows prepacked for oneDNN's
+int8 matmul where it has one). That approximation is then made
 exact: every row whose approximate score is within a proven error bound of the k-th best
 *exact* score is rescored in float32, row by row, so the top-k equals the float32 scan's
 whichever pass found the candidates (equal scores rank in row order). Searches of one RAG
@@ -43,90 +43,7 @@ import numpy.typing as npt
 
 from vancetope_rag.coalesce import Coalescer, slots_for
 from vancetope_rag.store.sqlite.epoch_cache import EpochCache, Key
-
-
-class _Int8Rows:
-    """Rows as int8 × per-row scale, scored with torch's int8 kernels; buffers with spare rows
-    (see :class:`_Rows`)."""
-
-    # Relative rounding of a bfloat16 value (8 significant bits), applied generously below.
-    _BF16 = 2.0**-8
-    #: Queries per pass from which they are rounded to int8 too and scored by one int8 × int8
-    #: product (``torch._int_mm``): a pass of 8 queries takes 2.3 ms against 6.0 ms with the
-    #: weight-only kernel, which stays faster for one or two (docs/benchmarks.md, issue 25).
-    INT8_QUERIES_FROM = 3
-
-    def __init__(self, torch: Any, matrix: npt.NDArray[np.float32], capacity: int) -> None:
-        self.torch = torch
-        self.weights = torch.zeros((capacity, matrix.shape[1]), dtype=torch.int8)
-        self.scales = torch.ones(capacity, dtype=torch.bfloat16)
-        self.scales_f32 = torch.ones(capacity, dtype=torch.float32)  # the same values
-        self.int_mm = hasattr(torch, "_int_mm")
-        self.row_error = 0.0
-        self.max_row_norm = 0.0
-        self.write(0, matrix)
-
-    def write(self, at: int, matrix: npt.NDArray[np.float32]) -> None:
-        """Quantize ``matrix`` into rows ``at``… The error bounds are maxima over every row
-        ever written (a row deleted since leaves them larger than needed, never too small),
-        so the rescoring stays exact for every entry that reads these buffers."""
-        torch = self.torch
-        scale = np.abs(matrix).max(axis=1) / 127.0 if len(matrix) else np.zeros(0)
-        scale[scale == 0] = 1.0
-        q8 = np.clip(np.rint(matrix / scale[:, None]), -127, 127).astype(np.int8)
-        # Per-row reconstruction error, with the scale as the kernel will see it (bfloat16).
-        scale_bf16 = torch.from_numpy(scale.astype(np.float32)).to(torch.bfloat16)
-        recon = q8.astype(np.float32) * scale_bf16.float().numpy()[:, None]
-        error = float(np.linalg.norm(matrix - recon, axis=1).max(initial=0.0))
-        norm = float(np.linalg.norm(recon, axis=1).max(initial=0.0))
-        self.weights[at : at + len(matrix)] = torch.from_numpy(q8)
-        self.scales[at : at + len(matrix)] = scale_bf16
-        self.scales_f32[at : at + len(matrix)] = scale_bf16.float()
-        self.row_error = max(self.row_error, error)
-        self.max_row_norm = max(self.max_row_norm, norm)
-
-    def scores(
-        self, queries: npt.NDArray[np.float32], n: int
-    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float64]]:
-        """Approximate scores of the first ``n`` rows for each query (a row of ``queries``),
-        in one pass over the rows, and per query a bound on |approximate - exact| valid for
-        every row."""
-        if self.int_mm and len(queries) >= self.INT8_QUERIES_FROM:
-            return self._scores_int8_queries(queries, n)
-        torch = self.torch
-        qt = torch.from_numpy(queries).to(torch.bfloat16)
-        weights, scales = self.weights[:n], self.scales[:n]  # prefixes: still contiguous
-        approx = torch._weight_int8pack_mm(qt, weights, scales).float().numpy()
-        q_err = np.linalg.norm(queries - qt.float().numpy(), axis=1)
-        return approx, self._bound(approx, q_err, 3 * self._BF16)  # bfloat16 output
-
-    def _scores_int8_queries(
-        self, queries: npt.NDArray[np.float32], n: int
-    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float64]]:
-        """:meth:`scores` with the queries rounded to int8 (a scale per query): the products
-        are exact integers, so the error is the two roundings and float32's."""
-        torch = self.torch
-        q_scale = (np.abs(queries).max(axis=1) / 127.0).astype(np.float32)
-        q_scale[q_scale == 0] = 1.0
-        q8 = np.clip(np.rint(queries / q_scale[:, None]), -127, 127).astype(np.int8)
-        q_err = np.linalg.norm(queries - q8.astype(np.float32) * q_scale[:, None], axis=1)
-        dots = torch._int_mm(torch.from_numpy(q8), self.weights[:n].t())  # int32, exact
-        scaled = dots.float().mul_(self.scales_f32[:n]).mul_(torch.from_numpy(q_scale)[:, None])
-        approx = scaled.numpy()
-        # float32 rounding: the int32 sum's conversion (past 2^24) and the two products
-        return approx, self._bound(approx, q_err, 4 * 2.0**-24)
-
-    def _bound(
-        self, approx: npt.NDArray[np.float32], q_err: npt.NDArray[np.floating[Any]], rounding: float
-    ) -> npt.NDArray[np.float64]:
-        """Per query, a bound on |approximate - exact| for every row: exact - approx =
-        (q - q̃)·x̃ + q·(x - x̃) + the output's rounding (``rounding`` relative to the largest
-        score, at least 1), plus accumulation slack."""
-        top = np.abs(approx).max(axis=1) if approx.shape[1] else np.zeros(len(approx))
-        bound: npt.NDArray[np.float64] = (
-            q_err * self.max_row_norm + self.row_error + rounding * np.maximum(top, 1.0)
-        )
-        return bound + 1e-4
+from vancetope_rag.store.sqlite.int8_rows import Int8Rows
 
 
 class _Rows:
@@ -140,7 +57,7 @@ class _Rows:
         capacity = n + max(64, n // 8)
         self.matrix = np.zeros((capacity, dim), dtype=np.float32)
         self.matrix[:n] = matrix
-        self.int8 = None if torch is None else _Int8Rows(torch, matrix, capacity)
+        self.int8 = None if torch is None else Int8Rows(torch, matrix, capacity)
         self.used = n
 
     def append(self, at: int, vectors: npt.NDArray[np.float32]) -> bool:
@@ -186,7 +103,7 @@ class _Entry:
         return self.rows.matrix[: len(self.rowids)]
 
     @property
-    def quantized(self) -> _Int8Rows | None:
+    def quantized(self) -> Int8Rows | None:
         return self.rows.int8
 
     @property
@@ -411,7 +328,7 @@ def _dots(rows: npt.NDArray[np.float32], q: npt.NDArray[np.float32]) -> npt.NDAr
     """Each row's dot product with ``q``, row by row: the same float32 whatever rows are
     scored with it. A BLAS product's blocking changes the last bit of a row's score with the
     rows around it, and the candidates of a query differ by the pass that found them (alone,
-    or with others: :meth:`_Int8Rows.scores`)."""
+    or with others: :meth:`Int8Rows.scores`)."""
     dots: npt.NDArray[np.float32] = np.einsum("ij,j->i", rows, q)
     return dots
 

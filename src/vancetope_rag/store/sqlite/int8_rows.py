@@ -1,0 +1,259 @@
+"""A RAG's rows as int8 × a per-row scale, and the passes that score queries against them.
+
+What :mod:`.vector_cache` scans first: a pass gives every row an approximate score for each
+query, and per query a bound on the error that holds for every row; the cache then rescores
+exactly every row the bound leaves in doubt.
+
+The kernels, fastest first (figures: docs/benchmarks.md, "The int8 pass on prepacked rows"):
+
+- **Rows prepacked for oneDNN's int8 matmul** (``torch.ops.onednn.qlinear_pointwise``), the
+  queries rounded to int8 in two steps (the query, then what that rounding left, each with
+  a scale of its own: an error ~1/250 of one step's, as small as a bfloat16 query's). One
+  pass reads the rows once at memory speed: 1.9 ms over 100k × 384 on one thread for 1 to
+  16 queries, against 3.2 ms for one query on the weight-only kernel and 4.1–4.7 ms on
+  ``torch._int_mm``. Packing takes ~0.2 s per 100k rows, so a thread of its own does it:
+  the rows written since (the tail) are scored in the same pass by ``torch._int_mm``, with
+  the very same arithmetic, and the rows are packed again once the tail outgrows
+  :data:`PACK_TAIL_MIN` and an eighth of the packed rows.
+- **Before the first packing lands, or where torch has no oneDNN int8 matmul**: torch's
+  weight-only kernel (bfloat16 queries) for one or two queries, ``torch._int_mm`` with the
+  queries rounded to int8 for more.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+log = logging.getLogger(__name__)
+
+#: The fewest rows written since the last packing that make the rows be packed again (and
+#: an eighth of the packed rows: a 100k-row RAG is packed again every 12.5k rows written).
+PACK_TAIL_MIN = 4096
+PACK_TAIL_FRACTION = 8
+
+
+@dataclass(frozen=True)
+class _Packed:
+    """The first ``rows`` rows in oneDNN's layout (they never change: rows are only
+    appended, a deleted row is masked by the cache)."""
+
+    rows: int
+    weights: Any
+    zero_points: Any  # int64 zeros, one per row
+
+
+class Int8Rows:
+    """Rows as int8 × per-row scale in buffers with spare rows (see :class:`.vector_cache._Rows`),
+    scored with torch's int8 kernels."""
+
+    # Relative rounding of a bfloat16 value (8 significant bits), applied generously below.
+    _BF16 = 2.0**-8
+    #: Queries per unpacked pass from which they are rounded to int8 too and scored by one
+    #: int8 × int8 product (``torch._int_mm``): a pass of 8 queries takes 2.3 ms against
+    #: 6.0 ms with the weight-only kernel, which stays faster for one or two.
+    INT8_QUERIES_FROM = 3
+
+    def __init__(
+        self, torch: Any, matrix: npt.NDArray[np.float32], capacity: int, *, pack: bool = True
+    ) -> None:
+        self.torch = torch
+        self.weights = torch.zeros((capacity, matrix.shape[1]), dtype=torch.int8)
+        self.scales = torch.ones(capacity, dtype=torch.bfloat16)
+        self.scales_f32 = torch.ones(capacity, dtype=torch.float32)  # the same values
+        self.int_mm = hasattr(torch, "_int_mm")
+        self.row_error = 0.0
+        self.max_row_norm = 0.0
+        self.used = 0
+        #: Whether rows are packed for oneDNN (False: never, or a packing failed).
+        self.packs = pack and self.int_mm and onednn_int8(torch)
+        self.packed: _Packed | None = None
+        self._packer: threading.Thread | None = None
+        self._packer_lock = threading.Lock()
+        self.write(0, matrix)
+
+    def write(self, at: int, matrix: npt.NDArray[np.float32]) -> None:
+        """Quantize ``matrix`` into rows ``at``… The error bounds are maxima over every row
+        ever written (a row deleted since leaves them larger than needed, never too small),
+        so the rescoring stays exact for every entry that reads these buffers."""
+        torch = self.torch
+        scale = np.abs(matrix).max(axis=1) / 127.0 if len(matrix) else np.zeros(0)
+        scale[scale == 0] = 1.0
+        q8 = np.clip(np.rint(matrix / scale[:, None]), -127, 127).astype(np.int8)
+        # Per-row reconstruction error, with the scale as the kernel will see it (bfloat16).
+        scale_bf16 = torch.from_numpy(scale.astype(np.float32)).to(torch.bfloat16)
+        recon = q8.astype(np.float32) * scale_bf16.float().numpy()[:, None]
+        error = float(np.linalg.norm(matrix - recon, axis=1).max(initial=0.0))
+        norm = float(np.linalg.norm(recon, axis=1).max(initial=0.0))
+        self.weights[at : at + len(matrix)] = torch.from_numpy(q8)
+        self.scales[at : at + len(matrix)] = scale_bf16
+        self.scales_f32[at : at + len(matrix)] = scale_bf16.float()
+        self.row_error = max(self.row_error, error)
+        self.max_row_norm = max(self.max_row_norm, norm)
+        self.used = max(self.used, at + len(matrix))
+        self._pack_if_due()
+
+    def scores(
+        self, queries: npt.NDArray[np.float32], n: int
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float64]]:
+        """Approximate scores of the first ``n`` rows for each query (a row of ``queries``),
+        in one pass over the rows, and per query a bound on |approximate - exact| valid for
+        every row."""
+        packed = self.packed
+        if self.packs and (packed is None or self.used - packed.rows >= _tail_due(packed)):
+            self._pack_if_due()  # e.g. in a process forked while the packer ran
+        if packed is not None and packed.rows <= n:
+            return self._scores_packed(queries, n, packed)
+        if self.int_mm and len(queries) >= self.INT8_QUERIES_FROM:
+            return self._scores_int8_queries(queries, n)
+        torch = self.torch
+        qt = torch.from_numpy(queries).to(torch.bfloat16)
+        weights, scales = self.weights[:n], self.scales[:n]  # prefixes: still contiguous
+        approx = torch._weight_int8pack_mm(qt, weights, scales).float().numpy()
+        q_err = np.linalg.norm(queries - qt.float().numpy(), axis=1)
+        return approx, self._bound(approx, q_err, 3 * self._BF16)  # bfloat16 output
+
+    def _scores_packed(
+        self, queries: npt.NDArray[np.float32], n: int, packed: _Packed
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float64]]:
+        """:meth:`scores` on the packed rows, plus the tail written since by ``torch._int_mm``.
+
+        Both give each row int32 products (exact) times the row's scale, rounded once to
+        float32, so a row scores the same bits in the packed rows and in the tail; whatever
+        else a pass holds, each query's scores are its own (no sum runs across queries)."""
+        torch = self.torch
+        q8, steps, recon = _two_step_int8(queries)
+        x = torch.from_numpy(q8)
+        head = torch.ops.onednn.qlinear_pointwise(
+            x, 1.0, 0, packed.weights, self.scales_f32[: packed.rows], packed.zero_points,
+            None, 1.0, 0, torch.float32, "none", [], "",
+        )  # fmt: skip
+        if n > packed.rows:
+            tail = torch._int_mm(x, self.weights[packed.rows : n].t()).float()
+            head = torch.cat([head, tail.mul_(self.scales_f32[packed.rows : n])], dim=1)
+        b = len(queries)
+        s = torch.from_numpy(steps)[:, None]
+        approx = head[:b].mul_(s[:b]).add_(head[b:].mul_(s[b:])).numpy()
+        q_err = np.linalg.norm(queries.astype(np.float64) - recon, axis=1)
+        # four float32 roundings (each step's product and scale, the sum), on terms whose
+        # size is at most the largest score plus the second step's share: 16 is generous
+        return approx, self._bound(approx, q_err, 16 * 2.0**-24)
+
+    def _scores_int8_queries(
+        self, queries: npt.NDArray[np.float32], n: int
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float64]]:
+        """:meth:`scores` with the queries rounded to int8 (a scale per query): the products
+        are exact integers, so the error is the two roundings and float32's."""
+        torch = self.torch
+        q_scale = _int8_scale(queries)
+        q8 = np.clip(np.rint(queries / q_scale[:, None]), -127, 127).astype(np.int8)
+        q_err = np.linalg.norm(queries - q8.astype(np.float32) * q_scale[:, None], axis=1)
+        dots = torch._int_mm(torch.from_numpy(q8), self.weights[:n].t())  # int32, exact
+        scaled = dots.float().mul_(self.scales_f32[:n]).mul_(torch.from_numpy(q_scale)[:, None])
+        approx = scaled.numpy()
+        # float32 rounding: the int32 sum's conversion (past 2^24) and the two products
+        return approx, self._bound(approx, q_err, 4 * 2.0**-24)
+
+    def _bound(
+        self, approx: npt.NDArray[np.float32], q_err: npt.NDArray[np.floating[Any]], rounding: float
+    ) -> npt.NDArray[np.float64]:
+        """Per query, a bound on |approximate - exact| for every row: exact - approx =
+        (q - q̃)·x̃ + q·(x - x̃) + the output's rounding (``rounding`` relative to the largest
+        score, at least 1), plus accumulation slack."""
+        top = np.abs(approx).max(axis=1) if approx.shape[1] else np.zeros(len(approx))
+        bound: npt.NDArray[np.float64] = (
+            q_err * self.max_row_norm + self.row_error + rounding * np.maximum(top, 1.0)
+        )
+        return bound + 1e-4
+
+    def _pack_if_due(self) -> None:
+        """Pack the written rows on the packer thread if the tail is due and none runs."""
+        if not self.packs:
+            return
+        packed = self.packed
+        if packed is not None and self.used - packed.rows < _tail_due(packed):
+            return
+        with self._packer_lock:
+            if self._packer is not None and self._packer.is_alive():
+                return  # it looks again when it is done
+            self._packer = threading.Thread(
+                target=self._pack_while_due, name="vancetope-rag-int8-pack", daemon=True
+            )
+            self._packer.start()
+
+    def _pack_while_due(self) -> None:
+        while self.packs:
+            packed = self.packed
+            if packed is not None and self.used - packed.rows < _tail_due(packed):
+                return
+            self.pack(self.used)
+
+    def pack(self, rows: int) -> None:
+        """Pack the first ``rows`` rows (what the packer thread does; here, at once)."""
+        torch = self.torch
+        try:
+            weights = torch.ops.onednn.qlinear_prepack(self.weights[:rows], None)
+        except Exception as exc:  # torch's errors are RuntimeError and more
+            log.warning("int8 rows not packed for oneDNN, the plain kernels serve: %s", exc)
+            self.packs = False
+            return
+        self.packed = _Packed(rows, weights, torch.zeros(rows, dtype=torch.int64))
+
+    def wait_packed(self, timeout: float | None = None) -> bool:
+        """Wait for the packer thread; True if no packing is left due."""
+        packer = self._packer
+        if packer is not None:
+            packer.join(timeout)
+        packed = self.packed
+        return packed is not None and self.used - packed.rows < _tail_due(packed)
+
+
+def _tail_due(packed: _Packed) -> int:
+    return max(PACK_TAIL_MIN, packed.rows // PACK_TAIL_FRACTION)
+
+
+def _int8_scale(vectors: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.float32]:
+    scale: npt.NDArray[np.float32] = (np.abs(vectors).max(axis=1) / 127.0).astype(np.float32)
+    scale[scale == 0] = 1.0
+    return scale
+
+
+def _two_step_int8(
+    queries: npt.NDArray[np.float32],
+) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32], npt.NDArray[np.float64]]:
+    """Each query as int8 rows q1 (the query) and q2 (what q1 left), stacked [all q1; all q2],
+    their scales, and what they stand for: ``s1·q1 + s2·q2`` per query, in float64."""
+    s1 = _int8_scale(queries)
+    q1 = np.clip(np.rint(queries / s1[:, None]), -127, 127).astype(np.int8)
+    rest = queries - q1.astype(np.float32) * s1[:, None]
+    s2 = _int8_scale(rest)
+    q2 = np.clip(np.rint(rest / s2[:, None]), -127, 127).astype(np.int8)
+    recon = q1 * s1[:, None].astype(np.float64) + q2 * s2[:, None].astype(np.float64)
+    return np.concatenate([q1, q2]), np.concatenate([s1, s2]), recon
+
+
+@functools.cache
+def onednn_int8(torch: Any) -> bool:
+    """Whether this torch has oneDNN's int8 matmul on prepacked rows and it gives exactly
+    ``torch._int_mm``'s products times the row scales (checked once, on a small matrix)."""
+    try:
+        if not torch.backends.mkldnn.is_available():
+            return False
+        gen = torch.Generator().manual_seed(0)
+        w = torch.randint(-127, 128, (40, 64), dtype=torch.int8, generator=gen)
+        x = torch.randint(-127, 128, (3, 64), dtype=torch.int8, generator=gen)
+        scales = torch.rand(40, generator=gen)
+        got = torch.ops.onednn.qlinear_pointwise(
+            x, 1.0, 0, torch.ops.onednn.qlinear_prepack(w, None), scales,
+            torch.zeros(40, dtype=torch.int64), None, 1.0, 0, torch.float32, "none", [], "",
+        )  # fmt: skip
+        return bool(torch.equal(got, torch._int_mm(x, w.t()).float() * scales))
+    except Exception as exc:  # any failure: the plain kernels serve
+        log.info("no oneDNN int8 matmul on prepacked rows: %s", exc)
+        return False
