@@ -25,7 +25,7 @@ from pydantic import ValidationError
 import postgres_support
 from vancetope_rag.app import RagApp
 from vancetope_rag.config import EngineConfig
-from vancetope_rag.domain.records import Chunk, ProjectStatus, RagRecord
+from vancetope_rag.domain.records import Chunk, IndexState, ProjectStatus, RagRecord
 from vancetope_rag.errors import InvalidInputError, StoreError, StoreFullError
 from vancetope_rag.store import open_store
 from vancetope_rag.store.postgres import schema
@@ -63,6 +63,42 @@ def store(schema_uri: str) -> Iterator[PostgresStore]:
     opened.initialize()
     yield opened
     opened.close()
+
+
+# -- indexing --------------------------------------------------------------------------------
+
+
+def test_the_clean_mark_is_one_statement_read_on_the_servers_clock(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Marking a claimed document clean runs one UPDATE, which reads the server's clock itself:
+    what a no-op reindex costs each document besides its chunk counts (before: a transaction
+    around it and a clock query of its own)."""
+    control = store.control
+    doc = control.insert_document(NewDocument(T, P, "a.md", "text/plain", "hi"))
+    control.mark_dirty(T, P, [doc.id])
+    (claimed,) = control.claim_for_rag_index(T, P, "w1", 10, 60.0)
+    statements: list[str] = []
+    for name in ("query", "query_dicts", "execute", "transaction"):
+        real = getattr(store.db, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            statements.append(_name if _name == "transaction" else args[0])
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(store.db, name, counted)
+    before = store.db.server_time()
+    statements.clear()
+    assert control.mark_rag_clean(
+        T, P, doc.id, "w1", claimed.rag_version, state=IndexState.INDEXED, indexed_hash="h:1"
+    )
+    assert len(statements) == 1 and statements[0].startswith("UPDATE documents")
+    monkeypatch.undo()
+    after = store.db.server_time()
+    marked = control.get_document(T, P, doc.id)
+    assert marked is not None and marked.indexed_at is not None
+    assert before <= marked.indexed_at.timestamp() <= after
+    assert not marked.rag_dirty and marked.rag_claimed_by is None
 
 
 # -- init ------------------------------------------------------------------------------------

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
+import pytest
 from synchelpers import chunks, default_rag, doc, states, ticks_until_idle
 
 from fakes import P, ProbeProvider, T, registry
@@ -39,21 +42,30 @@ def test_claim_blocks_others_until_ttl_expires(make_app: AppFactory, clock: obje
         assert d.rag_claimed_by is None and not d.rag_dirty
 
 
+@pytest.mark.parametrize("edited", [True, False])
 def test_expired_claim_holder_cannot_overwrite_the_new_pass(
-    make_app: AppFactory, clock: object
+    make_app: AppFactory, clock: object, edited: bool
 ) -> None:
-    """The slow worker whose lease expired finishes late: its write is fenced off."""
+    """The slow worker whose lease expired finishes late: its write is fenced off, and so is
+    its clean mark of a document left unchanged (a no-op reindex: the mark alone, which the
+    claim fences by itself)."""
     app = _app(make_app, clock)
     d = app.documents.create(T, P, "documents/a.md", "version one")
+    if not edited:
+        ticks_until_idle(app)
+        app.project_rags.reindex(T, P, rebuild=False)
     stale = app.store.control.claim_for_rag_index(T, P, "slow-pod", 10, TTL)
     clock.advance(TTL + 1)  # type: ignore[attr-defined]
-    app.documents.update(T, P, d.id, content="version two")
+    if edited:
+        app.documents.update(T, P, d.id, content="version two")
     assert app.scheduler.tick().indexed == 1
 
     late = app.indexer.index_batch(T, P, stale, "slow-pod")
     assert (late.indexed, late.lost_lease) == (0, 1)
-    assert [c.text for c in chunks(app, default_rag(app), d.id)] == ["version two"]
-    assert doc(app, d.id).index_state is IndexState.INDEXED
+    text = "version two" if edited else "version one"
+    assert [c.text for c in chunks(app, default_rag(app), d.id)] == [text]
+    indexed = doc(app, d.id)
+    assert indexed.index_state is IndexState.INDEXED and not indexed.rag_dirty
 
 
 def test_reclaim_after_ttl_by_another_worker_id(make_app: AppFactory, clock: object) -> None:
@@ -167,3 +179,30 @@ def test_stop_gives_back_the_batch_of_a_tick_that_outlives_the_timeout(
         assert states(app) == {"pending": 3}
     finally:
         release.set()
+
+
+def test_a_no_op_reindex_marks_each_document_clean_in_one_store_call(
+    make_app: AppFactory, clock: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A document whose chunks are already right is only marked clean, and the clean mark is
+    fenced by the claim itself: no claim check and no transaction around it (on PostgreSQL
+    each was a round trip per document of a no-op reindex)."""
+    app = _app(make_app, clock)
+    for i in range(4):
+        app.documents.create(T, P, f"documents/{i}.md", f"text {i}")
+    ticks_until_idle(app)
+    control = app.store.control
+    calls: Counter[str] = Counter()
+    for name in ("holds_claim", "transaction", "mark_rag_clean"):
+        real = getattr(control, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(control, name, counted)
+    assert app.project_rags.reindex(T, P, rebuild=False).documents_queued == 4
+    ticks_until_idle(app)
+    assert states(app) == {"indexed": 4}
+    # the one transaction is the reindex's (queueing the documents), none per document
+    assert calls == Counter(mark_rag_clean=4, transaction=1)

@@ -239,34 +239,43 @@ class ProjectRagIndexer:
         ``truncated``: a text was indexed only up to the limit."""
         t, p = doc.tenant_id, doc.project_id
         token = doc.rag_claim_token
+
+        def mark_clean() -> bool:
+            return self.control.mark_rag_clean(
+                t,
+                p,
+                doc.id,
+                worker_id,
+                doc.rag_version,
+                state=state,
+                indexed_hash=indexed_hash,
+                claim_token=token,
+                truncated=truncated,
+            )
+
         try:
-            try:
-                with self.control.transaction():
-                    if not self.control.holds_claim(t, p, doc.id, worker_id):
-                        result.lost_lease += 1
-                        result.handled.add(doc.id)
-                        return
-                    if nodes is not None:
+            if nodes is None:
+                # The chunks are right: the clean mark alone, which the claim fences by itself
+                # (a no-op reindex costs a document one statement, not a transaction of three).
+                marked = mark_clean()
+            else:
+                try:
+                    with self.control.transaction():
+                        if not self.control.holds_claim(t, p, doc.id, worker_id):
+                            result.lost_lease += 1
+                            result.handled.add(doc.id)
+                            return
                         self.rags.write_source(rag, doc.id, nodes, generation=token)
-                    marked = self.control.mark_rag_clean(
-                        t,
-                        p,
-                        doc.id,
-                        worker_id,
-                        doc.rag_version,
-                        state=state,
-                        indexed_hash=indexed_hash,
-                        claim_token=token,
-                        truncated=truncated,
-                    )
-                    if not marked and nodes is not None:
-                        raise _CleanMarkFailed  # a store with transactions rolls back the write
-            except _CleanMarkFailed:
-                marked = False
-            if not marked:  # the lease went to another claim between the check and now
+                        marked = mark_clean()
+                        if not marked:
+                            raise _CleanMarkFailed  # a store with transactions rolls back
+                except _CleanMarkFailed:
+                    marked = False
+            if not marked:  # the lease went to another claim
                 if nodes is not None and token is not None:  # undo what no rollback undid
                     self.rags.chunks.discard_chunk_version(RagScope.of(rag), doc.id, token)
                 result.lost_lease += 1
+                result.handled.add(doc.id)
                 return
         except Exception as exc:
             self._fail(doc, worker_id, exc, result)

@@ -24,7 +24,7 @@ from vancetope_rag.domain.records import (
     ProjectStatus,
 )
 from vancetope_rag.store.postgres.catalog import PostgresRagCatalog
-from vancetope_rag.store.postgres.db import PostgresDatabase
+from vancetope_rag.store.postgres.db import SERVER_NOW, PostgresDatabase
 from vancetope_rag.store.postgres.errors import ConstraintViolation
 from vancetope_rag.store.postgres.rows import DIRTY, document_update_sql, insert_sql
 from vancetope_rag.store.postgres.settings import PostgresSettingsAndCache
@@ -292,27 +292,20 @@ class PostgresControlStore(PostgresRagCatalog, PostgresSettingsAndCache):
         held = (document_id, tenant_id, project_id, worker_id)
         fenced = "" if claim_token is None else " AND rag_claim_token = %s"
         fence = () if claim_token is None else (int(claim_token),)
-        with self.db.transaction():
-            changed = self.db.execute(
-                "UPDATE documents SET rag_claimed_by = NULL, rag_claimed_at = NULL, "
-                "rag_claim_token = NULL, rag_indexed_hash = %s, truncated = %s, "
-                "rag_dirty = CASE WHEN rag_version = %s THEN 0 ELSE 1 END, "
-                "index_state = CASE WHEN rag_version = %s THEN %s ELSE 'pending' END, "
-                "index_attempts = 0, index_last_error = NULL, index_next_attempt_at = NULL, "
-                "indexed_at = %s "
-                "WHERE id = %s AND tenant_id = %s AND project_id = %s AND rag_claimed_by = %s"
-                f"{fenced}",
-                (
-                    indexed_hash,
-                    int(truncated),
-                    version,
-                    version,
-                    state.value,
-                    self.lease_clock(),
-                    *held,
-                    *fence,
-                ),
-            )
+        # One statement (atomic alone; an indexer's write joins its transaction), with the
+        # server's clock read in it rather than by a round trip of its own.
+        now, at = (SERVER_NOW, ()) if self.server_clock else ("%s", (self.lease_clock(),))
+        changed = self.db.execute(
+            "UPDATE documents SET rag_claimed_by = NULL, rag_claimed_at = NULL, "
+            "rag_claim_token = NULL, rag_indexed_hash = %s, truncated = %s, "
+            "rag_dirty = CASE WHEN rag_version = %s THEN 0 ELSE 1 END, "
+            "index_state = CASE WHEN rag_version = %s THEN %s ELSE 'pending' END, "
+            "index_attempts = 0, index_last_error = NULL, index_next_attempt_at = NULL, "
+            f"indexed_at = {now} "
+            "WHERE id = %s AND tenant_id = %s AND project_id = %s AND rag_claimed_by = %s"
+            f"{fenced}",
+            (indexed_hash, int(truncated), version, version, state.value, *at, *held, *fence),
+        )
         return bool(changed)
 
     def release_rag_claim(

@@ -31,12 +31,14 @@ from vancetope_rag.store.postgres import textcodec
 from vancetope_rag.store.postgres.errors import scrubbed, store_error
 from vancetope_rag.store.postgres.uri import PostgresUri
 
-__all__ = ["SCHEMA_TABLE", "PostgresDatabase"]
+__all__ = ["SCHEMA_TABLE", "SERVER_NOW", "PostgresDatabase"]
 
 log = get_logger(__name__)
 
 #: The table holding the schema version ``init`` reached.
 SCHEMA_TABLE = "vtr_schema"
+#: The server's clock in seconds since the epoch, as SQL (leases are measured on it).
+SERVER_NOW = "extract(epoch FROM clock_timestamp())::float8"
 
 
 class PostgresDatabase:
@@ -311,7 +313,7 @@ class PostgresDatabase:
 
     def server_time(self) -> float:
         """The server's clock, in seconds since the epoch (leases are measured on it)."""
-        ((value,),) = self.query("SELECT extract(epoch FROM clock_timestamp())::float8")
+        ((value,),) = self.query(f"SELECT {SERVER_NOW}")
         return float(value)
 
     def has_dimension(self, dim: int) -> bool:
