@@ -4,6 +4,10 @@ rows are written, and scored the same whether a row is packed yet or not."""
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -69,24 +73,60 @@ def test_an_older_prefix_than_the_packed_rows_is_scored_by_the_plain_kernels() -
     assert approx.shape == (1, 19_000)
 
 
-class _FailingPack:
-    """torch, except that packing more than a check's few rows fails (as out of memory)."""
+class _TorchWithPrepack:
+    """torch, with oneDNN's packing wrapped by ``wrap``."""
 
-    def __init__(self) -> None:
-        prepack = torch.ops.onednn.qlinear_prepack
-
-        def qlinear_prepack(weights: Any, shape: Any) -> Any:
-            if len(weights) > 100:
-                raise RuntimeError("could not allocate the packed rows")
-            return prepack(weights, shape)
-
-        onednn = type("onednn", (), {})()
-        onednn.qlinear_prepack = qlinear_prepack
-        onednn.qlinear_pointwise = torch.ops.onednn.qlinear_pointwise
-        self.ops = type("ops", (), {"onednn": onednn})()
+    def __init__(self, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+        onednn = SimpleNamespace(
+            qlinear_prepack=wrap(torch.ops.onednn.qlinear_prepack),
+            qlinear_pointwise=torch.ops.onednn.qlinear_pointwise,
+        )
+        self.ops = SimpleNamespace(onednn=onednn)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(torch, name)
+
+
+def _failing_past_100_rows(prepack: Callable[..., Any]) -> Callable[..., Any]:
+    """Packing more than the check's few rows fails (as out of memory)."""
+
+    def qlinear_prepack(weights: Any, shape: Any) -> Any:
+        if len(weights) > 100:
+            raise RuntimeError("could not allocate the packed rows")
+        return prepack(weights, shape)
+
+    return qlinear_prepack
+
+
+def test_rags_loaded_together_are_packed_one_at_a_time() -> None:
+    """A process loading many RAGs at once packs them on one thread, one after the other,
+    not on a thread (with torch's threads) each."""
+    if not onednn_int8(torch):
+        pytest.skip("this torch has no oneDNN int8 matmul on prepacked rows")
+    lock = threading.Lock()
+    running = [0, 0]  # now, most at once
+
+    def counted(prepack: Callable[..., Any]) -> Callable[..., Any]:
+        def qlinear_prepack(weights: Any, shape: Any) -> Any:
+            with lock:
+                running[0] += 1
+                running[1] = max(running)
+            try:
+                time.sleep(0.05)  # long enough for a second packer to overlap
+                return prepack(weights, shape)
+            finally:
+                with lock:
+                    running[0] -= 1
+
+        return qlinear_prepack
+
+    rng = np.random.default_rng(5)
+    proxy = _TorchWithPrepack(counted)
+    many = [Int8Rows(proxy, _unit_rows(rng, 5_000), 5_100) for _ in range(4)]
+    for rows in many:
+        assert rows.wait_packed(60)
+        assert rows.packed is not None and rows.packed.rows == 5_000
+    assert running[1] == 1
 
 
 def test_a_failed_packing_leaves_the_plain_kernels_serving(
@@ -97,7 +137,7 @@ def test_a_failed_packing_leaves_the_plain_kernels_serving(
     rng = np.random.default_rng(4)
     rows = _unit_rows(rng, 20_000)
     with caplog.at_level(logging.WARNING):
-        int8 = Int8Rows(_FailingPack(), rows, 20_100)
+        int8 = Int8Rows(_TorchWithPrepack(_failing_past_100_rows), rows, 20_100)
         assert not int8.wait_packed(60)
     assert "could not allocate the packed rows" in caplog.text
     assert int8.packed is None and not int8.packs

@@ -8,13 +8,13 @@ The kernels, fastest first (figures: docs/benchmarks.md, "The int8 pass on prepa
 
 - **Rows prepacked for oneDNN's int8 matmul** (``torch.ops.onednn.qlinear_pointwise``), the
   queries rounded to int8 in two steps (the query, then what that rounding left, each with
-  a scale of its own: an error ~1/250 of one step's, as small as a bfloat16 query's). One
+  a scale of its own: an error ~1/250 of one step's, smaller than a bfloat16 query's). One
   pass reads the rows once at memory speed: 1.9 ms over 100k × 384 on one thread for 1 to
   16 queries, against 3.2 ms for one query on the weight-only kernel and 4.1–4.7 ms on
-  ``torch._int_mm``. Packing takes ~0.2 s per 100k rows, so a thread of its own does it:
-  the rows written since (the tail) are scored in the same pass by ``torch._int_mm``, with
-  the very same arithmetic, and the rows are packed again once the tail outgrows
-  :data:`PACK_TAIL_MIN` and an eighth of the packed rows.
+  ``torch._int_mm``. Packing takes ~0.2 s per 100k rows, so one thread of the process does
+  it, one RAG's rows at a time. The rows written since (the tail) are scored in the same
+  pass by ``torch._int_mm``, with the very same arithmetic, and the rows are packed again
+  once the tail outgrows :data:`PACK_TAIL_MIN` and an eighth of the packed rows.
 - **Before the first packing lands, or where torch has no oneDNN int8 matmul**: torch's
   weight-only kernel (bfloat16 queries) for one or two queries, ``torch._int_mm`` with the
   queries rounded to int8 for more.
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import queue
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -74,8 +75,10 @@ class Int8Rows:
         #: Whether rows are packed for oneDNN (False: never, or a packing failed).
         self.packs = pack and self.int_mm and onednn_int8(torch)
         self.packed: _Packed | None = None
-        self._packer: threading.Thread | None = None
-        self._packer_lock = threading.Lock()
+        #: Set while no packing of these rows is queued or running.
+        self._settled = threading.Event()
+        self._settled.set()
+        self._queue_lock = threading.Lock()
         self.write(0, matrix)
 
     def write(self, at: int, matrix: npt.NDArray[np.float32]) -> None:
@@ -173,29 +176,32 @@ class Int8Rows:
         return bound + 1e-4
 
     def _pack_if_due(self) -> None:
-        """Pack the written rows on the packer thread if the tail is due and none runs."""
+        """Queue these rows for the packer if their tail is due and they are not queued."""
         if not self.packs:
             return
         packed = self.packed
         if packed is not None and self.used - packed.rows < _tail_due(packed):
             return
-        with self._packer_lock:
-            if self._packer is not None and self._packer.is_alive():
-                return  # it looks again when it is done
-            self._packer = threading.Thread(
-                target=self._pack_while_due, name="vancetope-rag-int8-pack", daemon=True
-            )
-            self._packer.start()
+        with self._queue_lock:
+            queued = not self._settled.is_set()
+            self._settled.clear()
+        if queued:  # it looks again when it is done (in a forked process: once revived)
+            _PACKER.revive()
+        else:
+            _PACKER.submit(self)
 
     def _pack_while_due(self) -> None:
-        while self.packs:
-            packed = self.packed
-            if packed is not None and self.used - packed.rows < _tail_due(packed):
-                return
-            self.pack(self.used)
+        try:
+            while self.packs:
+                packed = self.packed
+                if packed is not None and self.used - packed.rows < _tail_due(packed):
+                    return
+                self.pack(self.used)
+        finally:
+            self._settled.set()
 
     def pack(self, rows: int) -> None:
-        """Pack the first ``rows`` rows (what the packer thread does; here, at once)."""
+        """Pack the first ``rows`` rows (what the packer does; here, at once)."""
         torch = self.torch
         try:
             weights = torch.ops.onednn.qlinear_prepack(self.weights[:rows], None)
@@ -206,12 +212,45 @@ class Int8Rows:
         self.packed = _Packed(rows, weights, torch.zeros(rows, dtype=torch.int64))
 
     def wait_packed(self, timeout: float | None = None) -> bool:
-        """Wait for the packer thread; True if no packing is left due."""
-        packer = self._packer
-        if packer is not None:
-            packer.join(timeout)
+        """Wait until no packing of these rows is queued or running; True if none is due."""
+        self._settled.wait(timeout)
         packed = self.packed
         return packed is not None and self.used - packed.rows < _tail_due(packed)
+
+
+class _Packer:
+    """One thread packs for the whole process, one set of rows at a time: a process that
+    loads many RAGs at once must not start a packing thread (with torch's threads) for each."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Int8Rows] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, rows: Int8Rows) -> None:
+        self.revive()
+        self._queue.put(rows)
+
+    def revive(self) -> None:
+        """Start the thread on first use, and again in a forked process (threads do not
+        survive a fork; the queue does)."""
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._work, name="vancetope-rag-int8-pack", daemon=True
+                )
+                self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            rows = self._queue.get()
+            try:
+                rows._pack_while_due()
+            except Exception:  # pragma: no cover - pack() logs its own failures
+                log.exception("packing int8 rows failed")
+
+
+_PACKER = _Packer()
 
 
 def _tail_due(packed: _Packed) -> int:
