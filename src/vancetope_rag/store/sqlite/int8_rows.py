@@ -61,9 +61,7 @@ class Int8Rows:
     #: 6.0 ms with the weight-only kernel, which stays faster for one or two.
     INT8_QUERIES_FROM = 3
 
-    def __init__(
-        self, torch: Any, matrix: npt.NDArray[np.float32], capacity: int, *, pack: bool = True
-    ) -> None:
+    def __init__(self, torch: Any, matrix: npt.NDArray[np.float32], capacity: int) -> None:
         self.torch = torch
         self.weights = torch.zeros((capacity, matrix.shape[1]), dtype=torch.int8)
         self.scales = torch.ones(capacity, dtype=torch.bfloat16)
@@ -73,7 +71,7 @@ class Int8Rows:
         self.max_row_norm = 0.0
         self.used = 0
         #: Whether rows are packed for oneDNN (False: never, or a packing failed).
-        self.packs = pack and self.int_mm and onednn_int8(torch)
+        self.packs = self.int_mm and onednn_int8(torch)
         self.packed: _Packed | None = None
         #: Set while no packing of these rows is queued or running.
         self._settled = threading.Event()
@@ -86,11 +84,9 @@ class Int8Rows:
         ever written (a row deleted since leaves them larger than needed, never too small),
         so the rescoring stays exact for every entry that reads these buffers."""
         torch = self.torch
-        scale = np.abs(matrix).max(axis=1) / 127.0 if len(matrix) else np.zeros(0)
-        scale[scale == 0] = 1.0
-        q8 = np.clip(np.rint(matrix / scale[:, None]), -127, 127).astype(np.int8)
+        q8, scale = _to_int8(matrix)
         # Per-row reconstruction error, with the scale as the kernel will see it (bfloat16).
-        scale_bf16 = torch.from_numpy(scale.astype(np.float32)).to(torch.bfloat16)
+        scale_bf16 = torch.from_numpy(scale).to(torch.bfloat16)
         recon = q8.astype(np.float32) * scale_bf16.float().numpy()[:, None]
         error = float(np.linalg.norm(matrix - recon, axis=1).max(initial=0.0))
         norm = float(np.linalg.norm(recon, axis=1).max(initial=0.0))
@@ -109,7 +105,7 @@ class Int8Rows:
         in one pass over the rows, and per query a bound on |approximate - exact| valid for
         every row."""
         packed = self.packed
-        if self.packs and (packed is None or self.used - packed.rows >= _tail_due(packed)):
+        if self._due(packed):
             self._pack_if_due()  # e.g. in a process forked while the packer ran
         if packed is not None and packed.rows <= n:
             return self._scores_packed(queries, n, packed)
@@ -154,8 +150,7 @@ class Int8Rows:
         """:meth:`scores` with the queries rounded to int8 (a scale per query): the products
         are exact integers, so the error is the two roundings and float32's."""
         torch = self.torch
-        q_scale = _int8_scale(queries)
-        q8 = np.clip(np.rint(queries / q_scale[:, None]), -127, 127).astype(np.int8)
+        q8, q_scale = _to_int8(queries)
         q_err = np.linalg.norm(queries - q8.astype(np.float32) * q_scale[:, None], axis=1)
         dots = torch._int_mm(torch.from_numpy(q8), self.weights[:n].t())  # int32, exact
         scaled = dots.float().mul_(self.scales_f32[:n]).mul_(torch.from_numpy(q_scale)[:, None])
@@ -175,12 +170,18 @@ class Int8Rows:
         )
         return bound + 1e-4
 
-    def _pack_if_due(self) -> None:
-        """Queue these rows for the packer if their tail is due and they are not queued."""
+    def _due(self, packed: _Packed | None) -> bool:
+        """Whether the rows are to be packed (again): never packed yet, or the tail written
+        since ``packed`` outgrew :data:`PACK_TAIL_MIN` and an eighth of its rows."""
         if not self.packs:
-            return
-        packed = self.packed
-        if packed is not None and self.used - packed.rows < _tail_due(packed):
+            return False
+        if packed is None:
+            return True
+        return self.used - packed.rows >= max(PACK_TAIL_MIN, packed.rows // PACK_TAIL_FRACTION)
+
+    def _pack_if_due(self) -> None:
+        """Queue these rows for the packer if they are due and not queued."""
+        if not self._due(self.packed):
             return
         with self._queue_lock:
             queued = not self._settled.is_set()
@@ -192,10 +193,7 @@ class Int8Rows:
 
     def _pack_while_due(self) -> None:
         try:
-            while self.packs:
-                packed = self.packed
-                if packed is not None and self.used - packed.rows < _tail_due(packed):
-                    return
+            while self._due(self.packed):
                 self.pack(self.used)
         finally:
             self._settled.set()
@@ -214,8 +212,7 @@ class Int8Rows:
     def wait_packed(self, timeout: float | None = None) -> bool:
         """Wait until no packing of these rows is queued or running; True if none is due."""
         self._settled.wait(timeout)
-        packed = self.packed
-        return packed is not None and self.used - packed.rows < _tail_due(packed)
+        return self.packed is not None and not self._due(self.packed)
 
 
 class _Packer:
@@ -253,14 +250,15 @@ class _Packer:
 _PACKER = _Packer()
 
 
-def _tail_due(packed: _Packed) -> int:
-    return max(PACK_TAIL_MIN, packed.rows // PACK_TAIL_FRACTION)
-
-
-def _int8_scale(vectors: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.float32]:
+def _to_int8(
+    vectors: npt.NDArray[np.floating[Any]],
+) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]:
+    """Each row rounded to int8 with a scale of its own (its largest magnitude over 127; 1 for
+    a zero row), and the scales."""
     scale: npt.NDArray[np.float32] = (np.abs(vectors).max(axis=1) / 127.0).astype(np.float32)
     scale[scale == 0] = 1.0
-    return scale
+    q8 = np.clip(np.rint(vectors / scale[:, None]), -127, 127).astype(np.int8)
+    return q8, scale
 
 
 def _two_step_int8(
@@ -268,12 +266,10 @@ def _two_step_int8(
 ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32], npt.NDArray[np.float64]]:
     """Each query as int8 rows q1 (the query) and q2 (what q1 left), stacked [all q1; all q2],
     their scales, and what they stand for: ``s1·q1 + s2·q2`` per query, in float64."""
-    s1 = _int8_scale(queries)
-    q1 = np.clip(np.rint(queries / s1[:, None]), -127, 127).astype(np.int8)
+    q1, s1 = _to_int8(queries)
     rest = queries - q1.astype(np.float32) * s1[:, None]
-    s2 = _int8_scale(rest)
-    q2 = np.clip(np.rint(rest / s2[:, None]), -127, 127).astype(np.int8)
-    recon = q1 * s1[:, None].astype(np.float64) + q2 * s2[:, None].astype(np.float64)
+    q2, s2 = _to_int8(rest)
+    recon = q1.astype(np.float64) * s1[:, None] + q2.astype(np.float64) * s2[:, None]
     return np.concatenate([q1, q2]), np.concatenate([s1, s2]), recon
 
 
