@@ -9,12 +9,13 @@ The kernels, fastest first (figures: docs/benchmarks.md, "The int8 pass on prepa
 - **Rows prepacked for oneDNN's int8 matmul** (``torch.ops.onednn.qlinear_pointwise``), the
   queries rounded to int8 in two steps (the query, then what that rounding left, each with
   a scale of its own: an error ~1/250 of one step's, smaller than a bfloat16 query's). One
-  pass reads the rows once at memory speed: 1.9 ms over 100k × 384 on one thread for 1 to
-  16 queries, against 3.2 ms for one query on the weight-only kernel and 4.1–4.7 ms on
-  ``torch._int_mm``. Packing takes ~0.2 s per 100k rows, so one thread of the process does
-  it, one RAG's rows at a time. The rows written since (the tail) are scored in the same
-  pass by ``torch._int_mm``, with the very same arithmetic, and the rows are packed again
-  once the tail outgrows :data:`PACK_TAIL_MIN` and an eighth of the packed rows.
+  pass reads the rows once, near memory speed: over 100k × 384 a pass of 1 to 8 queries took
+  2.5–4.0 ms on one thread against 6.2–8.2 ms on the plain kernels, with reading the rows once
+  at ~1.6 ms (``bench/int8_pass.py``). Packing takes ~0.16 s per 100k rows, so one thread of
+  the process does it, one RAG's rows at a time. The rows written since (the tail) are
+  scored in the same pass by ``torch._int_mm``, with the very same arithmetic, and the rows
+  are packed again once the tail outgrows :data:`PACK_TAIL_MIN` and an eighth of the packed
+  rows.
 - **Before the first packing lands, or where torch has no oneDNN int8 matmul**: torch's
   weight-only kernel (bfloat16 queries) for one or two queries, ``torch._int_mm`` with the
   queries rounded to int8 for more.
