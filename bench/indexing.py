@@ -48,6 +48,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -333,10 +335,11 @@ def main() -> None:
     assert stored == sorted(chunk_texts), "raw and indexer must embed the same chunk texts"
 
     counter.texts = 0
-    start = time.perf_counter()
-    queued = app.project_rags.reindex(t, p, rebuild=False).documents_queued
-    second = app.scheduler.run_until_idle()
-    t_noop = time.perf_counter() - start
+    with counted_statements(app) as noop_statements:
+        start = time.perf_counter()
+        queued = app.project_rags.reindex(t, p, rebuild=False).documents_queued
+        second = app.scheduler.run_until_idle()
+        t_noop = time.perf_counter() - start
     noop_calls = counter.texts
     app.close()
 
@@ -357,6 +360,8 @@ def main() -> None:
         "noopReindexSeconds": round(t_noop, 3),
         "noopReindexTextsEmbedded": noop_calls,
         "noopSpeedup": round(t_index / t_noop, 1),
+        "noopStatements": noop_statements.get("statements"),
+        "noopTransactions": noop_statements.get("transactions"),
         "indexed": first.indexed,
         "reindexed": second.indexed,
         "machine": machine_line(),
@@ -382,7 +387,46 @@ def main() -> None:
         f"no-op reindex of {queued} docs: {t_noop:.3f} s, {noop_calls} texts embedded, "
         f"{result['noopSpeedup']:.0f}x faster than the first index (target: 0 texts, >= 50x)"
     )
+    if noop_statements:
+        print(
+            f"  its statements: {noop_statements['statements']}; transactions and snapshots "
+            f"opened: at most {noop_statements['transactions']}"
+        )
     print(result["machine"])
+
+
+@contextmanager
+def counted_statements(app: Any) -> Iterator[dict[str, int]]:
+    """Statements and transactions run through the SQL store's database meanwhile (empty for
+    a store without one): on PostgreSQL each statement is a round trip or more."""
+    db = getattr(app.store, "db", None) or getattr(app.store.chunks, "db", None)
+    counts: dict[str, int] = {}
+    if db is None:
+        yield counts
+        return
+    counts.update(statements=0, transactions=0)
+    real = {name: getattr(db, name) for name in STATEMENTS + TRANSACTIONS if hasattr(db, name)}
+
+    def counting(name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            counts["transactions" if name in TRANSACTIONS else "statements"] += 1
+            return real[name](*args, **kwargs)
+
+        return call
+
+    for name in real:
+        setattr(db, name, counting(name))
+    try:
+        yield counts
+    finally:
+        for name in real:
+            delattr(db, name)  # the class's methods again
+
+
+#: The SQL stores' statement methods, and what opens a transaction (a nested call joins the
+#: outer one but is counted too: the transactions printed are at most that many).
+STATEMENTS = ("query", "query_dicts", "query_packed", "execute", "executemany")
+TRANSACTIONS = ("transaction", "snapshot")
 
 
 if __name__ == "__main__":
