@@ -324,6 +324,27 @@ def _terminate(pids: list[int]) -> None:
         postgres_support.admin().execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
 
 
+def test_a_checkout_of_a_sound_connection_sends_nothing_to_the_server(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A statement outside a transaction borrows a pooled connection: checking it must not
+    cost a round trip of its own (psycopg_pool's check sends an empty query, which doubled
+    the round trips of every such statement). A backend that ended is still replaced: the
+    test below."""
+    store.control.list_projects()  # the pool's connection open and the schema checked
+    sent: list[str] = []
+    real = psycopg.Connection.execute
+
+    def execute(self: psycopg.Connection[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(query))
+        return real(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    for _ in range(3):
+        assert store.db.query("SELECT 1") == [(1,)]
+    assert sent == ["SELECT 1"] * 3
+
+
 def test_a_terminated_backend_costs_one_call_and_the_next_reconnects(
     store: PostgresStore,
 ) -> None:

@@ -2,11 +2,11 @@
 connections, transactions, snapshots, and the schema check every call passes.
 
 Connections come from a :class:`psycopg_pool.ConnectionPool` (autocommit; each checked on
-checkout, so a connection the server ended is replaced before use). A transaction or a
-snapshot holds one connection for the calling thread until it ends; statements outside one
-borrow a connection each. This class is the adapters' only way to the database and the one
-place where a psycopg error becomes a :class:`~vancetope_rag.errors.StoreError`
-(:func:`.postgres.errors.store_error`).
+checkout, so a connection the server ended is replaced before use: :func:`_check_quietly`).
+A transaction or a snapshot holds one connection for the calling thread until it ends;
+statements outside one borrow a connection each. This class is the adapters' only way to the
+database and the one place where a psycopg error becomes a
+:class:`~vancetope_rag.errors.StoreError` (:func:`.postgres.errors.store_error`).
 
 Nothing here creates schema: a store that was never initialised answers every call with a
 :class:`StoreError` naming ``init`` (:mod:`.postgres.schema` holds the steps ``init`` runs).
@@ -15,6 +15,7 @@ Nothing here creates schema: a store that was never initialised answers every ca
 from __future__ import annotations
 
 import contextlib
+import select
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -39,6 +40,27 @@ log = get_logger(__name__)
 SCHEMA_TABLE = "vtr_schema"
 #: The server's clock in seconds since the epoch, as SQL (leases are measured on it).
 SERVER_NOW = "extract(epoch FROM clock_timestamp())::float8"
+
+
+def _check_quietly(conn: psycopg.Connection[Any]) -> None:
+    """The pool's check on checkout, without a round trip while the connection is sound.
+
+    psycopg_pool's own check sends an empty query: a second round trip for every statement
+    outside a transaction. An idle connection has nothing to read unless the server wrote to
+    it unasked: that it ended the session (a restart, ``pg_terminate_backend``, an idle
+    timeout) before closing the socket. Only then does the full check run, and fail, so the
+    pool opens another. A link cut without a word from the server fails the statement, as it
+    would fail the empty query."""
+    if conn.closed or _readable(conn.fileno()):
+        ConnectionPool.check_connection(conn)
+
+
+def _readable(fd: int) -> bool:
+    if hasattr(select, "poll"):  # any descriptor number; select() only below FD_SETSIZE
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [], 0)[0])
 
 
 class PostgresDatabase:
@@ -75,7 +97,7 @@ class PostgresDatabase:
             max_size=self.uri.pool_size,
             kwargs={"autocommit": True, "application_name": "vancetope-rag"},
             configure=self._configure,
-            check=ConnectionPool.check_connection,
+            check=_check_quietly,
             timeout=self._connect_timeout_s,
             num_workers=1,
             open=False,
