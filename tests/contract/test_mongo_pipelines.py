@@ -39,6 +39,7 @@ from vancetope_rag.store.mongo.builders.queries import (
     rank_exact,
     rank_rows_exact,
     scope_match,
+    source_counts_pipeline,
     translate_filters,
     vector_search_filter,
 )
@@ -413,6 +414,14 @@ def test_count_pipeline_takes_the_newest_generation_before_other_filters() -> No
     assert [next(iter(s)) for s in pipeline] == ["$match", "$group", "$sort", "$group", "$group"]
     counted = pipeline[1]["$group"]["n"]["$sum"]["$cond"][0]
     assert {"$eq": [{"$in": ["$kind", ["summary"]]}, False]} in counted["$and"]
+
+
+def test_source_counts_pipeline_is_scoped_and_takes_each_sources_newest_generation() -> None:
+    pipeline = source_counts_pipeline(SCOPE, ["d1", "d2"])
+    assert pipeline[0] == {"$match": {**scope_match(SCOPE), "sourceRef": {"$in": ["d1", "d2"]}}}
+    assert [next(iter(s)) for s in pipeline] == ["$match", "$group", "$group", "$sort", "$group"]
+    assert pipeline[3] == {"$sort": {"_id.s": 1, "_id.g": -1}}
+    assert pipeline[4]["$group"]["paths"] == {"$first": "$paths"}
 
 
 def test_fetch_limit_leaves_room_for_old_generations_within_atlas_caps() -> None:

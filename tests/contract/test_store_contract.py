@@ -996,6 +996,37 @@ def test_the_newest_generation_wins_over_a_better_score(
     ]
 
 
+def test_source_counts_count_each_sources_chunks_and_those_of_its_path(
+    chunks: ChunkStore, scope: RagScope, control: ControlStore
+) -> None:
+    """What a no-op reindex checks for a batch of documents, in one query: per source, its
+    chunks and those carrying the document's path (a chunk of another path under a
+    document's id was not written by the indexer)."""
+    chunks.add_chunks(
+        scope,
+        [
+            chunk(scope, "c1", unit(0), source="doc-1", path="a.md"),
+            chunk(scope, "c2", unit(1), source="doc-1", kind="summary", path="a.md"),
+            chunk(scope, "c3", unit(2), source="doc-2", path="b.md"),
+            chunk(scope, "c4", unit(3), source="doc-2", path=None),
+            chunk(scope, "c5", unit(0), source="doc-3", path="c.md"),
+        ],
+    )
+    other = RagScope.of(control.insert_rag(rag_record(TA, P, "other", rag_id="rag-other")))
+    chunks.add_chunks(other, [chunk(other, "o1", unit(0), source="doc-1", path="a.md")])
+    paths = {"doc-1": "a.md", "doc-2": "b.md", "doc-3": "moved.md", "doc-9": "z.md"}
+    assert chunks.source_counts(scope, paths) == {
+        "doc-1": (2, 2),
+        "doc-2": (2, 1),
+        "doc-3": (1, 0),
+        "doc-9": (0, 0),
+    }
+    assert chunks.source_counts(scope, {}) == {}
+    # the newest chunk version of a source only
+    chunks.replace_source(scope, "doc-1", [chunk(scope, "c6", unit(2), path="a.md")])
+    assert chunks.source_counts(scope, {"doc-1": "a.md"}) == {"doc-1": (1, 1)}
+
+
 def test_counts_and_listings_show_the_newest_generation_at_once(
     chunks: ChunkStore, scope: RagScope
 ) -> None:

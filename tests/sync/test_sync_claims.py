@@ -181,7 +181,7 @@ def test_stop_gives_back_the_batch_of_a_tick_that_outlives_the_timeout(
         release.set()
 
 
-def test_a_no_op_reindex_marks_each_document_clean_in_one_store_call(
+def test_a_no_op_reindex_marks_each_document_clean_in_one_store_call_and_counts_once(
     make_app: AppFactory, clock: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A document whose chunks are already right is only marked clean, and the clean mark is
@@ -201,8 +201,19 @@ def test_a_no_op_reindex_marks_each_document_clean_in_one_store_call(
             return _real(*args, **kwargs)
 
         monkeypatch.setattr(control, name, counted)
+    chunks = app.store.chunks
+    for name in ("count_chunks", "source_counts"):  # a source's chunks counted: per batch
+        real = getattr(chunks, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            if _name == "source_counts" or "sourceRef" in (kwargs.get("filters") or {}):
+                calls[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(chunks, name, counted)
     assert app.project_rags.reindex(T, P, rebuild=False).documents_queued == 4
     ticks_until_idle(app)
     assert states(app) == {"indexed": 4}
-    # the one transaction is the reindex's (queueing the documents), none per document
-    assert calls == Counter(mark_rag_clean=4, transaction=1)
+    # the one transaction is the reindex's (queueing the documents), none per document; the
+    # chunks of the four are counted in one query (it was two per document)
+    assert calls == Counter(mark_rag_clean=4, transaction=1, source_counts=1)

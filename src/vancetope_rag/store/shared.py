@@ -120,6 +120,19 @@ def state_counts(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
     return counts
 
 
+def source_counts_of(
+    paths: Mapping[str, str], rows: Iterable[tuple[str, str, int]]
+) -> dict[str, tuple[int, int]]:
+    """``ChunkStore.source_counts`` from chunk counts per (source ref, path): per source of
+    ``paths``, all its chunks and those of the path given for it."""
+    counts = {ref: (0, 0) for ref in paths}
+    for ref, path, n in rows:
+        if ref in counts:
+            total, own = counts[ref]
+            counts[ref] = (total + int(n), own + (int(n) if path == paths[ref] else 0))
+    return counts
+
+
 # -- errors both adapters raise ---------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ a rebuild's shadow indexer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from llama_index.core.schema import BaseNode
 
@@ -139,12 +139,14 @@ class ProjectRagIndexer:
             else:
                 self._commit(rag, doc, worker_id, [], IndexState.NONE, result)
         to_embed: dict[str, list[SourceText]] = {}
+        prints = {ref: fingerprint(rag, parts) for ref, parts in sources.items()}
+        intact = self._chunks_intact(rag, [by_id[ref] for ref in sources if sources[ref]], prints)
         for ref, parts in sources.items():
             doc = by_id[ref]
-            fp = fingerprint(rag, parts)
+            fp = prints[ref]
             if not parts:  # eligible but empty: no chunks, nothing to embed
                 self._commit(rag, doc, worker_id, [], IndexState.INDEXED, result, f"{fp}:0")
-            elif self._chunks_intact(rag, doc, fp):
+            elif ref in intact:
                 # The chunks were built from exactly this (a no-op reindex): mark it clean.
                 self._commit(
                     rag,
@@ -199,19 +201,27 @@ class ProjectRagIndexer:
             )
         return
 
-    def _chunks_intact(self, rag: RagRecord, doc: Document, fp: str) -> bool:
-        """The document's chunks were built from exactly these inputs and nobody has added,
-        removed or replaced chunks of its source since. Manual writes are stored under their
-        own ``manual:`` source refs now (:func:`.sources.manual_source_ref`), but a store may
-        hold chunks an older version let a tool write under a document's id: every chunk the
-        indexer writes carries the document's path and a manual write into ``_documents``
-        never does, so a source with a chunk of another path is rewritten, not kept."""
-        recorded, _, count = (doc.rag_indexed_hash or "").partition(":")
-        if recorded != fp or not count.isdigit():
-            return False
-        scope = RagScope.of(rag)
-        own = self.rags.chunks.count_chunks(scope, filters={"sourceRef": doc.id, "path": doc.path})
-        return own == int(count) == self.rags.source_chunk_count(rag, doc.id)
+    def _chunks_intact(
+        self, rag: RagRecord, docs: Sequence[Document], prints: Mapping[str, str]
+    ) -> set[str]:
+        """The documents whose chunks were built from exactly these inputs (``prints``: the
+        fingerprint of each one's inputs) and of whose source nobody has added, removed or
+        replaced chunks since; one count query for the batch. Manual writes are stored under
+        their own ``manual:`` source refs now (:func:`.sources.manual_source_ref`), but a
+        store may hold chunks an older version let a tool write under a document's id: every
+        chunk the indexer writes carries the document's path and a manual write into
+        ``_documents`` never does, so a source with a chunk of another path is rewritten,
+        not kept."""
+        expected: dict[str, int] = {}
+        for doc in docs:
+            recorded, _, count = (doc.rag_indexed_hash or "").partition(":")
+            if recorded == prints[doc.id] and count.isdigit():
+                expected[doc.id] = int(count)
+        if not expected:
+            return set()
+        paths = {doc.id: doc.path for doc in docs if doc.id in expected}
+        counts = self.rags.chunks.source_counts(RagScope.of(rag), paths)
+        return {ref for ref, n in expected.items() if counts[ref] == (n, n)}
 
     @staticmethod
     def _count(stats: IngestStats, result: BatchResult) -> None:

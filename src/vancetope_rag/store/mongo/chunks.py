@@ -80,6 +80,7 @@ from vancetope_rag.store.shared import (
     check_top_k,
     checked_vector,
     chunk_id_taken_error,
+    source_counts_of,
     unique_batches,
 )
 from vancetope_rag.store.types import ChunkFilter, Clock, RagScope
@@ -397,6 +398,18 @@ class MongoChunkStore:
     def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
         rows = list(self._collection(scope).aggregate(mq.count_pipeline(scope, filters)))
         return int(rows[0]["n"]) if rows else 0
+
+    def source_counts(
+        self, scope: RagScope, paths: Mapping[str, str]
+    ) -> dict[str, tuple[int, int]]:
+        collection = self._collection(scope)
+        rows = [
+            (row["_id"], path["p"], path["n"])
+            for part in unique_batches(paths, 1000)
+            for row in collection.aggregate(mq.source_counts_pipeline(scope, part))
+            for path in row["paths"]
+        ]
+        return source_counts_of(paths, rows)
 
     def get_chunks(
         self,

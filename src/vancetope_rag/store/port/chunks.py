@@ -4,7 +4,7 @@ vector store (:class:`vancetope_rag.store.llamaindex_store.RagVectorStore`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
@@ -70,6 +70,15 @@ class ChunkStore(Protocol):
     def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
         """Chunks of the scope as last written (read from the primary, not from a search
         index), one chunk version per source: the newest."""
+        ...
+
+    def source_counts(
+        self, scope: RagScope, paths: Mapping[str, str]
+    ) -> dict[str, tuple[int, int]]:
+        """For each source ref of ``paths``: its chunks, and how many of them carry the path
+        ``paths`` gives it, as ``count_chunks`` counts (the newest chunk version of the
+        source); ``(0, 0)`` for a source without chunks. One query for many sources: what a
+        no-op reindex checks of each document of a batch."""
         ...
 
     def get_chunks(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +47,7 @@ from vancetope_rag.store.shared import (
     checked_vector,
     chunk_id_taken_error,
     foreign_chunk_error,
+    source_counts_of,
     unique_batches,
 )
 from vancetope_rag.store.sqlite.bm25_index import CollectionStats
@@ -302,6 +303,19 @@ class PostgresChunkStore:
             (*_scope(scope), *params),
         )
         return int(rows[0][0])
+
+    def source_counts(
+        self, scope: RagScope, paths: Mapping[str, str]
+    ) -> dict[str, tuple[int, int]]:
+        rows: list[tuple[str, str, int]] = []
+        if self.db.has_dimension(scope.dimension):
+            for part in unique_batches(paths, 1000):
+                rows += self.db.query(
+                    f"SELECT c.source_ref, c.path, count(*) FROM {chunk_table(scope.dimension)} "
+                    f"c WHERE {_SCOPE} AND c.source_ref = ANY(%s) GROUP BY c.source_ref, c.path",
+                    (*_scope(scope), part),
+                )
+        return source_counts_of(paths, rows)
 
     def get_chunks(
         self,

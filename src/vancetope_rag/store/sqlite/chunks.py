@@ -10,7 +10,7 @@ one transaction, by one code path (``_insert_rows`` / ``_delete_where``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +31,7 @@ from vancetope_rag.store.shared import (
     checked_vector,
     chunk_id_taken_error,
     foreign_chunk_error,
+    source_counts_of,
     unique_batches,
 )
 from vancetope_rag.store.sqlite.bm25 import QueryTerm
@@ -348,6 +349,20 @@ class SqliteChunkStore:
             (scope.tenant_id, scope.project_id, scope.rag_id, *params),
         )
         return int(rows[0][0])
+
+    def source_counts(
+        self, scope: RagScope, paths: Mapping[str, str]
+    ) -> dict[str, tuple[int, int]]:
+        rows: list[tuple[str, str, int]] = []
+        for part in unique_batches(paths, 500):
+            marks = ",".join("?" * len(part))
+            rows += self.db.query(
+                "SELECT c.source_ref, c.path, count(*) FROM chunks c WHERE c.tenant_id = ? "
+                f"AND c.project_id = ? AND c.rag_id = ? AND c.source_ref IN ({marks}) "
+                "GROUP BY c.source_ref, c.path",
+                (scope.tenant_id, scope.project_id, scope.rag_id, *part),
+            )
+        return source_counts_of(paths, rows)
 
     def get_chunks(
         self,

@@ -402,6 +402,24 @@ def count_pipeline(scope: RagScope, filters: ChunkFilter | None) -> list[dict[st
     ]
 
 
+def source_counts_pipeline(scope: RagScope, source_refs: Sequence[str]) -> list[dict[str, Any]]:
+    """Chunks per path in the newest chunk version of each of ``source_refs``: one row per
+    source, ``{"_id": ref, "paths": [{"p": path, "n": count}, …]}``
+    (:meth:`ChunkStore.source_counts`; the newest version found as in :func:`count_pipeline`)."""
+    return [
+        {"$match": {**scope_match(scope), "sourceRef": {"$in": list(source_refs)}}},
+        {"$group": {"_id": {"s": "$sourceRef", "g": "$gen", "p": "$path"}, "n": {"$sum": 1}}},
+        {
+            "$group": {
+                "_id": {"s": "$_id.s", "g": "$_id.g"},
+                "paths": {"$push": {"p": "$_id.p", "n": "$n"}},
+            }
+        },
+        {"$sort": {"_id.s": 1, "_id.g": -1}},
+        {"$group": {"_id": "$_id.s", "paths": {"$first": "$paths"}}},
+    ]
+
+
 def keep_newest(
     rows: Iterable[Mapping[str, Any]], written: Mapping[str, int]
 ) -> list[Mapping[str, Any]]:
