@@ -579,8 +579,12 @@ def dense_sql(dim: int, where: str, *, exact: bool) -> str:
     """The candidates of a dense query, nearest first by the half-precision cosine, with
     their full vectors (parameters: tenant, project, RAG, ``where``'s, the query vector,
     how many). ``exact``: scan the scope (``+ 0`` is an expression no index serves);
-    otherwise the HNSW index can give the order."""
-    distance = f"{index_expression(dim)} <=> %s::halfvec({int(dim)})"
+    otherwise the HNSW index can give the order.
+
+    The query vector is cast in a sub-select (an InitPlan: once per query). Cast in the sort
+    key, a prepared statement's generic plan parsed it again for every row ranked (psycopg
+    prepares a statement run five times on a connection)."""
+    distance = f"{index_expression(dim)} <=> (SELECT %s::halfvec({int(dim)}))"
     order = f"({distance}) + 0, c.rowid" if exact else distance
     table = chunk_table(dim)
     # the rows' columns (and their vectors, read in binary) only for the candidates, not
