@@ -564,6 +564,13 @@ def test_a_rag_holding_1pct_of_the_table_gets_its_exact_top_k(hnsw: bool) -> Non
             exact = np.argsort(-(unit_ours @ (q / np.linalg.norm(q))))[:10]
             hits = store.chunks.query(mine, q.tolist(), 10)
             assert [h.chunk_id for h in hits] == [f"m{i}" for i in exact]
+        # the calibrator's probes, all in one statement, through the same path
+        probes = rng.standard_normal((6, 32)).astype(np.float32)
+        best = [(unit_ours @ (q / np.linalg.norm(q))).max() for q in probes]
+        assert store.chunks.best_scores(mine, probes.tolist()) == pytest.approx(best, abs=1e-6)
+        assert store.chunks.best_scores(mine, probes.tolist()) == [
+            store.chunks.query(mine, q.tolist(), 1)[0].score for q in probes
+        ]
     finally:
         store.close()
         postgres_support.drop_schema(name)

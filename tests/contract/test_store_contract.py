@@ -1027,6 +1027,28 @@ def test_source_counts_count_each_sources_chunks_and_those_of_its_path(
     assert chunks.source_counts(scope, {"doc-1": "a.md"}) == {"doc-1": (1, 1)}
 
 
+def test_best_scores_are_the_top_hits_scores_of_each_vector(
+    chunks: ChunkStore, scope: RagScope, settle: Settle
+) -> None:
+    """What the calibrator asks: per probe, the score ``query(…, 1)`` gives its best chunk
+    (one statement for all probes on PostgreSQL); None for a RAG without chunks."""
+    probes = [unit(0), unit(1, sign=-1.0), [0.5] * DIM, unit(3)]
+    assert chunks.best_scores(scope, probes) == [None] * 4
+    assert chunks.best_scores(scope, []) == []
+    chunks.add_chunks(
+        scope,
+        [
+            chunk(scope, "c1", [1.0, 0.2, 0.0, 0.1, 0, 0, 0, 0.3], source="doc-1"),
+            chunk(scope, "c2", [0.1, 1.0, 0.3, 0.0, 0.2, 0, 0, 0], source="doc-2"),
+            chunk(scope, "c3", [0.0, 0.4, 1.0, 0.2, 0, 0.1, 0, 0], source="doc-3"),
+        ],
+    )
+    settle()
+    expected = [chunks.query(scope, probe, 1)[0].score for probe in probes]
+    assert chunks.best_scores(scope, probes) == expected
+    assert len(set(expected)) == 4  # four different best chunks or scores, not one repeated
+
+
 def test_counts_and_listings_show_the_newest_generation_at_once(
     chunks: ChunkStore, scope: RagScope
 ) -> None:

@@ -64,11 +64,9 @@ class Calibrator:
         """The calibration of ``rag`` as its chunks stand now (nothing is stored)."""
         scope = RagScope.of(rag)
         chunks = self.chunks.count_chunks(scope)
-        scores: list[float] = []
-        for vector in self.probe_vectors(rag):
-            best = self.chunks.query(scope, vector, 1)
-            # an empty RAG: nothing can match, the floor is the lowest cosine
-            scores.append(float(best[0].score) if best else -1.0)
+        # an empty RAG: nothing can match, the floor is the lowest cosine
+        best = self.chunks.best_scores(scope, self.probe_vectors(rag))
+        scores = [-1.0 if score is None else score for score in best]
         return Calibration(
             min_score=derive_min_score(scores),
             chunks=chunks,

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from vancetope_rag.domain import host_metadata
-from vancetope_rag.domain.records import Document, IndexState, RagRecord
+from vancetope_rag.domain.records import Document, Hit, IndexState, RagRecord
 from vancetope_rag.errors import (
     DimensionMismatchError,
     DocumentNotFoundError,
@@ -118,6 +118,11 @@ def state_counts(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
     for state, n in pairs:
         counts[state] = int(n)
     return counts
+
+
+def best_of(hits: Sequence[Hit]) -> float | None:
+    """The first hit's score (``ChunkStore.best_scores``), None without hits."""
+    return float(hits[0].score) if hits else None
 
 
 def source_counts_of(

@@ -77,6 +77,7 @@ from vancetope_rag.store.mongo.builders.text import build_text_search_pipeline
 from vancetope_rag.store.mongo.errors import guard_errors
 from vancetope_rag.store.mongo.search import SearchSupport, VectorSearchMode
 from vancetope_rag.store.shared import (
+    best_of,
     check_top_k,
     checked_vector,
     chunk_id_taken_error,
@@ -557,6 +558,11 @@ class MongoChunkStore:
         return [
             {**r, "score": (1.0 + mq.cosine(r.get(ix.VECTOR_FIELD), query)) / 2.0} for r in rows
         ]
+
+    def best_scores(
+        self, scope: RagScope, vectors: Sequence[Sequence[float]]
+    ) -> list[float | None]:
+        return [best_of(self.query(scope, vector, 1)) for vector in vectors]
 
     def lexical_query(
         self,

@@ -109,6 +109,15 @@ class ChunkStore(Protocol):
         writes the index has seen; per source, only the newest chunk version found is kept."""
         ...
 
+    def best_scores(
+        self, scope: RagScope, vectors: Sequence[Sequence[float]]
+    ) -> list[float | None]:
+        """For each vector, the score of the RAG's best chunk as ``query(scope, vector, 1)``
+        gives it; None where the RAG holds no chunks. The calibrator's probes: a store may
+        answer them together (one statement for all on PostgreSQL), without the chunks'
+        texts."""
+        ...
+
     def lexical_query(
         self,
         scope: RagScope,

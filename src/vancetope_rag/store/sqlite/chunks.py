@@ -27,6 +27,7 @@ from vancetope_rag.domain.retrieval import (
 )
 from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.shared import (
+    best_of,
     check_top_k,
     checked_vector,
     chunk_id_taken_error,
@@ -574,6 +575,11 @@ class SqliteChunkStore:
         marks = ",".join("?" * len(rowids))
         rows = self.db.query(f"SELECT rowid, id FROM chunks WHERE rowid IN ({marks})", rowids)
         return {int(r[0]): str(r[1]) for r in rows}
+
+    def best_scores(
+        self, scope: RagScope, vectors: Sequence[Sequence[float]]
+    ) -> list[float | None]:
+        return [best_of(self.query(scope, vector, 1)) for vector in vectors]
 
     def lexical_query(
         self,
