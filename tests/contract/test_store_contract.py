@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ from vancetope_rag.errors import (
     InvalidInputError,
     RagAlreadyExistsError,
 )
+from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store.port import (
     CatalogStore,
     ChunkStore,
@@ -653,6 +655,41 @@ def test_settings_tenant_and_project_scopes(control: ControlStore) -> None:
     assert control.get_settings(TB, P) == {}
     control.set_setting(TB, None, "rag.autoInject", '"OFF"')
     assert control.get_settings(TA, None) == {"rag.autoInject": '"AUTO"'}
+
+
+def test_a_projects_settings_are_read_with_its_tenants_in_one_call(
+    control: ControlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What every chat turn reads (``SettingsService.snapshot``): both scopes in one store
+    call, one round trip on a server (it was two)."""
+    control.set_setting(TA, None, "rag.autoInject", '"AUTO"')
+    control.set_setting(TA, None, "rag.topK", "3")
+    control.set_setting(TA, P, "rag.autoInject", '"ON"')
+    control.set_setting(TA, "p-2", "rag.topK", "9")  # another project
+    control.set_setting(TB, None, "rag.topK", "4")  # another tenant
+    control.set_setting(TB, P, "rag.minScore", "0.5")
+    assert control.get_scope_settings(TA, P) == (
+        {"rag.autoInject": '"AUTO"', "rag.topK": "3"},
+        {"rag.autoInject": '"ON"'},
+    )
+    assert control.get_scope_settings(TA, "p-3") == (
+        {"rag.autoInject": '"AUTO"', "rag.topK": "3"},
+        {},
+    )
+    assert control.get_scope_settings(TB, P) == ({"rag.topK": "4"}, {"rag.minScore": "0.5"})
+    assert control.get_scope_settings("t-none", P) == ({}, {})
+    calls: list[str] = []
+    for name in ("get_settings", "get_scope_settings"):
+        real = getattr(control, name)
+
+        def counted(*args: object, _real: Any = real, _name: str = name) -> Any:
+            calls.append(_name)
+            return _real(*args)
+
+        monkeypatch.setattr(control, name, counted)
+    snapshot = SettingsService(control).snapshot(TA, P)
+    assert calls == ["get_scope_settings"]
+    assert snapshot.effective["rag.topK"] == 3
 
 
 # -- embedding cache -------------------------------------------------------------------------

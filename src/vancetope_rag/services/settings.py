@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from typing import Any
 
 from vancetope_rag.domain.cascade import AutoInject
@@ -100,6 +101,11 @@ class SettingsSnapshot:
         return (p if isinstance(p, AutoInject) else None, t if isinstance(t, AutoInject) else None)
 
 
+def _decoded(raw: Mapping[str, str]) -> dict[str, Any]:
+    """Stored values of the known keys, decoded (a key no longer known is skipped)."""
+    return {k: decode_setting(k, v) for k, v in raw.items() if k in SETTINGS}
+
+
 class SettingsService:
     """Reads and writes ``rag.*`` / ``ai.embedding.*`` settings per tenant and project."""
 
@@ -111,12 +117,14 @@ class SettingsService:
 
     def _scope_values(self, tenant_id: str, project_id: str | None) -> dict[str, Any]:
         _check_scope(tenant_id, project_id)
-        raw = self._control.get_settings(tenant_id, project_id)
-        return {k: decode_setting(k, v) for k, v in raw.items() if k in SETTINGS}
+        return _decoded(self._control.get_settings(tenant_id, project_id))
 
     def scopes(self, tenant_id: str, project_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(tenant values, project values) as set, decoded; unset keys are absent."""
-        return self._scope_values(tenant_id, None), self._scope_values(tenant_id, project_id)
+        """(tenant values, project values) as set, decoded; unset keys are absent. One read
+        of the store for both (a chat turn's)."""
+        _check_scope(tenant_id, project_id)
+        tenant, project = self._control.get_scope_settings(tenant_id, project_id)
+        return _decoded(tenant), _decoded(project)
 
     def effective(self, tenant_id: str, project_id: str) -> dict[str, Any]:
         """Every known key's effective value for the project (secrets included: internal)."""

@@ -120,6 +120,18 @@ def state_counts(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
     return counts
 
 
+def settings_by_scope(
+    rows: Iterable[tuple[str | None, str, str]],
+) -> tuple[dict[str, str], dict[str, str]]:
+    """``SettingsStore.get_scope_settings`` from ``(project id, key, value)`` rows, the
+    tenant's scope having no project id (None, or ``''`` in the SQL stores)."""
+    tenant: dict[str, str] = {}
+    project: dict[str, str] = {}
+    for project_id, key, value in rows:
+        (project if project_id else tenant)[key] = value
+    return tenant, project
+
+
 def best_of(hits: Sequence[Hit]) -> float | None:
     """The first hit's score (``ChunkStore.best_scores``), None without hits."""
     return float(hits[0].score) if hits else None

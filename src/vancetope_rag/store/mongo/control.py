@@ -53,6 +53,7 @@ from vancetope_rag.store.shared import (
     document_taken_error,
     path_exists_error,
     path_taken_error,
+    settings_by_scope,
     state_counts,
     unique_batches,
     vector_from_bytes,
@@ -398,6 +399,15 @@ class MongoControlStore:
             {"tenantId": tenant_id, "projectId": project_id}, {"key": 1, "value": 1}
         )
         return {d["key"]: d["value"] for d in cursor}
+
+    def get_scope_settings(
+        self, tenant_id: str, project_id: str
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        cursor = self.settings.find(
+            {"tenantId": tenant_id, "projectId": {"$in": [None, project_id]}},
+            {"projectId": 1, "key": 1, "value": 1},
+        )
+        return settings_by_scope((d.get("projectId"), d["key"], d["value"]) for d in cursor)
 
     def set_setting(
         self, tenant_id: str, project_id: str | None, key: str, value: str | None

@@ -12,6 +12,12 @@ class SettingsStore(Protocol):
 
     def get_settings(self, tenant_id: str, project_id: str | None) -> dict[str, str]: ...
 
+    def get_scope_settings(
+        self, tenant_id: str, project_id: str
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """(the tenant's settings, the project's) in one read: what every chat turn reads."""
+        ...
+
     def set_setting(
         self, tenant_id: str, project_id: str | None, key: str, value: str | None
     ) -> None:

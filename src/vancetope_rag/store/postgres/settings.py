@@ -6,7 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from vancetope_rag.store.postgres.db import PostgresDatabase
-from vancetope_rag.store.shared import unique_batches, vector_from_bytes, vector_to_bytes
+from vancetope_rag.store.shared import (
+    settings_by_scope,
+    unique_batches,
+    vector_from_bytes,
+    vector_to_bytes,
+)
 
 
 class PostgresSettingsAndCache:
@@ -20,6 +25,16 @@ class PostgresSettingsAndCache:
             (tenant_id, project_id or ""),
         )
         return {k: v for k, v in rows}
+
+    def get_scope_settings(
+        self, tenant_id: str, project_id: str
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        rows = self.db.query(
+            "SELECT project_id, key, value FROM settings WHERE tenant_id = %s "
+            "AND project_id IN ('', %s)",
+            (tenant_id, project_id),
+        )
+        return settings_by_scope(rows)
 
     def set_setting(
         self, tenant_id: str, project_id: str | None, key: str, value: str | None
