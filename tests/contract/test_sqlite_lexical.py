@@ -8,6 +8,8 @@ import multiprocessing
 import os
 import random
 import signal
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -214,6 +216,44 @@ def test_large_first_load_builds_in_the_background(tmp_path: Path) -> None:
     first = lexical.search(SCOPES[0], terms, 5)  # FTS5 answers while the index builds
     assert cache.wait_idle(30) and cache.reloads == 1
     assert lexical.search(SCOPES[0], terms, 5) == first
+    store.close()
+
+
+def test_large_first_loads_of_many_rags_build_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process meeting several large RAGs at once (a restart under load) builds their
+    indexes on one thread, one after the other: not a thread (and a build's memory) each."""
+    store = open_store(f"sqlite:///{tmp_path / 'rag.db'}")
+    cache = _chunks(store).lexical.cache
+    assert cache is not None
+    cache.sync_build_max_rows = 5
+    rng = random.Random(2)
+    for scope in SCOPES:
+        for _ in range(12):
+            _add(store, scope, _text(rng) + " cell")
+    lock = threading.Lock()
+    running = [0, 0]  # now, most at once
+    real = cache._build
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            running[0] += 1
+            running[1] = max(running)
+        try:
+            time.sleep(0.05)  # long enough for a second build to overlap
+            return real(*args, **kwargs)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(cache, "_build", counted)
+    lexical = _chunks(store).lexical
+    terms = lexical.terms("cells running")
+    first = [lexical.search(scope, terms, 5) for scope in SCOPES]  # FTS5, builds queued
+    assert cache.wait_idle(30)
+    assert running[1] == 1 and cache.reloads == len(SCOPES)
+    assert [lexical.search(scope, terms, 5) for scope in SCOPES] == first
     store.close()
 
 

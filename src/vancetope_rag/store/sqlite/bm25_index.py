@@ -23,15 +23,15 @@ tokenized, into a small delta segment; rows removed since are masked. When the d
 mask grows past a fraction of the main segment, both merge into a new main segment.
 
 The first load tokenizes every chunk (~30 µs each, ~3-8 s at 100k chunks on the benchmark
-machine). Past ``sync_build_max_rows`` it runs on a background thread while FTS5 answers, so
-no query waits for it.
+machine). Past ``sync_build_max_rows`` it runs in the background while FTS5 answers, so no
+query waits for it: on one thread for the process, one RAG after another (a restart under
+load that finds many large RAGs builds them in turn, not all at once).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from vancetope_rag.background import SerialWorker
 from vancetope_rag.store.sqlite.bm25_postings import (
     CollectionStats,
     FloatArray,
@@ -53,6 +54,9 @@ from vancetope_rag.store.sqlite.bm25_postings import (
 from vancetope_rag.store.sqlite.epoch_cache import EpochCache, Key
 
 __all__ = ["CollectionStats", "LexicalCache"]
+
+#: Builds past ``sync_build_max_rows``, for every cache of the process.
+_BUILDS = SerialWorker("vancetope-rag-lexical-build")
 
 #: ``load_rowids()``: every chunk rowid of the RAG (any order).
 LoadRowids = Callable[[], Iterable[int]]
@@ -258,7 +262,7 @@ class LexicalCache(EpochCache[_Entry, _Delta]):
             with self._lock:
                 self._building.pop(key, None)
 
-        threading.Thread(target=build, name="vancetope-rag-lexical-build", daemon=True).start()
+        _BUILDS.submit(build)
 
     def wait_idle(self, timeout_s: float = 60.0) -> bool:
         """Wait until no background build runs (for benchmarks and tests)."""

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import functools
 import logging
-import queue
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from vancetope_rag.background import SerialWorker
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +191,7 @@ class Int8Rows:
         if queued:  # it looks again when it is done (in a forked process: once revived)
             _PACKER.revive()
         else:
-            _PACKER.submit(self)
+            _PACKER.submit(self._pack_while_due)
 
     def _pack_while_due(self) -> None:
         try:
@@ -216,39 +217,9 @@ class Int8Rows:
         return self.packed is not None and not self._due(self.packed)
 
 
-class _Packer:
-    """One thread packs for the whole process, one set of rows at a time: a process that
-    loads many RAGs at once must not start a packing thread (with torch's threads) for each."""
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[Int8Rows] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def submit(self, rows: Int8Rows) -> None:
-        self.revive()
-        self._queue.put(rows)
-
-    def revive(self) -> None:
-        """Start the thread on first use, and again in a forked process (threads do not
-        survive a fork; the queue does)."""
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._work, name="vancetope-rag-int8-pack", daemon=True
-                )
-                self._thread.start()
-
-    def _work(self) -> None:
-        while True:
-            rows = self._queue.get()
-            try:
-                rows._pack_while_due()
-            except Exception:  # pragma: no cover - pack() logs its own failures
-                log.exception("packing int8 rows failed")
-
-
-_PACKER = _Packer()
+#: One thread packs for the whole process, one set of rows at a time: a process that loads
+#: many RAGs at once must not start a packing thread (with torch's threads) for each.
+_PACKER = SerialWorker("vancetope-rag-int8-pack")
 
 
 def _to_int8(
