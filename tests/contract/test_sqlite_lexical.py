@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from vancetope_rag.domain.records import Chunk
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store import SqliteStore, open_store
+from vancetope_rag.store.sqlite import bm25_index
 from vancetope_rag.store.sqlite.bm25 import match_expression, scope_token
 from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
 from vancetope_rag.store.sqlite.db import SCHEMA_VERSION, UPGRADES, SqliteDatabase
@@ -254,6 +255,34 @@ def test_large_first_loads_of_many_rags_build_one_at_a_time(
     assert cache.wait_idle(30)
     assert running[1] == 1 and cache.reloads == len(SCOPES)
     assert [lexical.search(scope, terms, 5) for scope in SCOPES] == first
+    store.close()
+
+
+def test_a_build_queued_behind_others_is_queued_once_however_long_it_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build waits its turn behind other RAGs' builds; queries meanwhile must not queue it
+    again, even past the time after which a started build counts as crashed."""
+    store = open_store(f"sqlite:///{tmp_path / 'rag.db'}")
+    cache = _chunks(store).lexical.cache
+    assert cache is not None
+    cache.sync_build_max_rows = 5
+    now = [1000.0]
+    monkeypatch.setattr(cache, "_clock", lambda: now[0])
+    rng = random.Random(3)
+    for _ in range(12):
+        _add(store, SCOPES[0], _text(rng) + " cell")
+    lexical = _chunks(store).lexical
+    terms = lexical.terms("cells running")
+    busy = threading.Event()
+    bm25_index._BUILDS.submit(lambda: busy.wait(30))  # another RAG's build, running
+    try:
+        lexical.search(SCOPES[0], terms, 5)  # queued behind it
+        now[0] += 3600
+        lexical.search(SCOPES[0], terms, 5)  # still queued: not queued again
+    finally:
+        busy.set()
+    assert cache.wait_idle(30) and cache.reloads == 1
     store.close()
 
 

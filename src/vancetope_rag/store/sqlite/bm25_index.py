@@ -119,7 +119,8 @@ class LexicalCache(EpochCache[_Entry, _Delta]):
         self.length_offset = length_offset
         #: A first load of more rows than this runs in the background (FTS5 answers meanwhile).
         self.sync_build_max_rows = sync_build_max_rows
-        self._building: dict[Key, float] = {}  # key → when its background build started
+        #: key → when its background build started (None: queued, not started yet)
+        self._building: dict[Key, float | None] = {}
 
     def search(
         self,
@@ -241,12 +242,18 @@ class LexicalCache(EpochCache[_Entry, _Delta]):
         tokenize: TokenizeDocument,
     ) -> None:
         with self._lock:
-            started = self._building.get(key)
-            if started is not None and self._clock() - started < 600.0:
-                return  # one build per RAG at a time (a crashed one is retried later)
-            self._building[key] = self._clock()
+            if key in self._building:
+                started = self._building[key]
+                if started is None:  # queued (in a forked process: the thread starts now)
+                    _BUILDS.revive()
+                    return
+                if self._clock() - started < 600.0:
+                    return  # one build per RAG at a time (a crashed one is retried later)
+            self._building[key] = None  # queued behind other RAGs' builds, maybe
 
         def build() -> None:
+            with self._lock:
+                self._building[key] = self._clock()
             try:
                 # This thread reads outside the caller's snapshot: a row deleted since means
                 # the RAG is no longer at ``epoch``, and an entry missing it would hide that
