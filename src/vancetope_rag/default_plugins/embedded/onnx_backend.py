@@ -302,7 +302,12 @@ def check_export(onnx_encode: Encode, torch_encode: Encode) -> float:
     return worst
 
 
-def time_batch(encode: Encode, runs: int = 3) -> float:
+#: Rounds of ``auto``'s timings: each backend is timed this many times, the two alternating
+#: (their order flips each round), and each one's median counts.
+MEASURE_ROUNDS = 3
+
+
+def time_batch(encode: Encode, runs: int = 1) -> float:
     """Least milliseconds of one :data:`BATCH`-passage batch of window-filling passages."""
     texts = [f"{CHECK_TEXTS[-1]} {i}" for i in range(BATCH)]
     samples = []
@@ -313,7 +318,7 @@ def time_batch(encode: Encode, runs: int = 3) -> float:
     return min(samples)
 
 
-def time_query(encode: Encode, runs: int = 30) -> float:
+def time_query(encode: Encode, runs: int = 10) -> float:
     """Median milliseconds of one single-query embedding (after a warm-up)."""
     texts = CHECK_TEXTS[:4]
     for text in texts:
@@ -615,10 +620,12 @@ class Accelerator:
         # Queries this process answers meanwhile (torch serves them) skew the timings: such
         # a choice serves this process but is not stored, so the next one measures again.
         quiet, begun = self._searches.count == 0, self._searches.begun
-        torch_ms, onnx_ms = self._measure(self._torch_encode), self._measure(encoder.encode_alone)
-        self._check_stop()
-        torch_batch_ms = self._measure_batch(self._torch_batch_encode)
-        onnx_batch_ms = self._measure_batch(encoder.encode_alone)
+        torch_ms, onnx_ms = self._alternating(
+            self._measure, self._torch_encode, encoder.encode_alone
+        )
+        torch_batch_ms, onnx_batch_ms = self._alternating(
+            self._measure_batch, self._torch_batch_encode, encoder.encode_alone
+        )
         self._check_stop()
         # Micro-batching is measured on the backend that will serve queries.
         singles_ms, batch_ms = self._measure_query_batch(
@@ -639,6 +646,21 @@ class Accelerator:
             except OSError as exc:  # measured again by the next process; nothing lost
                 logger.warning("cannot store the embedded backend choice: %s", exc)
         return choice
+
+    def _alternating(
+        self, measure: Callable[[Encode], float], torch_encode: Encode, onnx_encode: Encode
+    ) -> tuple[float, float]:
+        """Medians of ``measure`` on torch and on ONNX Runtime over :data:`MEASURE_ROUNDS`
+        rounds, the two alternating: a load that comes or goes while they are timed (another
+        process's) weighs on both alike, not on whichever ran first."""
+        timings: dict[str, list[float]] = {"torch": [], "onnx": []}
+        order = [("torch", torch_encode), ("onnx", onnx_encode)]
+        for _ in range(MEASURE_ROUNDS):
+            self._check_stop()
+            for name, encode in order:
+                timings[name].append(measure(encode))
+            order.reverse()
+        return statistics.median(timings["torch"]), statistics.median(timings["onnx"])
 
     def _check_stop(self) -> None:
         if self._stop.is_set():
