@@ -110,14 +110,16 @@ def test_queries_get_the_same_terms_on_both_stores() -> None:
     searched for, with the same tokens, but where a departing word is among the terms (it
     may also merge two terms into one: ``I is`` is one term on Atlas)."""
     queries = QUERIES + corpus()
-    same = 0
+    plain = 0  # queries without a departing word: the same terms, or the test fails
     for query in queries:
         ours, theirs = text_terms(query), sqlite_terms(query)
-        if ours == theirs:
-            same += 1
-        else:
-            assert any(departs(t.span) for t in (*ours, *theirs)), query
-    assert same > 0.8 * len(queries)  # the others hold "s" ("30 s", "it's"): see below
+        if not any(departs(t.span) for t in (*ours, *theirs)):
+            plain += 1
+            assert ours == theirs, query
+    # Most lines hold no departing word (the others hold "s": "30 s", "it's"; see below).
+    # How many do depends on what the docs say: a floor of 80 % of all lines broke when
+    # the benchmark notes grew; a majority is what keeps this comparison from being empty.
+    assert plain > len(queries) // 2
     for query in QUERIES:
         if query != "what is it":  # only stopwords, "is" among them: kept, and departing
             assert text_terms(query) == sqlite_terms(query), query
