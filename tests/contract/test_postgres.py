@@ -30,7 +30,7 @@ from vancetope_rag.domain.records import Chunk, IndexState, ProjectStatus, RagRe
 from vancetope_rag.errors import InvalidInputError, StoreError, StoreFullError
 from vancetope_rag.store import open_store
 from vancetope_rag.store.postgres import schema
-from vancetope_rag.store.postgres.chunks import dense_sql, search_list
+from vancetope_rag.store.postgres.chunks import dense_sql, probes_sql, search_list
 from vancetope_rag.store.postgres.errors import ConstraintViolation, store_error
 from vancetope_rag.store.postgres.rows import vector_literal
 from vancetope_rag.store.postgres.schema import HNSW_EF_CONSTRUCTION, HNSW_M
@@ -893,31 +893,34 @@ def _numbered(statement: str) -> str:
     return re.sub("%s", lambda _: f"${next(numbers)}", statement)
 
 
-def test_a_prepared_dense_query_parses_its_vector_once_not_per_row() -> None:
+def test_prepared_searches_parse_their_vectors_once_not_per_row() -> None:
     """psycopg prepares a statement run five times on a connection, and the server may then
     plan it once for any parameters (a generic plan). There, ``$4::halfvec`` in the sort key
     was parsed again for every row ranked: ~27 µs a row, so the same query took 1.1 ms
     and then 6.2 ms for the rest of the connection's life, at 188 chunks (an exact scan of
-    10,000 chunks: a quarter of a second). The vector must be an InitPlan: parsed once."""
+    10,000 chunks: a quarter of a second). The dense query's vector must be an InitPlan,
+    parsed once; the calibrator's probes, parsed once each before the join (in its first
+    version a calibration took 342 ms for it, at 188 chunks)."""
     name, uri = postgres_support.fresh_schema(hnsw=True)
     store = open_postgres_store(uri)
     try:
         store.initialize(dimensions=[8])
         for exact in (False, True):
-            plan = "\n".join(
-                r[0]
-                for r in store.db.query(
-                    "EXPLAIN (GENERIC_PLAN) " + _numbered(dense_sql(8, "", exact=exact))
-                )
-            )
-            ranked = [
-                line for line in plan.splitlines() if "Sort Key" in line or "Order By" in line
-            ]
-            assert ranked and "InitPlan" in plan, plan
-            assert not any("::halfvec" in line for line in ranked), plan
+            for statement in (dense_sql(8, "", exact=exact), probes_sql(8, exact=exact)):
+                plan = _generic_plan(store, statement)
+                ranked = [
+                    line for line in plan.splitlines() if "Sort Key" in line or "Order By" in line
+                ]
+                assert ranked, plan
+                assert not any("::halfvec" in line for line in ranked), plan
+            assert "InitPlan" in _generic_plan(store, dense_sql(8, "", exact=exact))
     finally:
         store.close()
         postgres_support.drop_schema(name)
+
+
+def _generic_plan(store: PostgresStore, statement: str) -> str:
+    return "\n".join(r[0] for r in store.db.query("EXPLAIN (GENERIC_PLAN) " + _numbered(statement)))
 
 
 def test_the_search_list_grows_with_the_scope() -> None:

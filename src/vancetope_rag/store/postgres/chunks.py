@@ -401,35 +401,18 @@ class PostgresChunkStore:
     def best_scores(
         self, scope: RagScope, vectors: Sequence[Sequence[float]]
     ) -> list[float | None]:
-        """One statement for all ``vectors``: each one's candidates as :meth:`query` with
-        ``top_k`` 1 finds them (a lateral join per vector), only their vectors read back,
-        re-ranked as :func:`rerank` does. The calibrator's 60 probes were 60 round trips,
-        each reading 21 chunks' texts."""
+        """One statement for all ``vectors`` (:func:`probes_sql`): each one's candidates as
+        :meth:`query` with ``top_k`` 1 finds them, only their vectors read back, re-ranked
+        as :func:`rerank` does. The calibrator's 60 probes were 60 round trips, each reading
+        21 chunks' texts."""
         queries = [checked_vector(vector, scope.dimension) for vector in vectors]
         if not queries or not self.db.has_dimension(scope.dimension):
             return [None] * len(queries)
-        dim, wanted = scope.dimension, 1 + _RERANK_MARGIN
-        size = self._scope_size(scope)
-        exact = wanted > _EF_MAX or size <= self.exact_scan_max
-        ef = min(_EF_MAX, max(search_list(size), wanted))
-        table = chunk_table(dim)
-        distance = f"{index_expression(dim)} <=> p.vec"
-        order = f"({distance}) + 0, c.rowid" if exact else distance
-        # each vector parsed once (MATERIALIZED): a cast inside the join ran for every row
-        statement = (
-            f"WITH p AS MATERIALIZED (SELECT ord, vec::halfvec({int(dim)}) AS vec "
-            "FROM unnest(%s::text[]) WITH ORDINALITY AS u(vec, ord)) "
-            f"SELECT p.ord, e.embedding FROM p CROSS JOIN LATERAL (SELECT c.rowid FROM {table} c "
-            f"WHERE {_SCOPE} ORDER BY {order} LIMIT %s) AS nearest "
-            f"JOIN {table} e ON e.rowid = nearest.rowid"
-        )
-        args = ([vector_literal(q) for q in queries], *_scope(scope), wanted)
-        if not exact and ef != _EF_MIN:  # a longer search list, for this transaction only
-            with self.db.snapshot():
-                self.db.send("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
-                rows = self.db.send(statement, args, binary=True)()
-        else:
-            rows = self.db.query_dicts(statement, args, binary=True)
+        dim = scope.dimension
+        args = ([vector_literal(q) for q in queries], *_scope(scope), 1 + _RERANK_MARGIN)
+        rows = self._send_candidates(
+            scope, 1 + _RERANK_MARGIN, lambda exact: probes_sql(dim, exact=exact), args
+        )()
         found: dict[int, list[dict[str, Any]]] = {}
         for row in rows:
             found.setdefault(int(row["ord"]) - 1, []).append(row)
@@ -450,10 +433,25 @@ class PostgresChunkStore:
             return list
         dim = scope.dimension
         wanted = top_k + _RERANK_MARGIN  # candidates for the exact re-rank
+        args = (*_scope(scope), *params, vector_literal(query), wanted)
+        rows = self._send_candidates(
+            scope, wanted, lambda exact: dense_sql(dim, where, exact=exact), args
+        )
+        return lambda: rerank(rows(), query, top_k)
+
+    def _send_candidates(
+        self,
+        scope: RagScope,
+        wanted: int,
+        statement: Callable[[bool], str],
+        args: Sequence[Any],
+    ) -> Callable[[], list[dict[str, Any]]]:
+        """Send a statement of nearest candidates, ``statement(exact)``: an exact scan of a
+        scope up to ``exact_scan_max`` chunks, else HNSW with a search list of at least
+        ``wanted``; the function returned gives its rows, vectors read in binary."""
         size = self._scope_size(scope)
         exact = wanted > _EF_MAX or size <= self.exact_scan_max
-        statement = dense_sql(dim, where, exact=exact)
-        args = (*_scope(scope), *params, vector_literal(query), wanted)
+        sql = statement(exact)
         ef = min(_EF_MAX, max(search_list(size), wanted))
         # Every pooled connection scans HNSW with ``_EF_MIN`` (session_settings): a longer
         # list is set for this transaction only.
@@ -462,17 +460,16 @@ class PostgresChunkStore:
         def send() -> Callable[[], list[dict[str, Any]]]:
             if longer:
                 self.db.send("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
-            return self.db.send(statement, args, binary=True)
+            return self.db.send(sql, args, binary=True)
 
         if self.db.in_transaction():
-            rows = send()
-            return lambda: rerank(rows(), query, top_k)
+            return send()  # inside a pipeline, the server runs it meanwhile
         if longer:
             with self.db.snapshot():
                 found = send()()
         else:  # one round trip: a turn's query needs no transaction
-            found = self.db.query_dicts(statement, args, binary=True)
-        return lambda: rerank(found, query, top_k)
+            found = self.db.query_dicts(sql, args, binary=True)
+        return lambda: found
 
     def _scope_size(self, scope: RagScope) -> int:
         """The scope's chunk count, from the statistics the chunk tables' triggers keep;
@@ -621,8 +618,7 @@ def dense_sql(dim: int, where: str, *, exact: bool) -> str:
     The query vector is cast in a sub-select (an InitPlan: once per query). Cast in the sort
     key, a prepared statement's generic plan parsed it again for every row ranked (psycopg
     prepares a statement run five times on a connection)."""
-    distance = f"{index_expression(dim)} <=> (SELECT %s::halfvec({int(dim)}))"
-    order = f"({distance}) + 0, c.rowid" if exact else distance
+    order = _nearest_first(dim, f"(SELECT %s::halfvec({int(dim)}))", exact=exact)
     table = chunk_table(dim)
     # the rows' columns (and their vectors, read in binary) only for the candidates, not
     # every row the scan ranks: a target list is computed below the sort
@@ -631,6 +627,30 @@ def dense_sql(dim: int, where: str, *, exact: bool) -> str:
         f"  SELECT c.rowid FROM {table} c WHERE {_SCOPE}{where} ORDER BY {order} LIMIT %s"
         ") AS nearest ON nearest.rowid = c.rowid"
     )
+
+
+def probes_sql(dim: int, *, exact: bool) -> str:
+    """:func:`dense_sql`'s candidates for many query vectors at once, without filters, as
+    ``(ord, embedding)`` rows: ``ord`` numbers the vectors from 1 (parameters: the vectors as
+    text, tenant, project, RAG, how many per vector). Each vector is parsed once, in a
+    MATERIALIZED CTE: cast inside the lateral join, it was parsed again for every row."""
+    order = _nearest_first(dim, "p.vec", exact=exact)
+    table = chunk_table(dim)
+    return (
+        f"WITH p AS MATERIALIZED (SELECT ord, vec::halfvec({int(dim)}) AS vec "
+        "FROM unnest(%s::text[]) WITH ORDINALITY AS u(vec, ord)) "
+        f"SELECT p.ord, e.embedding FROM p CROSS JOIN LATERAL (SELECT c.rowid FROM {table} c "
+        f"WHERE {_SCOPE} ORDER BY {order} LIMIT %s) AS nearest "
+        f"JOIN {table} e ON e.rowid = nearest.rowid"
+    )
+
+
+def _nearest_first(dim: int, vector: str, *, exact: bool) -> str:
+    """The ``ORDER BY`` of candidates nearest to ``vector`` (SQL of a ``halfvec``) by the
+    half-precision cosine: for an exact scan an expression no index serves (``+ 0``), ties
+    in row order; otherwise one the HNSW index gives."""
+    distance = f"{index_expression(dim)} <=> {vector}"
+    return f"({distance}) + 0, c.rowid" if exact else distance
 
 
 def _lexical_hits(rows: Sequence[dict[str, Any]], query: npt.NDArray[np.float32]) -> list[Hit]:
