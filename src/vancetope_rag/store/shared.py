@@ -132,9 +132,14 @@ def settings_by_scope(
     return tenant, project
 
 
-def best_of(hits: Sequence[Hit]) -> float | None:
-    """The first hit's score (``ChunkStore.best_scores``), None without hits."""
-    return float(hits[0].score) if hits else None
+def best_scores_by_query(
+    query: Callable[[RagScope, Sequence[float], int], Sequence[Hit]],
+    scope: RagScope,
+    vectors: Sequence[Sequence[float]],
+) -> list[float | None]:
+    """``ChunkStore.best_scores`` as one ``query(scope, vector, 1)`` per vector (a store
+    whose queries are cheap one by one: in-process on SQLite, one search each on Atlas)."""
+    return [float(hits[0].score) if (hits := query(scope, v, 1)) else None for v in vectors]
 
 
 def source_counts_of(

@@ -77,7 +77,7 @@ from vancetope_rag.store.mongo.builders.text import build_text_search_pipeline
 from vancetope_rag.store.mongo.errors import guard_errors
 from vancetope_rag.store.mongo.search import SearchSupport, VectorSearchMode
 from vancetope_rag.store.shared import (
-    best_of,
+    best_scores_by_query,
     check_top_k,
     checked_vector,
     chunk_id_taken_error,
@@ -562,7 +562,7 @@ class MongoChunkStore:
     def best_scores(
         self, scope: RagScope, vectors: Sequence[Sequence[float]]
     ) -> list[float | None]:
-        return [best_of(self.query(scope, vector, 1)) for vector in vectors]
+        return best_scores_by_query(self.query, scope, vectors)
 
     def lexical_query(
         self,

@@ -27,7 +27,7 @@ from vancetope_rag.domain.retrieval import (
 )
 from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.shared import (
-    best_of,
+    best_scores_by_query,
     check_top_k,
     checked_vector,
     chunk_id_taken_error,
@@ -579,7 +579,7 @@ class SqliteChunkStore:
     def best_scores(
         self, scope: RagScope, vectors: Sequence[Sequence[float]]
     ) -> list[float | None]:
-        return [best_of(self.query(scope, vector, 1)) for vector in vectors]
+        return best_scores_by_query(self.query, scope, vectors)
 
     def lexical_query(
         self,
