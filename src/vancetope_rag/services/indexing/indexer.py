@@ -12,7 +12,7 @@ a rebuild's shadow indexer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from llama_index.core.schema import BaseNode
 
@@ -269,21 +269,8 @@ class ProjectRagIndexer:
                 # (a no-op reindex costs a document one statement, not a transaction of three).
                 marked = mark_clean()
             else:
-                try:
-                    with self.control.transaction():
-                        if not self.control.holds_claim(t, p, doc.id, worker_id):
-                            result.lost_lease += 1
-                            result.handled.add(doc.id)
-                            return
-                        self.rags.write_source(rag, doc.id, nodes, generation=token)
-                        marked = mark_clean()
-                        if not marked:
-                            raise _CleanMarkFailed  # a store with transactions rolls back
-                except _CleanMarkFailed:
-                    marked = False
+                marked = self._write_fenced(rag, doc, worker_id, nodes, mark_clean)
             if not marked:  # the lease went to another claim
-                if nodes is not None and token is not None:  # undo what no rollback undid
-                    self.rags.chunks.discard_chunk_version(RagScope.of(rag), doc.id, token)
                 result.lost_lease += 1
                 result.handled.add(doc.id)
                 return
@@ -301,6 +288,32 @@ class ProjectRagIndexer:
             counted = "unchanged" if nodes is None else "written"
             self.metrics.indexed_chunks.inc(len(nodes or ()))
         self.metrics.indexed_documents.labels(result=counted).inc()
+
+    def _write_fenced(
+        self,
+        rag: RagRecord,
+        doc: Document,
+        worker_id: str,
+        nodes: Sequence[BaseNode],
+        mark_clean: Callable[[], bool],
+    ) -> bool:
+        """Replace the document's chunks and mark it clean, in one transaction while this
+        worker's claim holds; False when the lease went to another claim (nothing of the
+        write is left: a store with transactions rolls it back, the chunk version written
+        under the claim token is discarded where none does)."""
+        token = doc.rag_claim_token
+        try:
+            with self.control.transaction():
+                if not self.control.holds_claim(doc.tenant_id, doc.project_id, doc.id, worker_id):
+                    return False
+                self.rags.write_source(rag, doc.id, nodes, generation=token)
+                if not mark_clean():
+                    raise _CleanMarkFailed  # a store with transactions rolls back
+                return True
+        except _CleanMarkFailed:
+            if token is not None:  # undo what no rollback undid
+                self.rags.chunks.discard_chunk_version(RagScope.of(rag), doc.id, token)
+            return False
 
     def _fail(self, doc: Document, worker_id: str, exc: BaseException, result: BatchResult) -> None:
         """Count a failed document and give its claim back. A failure of the store is not the
