@@ -4,6 +4,11 @@ with the last user text echoed back (streamed as SSE, with tool calls when the r
 tools and ``stream_options.include_usage`` honoured), refuses a wrong bearer key with a 401
 that quotes the key it got (as OpenAI's own message does), and can be told to think slowly
 (:attr:`ChatUpstream.delay_s`), noting when its client left (:attr:`ChatUpstream.aborted`).
+
+As an upstream account an attacker would like to reach, it also lists files and batches (what
+other tenants of the same account uploaded), and a request for the model :data:`LEAKY` is
+answered with the upstream's key echoed everywhere an upstream might echo it: in a cookie, an
+``x-*`` header, the JSON body and a streamed chunk (split across two writes).
 """
 
 from __future__ import annotations
@@ -21,6 +26,12 @@ from typing import Any
 
 KEY = "upstream-key-7f3a9c1e55"  # not key-shaped: only the proxy's own scrubbing hides it
 MODEL = "echo-1"
+#: The model whose answers (and whose GET /v1/models/<it>) echo the upstream key.
+LEAKY = "leaky-1"
+#: GET /v1/models/<it> answers a 401 that echoes the upstream key in headers and body.
+LEAKY_401 = "leaky-401"
+#: What GET /v1/files and /v1/batches answer: other tenants' uploads on the same account.
+OTHER_TENANTS_FILES = "file-of-another-tenant-91c2"
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,8 @@ class ChatUpstream:
         self.delay_s = 0.0
         #: Set when a client left before the answer was complete.
         self.aborted = threading.Event()
+        #: Set when a streamed answer was written to its end.
+        self.finished = threading.Event()
         self._lock = threading.Lock()
         self._server = _Http(self)
         self.port = self._server.server_address[1]
@@ -145,14 +158,23 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         return
 
-    def _json(self, status: int, payload: object) -> None:
+    def _json(self, status: int, payload: object, *, leak: bool = False) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("X-Request-Id", "req-upstream-1")
+        self.send_header("X-Ratelimit-Remaining-Requests", "99")
+        if leak:
+            self._leak_headers()
         self.end_headers()
         self.wfile.write(data)
+
+    def _leak_headers(self, key: str | None = None) -> None:
+        key = key or self.server.owner.key
+        self.send_header("Set-Cookie", f"session={key}; Path=/")
+        self.send_header("X-Upstream-Debug", f"authorized with {key}")
+        self.send_header("X-Ratelimit-Limit-Requests", f"100 ({key})")
 
     def _read(self) -> dict[str, Any] | None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -182,39 +204,78 @@ class _Handler(BaseHTTPRequestHandler):
             if self.path.rstrip("/") == "/v1/models":
                 self._json(200, {"object": "list", "data": [model]})
             else:
-                self._json(200, {**model, "id": self.path.rsplit("/", 1)[-1]})
+                name = self.path.removeprefix("/v1/models/")
+                if name == LEAKY_401:
+                    message = f"key {owner.key} is not allowed to read this model"
+                    self._json(401, {"error": {"message": message}}, leak=True)
+                    return
+                leak = name == LEAKY
+                owner_key = {"owned_by": owner.key} if leak else {}
+                self._json(200, {**model, "id": name, **owner_key}, leak=leak)
+            return
+        if self.path.startswith(("/v1/files", "/v1/batches")):
+            self._json(200, {"object": "list", "data": [{"id": OTHER_TENANTS_FILES}]})
             return
         self._json(404, {"error": {"message": "no such route", "type": "invalid_request_error"}})
 
     def do_POST(self) -> None:
         owner = self.server.owner
-        body = self._read()
+        try:
+            body = self._read()
+        except ValueError:  # what a fuzzer sends may not be JSON an upstream reads
+            body = None
         owner.record(
             Received("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)
         )
         if not self._authorised():
             return
-        assert body is not None
+        try:
+            self._answer(body)
+        except (AttributeError, KeyError, IndexError, TypeError):
+            self._json(400, {"error": {"message": "bad request", "type": "invalid_request"}})
+
+    def _answer(self, body: dict[str, Any] | None) -> None:
+        owner = self.server.owner
+        if not isinstance(body, dict):
+            raise TypeError("not an object")
+        leak = body.get("model") == LEAKY
         if not body.get("stream"):
             if owner.delay_s and _peer_left(self.connection, owner.delay_s):
                 owner.aborted.set()
                 return
-            self._json(200, completion(body))
+            answer = completion(body)
+            if leak:
+                answer["choices"][0]["message"]["content"] += f" (key {owner.key})"
+            self._json(200, answer, leak=leak)
             return
+        events: list[Any] = [*stream_events(body), "[DONE]"]
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")  # the body ends with the connection
+        self.send_header("X-Request-Id", "req-upstream-1")
+        self.send_header("X-Ratelimit-Remaining-Requests", "99")
+        if leak:
+            self._leak_headers()
         self.end_headers()
         self.close_connection = True
         try:
-            for event in [*stream_events(body), "[DONE]"]:
+            for i, event in enumerate(events):
                 data = event if isinstance(event, str) else json.dumps(event)
-                self.wfile.write(f"data: {data}\n\n".encode())
+                raw = f"data: {data}\n\n".encode()
+                if leak and i == 1:  # the key, split across two writes (and TCP segments)
+                    half = len(owner.key) // 2
+                    raw = f"data: {owner.key[:half]}".encode()
+                    self.wfile.write(raw)
+                    self.wfile.flush()
+                    time.sleep(0.05)
+                    raw = f"{owner.key[half:]}\n\n".encode()
+                self.wfile.write(raw)
                 self.wfile.flush()
                 if owner.delay_s and _peer_left(self.connection, owner.delay_s):
                     owner.aborted.set()
                     return
+            owner.finished.set()
         except OSError:
             owner.aborted.set()
 

@@ -33,11 +33,15 @@ def register_secret(value: str | None) -> None:
             _secrets.add(value)
 
 
+def known_secrets() -> list[str]:
+    """Every registered secret, longest first (a longer one may contain a shorter one)."""
+    with _lock:
+        return sorted(_secrets, key=len, reverse=True)
+
+
 def redact(text: str) -> str:
     """``text`` with every registered secret and key-shaped token replaced by ``********``."""
-    with _lock:
-        known = sorted(_secrets, key=len, reverse=True)
-    for secret in known:
+    for secret in known_secrets():
         if secret in text:
             text = text.replace(secret, MASK)
     return _KEY_SHAPES.sub(MASK, text)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from proxy_support import ACME_DOCS, GLOBEX_DOCS, PROJECT, SECRET, ProxyFactory, key_file
+from proxy_support import SECRET, ProxyFactory, key_file, populate
 
 from chat_upstream import ChatUpstream, running_upstream
 from loopback import serving
@@ -22,15 +22,7 @@ pytest.importorskip("uvicorn", reason="needs the 'server' extra")
 @pytest.fixture
 def rag(make_app: Callable[..., RagApp]) -> RagApp:
     """Tenants t1 (Acme) and t2 (Globex), each with a project ``handbook``, AutoInject ON."""
-    app = make_app(config={"jwt_secret": SECRET})
-    for tenant, docs in (("t1", ACME_DOCS), ("t2", GLOBEX_DOCS)):
-        app.settings.set(tenant, None, "ai.embedding.provider", "hashing")
-        app.settings.set(tenant, None, "rag.autoInject.enabled", "ON")
-        app.bring(tenant, PROJECT)
-        for path, text in docs.items():
-            app.document_saved(tenant, PROJECT, path, text)
-    app.scheduler.run_until_idle(timeout_s=60)
-    return app
+    return populate(make_app(config={"jwt_secret": SECRET}))
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from vancetope_rag.app import RagApp
 from vancetope_rag.proxy import hash_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,6 +23,9 @@ ACME_OFF_KEY = "vrk_acme-discussion-key-55aa"
 ACME_ON_KEY = "vrk_acme-docs-key-6b7c8d"
 ACME_SLOW_KEY = "vrk_acme-one-a-minute-key-0f"
 ACME_WIKI_KEY = "vrk_acme-wiki-only-key-3e2d"
+#: Bound to every project of Globex at 5 requests a minute: one budget, whatever the project.
+GLOBEX_FIVE_KEY = "vrk_globex-five-a-minute-key-7a"
+FIVE_A_MINUTE = 5
 
 ACME_DOCS = {
     "documents/vacation.md": (
@@ -32,6 +36,19 @@ ACME_DOCS = {
 GLOBEX_DOCS = {
     "documents/vacation.md": "Globex staff get twelve vacation days, approved by the tribunal.",
 }
+
+
+def populate(app: RagApp) -> RagApp:
+    """Tenants t1 (Acme) and t2 (Globex), each with an indexed project ``handbook``,
+    AutoInject ON."""
+    for tenant, docs in (("t1", ACME_DOCS), ("t2", GLOBEX_DOCS)):
+        app.settings.set(tenant, None, "ai.embedding.provider", "hashing")
+        app.settings.set(tenant, None, "rag.autoInject.enabled", "ON")
+        app.bring(tenant, PROJECT)
+        for path, text in docs.items():
+            app.document_saved(tenant, PROJECT, path, text)
+    app.scheduler.run_until_idle(timeout_s=60)
+    return app
 
 
 def key_file(path: Path) -> Path:
@@ -48,6 +65,7 @@ def key_file(path: Path) -> Path:
         entry("acme-docs", ACME_ON_KEY, "t1", projects=[PROJECT], recipe="docs.yaml"),
         entry("acme-slow", ACME_SLOW_KEY, "t1", projects=[PROJECT], requestsPerMinute=1),
         entry("acme-wiki", ACME_WIKI_KEY, "t1", projects=["wiki"]),
+        entry("globex-five", GLOBEX_FIVE_KEY, "t2", projects="*", requestsPerMinute=FIVE_A_MINUTE),
     ]
     path.write_text(yaml.safe_dump({"keys": keys}), encoding="utf-8")
     return path

@@ -117,17 +117,21 @@ def test_the_key_table_keeps_hashes_and_refuses_bad_entries(tmp_path: Path) -> N
         load_key_table(tmp_path / "none.yaml")
 
 
-def test_a_changed_key_file_is_read_again_and_a_broken_one_keeps_the_old_keys(
+def test_a_changed_key_file_is_read_again_and_a_broken_one_admits_no_key(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "keys.yaml"
     path.write_text(yaml.safe_dump({"keys": [_entry()]}), encoding="utf-8")
-    keys = KeyFile(path)
+    reloads: list[bool] = []
+    keys = KeyFile(path, reloads.append)
     assert keys.find("vrk_x") is not None and keys.find("vrk_y") is None
     path.write_text(yaml.safe_dump({"keys": [_entry(hash=hash_key("vrk_y"))]}), encoding="utf-8")
     assert keys.find("vrk_x") is None and keys.find("vrk_y") is not None  # revoked, added
     path.write_text("keys: [{name: broken", encoding="utf-8")
-    assert keys.find("vrk_y") is not None
+    assert keys.find("vrk_y") is None and keys.failure is not None  # fails closed
+    path.write_text(yaml.safe_dump({"keys": [_entry(hash=hash_key("vrk_y"))]}), encoding="utf-8")
+    assert keys.find("vrk_y") is not None and keys.failure is None
+    assert reloads == [True, False, True]
 
 
 def test_the_upstream_url_is_checked() -> None:

@@ -3,6 +3,7 @@ credentials (``token``, ``proxy-key``)."""
 
 from __future__ import annotations
 
+import logging
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -146,6 +147,10 @@ def proxy_cmd(
     _warn_plain_http(host)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: None)
+    # Access lines (route template, status, duration, request id) at INFO by default.
+    access = logging.getLogger("vancetope_rag.access")
+    if access.getEffectiveLevel() > logging.INFO:
+        access.setLevel(logging.INFO)
     uvicorn.run(proxy, host=host, port=port, access_log=False, log_config=None)
 
 

@@ -22,7 +22,7 @@ import hashlib
 import os
 import secrets
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,32 +156,69 @@ def load_key_table(path: str | os.PathLike[str]) -> dict[str, ApiKey]:
 
 
 class KeyFile:
-    """A key file, re-read when its modification time or size changes: an operator adds or
-    revokes a key without restarting the proxy. A change that does not parse is logged and
-    the keys read last stay in force."""
+    """A key file, re-read when it changes (another inode, modification time or size): an
+    operator adds or revokes a key without restarting the proxy.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    It fails closed: a file that cannot be read, is empty, or does not parse after a change
+    admits no key at all until a valid file is back (:attr:`failure` says why), and the log
+    says so once. Replace the file atomically (write a new file, then rename it over the old
+    one), so a reload never reads half a file. ``keys: []`` is the way to say "no keys".
+
+    Args:
+        path: The key file.
+        on_reload: Called after each reload with whether it loaded (the metrics).
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], on_reload: Callable[[bool], None] | None = None
+    ) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        self._on_reload = on_reload
         self._stamp = self._stat()
         self._table = load_key_table(self.path)  # a bad file at start is an error
+        #: Why the last reload failed (no key is admitted), or None.
+        self.failure: str | None = None
 
-    def _stat(self) -> tuple[int, int] | None:
+    def _stat(self) -> tuple[int, int, int] | None:
         try:
             st = self.path.stat()
         except OSError:
             return None
-        return st.st_mtime_ns, st.st_size
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def refresh(self) -> None:
+        """Reload the file if it changed since it was read last."""
+        stamp = self._stat()
+        if stamp == self._stamp:
+            return
+        with self._lock:
+            if stamp == self._stamp:
+                return
+            try:
+                table = load_key_table(self.path)
+            except ApiConfigError as exc:
+                self._table = {}
+                if self.failure is None:
+                    log.error(
+                        "proxy key file failed to load; no proxy key is accepted until it "
+                        "loads again: %s",
+                        exc.message,
+                    )
+                self.failure = exc.message
+            else:
+                self._table = table
+                if self.failure is not None:
+                    log.warning("proxy key file loaded again: %d key(s)", len(table))
+                self.failure = None
+            self._stamp = stamp
+        if self._on_reload is not None:
+            self._on_reload(self.failure is None)
 
     def find(self, presented: str) -> ApiKey | None:
-        """The entry of a presented key, or None."""
-        stamp = self._stat()
-        if stamp != self._stamp:
-            with self._lock:
-                if stamp != self._stamp:
-                    try:
-                        self._table = load_key_table(self.path)
-                    except ApiConfigError as exc:
-                        log.warning("proxy key file not reloaded, the previous keys stay: %s", exc)
-                    self._stamp = stamp
+        """The entry of a presented key, or None (always None while :attr:`failure`)."""
+        self.refresh()
         return self._table.get(hash_key(presented))

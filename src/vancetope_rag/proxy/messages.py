@@ -10,8 +10,11 @@ out). ``developer`` counts as ``system``.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote, unquote
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
@@ -25,6 +28,58 @@ EXTENSION_FIELD = "vancetope_rag"
 OPT_OUT_HEADER = "x-vancetope-rag-inject"
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 _OFF = frozenset({"off", "false", "0", "no"})
+
+
+#: Deepest nesting of arrays and objects a request body may have: a chat body with tools whose
+#: JSON schemas nest needs a few dozen levels; 200,000 ``[`` would exhaust the parser's stack.
+MAX_JSON_DEPTH = 64
+#: JSON strings (skipped when counting brackets) and the brackets themselves.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_BRACKETS = re.compile(rb"[\[\]{}]")
+#: One segment of a model id, as upstreams name models: ``gpt-4o``, ``llama3.1:8b``,
+#: ``meta-llama/Llama-3.1-8B-Instruct`` (two segments), ``@cf/meta/llama-3-8b``.
+_MODEL_SEGMENT = re.compile(r"[A-Za-z0-9._:@+=~-]{1,256}")
+MAX_MODEL_SEGMENTS = 8
+
+
+def parse_json(raw: bytes) -> object:
+    """``raw`` parsed, nested at most :data:`MAX_JSON_DEPTH` deep.
+
+    Raises:
+        InvalidInputError: Nested deeper (checked before parsing, so the parser never
+            recurses that far).
+        ValueError: Not JSON (``json.JSONDecodeError``, or not UTF-8).
+    """
+    depth = 0
+    for bracket in _BRACKETS.finditer(_JSON_STRING.sub(b"", raw)):
+        depth += 1 if bracket.group() in (b"[", b"{") else -1
+        if depth > MAX_JSON_DEPTH:
+            raise InvalidInputError(
+                f"the request body nests arrays and objects more than {MAX_JSON_DEPTH} deep"
+            )
+    try:
+        return json.loads(raw)
+    except RecursionError:  # what the count above missed (it reads invalid JSON loosely)
+        raise InvalidInputError(
+            f"the request body nests arrays and objects more than {MAX_JSON_DEPTH} deep"
+        ) from None
+
+
+def model_path(raw: str) -> str | None:
+    """The upstream path below ``/models`` for a model id as the request's path spells it
+    (percent-encoded), or None when it is not a model id.
+
+    The id is percent-decoded once (the openai SDK sends ``meta-llama%2FLlama-3.1-8B``);
+    each ``/``-separated segment must be letters, digits and ``._:@+=~-``, not ``.`` or
+    ``..``: no backslash, NUL or ``%`` (what is still encoded after one decoding is double
+    encoding). The path sent is rebuilt from the checked segments, encoded again.
+    """
+    segments = unquote(raw, errors="replace").split("/")  # U+FFFD is no segment character
+    if len(segments) > MAX_MODEL_SEGMENTS or not all(
+        _MODEL_SEGMENT.fullmatch(s) and s not in (".", "..") for s in segments
+    ):
+        return None
+    return "/models/" + "/".join(quote(s, safe=":@+=~") for s in segments)
 
 
 def check_chat_body(body: object) -> dict[str, Any]:

@@ -1,5 +1,10 @@
-"""Forwarding to the upstream: its own key, the answer streamed back byte for byte, a client
-disconnect cancelling the upstream request, and upstream errors scrubbed of secrets.
+"""Forwarding to the upstream: its own key, the answer streamed back as it comes, a client
+disconnect cancelling the upstream request, and every answer scrubbed of secrets.
+
+What comes back is cut down to what a client needs: the response headers of an explicit
+allow-list (:data:`PASSED_RESPONSE_HEADERS`), and every body — JSON, an error, a stream — with
+the operator's secrets replaced, a stream chunk by chunk (:class:`Scrubber` holds back only
+the end of a chunk that could start a secret).
 
 The answer is an ASGI response of its own (:class:`UpstreamResponse`) rather than a Starlette
 ``StreamingResponse``: it watches the client for ``http.disconnect`` from the moment the
@@ -11,7 +16,9 @@ that leaves mid-stream.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable, Mapping
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 
 import anyio
 import httpx
@@ -19,30 +26,31 @@ import httpx
 from vancetope_rag.api.errors import redact
 from vancetope_rag.api.limits import Receive, Scope, Send
 from vancetope_rag.proxy.config import ProxyConfig
-from vancetope_rag.secrets import get_logger, register_secret
+from vancetope_rag.secrets import MASK, get_logger, known_secrets, register_secret
 
 log = get_logger(__name__)
 
-#: Request headers passed upstream; everything else (the caller's Authorization, cookies,
-#: our opt-out header) stays here.
-_FORWARDED_REQUEST = ("accept", "accept-encoding", "content-type", "user-agent", "x-request-id")
-#: Response headers never passed back: hop-by-hop ones (RFC 9110 §7.6.1) and those the
-#: proxy's own server sets.
-_HOP_BY_HOP = frozenset(
+#: Request headers passed upstream (when their value is printable ASCII); everything else (the
+#: caller's Authorization, cookies, our opt-out header) stays here. ``X-Request-Id`` goes up
+#: as the proxy checked it (:func:`request_id_of`).
+_FORWARDED_REQUEST = ("accept", "content-type", "user-agent")
+#: Response headers passed back to the caller: what a client needs, nothing an upstream may
+#: put its session or debugging into (``set-cookie``, ``x-*``). Rate-limit headers by prefix.
+PASSED_RESPONSE_HEADERS = frozenset(
     {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "server",
-        "date",
-        "www-authenticate",  # the upstream's realm: the client authenticates with us
+        "content-type",
+        "cache-control",
+        "retry-after",
+        "retry-after-ms",
+        "x-request-id",
+        "request-id",
+        "openai-processing-ms",
+        "openai-version",
     }
 )
+PASSED_RESPONSE_PREFIXES = ("x-ratelimit-",)
+#: A request id the proxy logs and forwards: printable, no spaces, bounded; else one of ours.
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:@/+=-]{1,128}")
 #: An upstream error body is read (to scrub it) up to this size; the rest is dropped.
 MAX_ERROR_BYTES = 1024 * 1024
 
@@ -110,11 +118,25 @@ class Upstream:
         return [self._key]
 
     def request(
-        self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes | None
+        self,
+        method: str,
+        path: str,
+        query: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        request_id: str | None = None,
     ) -> httpx.Request:
-        """The upstream request for a caller's request to ``path`` (below the base URL)."""
-        out = {k: v for k in _FORWARDED_REQUEST if (v := headers.get(k)) is not None}
-        out.setdefault("accept-encoding", "identity")
+        """The upstream request for a caller's request to ``path`` (below the base URL, built
+        by the proxy from checked parts)."""
+        out = {
+            k: v
+            for k in _FORWARDED_REQUEST
+            if (v := headers.get(k)) is not None and v.isascii() and v.isprintable()
+        }
+        # Uncompressed: every body is scrubbed on its way back.
+        out["accept-encoding"] = "identity"
+        if request_id:
+            out["x-request-id"] = request_id
         if self._key:
             out["authorization"] = f"Bearer {self._key}"
         url = self.base + path + (f"?{query}" if query else "")
@@ -124,21 +146,63 @@ class Upstream:
         await self._client.aclose()
 
 
-async def _chunks(response: httpx.Response, *, decoded: bool) -> AsyncIterator[bytes]:
-    """The body as it arrives: raw (as sent, compressed or not) or decoded. A response whose
-    body was read already (a transport that answers from memory) gives it in one piece."""
+async def _chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body as it arrives, decoded (asked for uncompressed, but an upstream may compress
+    all the same). A response whose body was read already (a transport that answers from
+    memory) gives it in one piece."""
     try:
-        async for chunk in response.aiter_bytes() if decoded else response.aiter_raw():
+        async for chunk in response.aiter_bytes():
             yield chunk
     except httpx.StreamConsumed:
         yield response.content
 
 
-def _passed_headers(response: httpx.Response, *, body_changed: bool) -> list[tuple[str, str]]:
-    drop = set(_HOP_BY_HOP)
-    if body_changed:
-        drop |= {"content-length", "content-encoding"}
-    return [(k, v) for k, v in response.headers.multi_items() if k.lower() not in drop]
+def request_id_of(value: str | None) -> str | None:
+    """The caller's ``X-Request-Id`` when it is a plain token, else None (dropped)."""
+    return value if value is not None and _REQUEST_ID.fullmatch(value) else None
+
+
+def _passed_headers(
+    response: httpx.Response, secrets: Iterable[str | None]
+) -> list[tuple[str, str]]:
+    """The upstream's response headers of the allow-list, values scrubbed; never a length or
+    an encoding: the body is decoded and may change length when scrubbed."""
+    return [
+        (k, redact(v, secrets))
+        for k, v in response.headers.multi_items()
+        if k.lower() in PASSED_RESPONSE_HEADERS or k.lower().startswith(PASSED_RESPONSE_PREFIXES)
+    ]
+
+
+class Scrubber:
+    """Replaces secrets in a body that comes in chunks, without waiting for its end: a chunk
+    goes on at once but for its last bytes when they could be the start of a secret (then
+    they wait for the next chunk, at most a secret's length minus one)."""
+
+    def __init__(self, secrets: Iterable[str | None]) -> None:
+        found = {s for s in [*secrets, *known_secrets()] if s and len(s) >= 4}
+        self._secrets = sorted((s.encode() for s in found), key=len, reverse=True)
+        self._mask = MASK.encode()
+        self._held = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        """What of ``chunk`` (after what was held back) can go on now, scrubbed."""
+        data = self._held + chunk
+        for secret in self._secrets:
+            data = data.replace(secret, self._mask)
+        keep = 0
+        for secret in self._secrets:
+            for n in range(min(len(secret) - 1, len(data)), keep, -1):
+                if data.endswith(secret[:n]):
+                    keep = n
+                    break
+        self._held = data[len(data) - keep :]
+        return data[: len(data) - keep]
+
+    def end(self) -> bytes:
+        """The bytes held back at the end of the body (no secret: it ended)."""
+        held, self._held = self._held, b""
+        return held
 
 
 class UpstreamResponse:
@@ -148,8 +212,9 @@ class UpstreamResponse:
         upstream: Where the request goes.
         request: The upstream request, built by :meth:`Upstream.request`.
         extra_headers: Headers of ours added to the answer (the injected sources).
-        secrets: Texts scrubbed from an upstream error besides the registered secrets (the
-            caller's credential, the upstream key).
+        secrets: Texts scrubbed from every answer besides the registered secrets and the
+            upstream key (the caller's credential, the JWT secret).
+        waited: Called with the seconds the upstream took to start its answer (or to fail).
     """
 
     def __init__(
@@ -158,12 +223,14 @@ class UpstreamResponse:
         request: httpx.Request,
         extra_headers: Mapping[str, str],
         secrets: Iterable[str | None],
+        waited: Callable[[float], None] | None = None,
     ) -> None:
         self.upstream = upstream
         self.request = request
         self.extra_headers = dict(extra_headers)
         self.secrets = [*secrets, *upstream.secrets]
         self.status: int | None = None
+        self._waited = waited
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async with anyio.create_task_group() as tasks:
@@ -183,6 +250,7 @@ class UpstreamResponse:
                 tasks.cancel_scope.cancel()
 
     async def _relay(self, send: Send) -> None:
+        started = time.perf_counter()
         try:
             response = await self.upstream.client.send(self.request, stream=True)
         except httpx.TimeoutException as exc:
@@ -193,6 +261,9 @@ class UpstreamResponse:
                 send, 502, "UPSTREAM_UNREACHABLE", f"cannot reach the upstream: {exc!r}"
             )
             return
+        finally:
+            if self._waited is not None:
+                self._waited(time.perf_counter() - started)
         try:
             if response.status_code >= 400:
                 await self._relay_error(response, send)
@@ -202,7 +273,7 @@ class UpstreamResponse:
             await response.aclose()  # also what cancels it when the client left
 
     async def _relay_stream(self, response: httpx.Response, send: Send) -> None:
-        headers = _passed_headers(response, body_changed=False)
+        headers = _passed_headers(response, self.secrets)
         self.status = response.status_code
         await send(
             {
@@ -211,19 +282,21 @@ class UpstreamResponse:
                 "headers": self._encoded(headers),
             }
         )
+        scrubber = Scrubber(self.secrets)
         try:
-            async for chunk in _chunks(response, decoded=False):
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            async for chunk in _chunks(response):
+                if clean := scrubber.feed(chunk):
+                    await send({"type": "http.response.body", "body": clean, "more_body": True})
         except httpx.HTTPError as exc:
             # Headers are sent: the status cannot change any more. End the body; the client
             # sees a stream without its final event, as if the upstream had dropped it.
             log.warning("upstream stream broke off: %r", exc)
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await send({"type": "http.response.body", "body": scrubber.end(), "more_body": False})
 
     async def _relay_error(self, response: httpx.Response, send: Send) -> None:
         raw = b""
         try:
-            async for chunk in _chunks(response, decoded=True):
+            async for chunk in _chunks(response):
                 raw += chunk
                 if len(raw) > MAX_ERROR_BYTES:
                     raw = raw[:MAX_ERROR_BYTES]
@@ -235,7 +308,7 @@ class UpstreamResponse:
         self.status = response.status_code
         headers = [
             (k, v)
-            for k, v in _passed_headers(response, body_changed=True)
+            for k, v in _passed_headers(response, self.secrets)
             if k.lower() != "content-type"
         ]
         content_type = response.headers.get("content-type", "application/json")

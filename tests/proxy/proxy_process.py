@@ -1,0 +1,140 @@
+"""A real ``vancetope-rag proxy`` process on loopback, and a raw HTTP client for it.
+
+The raw client is :mod:`http.client` with the request line written as given: httpx and
+requests normalise ``../`` and re-encode paths before sending, so they cannot test what an
+attacker's own client sends.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from proxy_support import ROOT, SECRET, populate
+
+from chat_upstream import ChatUpstream
+from vancetope_rag.app import RagApp
+from vancetope_rag.config import EngineConfig
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: list[tuple[str, str]]  # lower-cased names, as received
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers if k == name), None)
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+
+def raw_request(
+    url: str,
+    method: str,
+    path: str,
+    headers: Mapping[str, str | bytes] | None = None,
+    body: bytes | None = None,
+    timeout: float = 30.0,
+) -> Answer:
+    """``method path`` sent to ``url`` exactly as written (no normalisation, no encoding);
+    header values may be bytes (sent as they are, UTF-8 for instance)."""
+    where = urlparse(url)
+    assert where.hostname and where.port
+    conn = http.client.HTTPConnection(where.hostname, where.port, timeout=timeout)
+    try:
+        conn.putrequest(method, path, skip_accept_encoding=True)
+        for name, value in (headers or {}).items():
+            conn.putheader(name, value)
+        if body is not None:
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
+        response = conn.getresponse()
+        data = response.read()
+        return Answer(response.status, [(k.lower(), v) for k, v in response.getheaders()], data)
+    finally:
+        conn.close()
+
+
+def prepared_store(directory: Path) -> str:
+    """A SQLite store in ``directory`` as the proxy tests' ``rag`` fixture makes it: tenants
+    t1 and t2, each with an indexed project ``handbook``, AutoInject ON."""
+    uri = f"sqlite:///{directory / 'rag.db'}"
+    app = RagApp.open(EngineConfig(store=uri, indexer_initial_delay_s=0.0))  # type: ignore[call-arg]
+    try:
+        populate(app)
+    finally:
+        app.close()
+    return uri
+
+
+@dataclass
+class ProxyProcess:
+    url: str
+    child: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        """What the process wrote to stderr so far."""
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+
+@contextmanager
+def running_proxy(
+    store: str,
+    upstream: ChatUpstream,
+    keys: Path,
+    directory: Path,
+    env: Mapping[str, str] | None = None,
+    args: tuple[str, ...] = (),
+) -> Iterator[ProxyProcess]:
+    """``vancetope-rag proxy`` in a child process (this worktree's source), on a free
+    loopback port, its stderr in ``directory/proxy.log``; stopped with SIGTERM."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    child_env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("VANCETOPE_RAG_", "RAG_"))
+    }
+    child_env |= {
+        "PYTHONPATH": str(ROOT / "src"),
+        "VANCETOPE_RAG_PROXY_UPSTREAM_API_KEY": upstream.key,
+        "VANCETOPE_RAG_JWT_SECRET": SECRET,
+        "VANCETOPE_RAG_EMBEDDED_BACKEND": "torch",
+        **(env or {}),
+    }
+    command = [sys.executable, "-m", "vancetope_rag.cli", "--store", store, *args, "proxy"]
+    command += ["--upstream", upstream.base_url, "--keys", str(keys), "--port", str(port)]
+    log_path = directory / f"proxy-{port}.log"
+    with log_path.open("wb") as log:
+        child = subprocess.Popen(command, env=child_env, stderr=log, stdout=subprocess.DEVNULL)
+    process = ProxyProcess(f"http://127.0.0.1:{port}", child, log_path)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert child.poll() is None, process.log()
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the proxy did not start: " + process.log()
+                time.sleep(0.1)
+        yield process
+    finally:
+        child.terminate()
+        try:
+            child.wait(20)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(10)
