@@ -37,7 +37,8 @@ class ProxyConfig(BaseSettings):
     keys_file: str | None = Field(
         default=None,
         description="YAML/JSON table of callers' API keys (hashed), each bound to a tenant, "
-        "its projects, an optional recipe and a rate; re-read when it changes.",
+        "its projects, an optional recipe and a rate; re-read when it changes (replace it by "
+        "rename); while a changed file fails to load, no proxy key is accepted.",
     )
     recipe: str | None = Field(
         default=None,
@@ -74,7 +75,8 @@ class ProxyConfig(BaseSettings):
         default=120,
         ge=0,
         le=1_000_000,
-        description="Chat requests per minute per caller and project when the caller's key "
+        description="Requests per minute per caller (one budget per key or token, whatever "
+        "the project; every route that reaches the upstream spends it) when the caller's key "
         "names no rate (JWT callers always), in bursts of up to a minute's worth; more answer "
         "429 with Retry-After. 0: no limit.",
     )
