@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -428,3 +429,24 @@ def test_an_upstream_silent_past_the_timeout_is_a_504(
         client(url).chat.completions.create(model="echo-1", messages=conversation())
     assert caught.value.status_code == 504
     assert "did not answer" in caught.value.message
+
+
+def test_access_records_carry_their_numbers_as_fields(
+    proxy_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a JSON log formatter turns into fields: method, route template, status, duration
+    and request id, on the ``vancetope_rag.access`` logger."""
+    caplog.set_level(logging.INFO, logger="vancetope_rag.access")
+    client(proxy_url).chat.completions.create(
+        model="echo-1", messages=conversation(), extra_headers={"X-Request-Id": "fields-1"}
+    )
+    deadline = time.monotonic() + 10
+    while not [r for r in caplog.records if getattr(r, "request_id", None) == "fields-1"]:
+        assert time.monotonic() < deadline, "no access record"
+        time.sleep(0.02)
+    record = next(r for r in caplog.records if getattr(r, "request_id", None) == "fields-1")
+    assert record.name == "vancetope_rag.access" and record.levelno == logging.INFO
+    fields = {k: getattr(record, k) for k in ("method", "route", "status")}
+    assert fields == {"method": "POST", "route": "/p/{project}/v1/chat/completions", "status": 200}
+    assert isinstance(record.duration_ms, float) and record.duration_ms > 0
+    assert ACME_KEY not in record.getMessage() and QUESTION not in record.getMessage()

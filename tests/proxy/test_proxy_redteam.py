@@ -333,24 +333,48 @@ _BODIES = (
     | st.integers(1, 300).map(lambda n: b'{"a":' * n + b"1" + b"}" * n)
 )
 _MODEL_PATHS = st.text(alphabet="abc./\\%2eEfF05:-_", max_size=16)
+_PROJECTS = st.just(PROJECT) | st.text(alphabet="ab.%2eEfF5c_-~", min_size=1, max_size=8)
+#: Mostly a valid key (to get past the gate), else what a prober sends: JWT-shaped garbage,
+#: other schemes, bytes that are not UTF-8.
+_AUTHORIZATION = st.sampled_from([f"Bearer {ACME_KEY}".encode()] * 3) | st.one_of(
+    st.binary(max_size=40).map(lambda b: b"Bearer " + b.replace(b"\r", b"").replace(b"\n", b"")),
+    st.lists(st.text(alphabet="abcXYZ012-_é", max_size=12), min_size=3, max_size=3).map(
+        lambda parts: ("Bearer " + ".".join(parts)).encode()
+    ),
+    st.sampled_from([b"Basic YTpi", b"Bearer", b"", "Bearer vrk_é".encode()]),
+)
 
 
 @settings(
-    max_examples=150,
+    max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(body=_BODIES, headers=_HEADERS, model=_MODEL_PATHS, stream=st.booleans())
+@given(
+    body=_BODIES,
+    headers=_HEADERS,
+    auth=_AUTHORIZATION,
+    project=_PROJECTS,
+    model=_MODEL_PATHS,
+    stream=st.booleans(),
+)
 def test_no_request_makes_the_proxy_answer_5xx(
-    proxy: ProxyProcess, body: bytes, headers: dict[str, bytes], model: str, stream: bool
+    proxy: ProxyProcess,
+    body: bytes,
+    headers: dict[str, bytes],
+    auth: bytes,
+    project: str,
+    model: str,
+    stream: bool,
 ) -> None:
-    auth = {"Authorization": f"Bearer {ACME_KEY}"}
+    sent = {"Authorization": auth, **headers}
     if stream:  # a chat body as an OpenAI client sends it, the headers fuzzed
         body = chat_body(stream=True)
-    answer = raw_request(proxy.url, "POST", CHAT, {**auth, **headers}, body)
+    answer = raw_request(proxy.url, "POST", f"/p/{project}/v1/chat/completions", sent, body)
     assert answer.status < 500, answer.text
-    answer = raw_request(proxy.url, "GET", f"/p/{PROJECT}/v1/models/{model}", {**auth, **headers})
+    answer = raw_request(proxy.url, "GET", f"/p/{project}/v1/models/{model}", sent)
     assert answer.status < 500, answer.text
+    assert "Traceback" not in proxy.log()  # nor an error after the answer started
 
 
 # -- 6, 7, 9: health, metrics, access lines ---------------------------------------------------

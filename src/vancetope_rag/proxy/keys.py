@@ -187,9 +187,6 @@ class KeyFile:
             return None
         return st.st_ino, st.st_mtime_ns, st.st_size
 
-    def __len__(self) -> int:
-        return len(self._table)
-
     def refresh(self) -> None:
         """Reload the file if it changed since it was read last."""
         stamp = self._stat()
