@@ -91,6 +91,7 @@ TRAVERSALS = (
     "/p/handbook/v1/models/echo-1%00/../../files",  # NUL
     "/p/handbook/v1/models/./../files",  # dot segment
     "/p/handbook/v1/models/echo-1/../../files",  # back out of a good id
+    "/p/handbook/v1%2Fmodels/../files",  # the route's own slash encoded
 )
 
 
@@ -115,6 +116,7 @@ def test_a_model_path_never_reaches_past_the_models_route(
         ("meta-llama%2FLlama-3.1-8B-Instruct", "/v1/models/meta-llama/Llama-3.1-8B-Instruct"),
         ("openai/gpt-4o", "/v1/models/openai/gpt-4o"),
         ("llama3.1:8b", "/v1/models/llama3.1:8b"),
+        ("", "/v1/models"),  # models/ is the list
     ],
 )
 def test_model_ids_with_segments_are_forwarded_on_a_path_the_proxy_builds(

@@ -8,18 +8,25 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from vancetope_rag.cli import cli
 from vancetope_rag.errors import ApiConfigError, InvalidInputError
 from vancetope_rag.proxy import ProxyConfig, hash_key
 from vancetope_rag.proxy.keys import KeyFile, load_key_table, parse_key_table
 from vancetope_rag.proxy.messages import (
+    MAX_JSON_DEPTH,
     check_chat_body,
     insert_blocks,
+    model_path,
     opted_out,
+    parse_json,
     text_of,
     user_turn,
 )
+from vancetope_rag.proxy.upstream import Scrubber
+from vancetope_rag.secrets import MASK
 
 BLOCK = "<rag-context>\nexcerpts\n</rag-context>"
 
@@ -159,3 +166,53 @@ def test_proxy_key_prints_the_key_and_an_entry_with_its_hash_only() -> None:
         "projects": ["handbook"],
     }
     assert key not in run.stderr
+
+
+SECRETS = ("upstream-key-7f3a9c1e55", "vrk_caller-key-1234")
+
+
+@given(
+    parts=st.lists(
+        st.sampled_from([*SECRETS, "data: ", "\n\n", "upstream-", "vrk_", "x", "{}"]),
+        max_size=12,
+    ),
+    cuts=st.lists(st.integers(0, 400), max_size=8),
+)
+def test_a_stream_is_scrubbed_wherever_its_chunks_are_cut(
+    parts: list[str], cuts: list[int]
+) -> None:
+    body = "".join(parts).encode()
+    scrubber = Scrubber(SECRETS)
+    out, at = b"", 0
+    for cut in [*sorted({min(c, len(body)) for c in cuts}), len(body)]:
+        out += scrubber.feed(body[at:cut])
+        at = cut
+    out += scrubber.end()
+    expected = "".join(parts)
+    for secret in SECRETS:
+        expected = expected.replace(secret, MASK)
+    assert out == expected.encode()
+
+
+def test_a_scrubber_holds_back_only_what_could_start_a_secret() -> None:
+    scrubber = Scrubber(SECRETS)
+    assert scrubber.feed(b"data: hello\n\n") == b"data: hello\n\n"  # nothing waits
+    assert scrubber.feed(b"data: upstream-ke") == b"data: "
+    assert scrubber.feed(b"y-7f3a9c1e55\n\n") == MASK.encode() + b"\n\n"
+
+
+def test_model_ids_are_checked_segment_by_segment() -> None:
+    assert model_path("meta-llama%2FLlama-3.1-8B-Instruct") == (
+        "/models/meta-llama/Llama-3.1-8B-Instruct"
+    )
+    assert model_path("@cf/meta/llama-3-8b") == "/models/@cf/meta/llama-3-8b"
+    for bad in ("..", "a/../b", "%2e%2e", "a%2f..", "%252e", "a\\b", "a%5cb", "a%00", "a//b", ""):
+        assert model_path(bad) is None, bad
+
+
+def test_json_nested_past_the_limit_is_refused_before_parsing() -> None:
+    ok = b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH
+    assert parse_json(ok) is not None
+    with pytest.raises(InvalidInputError, match=str(MAX_JSON_DEPTH)):
+        parse_json(b"[" * (MAX_JSON_DEPTH + 1) + b"]" * (MAX_JSON_DEPTH + 1))
+    assert parse_json(b'{"text": "' + b"[" * 500 + b'"}') == {"text": "[" * 500}  # in a string

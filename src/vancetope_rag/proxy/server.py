@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import httpx
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -341,11 +342,12 @@ def create_proxy(
         caller = gate.caller(request.headers.get("authorization"), project)
         gate.spend(caller)
         path, route = "/models", MODELS_ROUTE
-        if "model" in request.path_params:
+        if request.path_params.get("model"):  # models/ is the list, as models
             # From the path as sent: the decoded one cannot tell "/" from "%2F".
             raw_path = request.scope.get("raw_path") or request.url.path.encode()
             parts = bytes(raw_path).decode("latin-1").split("/", 5)
-            checked = model_path(parts[5]) if len(parts) == 6 and parts[5] else None
+            whole = len(parts) == 6 and [unquote(p) for p in parts[3:5]] == ["v1", "models"]
+            checked = model_path(parts[5]) if whole else None
             if checked is None:
                 raise ProxyError(
                     404,
