@@ -90,6 +90,32 @@ class ProxyProcess:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
 
+def _start(command: list[str], env: dict[str, str], directory: Path) -> ProxyProcess:
+    """The proxy started on a free port and accepting connections. The port is probed free
+    before the child binds it: when another process takes it in between (tests run in
+    parallel), the child exits and it is tried again on another port."""
+    for _ in range(3):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        log_path = directory / f"proxy-{port}.log"
+        with log_path.open("wb") as log:
+            child = subprocess.Popen(
+                [*command, "--port", str(port)], env=env, stderr=log, stdout=subprocess.DEVNULL
+            )
+        process = ProxyProcess(f"http://127.0.0.1:{port}", child, log_path)
+        deadline = time.monotonic() + 60
+        while child.poll() is None:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return process
+            except OSError:
+                assert time.monotonic() < deadline, "the proxy did not start: " + process.log()
+                time.sleep(0.1)
+        assert "address already in use" in process.log().lower(), process.log()
+    raise AssertionError("no free port for the proxy after 3 tries")
+
+
 @contextmanager
 def running_proxy(
     store: str,
@@ -100,10 +126,7 @@ def running_proxy(
     args: tuple[str, ...] = (),
 ) -> Iterator[ProxyProcess]:
     """``vancetope-rag proxy`` in a child process (this worktree's source), on a free
-    loopback port, its stderr in ``directory/proxy.log``; stopped with SIGTERM."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    loopback port, its stderr in ``directory/proxy-<port>.log``; stopped with SIGTERM."""
     child_env = {
         k: v for k, v in os.environ.items() if not k.startswith(("VANCETOPE_RAG_", "RAG_"))
     }
@@ -115,26 +138,14 @@ def running_proxy(
         **(env or {}),
     }
     command = [sys.executable, "-m", "vancetope_rag.cli", "--store", store, *args, "proxy"]
-    command += ["--upstream", upstream.base_url, "--keys", str(keys), "--port", str(port)]
-    log_path = directory / f"proxy-{port}.log"
-    with log_path.open("wb") as log:
-        child = subprocess.Popen(command, env=child_env, stderr=log, stdout=subprocess.DEVNULL)
-    process = ProxyProcess(f"http://127.0.0.1:{port}", child, log_path)
+    command += ["--upstream", upstream.base_url, "--keys", str(keys)]
+    process = _start(command, child_env, directory)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert child.poll() is None, process.log()
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "the proxy did not start: " + process.log()
-                time.sleep(0.1)
         yield process
     finally:
-        child.terminate()
+        process.child.terminate()
         try:
-            child.wait(20)
+            process.child.wait(20)
         except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait(10)
+            process.child.kill()
+            process.child.wait(10)
