@@ -6,15 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+from proxy_process import running_proxy
 from proxy_support import (
     ACME_DOCS,
     ACME_KEY,
@@ -25,7 +23,6 @@ from proxy_support import (
     GLOBEX_DOCS,
     GLOBEX_KEY,
     PROJECT,
-    ROOT,
     SECRET,
     ProxyFactory,
     base,
@@ -374,38 +371,15 @@ def test_the_proxy_command_serves_with_the_upstream_key_from_the_environment(
     rag: RagApp, upstream: ChatUpstream, tmp_path: Path
 ) -> None:
     keys = key_file(tmp_path / "keys.yaml")
-    with socket.socket() as probe:  # a free port for the child to listen on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VANCETOPE_RAG_", "RAG_"))}
-    env |= {
-        "PYTHONPATH": str(ROOT / "src"),
-        "VANCETOPE_RAG_PROXY_UPSTREAM_API_KEY": upstream.key,
-        "VANCETOPE_RAG_JWT_SECRET": SECRET,
-    }
-    command = [sys.executable, "-m", "vancetope_rag.cli", "--store", rag.config.store, "proxy"]
-    command += ["--upstream", upstream.base_url, "--keys", str(keys), "--port", str(port)]
-    child = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            assert child.poll() is None, child.stderr.read() if child.stderr else ""
-            try:
-                answer = client(url).chat.completions.create(
-                    model="echo-1", messages=conversation()
-                )
-                break
-            except openai.APIConnectionError:
-                assert time.monotonic() < deadline, "the proxy did not start"
-                time.sleep(0.2)
+    with running_proxy(rag.config.store, upstream, keys, tmp_path) as process:
+        answer = client(process.url).chat.completions.create(
+            model="echo-1", messages=conversation()
+        )
         assert answer.choices[0].message.content == f"echo: {QUESTION}"
         assert blocks_in(upstream.chats[-1].body["messages"]) == [2]  # type: ignore[index]
         assert upstream.chats[-1].headers["authorization"] == f"Bearer {upstream.key}"
-    finally:
-        child.terminate()
-        child.wait(20)
-    assert child.returncode == 0
+        process.child.terminate()
+        assert process.child.wait(20) == 0
 
 
 def test_an_unreachable_upstream_is_a_502_that_names_no_key(start_proxy: ProxyFactory) -> None:
