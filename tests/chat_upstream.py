@@ -175,6 +175,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Set-Cookie", f"session={key}; Path=/")
         self.send_header("X-Upstream-Debug", f"authorized with {key}")
         self.send_header("X-Ratelimit-Limit-Requests", f"100 ({key})")
+        # UTF-8 bytes of "100 €" (sent as they are): no latin-1 text once decoded
+        self.send_header("X-Ratelimit-Reset-Requests", "100 \xe2\x82\xac")
 
     def _read(self) -> dict[str, Any] | None:
         length = int(self.headers.get("Content-Length") or 0)

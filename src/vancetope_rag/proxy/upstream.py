@@ -165,13 +165,15 @@ def request_id_of(value: str | None) -> str | None:
 def _passed_headers(
     response: httpx.Response, secrets: Iterable[str | None]
 ) -> list[tuple[str, str]]:
-    """The upstream's response headers of the allow-list, values scrubbed; never a length or
-    an encoding: the body is decoded and may change length when scrubbed."""
-    return [
-        (k, redact(v, secrets))
+    """The upstream's response headers of the allow-list, values scrubbed (and dropped when
+    not printable ASCII); never a length or an encoding: the body is decoded and may change
+    length when scrubbed."""
+    passed = [
+        (k.lower(), redact(v, secrets))
         for k, v in response.headers.multi_items()
         if k.lower() in PASSED_RESPONSE_HEADERS or k.lower().startswith(PASSED_RESPONSE_PREFIXES)
     ]
+    return [(k, v) for k, v in passed if v.isascii() and v.isprintable()]
 
 
 class Scrubber:
@@ -306,23 +308,14 @@ class UpstreamResponse:
         text = redact(raw.decode("utf-8", "replace"), self.secrets)
         payload = text.encode()
         self.status = response.status_code
-        headers = [
-            (k, v)
-            for k, v in _passed_headers(response, self.secrets)
-            if k.lower() != "content-type"
-        ]
-        content_type = response.headers.get("content-type", "application/json")
+        headers = _passed_headers(response, self.secrets)
+        if not any(k == "content-type" for k, _ in headers):
+            headers.append(("content-type", "application/json"))
         await send(
             {
                 "type": "http.response.start",
                 "status": response.status_code,
-                "headers": self._encoded(
-                    [
-                        ("content-type", content_type),
-                        ("content-length", str(len(payload))),
-                        *headers,
-                    ]
-                ),
+                "headers": self._encoded([("content-length", str(len(payload))), *headers]),
             }
         )
         await send({"type": "http.response.body", "body": payload})
