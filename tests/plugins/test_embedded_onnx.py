@@ -524,15 +524,20 @@ def test_prepare_command_readies_onnx_ahead_and_status_shows_why(
     from vancetope_rag.cli import cli
 
     cache = tmp_path / "cache"
+    kernels = _stored_kernel_choice(tmp_path / "kernels")
     env = {
         "VANCETOPE_RAG_EMBEDDED_BACKEND": "onnx",
         "VANCETOPE_RAG_EMBEDDED_CACHE_DIR": str(cache),
         "VANCETOPE_RAG_EMBEDDED_CACHE_READONLY_DIR": str(exported.parent),
+        "VANCETOPE_RAG_KERNEL_CACHE_DIR": str(kernels),
     }
     base = ["--store", f"sqlite:///{tmp_path / 'rag.db'}", "--tenant", "t", "--project", "p"]
     runner = CliRunner()
     result = runner.invoke(cli, [*base, "prepare"], env=env)
     assert result.exit_code == 0, result.output
+    # the vector pass's kernel, as stored for this machine (timings injected: never measured)
+    want = "vector pass (dim 384, 100000 rows, 2 torch threads, stored): 1 query on packed"
+    assert want in result.output
     # micro-batched or not, as this machine measured it
     assert re.search(
         r"embedded: query embeddings on onnx(, concurrent queries micro-batched)?, batches on "
@@ -543,6 +548,25 @@ def test_prepare_command_readies_onnx_ahead_and_status_shows_why(
     status = runner.invoke(cli, [*base, "status"], env=env)
     assert status.exit_code == 0, status.output
     assert "embedded: query embeddings on onnx" in status.output
+    assert want in status.output
+
+
+def _stored_kernel_choice(folder: Path) -> Path:
+    """``folder`` holding the Intel Xeon's recorded kernel timings as this machine's choice
+    for 384 dimensions, so ``prepare`` reads it instead of timing the kernels."""
+    from kernel_timings import INTEL_XEON
+    from vancetope_rag.store.sqlite.scan_kernels import KernelChoice, KernelSelector
+    from vancetope_rag.store.sqlite.vector_cache import kernel_selector
+
+    machine = kernel_selector(folder)._machine()
+    selector = KernelSelector(
+        folder,
+        lambda: machine,
+        lambda dim: KernelChoice(machine, dim, 100_000, 2, INTEL_XEON),
+        lambda job: None,
+    )
+    selector.measure_now(384)
+    return folder
 
 
 _EXIT_DURING_EXPORT = """
