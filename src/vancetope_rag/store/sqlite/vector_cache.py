@@ -19,8 +19,9 @@ spare rows run out, the live rows are copied into new buffers (figures: docs/ben
 
 Speed: a float32 scan of 100k × 384 reads 150 MB per query (memory-bound). When
 torch is present, rows are also kept as int8 with a per-row scale (38 MB read) and scored
-first by one of torch's int8 kernels (:mod:`.sqlite.int8_rows`: rows prepacked for oneDNN's
-int8 matmul where it has one). That approximation is then made
+first by the kernel timed fastest on this machine (:mod:`.sqlite.scan_kernels`: one of
+torch's int8 kernels of :mod:`.sqlite.int8_rows`, or the float32 rows themselves where none
+beat them, and until the timings land). That approximation is then made
 exact: every row whose approximate score is within a proven error bound of the k-th best
 *exact* score is rescored in float32, row by row, so the top-k equals the float32 scan's
 whichever pass found the candidates (equal scores rank in row order). Searches of one RAG
