@@ -258,8 +258,8 @@ class KernelSelector:
 
     def stored(self) -> list[KernelChoice]:
         """The choices stored for this machine key (what a new process would serve with)."""
-        if self.directory is None:
-            return []
+        if self.directory is None or not any(self.directory.glob("vector-pass-*.json")):
+            return []  # the machine key (it imports torch) is not worked out for nothing
         found = []
         for path in sorted(self.directory.glob(f"vector-pass-{self._machine()}-*.json")):
             choice = _read_choice(path)
