@@ -206,6 +206,24 @@ def test_a_choice_measured_under_other_session_settings_is_measured_again(
     assert onnx_backend.machine_key(2, vers) != key
 
 
+def test_status_reads_the_stored_auto_choice_before_the_model_loads(tmp_path: Path) -> None:
+    """A process that has not loaded the model (``vancetope-rag status``) shows the choice
+    stored for this machine key, and none stored for another key or a forced backend."""
+    from vancetope_rag.default_plugins.embedded import onnx_backend
+
+    machine = onnx_backend.machine_key(2, versions())
+    mine = onnx_backend.choose(17.5, 44.6, machine, 900.0, 1100.0, 300.0, 280.0)
+    other = onnx_backend.choose(9.0, 3.0, "another-machine", 900.0, 700.0)
+    onnx_backend.write_choice(tmp_path / "export" / "choice-another-machine.json", other)
+    options = BackendOptions(backend="auto", cache_dir=tmp_path, threads=2)
+    assert onnx_backend.stored_choice(options) is None
+    onnx_backend.write_choice(tmp_path / "export" / f"choice-{machine}.json", mine)
+    assert onnx_backend.stored_choice(options) == mine
+    assert "44.6 ms on ONNX Runtime, 17.5 ms on torch" in mine.reason
+    forced = BackendOptions(backend="onnx", cache_dir=tmp_path, threads=2)
+    assert onnx_backend.stored_choice(forced) is None
+
+
 def test_export_key_follows_model_files_and_versions(tmp_path: Path) -> None:
     (tmp_path / "model.safetensors").write_bytes(b"weights")
     vers = {"torch": "2.13.0", "onnx": "1.23", "ort": "1.32"}

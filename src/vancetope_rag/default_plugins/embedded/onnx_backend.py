@@ -409,6 +409,27 @@ def write_choice(path: Path, choice: Choice) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(json.dumps(choice.__dict__, sort_keys=True)))
 
 
+def stored_choice(options: BackendOptions) -> Choice | None:
+    """The ``auto`` choice stored for this machine key under ``options``' folders, read without
+    loading the model (what ``status`` shows in a process that has not loaded it); None when
+    none is stored, the backend is forced, or ONNX Runtime is not installed."""
+    if options.backend != "auto":
+        return None
+    dirs = [d for d in (options.readonly_dir, options.cache_dir) if d is not None]
+    stored = [path for d in dirs for path in sorted(d.glob("*/choice-*.json"))]
+    if not stored:
+        return None  # the versions (importing torch and ONNX Runtime) are not read for nothing
+    try:
+        machine = machine_key(options.threads or torch_threads(), versions())
+    except ImportError:
+        return None
+    for path in stored:
+        choice = read_choice(path) if path.name == f"choice-{machine}.json" else None
+        if choice is not None and choice.machine == machine:
+            return choice
+    return None
+
+
 @dataclass(frozen=True)
 class BackendOptions:
     """``VANCETOPE_RAG_EMBEDDED_BACKEND`` and where exports live."""
