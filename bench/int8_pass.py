@@ -1,10 +1,10 @@
 #!/usr/bin/env python
-"""The vector cache's int8 pass: rows prepacked for oneDNN against the plain kernels.
+"""The vector cache's first pass: rows prepacked for oneDNN against the plain kernels.
 
 On ``--rows`` random unit rows of ``--dim`` dimensions held as the cache holds them
-(:class:`~vancetope_rag.store.sqlite.int8_rows.Int8Rows`), one pass of ``scores()`` for each
-query count of ``--queries``: once on the packed rows, once on the plain kernels (torch's
-weight-only kernel for one or two queries, ``torch._int_mm`` for more), in blocks of
+(:class:`~vancetope_rag.store.sqlite.int8_rows.Int8Rows`), one pass for each query count of
+``--queries``: once on the packed rows, once on the plain kernels (torch's weight-only kernel
+for one or two queries, ``torch._int_mm`` for more), once on the float32 rows, in blocks of
 ``--calls`` calls alternating ``--blocks`` times; the median call of each lane. (Blocks, not
 call by call: the two lanes read different copies of the rows, 38 MB each at 100k × 384, and
 alternating every call would have each evict the other from the caches, which production,
@@ -18,6 +18,7 @@ packed pass is checked to stay within its bound of the exact float32 scores.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import time
@@ -42,6 +43,7 @@ def main() -> None:
     import torch
 
     from vancetope_rag.store.sqlite.int8_rows import Int8Rows, onednn_int8
+    from vancetope_rag.store.sqlite.scan_kernels import FLOAT32, INT_MM, WEIGHT_INT8
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -50,10 +52,11 @@ def main() -> None:
     rng = np.random.default_rng(0)
     rows = rng.standard_normal((args.rows, args.dim)).astype(np.float32)
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    int8 = Int8Rows(torch, rows, args.rows)
-    if not int8.wait_packed(300):
-        sys.exit("the rows were not packed")
+    int8 = Int8Rows(torch, rows, args.rows)  # no kernel choice: packed here, by hand
     n = args.rows
+    int8.pack(n)
+    if int8.packed is None:
+        sys.exit("the rows were not packed")
 
     packing = []
     for _ in range(3):
@@ -64,28 +67,36 @@ def main() -> None:
     reading = _median_ms(lambda: flat.sum(), args.calls)
 
     packed = int8.packed
+    assert packed is not None
+    lane_names = ("packed", "plain", "float32")
     print(f"{n} rows x {args.dim}, torch threads {torch.get_num_threads()}; medians, ms")
     print(f"  packing the rows           {statistics.median(packing):8.1f}")
     print(f"  reading the int8 rows once {reading:8.2f}")
-    print(f"  {'queries':<8} {'packed':>8} {'plain':>8} {'plain/packed':>13}")
+    print(f"  {'queries':<8} " + " ".join(f"{k:>8}" for k in lane_names))
     for count in (int(q) for q in args.queries.split(",")):
         queries = rng.standard_normal((count, args.dim)).astype(np.float32)
         queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-        approx, bounds = int8.scores(queries, n)
+        plain = int8._passes[WEIGHT_INT8 if count < 3 else INT_MM]
+        f32 = int8._passes[FLOAT32]
+        calls = {
+            "packed": functools.partial(int8._scores_packed, queries, n, packed),
+            "plain": functools.partial(plain, queries, n),
+            "float32": functools.partial(f32, queries, n),
+        }
         exact = rows.astype(np.float64) @ queries.astype(np.float64).T
-        assert np.all(np.abs(approx - exact.T).max(axis=1) <= bounds), "outside the bound"
-        lanes: dict[str, list[float]] = {"packed": [], "plain": []}
+        for call in calls.values():
+            approx, bounds = call()
+            assert np.all(np.abs(approx - exact.T).max(axis=1) <= bounds), "outside the bound"
+        lanes: dict[str, list[float]] = {k: [] for k in lane_names}
         for block in range(args.blocks):
-            for lane in ("packed", "plain") if block % 2 == 0 else ("plain", "packed"):
-                int8.packed = packed if lane == "packed" else None
-                int8.packs = lane == "packed"  # the plain lane must not queue a packing
-                int8.scores(queries, n)  # its rows into the caches
+            for lane in lane_names if block % 2 == 0 else lane_names[::-1]:
+                calls[lane]()  # its rows into the caches
                 for _ in range(args.calls):
                     start = time.perf_counter()
-                    int8.scores(queries, n)
+                    calls[lane]()
                     lanes[lane].append((time.perf_counter() - start) * 1000)
-        fast, plain = (statistics.median(lanes[k]) for k in ("packed", "plain"))
-        print(f"  {count:<8} {fast:8.2f} {plain:8.2f} {plain / fast:12.2f}x")
+        medians = " ".join(f"{statistics.median(lanes[k]):8.2f}" for k in lane_names)
+        print(f"  {count:<8} {medians}")
     print(machine_line())
 
 

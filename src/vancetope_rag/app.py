@@ -58,6 +58,7 @@ from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.services.store_copy import CopySelection, StoreCopier
 from vancetope_rag.services.turn_executor import TurnExecutor
 from vancetope_rag.store import Store, open_store, redact_store_uri, same_store, store_file
+from vancetope_rag.store.sqlite.scan_kernels import KernelChoice
 from vancetope_rag.store.types import Clock
 
 
@@ -135,6 +136,7 @@ class RagApp:
             uri_defaults=config.store_uri_defaults(),
             mongo_options=config.mongo_options(),
             claim_ttl_s=config.claim_ttl_s,
+            kernel_cache_dir=kernel_cache_dir(config),
         )
         metrics = Metrics(state_ttl_s=config.metrics_state_ttl_s)
         control, chunks = store.control, store.chunks
@@ -156,6 +158,7 @@ class RagApp:
         calibrator = Calibrator(control=control, chunks=chunks, rags=rags)
         metrics.watch_work(lambda: node_work_state(control, store.rebuilds, config.node_id, chunks))
         metrics.watch_circuits(rags.circuits.open_counts)
+        metrics.watch_runtime(embeddings.runtime, lambda: vector_kernels(store))
         documents = DocumentService(control=control, chunks=chunks, rebuild_store=store.rebuilds)
         extraction = ExtractionService(
             registry=extractors,
@@ -588,6 +591,25 @@ def bridge_cache_dir(config: EngineConfig) -> Path:
     return (_USER_CACHE / "bridge").expanduser()
 
 
+def kernel_cache_dir(config: EngineConfig) -> Path:
+    """Where the vector cache stores its kernel choice per machine."""
+    return Path(config.kernel_cache_dir or (_USER_CACHE / "kernels").expanduser())
+
+
+def vector_kernels(store: Store, prepare_dim: int | None = None) -> list[KernelChoice]:
+    """The vector pass's kernel choices serving this process, else those stored for this
+    machine; with ``prepare_dim``, the choice for that dimension, measured now if none is
+    stored ([]: the store keeps no in-process vector cache)."""
+    from vancetope_rag.store.sqlite.vector_cache import VectorCache
+
+    cache = getattr(store.chunks, "cache", None)
+    if not isinstance(cache, VectorCache):
+        return []
+    if prepare_dim is not None:
+        return [cache.kernels.measure_now(prepare_dim)]
+    return cache.kernel_choices()
+
+
 def runtime_state_paths(config: EngineConfig) -> list[str]:
     """The engine's own files and folders, which files_visualize never reads even when a
     workspace holds them: the store file and its journals, the caches."""
@@ -597,6 +619,7 @@ def runtime_state_paths(config: EngineConfig) -> list[str]:
         paths += [str(path) + suffix for suffix in ("", "-wal", "-shm", "-journal")]
     embedded = config.embedded_cache_dir or str((_USER_CACHE / "embedded").expanduser())
     paths += [p for p in (embedded, config.embedded_cache_readonly_dir) if p]
+    paths.append(str(kernel_cache_dir(config)))
     return paths
 
 

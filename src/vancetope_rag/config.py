@@ -413,6 +413,13 @@ class EngineConfig(BaseSettings):
         description="Folder of the embedded model's ONNX export and the auto choice; unset = "
         "~/.cache/vancetope-rag/embedded.",
     )
+    kernel_cache_dir: str | None = Field(
+        default=None,
+        validation_alias=_env("VANCETOPE_RAG_KERNEL_CACHE_DIR"),
+        description="Folder of the SQLite vector cache's kernel choice, measured once per "
+        "machine (CPU, threads, versions) and vector dimension; unset = "
+        "~/.cache/vancetope-rag/kernels.",
+    )
     embedded_cache_readonly_dir: str | None = Field(
         default=None,
         validation_alias=_env("VANCETOPE_RAG_EMBEDDED_CACHE_READONLY_DIR"),

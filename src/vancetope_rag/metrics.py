@@ -12,7 +12,7 @@ import hmac
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -27,6 +27,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from vancetope_rag.secrets import get_logger
+from vancetope_rag.store.sqlite.scan_kernels import QUERY_COUNTS, KernelChoice
 
 log = get_logger(__name__)
 
@@ -182,6 +183,53 @@ class _CircuitCollector(Collector):
         return (family,)
 
 
+# -- what serves: the embedding backend, the vector pass's kernel ----------------------------
+
+
+class _RuntimeCollector(Collector):
+    """What this process computes with, and the timings that chose it, read at scrape time:
+    ``vance_rag_embedding_runtime_info{provider,runtime}`` (the line ``status`` prints) and
+    ``vance_rag_vector_pass_ms{dim,queries,kernel,serving}`` (each kernel's timed pass)."""
+
+    def __init__(self) -> None:
+        self.embeddings: Callable[[], Mapping[str, str]] | None = None
+        self.kernels: Callable[[], Sequence[KernelChoice]] | None = None
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+        return (
+            GaugeMetricFamily(
+                "vance_rag_embedding_runtime_info",
+                "How each loaded embedding provider computes in this process and why (1).",
+                labels=["provider", "runtime"],
+            ),
+            GaugeMetricFamily(
+                "vance_rag_vector_pass_ms",
+                "Milliseconds of one first pass of the SQLite vector cache by kernel, as "
+                "timed on this machine for passes of 1, 2 and 8 queries; serving=true marks "
+                "the kernel that serves such passes.",
+                labels=["dim", "queries", "kernel", "serving"],
+            ),
+        )
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families()
+
+    def collect(self) -> Iterable[Metric]:
+        runtime, passes = self._families()
+        for provider, line in sorted((self.embeddings() if self.embeddings else {}).items()):
+            runtime.add_metric([provider, line], 1)
+        for choice in self.kernels() if self.kernels else ():
+            for at, count in enumerate(QUERY_COUNTS):
+                serving = choice.first(count)
+                for kernel, timings in sorted(choice.timings.items()):
+                    ms = timings[at] if at < len(timings) else None
+                    if ms is not None:
+                        flag = "true" if kernel == serving else "false"
+                        passes.add_metric([str(choice.dim), str(count), kernel, flag], ms)
+        return (runtime, passes)
+
+
 class Metrics:
     def __init__(
         self, registry: CollectorRegistry | None = None, *, state_ttl_s: float = 10.0
@@ -274,6 +322,8 @@ class Metrics:
         self.registry.register(self._work)
         self._circuits = _CircuitCollector()
         self.registry.register(self._circuits)
+        self._runtime = _RuntimeCollector()
+        self.registry.register(self._runtime)
 
     def watch_work(self, source: Callable[[], WorkState]) -> None:
         """Read the queue depth and rebuild progress from ``source`` at scrape time."""
@@ -282,6 +332,14 @@ class Metrics:
     def watch_circuits(self, source: Callable[[], Mapping[tuple[str, str], int]]) -> None:
         """Read the open circuits ((provider, state) → count) from ``source`` at scrape time."""
         self._circuits.source = source
+
+    def watch_runtime(
+        self,
+        embeddings: Callable[[], Mapping[str, str]],
+        kernels: Callable[[], Sequence[KernelChoice]],
+    ) -> None:
+        """Read what serves embeddings and the vector pass from these at scrape time."""
+        self._runtime.embeddings, self._runtime.kernels = embeddings, kernels
 
     def embedding_call(self, provider: str, kind: str, seconds: float, ok: bool) -> None:
         """Count one call to an embedding model."""

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from fakes import wait_until
+from kernel_timings import INTEL_XEON, ONLY_FLOAT32, PLAIN, fixed
 from vancetope_rag.coalesce import Coalescer
 from vancetope_rag.domain.records import Chunk
 from vancetope_rag.domain.retrieval import FusionParams
@@ -217,24 +218,25 @@ def _quantized_top_reference(
     return cand.astype(np.int64), exact
 
 
-def _pin_kernel(int8: Int8Rows, packed: bool) -> None:
-    """Pin the passes to the rows packed for oneDNN (once the packer is done) or to the plain
-    kernels."""
-    assert int8.wait_packed(60) or not int8.packs
-    if packed and int8.packed is None:
+def _pin_kernel(int8: Int8Rows, kernels: str) -> None:
+    """Pin the passes to the rows packed for oneDNN (once the packer is done: the Intel
+    Xeon's timings), to the plain int8 kernels, or to the float32 rows."""
+    timings = {"packed": INTEL_XEON, "plain": PLAIN, "float32": ONLY_FLOAT32}[kernels]
+    int8.kernels = fixed(int8.weights.shape[1], timings)
+    int8.packed = None
+    int8.scores(np.zeros((1, int8.weights.shape[1]), np.float32), 1)  # queues the packing
+    assert int8.wait_packed(60) or kernels != "packed" or not int8.packs
+    if kernels == "packed" and int8.packed is None:
         pytest.skip("this torch has no oneDNN int8 matmul on prepacked rows")
-    if not packed:
-        int8.packs = False
-        int8.packed = None
 
 
-@pytest.mark.parametrize("packed", [True, False])
+@pytest.mark.parametrize("packed", ["packed", "plain", "float32"])
 @pytest.mark.parametrize("deleted", [0, 500])
-def test_int8_first_pass_gives_the_arrays_it_gave_before(deleted: int, packed: bool) -> None:
+def test_int8_first_pass_gives_the_arrays_it_gave_before(deleted: int, packed: str) -> None:
     """Candidates, their order and their exact scores are bit for bit those of the earlier
     first pass of one query alone, with no row deleted (masks skipped) and with deleted rows
     (masks applied), also when the queries of concurrent searches share one pass; on the
-    packed rows and on the plain kernels."""
+    packed rows, on the plain kernels and on the float32 rows."""
     pytest.importorskip("torch")
     rng = np.random.default_rng(7)
     rows = rng.standard_normal((25_000, 48)).astype(np.float32)
@@ -260,10 +262,10 @@ def test_int8_first_pass_gives_the_arrays_it_gave_before(deleted: int, packed: b
                 assert np.array_equal(got[1], want[1])
 
 
-@pytest.mark.parametrize("packed", [True, False])
+@pytest.mark.parametrize("packed", ["packed", "plain", "float32"])
 @pytest.mark.parametrize("queries", [1, 2, 3, 8])
 @pytest.mark.parametrize("exact_rows", [False, True])
-def test_int8_scores_stay_within_their_bound(queries: int, exact_rows: bool, packed: bool) -> None:
+def test_int8_scores_stay_within_their_bound(queries: int, exact_rows: bool, packed: str) -> None:
     """Every row's approximate score is within the pass's bound of its exact score (the
     rescoring is exact only if this holds): on the packed rows, and on the plain kernels (one
     or two queries on the weight-only kernel, three or more rounded to int8 too). Rows that

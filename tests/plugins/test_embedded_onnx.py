@@ -206,6 +206,24 @@ def test_a_choice_measured_under_other_session_settings_is_measured_again(
     assert onnx_backend.machine_key(2, vers) != key
 
 
+def test_status_reads_the_stored_auto_choice_before_the_model_loads(tmp_path: Path) -> None:
+    """A process that has not loaded the model (``vancetope-rag status``) shows the choice
+    stored for this machine key, and none stored for another key or a forced backend."""
+    from vancetope_rag.default_plugins.embedded import onnx_backend
+
+    machine = onnx_backend.machine_key(2, versions())
+    mine = onnx_backend.choose(17.5, 44.6, machine, 900.0, 1100.0, 300.0, 280.0)
+    other = onnx_backend.choose(9.0, 3.0, "another-machine", 900.0, 700.0)
+    onnx_backend.write_choice(tmp_path / "export" / "choice-another-machine.json", other)
+    options = BackendOptions(backend="auto", cache_dir=tmp_path, threads=2)
+    assert onnx_backend.stored_choice(options) is None
+    onnx_backend.write_choice(tmp_path / "export" / f"choice-{machine}.json", mine)
+    assert onnx_backend.stored_choice(options) == mine
+    assert "44.6 ms on ONNX Runtime, 17.5 ms on torch" in mine.reason
+    forced = BackendOptions(backend="onnx", cache_dir=tmp_path, threads=2)
+    assert onnx_backend.stored_choice(forced) is None
+
+
 def test_export_key_follows_model_files_and_versions(tmp_path: Path) -> None:
     (tmp_path / "model.safetensors").write_bytes(b"weights")
     vers = {"torch": "2.13.0", "onnx": "1.23", "ort": "1.32"}
@@ -524,15 +542,20 @@ def test_prepare_command_readies_onnx_ahead_and_status_shows_why(
     from vancetope_rag.cli import cli
 
     cache = tmp_path / "cache"
+    kernels = _stored_kernel_choice(tmp_path / "kernels")
     env = {
         "VANCETOPE_RAG_EMBEDDED_BACKEND": "onnx",
         "VANCETOPE_RAG_EMBEDDED_CACHE_DIR": str(cache),
         "VANCETOPE_RAG_EMBEDDED_CACHE_READONLY_DIR": str(exported.parent),
+        "VANCETOPE_RAG_KERNEL_CACHE_DIR": str(kernels),
     }
     base = ["--store", f"sqlite:///{tmp_path / 'rag.db'}", "--tenant", "t", "--project", "p"]
     runner = CliRunner()
     result = runner.invoke(cli, [*base, "prepare"], env=env)
     assert result.exit_code == 0, result.output
+    # the vector pass's kernel, as stored for this machine (timings injected: never measured)
+    want = "vector pass (dim 384, 100000 rows, 2 torch threads, stored): 1 query on packed"
+    assert want in result.output
     # micro-batched or not, as this machine measured it
     assert re.search(
         r"embedded: query embeddings on onnx(, concurrent queries micro-batched)?, batches on "
@@ -543,6 +566,25 @@ def test_prepare_command_readies_onnx_ahead_and_status_shows_why(
     status = runner.invoke(cli, [*base, "status"], env=env)
     assert status.exit_code == 0, status.output
     assert "embedded: query embeddings on onnx" in status.output
+    assert want in status.output
+
+
+def _stored_kernel_choice(folder: Path) -> Path:
+    """``folder`` holding the Intel Xeon's recorded kernel timings as this machine's choice
+    for 384 dimensions, so ``prepare`` reads it instead of timing the kernels."""
+    from kernel_timings import INTEL_XEON
+    from vancetope_rag.store.sqlite.scan_kernels import KernelChoice, KernelSelector
+    from vancetope_rag.store.sqlite.vector_cache import kernel_selector
+
+    machine = kernel_selector(folder)._machine()
+    selector = KernelSelector(
+        folder,
+        lambda: machine,
+        lambda dim: KernelChoice(machine, dim, 100_000, 2, INTEL_XEON),
+        lambda job: None,
+    )
+    selector.measure_now(384)
+    return folder
 
 
 _EXIT_DURING_EXPORT = """

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from kernel_timings import INTEL_XEON, fixed
 from vancetope_rag.store.sqlite.int8_rows import PACK_TAIL_MIN, Int8Rows, onednn_int8
 
 torch = pytest.importorskip("torch")
@@ -26,7 +27,7 @@ def _unit_rows(rng: np.random.Generator, n: int, dim: int = 96) -> np.ndarray:
 def _packed_rows(rng: np.random.Generator, n: int, capacity: int) -> Int8Rows:
     if not onednn_int8(torch):
         pytest.skip("this torch has no oneDNN int8 matmul on prepacked rows")
-    int8 = Int8Rows(torch, _unit_rows(rng, n), capacity)
+    int8 = Int8Rows(torch, _unit_rows(rng, n), capacity, kernels=fixed(96, INTEL_XEON))
     assert int8.wait_packed(60)
     assert int8.packed is not None and int8.packed.rows == n
     return int8
@@ -122,7 +123,10 @@ def test_rags_loaded_together_are_packed_one_at_a_time() -> None:
 
     rng = np.random.default_rng(5)
     proxy = _TorchWithPrepack(counted)
-    many = [Int8Rows(proxy, _unit_rows(rng, 5_000), 5_100) for _ in range(4)]
+    many = [
+        Int8Rows(proxy, _unit_rows(rng, 5_000), 5_100, kernels=fixed(96, INTEL_XEON))
+        for _ in range(4)
+    ]
     for rows in many:
         assert rows.wait_packed(60)
         assert rows.packed is not None and rows.packed.rows == 5_000
@@ -137,7 +141,9 @@ def test_a_failed_packing_leaves_the_plain_kernels_serving(
     rng = np.random.default_rng(4)
     rows = _unit_rows(rng, 20_000)
     with caplog.at_level(logging.WARNING):
-        int8 = Int8Rows(_TorchWithPrepack(_failing_past_100_rows), rows, 20_100)
+        int8 = Int8Rows(
+            _TorchWithPrepack(_failing_past_100_rows), rows, 20_100, kernels=fixed(96, INTEL_XEON)
+        )
         assert not int8.wait_packed(60)
     assert "could not allocate the packed rows" in caplog.text
     assert int8.packed is None and not int8.packs

@@ -383,9 +383,14 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
     with errors_to_exit():
         status = c.app.project_rags.status(c.tenant, c.project)
     data = status.to_json()
+    from vancetope_rag.app import vector_kernels
+
     runtime = c.app.embeddings.runtime()
+    kernels = vector_kernels(c.app.store)
     if as_json:
-        emit({**data, "embeddingRuntime": runtime} if runtime else data)
+        extra: dict[str, object] = {"embeddingRuntime": runtime} if runtime else {}
+        extra |= {"vectorPass": [k.to_json() for k in kernels]} if kernels else {}
+        emit({**data, **extra})
         return
     if not status.exists:
         click.echo("no _documents RAG in this project")
@@ -397,6 +402,8 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
     click.echo("documents: " + ", ".join(f"{k} {v}" for k, v in status.documents.items()))
     for name, line in runtime.items():
         click.echo(f"{name}: {line}")
+    for choice in kernels:
+        click.echo(choice.describe())
     if status.paused:
         click.echo(status.paused)
     if status.exists:

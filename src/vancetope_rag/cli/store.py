@@ -95,14 +95,22 @@ def init_cmd(
 def prepare_cmd(c: Ctx, as_json: bool) -> None:
     """Ready the in-process embedding model ahead of the first chat turn: export it to ONNX,
     check the export against torch and measure which backend is faster here (stored in
-    VANCETOPE_RAG_EMBEDDED_CACHE_DIR; a server would otherwise do it in the background)."""
+    VANCETOPE_RAG_EMBEDDED_CACHE_DIR), and time the SQLite vector cache's kernels for
+    384-dimensional rows (stored in VANCETOPE_RAG_KERNEL_CACHE_DIR); a server would otherwise
+    do both in the background."""
+    from vancetope_rag.app import vector_kernels
+
     with errors_to_exit():
         done = c.app.embeddings.prepare()
+        # the embedded model's dimension; a RAG of another one is measured at its first load
+        kernels = vector_kernels(c.app.store, prepare_dim=384)
     if as_json:
-        emit(done)
+        emit({**done, **({"vectorPass": [k.to_json() for k in kernels]} if kernels else {})})
         return
     for name, line in done.items():
         click.echo(f"{name}: {line}")
+    for choice in kernels:
+        click.echo(choice.describe())
 
 
 def _summary_lines(report: CopyReport) -> list[str]:

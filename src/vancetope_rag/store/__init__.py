@@ -154,6 +154,7 @@ def open_store(
     uri_defaults: Mapping[str, str] | None = None,
     mongo_options: Mapping[str, Any] | None = None,
     claim_ttl_s: float = 600.0,
+    kernel_cache_dir: Path | None = None,
 ) -> Store:
     """Open the store a URI names. A plain file path is read as a SQLite store.
 
@@ -168,6 +169,8 @@ def open_store(
     (:meth:`EngineConfig.mongo_options`: the search grace, the search node preference).
     ``claim_ttl_s`` (MongoDB): the indexer's claim TTL; the store keeps its fencing marks at
     removals twice as long.
+    ``kernel_cache_dir`` (SQLite): where the vector cache stores the kernel choice it measures
+    per machine (None: each process measures; :mod:`vancetope_rag.store.sqlite.scan_kernels`).
     """
     if not uri or not uri.strip():
         raise StoreError("no store URI given; pass --store or set VANCETOPE_RAG_STORE")
@@ -203,12 +206,12 @@ def open_store(
     from vancetope_rag.store.sqlite.control import SqliteControlStore
     from vancetope_rag.store.sqlite.db import SqliteDatabase
     from vancetope_rag.store.sqlite.rebuilds import SqliteRebuildStore
-    from vancetope_rag.store.sqlite.vector_cache import VectorCache
+    from vancetope_rag.store.sqlite.vector_cache import VectorCache, kernel_selector
 
     db = SqliteDatabase(Path(path), busy_timeout_ms=max(1, int(busy_timeout_s * 1000)))
     chunks = SqliteChunkStore(
         db,
-        cache=VectorCache() if vector_cache else None,
+        cache=VectorCache(kernels=kernel_selector(kernel_cache_dir)) if vector_cache else None,
         lexical_cache=LexicalCache() if vector_cache else None,
     )
     return SqliteStore(

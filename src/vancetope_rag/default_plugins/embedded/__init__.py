@@ -22,7 +22,14 @@ from vancetope_rag.hookspecs import hookimpl
 from vancetope_rag.model_profiles import known_profile
 
 from .micro_batch import QueryBatcher
-from .onnx_backend import BACKENDS, Accelerator, BackendOptions, BackendState, torch_threads
+from .onnx_backend import (
+    BACKENDS,
+    Accelerator,
+    BackendOptions,
+    BackendState,
+    stored_choice,
+    torch_threads,
+)
 
 _LOCK = threading.Lock()
 _LOADED: list[Any] = []  # the models _load made, for the backend status
@@ -182,12 +189,20 @@ class EmbeddedProvider:
         return describe(accelerator.wait())
 
     def runtime(self) -> str | None:
-        """The backend serving query embeddings in this process; None before the model loads."""
+        """The backend serving query embeddings in this process; before the model loads, the
+        ``auto`` choice stored for this machine (what a process loading it serves with), else
+        None."""
         for embed in list(_LOADED):
             accelerator: Accelerator | None = embed._accelerator
             if accelerator is not None:
                 return describe(accelerator.state)
-        return None
+        choice = stored_choice(self.options)
+        if choice is None:
+            return None
+        state = BackendState(
+            choice.backend, choice.reason, batches=choice.batches, micro_batch=choice.micro_batch
+        )
+        return describe(state) + " (stored for this machine; the model is not loaded here)"
 
 
 def describe(state: BackendState) -> str:

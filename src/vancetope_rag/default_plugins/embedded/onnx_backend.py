@@ -16,12 +16,9 @@ import copy
 import hashlib
 import json
 import logging
-import os
-import platform
 import statistics
 import threading
 import time
-import uuid
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from vancetope_rag.errors import OnnxExportRefusedError
+from vancetope_rag.machine import atomic_write
+from vancetope_rag.machine import machine_key as shared_machine_key
 from vancetope_rag.running import SEARCHES, Gauge
 
 from .micro_batch import CAP
@@ -98,29 +97,7 @@ def export_key(model_dir: Path, versions: dict[str, str], recipe: int = EXPORT_R
 def machine_key(threads: int, versions: dict[str, str]) -> str:
     """The machine an ``auto`` measurement holds for: CPU model and flags, threads, versions,
     and how the sessions' threads wait."""
-    flags = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            name, _, value = line.partition(":")
-            if name.strip() in ("flags", "Features"):
-                flags = value.strip()
-                break
-    except OSError:  # not Linux: the CPU's name alone
-        pass
-    raw = json.dumps(
-        [platform.machine(), cpu_name(), flags, threads, versions, SESSION_CONFIG], sort_keys=True
-    )
-    return hashlib.sha256(raw.encode()).hexdigest()[:16]
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return shared_machine_key(threads, versions, SESSION_CONFIG)
 
 
 def export_model(st_model: Any, dest: Path) -> None:
@@ -169,18 +146,6 @@ def export_model(st_model: Any, dest: Path) -> None:
             )
 
     atomic_write(dest, write)
-
-
-def atomic_write(dest: Path, write: Callable[[Path], object]) -> None:
-    """``write`` a temporary file beside ``dest``, then rename it over ``dest``: readers and
-    concurrent writers only ever see a complete file (the last rename wins)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 class OnnxEncoder:
@@ -442,6 +407,27 @@ def read_choice(path: Path) -> Choice | None:
 
 def write_choice(path: Path, choice: Choice) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(json.dumps(choice.__dict__, sort_keys=True)))
+
+
+def stored_choice(options: BackendOptions) -> Choice | None:
+    """The ``auto`` choice stored for this machine key under ``options``' folders, read without
+    loading the model (what ``status`` shows in a process that has not loaded it); None when
+    none is stored, the backend is forced, or ONNX Runtime is not installed."""
+    if options.backend != "auto":
+        return None
+    dirs = [d for d in (options.readonly_dir, options.cache_dir) if d is not None]
+    stored = [path for d in dirs for path in sorted(d.glob("*/choice-*.json"))]
+    if not stored:
+        return None  # the versions (importing torch and ONNX Runtime) are not read for nothing
+    try:
+        machine = machine_key(options.threads or torch_threads(), versions())
+    except ImportError:
+        return None
+    for path in stored:
+        choice = read_choice(path) if path.name == f"choice-{machine}.json" else None
+        if choice is not None and choice.machine == machine:
+            return choice
+    return None
 
 
 @dataclass(frozen=True)

@@ -4,21 +4,24 @@ What :mod:`.vector_cache` scans first: a pass gives every row an approximate sco
 query, and per query a bound on the error that holds for every row; the cache then rescores
 exactly every row the bound leaves in doubt.
 
-The kernels, fastest first (figures: docs/benchmarks.md, "The int8 pass on prepacked rows"):
+The kernels (which serves is timed on each machine: :mod:`.scan_kernels`; figures:
+docs/benchmarks.md, "The int8 pass on prepacked rows" and "Kernels per CPU"):
 
 - **Rows prepacked for oneDNN's int8 matmul** (``torch.ops.onednn.qlinear_pointwise``), the
   queries rounded to int8 in two steps (the query, then what that rounding left, each with
-  a scale of its own: an error ~1/250 of one step's, smaller than a bfloat16 query's). One
-  pass reads the rows once, near memory speed: over 100k × 384 a pass of 1 to 8 queries took
-  2.5–4.0 ms on one thread against 6.2–8.2 ms on the plain kernels, with reading the rows once
-  at ~1.6 ms (``bench/int8_pass.py``). Packing takes ~0.16 s per 100k rows, so one thread of
-  the process does it, one RAG's rows at a time. The rows written since (the tail) are
+  a scale of its own: an error ~1/250 of one step's, smaller than a bfloat16 query's). On an
+  Intel Xeon one pass reads the rows once, near memory speed: over 100k × 384 a pass of 1 to
+  8 queries took 2.5–4.0 ms on one thread against 6.2–8.2 ms on the plain kernels
+  (``bench/int8_pass.py``); on an AMD EPYC (Zen 4) it took 0.45-2.5 s. Packing takes
+  ~0.16-0.7 s per 100k rows, so one thread of the process does it, one RAG's rows at a time,
+  and only where this kernel was chosen. The rows written since (the tail) are
   scored in the same pass by ``torch._int_mm``, with the very same arithmetic, and the rows
   are packed again once the tail outgrows :data:`PACK_TAIL_MIN` and an eighth of the packed
   rows.
-- **Before the first packing lands, or where torch has no oneDNN int8 matmul**: torch's
-  weight-only kernel (bfloat16 queries) for one or two queries, ``torch._int_mm`` with the
-  queries rounded to int8 for more.
+- **Torch's weight-only kernel** (``torch._weight_int8pack_mm``, bfloat16 queries).
+- **``torch._int_mm``** with the queries rounded to int8 too.
+- **The float32 rows** (numpy, one BLAS thread): what serves until the timings land, and
+  wherever no int8 kernel beat it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +37,16 @@ import numpy as np
 import numpy.typing as npt
 
 from vancetope_rag.background import SerialWorker
+from vancetope_rag.store.sqlite.scan_kernels import (
+    FLOAT32,
+    INT_MM,
+    PACKED,
+    WEIGHT_INT8,
+    KernelChoice,
+    KernelSelector,
+    PassMaker,
+    time_kernels,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +54,12 @@ log = logging.getLogger(__name__)
 #: an eighth of the packed rows: a 100k-row RAG is packed again every 12.5k rows written).
 PACK_TAIL_MIN = 4096
 PACK_TAIL_FRACTION = 8
+
+
+#: One pass: (queries, rows) → approximate scores and each query's bound.
+_Pass = Callable[
+    [npt.NDArray[np.float32], int], tuple[npt.NDArray[np.float32], npt.NDArray[np.float64]]
+]
 
 
 @dataclass(frozen=True)
@@ -54,23 +74,37 @@ class _Packed:
 
 class Int8Rows:
     """Rows as int8 × per-row scale in buffers with spare rows (see :class:`.vector_cache._Rows`),
-    scored with torch's int8 kernels."""
+    scored by the kernel ``kernels`` chose for this machine (None: the float32 rows, never
+    packed). ``floats``: the float32 buffer the rows are written to first (the cache's);
+    None keeps a copy of its own."""
 
     # Relative rounding of a bfloat16 value (8 significant bits), applied generously below.
     _BF16 = 2.0**-8
-    #: Queries per unpacked pass from which they are rounded to int8 too and scored by one
-    #: int8 × int8 product (``torch._int_mm``): a pass of 8 queries takes 2.3 ms against
-    #: 6.0 ms with the weight-only kernel, which stays faster for one or two.
-    INT8_QUERIES_FROM = 3
 
-    def __init__(self, torch: Any, matrix: npt.NDArray[np.float32], capacity: int) -> None:
+    def __init__(
+        self,
+        torch: Any,
+        matrix: npt.NDArray[np.float32],
+        capacity: int,
+        *,
+        floats: npt.NDArray[np.float32] | None = None,
+        kernels: KernelSelector | None = None,
+    ) -> None:
         self.torch = torch
+        self.kernels = kernels
+        self._own_floats = floats is None
+        self.floats = (
+            np.zeros((capacity, matrix.shape[1]), dtype=np.float32) if floats is None else floats
+        )
+        #: The kernel of the last pass (what serves, for status and tests).
+        self.last_kernel = FLOAT32
         self.weights = torch.zeros((capacity, matrix.shape[1]), dtype=torch.int8)
         self.scales = torch.ones(capacity, dtype=torch.bfloat16)
         self.scales_f32 = torch.ones(capacity, dtype=torch.float32)  # the same values
         self.int_mm = hasattr(torch, "_int_mm")
         self.row_error = 0.0
         self.max_row_norm = 0.0
+        self.max_float_norm = 0.0
         self.used = 0
         #: Whether rows are packed for oneDNN (False: never, or a packing failed).
         self.packs = self.int_mm and onednn_int8(torch)
@@ -92,6 +126,11 @@ class Int8Rows:
         recon = q8.astype(np.float32) * scale_bf16.float().numpy()[:, None]
         error = float(np.linalg.norm(matrix - recon, axis=1).max(initial=0.0))
         norm = float(np.linalg.norm(recon, axis=1).max(initial=0.0))
+        self.max_float_norm = max(
+            self.max_float_norm, float(np.linalg.norm(matrix, axis=1).max(initial=0.0))
+        )
+        if self._own_floats:
+            self.floats[at : at + len(matrix)] = matrix
         self.weights[at : at + len(matrix)] = torch.from_numpy(q8)
         self.scales[at : at + len(matrix)] = scale_bf16
         self.scales_f32[at : at + len(matrix)] = scale_bf16.float()
@@ -109,16 +148,60 @@ class Int8Rows:
         packed = self.packed
         if self._due(packed):
             self._pack_if_due()  # e.g. in a process forked while the packer ran
-        if packed is not None and packed.rows <= n:
-            return self._scores_packed(queries, n, packed)
-        if self.int_mm and len(queries) >= self.INT8_QUERIES_FROM:
-            return self._scores_int8_queries(queries, n)
+        for kernel in self.ranked(len(queries)):
+            if kernel == PACKED and (packed is None or packed.rows > n):
+                continue  # not packed yet, or an older prefix than the packed rows
+            if kernel == INT_MM and not self.int_mm:
+                continue
+            self.last_kernel = kernel
+            if kernel == PACKED:
+                assert packed is not None
+                return self._scores_packed(queries, n, packed)
+            return self._passes[kernel](queries, n)
+        raise AssertionError("the float32 scan always serves")  # pragma: no cover
+
+    def ranked(self, queries: int) -> tuple[str, ...]:
+        """The kernels that may serve a pass of ``queries`` here, best first (the float32
+        scan alone until the choice lands)."""
+        choice = self.choice()
+        return choice.ranked(queries) if choice is not None else (FLOAT32,)
+
+    def choice(self) -> KernelChoice | None:
+        return None if self.kernels is None else self.kernels.choice(self.weights.shape[1])
+
+    @property
+    def _passes(self) -> dict[str, _Pass]:
+        return {
+            WEIGHT_INT8: self._scores_weight_int8,
+            INT_MM: self._scores_int8_queries,
+            FLOAT32: self._scores_float32,
+        }
+
+    def _scores_weight_int8(
+        self, queries: npt.NDArray[np.float32], n: int
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float64]]:
+        """:meth:`scores` by torch's weight-only kernel, the queries in bfloat16."""
         torch = self.torch
         qt = torch.from_numpy(queries).to(torch.bfloat16)
         weights, scales = self.weights[:n], self.scales[:n]  # prefixes: still contiguous
         approx = torch._weight_int8pack_mm(qt, weights, scales).float().numpy()
         q_err = np.linalg.norm(queries - qt.float().numpy(), axis=1)
         return approx, self._bound(approx, q_err, 3 * self._BF16)  # bfloat16 output
+
+    def _scores_float32(
+        self, queries: npt.NDArray[np.float32], n: int
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float64]]:
+        """:meth:`scores` on the float32 rows, one product per query (a product of several
+        queries changes a query's last bits with the others: each query's scores are its
+        own). The rounding of products of unit vectors is below ``dim`` × 2^-24; the
+        rescoring's row-by-row products settle the last bits."""
+        rows = self.floats[:n]
+        approx = np.empty((len(queries), n), dtype=np.float32)
+        for i, q in enumerate(queries):
+            approx[i] = rows @ q
+        dim = queries.shape[1]
+        norms = np.linalg.norm(queries.astype(np.float64), axis=1) * max(self.max_float_norm, 1.0)
+        return approx, norms * dim * 2.0**-23 + 1e-4
 
     def _scores_packed(
         self, queries: npt.NDArray[np.float32], n: int, packed: _Packed
@@ -173,9 +256,13 @@ class Int8Rows:
         return bound + 1e-4
 
     def _due(self, packed: _Packed | None) -> bool:
-        """Whether the rows are to be packed (again): never packed yet, or the tail written
-        since ``packed`` outgrew :data:`PACK_TAIL_MIN` and an eighth of its rows."""
+        """Whether the rows are to be packed (again): the packed kernel was chosen here, and
+        they were never packed yet, or the tail written since ``packed`` outgrew
+        :data:`PACK_TAIL_MIN` and an eighth of its rows."""
         if not self.packs:
+            return False
+        choice = self.choice()
+        if choice is None or not choice.uses_packed:
             return False
         if packed is None:
             return True
@@ -264,3 +351,52 @@ def onednn_int8(torch: Any) -> bool:
     except Exception as exc:  # any failure: the plain kernels serve
         log.info("no oneDNN int8 matmul on prepacked rows: %s", exc)
         return False
+
+
+def measure_rows(dim: int) -> int:
+    """Rows the kernels are timed on: 100k at 384 dimensions (the pre-turn benchmark's size,
+    past the caches of the CPUs measured), as many bytes at other dimensions."""
+    return max(4096, min(100_000, 38_400_000 // max(dim, 1)))
+
+
+def measure_kernels(torch: Any, dim: int, machine: str) -> KernelChoice:
+    """Time each kernel's pass over random unit rows (:func:`.scan_kernels.time_kernels`)."""
+    rows = measure_rows(dim)
+    rng = np.random.default_rng(0)
+    matrix = rng.standard_normal((rows, dim), dtype=np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    int8 = Int8Rows(torch, matrix, rows)  # no selector: it never packs by itself
+
+    def queries(count: int) -> npt.NDArray[np.float32]:
+        q = rng.standard_normal((count, dim), dtype=np.float32)
+        unit: npt.NDArray[np.float32] = q / np.linalg.norm(q, axis=1, keepdims=True)
+        return unit
+
+    def packed(count: int) -> Any:
+        if not int8.packs:
+            return None
+        if int8.packed is None:
+            int8.pack(rows)  # packing is not part of a pass: done once, untimed
+        done = int8.packed
+        if done is None:
+            return None
+        q = queries(count)
+        return lambda: int8._scores_packed(q, rows, done)
+
+    def plain(kernel: str) -> PassMaker:
+        def make(count: int) -> Any:
+            if kernel == INT_MM and not int8.int_mm:
+                return None
+            q, run = queries(count), int8._passes[kernel]
+            return lambda: run(q, rows)
+
+        return make
+
+    passes: dict[str, PassMaker] = {
+        FLOAT32: plain(FLOAT32),
+        PACKED: packed,
+        WEIGHT_INT8: plain(WEIGHT_INT8),
+        INT_MM: plain(INT_MM),
+    }
+    timings, stopped = time_kernels(passes)
+    return KernelChoice(machine, dim, rows, int(torch.get_num_threads()), timings, stopped)

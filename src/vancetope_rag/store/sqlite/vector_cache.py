@@ -19,8 +19,9 @@ spare rows run out, the live rows are copied into new buffers (figures: docs/ben
 
 Speed: a float32 scan of 100k × 384 reads 150 MB per query (memory-bound). When
 torch is present, rows are also kept as int8 with a per-row scale (38 MB read) and scored
-first by one of torch's int8 kernels (:mod:`.sqlite.int8_rows`: rows prepacked for oneDNN's
-int8 matmul where it has one). That approximation is then made
+first by the kernel timed fastest on this machine (:mod:`.sqlite.scan_kernels`: one of
+torch's int8 kernels of :mod:`.sqlite.int8_rows`, or the float32 rows themselves where none
+beat them, and until the timings land). That approximation is then made
 exact: every row whose approximate score is within a proven error bound of the k-th best
 *exact* score is rescored in float32, row by row, so the top-k equals the float32 scan's
 whichever pass found the candidates (equal scores rank in row order). Searches of one RAG
@@ -36,14 +37,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from vancetope_rag.coalesce import Coalescer, slots_for
+from vancetope_rag.machine import machine_key
 from vancetope_rag.store.sqlite.epoch_cache import EpochCache, Key
-from vancetope_rag.store.sqlite.int8_rows import Int8Rows
+from vancetope_rag.store.sqlite.int8_rows import _PACKER, Int8Rows, measure_kernels
+from vancetope_rag.store.sqlite.scan_kernels import RECIPE, KernelChoice, KernelSelector
 
 
 class _Rows:
@@ -52,12 +56,18 @@ class _Rows:
     whose prefix ends where the written rows end may append in place (its readers and the
     older entries never look past their prefix). Any other entry copies into new buffers."""
 
-    def __init__(self, matrix: npt.NDArray[np.float32], torch: Any | None) -> None:
+    def __init__(
+        self, matrix: npt.NDArray[np.float32], torch: Any | None, kernels: KernelSelector
+    ) -> None:
         n, dim = matrix.shape
         capacity = n + max(64, n // 8)
         self.matrix = np.zeros((capacity, dim), dtype=np.float32)
         self.matrix[:n] = matrix
-        self.int8 = None if torch is None else Int8Rows(torch, matrix, capacity)
+        self.int8 = (
+            None
+            if torch is None
+            else Int8Rows(torch, matrix, capacity, floats=self.matrix, kernels=kernels)
+        )
         self.used = n
 
     def append(self, at: int, vectors: npt.NDArray[np.float32]) -> bool:
@@ -153,6 +163,30 @@ def _cap_blas_threads() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
+def kernel_selector(directory: Path | None) -> KernelSelector:
+    """The vector pass's kernel choices, stored in ``directory`` (None: measured by each
+    process), measured on the packer's thread."""
+    return KernelSelector(directory, _kernel_machine, _measure_kernels, _PACKER.submit)
+
+
+def _kernel_machine() -> str:
+    torch = _load_torch()
+    threads = torch.get_num_threads() if torch is not None else 0
+    versions = {"torch": getattr(torch, "__version__", "-"), "numpy": np.__version__}
+    return machine_key("vector pass", threads, versions, RECIPE)
+
+
+def _measure_kernels(dim: int) -> KernelChoice:
+    torch = _load_torch()
+    if torch is None:  # pragma: no cover - only rows held with torch ask
+        raise RuntimeError("torch is not installed")
+    _cap_blas_threads()  # the float32 scan is timed as it serves: on one BLAS thread
+    return measure_kernels(torch, dim, _kernel_machine())
+
+
+_UNSTORED = kernel_selector(None)
+
+
 #: One write: the rowids it removed, the (rowid, float32 blob) it added.
 _Delta = tuple[tuple[int, ...], tuple[tuple[int, bytes], ...]]
 
@@ -173,10 +207,17 @@ class VectorCache(EpochCache[_Entry, _Delta]):
         reload_cooldown_s: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         quantize_min_rows: int = 20_000,
+        kernels: KernelSelector | None = None,
     ) -> None:
         super().__init__(max_rows=max_rows, reload_cooldown_s=reload_cooldown_s, clock=clock)
         #: Below this many rows the float32 scan is already fast: no int8 copy.
         self.quantize_min_rows = quantize_min_rows
+        #: Which kernel scores the first pass (default: this process's, stored nowhere).
+        self.kernels = kernels or _UNSTORED
+
+    def kernel_choices(self) -> list[KernelChoice]:
+        """The kernel choices serving this process, else those stored for this machine."""
+        return self.kernels.held() or self.kernels.stored()
 
     def search(
         self,
@@ -269,7 +310,9 @@ class VectorCache(EpochCache[_Entry, _Delta]):
             return _Entry(old.epoch, rowids, alive, old.rows, old.loaded_at)
         rowids = np.concatenate([old.rowids[alive], new_ids])
         matrix = np.concatenate([old.matrix[alive], vectors])
-        rows = _Rows(matrix, old.rows.int8.torch if old.rows.int8 is not None else None)
+        rows = _Rows(
+            matrix, old.rows.int8.torch if old.rows.int8 is not None else None, self.kernels
+        )
         return _Entry(old.epoch, rowids, np.ones(len(rowids), np.bool_), rows, old.loaded_at)
 
     def _current(self, key: Key, epoch: int, load: Loader) -> _Entry | None:
@@ -287,7 +330,7 @@ class VectorCache(EpochCache[_Entry, _Delta]):
         matrix = np.ascontiguousarray(matrix / norms, dtype=np.float32)
         torch = _load_torch() if len(rowids) >= self.quantize_min_rows else None
         alive = np.ones(len(rowids), dtype=np.bool_)
-        entry = _Entry(epoch, rowids, alive, _Rows(matrix, torch), self._clock())
+        entry = _Entry(epoch, rowids, alive, _Rows(matrix, torch, self.kernels), self._clock())
         self._put(key, entry, epoch)
         return entry
 
