@@ -21,6 +21,7 @@ from vancetope_rag.cli.progress import progress_lines, wait_for_rebuild
 from vancetope_rag.domain.calibration import MIN_CALIBRATION_CHUNKS, UNCALIBRATED_MIN_SCORE
 
 if TYPE_CHECKING:
+    from vancetope_rag.domain.heartbeats import IndexerStatus
     from vancetope_rag.services.importer import ImportSummary
     from vancetope_rag.services.indexing.scheduler import ProjectRagIndexScheduler, TickResult
 
@@ -399,6 +400,8 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
         click.echo(f"{name}: {line}")
     if status.paused:
         click.echo(status.paused)
+    for line in indexer_lines(status.indexer):
+        click.echo(line)
     if status.exists:
         auto = data["minScoreAuto"]
         click.echo(
@@ -421,6 +424,21 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
             click.echo(f"  {item.path}: {item.error}")
         if status.needs_attention_count > len(status.needs_attention):
             click.echo(f"  … and {status.needs_attention_count - len(status.needs_attention)} more")
+
+
+def indexer_lines(indexer: IndexerStatus | None) -> list[str]:
+    """The status lines of the indexer: why nothing moves, and the live workers."""
+    if indexer is None:
+        return []
+    lines = [indexer.note] if indexer.note else []
+    if indexer.workers:
+        shown = [
+            f"{w.worker_id} (node {w.node_id}, version {w.version}, last tick "
+            f"{w.last_tick.isoformat(timespec='seconds')})"
+            for w in indexer.workers
+        ]
+        lines.append("indexer workers: " + ", ".join(shown))
+    return lines
 
 
 @cli.command("reindex")
