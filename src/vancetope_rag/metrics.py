@@ -21,6 +21,8 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Histogram,
+    PlatformCollector,
+    ProcessCollector,
     generate_latest,
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -187,6 +189,10 @@ class Metrics:
         self, registry: CollectorRegistry | None = None, *, state_ttl_s: float = 10.0
     ) -> None:
         self.registry = registry or CollectorRegistry()
+        # The process's CPU, memory, open files and start time (``process_*``; Linux only,
+        # empty elsewhere) and the Python version (``python_info``), as every exporter has.
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
         self.indexer_runs = Counter(
             "vance_rag_indexer_runs",
             "Project RAG indexer outcomes (per document: success/failed; per project: "
