@@ -101,6 +101,8 @@ class ProjectRagIndexScheduler:
         self._in_flight_lock = threading.Lock()
         #: Claims the last :meth:`stop` gave back (a batch that outlived its timeout).
         self.given_back = 0
+        #: False when the last :meth:`stop` gave up waiting for the store to take them.
+        self.gave_back_in_time = True
         #: What the heartbeats record (see :mod:`vancetope_rag.domain.heartbeats`).
         self.version = package_version()
         #: Set by :meth:`stop`, cleared by :meth:`start`: a second stop (the app's close after
@@ -478,6 +480,7 @@ class ProjectRagIndexScheduler:
         )
         winding.start()
         winding.join(give_back_s)
+        self.gave_back_in_time = not winding.is_alive()
         if winding.is_alive():
             log.warning(
                 "the store did not answer within %gs of the stop: the claims of the batch in "
