@@ -369,7 +369,7 @@ class _StopSignal(threading.Event):
 
 #: How long a stopping worker waits for the store to take back the claims of the batch in
 #: hand (after --stop-grace): during an outage every call would wait the pool's 15 s.
-GIVE_BACK_S = 2.0
+GIVE_BACK_S = 1.0
 
 
 def _run_worker(c: Ctx, stop: _StopSignal, grace_s: float) -> None:
