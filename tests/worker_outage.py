@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -61,7 +62,8 @@ def stop_during_outage(
     this process imports (its PYTHONPATH is inherited)."""
     import pgserver
 
-    server = pgserver.get_server(tempfile.mkdtemp(prefix="vtr-outage-"), cleanup_mode="stop")
+    folder = tempfile.mkdtemp(prefix="vtr-outage-")  # short: the socket's path has a limit
+    server = pgserver.get_server(folder, cleanup_mode="stop")
     embedder = EmbeddingsServer(KEY)
     env = {
         **os.environ,
@@ -139,6 +141,7 @@ def stop_during_outage(
             proc.kill()
             proc.wait()
         server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
         embedder.down()
     time.sleep(0.2)  # the reader thread drains what is left
     while not lines.empty():

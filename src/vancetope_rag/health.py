@@ -36,7 +36,8 @@ def liveness() -> tuple[int, dict[str, Any]]:
 
 class Readiness:
     """``/readyz``'s answer from ``check`` (a store's ``check_ready``: None when ready, a
-    reason when not, :class:`StoreError` when unreachable)."""
+    reason when not, :class:`StoreError` when unreachable), run by one thread of its own
+    (which keeps its store connection from probe to probe)."""
 
     def __init__(
         self,
@@ -50,32 +51,32 @@ class Readiness:
         self.timeout_s = timeout_s
         self.ttl_s = ttl_s
         self._clock = clock
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._asked = 0  # checks asked for …
+        self._answered = 0  # … and answered, by the checking thread
+        self._result: str | None = None
+        self._thread: threading.Thread | None = None
         self._answer: tuple[float, str | None] | None = None
-        self._running: threading.Thread | None = None
-        self._result: list[str | None] = []
         self._last_logged: str | None = None
 
     def reason(self) -> str | None:
         """None when ready, else why not."""
-        with self._lock:
-            now = self._clock()
-            if self._answer is not None and now - self._answer[0] < self.ttl_s:
+        with self._cond:
+            if self._answer is not None and self._clock() - self._answer[0] < self.ttl_s:
                 return self._answer[1]
-            if self._running is None or not self._running.is_alive():
-                self._result = []
-                self._running = threading.Thread(
-                    target=self._run, args=(self._result,), name="readyz", daemon=True
-                )
-                self._running.start()
-            running, result = self._running, self._result
-        running.join(self.timeout_s)
-        answer = (
-            result[0]
-            if result
-            else f"store did not answer within {self.timeout_s:g} s ({UNREACHABLE})"
-        )
-        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="readyz", daemon=True)
+                self._thread.start()
+            if self._asked == self._answered:  # else a check is under way: wait for it
+                self._asked += 1
+                self._cond.notify_all()
+            wanted = self._asked
+            answered = self._cond.wait_for(lambda: self._answered >= wanted, self.timeout_s)
+            answer = (
+                self._result
+                if answered
+                else f"store did not answer within {self.timeout_s:g} s ({UNREACHABLE})"
+            )
             self._answer = (self._clock(), answer)
             if answer != self._last_logged:
                 if answer is not None:
@@ -83,17 +84,27 @@ class Readiness:
                 elif self._last_logged is not None:
                     log.info("ready again")
                 self._last_logged = answer
-        return answer
+            return answer
 
-    def _run(self, result: list[str | None]) -> None:
+    def _serve(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._asked > self._answered)
+                target = self._asked
+            result = self._run_check()
+            with self._cond:
+                self._result, self._answered = result, target
+                self._cond.notify_all()
+
+    def _run_check(self) -> str | None:
         try:
-            result.append(self._check())
+            return self._check()
         except StoreError as exc:
             log.warning("readiness check: %s", error_text(exc))
-            result.append(UNREACHABLE)
+            return UNREACHABLE
         except Exception:
             log.exception("readiness check failed")
-            result.append("readiness check failed")
+            return "readiness check failed"
 
     def answer(self) -> tuple[int, dict[str, Any]]:
         """The status code and JSON body of ``/readyz``."""
