@@ -80,6 +80,9 @@ class EmbeddingsServer:
         self.faults: list[Fault] = []
         #: An input containing one of these is refused with a 400 (the input's fault).
         self.refused_inputs: set[str] = set()
+        #: While set to an unset Event, requests wait for it (at most a minute) before any
+        #: answer: a model call in flight for as long as the test needs.
+        self.hold: threading.Event | None = None
         self.lock = threading.Lock()
         self._http: _Http | None = None
         self._thread: threading.Thread | None = None
@@ -163,6 +166,9 @@ class _Handler(BaseHTTPRequestHandler):
             )
             fault = owner.faults.pop(0) if owner.faults else None
             refused = [t for t in inputs if any(r in t for r in owner.refused_inputs)]
+            hold = owner.hold
+        if hold is not None:
+            hold.wait(60)
         if fault is not None:
             self._error(fault.status, fault.message, None, fault.headers)
             return

@@ -9,23 +9,28 @@ plugins), HTTP methods, route templates (never raw paths) and status codes.
 from __future__ import annotations
 
 import hmac
+import json
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Histogram,
+    PlatformCollector,
+    ProcessCollector,
     generate_latest,
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from vancetope_rag.health import liveness
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.store.sqlite.scan_kernels import QUERY_COUNTS, KernelChoice
 
@@ -235,6 +240,10 @@ class Metrics:
         self, registry: CollectorRegistry | None = None, *, state_ttl_s: float = 10.0
     ) -> None:
         self.registry = registry or CollectorRegistry()
+        # The process's CPU, memory, open files and start time (``process_*``; Linux only,
+        # empty elsewhere) and the Python version (``python_info``), as every exporter has.
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
         self.indexer_runs = Counter(
             "vance_rag_indexer_runs",
             "Project RAG indexer outcomes (per document: success/failed; per project: "
@@ -363,11 +372,18 @@ class Metrics:
 
 
 def serve_metrics(
-    metrics: Metrics, host: str, port: int, *, token: str | None = None
+    metrics: Metrics,
+    host: str,
+    port: int,
+    *,
+    token: str | None = None,
+    ready: Callable[[], tuple[int, dict[str, Any]]] | None = None,
 ) -> ThreadingHTTPServer:
     """Serve ``GET /metrics`` on ``host:port`` (IPv4 or IPv6) in a daemon thread (the
     worker's endpoint); with ``token``, only for ``Authorization: Bearer <token>``, as the
-    REST API's. ``shutdown()`` the returned server to stop it.
+    REST API's. With ``ready`` (:meth:`vancetope_rag.health.Readiness.answer`), also the
+    probes ``GET /healthz`` and ``GET /readyz``, unauthenticated, as ``serve`` has them.
+    ``shutdown()`` the returned server to stop it.
 
     Raises:
         OSError: ``host`` names no address, or ``host:port`` cannot be bound (in use).
@@ -375,7 +391,12 @@ def serve_metrics(
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if self.path.split("?", 1)[0] != "/metrics":
+            path = self.path.split("?", 1)[0]
+            if ready is not None and path in ("/healthz", "/readyz"):
+                code, body = liveness() if path == "/healthz" else ready()
+                self._answer(code, json.dumps(body).encode(), "application/json")
+                return
+            if path != "/metrics":
                 self._answer(404, b"not found; the metrics are at /metrics\n", "text/plain")
                 return
             if token and not hmac.compare_digest(
@@ -389,6 +410,7 @@ def serve_metrics(
             self.send_response(code)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
             self.end_headers()
             self.wfile.write(body)
 

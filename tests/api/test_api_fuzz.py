@@ -46,7 +46,11 @@ OPERATIONS = [
     "POST /brain/{tenant}/projects/{project}/rag/query",
     "PATCH /brain/{tenant}/projects/{project}/documents/{documentId}",
     "GET /metrics",
+    "GET /healthz",
+    "GET /readyz",
 ]
+#: Operations that take nothing a request could get wrong: no negative cases exist.
+NO_INPUT = {"GET /healthz", "GET /readyz"}
 
 
 def _schema(app: RagApp) -> Any:
@@ -88,6 +92,8 @@ def test_api_conforms_to_its_schema(fuzz_app: RagApp, label: str, mode: str) -> 
     """``positive``: requests the schema allows; ``negative``: requests it forbids (wrong
     types, out-of-range values, unknown enum members), which must be refused with a
     declared 4xx and the error body."""
+    if mode == "negative" and label in NO_INPUT:
+        pytest.skip("no parameter, body or credential to get wrong")
     operation = _schema(fuzz_app).find_operation_by_label(label)
     assert operation is not None
     statuses: list[int] = []

@@ -48,6 +48,7 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
         "createdAt",
         "documents",
         "truncatedDocuments",
+        "indexer",
         "progress",
         "needsAttention",
         "needsAttentionCount",

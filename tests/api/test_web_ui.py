@@ -421,3 +421,19 @@ def test_failed_documents_stay_listed_with_their_reason_after_a_reindex(
     _within_the_viewport(page, "#failed-table td")
     _no_horizontal_overflow(page)
     page.screenshot(path=str(tmp_path / "failed.png"), full_page=True)
+
+
+def test_the_status_card_says_when_no_indexer_runs(page: sync_api.Page, ui_app: RagApp) -> None:
+    """Before, documents queued with no worker showed "pending" forever, with nothing
+    saying why; the card now says no indexer ran, and names the live workers."""
+    expect = sync_api.expect
+    ui_app.documents.create(T, "p1", "documents/waiting.md", "queued with no worker running")
+    page.goto(f"/ui/t1/p1?token={make_token()}")
+    expect(page.locator("#rag-indexer")).to_contain_text("no indexer has run")
+    expect(page.locator("#indexer-workers")).to_be_hidden()
+    ui_app.store.control.record_heartbeat(
+        "node-a:1f", node_id="test-node", version="9.9", interval_s=30
+    )
+    page.reload()
+    expect(page.locator("#rag-indexer")).to_be_hidden()
+    expect(page.locator("#indexer-workers")).to_contain_text("node-a:1f (9.9, last tick")

@@ -45,3 +45,25 @@ def test_a_record_is_one_json_object_with_the_secret_masked(lines: io.StringIO) 
     assert all(e["logger"] == "vancetope_rag.test_log_format" for e in entries)
     assert KEY not in lines.getvalue() and "********" in entries[1]["message"]
     assert "RuntimeError: boom" in entries[2]["exc"]
+
+
+def test_a_records_extras_are_fields_of_its_object(lines: io.StringIO) -> None:
+    """Before, the numbers of an access line or a tick summary were only inside
+    ``message``: a log shipper had to parse English to chart them."""
+    log = get_logger("vancetope_rag.test_log_format")
+    log.info(
+        "GET /healthz 200 0.4ms",
+        extra={"method": "GET", "route": "/healthz", "status": 200, "duration_ms": 0.4},
+    )
+    log.info("provider failed", extra={"detail": f"key {KEY} refused", "when": object()})
+    log.info("clash", extra={"ts_note": 1, "tags": ("a", "b")})
+    access, leaky, clash = (json.loads(line) for line in lines.getvalue().splitlines())
+
+    assert access["message"] == "GET /healthz 200 0.4ms"
+    assert (access["method"], access["route"], access["status"]) == ("GET", "/healthz", 200)
+    assert access["duration_ms"] == 0.4
+    assert KEY not in lines.getvalue() and "********" in leaky["detail"]
+    assert isinstance(leaky["when"], str)  # what JSON cannot hold is written as text
+    assert clash["ts_note"] == 1 and clash["tags"] == ["a", "b"]
+    assert set(access) >= {"ts", "level", "logger", "message"}
+    assert "args" not in access and "levelno" not in access  # no LogRecord internals

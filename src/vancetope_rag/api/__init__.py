@@ -9,15 +9,20 @@ query string, and the UI accepts a token as ``?token=``. This app logs requests 
 from __future__ import annotations
 
 import logging
+import re
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from vancetope_rag.errors import ApiConfigError, MissingDependencyError
+from vancetope_rag.health import PROBE_PATHS, Readiness, liveness
 from vancetope_rag.metrics import UNMATCHED_ROUTE
+from vancetope_rag.secrets import get_logger
 
 try:
     from fastapi import FastAPI, Request, Response
+    from fastapi.responses import JSONResponse
     from starlette.routing import Mount, Route
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingDependencyError("the REST API", "server") from exc
@@ -31,6 +36,7 @@ from vancetope_rag.api.auth import (
 )
 from vancetope_rag.api.errors import install_error_handlers
 from vancetope_rag.api.limits import BodyLimit
+from vancetope_rag.api.models import ProbeResponse
 from vancetope_rag.api.router import build_router
 from vancetope_rag.api.web import install_web_ui
 
@@ -46,7 +52,23 @@ __all__ = [
     "issue_token",
 ]
 
-access_log = logging.getLogger("vancetope_rag.api.access")
+#: One line per request: method, route template, status, duration and request id, as the
+#: message and as the record's fields (``method``, ``route``, ``status``, ``duration_ms``,
+#: ``request_id``; ``--log-format json`` writes them as JSON fields). Never a query string
+#: (the UI accepts ``?token=``), never a raw path (ids), never a header's value but the
+#: request id's.
+access_log = get_logger("vancetope_rag.access")
+
+#: A caller's ``X-Request-Id`` is kept (and logged, and echoed) only when it is this plain;
+#: anything else (a newline forging a log line, a key pasted by mistake) gets one of ours.
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def request_id_of(given: str | None) -> str:
+    """The caller's request id when it is a plain token, else a new one."""
+    if given and _REQUEST_ID.fullmatch(given):
+        return given
+    return uuid.uuid4().hex
 
 
 def create_api(app: RagApp) -> FastAPI:
@@ -78,6 +100,7 @@ def create_api(app: RagApp) -> FastAPI:
         return [secret]
 
     install_error_handlers(api, secrets_for)
+    install_probes(api, Readiness(app.store.control.check_ready))
     api.include_router(build_router(app, verifier, secrets_of))
     install_web_ui(api)
     # Before any route, parser or error handler reads an oversized body; inside the access
@@ -91,6 +114,7 @@ def create_api(app: RagApp) -> FastAPI:
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         start = time.perf_counter()
+        request_id = request_id_of(request.headers.get("x-request-id"))
         response = await call_next(request)
         seconds = time.perf_counter() - start
         # The route's template, never the raw path: ids in paths would make the label
@@ -107,17 +131,52 @@ def create_api(app: RagApp) -> FastAPI:
         # Every answer (JSON, static files, errors), not only the page: a browser must never
         # guess another type than the one declared.
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        # The path only: the query string may hold a token (the UI's ?token=).
-        access_log.info(
-            "%s %s %d %.1fms",
+        response.headers["X-Request-Id"] = request_id
+        duration_ms = round(seconds * 1000, 1)
+        access_log.log(
+            logging.DEBUG if request.url.path in PROBE_PATHS else logging.INFO,
+            "%s %s %d %.1fms %s",
             request.method,
-            request.url.path,
+            route,
             response.status_code,
-            seconds * 1000,
+            duration_ms,
+            request_id,
+            extra={
+                "method": request.method,
+                "route": route,
+                "status": response.status_code,
+                "duration_ms": duration_ms,
+                "request_id": request_id,
+            },
         )
         return response
 
     return api
+
+
+def install_probes(api: FastAPI, readiness: Readiness) -> None:
+    """``GET /healthz`` (the process answers) and ``GET /readyz`` (the store answers and is
+    initialised; 503 with a reason when not): unauthenticated, and saying nothing of the
+    deployment (see :mod:`vancetope_rag.health`)."""
+
+    @api.get("/healthz", tags=["ops"], response_model=ProbeResponse)
+    def healthz() -> JSONResponse:
+        """Liveness: 200 while the process serves requests. Needs no token."""
+        code, body = liveness()
+        return JSONResponse(body, status_code=code, headers={"Cache-Control": "no-store"})
+
+    @api.get(
+        "/readyz",
+        tags=["ops"],
+        response_model=ProbeResponse,
+        responses={503: {"description": "not ready", "model": ProbeResponse}},
+    )
+    def readyz() -> JSONResponse:
+        """Readiness: 200 when the store answers and holds this package's schema; 503 with a
+        reason (no host or database named) when not. Needs no token; the store is asked at
+        most once a second."""
+        code, body = readiness.answer()
+        return JSONResponse(body, status_code=code, headers={"Cache-Control": "no-store"})
 
 
 def plain_route_templates(api: FastAPI) -> dict[object, str]:

@@ -77,6 +77,43 @@ class AttentionEntry(_Model):
     error: str = Field(description="why the last read of the file failed (secrets removed)")
 
 
+class ProbeResponse(_Model):
+    """``/healthz`` and ``/readyz``: ``ok`` / ``ready``, or ``unavailable`` with a reason."""
+
+    status: Literal["ok", "ready", "unavailable"]
+    reason: str | None = Field(
+        default=None,
+        description="why not ready: 'store unreachable', 'store not initialised: …' (never "
+        "a host, database or driver message)",
+    )
+
+
+class IndexerWorker(_Model):
+    """A live indexer worker of the project's node (its heartbeat)."""
+
+    workerId: str
+    nodeId: str
+    version: str = Field(description="the vancetope-rag version it runs")
+    intervalS: float = Field(description="its seconds between ticks")
+    startedAt: str
+    lastTick: str
+
+
+class IndexerInfo(_Model):
+    """Is any indexer running for this project? From the workers' heartbeats."""
+
+    note: str | None = Field(
+        description="with documents waiting and no live worker: 'no indexer has run for N "
+        "min' (or 'yet') and what to start; null otherwise"
+    )
+    lastTick: str | None = Field(
+        description="the last tick of any worker of the project's node (null: none ever)"
+    )
+    workers: list[IndexerWorker] = Field(
+        description="live workers: not stopped, last tick within 3 of their intervals + 60 s"
+    )
+
+
 class ProviderCircuit(_Model):
     """An embedding endpoint found down (or refusing the settings) by this process."""
 
@@ -139,6 +176,9 @@ class StatusResponse(_Model):
         default=None,
         description="why a rebuild would change how the RAG embeds (created before model "
         "profiles, or the window or prefixes configured now differ); null: it would not",
+    )
+    indexer: IndexerInfo | None = Field(
+        default=None, description="the live indexer workers, and why nothing moves without"
     )
 
 

@@ -7,6 +7,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,10 +20,16 @@ from vancetope_rag.cli import progress as terminal
 from vancetope_rag.cli.base import Ctx, FilePath, cli, emit, errors_to_exit, fail, pass_ctx
 from vancetope_rag.cli.progress import progress_lines, wait_for_rebuild
 from vancetope_rag.domain.calibration import MIN_CALIBRATION_CHUNKS, UNCALIBRATED_MIN_SCORE
+from vancetope_rag.secrets import get_logger
 
 if TYPE_CHECKING:
+    from vancetope_rag.domain.heartbeats import IndexerStatus
     from vancetope_rag.services.importer import ImportSummary
     from vancetope_rag.services.indexing.scheduler import ProjectRagIndexScheduler, TickResult
+
+
+#: The worker's own lines (it stopped, and why).
+worker_log = get_logger("vancetope_rag.worker")
 
 
 class _Interrupted(BaseException):
@@ -308,11 +315,12 @@ def worker_cmd(c: Ctx, metrics_port: int | None, metrics_host: str, stop_grace: 
         logging.getLogger("vancetope_rag").setLevel(logging.INFO)
     with errors_to_exit():
         app = c.app
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
+        stop = _StopSignal()
+        signal.signal(signal.SIGTERM, stop.on_signal)
+        signal.signal(signal.SIGINT, stop.on_signal)
         server = None
         if metrics_port is not None:
+            from vancetope_rag.health import Readiness
             from vancetope_rag.metrics import serve_metrics
 
             token = app.config.metrics_token
@@ -323,6 +331,7 @@ def worker_cmd(c: Ctx, metrics_port: int | None, metrics_host: str, stop_grace: 
                     metrics_host,
                     metrics_port,
                     token=token.get_secret_value() if token else None,
+                    ready=Readiness(app.store.control.check_ready).answer,
                 )
             except OSError as exc:
                 fail(
@@ -330,7 +339,10 @@ def worker_cmd(c: Ctx, metrics_port: int | None, metrics_host: str, stop_grace: 
                     f"{exc.strerror or exc}; pick another --metrics-port, or a "
                     "--metrics-host this machine has"
                 )
-            click.echo(f"metrics at http://{shown}:{metrics_port}/metrics", err=True)
+            click.echo(
+                f"metrics at http://{shown}:{metrics_port}/metrics (probes: /healthz, /readyz)",
+                err=True,
+            )
             if token is None and metrics_host not in ("127.0.0.1", "localhost", "::1"):
                 click.echo(
                     "warning: /metrics is open on a non-loopback address; set "
@@ -345,7 +357,22 @@ def worker_cmd(c: Ctx, metrics_port: int | None, metrics_host: str, stop_grace: 
                 server.server_close()
 
 
-def _run_worker(c: Ctx, stop: threading.Event, grace_s: float) -> None:
+class _StopSignal(threading.Event):
+    """Set by SIGTERM / Ctrl-C; remembers which, for the worker's last line."""
+
+    signal_name = ""
+
+    def on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self.signal_name = self.signal_name or signal.Signals(signum).name
+        self.set()
+
+
+#: How long a stopping worker waits for the store to take back the claims of the batch in
+#: hand (after --stop-grace): during an outage every call would wait the pool's 15 s.
+GIVE_BACK_S = 1.0
+
+
+def _run_worker(c: Ctx, stop: _StopSignal, grace_s: float) -> None:
     with errors_to_exit():
         app = c.app
         scheduler = app.scheduler
@@ -358,20 +385,33 @@ def _run_worker(c: Ctx, stop: threading.Event, grace_s: float) -> None:
             )
             while not stop.wait(0.5):
                 pass
+            worker_log.info("worker %s stopped (%s)", scheduler.worker_id, stop.signal_name)
             return
         click.echo(f"worker {scheduler.worker_id} serving node {app.config.node_id}", err=True)
+        started = time.monotonic()
         while not stop.wait(0.5):
             if not scheduler.running:
-                scheduler.stop()  # gives back what claims it can
-                fail(scheduler.fatal_error or "the indexer thread stopped unexpectedly")
+                scheduler.stop(give_back_s=GIVE_BACK_S)  # gives back what claims it can
+                reason = scheduler.fatal_error or "the indexer thread stopped unexpectedly"
+                worker_log.error("worker %s stopped: %s", scheduler.worker_id, reason)
+                fail(reason)
         # a batch still running after the grace is given back; its model call dies with the
         # process (a daemon thread), its late writes would be fenced out
-        scheduler.stop(timeout=grace_s)
+        scheduler.stop(timeout=grace_s, give_back_s=GIVE_BACK_S)
         given = scheduler.given_back
-        if given:
-            click.echo(
-                f"worker {scheduler.worker_id}: gave back {given} claimed documents", err=True
-            )
+        claims = (
+            f"gave back {given} claimed documents"
+            if scheduler.gave_back_in_time
+            else "the store did not answer: the batch's claims left to their lease"
+        )
+        worker_log.info(
+            "worker %s stopped (%s) after %.0fs; %s",
+            scheduler.worker_id,
+            stop.signal_name,
+            time.monotonic() - started,
+            claims,
+            extra={"worker": scheduler.worker_id, "signal": stop.signal_name, "given_back": given},
+        )
 
 
 @cli.command("status")
@@ -406,6 +446,8 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
         click.echo(choice.describe())
     if status.paused:
         click.echo(status.paused)
+    for line in indexer_lines(status.indexer):
+        click.echo(line)
     if status.exists:
         auto = data["minScoreAuto"]
         click.echo(
@@ -428,6 +470,21 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
             click.echo(f"  {item.path}: {item.error}")
         if status.needs_attention_count > len(status.needs_attention):
             click.echo(f"  … and {status.needs_attention_count - len(status.needs_attention)} more")
+
+
+def indexer_lines(indexer: IndexerStatus | None) -> list[str]:
+    """The status lines of the indexer: why nothing moves, and the live workers."""
+    if indexer is None:
+        return []
+    lines = [indexer.note] if indexer.note else []
+    if indexer.workers:
+        shown = [
+            f"{w.worker_id} (node {w.node_id}, version {w.version}, last tick "
+            f"{w.last_tick.isoformat(timespec='seconds')})"
+            for w in indexer.workers
+        ]
+        lines.append("indexer workers: " + ", ".join(shown))
+    return lines
 
 
 @cli.command("reindex")

@@ -37,7 +37,11 @@ def serve_cmd(c: Ctx, host: str, port: int, with_indexer: bool) -> None:
     """Serve the REST API (spec §7) and the RAG web UI at /ui/<tenant>/<project>.
 
     Needs VANCETOPE_RAG_JWT_SECRET; callers send a JWT (see `vancetope-rag token`).
+    /healthz and /readyz answer without one (probes for a load balancer). Logs one access
+    line per request (INFO, shown without -v; the probes' and /metrics' at DEBUG).
     """
+    if c.verbose == 0:  # a server's access lines are its output, as a worker's ticks
+        logging.getLogger("vancetope_rag.access").setLevel(logging.INFO)
     try:
         import uvicorn
 

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from vancetope_rag.domain.calibration import Calibration
+from vancetope_rag.domain.heartbeats import IndexerStatus
 from vancetope_rag.domain.rebuilds import ProjectProgress
 
 #: Name of the system-owned default RAG of every project.
@@ -240,6 +241,9 @@ class RagStatus:
     #: Why a rebuild would change how the RAG embeds (created before model profiles, or
     #: the window or prefixes configured now differ); None when it would not.
     profile_note: str | None = None
+    #: The live indexer workers of the project's node, and why nothing moves when
+    #: documents wait without one (None: not looked up).
+    indexer: IndexerStatus | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -259,6 +263,7 @@ class RagStatus:
             "providerCircuit": self.provider_circuit,
             "minScoreAuto": self._calibration_json(),
             "profileNote": self.profile_note,
+            "indexer": self.indexer.to_json() if self.indexer else None,
         }
 
     def _calibration_json(self) -> dict[str, Any] | None:

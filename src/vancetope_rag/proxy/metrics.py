@@ -11,8 +11,6 @@ from __future__ import annotations
 import weakref
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.platform_collector import PlatformCollector
-from prometheus_client.process_collector import ProcessCollector
 
 from vancetope_rag.metrics import Metrics
 
@@ -22,17 +20,6 @@ INJECTION_OUTCOMES = ("injected", "none", "skipped", "failed")
 _OUTCOME_OF_STATE = {"off": "skipped", "opted-out": "skipped"}
 RELOAD_OUTCOMES = ("ok", "failed")
 _UPSTREAM_LATENCY = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
-
-
-def add_process_collectors(registry: CollectorRegistry) -> None:
-    """prometheus_client's process (CPU, memory, open files) and platform (Python version)
-    collectors on ``registry``, unless it has them already. They describe no names, so the
-    registry would not refuse a second copy: it would expose every sample twice."""
-    # The registry's table of collectors (no public accessor; read-only here).
-    present = {type(c) for c in list(getattr(registry, "_collector_to_names", {}))}
-    for kind in (ProcessCollector, PlatformCollector):
-        if kind not in present:
-            kind(registry=registry)
 
 
 class ProxyMetrics:
@@ -69,7 +56,6 @@ class ProxyMetrics:
         )
         for outcome in RELOAD_OUTCOMES:
             self.key_file_reloads.labels(outcome=outcome)
-        add_process_collectors(registry)
 
     def injection(self, state: str) -> None:
         """Count a chat turn by its ``X-Vancetope-Rag`` state."""

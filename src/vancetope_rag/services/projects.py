@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from vancetope_rag.domain.heartbeats import IndexerStatus, indexer_status
 from vancetope_rag.domain.rebuilds import Rebuild
 from vancetope_rag.domain.records import (
     DEFAULT_RAG_NAME,
@@ -258,6 +259,7 @@ class ProjectRagService:
             needs_attention=attention,
             needs_attention_count=attention_count,
             configured_model=configured,
+            indexer=self.indexer_status(tenant_id, project_id, counts),
         )
         if rag is None:
             return status
@@ -273,6 +275,20 @@ class ProjectRagService:
             provider_circuit=circuit.to_json() if circuit else None,
             calibration=rag.calibration,
             profile_note=self.rags.profile_note(rag),
+        )
+
+    def indexer_status(
+        self, tenant_id: str, project_id: str, counts: dict[str, int]
+    ) -> IndexerStatus:
+        """The live workers that index this project (its node's), and with documents
+        waiting and none of them, since when none ran (the workers' heartbeats)."""
+        project = self.control.get_project(tenant_id, project_id)
+        waiting = counts.get("pending", 0) + counts.get("processing", 0)
+        return indexer_status(
+            self.control.list_heartbeats(),
+            home_node=project.home_node if project else None,
+            waiting=waiting,
+            now=self.control.now(),
         )
 
 

@@ -144,6 +144,18 @@
     const paused = $("rag-paused");
     paused.textContent = status.paused || "";
     paused.hidden = !status.paused;
+    // Documents wait and no indexer worker ticked lately: say so (the heartbeats).
+    const indexer = status.indexer || { note: null, workers: [] };
+    const note = $("rag-indexer");
+    note.textContent = indexer.note || "";
+    note.hidden = !indexer.note;
+    const workers = $("indexer-workers");
+    workers.textContent = indexer.workers.length
+      ? "indexer workers: " + indexer.workers.map(
+        (w) => w.workerId + " (" + w.version + ", last tick " + when(w.lastTick) + ")"
+      ).join(", ")
+      : "";
+    workers.hidden = !indexer.workers.length;
     const list = $("state-counts");
     list.replaceChildren();
     for (const [state, count] of Object.entries(status.documents || {})) {

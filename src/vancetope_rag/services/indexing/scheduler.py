@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from vancetope_rag.config import EngineConfig
+from vancetope_rag.domain.heartbeats import package_version
 from vancetope_rag.domain.records import Document, IndexState
 from vancetope_rag.errors import RagError, StoreError
 from vancetope_rag.metrics import Metrics
@@ -100,6 +101,13 @@ class ProjectRagIndexScheduler:
         self._in_flight_lock = threading.Lock()
         #: Claims the last :meth:`stop` gave back (a batch that outlived its timeout).
         self.given_back = 0
+        #: False when the last :meth:`stop` gave up waiting for the store to take them.
+        self.gave_back_in_time = True
+        #: What the heartbeats record (see :mod:`vancetope_rag.domain.heartbeats`).
+        self.version = package_version()
+        #: Set by :meth:`stop`, cleared by :meth:`start`: a second stop (the app's close after
+        #: the worker's own) has nothing left to do and returns at once.
+        self._stopped = False
 
     def blocked(self, tenant_id: str, project_id: str, *, warn: bool = True) -> str | None:
         """Why this project is not indexed now (the metric outcome), or None when it is.
@@ -166,6 +174,22 @@ class ProjectRagIndexScheduler:
         per-document warnings say those). A tick whose every claim went back because the
         provider is down did none: debug level (the outage has its own two lines)."""
         only_paused = r.paused and not (r.progressed or r.failed or r.store_errors)
+        numbers = {
+            "worker": self.worker_id,
+            "claimed": r.claimed,
+            "projects": r.projects,
+            "indexed": r.indexed,
+            "unchanged": r.unchanged,
+            "removed": r.removed,
+            "failed": r.failed,
+            "lost_leases": r.lost_lease,
+            "paused": r.paused,
+            "chunks": r.chunks,
+            "embedded_texts": r.embedded_texts,
+            "cache_hits": r.cache_hits,
+            "store_errors": r.store_errors,
+            "duration_s": round(seconds, 3),
+        }
         log.log(
             logging.DEBUG if only_paused else logging.INFO,
             "indexer tick %s: %d claimed in %d projects; %d indexed (%d unchanged), "
@@ -185,6 +209,7 @@ class ProjectRagIndexScheduler:
             r.cache_hits,
             r.store_errors,
             seconds,
+            extra=numbers,
         )
 
     def _retry_reads(self, t: str, p: str, result: TickResult) -> None:
@@ -412,6 +437,7 @@ class ProjectRagIndexScheduler:
         if self._thread is not None and self._thread.is_alive():
             return
         self._stop.clear()
+        self._stopped = False
         self._thread = threading.Thread(
             target=self._loop, name="vancetope-rag-indexer", daemon=True
         )
@@ -427,19 +453,62 @@ class ProjectRagIndexScheduler:
         store can tell). Cheap and thread-safe; a burst of wake-ups makes one tick."""
         self._woken.set()
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def stop(self, timeout: float = 30.0, *, give_back_s: float | None = None) -> None:
+        """Stop the background thread: its tick gets ``timeout`` seconds to finish; then
+        the claims of a batch still in hand are given back and the heartbeat says the
+        worker stopped. With ``give_back_s``, that last part takes at most so long: a store
+        that does not answer (an outage) leaves the claims to their lease instead of
+        holding the stop up for the pool's wait on every call. A second call does nothing.
+        """
+        if self._stopped:
+            return
+        self._stopped = True
         self._stop.set()
         self._woken.set()
         unwatch, self._unwatch = self._unwatch, None
         if unwatch is not None:
             unwatch()
+        ran = self._thread is not None
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        if give_back_s is None:
+            self._wind_up(ran)
+            return
+        winding = threading.Thread(
+            target=self._wind_up, args=(ran,), name="vancetope-rag-stop", daemon=True
+        )
+        winding.start()
+        winding.join(give_back_s)
+        self.gave_back_in_time = not winding.is_alive()
+        if winding.is_alive():
+            log.warning(
+                "the store did not answer within %gs of the stop: the claims of the batch in "
+                "hand are left to their lease (%gs)",
+                give_back_s,
+                self.config.claim_ttl_s,
+            )
+
+    def _wind_up(self, ran: bool) -> None:
         # A tick still running after the timeout (a slow model) dies with the process: its
         # batch goes back now; should the tick finish after all, the fence refuses its writes.
         self.given_back = self.give_back_claimed()
         self._give_back()
+        if ran:
+            self._beat(stopped=True)
+
+    def _beat(self, *, stopped: bool = False) -> None:
+        """Record this worker's heartbeat (a failing store is logged by the tick)."""
+        try:
+            self.control.record_heartbeat(
+                self.worker_id,
+                node_id=self.config.node_id,
+                version=self.version,
+                interval_s=self.config.indexer_interval_s,
+                stopped=stopped,
+            )
+        except Exception as exc:
+            log.debug("heartbeat not recorded: %s", error_text(exc))
 
     def _give_back(self) -> None:
         """Last try to give back claims the store refused (else their lease expires)."""
@@ -463,6 +532,7 @@ class ProjectRagIndexScheduler:
             return
         failures = 0  # consecutive ticks the store failed
         while not self._stop.is_set():
+            self._beat()
             try:
                 tick, store_error = self._checked_tick()
             except Exception:

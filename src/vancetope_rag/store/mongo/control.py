@@ -46,6 +46,7 @@ from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import updates as q
 from vancetope_rag.store.mongo.catalog import MongoRagCatalog
 from vancetope_rag.store.mongo.errors import check_bson_size, guard_errors
+from vancetope_rag.store.mongo.heartbeats import MongoHeartbeats
 from vancetope_rag.store.shared import (
     DocumentChanges,
     content_hash,
@@ -63,7 +64,7 @@ from vancetope_rag.store.types import Clock, DocumentChange, ImportHead, NewDocu
 
 
 @guard_errors
-class MongoControlStore:
+class MongoControlStore(MongoHeartbeats):
     """:class:`~vancetope_rag.store.port.ControlStore` on a pymongo ``Database``.
 
     Args:

@@ -21,6 +21,11 @@ Schema versions of the MongoDB store:
    documents (read as none), and the partial ``tenant_project_attention_idx`` on
    ``extractionError`` (created on open, like every control index).
 
+6. RAG entries pin a model profile (``embeddingProfile``; absent on older entries).
+7. The ``workers`` collection: one heartbeat per indexer worker (``_id``: the worker id,
+   ``nodeId``, ``version``, ``intervalS``, ``startedAt``, ``lastTick``, ``stoppedAt``),
+   written by the workers themselves; nothing older is rewritten.
+
 A ``rags`` document may hold ``calibration`` (the ``minScore: auto`` noise floor, see
 :mod:`vancetope_rag.domain.calibration`); one without it reads as not calibrated, so the field
 needs no schema upgrade, and a store an older release opens keeps working.
@@ -53,7 +58,8 @@ log = get_logger(__name__)
 
 #: Version of the document shapes in the database; a newer one is refused on open.
 #: 6: RAG entries pin a model profile (``embeddingProfile``; absent on older entries).
-SCHEMA_VERSION = 6
+#: 7: the ``workers`` collection holds the indexer workers' heartbeats (:mod:`.heartbeats`).
+SCHEMA_VERSION = 7
 SCHEMA_ID = "vancetope_rag"
 LEGACY_CHUNKS = "chunks"
 _BATCH = 500

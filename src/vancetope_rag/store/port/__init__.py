@@ -9,7 +9,9 @@ Every call is scoped by tenant and project (chunks by :class:`~vancetope_rag.sto
   generation (:class:`RagGenerations`) for rebuilds.
 * :class:`SettingsStore` (:mod:`.settings`) — cascade settings.
 * :class:`EmbeddingCache` (:mod:`.cache`) — cached embeddings per model.
-* :class:`ControlStore` — all five above on one store, plus its clock and transactions.
+* :class:`HeartbeatStore` (:mod:`.heartbeats`) — the indexer workers' heartbeats, and
+  the readiness probe.
+* :class:`ControlStore` — all six above on one store, plus its clock and transactions.
 * :class:`ChunkStore` (:mod:`.chunks`) — chunk vectors per RAG.
   :class:`vancetope_rag.store.llamaindex_store.RagVectorStore` wraps any ChunkStore as a
   LlamaIndex ``BasePydanticVectorStore`` bound to one RAG.
@@ -34,6 +36,7 @@ from vancetope_rag.store.port.cache import EmbeddingCache
 from vancetope_rag.store.port.catalog import CatalogStore, RagGenerations
 from vancetope_rag.store.port.chunks import ChunkStore
 from vancetope_rag.store.port.documents import DocumentStore
+from vancetope_rag.store.port.heartbeats import HeartbeatStore
 from vancetope_rag.store.port.projects import ProjectStore
 from vancetope_rag.store.port.rebuilds import MigrationStore, RebuildStore
 from vancetope_rag.store.port.settings import SettingsStore
@@ -44,6 +47,7 @@ __all__ = [
     "ControlStore",
     "DocumentStore",
     "EmbeddingCache",
+    "HeartbeatStore",
     "MigrationStore",
     "ProjectStore",
     "RagGenerations",
@@ -55,9 +59,16 @@ __all__ = [
 
 @runtime_checkable
 class ControlStore(
-    ProjectStore, DocumentStore, CatalogStore, SettingsStore, EmbeddingCache, Protocol
+    ProjectStore,
+    DocumentStore,
+    CatalogStore,
+    SettingsStore,
+    EmbeddingCache,
+    HeartbeatStore,
+    Protocol,
 ):
-    """Projects, documents, RAG catalog, settings and embedding cache on one store."""
+    """Projects, documents, RAG catalog, settings, embedding cache and the workers'
+    heartbeats on one store."""
 
     uri: str
 

@@ -26,6 +26,7 @@ from vancetope_rag.domain.records import (
 from vancetope_rag.store.postgres.catalog import PostgresRagCatalog
 from vancetope_rag.store.postgres.db import SERVER_NOW, PostgresDatabase
 from vancetope_rag.store.postgres.errors import ConstraintViolation
+from vancetope_rag.store.postgres.heartbeats import PostgresHeartbeats
 from vancetope_rag.store.postgres.rows import DIRTY, document_update_sql, insert_sql
 from vancetope_rag.store.postgres.settings import PostgresSettingsAndCache
 from vancetope_rag.store.rows import (
@@ -54,7 +55,7 @@ from vancetope_rag.store.types import Clock, DocumentChange, ImportHead, NewDocu
 T = TypeVar("T")
 
 
-class PostgresControlStore(PostgresRagCatalog, PostgresSettingsAndCache):
+class PostgresControlStore(PostgresRagCatalog, PostgresSettingsAndCache, PostgresHeartbeats):
     """:class:`~vancetope_rag.store.port.ControlStore` on a :class:`PostgresDatabase`."""
 
     def __init__(

@@ -305,6 +305,19 @@ STEPS: tuple[str, ...] = (
     $$;
     UPDATE rag_text_stats SET epoch = nextval('vtr_text_epochs');
     """,
+    # 9: the indexer workers' heartbeats (see domain.heartbeats); times in epoch seconds on
+    # the store's clock, stopped_at NULL while a worker runs.
+    f"""
+    CREATE TABLE IF NOT EXISTS workers (
+        worker_id {_T} PRIMARY KEY,
+        node_id {_T} NOT NULL,
+        version {_T} NOT NULL,
+        interval_s double precision NOT NULL,
+        started_at double precision NOT NULL,
+        last_tick double precision NOT NULL,
+        stopped_at double precision
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(STEPS)

@@ -32,6 +32,7 @@ from vancetope_rag.store.shared import (
     state_counts,
     unique_batches,
 )
+from vancetope_rag.store.sql_heartbeats import SqlHeartbeats
 from vancetope_rag.store.sqlite.catalog import SqliteRagCatalog
 from vancetope_rag.store.sqlite.db import SqliteDatabase
 from vancetope_rag.store.sqlite.errors import ConstraintViolation
@@ -53,10 +54,11 @@ from vancetope_rag.store.types import Clock, DocumentChange, ImportHead, NewDocu
 T = TypeVar("T")
 
 
-class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache):
+class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache, SqlHeartbeats[SqliteDatabase]):
     """:class:`~vancetope_rag.store.port.ControlStore` on a :class:`SqliteDatabase` (the RAG
     catalog comes from :class:`~.sqlite.catalog.SqliteRagCatalog`, settings and the embedding
-    cache from :class:`~.sqlite.settings.SqliteSettingsAndCache`)."""
+    cache from :class:`~.sqlite.settings.SqliteSettingsAndCache`, the workers' heartbeats
+    from :class:`~vancetope_rag.store.sql_heartbeats.SqlHeartbeats`)."""
 
     def __init__(self, db: SqliteDatabase, *, clock: Clock = time.time) -> None:
         self.db = db

@@ -5,7 +5,7 @@ Pure data; :mod:`.sqlite.db` runs them in one transaction when it opens a file.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 #: Ordered schema upgrades; index i brings the schema from version i to i + 1. Never edit a shipped
 #: entry: add a new one.
@@ -232,5 +232,18 @@ UPGRADES: tuple[str, ...] = (
     # none: they keep the empty profile (no prefixes, the old window) until a rebuild.
     """
     ALTER TABLE rags ADD COLUMN embedding_profile TEXT;
+    """,
+    # 11 -> 12: the indexer workers' heartbeats (see domain.heartbeats); times in epoch
+    # seconds on the store's clock, stopped_at NULL while a worker runs.
+    """
+    CREATE TABLE IF NOT EXISTS workers (
+        worker_id TEXT PRIMARY KEY,
+        node_id TEXT NOT NULL,
+        version TEXT NOT NULL,
+        interval_s REAL NOT NULL,
+        started_at REAL NOT NULL,
+        last_tick REAL NOT NULL,
+        stopped_at REAL
+    ) WITHOUT ROWID;
     """,
 )

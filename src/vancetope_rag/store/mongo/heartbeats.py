@@ -1,0 +1,74 @@
+"""The indexer workers' heartbeats in MongoDB (schema version 7: the ``workers``
+collection, one document per worker keyed by its id), and the readiness probe: a mixin of
+:class:`~.mongo.control.MongoControlStore`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from vancetope_rag.domain.heartbeats import PRUNE_AFTER_S, WorkerHeartbeat
+from vancetope_rag.store.mongo.builders.updates import from_bson_time, to_bson_time
+from vancetope_rag.store.mongo.errors import guard_errors
+
+
+def doc_to_heartbeat(d: Mapping[str, Any]) -> WorkerHeartbeat:
+    started, last = from_bson_time(d["startedAt"]), from_bson_time(d["lastTick"])
+    assert started is not None and last is not None
+    return WorkerHeartbeat(
+        worker_id=str(d["_id"]),
+        node_id=d["nodeId"],
+        version=d["version"],
+        interval_s=float(d["intervalS"]),
+        started_at=started,
+        last_tick=last,
+        stopped_at=from_bson_time(d.get("stoppedAt")),
+    )
+
+
+@guard_errors
+class MongoHeartbeats:
+    """:class:`~vancetope_rag.store.port.HeartbeatStore` on the control store's database."""
+
+    db: Any
+    #: The control store's clock (the server's time in production).
+    now: Callable[[], datetime]
+
+    def record_heartbeat(
+        self,
+        worker_id: str,
+        *,
+        node_id: str,
+        version: str,
+        interval_s: float,
+        stopped: bool = False,
+    ) -> None:
+        now = to_bson_time(self.now())
+        workers = self.db["workers"]
+        workers.delete_many({"lastTick": {"$lt": now - timedelta(seconds=PRUNE_AFTER_S)}})
+        before = workers.find_one({"_id": worker_id}, {"startedAt": 1, "stoppedAt": 1})
+        running = before is not None and before.get("stoppedAt") is None
+        doc = {
+            "nodeId": node_id,
+            "version": version,
+            "intervalS": float(interval_s),
+            "startedAt": before["startedAt"] if before is not None and running else now,
+            "lastTick": now,
+            "stoppedAt": now if stopped else None,
+        }
+        workers.replace_one({"_id": worker_id}, doc, upsert=True)
+
+    def list_heartbeats(self) -> list[WorkerHeartbeat]:
+        found = self.db["workers"].find({}).sort([("lastTick", -1), ("_id", 1)])
+        return [doc_to_heartbeat(d) for d in found]
+
+    def check_ready(self) -> str | None:
+        from vancetope_rag.store.mongo.setup import SCHEMA_VERSION, schema_version
+
+        found = schema_version(self.db)
+        if found == 0:
+            return "store not initialised: run `vancetope-rag init`"
+        if found < SCHEMA_VERSION:
+            return f"store schema version {found}, this package needs {SCHEMA_VERSION}: run init"
+        return None
