@@ -399,3 +399,22 @@ def test_a_plugin_registers_a_reranker(make_app: Any) -> None:
     app = make_app(plugins=pm)
     assert {"none", "tei", "cohere", "from-plugin"} <= set(app.rerankers.names())
     app.settings.set(TENANT, None, "ai.rerank.provider", "from-plugin")  # accepted
+
+
+def test_autoinject_blocks_follow_the_rerankers_order(app: RagApp, tei: RerankServer) -> None:
+    app.bring(TENANT, PROJECT)
+    app.settings.set(TENANT, None, "rag.minScore", -1.0)
+    for ref, text in TEXTS.items():
+        app.document_saved(TENANT, PROJECT, f"documents/{ref}.md", text)
+    assert app.scheduler.run_until_idle(timeout_s=30).failed == 0
+    recipe = parse_recipe({"name": "on", "params": {"rag": {"autoInject": "ON", "topK": 2}}}).rag
+    before = "\n".join(app.pre_turn(TENANT, PROJECT, [QUERY], recipe))
+    assert "documents/" in before and "zebra" not in before
+    tei.prefer = "zebra"
+    use(app, "tei", tei)
+
+    block = "\n".join(app.pre_turn(TENANT, PROJECT, [QUERY], recipe))
+
+    assert len(tei.requests) == 1
+    # the reranker's order; the block's own line keeps the cosine, "(score 0.18)"
+    assert "[S1] documents/c.md (score " in block and "[S2] documents/b.md" in block
