@@ -254,6 +254,21 @@ def test_an_unreachable_reranker_logs_one_warning(
     assert len(warnings) == 1 and "reranker tei" in warnings[0].getMessage()
 
 
+def test_over_its_requests_per_minute_a_query_goes_without_the_reranker(
+    app: RagApp, notes: RagRecord, tei: RerankServer
+) -> None:
+    baseline = ask(app)
+    tei.prefer = "zebra"
+    use(app, "tei", tei, **{"ai.rerank.requestsPerMinute": 2})
+    started = time.monotonic()
+    first, second, third = ask(app), ask(app), ask(app)
+    assert time.monotonic() - started < 30  # never waited out the minute
+    assert len(tei.requests) == 2
+    assert "zebra" in first[0].text and "zebra" in second[0].text
+    assert [h.chunk_id for h in third] == [h.chunk_id for h in baseline]
+    assert counted(app, "tei", "skipped") == 1
+
+
 def test_the_key_is_never_shown_or_logged(
     app: RagApp, notes: RagRecord, cohere: RerankServer, caplog: pytest.LogCaptureFixture
 ) -> None:

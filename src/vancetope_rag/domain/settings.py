@@ -201,7 +201,8 @@ SETTINGS: Mapping[str, SettingSpec] = _specs(
         minimum=1,
         maximum=1_000_000,
         description="Most requests per minute this process sends to the reranker (per "
-        "endpoint); empty means unpaced.",
+        "endpoint); a query past it keeps the retrieval's order rather than wait. Empty means "
+        "unpaced.",
     ),
     SettingSpec(
         "rag.topK",

@@ -9,7 +9,8 @@ them in its order, each with its ``rerank_score``; ``maxPerDocument`` and ``topK
 to that order (:func:`~vancetope_rag.domain.retrieval.select_hits`). A step that cuts the
 candidates by relevance goes between the two, on :attr:`Reranked.hits`.
 
-A remote reranker is behind its endpoint's circuit and pace (:mod:`..providers`): an outage,
+A remote reranker is behind its endpoint's circuit and pace (:mod:`..providers`; a query
+over ``ai.rerank.requestsPerMinute`` goes without it rather than wait): an outage,
 a timeout or an error skips the stage — the retrieval's own order, one log line and the
 ``vance_rag_rerank_requests{outcome}`` metric — never the query.
 """
@@ -167,9 +168,13 @@ class RerankStage:
         if not reranker.remote:
             return dict(reranker.rerank(query, texts))
         endpoint = Endpoint.keyed(settings.provider, settings.base_url, settings.api_key)
+        # a turn never waits for the pace: over it, the query goes without the reranker
+        if not self.pacer.try_acquire(endpoint, rpm=rpm, tpm=None):
+            raise ProviderUnavailableError(
+                f"reranker {endpoint.describe()} is at ai.rerank.requestsPerMinute={rpm}",
+                retry_in_s=0.0,
+            )
         with self.circuits.guard(endpoint, reranker.model):
-            # a turn never waits for the pace: it is counted, as a query embedding is
-            self.pacer.acquire(endpoint, rpm=rpm, tpm=None, block=False)
             return dict(reranker.rerank(query, texts))
 
     def _count(self, provider: str, outcome: str, started: float) -> None:
