@@ -269,6 +269,20 @@ def test_over_its_requests_per_minute_a_query_goes_without_the_reranker(
     assert counted(app, "tei", "skipped") == 1
 
 
+def test_a_reranker_refusing_every_query_warns_once(
+    app: RagApp, notes: RagRecord, tei: RerankServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    use(app, "tei", tei)
+    tei.faults += [Fault(413, "batch size 40 > maximum allowed batch size 32", "validation")] * 3
+    with caplog.at_level(logging.DEBUG, logger="vancetope_rag"):
+        for _ in range(3):
+            assert ask(app)
+    assert len(tei.requests) == 3  # the input's fault: no circuit, each query tries
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "HTTP 413: batch size 40" in warnings[0].getMessage()
+    assert counted(app, "tei", "error") == 3
+
+
 def test_the_key_is_never_shown_or_logged(
     app: RagApp, notes: RagRecord, cohere: RerankServer, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -17,6 +17,8 @@ a timeout or an error skips the stage — the retrieval's own order, one log lin
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -32,6 +34,8 @@ from vancetope_rag.services.settings import SettingsSnapshot
 
 log = get_logger(__name__)
 
+#: Seconds between two warnings of the same failure of a reranker.
+WARN_EVERY_S = 300.0
 #: Candidates sent to the reranker when ``ai.rerank.candidates`` is unset: ``max(FACTOR x
 #: topK, FLOOR)``.
 POOL_FACTOR, POOL_FLOOR = 4, 20
@@ -93,6 +97,8 @@ class RerankStage:
         self.circuits = circuits or reranker_circuits()
         self.pacer = pacer or Pacer()
         self.metrics = metrics or Metrics()
+        self._warned: dict[tuple[str, str], float] = {}
+        self._lock = threading.Lock()
 
     @staticmethod
     def settings(snapshot: SettingsSnapshot, wanted: bool = True) -> RerankSettings | None:
@@ -150,9 +156,7 @@ class RerankStage:
         except Exception as exc:
             self._count(provider, "error", started)
             why = error_text(exc)
-            log.warning(
-                "reranker %s failed, the query keeps the retrieval's order: %s", provider, why
-            )
+            self._warn(provider, why)
             return None, why
         self._count(provider, "ok", started)
         return scores, None
@@ -176,6 +180,21 @@ class RerankStage:
             )
         with self.circuits.guard(endpoint, reranker.model):
             return dict(reranker.rerank(query, texts))
+
+    def _warn(self, provider: str, why: str) -> None:
+        """One warning per failure and provider every :data:`WARN_EVERY_S` (a reranker that
+        refuses every query, a 413 say, must not fill the log); the others at debug."""
+        now = time.monotonic()
+        with self._lock:
+            last = self._warned.get((provider, why))
+            due = last is None or now - last >= WARN_EVERY_S
+            if due:
+                self._warned[(provider, why)] = now
+                if len(self._warned) > 256:  # failures that name their input vary
+                    self._warned = {(provider, why): now}
+        level = logging.WARNING if due else logging.DEBUG
+        message = "reranker %s failed, the query keeps the retrieval's order: %s"
+        log.log(level, message, provider, why)
 
     def _count(self, provider: str, outcome: str, started: float) -> None:
         self.metrics.rerank_requests.labels(provider=provider, outcome=outcome).inc()
