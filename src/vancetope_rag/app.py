@@ -303,15 +303,10 @@ class RagApp:
         """The project's reranker (``ai.rerank.*``, read at every call) as a LlamaIndex node
         postprocessor, for a query engine of one's own."""
         self.check_ids(tenant_id, project_id)
-
-        def effective() -> dict[str, Any]:
-            return self.settings.effective(tenant_id, project_id)
-
         return VancetopeRerank(
             self.rags.reranking,
             lambda: self.settings.snapshot(tenant_id, project_id).rerank(),
             top_n=top_n,
-            rpm=lambda: effective()["ai.rerank.requestsPerMinute"],
         )
 
     # -- the host contract, as plain methods -------------------------------------------

@@ -39,6 +39,8 @@ class RerankSettings:
     api_key: str | None = field(default=None, repr=False)  # never printed
     base_url: str | None = None
     timeout_s: float = 10.0
+    #: ``ai.rerank.requestsPerMinute``: past it a query goes without the reranker.
+    requests_per_minute: int | None = None
 
     @property
     def enabled(self) -> bool:

@@ -525,8 +525,7 @@ class RagService:
             found = citable_hits(self.control, rag, hits)
         if reranker is not None:
             # -- the rerank stage (a relevance cut of the candidates goes after it) --------
-            rpm = snapshot.effective["ai.rerank.requestsPerMinute"]
-            ranked = self.reranking.rerank(text, found, reranker, rpm=rpm).hits
+            ranked = self.reranking.rerank(text, found, reranker).hits
             found = select_hits(ranked, top_k, None, max_per_doc)
         seconds = time.perf_counter() - started
         self.metrics.retrieval_seconds.labels(mode=resolved.value).observe(seconds)

@@ -106,6 +106,7 @@ class SettingsSnapshot:
             api_key=values["ai.rerank.apiKey"],
             base_url=values["ai.rerank.baseUrl"],
             timeout_s=float(values["ai.rerank.timeoutSeconds"]),
+            requests_per_minute=values["ai.rerank.requestsPerMinute"],
         )
 
     def auto_inject_scopes(self) -> tuple[AutoInject | None, AutoInject | None]:

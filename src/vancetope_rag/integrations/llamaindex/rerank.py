@@ -86,7 +86,6 @@ class VancetopeRerank(BaseNodePostprocessor):
     top_n: int | None = Field(default=None, description="Nodes kept at most (None: all).")
     _stage: RerankStage = PrivateAttr()
     _settings: Callable[[], RerankSettings] = PrivateAttr()
-    _rpm: Callable[[], int | None] = PrivateAttr()
 
     def __init__(
         self,
@@ -94,14 +93,12 @@ class VancetopeRerank(BaseNodePostprocessor):
         settings: RerankSettings | Callable[[], RerankSettings],
         *,
         top_n: int | None = None,
-        rpm: Callable[[], int | None] | None = None,
     ) -> None:
         if top_n is not None and (not isinstance(top_n, int) or top_n < 1):
             raise InvalidInputError(f"top_n must be a positive integer, got {top_n!r}")
         super().__init__(top_n=top_n)  # type: ignore[call-arg]  # a field of ours
         self._stage = stage
         self._settings = settings if callable(settings) else (lambda: settings)
-        self._rpm = rpm or (lambda: None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -116,7 +113,7 @@ class VancetopeRerank(BaseNodePostprocessor):
         ranked = list(nodes)
         if nodes and settings.enabled:
             texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
-            scores, _ = self._stage.scores(query_bundle.query_str, texts, settings, rpm=self._rpm())
+            scores, _ = self._stage.scores(query_bundle.query_str, texts, settings)
             if scores is not None:
                 ranked = [
                     NodeWithScore(node=nodes[i].node, score=scores[i]) if i in scores else nodes[i]

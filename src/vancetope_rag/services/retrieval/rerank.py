@@ -121,14 +121,12 @@ class RerankStage:
         query: str,
         candidates: Sequence[Hit],
         settings: RerankSettings,
-        *,
-        rpm: int | None = None,
     ) -> Reranked:
         """``candidates`` in the reranker's order; the retrieval's order, logged and counted,
         when the reranker cannot be used (never raises for the reranker's failure)."""
         if not candidates:
             return Reranked([], applied=False)
-        scores, skipped = self.scores(query, [h.text for h in candidates], settings, rpm=rpm)
+        scores, skipped = self.scores(query, [h.text for h in candidates], settings)
         if scores is None:
             return Reranked(list(candidates), applied=False, skipped=skipped)
         return Reranked(reorder(candidates, scores), applied=True)
@@ -138,8 +136,6 @@ class RerankStage:
         query: str,
         texts: Sequence[str],
         settings: RerankSettings,
-        *,
-        rpm: int | None = None,
     ) -> tuple[dict[int, float] | None, str | None]:
         """(score by index of the texts the reranker ranked, None) or, when it cannot be used,
         (None, why): the failure is logged and counted, never raised."""
@@ -147,7 +143,7 @@ class RerankStage:
         started = time.perf_counter()
         try:
             reranker = self.registry.load(settings)
-            scores = self._call(reranker, settings, query, list(texts), rpm)
+            scores = self._call(reranker, settings, query, list(texts))
         except ProviderUnavailableError as exc:
             # the circuit logged the outage once when it opened; each query says it at debug
             self._count(provider, "skipped", started)
@@ -167,12 +163,12 @@ class RerankStage:
         settings: RerankSettings,
         query: str,
         texts: list[str],
-        rpm: int | None,
     ) -> dict[int, float]:
         if not reranker.remote:
             return dict(reranker.rerank(query, texts))
         endpoint = Endpoint.keyed(settings.provider, settings.base_url, settings.api_key)
         # a turn never waits for the pace: over it, the query goes without the reranker
+        rpm = settings.requests_per_minute
         if not self.pacer.try_acquire(endpoint, rpm=rpm, tpm=None):
             raise ProviderUnavailableError(
                 f"reranker {endpoint.describe()} is at ai.rerank.requestsPerMinute={rpm}",
