@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     from vancetope_rag.errors import RagNotFoundError as RagNotFoundError
     from vancetope_rag.errors import RebuildRunningError as RebuildRunningError
     from vancetope_rag.errors import RecipeError as RecipeError
+    from vancetope_rag.errors import RerankError as RerankError
     from vancetope_rag.errors import ReservedNameError as ReservedNameError
     from vancetope_rag.errors import SettingError as SettingError
     from vancetope_rag.errors import StoreCorruptError as StoreCorruptError
@@ -107,6 +108,8 @@ if TYPE_CHECKING:
     from vancetope_rag.recipes import Recipe as Recipe
     from vancetope_rag.recipes import load_recipe as load_recipe
     from vancetope_rag.recipes import parse_recipe as parse_recipe
+    from vancetope_rag.rerankers import RerankerRegistry as RerankerRegistry
+    from vancetope_rag.rerankers import RerankSettings as RerankSettings
     from vancetope_rag.services.retrieval.retriever import (
         ProjectRagRetriever as ProjectRagRetriever,
     )
@@ -177,6 +180,7 @@ _EXPORTS: dict[str, str] = {
     "RagNotFoundError": "vancetope_rag.errors",
     "RebuildRunningError": "vancetope_rag.errors",
     "RecipeError": "vancetope_rag.errors",
+    "RerankError": "vancetope_rag.errors",
     "ReservedNameError": "vancetope_rag.errors",
     "SettingError": "vancetope_rag.errors",
     "StoreCorruptError": "vancetope_rag.errors",
@@ -201,6 +205,8 @@ _EXPORTS: dict[str, str] = {
     "hookimpl": "vancetope_rag.hookspecs",
     "get_plugin_manager": "vancetope_rag.plugins",
     "RagParams": "vancetope_rag.recipes",
+    "RerankerRegistry": "vancetope_rag.rerankers",
+    "RerankSettings": "vancetope_rag.rerankers",
     "Recipe": "vancetope_rag.recipes",
     "load_recipe": "vancetope_rag.recipes",
     "parse_recipe": "vancetope_rag.recipes",

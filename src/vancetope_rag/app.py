@@ -28,9 +28,11 @@ from vancetope_rag.extraction.records import RetryPolicy
 from vancetope_rag.extraction.registry import ExtractorRegistry
 from vancetope_rag.extraction.service import ExtractionService, vision_circuits
 from vancetope_rag.extraction.vision import VisionDefaults
+from vancetope_rag.integrations.llamaindex.rerank import VancetopeRerank
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.plugins import get_plugin_manager
 from vancetope_rag.recipes import RagParams
+from vancetope_rag.rerankers import RerankerRegistry
 from vancetope_rag.secrets import register_secret
 from vancetope_rag.services.autoinject import RagAutoInjectService
 from vancetope_rag.services.bridge import BridgeCache, BridgeService
@@ -46,6 +48,7 @@ from vancetope_rag.services.providers import ProviderCircuits
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.rebuilds.service import RebuildService
 from vancetope_rag.services.rebuilds.shadow_indexer import ShadowIndexer
+from vancetope_rag.services.retrieval.rerank import RerankStage, reranker_circuits
 from vancetope_rag.services.retrieval.retriever import (
     ProjectRagRetriever,
     RecipeLike,
@@ -109,15 +112,21 @@ class RagApp:
         context_template: str | None = None,
         clock: Clock = time.time,
         worker_id: str | None = None,
+        rerankers: RerankerRegistry | None = None,
     ) -> RagApp:
         """Wire every service. Registries and the context template come from the plugins
-        unless given explicitly."""
+        unless given explicitly (a reranker of one's own, e.g. a LlamaIndex postprocessor
+        wrapped in :class:`~vancetope_rag.integrations.llamaindex.rerank.
+        PostprocessorReranker`, can also be registered later: ``app.rerankers.register``)."""
         config = config or EngineConfig()
         pm = plugins or get_plugin_manager(allowed=config.allowed_plugins())
         if embeddings is None:
             embeddings = EmbeddingRegistry()
             pm.hook.register_embedding_providers(register=embeddings.register)
             embeddings.configure(config.provider_options())
+        if rerankers is None:
+            rerankers = RerankerRegistry()
+            pm.hook.register_rerankers(register=rerankers.register)
         if extractors is None:
             extractors = ExtractorRegistry()
             pm.hook.register_extractors(register=extractors.register)
@@ -140,7 +149,7 @@ class RagApp:
         )
         metrics = Metrics(state_ttl_s=config.metrics_state_ttl_s)
         control, chunks = store.control, store.chunks
-        settings = SettingsService(control=control, providers=embeddings)
+        settings = SettingsService(control=control, providers=embeddings, rerankers=rerankers)
         rags = RagService(
             control=control,
             chunks=chunks,
@@ -153,6 +162,11 @@ class RagApp:
             metrics=metrics,
             circuits=ProviderCircuits(
                 retry_s=config.provider_retry_s, retry_max_s=config.provider_retry_max_s
+            ),
+            reranking=RerankStage(
+                rerankers,
+                circuits=reranker_circuits(config.provider_retry_s, config.provider_retry_max_s),
+                metrics=metrics,
             ),
         )
         calibrator = Calibrator(control=control, chunks=chunks, rags=rags)
@@ -279,6 +293,23 @@ class RagApp:
             plugins=pm,
             context_template=context_template,
             turns=TurnExecutor(config.turn_workers),
+        )
+
+    @property
+    def rerankers(self) -> RerankerRegistry:
+        """The rerankers ``ai.rerank.provider`` chooses from (``register`` adds one)."""
+        return self.rags.reranking.registry
+
+    def rerank_postprocessor(
+        self, tenant_id: str, project_id: str, *, top_n: int | None = None
+    ) -> VancetopeRerank:
+        """The project's reranker (``ai.rerank.*``, read at every call) as a LlamaIndex node
+        postprocessor, for a query engine of one's own."""
+        self.check_ids(tenant_id, project_id)
+        return VancetopeRerank(
+            self.rags.reranking,
+            lambda: self.settings.snapshot(tenant_id, project_id).rerank(),
+            top_n=top_n,
         )
 
     # -- the host contract, as plain methods -------------------------------------------

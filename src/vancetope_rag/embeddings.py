@@ -26,8 +26,8 @@ from vancetope_rag.errors import (
     EmbeddingDisabledError,
 )
 from vancetope_rag.model_profiles import ModelProfile, profile_to_json
-
-PROVIDER_NONE = "none"
+from vancetope_rag.provider_table import PROVIDER_NONE as PROVIDER_NONE
+from vancetope_rag.provider_table import ProviderTable, key_digest
 
 Tokenizer = Callable[[str], Sequence[Any]]
 
@@ -258,22 +258,14 @@ class CachedEmbedding(BaseEmbedding):
 # -- registry ------------------------------------------------------------------------------
 
 
-class EmbeddingRegistry:
+class EmbeddingRegistry(ProviderTable[EmbeddingProvider, LoadedModel]):
     """Provider name → provider. The app fills it through the ``register_embedding_providers``
     hook, which the built-in providers implement as default plugins like any other plugin."""
 
-    def __init__(self) -> None:
-        self._providers: dict[str, EmbeddingProvider] = {}
-        self._loaded: dict[tuple[Any, ...], LoadedModel] = {}
-        self._lock = threading.Lock()
+    what, off = "embedding provider", "RAG"
 
-    def register(self, provider: EmbeddingProvider) -> None:
-        if provider.name == PROVIDER_NONE:
-            raise EmbeddingConfigError("'none' is reserved: it switches RAG off")
-        self._providers[provider.name] = provider
-
-    def names(self) -> list[str]:
-        return sorted([PROVIDER_NONE, *self._providers])
+    def error(self, message: str) -> EmbeddingConfigError:
+        return EmbeddingConfigError(message)
 
     def configure(self, options: Mapping[str, object]) -> None:
         """Hand the engine's provider settings to every provider with a ``configure(options)``
@@ -305,14 +297,6 @@ class EmbeddingRegistry:
                 found[name] = str(line)
         return found
 
-    def provider(self, name: str) -> EmbeddingProvider:
-        try:
-            return self._providers[name]
-        except KeyError:
-            raise EmbeddingConfigError(
-                f"unknown embedding provider {name!r}; available: {', '.join(self.names())}"
-            ) from None
-
     def label(self, settings: EmbeddingSettings) -> str | None:
         """``provider:model`` these settings embed with, without loading the model (what a
         rebuild builds onto); None when embeddings are off or the provider is unknown."""
@@ -340,25 +324,18 @@ class EmbeddingRegistry:
             )
         provider = self.provider(settings.provider)
         name = model or settings.model or provider.default_model()
-        secret = hashlib.sha256((settings.api_key or "").encode()).hexdigest()
         key = (
             settings.provider,
             name,
             settings.base_url,
-            secret,
+            key_digest(settings.api_key),
             settings.dimension,
             settings.pinned_profile,
             settings.max_input_tokens,
             settings.query_prefix,
             settings.document_prefix,
         )
-        with self._lock:
-            loaded = self._loaded.get(key)
-        if loaded is None:
-            loaded = provider.load(settings, name)
-            with self._lock:
-                self._loaded[key] = loaded
-        return loaded
+        return self.cached(key, lambda: provider.load(settings, name))
 
 
 def check_dimension(loaded: LoadedModel, pinned: int, rag_name: str) -> None:

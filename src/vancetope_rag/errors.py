@@ -7,6 +7,8 @@ person reading them, never include secrets, and say what to do next.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class RagError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -183,6 +185,28 @@ class ProviderUnavailableError(EmbeddingError):
         super().__init__(message)
         self.retry_in_s = retry_in_s
         self.config = config
+
+
+class RerankError(RagError):
+    """The reranker failed or is misconfigured (``ai.rerank.*``). A query never fails for it:
+    the rerank stage is skipped and the retrieval's order kept."""
+
+    code = "RERANK_ERROR"
+
+    def __init__(self, message: str, *, status_code: int | None = None, headers: Any = None):
+        super().__init__(message)
+        #: The HTTP status the reranker answered with, for the circuits' classifier.
+        self.status_code = status_code
+        #: What the classifier reads ``Retry-After`` from (``response.headers``).
+        self.response = None if status_code is None else _Answer(status_code, headers or {})
+
+
+class _Answer:
+    """The part of an HTTP answer a failure's classifier reads."""
+
+    def __init__(self, status_code: int, headers: Any) -> None:
+        self.status_code = status_code
+        self.headers = headers
 
 
 class MissingDependencyError(RagError, ImportError):

@@ -6,9 +6,9 @@ default plugins (:mod:`vancetope_rag.default_plugins`), and third-party plugins 
 
 Phases:
 
-* **Startup** — ``register_embedding_providers``, ``register_extractors`` and
-  ``context_template`` are called once, when :meth:`RagApp.open <vancetope_rag.app.RagApp.open>`
-  builds the app's registries.
+* **Startup** — ``register_embedding_providers``, ``register_rerankers``,
+  ``register_extractors`` and ``context_template`` are called once, when
+  :meth:`RagApp.open <vancetope_rag.app.RagApp.open>` builds the app's registries.
 * **Project lifecycle** — ``project_bring`` / ``project_suspend`` / ``project_close``.
 * **Documents** — ``document_saved`` / ``summary_saved`` / ``document_deleted``.
 * **Chat turn** — ``pre_turn`` returns system messages to add before the LLM call.
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from vancetope_rag.embeddings import EmbeddingProvider
     from vancetope_rag.extraction.registry import RegisterExtractor
     from vancetope_rag.recipes import RagParams
+    from vancetope_rag.rerankers import RerankerProvider
 
 PROJECT_NAME = "vancetope_rag"
 
@@ -62,6 +63,18 @@ def register_embedding_providers(register: Callable[[EmbeddingProvider], None]) 
     of a name replaces an earlier one; the built-in providers register first, so a plugin can
     replace them. The default plugins register ``embedded``, ``openai``, ``gemini`` and
     ``hashing``.
+    """
+
+
+@hookspec
+def register_rerankers(register: Callable[[RerankerProvider], None]) -> None:
+    """Add rerankers, selected per tenant or project with ``ai.rerank.provider=<name>``.
+
+    Called once per app, when it opens. Hand each provider (an object with ``name``,
+    ``default_model()`` and ``load(settings, model)`` returning a reranker whose
+    ``rerank(query, texts)`` gives a score per text index; see
+    :class:`~vancetope_rag.rerankers.RerankerProvider`) to ``register``. A later registration
+    of a name replaces an earlier one; the built-in ``tei`` and ``cohere`` register first.
     """
 
 

@@ -314,6 +314,21 @@ class Metrics:
         )
         for mode in RETRIEVAL_MODES:
             self.retrieval_seconds.labels(mode=mode)
+        self.rerank_requests = Counter(
+            "vance_rag_rerank_requests",
+            "Rerank stages of queries, by reranker provider and outcome: ok (the reranker "
+            "ordered the candidates), skipped (its circuit is open) or error (it failed); "
+            "skipped and error queries keep the retrieval's order.",
+            ["provider", "outcome"],
+            registry=self.registry,
+        )
+        self.rerank_seconds = Histogram(
+            "vance_rag_rerank_seconds",
+            "Latency of the calls to a reranker, by provider (errors included).",
+            ["provider"],
+            registry=self.registry,
+            buckets=_LATENCY,
+        )
         self.http_requests = Counter(
             "vance_rag_http_requests",
             "REST and UI requests, by method, route template and status code.",

@@ -33,6 +33,7 @@ _RAG_KEYS = (
     "maxPerDocument",
     "retrievalMode",
     "maxTokens",
+    "rerank",
     "template",
     "templateFile",
 )
@@ -53,6 +54,9 @@ class RagParams:
     max_tokens: int | None = None
     #: Jinja2 source of the ``<rag-context>`` template (from ``template`` or ``templateFile``).
     template: str | None = None
+    #: ``false`` turns the rerank stage off for the recipe's turns (``ai.rerank.provider``
+    #: decides whether there is one; ``true`` or None: use it when set).
+    rerank: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +188,14 @@ def _parse_rag(
         ),
         max_tokens=_integer(rag.get("maxTokens"), "rag.autoInject.maxTokens", where("maxTokens")),
         template=template,
+        rerank=_flag(rag.get("rerank"), where("rerank")),
     )
+
+
+def _flag(value: object, where: str) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise RecipeError(f"{where} must be true or false, got {value!r}")
 
 
 def _integer(value: object, setting: str, where: str) -> int | None:

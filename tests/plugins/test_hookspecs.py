@@ -55,6 +55,7 @@ def test_hookspecs_found() -> None:
         "pre_turn",
         "register_tools",
         "register_embedding_providers",
+        "register_rerankers",
         "register_extractors",
         "context_template",
     }
@@ -191,6 +192,10 @@ class Spy:
         self.calls.append("register_embedding_providers")
 
     @hookimpl
+    def register_rerankers(self, register: Callable[[Any], None]) -> None:
+        self.calls.append("register_rerankers")
+
+    @hookimpl
     def register_extractors(self, register: Callable[..., None]) -> None:
         self.calls.append("register_extractors")
 
@@ -206,7 +211,12 @@ def test_every_hook_is_called_through_the_app(make_app: AppFactory) -> None:
     pm.check_pending()
     app = make_app(plugins=pm)
     # RagApp.open asks the extension hooks
-    opened = ["register_embedding_providers", "register_extractors", "context_template"]
+    opened = [
+        "register_embedding_providers",
+        "register_rerankers",
+        "register_extractors",
+        "context_template",
+    ]
     assert spy.calls == opened
 
     app.settings.set(TENANT, None, "rag.autoInject.enabled", "ON")

@@ -239,6 +239,14 @@ def test_settings_registry_matches_spec() -> None:
         "ai.embedding.maxInputTokens": None,
         "ai.embedding.queryPrefix": None,
         "ai.embedding.documentPrefix": None,
+        # the rerank stage: off until a reranker is chosen
+        "ai.rerank.provider": "none",
+        "ai.rerank.model": None,
+        "ai.rerank.baseUrl": None,
+        "ai.rerank.apiKey": None,
+        "ai.rerank.candidates": None,
+        "ai.rerank.timeoutSeconds": 10.0,
+        "ai.rerank.requestsPerMinute": None,
         "rag.topK": None,
         "rag.minScore": None,
         "rag.rebuild.maxFailureRatio": 0.05,
@@ -270,6 +278,7 @@ def test_settings_registry_matches_spec() -> None:
     }
     assert [key for key, spec in SETTINGS.items() if spec.secret] == [
         "ai.embedding.apiKey",
+        "ai.rerank.apiKey",
         "rag.extract.vision.apiKey",
     ]
     assert all(spec.key == key and spec.description for key, spec in SETTINGS.items())

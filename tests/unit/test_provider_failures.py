@@ -40,6 +40,8 @@ def status_error(status: int, headers: dict[str, str] | None = None) -> Exceptio
         (401, FailureKind.CONFIG),
         (403, FailureKind.CONFIG),
         (404, FailureKind.CONFIG),
+        (422, FailureKind.INPUT),  # TEI: the input does not tokenize
+        (424, FailureKind.OUTAGE),  # TEI: its model failed to run ("backend")
         (429, FailureKind.OUTAGE),
         (500, FailureKind.OUTAGE),
         (503, FailureKind.OUTAGE),

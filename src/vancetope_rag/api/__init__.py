@@ -39,6 +39,7 @@ from vancetope_rag.api.limits import BodyLimit
 from vancetope_rag.api.models import ProbeResponse
 from vancetope_rag.api.router import build_router
 from vancetope_rag.api.web import install_web_ui
+from vancetope_rag.domain.settings import SETTINGS
 
 if TYPE_CHECKING:
     from vancetope_rag.app import RagApp
@@ -89,8 +90,9 @@ def create_api(app: RagApp) -> FastAPI:
     )
 
     def secrets_of(tenant: str, project: str) -> list[str | None]:
-        key = app.settings.get(tenant, project, "ai.embedding.apiKey")
-        return [secret, key if isinstance(key, str) else None]
+        eff = app.settings.effective(tenant, project)
+        keys = [eff[k] for k in SETTINGS if SETTINGS[k].secret]  # the API keys of providers
+        return [secret, *(k if isinstance(k, str) else None for k in keys)]
 
     def secrets_for(request: Request) -> list[str | None]:
         tenant = request.path_params.get("tenant")

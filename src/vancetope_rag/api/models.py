@@ -244,6 +244,11 @@ class QueryHit(_Model):
     sourceRef: str | None = Field(description="the chunk's source reference (a document id)")
     kind: str = Field(description="content or summary")
     score: float = Field(description="cosine similarity to the question")
+    rerankScore: float | None = Field(
+        default=None,
+        description="the reranker's score, when the rerank stage ordered the hits "
+        "(ai.rerank.provider); null otherwise",
+    )
     text: str
 
 

@@ -18,6 +18,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "vancetope_rag.default_plugins.openai",
     "vancetope_rag.default_plugins.gemini",
     "vancetope_rag.default_plugins.hashing",
+    # rerankers: TEI's and the Cohere-style /rerank APIs
+    "vancetope_rag.default_plugins.rerankers",
     # text extractors: plain text and code, HTML, notebooks, DOCX, PDF
     "vancetope_rag.default_plugins.extractors",
 )

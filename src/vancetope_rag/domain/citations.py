@@ -75,8 +75,9 @@ class Cited:
 
     def to_json(self) -> dict[str, Any]:
         """The hit as the ``rag_query`` tool and REST's test query answer it: label and
-        source as the block shows them, the score, and the text with its tags defused."""
-        return {
+        source as the block shows them, the score (cosine; and the reranker's, when it
+        ordered the hits), and the text with its tags defused."""
+        out = {
             "label": self.label,
             "source": clean_label(self.source),
             "path": self.hit.path,
@@ -85,6 +86,9 @@ class Cited:
             "score": round(self.hit.score, 4),
             "text": neutralise_tags(self.hit.text),
         }
+        if self.hit.rerank_score is not None:  # the rerank stage ordered the hits
+            out["rerankScore"] = round(self.hit.rerank_score, 6)
+        return out
 
 
 def source_of(hit: Hit, *, project_rag: bool) -> str:

@@ -182,6 +182,9 @@ class Hit:
     lexical_rank: int | None = None
     #: Reciprocal-rank fusion score: what orders hybrid results (never compared to minScore).
     fused_score: float | None = None
+    #: The reranker's score, when the rerank stage ordered the hits (higher is more relevant;
+    #: its scale is the reranker's, never compared to minScore).
+    rerank_score: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -195,6 +198,8 @@ class Hit:
             out["fusedScore"] = round(self.fused_score, 6)
             out["denseRank"] = self.dense_rank
             out["lexicalRank"] = self.lexical_rank
+        if self.rerank_score is not None:
+            out["rerankScore"] = round(self.rerank_score, 6)
         return out
 
 

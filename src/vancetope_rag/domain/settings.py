@@ -26,6 +26,7 @@ from vancetope_rag.extraction.settings import EXTRACT_SETTINGS
 
 __all__ = [
     "EMBEDDING_GROUP",
+    "RERANK_GROUP",
     "SECRET_MASK",
     "SETTINGS",
     "SettingKind",
@@ -140,6 +141,68 @@ SETTINGS: Mapping[str, SettingSpec] = _specs(
         nullable=True,
         description="Text put before every chunk embedded (one space follows it; 'none' for no "
         "prefix); empty means the model's profile. New RAGs and rebuilds pin it.",
+    ),
+    # -- the rerank stage (off with provider none): see services/retrieval/rerank.py
+    SettingSpec(
+        "ai.rerank.provider",
+        SettingKind.PROVIDER,
+        "none",
+        description="Reranker that reorders a query's candidates before topK and "
+        "maxPerDocument apply (tei, cohere for any Cohere-style /rerank API, or a plugin's); "
+        "'none' turns the rerank stage off.",
+    ),
+    SettingSpec(
+        "ai.rerank.model",
+        SettingKind.STRING,
+        None,
+        nullable=True,
+        description="Reranker model name; empty means the provider's default.",
+    ),
+    SettingSpec(
+        "ai.rerank.baseUrl",
+        SettingKind.URL,
+        None,
+        nullable=True,
+        description="Base URL of the rerank API, to which /rerank is appended (tei: the "
+        "server's root; cohere: e.g. https://api.jina.ai/v1 or http://localhost:8000/v1); empty "
+        "means the provider's default (cohere: https://api.cohere.com/v1).",
+    ),
+    SettingSpec(
+        "ai.rerank.apiKey",
+        SettingKind.STRING,
+        None,
+        secret=True,
+        nullable=True,
+        description="API key of the reranker, sent as a bearer token (write-only, never shown).",
+    ),
+    SettingSpec(
+        "ai.rerank.candidates",
+        SettingKind.INT,
+        None,
+        nullable=True,
+        minimum=1,
+        maximum=1000,  # the largest topK a query may ask for (domain.retrieval.MAX_TOP_K)
+        description="Candidates sent to the reranker per query; empty means max(4 x topK, 20).",
+    ),
+    SettingSpec(
+        "ai.rerank.timeoutSeconds",
+        SettingKind.FLOAT,
+        10.0,
+        minimum=0.1,
+        maximum=600.0,
+        description="How long a query waits for the reranker; past it the query keeps the "
+        "retrieval's order.",
+    ),
+    SettingSpec(
+        "ai.rerank.requestsPerMinute",
+        SettingKind.INT,
+        None,
+        nullable=True,
+        minimum=1,
+        maximum=1_000_000,
+        description="Most requests per minute this process sends to the reranker (per "
+        "endpoint); a query past it keeps the retrieval's order rather than wait. Empty means "
+        "unpaced.",
     ),
     SettingSpec(
         "rag.topK",
@@ -422,24 +485,35 @@ EMBEDDING_GROUP = frozenset(
         "ai.embedding.documentPrefix",
     }
 )
+#: The same rule for the reranker: a project that picks another reranker than its tenant's
+#: never sends the tenant's key to it.
+RERANK_GROUP = frozenset(
+    {"ai.rerank.model", "ai.rerank.apiKey", "ai.rerank.baseUrl", "ai.rerank.requestsPerMinute"}
+)
+#: Each provider key and the settings that belong to the provider it names.
+_PROVIDER_GROUPS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {PROVIDER_KEY: EMBEDDING_GROUP, "ai.rerank.provider": RERANK_GROUP}
+)
 
 
 def inherits_embedding_value(
     key: str, project: Mapping[str, object], tenant: Mapping[str, object]
 ) -> bool:
     """Whether the project inherits the tenant's value of ``key``: always, but for a key of
-    :data:`EMBEDDING_GROUP` when the project sets a provider other than the one the tenant
-    set (then the project gets its provider's defaults, never the other provider's values).
+    :data:`EMBEDDING_GROUP` (or :data:`RERANK_GROUP`) when the project sets a provider other
+    than the one the tenant set (then the project gets its provider's defaults, never the
+    other provider's values).
 
     Args:
         key: A key of :data:`SETTINGS`.
         project: The decoded project-scope values (unset keys absent or None).
         tenant: The decoded tenant-scope values.
     """
-    if key not in EMBEDDING_GROUP:
-        return True
-    own, outer = project.get(PROVIDER_KEY), tenant.get(PROVIDER_KEY)
-    return own is None or outer is None or own == outer
+    for provider_key, group in _PROVIDER_GROUPS.items():
+        if key in group:
+            own, outer = project.get(provider_key), tenant.get(provider_key)
+            return own is None or outer is None or own == outer
+    return True
 
 
 def mask_secret(key: str, value: object) -> object:

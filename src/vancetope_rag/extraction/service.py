@@ -18,7 +18,6 @@ a file that needs OCR fails at once as the machine's failure and is read again l
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import shutil
 from dataclasses import dataclass
 from typing import Any
@@ -272,6 +271,7 @@ def vision_circuits(retry_s: float = 2.0, retry_max_s: float = 30.0) -> Provider
         retry_max_s=retry_max_s,
         label="vision model",
         pauses="files that need it fail at once, read again later",
+        fix="rag.extract.vision.apiKey, rag.extract.vision.baseUrl or rag.extract.vision.model",
     )
 
 
@@ -280,6 +280,4 @@ def _vision_endpoint(ocr: OcrConfig | None) -> tuple[Endpoint, str] | None:
     Tesseract-first one is left alone: Tesseract still reads while its fallback is down."""
     if ocr is None or ocr.engine != "vision" or not ocr.vision_model:
         return None
-    key = ocr.api_key or ""
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16] if key else ""
-    return Endpoint("vision", (ocr.vision_base_url or "").rstrip("/"), digest), ocr.vision_model
+    return Endpoint.keyed("vision", ocr.vision_base_url, ocr.api_key), ocr.vision_model

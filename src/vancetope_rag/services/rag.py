@@ -22,6 +22,7 @@ from vancetope_rag.domain.retrieval import (
     RetrievalMode,
     check_query_args,
     parse_retrieval_mode,
+    select_hits,
 )
 from vancetope_rag.domain.texts import TextLimit, check_label, check_metadata, check_text
 from vancetope_rag.embeddings import (
@@ -45,6 +46,7 @@ from vancetope_rag.model_profiles import (
     profile_from_json,
     same_embedding,
 )
+from vancetope_rag.rerankers import RerankerRegistry
 from vancetope_rag.running import SEARCHES
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.indexing.chunking import chunking_for, ingestion_pipeline
@@ -56,6 +58,7 @@ from vancetope_rag.services.indexing.sources import (
     manual_source_ref,
 )
 from vancetope_rag.services.providers import CircuitState, Endpoint, Pacer, ProviderCircuits
+from vancetope_rag.services.retrieval.rerank import RerankStage
 from vancetope_rag.services.retrieval.search import Retriever, citable_hits
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
 from vancetope_rag.store.llamaindex_store import KIND_KEY, PATH_KEY, SOURCE_KEY, RagVectorStore
@@ -85,12 +88,15 @@ class RagService:
         metrics: Metrics | None = None,
         circuits: ProviderCircuits | None = None,
         pacer: Pacer | None = None,
+        reranking: RerankStage | None = None,
     ) -> None:
         self.control = control
         #: Open circuits of remote providers (outages) and their pacing, in this process.
         self.circuits = circuits or ProviderCircuits()
         self.pacer = pacer or Pacer()
         self.metrics = metrics or Metrics()
+        #: The rerank stage of queries (off while ``ai.rerank.provider`` is ``none``).
+        self.reranking = reranking or RerankStage(RerankerRegistry(), metrics=self.metrics)
         self.limit = TextLimit(max_text_chars)
         self.chunks = chunks
         self.registry = registry
@@ -478,6 +484,7 @@ class RagService:
         snapshot: SettingsSnapshot | None = None,
         mode: RetrievalMode | str | None = None,
         keep: HitPredicate | None = None,
+        rerank: bool = True,
     ) -> list[Hit]:
         """Embed ``text`` with the RAG's pinned model and return the best hits, ``dense`` or
         ``hybrid`` (``mode`` None: the project's ``rag.retrieval.mode``); ``min_score`` gates
@@ -486,14 +493,20 @@ class RagService:
         caller already read them; ``filters``: what the store applies, ``keep``: the
         post-filter, see :func:`~vancetope_rag.domain.retrieval.collect_hits`).
         ``_documents`` hits come as they may be cited now
-        (:func:`~vancetope_rag.services.retrieval.search.citable_hits`)."""
+        (:func:`~vancetope_rag.services.retrieval.search.citable_hits`).
+
+        With a reranker set (``ai.rerank.provider``) and ``rerank`` true, the hits are the
+        reranker's best (:mod:`~vancetope_rag.services.retrieval.rerank`): ``min_score``
+        still gates the candidates' cosine, ``max_per_doc`` and ``top_k`` apply to the
+        reranker's order, and each hit carries its ``rerank_score``."""
         text = self.check_text_size(check_text(text, "query"), "query")
         check_query_args(top_k, min_score, max_per_doc)  # before paying for an embedding
         threshold = resolve_min_score(min_score, rag.calibration)
+        snapshot = snapshot or self.settings.snapshot(rag.tenant_id, rag.project_id)
         if mode is None:
-            snapshot = snapshot or self.settings.snapshot(rag.tenant_id, rag.project_id)
             mode = snapshot.effective["rag.retrieval.mode"]
         resolved = parse_retrieval_mode(mode)
+        reranker = self.reranking.settings(snapshot, rerank)
         started = time.perf_counter()
         with SEARCHES.held():  # side by side with others, the embedding takes one thread
             vector = self._embed_query(rag, text, snapshot)
@@ -502,13 +515,18 @@ class RagService:
                 RagScope.of(rag),
                 text,
                 vector,
-                top_k=top_k,
+                # with a reranker: its candidates, the cap applied to its order below
+                top_k=top_k if reranker is None else self.reranking.pool_size(top_k, snapshot),
                 min_score=threshold,
-                max_per_doc=max_per_doc,
+                max_per_doc=max_per_doc if reranker is None else None,
                 filters=filters,
                 keep=keep,
             )
             found = citable_hits(self.control, rag, hits)
+        if reranker is not None:
+            # -- the rerank stage (a relevance cut of the candidates goes after it) --------
+            ranked = self.reranking.rerank(text, found, reranker).hits
+            found = select_hits(ranked, top_k, None, max_per_doc)
         seconds = time.perf_counter() - started
         self.metrics.retrieval_seconds.labels(mode=resolved.value).observe(seconds)
         return found

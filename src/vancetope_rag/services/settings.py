@@ -18,11 +18,13 @@ from vancetope_rag.domain.settings import (
 from vancetope_rag.domain.texts import check_id
 from vancetope_rag.embeddings import PROVIDER_NONE, EmbeddingRegistry, EmbeddingSettings
 from vancetope_rag.errors import EmbeddingDisabledError, EmbeddingError, SettingError
+from vancetope_rag.rerankers import RerankerRegistry, RerankSettings
 from vancetope_rag.secrets import register_secret
 from vancetope_rag.store.port import SettingsStore
 
 _PROVIDER = "ai.embedding.provider"
 _MODEL = "ai.embedding.model"
+_RERANKER = "ai.rerank.provider"
 
 
 def _prefix(value: str | None) -> str | None:
@@ -94,6 +96,19 @@ class SettingsSnapshot:
             document_prefix=_prefix(values["ai.embedding.documentPrefix"]),
         )
 
+    def rerank(self) -> RerankSettings:
+        """The effective ``ai.rerank.*`` settings (the key is registered for redaction)."""
+        values = self.effective
+        register_secret(values["ai.rerank.apiKey"])
+        return RerankSettings(
+            provider=str(values[_RERANKER]),
+            model=values["ai.rerank.model"],
+            api_key=values["ai.rerank.apiKey"],
+            base_url=values["ai.rerank.baseUrl"],
+            timeout_s=float(values["ai.rerank.timeoutSeconds"]),
+            requests_per_minute=values["ai.rerank.requestsPerMinute"],
+        )
+
     def auto_inject_scopes(self) -> tuple[AutoInject | None, AutoInject | None]:
         """(project, tenant) values of ``rag.autoInject.enabled`` as set (None = absent)."""
         key = "rag.autoInject.enabled"
@@ -109,11 +124,18 @@ def _decoded(raw: Mapping[str, str]) -> dict[str, Any]:
 class SettingsService:
     """Reads and writes ``rag.*`` / ``ai.embedding.*`` settings per tenant and project."""
 
-    def __init__(self, control: SettingsStore, providers: EmbeddingRegistry | None = None) -> None:
+    def __init__(
+        self,
+        control: SettingsStore,
+        providers: EmbeddingRegistry | None = None,
+        rerankers: RerankerRegistry | None = None,
+    ) -> None:
         """``providers``, when given, checks ``ai.embedding.provider`` and ``.model`` values
-        against the registry before they are stored."""
+        against the registry before they are stored; ``rerankers`` does the same for
+        ``ai.rerank.provider``."""
         self._control = control
         self._providers = providers
+        self._rerankers = rerankers
 
     def _scope_values(self, tenant_id: str, project_id: str | None) -> dict[str, Any]:
         _check_scope(tenant_id, project_id)
@@ -181,6 +203,10 @@ class SettingsService:
         encoded = encode_setting(key, value)
         if self._providers is not None and key in (_PROVIDER, _MODEL):
             self._check_embedding(tenant_id, project_id, key, decode_setting(key, encoded))
+        if self._rerankers is not None and key == _RERANKER:
+            _check_provider_name(
+                "reranker", str(decode_setting(key, encoded)), self._rerankers.names()
+            )
         self._control.set_setting(tenant_id, project_id, key, encoded)
 
     def _check_embedding(
@@ -192,14 +218,7 @@ class SettingsService:
         assert self._providers is not None
         names = self._providers.names()
         if key == _PROVIDER:
-            name = str(value)
-            if name not in names:
-                close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
-                hint = f"did you mean {' or '.join(close)}? " if close else ""
-                raise SettingError(
-                    f"unknown embedding provider {name!r}; {hint}available: {', '.join(names)} "
-                    "(a plugin's provider is listed once its package is installed and loaded)"
-                )
+            _check_provider_name("embedding provider", str(value), names)
             return
         if value is None:
             return
@@ -216,6 +235,17 @@ class SettingsService:
                 f"{exc.message} (for provider {provider!r}; to use another provider's model, "
                 "set ai.embedding.provider first)"
             ) from None
+
+
+def _check_provider_name(what: str, name: str, names: list[str]) -> None:
+    """Refuse a provider that is not registered, naming the close ones."""
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        raise SettingError(
+            f"unknown {what} {name!r}; {hint}available: {', '.join(names)} "
+            "(a plugin's provider is listed once its package is installed and loaded)"
+        )
 
 
 def _check_scope(tenant_id: str, project_id: str | None) -> None:

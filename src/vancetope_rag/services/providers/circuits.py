@@ -41,9 +41,14 @@ class Endpoint:
 
     @classmethod
     def of(cls, settings: EmbeddingSettings) -> Endpoint:
-        key = settings.api_key or ""
+        return cls.keyed(settings.provider, settings.base_url, settings.api_key)
+
+    @classmethod
+    def keyed(cls, provider: str, base_url: str | None, api_key: str | None) -> Endpoint:
+        """The endpoint of any remote model (a reranker's, a vision model's)."""
+        key = api_key or ""
         digest = hashlib.sha256(key.encode()).hexdigest()[:16] if key else ""
-        return cls(settings.provider, (settings.base_url or "").rstrip("/"), digest)
+        return cls(provider, (base_url or "").rstrip("/"), digest)
 
     def describe(self) -> str:
         return f"{self.provider} at {self.base_url or 'its default endpoint'}"
@@ -122,10 +127,12 @@ class ProviderCircuits:
         wall: Callable[[], float] = time.time,
         label: str = "embedding provider",
         pauses: str = "indexing with it pauses, documents keep their attempts",
+        fix: str = "ai.embedding.apiKey, ai.embedding.baseUrl or ai.embedding.model",
     ) -> None:
-        #: What the endpoints are and what their outage stops, in the log lines (the
-        #: extraction service keeps circuits of vision models too).
-        self.label, self.pauses = label, pauses
+        #: What the endpoints are, what their outage stops and which settings to fix, in the
+        #: log lines (the extraction service keeps circuits of vision models, the rerank
+        #: stage of rerankers).
+        self.label, self.pauses, self.fix = label, pauses, fix
         self.retry_s, self.retry_max_s = retry_s, retry_max_s
         self.config_retry_s, self.config_retry_max_s = config_retry_s, config_retry_max_s
         #: Monotonic seconds (retry times) and wall seconds ("since"), replaceable in tests.
@@ -256,12 +263,12 @@ class ProviderCircuits:
     def _log_opened(self, endpoint: Endpoint, failure: Failure, wait: float) -> None:
         if failure.kind is FailureKind.CONFIG:
             log.warning(
-                "%s %s refuses the settings (%s); %s: fix ai.embedding.apiKey, "
-                "ai.embedding.baseUrl or ai.embedding.model",
+                "%s %s refuses the settings (%s); %s: fix %s",
                 self.label,
                 endpoint.describe(),
                 failure.detail,
                 self.pauses,
+                self.fix,
             )
             return
         log.warning(

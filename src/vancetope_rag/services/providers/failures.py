@@ -40,8 +40,9 @@ _TRANSPORT = frozenset(
         "WriteError",
     }
 )
-#: Statuses that say the provider is overloaded or down, not that the request is wrong.
-_OUTAGE_STATUSES = frozenset({408, 425, 429})
+#: Statuses that say the provider is overloaded or down, not that the request is wrong
+#: (424: text-embeddings-inference's "backend" error, its model failed to run).
+_OUTAGE_STATUSES = frozenset({408, 424, 425, 429})
 #: Statuses that say the settings are wrong (key, permission, model or URL).
 _CONFIG_STATUSES = frozenset({401, 403, 404})
 #: The longest ``Retry-After`` honoured (a broken header must not pause indexing for days).

@@ -89,3 +89,18 @@ class Pacer:
         with self._lock:
             self.waited_s += waited
         return waited
+
+    def try_acquire(
+        self, endpoint: Hashable, *, rpm: int | None, tpm: int | None, tokens: int = 0
+    ) -> bool:
+        """Take one request's place only if it fits the limits now; False (nothing taken)
+        otherwise: for a caller that goes without rather than waits (the rerank stage)."""
+        if rpm is None and tpm is None:
+            return True
+        w = self._window(endpoint)
+        with w.lock:
+            now = self._clock()
+            if self._wait(w, now, rpm, tpm, tokens) > 0:
+                return False
+            w.sent.append((now, tokens))
+        return True

@@ -70,6 +70,8 @@ class RetrievalParams:
     max_per_doc: int
     mode: str = "dense"
     max_tokens: int = AUTOINJECT_MAX_TOKENS
+    #: Use the project's reranker, when ``ai.rerank.provider`` sets one.
+    rerank: bool = True
 
     def for_rag(self, rag: RagRecord) -> RetrievalParams:
         """These parameters with ``auto`` resolved to ``rag``'s calibrated threshold."""
@@ -114,6 +116,7 @@ def resolve_params(
         max_per_doc=int(pick(r.max_per_document, "rag.maxPerDocument", c.retrieval_max_per_doc)),
         mode=r.retrieval_mode or str(eff["rag.retrieval.mode"]),
         max_tokens=int(pick(r.max_tokens, "rag.autoInject.maxTokens", c.autoinject_max_tokens)),
+        rerank=r.rerank is not False,
     )
 
 
@@ -184,6 +187,8 @@ class ProjectRagRetriever(BaseRetriever):
         filters: LlamaIndex metadata filters on the chunk fields and the chunk's metadata.
         snapshot: The project's settings, already read (one turn's retriever).
         callback_manager: LlamaIndex callbacks.
+        rerank: False: no rerank stage even with ``ai.rerank.provider`` set (None: the
+            recipe's ``rerank``, else on when a reranker is set).
     """
 
     def __init__(
@@ -205,6 +210,7 @@ class ProjectRagRetriever(BaseRetriever):
         snapshot: SettingsSnapshot | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        rerank: bool | None = None,
     ) -> None:
         check_id(tenant_id, "tenant id")
         check_id(project_id, "project id")
@@ -216,6 +222,9 @@ class ProjectRagRetriever(BaseRetriever):
             mode = parse_retrieval_mode(mode).value
         if filters is not None and not isinstance(filters, MetadataFilters):
             raise InvalidInputError("filters must be llama_index MetadataFilters")
+        if rerank is not None and not isinstance(rerank, bool):
+            raise InvalidInputError(f"rerank must be true or false, got {rerank!r}")
+        self.rerank = rerank
         self.rags = rags
         self.config = config
         self.tenant_id = tenant_id
@@ -262,6 +271,7 @@ class ProjectRagRetriever(BaseRetriever):
             max_per_doc=base.max_per_doc if self.max_per_doc is None else self.max_per_doc,
             mode=base.mode if self.mode is None else self.mode,
             max_tokens=base.max_tokens,
+            rerank=base.rerank if self.rerank is None else self.rerank,
         )
 
     def plan(self) -> RetrievalPlan:
@@ -306,6 +316,7 @@ class ProjectRagRetriever(BaseRetriever):
             max_per_doc=p.max_per_doc,
             mode=p.mode,
             snapshot=plan.snapshot,
+            rerank=p.rerank,
         )
 
     def query_rag(
@@ -317,6 +328,7 @@ class ProjectRagRetriever(BaseRetriever):
         min_score: MinScore | None = None,
         max_per_doc: int | None = None,
         mode: str | None = None,
+        rerank: bool | None = None,
     ) -> list[Hit]:
         """The hits of ``rag`` (a RAG of this retriever's project, already looked up) for
         ``text``: the explicit query of the ``rag_query`` tool and the CLI's ``query``. A
@@ -351,6 +363,7 @@ class ProjectRagRetriever(BaseRetriever):
             max_per_doc=p.max_per_doc if max_per_doc is None else max_per_doc,
             mode=p.mode if mode is None else mode,
             snapshot=snapshot,
+            rerank=p.rerank if rerank is None else rerank,
         )
 
     def _query(
@@ -363,6 +376,7 @@ class ProjectRagRetriever(BaseRetriever):
         max_per_doc: int | None,
         mode: str | None,
         snapshot: SettingsSnapshot | None = None,
+        rerank: bool = True,
     ) -> list[Hit]:
         """The one call into :meth:`RagService.query`, with this retriever's filters."""
         return self.rags.query(
@@ -375,6 +389,7 @@ class ProjectRagRetriever(BaseRetriever):
             snapshot=snapshot,
             mode=mode,
             keep=self._keep,
+            rerank=rerank,
         )
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -393,7 +408,17 @@ class ProjectRagRetriever(BaseRetriever):
 
 #: The options of :class:`ProjectRagRetriever` an engine factory takes beside its own.
 RETRIEVER_OPTIONS = frozenset(
-    {"rag", "top_k", "min_score", "max_per_doc", "mode", "path_prefix", "kinds", "filters"}
+    {
+        "rag",
+        "top_k",
+        "min_score",
+        "max_per_doc",
+        "mode",
+        "path_prefix",
+        "kinds",
+        "filters",
+        "rerank",
+    }
 )
 
 
