@@ -65,4 +65,9 @@ def test_status_shows_what_auto_means(run, indexed: None) -> None:
     status = json.loads(run("status", "--json").stdout)
     assert status["minScoreAuto"]["minScore"] == floor["minScore"]
     assert status["minScoreAuto"]["chunks"] == MIN_CALIBRATION_CHUNKS
-    assert f"minScore auto: {floor['minScore']:.4f} (calibrated over" in run("status").stdout
+    gap = status["minScoreAuto"]["gap"]
+    assert gap == floor["gap"] and gap is not None
+    assert (
+        f"minScore auto: {floor['minScore']:.4f}, relevance gap {gap:.4f} (calibrated over"
+        in run("status").stdout
+    )

@@ -98,6 +98,11 @@ class MinScoreAuto(_Model):
     minScore: float = Field(description="the cosine threshold auto resolves to")
     chunks: int = Field(description="the chunk count it was measured against")
     calibratedAt: str | None = Field(description="when it was measured (ISO 8601)")
+    gap: float | None = Field(
+        default=None,
+        description="the relevance cut's gap relevanceCut auto resolves to (cosine below the "
+        "turn's best hit); null when not measured",
+    )
 
 
 class StatusResponse(_Model):

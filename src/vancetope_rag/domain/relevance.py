@@ -29,7 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from vancetope_rag.domain.records import Hit
+from vancetope_rag.domain.calibration import GAP_PER_SPREAD, PSEUDO_QUERIES
+from vancetope_rag.domain.records import Chunk, ChunkKind, Hit
 from vancetope_rag.errors import InvalidInputError
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "cosine",
     "cut_by_relevance",
     "derive_gap",
+    "draw_pseudo_queries",
     "parse_relevance_cut",
     "pick_pseudo_sources",
     "pseudo_query",
@@ -61,14 +63,6 @@ RelevanceCut = float | Literal["auto", "off"]
 #: Within the gap, a hybrid hit is kept when its fused score is at least this share of the
 #: turn's best fused score (docs/benchmarks.md: the share that moved the SciFact curve).
 FUSED_SHARE = 0.7
-
-#: The gap as a share of the RAG's pseudo-query spread (:func:`derive_gap`): 0.53 puts
-#: all-MiniLM on SciFact at the 0.15 gap that, with the fused and lexical terms, met the
-#: block targets at 0.70x today's tokens (docs/benchmarks.md, "What the block holds").
-GAP_PER_SPREAD = 0.53
-
-#: Pseudo-queries a calibration draws from a RAG's chunks (one per chosen source).
-PSEUDO_QUERIES = 48
 
 #: A pseudo-query is one sentence of this many words.
 _MIN_WORDS, _MAX_WORDS = 8, 40
@@ -182,6 +176,24 @@ def pseudo_query(chunk_id: str, text: str) -> str | None:
     if not sentences:
         return None
     return min(sentences, key=lambda s: _rank(f"{chunk_id}\n{s}"))
+
+
+def draw_pseudo_queries(chunks: Sequence[Chunk]) -> list[tuple[str, str]]:
+    """One pseudo-query per source of ``chunks``: ``(source ref, sentence)``, from the source's
+    first content chunk (by a hash of the chunk id) that has a sentence of 8-40 words; in the
+    order the sources first appear. Deterministic for the same chunks."""
+    by_source: dict[str, list[Chunk]] = {}
+    for chunk in chunks:
+        if chunk.kind == ChunkKind.CONTENT.value:
+            by_source.setdefault(chunk.source_ref, []).append(chunk)
+    drawn: list[tuple[str, str]] = []
+    for ref, group in by_source.items():
+        for chunk in sorted(group, key=lambda c: _rank(c.id)):
+            sentence = pseudo_query(chunk.id, chunk.text)
+            if sentence is not None:
+                drawn.append((ref, sentence))
+                break
+    return drawn
 
 
 def derive_gap(spreads: Sequence[float]) -> float | None:
