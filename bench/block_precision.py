@@ -27,6 +27,13 @@ It needs the indexed SciFact project of ``bench/scifact.py`` (about 15 minutes o
     python bench/block_precision.py --store sqlite:////tmp/scifact/rag.db
     python bench/block_precision.py --store … --json > run.json         # one JSON object
 
+The **relevance cut** (``rag.autoInject.relevanceCut``, issue 42) runs through the same real
+path, ``decide(...)`` with the recipe's ``relevanceCut: auto`` (the RAG's calibrated gap; a
+RAG calibrated before the cut existed is calibrated again first, the only write the benchmark
+makes: run it on a copy of the store to keep the original as it is); its rule at fixed gaps
+(``rule 0.xx``) is applied to the same candidates as the gap rows, and the cut function's own
+time is measured alone (median over the turns' candidates).
+
 The metric functions import nothing heavy (``tests/unit/test_bench_block_metrics.py``).
 """
 
@@ -48,6 +55,9 @@ HERE = Path(__file__).resolve().parent
 
 #: The fixed gap cuts of the baseline curve (cosine below the turn's best excerpt).
 GAPS: tuple[float, ...] = (0.03, 0.05, 0.07, 0.09, 0.11, 0.13, 0.15)
+
+#: The relevance cut's rule at fixed gaps: its own curve next to the fixed gap's.
+RULE_GAPS: tuple[float, ...] = (0.09, 0.13, 0.17, 0.21)
 
 
 @dataclass(frozen=True)
@@ -121,6 +131,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from vancetope_rag.domain.budget import fit_to_budget
     from vancetope_rag.domain.cascade import AutoInject
     from vancetope_rag.domain.context_block import render_context_block
+    from vancetope_rag.domain.relevance import RELEVANCE_AUTO, RELEVANCE_OFF, cut_by_relevance
     from vancetope_rag.recipes import RagParams
     from vancetope_rag.services.tokens import count_tokens
 
@@ -138,6 +149,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"no fully indexed SciFact project in {args.store}: run bench/scifact.py"
             )
         rag = app.project_rags.find_default_rag(tenant, project)
+        if rag.calibration is None or rag.calibration.gap is None:
+            app.calibrator.calibrate(rag)  # calibrated before the relevance cut existed
+            rag = app.project_rags.find_default_rag(tenant, project)
         doc_of = {
             doc.id: doc.path.rsplit("/", 1)[-1].removesuffix(".txt")
             for doc in app.documents.list_documents(tenant, project)
@@ -145,37 +159,67 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result: dict[str, Any] = {
             "chunks": app.rags.chunk_count(rag),
             "min_score_auto": rag.calibration.min_score if rag.calibration else None,
+            "gap_auto": rag.calibration.gap if rag.calibration else None,
             "modes": {},
         }
+        budget = app.config.autoinject_max_tokens
+
+        def block_of(kept: Sequence[Any], relevant: set[str]) -> dict[str, Any]:
+            block, fitted = fit_to_budget(
+                kept,
+                lambda some: render_context_block(some, None, project_rag=True),
+                count_tokens,
+                budget,
+            )
+            cut = [Shown(doc_of.get(h.source_ref, h.source_ref), h.score) for h in fitted]
+            return turn_metrics(cut, relevant, count_tokens(block) if block else 0)
+
+        def shown_of(decision: Any, relevant: set[str]) -> dict[str, Any]:
+            hits = list(decision.hits) if decision.block else []
+            shown = [Shown(doc_of.get(h.source_ref, h.source_ref), h.score) for h in hits]
+            tokens = count_tokens(decision.block) if decision.block else 0
+            return turn_metrics(shown, relevant, tokens)
+
         for mode in args.modes:
-            params = RagParams(auto_inject=AutoInject.ON, retrieval_mode=mode)
+            params = RagParams(
+                auto_inject=AutoInject.ON, retrieval_mode=mode, relevance_cut=RELEVANCE_OFF
+            )
+            with_cut = RagParams(
+                auto_inject=AutoInject.ON, retrieval_mode=mode, relevance_cut=RELEVANCE_AUTO
+            )
             today: list[dict[str, Any]] = []
+            auto: list[dict[str, Any]] = []
             cuts: dict[float, list[dict[str, Any]]] = {g: [] for g in GAPS}
+            rules: dict[float, list[dict[str, Any]]] = {g: [] for g in RULE_GAPS}
+            cut_seconds: list[float] = []
             t0 = time.perf_counter()
             for qid, rels in qrels.items():
                 relevant = {c for c, g in rels.items() if g > 0}
                 decision = app.autoinject.decide(tenant, project, [queries[qid]], params)
-                hits = list(decision.hits) if decision.block else []
-                shown = [Shown(doc_of.get(h.source_ref, h.source_ref), h.score) for h in hits]
-                tokens = count_tokens(decision.block) if decision.block else 0
-                today.append(turn_metrics(shown, relevant, tokens))
+                today.append(shown_of(decision, relevant))
+                cut_on = app.autoinject.decide(tenant, project, [queries[qid]], with_cut)
+                auto.append(shown_of(cut_on, relevant))
+                # every candidate of the turn: the shown ones and those over the budget
+                hits = [*decision.hits, *(d.hit for d in decision.dropped)]
+                if not decision.block:
+                    hits = []
                 for gap in GAPS:
                     kept = [hits[i] for i in gap_cut([h.score for h in hits], gap)]
-                    block, fitted = fit_to_budget(
-                        kept,
-                        lambda some: render_context_block(some, None, project_rag=True),
-                        count_tokens,
-                        params.max_tokens or app.config.autoinject_max_tokens,
-                    )
-                    cut = [Shown(doc_of.get(h.source_ref, h.source_ref), h.score) for h in fitted]
-                    cuts[gap].append(
-                        turn_metrics(cut, relevant, count_tokens(block) if block else 0)
-                    )
+                    cuts[gap].append(block_of(kept, relevant))
+                for gap in RULE_GAPS:
+                    started = time.perf_counter()
+                    rule = cut_by_relevance(hits, gap)
+                    cut_seconds.append(time.perf_counter() - started)
+                    rules[gap].append(block_of(rule.kept, relevant))
             result["modes"][mode] = {
                 "today": summarize(today),
                 "gaps": {f"{g:.2f}": summarize(cuts[g]) for g in GAPS},
+                "rules": {f"{g:.2f}": summarize(rules[g]) for g in RULE_GAPS},
+                "auto": summarize(auto),
+                "cut_median_us": statistics.median(cut_seconds) * 1e6 if cut_seconds else 0.0,
                 "seconds": time.perf_counter() - t0,
             }
+        result["cut_100_hits_median_us"] = _time_cut_alone(cut_by_relevance)
         result["machine"] = scifact.machine_info()
         result["command"] = "python bench/block_precision.py " + " ".join(sys.argv[1:])
         return result
@@ -183,10 +227,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         app.close()
 
 
+def _time_cut_alone(cut: Any, n: int = 100, repeat: int = 2000) -> float:
+    """The cut's median time (µs) on a turn of ``n`` hybrid hits (20x the default topK): the
+    cut reads only the turn's selected hits, so the RAG's size (100k chunks or 10) is not
+    in its cost."""
+    from vancetope_rag.domain.records import Hit
+
+    hits = [
+        Hit(
+            score=0.9 - i / (2 * n),
+            text="",
+            source_ref=f"d{i}",
+            fused_score=1 / (61 + i),
+            dense_rank=i + 1,
+            lexical_rank=n - i,
+        )
+        for i in range(n)
+    ]
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        cut(hits, 0.15)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1e6
+
+
 def render(r: Mapping[str, Any]) -> str:
     cols = ("excerpts", "tokens", "tok/exc", "precision", "doc prec", "recall", "hit turns")
     lines = [
-        f"SciFact test claims, {r['chunks']} chunks, minScore auto = {r['min_score_auto']}",
+        f"SciFact test claims, {r['chunks']} chunks, minScore auto = {r['min_score_auto']}, "
+        f"relevance gap auto = {r.get('gap_auto')}",
         "",
     ]
     for mode, m in r["modes"].items():
@@ -208,7 +278,17 @@ def render(r: Mapping[str, Any]) -> str:
         lines.append(row("today", base))
         for gap, s in m["gaps"].items():
             lines.append(row(f"gap {gap}", s))
+        for gap, s in m.get("rules", {}).items():
+            lines.append(row(f"rule {gap}", s))
+        if "auto" in m:
+            lines.append(row("**cut auto**", m["auto"]))
+            lines.append("")
+            lines.append(f"cut function, median per turn: {m['cut_median_us']:.1f} µs")
         lines.append("")
+    if "cut_100_hits_median_us" in r:
+        lines.append(
+            f"cut function alone on a 100-hit turn: median {r['cut_100_hits_median_us']:.1f} µs"
+        )
     lines.append(scifact.machine_line(r["machine"]))
     return "\n".join(lines)
 

@@ -10,6 +10,7 @@ import pytest
 
 from vancetope_rag.domain.records import Hit
 from vancetope_rag.domain.relevance import (
+    DENSE_GAP_SHARE,
     FUSED_SHARE,
     GAP_PER_SPREAD,
     RELEVANCE_AUTO,
@@ -137,6 +138,9 @@ def test_resolve_gap() -> None:
     assert resolve_gap(RELEVANCE_AUTO, 0.15) == 0.15
     assert resolve_gap(RELEVANCE_AUTO, None) is None  # not calibrated yet: no cut
     assert resolve_gap(0.05, 0.15) == 0.05
+    # dense: auto cuts at a share of the gap (no fused share to drop the rest); a number stays
+    assert resolve_gap(RELEVANCE_AUTO, 0.15, "dense") == round(0.15 * DENSE_GAP_SHARE, 4)
+    assert resolve_gap(0.05, 0.15, "dense") == 0.05
 
 
 def test_pseudo_sources_and_sentences_are_deterministic_and_order_free() -> None:

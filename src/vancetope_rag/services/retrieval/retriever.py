@@ -85,7 +85,8 @@ class RetrievalParams:
         """These parameters with ``auto`` resolved to ``rag``'s calibrated threshold and gap
         (no cut while the RAG has no gap)."""
         score = resolve_min_score(self.min_score, rag.calibration)
-        gap = resolve_gap(self.relevance_cut, rag.calibration.gap if rag.calibration else None)
+        calibrated = rag.calibration.gap if rag.calibration else None
+        gap = resolve_gap(self.relevance_cut, calibrated, self.mode)
         return replace(
             self,
             min_score=self.min_score if score is None else score,
@@ -416,7 +417,8 @@ class ProjectRagRetriever(BaseRetriever):
             keep=self._keep,
         )
         calibrated = rag.calibration.gap if rag.calibration else None
-        return list(cut_by_relevance(hits, resolve_gap(relevance_cut, calibrated)).kept)
+        gap = resolve_gap(relevance_cut, calibrated, str(mode or "hybrid"))
+        return list(cut_by_relevance(hits, gap).kept)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return [HitNodeWithScore.of(h) for h in self.retrieve_hits(query_bundle.query_str)]
