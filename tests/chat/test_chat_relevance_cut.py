@@ -12,10 +12,12 @@ import pytest
 
 from fakes import P, T
 from vancetope_rag.app import RagApp
+from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.cascade import AutoInject
 from vancetope_rag.domain.relevance import RELEVANCE_AUTO, RELEVANCE_OFF, cut_by_relevance
 from vancetope_rag.errors import RecipeError, SettingError
 from vancetope_rag.recipes import RagParams, parse_recipe
+from vancetope_rag.tools import RagTools
 
 AppFactory = Callable[..., RagApp]
 
@@ -83,10 +85,16 @@ QUESTIONS = {
 @pytest.fixture(scope="module")
 def handbook(tmp_path_factory: pytest.TempPathFactory) -> object:
     """One indexed, calibrated handbook for the module (MiniLM indexing is the slow part)."""
-    from conftest import make_config  # the suite's engine configuration for a test store
-
     store = f"sqlite:///{tmp_path_factory.mktemp('handbook') / 'rag.db'}"
-    app = RagApp.open(make_config(store))
+    config = EngineConfig(
+        store=store,
+        node_id="test-node",
+        indexer_initial_delay_s=0.0,
+        indexer_interval_s=0.05,
+        retry_backoff_s=0.0,
+        claim_ttl_s=60.0,
+    )
+    app = RagApp.open(config)
     app.settings.set(T, None, "ai.embedding.provider", "embedded")
     app.bring(T, P)
     for name, text in HANDBOOK.items():
@@ -201,3 +209,12 @@ def test_the_retriever_and_the_tools_cut_only_when_asked(handbook: RagApp) -> No
         assert len(handbook.as_retriever(T, P).query_rag(rag, question, top_k=5)) == 5
     finally:
         handbook.settings.set(T, P, "rag.autoInject.relevanceCut", None)
+
+
+def test_the_rag_query_tool_cuts_only_when_asked(handbook: RagApp) -> None:
+    tools = RagTools(handbook, T, P, None)
+    question = "When are salaries paid?"
+    plain = tools.rag_query("_documents", question, topK=5)["hits"]
+    assert len(plain) == 5  # an agent asking for 5 gets 5
+    cut = tools.rag_query("_documents", question, topK=5, relevanceCut="auto")["hits"]
+    assert 1 <= len(cut) < 5 and cut[0]["path"] == "documents/payroll.md"

@@ -198,6 +198,11 @@ class QueryParams(_Model):
     )
     maxPerDocument: int
     mode: str = Field(description="dense, lexical or hybrid")
+    relevanceCut: float | None = Field(
+        default=None,
+        description="the gap below the best hit's cosine the hits were cut at (relevanceCut "
+        "auto as the RAG's calibrated gap); null: no cut, topK hits",
+    )
 
 
 class QueryHit(_Model):

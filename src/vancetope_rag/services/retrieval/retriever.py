@@ -322,6 +322,12 @@ class ProjectRagRetriever(BaseRetriever):
             return EMBEDDINGS_OFF
         return None
 
+    def gap_for(self, rag: RagRecord, mode: str) -> float | None:
+        """The gap this retriever's own ``relevance_cut`` cuts ``rag``'s hits at (None: no
+        cut)."""
+        calibrated = rag.calibration.gap if rag.calibration else None
+        return resolve_gap(self.relevance_cut, calibrated, mode)
+
     # -- retrieval ---------------------------------------------------------------------
 
     def retrieve_hits(self, text: str) -> list[Hit]:
