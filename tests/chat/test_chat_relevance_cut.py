@@ -13,10 +13,13 @@ import pytest
 from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.config import EngineConfig
+from vancetope_rag.domain.budget import fit_to_budget
 from vancetope_rag.domain.cascade import AutoInject
+from vancetope_rag.domain.context_block import render_context_block
 from vancetope_rag.domain.relevance import RELEVANCE_AUTO, RELEVANCE_OFF, cut_by_relevance
 from vancetope_rag.errors import RecipeError, SettingError
 from vancetope_rag.recipes import RagParams, parse_recipe
+from vancetope_rag.services.tokens import count_tokens
 from vancetope_rag.tools import RagTools
 
 AppFactory = Callable[..., RagApp]
@@ -156,10 +159,29 @@ def test_the_dropped_reason_names_the_rule(handbook: RagApp) -> None:
 
 def test_off_restores_todays_block_exactly(handbook: RagApp) -> None:
     for question in QUESTIONS:
-        default = handbook.autoinject.decide(T, P, [question], _on())
+        # today's block: every retrieved hit, through the template and the budget
+        hits = handbook.as_retriever(T, P).retrieve_hits(question)
+        today, shown = fit_to_budget(
+            hits,
+            lambda some: render_context_block(some, None, project_rag=True),
+            count_tokens,
+            handbook.config.autoinject_max_tokens,
+        )
         off = handbook.autoinject.decide(T, P, [question], _on(RELEVANCE_OFF))
-        assert (off.block, off.hits) == (default.block, default.hits)
-        assert not [d for d in off.dropped if not d.reason.startswith("over ")]
+        assert (off.block, list(off.hits)) == (today, shown)
+        assert off.dropped == ()
+        try:  # the setting turns it off as the recipe does
+            handbook.settings.set(T, P, "rag.autoInject.relevanceCut", "off")
+            by_setting = handbook.autoinject.decide(T, P, [question], _on())
+            assert (by_setting.block, by_setting.hits) == (off.block, off.hits)
+        finally:
+            handbook.settings.set(T, P, "rag.autoInject.relevanceCut", None)
+    # on by default for AutoInject: the default turn is the auto one
+    question = "When are salaries paid?"
+    default = handbook.autoinject.decide(T, P, [question], _on())
+    auto = handbook.autoinject.decide(T, P, [question], _on(RELEVANCE_AUTO))
+    assert (default.block, default.hits, default.dropped) == (auto.block, auto.hits, auto.dropped)
+    assert default.dropped
 
 
 def test_the_setting_cuts_and_a_recipe_overrides_it(handbook: RagApp) -> None:

@@ -39,6 +39,7 @@ def test_calibrate_shows_the_distribution_and_the_chosen_value(run, indexed: Non
     assert f"{len(PROBE_TURNS)} off-topic probe turns" in text
     assert "<- minScore" in text or "above every probe" in text
     assert f"minScore auto = {shown['minScore']:.4f}" in text and "saved" in text
+    assert f"relevance gap (relevanceCut auto) = {shown['gap']:.4f} from" in text
 
     run("settings", "set", "rag.minScore", "0.9")
     note = run("calibrate").stdout

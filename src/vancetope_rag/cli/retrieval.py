@@ -208,6 +208,16 @@ def calibrate_cmd(c: Ctx, rag_name: str, dry_run: bool, as_json: bool) -> None:
         f"minScore auto = {calibration.min_score:.4f} ({was}; "
         + ("not saved: --dry-run)" if dry_run else "saved)")
     )
+    gap = calibration.gap
+    click.echo(
+        "relevance gap (relevanceCut auto) = "
+        + (
+            "none (no pseudo-query had a background)"
+            if gap is None
+            else f"{gap:.4f} from {len(calibration.spreads)} pseudo-queries of the RAG's own "
+            "documents"
+        )
+    )
     if applied != calibration.min_score:
         click.echo(
             f"note: this project's turns use minScore {applied}: an explicit number in the "
