@@ -54,6 +54,7 @@ def _setting_type(spec: SettingSpec) -> str:
         SettingKind.INT: "integer" + bounds,
         SettingKind.FLOAT: "number" + bounds,
         SettingKind.MIN_SCORE: "`auto` or a number" + bounds,
+        SettingKind.RELEVANCE_CUT: "`auto` \\| `off` \\| a gap (0-2)",
         SettingKind.CHOICE: " \\| ".join(f"`{c}`" for c in spec.choices),
     }
     out = kinds[spec.kind]

@@ -454,7 +454,7 @@ class RagApp:
         """A LlamaIndex retriever over the project's ``_documents`` RAG: the same retrieval
         AutoInject does (see :class:`ProjectRagRetriever` for ``overrides``: ``rag``,
         ``top_k``, ``min_score``, ``max_per_doc``, ``mode``, ``path_prefix``, ``kinds``,
-        ``filters``).
+        ``filters``, ``relevance_cut``).
 
         Raises:
             InvalidInputError: A bad id, recipe or override (e.g. ``top_k=0``).

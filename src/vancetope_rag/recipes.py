@@ -18,6 +18,7 @@ import yaml
 from vancetope_rag.domain.calibration import AUTO, MinScore, parse_min_score
 from vancetope_rag.domain.cascade import AutoInject, parse_auto_inject
 from vancetope_rag.domain.context_block import check_template_cost, compile_template
+from vancetope_rag.domain.relevance import RelevanceCut, parse_relevance_cut
 from vancetope_rag.domain.settings import SETTINGS
 from vancetope_rag.errors import InvalidInputError, RecipeError, SettingError
 
@@ -34,6 +35,7 @@ _RAG_KEYS = (
     "retrievalMode",
     "maxTokens",
     "rerank",
+    "relevanceCut",
     "template",
     "templateFile",
 )
@@ -52,6 +54,9 @@ class RagParams:
     retrieval_mode: str | None = None
     #: Token budget of the ``<rag-context>`` block (``rag.autoInject.maxTokens`` when None).
     max_tokens: int | None = None
+    #: The block's relevance cut: ``auto``, ``off`` or a fixed gap
+    #: (``rag.autoInject.relevanceCut`` when None).
+    relevance_cut: RelevanceCut | None = None
     #: Jinja2 source of the ``<rag-context>`` template (from ``template`` or ``templateFile``).
     template: str | None = None
     #: ``false`` turns the rerank stage off for the recipe's turns (``ai.rerank.provider``
@@ -187,6 +192,7 @@ def _parse_rag(
             rag.get("retrievalMode"), "rag.retrieval.mode", where("retrievalMode")
         ),
         max_tokens=_integer(rag.get("maxTokens"), "rag.autoInject.maxTokens", where("maxTokens")),
+        relevance_cut=_relevance_cut(rag.get("relevanceCut"), where("relevanceCut")),
         template=template,
         rerank=_flag(rag.get("rerank"), where("rerank")),
     )
@@ -226,6 +232,13 @@ def _min_score(value: object, where: str) -> MinScore | None:
         return parse_min_score(value, where)
     except InvalidInputError:
         raise problem from None
+
+
+def _relevance_cut(value: object, where: str) -> RelevanceCut | None:
+    try:
+        return parse_relevance_cut(value, where)
+    except InvalidInputError as exc:
+        raise RecipeError(exc.message) from None
 
 
 def _template(

@@ -119,3 +119,31 @@ def test_the_documents_list_searches_paths_and_pages(make_api_app: ApiAppFactory
             f"documents/notes/n{i:02}.md" for i in range(20, 30)
         ]
         assert client.get(f"{BASE}/rag/documents?q=", headers=bearer()).json()["total"] == 31
+
+
+def test_the_test_query_takes_a_relevance_cut_off_by_default(make_api_app: ApiAppFactory) -> None:
+    from vancetope_rag.domain.relevance import cut_by_relevance
+
+    app = _indexed(make_api_app)
+    app.settings.set(T, P, "rag.minScore", -1)  # every document is a candidate
+    app.settings.set(T, P, "rag.autoInject.relevanceCut", "0")  # AutoInject's: never here
+    question = "what do zebras eat on the savanna"
+    with TestClient(create_api(app)) as client:
+        plain = client.post(f"{BASE}/rag/query", json={"query": question}, headers=bearer())
+        data = plain.json()
+        assert data["params"]["relevanceCut"] is None
+        turn = app.as_retriever(T, P).retrieve_hits(question)
+        assert len(data["hits"]) == len(turn) > 1
+
+        cut = client.post(
+            f"{BASE}/rag/query", json={"query": question, "relevanceCut": 0}, headers=bearer()
+        ).json()
+        assert cut["params"]["relevanceCut"] == 0.0
+        kept = cut_by_relevance(turn, 0.0).kept
+        assert [h["path"] for h in cut["hits"]] == [h.path for h in kept]
+        assert len(kept) < len(turn)
+
+        bad = client.post(
+            f"{BASE}/rag/query", json={"query": question, "relevanceCut": "x"}, headers=bearer()
+        )
+        assert bad.status_code == 422 and "relevanceCut" in bad.json()["error"]

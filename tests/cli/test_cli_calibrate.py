@@ -39,6 +39,7 @@ def test_calibrate_shows_the_distribution_and_the_chosen_value(run, indexed: Non
     assert f"{len(PROBE_TURNS)} off-topic probe turns" in text
     assert "<- minScore" in text or "above every probe" in text
     assert f"minScore auto = {shown['minScore']:.4f}" in text and "saved" in text
+    assert f"relevance gap (relevanceCut auto) = {shown['gap']:.4f} from" in text
 
     run("settings", "set", "rag.minScore", "0.9")
     note = run("calibrate").stdout
@@ -65,4 +66,29 @@ def test_status_shows_what_auto_means(run, indexed: None) -> None:
     status = json.loads(run("status", "--json").stdout)
     assert status["minScoreAuto"]["minScore"] == floor["minScore"]
     assert status["minScoreAuto"]["chunks"] == MIN_CALIBRATION_CHUNKS
-    assert f"minScore auto: {floor['minScore']:.4f} (calibrated over" in run("status").stdout
+    gap = status["minScoreAuto"]["gap"]
+    assert gap == floor["gap"] and gap is not None
+    assert (
+        f"minScore auto: {floor['minScore']:.4f}, relevance gap {gap:.4f} (calibrated over"
+        in run("status").stdout
+    )
+
+
+def test_query_and_context_take_the_relevance_cut(run, indexed: None) -> None:
+    question = ["glacier ice retreat of 7 metres", "--min-score", "-1", "--top-k", "10"]
+    plain = json.loads(run("query", *question, "--json").stdout)
+    cut = json.loads(run("query", *question, "--relevance-cut", "0", "--json").stdout)
+    assert len(plain) == 10  # off by default: topK 10 gets 10
+    assert 1 <= len(cut) < 10 and cut[0] == plain[0]
+    bad = run("query", "glacier", "--relevance-cut", "sometimes", ok=False)
+    assert bad.exit_code != 0 and "relevance_cut must be" in bad.output
+
+    run("settings", "set", "rag.autoInject.enabled", "ON")
+    run("settings", "set", "rag.minScore", "--", "-1")
+    run("settings", "set", "rag.autoInject.relevanceCut", "0")
+    decision = json.loads(run("context", question[0], "--json").stdout)
+    assert decision["dropped"] and all(d["reason"].startswith("gap ") for d in decision["dropped"])
+    shown = {h["path"] for h in decision["hits"]}
+    assert shown.isdisjoint(d["path"] for d in decision["dropped"])
+    explained = run("context", question[0], "--explain")
+    assert "dropped documents/" in explained.stderr and ": gap " in explained.stderr

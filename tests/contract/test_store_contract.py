@@ -605,6 +605,8 @@ def test_rag_calibration_is_stored_with_the_rag_in_its_scope(control: ControlSto
         probe_set=PROBE_SET_ID,
         scores=(0.25, 0.5, -0.125),
         calibrated_at=datetime(2026, 12, 2, 14, 0, tzinfo=UTC),
+        gap=0.1505,  # the relevance cut's, kept with the threshold
+        spreads=(0.284, 0.25),
     )
     # another tenant's or project's id is not this RAG, and nothing changes
     assert control.set_rag_calibration(TB, P, "r1", measured) is False

@@ -55,7 +55,11 @@ def test_a_server_without_input_type_gets_the_e5_prefixes_as_text_in_the_window(
     # the calibration's probe turns (minScore: auto) go as queries, with the query prefix
     probes = {f"query: {turn}" for turn in PROBE_TURNS}
     sent = [t for r in server.requests if r.inputs != PROBE for t in r.inputs]
-    chunks = [t for t in sent if t not in probes]
+    # ... and so do the relevance cut's pseudo-queries, sentences of the document itself
+    queries = {t for t in sent if t.startswith("query: ")}
+    assert probes <= queries
+    assert all(t.removeprefix("query: ") in LONG for t in queries - probes)
+    chunks = [t for t in sent if t not in queries]
     assert len(chunks) > 3 and all(t.startswith("passage: ") for t in chunks)
     assert max(len(estimate_tokens(t)) for t in chunks) <= 512 - 2  # window less <s></s>
 

@@ -22,6 +22,7 @@ from vancetope_rag.domain.calibration import (
     derive_min_score,
 )
 from vancetope_rag.domain.cascade import AutoInject
+from vancetope_rag.domain.relevance import derive_gap
 from vancetope_rag.errors import SettingError
 from vancetope_rag.recipes import RagParams
 
@@ -101,6 +102,29 @@ def test_a_rag_is_calibrated_once_it_has_enough_chunks(papp: RagApp) -> None:
     assert len(dropped) >= 0.85 * len(PROBE_TURNS)
     # ... while a turn on the documents' subject still gets one
     assert papp.autoinject.decide(T, P, ["observations of comets on site 7"], on()).block
+
+
+def test_the_relevance_gap_is_calibrated_deterministically_from_the_rags_own_chunks(
+    papp: RagApp, probe: ProbeProvider, make_app: AppFactory, clock: Any
+) -> None:
+    add_notes(papp, 0, MIN_CALIBRATION_CHUNKS)
+    rag = default_rag(papp)
+    cal = rag.calibration
+    assert cal is not None and cal.gap is not None
+    # one pseudo-query per note (each has one sentence of 8-40 words), each with a spread
+    assert len(cal.spreads) == MIN_CALIBRATION_CHUNKS
+    assert cal.gap == derive_gap(cal.spreads) and cal.gap > 0
+    # the pseudo-queries are the notes' own sentences, embedded as queries
+    pseudo = [q for q in probe.queries if q.startswith("Field note")]
+    assert len(pseudo) == len(cal.spreads)
+    # the same store and chunks measure the same gap, in this process and another one,
+    # and the other one embeds nothing again (the vectors are cached per model)
+    again = papp.calibrator.measure(rag)
+    assert (again.gap, again.spreads) == (cal.gap, cal.spreads)
+    other = make_app(provider="probe", embeddings=registry(probe), clock=clock)
+    elsewhere = other.calibrator.measure(rag)
+    assert (elsewhere.gap, elsewhere.spreads) == (cal.gap, cal.spreads)
+    assert other.calibrator.embedded_pseudo == 0
 
 
 def test_a_rag_is_calibrated_again_when_it_has_doubled(papp: RagApp) -> None:

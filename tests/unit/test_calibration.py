@@ -151,6 +151,17 @@ def test_a_calibration_survives_its_json_and_unreadable_text_reads_as_none() -> 
     assert c.summary() == {"min": -0.5, "p25": -0.3125, "p50": -0.125, "p75": 0.0625, "max": 0.25}
 
 
+def test_a_calibration_keeps_its_relevance_gap_and_an_older_one_reads_without() -> None:
+    at = datetime(2026, 12, 6, 23, 0, tzinfo=UTC)
+    c = Calibration(0.3512, 40, PROBE_SET_ID, (0.25,), at, gap=0.1505, spreads=(0.28, 0.3))
+    assert Calibration.from_json(c.to_json()) == c
+    # stored before the relevance cut existed: no gap, and due for a new calibration
+    older = '{"minScore":0.35,"chunks":40,"probeSet":"f00","scores":[0.2],"calibratedAt":null}'
+    parsed = Calibration.from_json(older)
+    assert parsed is not None and (parsed.gap, parsed.spreads) == (None, ())
+    assert calibration_due(parsed, 40)
+
+
 @pytest.mark.parametrize(
     ("raw", "parsed"),
     [

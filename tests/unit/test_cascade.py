@@ -253,6 +253,7 @@ def test_settings_registry_matches_spec() -> None:
         "rag.maxPerDocument": None,
         "rag.retrieval.mode": "hybrid",
         "rag.autoInject.maxTokens": None,
+        "rag.autoInject.relevanceCut": "auto",
         "rag.autoInject.whenToolsPresent": "inject",
         "rag.extract.timeoutSeconds": 120.0,
         "rag.extract.maxPages": 2_000,

@@ -135,6 +135,11 @@ class MinScoreAuto(_Model):
     minScore: float = Field(description="the cosine threshold auto resolves to")
     chunks: int = Field(description="the chunk count it was measured against")
     calibratedAt: str | None = Field(description="when it was measured (ISO 8601)")
+    gap: float | None = Field(
+        default=None,
+        description="the relevance cut's gap relevanceCut auto resolves to (cosine below the "
+        "turn's best hit); null when not measured",
+    )
 
 
 class StatusResponse(_Model):
@@ -233,6 +238,11 @@ class QueryParams(_Model):
     )
     maxPerDocument: int
     mode: str = Field(description="dense, lexical or hybrid")
+    relevanceCut: float | None = Field(
+        default=None,
+        description="the gap below the best hit's cosine the hits were cut at (relevanceCut "
+        "auto as the RAG's calibrated gap); null: no cut, topK hits",
+    )
 
 
 class QueryHit(_Model):

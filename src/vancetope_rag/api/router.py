@@ -58,6 +58,10 @@ class DocumentUpdateRequest(BaseModel):
     )
 
 
+#: A fixed relevance cut: a cosine gap (a JSON number, never a boolean).
+_Gap = Annotated[float, Field(ge=0, le=2, strict=True)]
+
+
 class QueryRequest(BaseModel):
     """A question to try: what would a chat turn get from ``_documents`` for it?"""
 
@@ -72,6 +76,12 @@ class QueryRequest(BaseModel):
         ge=1,
         le=MAX_TOP_K,
         description="hits to return; omitted: the project's rag.topK, as a turn uses",
+    )
+    relevance_cut: _Gap | Literal["auto", "off"] | None = Field(
+        default=None,
+        alias="relevanceCut",
+        description="auto: keep only the hits likely relevant against the best one (the RAG's "
+        "calibrated gap); a number: that gap (cosine); off or omitted: topK hits",
     )
 
 
@@ -347,6 +357,8 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
         provider's model (a rebuild is due).
         """
         overrides: dict[str, Any] = {} if body.top_k is None else {"top_k": body.top_k}
+        if body.relevance_cut is not None:
+            overrides["relevance_cut"] = body.relevance_cut
         retriever = app.as_retriever(scope.tenant, scope.project, **overrides)
         plan = retriever.plan()
         hits = retriever.retrieve_hits(body.query) if plan.rag is not None else []
@@ -364,6 +376,9 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
                     ),
                     "maxPerDocument": p.max_per_doc,
                     "mode": p.mode,
+                    "relevanceCut": retriever.gap_for(plan.rag, p.mode)
+                    if plan.rag is not None
+                    else None,
                 },
                 "hits": [
                     {**hit, "text": redact(hit["text"], known)}

@@ -454,8 +454,9 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
             f"minScore auto: not calibrated yet ({UNCALIBRATED_MIN_SCORE} until the RAG holds "
             f"{MIN_CALIBRATION_CHUNKS} chunks)"
             if auto is None
-            else f"minScore auto: {auto['minScore']:.4f} (calibrated over {auto['chunks']} "
-            f"chunks, {auto['calibratedAt']})"
+            else f"minScore auto: {auto['minScore']:.4f}, relevance gap "
+            f"{'none' if auto.get('gap') is None else format(auto['gap'], '.4f')} (calibrated "
+            f"over {auto['chunks']} chunks, {auto['calibratedAt']})"
         )
     if status.profile_note:
         click.echo(f"model profile: {status.profile_note}")

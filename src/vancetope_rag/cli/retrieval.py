@@ -57,6 +57,12 @@ class MinScoreType(click.ParamType["MinScore | None", object]):
     default=None,
     help="Retrieval mode; default: the project's rag.retrieval.mode setting.",
 )
+@click.option(
+    "--relevance-cut",
+    default=None,
+    help="auto: only the hits likely relevant next to the best one (the RAG's calibrated "
+    "gap); a number: that cosine gap; default: off (topK hits).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
 def query_cmd(
@@ -67,6 +73,7 @@ def query_cmd(
     min_score: MinScore | None,
     max_per_doc: int | None,
     mode: str | None,
+    relevance_cut: str | None,
     as_json: bool,
 ) -> None:
     """Hits for TEXT, best first (the score shown is the cosine similarity).
@@ -77,7 +84,13 @@ def query_cmd(
         rag = app.rags.get(c.tenant, c.project, rag_name)
         retriever = app.as_retriever(c.tenant, c.project, rag=rag.name)
         hits = retriever.query_rag(
-            rag, text, top_k=top_k, min_score=min_score, max_per_doc=max_per_doc, mode=mode
+            rag,
+            text,
+            top_k=top_k,
+            min_score=min_score,
+            max_per_doc=max_per_doc,
+            mode=mode,
+            relevance_cut=relevance_cut,
         )
     if as_json:
         # The label and source a rag_query tool call shows for the same hits.
@@ -126,6 +139,7 @@ def context_cmd(c: Ctx, text: str, recipe: Path | None, explain: bool, as_json: 
                 "decidedBy": decision.decided_by,
                 "reason": decision.reason,
                 "hits": hits,
+                "dropped": [d.to_json() for d in decision.dropped],
                 "block": decision.block,
             }
         )
@@ -136,6 +150,11 @@ def context_cmd(c: Ctx, text: str, recipe: Path | None, explain: bool, as_json: 
             f"{decision.decided_by}): {decision.reason}",
             err=True,
         )
+        for d in decision.dropped:
+            click.echo(
+                f"dropped {d.hit.path or d.hit.source_ref} (cosine {d.hit.score:.3f}): {d.reason}",
+                err=True,
+            )
     if decision.block:
         click.echo(decision.block)
 
@@ -188,6 +207,16 @@ def calibrate_cmd(c: Ctx, rag_name: str, dry_run: bool, as_json: bool) -> None:
     click.echo(
         f"minScore auto = {calibration.min_score:.4f} ({was}; "
         + ("not saved: --dry-run)" if dry_run else "saved)")
+    )
+    gap = calibration.gap
+    click.echo(
+        "relevance gap (relevanceCut auto) = "
+        + (
+            "none (no pseudo-query had a background)"
+            if gap is None
+            else f"{gap:.4f} from {len(calibration.spreads)} pseudo-queries of the RAG's own "
+            "documents"
+        )
     )
     if applied != calibration.min_score:
         click.echo(

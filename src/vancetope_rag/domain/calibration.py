@@ -27,9 +27,11 @@ from vancetope_rag.errors import InvalidInputError
 __all__ = [
     "AUTO",
     "CALIBRATION_GROWTH",
+    "GAP_PER_SPREAD",
     "MIN_CALIBRATION_CHUNKS",
     "PROBE_SET_ID",
     "PROBE_TURNS",
+    "PSEUDO_QUERIES",
     "UNCALIBRATED_MIN_SCORE",
     "Calibration",
     "MinScore",
@@ -139,11 +141,28 @@ _IQR_PER_SD = 1.349
 #: ... capped by the probes' own 95th percentile (the same level, read off the scores).
 _Q = 0.95
 
+#: The relevance cut's gap as a share of the RAG's pseudo-query spread
+#: (:func:`~vancetope_rag.domain.relevance.derive_gap`): 0.53 puts all-MiniLM on SciFact
+#: at the 0.15 gap that, with the fused and lexical terms, came within a hair of the block
+#: targets at 0.70x today's tokens (docs/benchmarks.md, "What the block holds").
+GAP_PER_SPREAD = 0.53
+
+#: Pseudo-queries a calibration draws from a RAG's chunks (one per chosen source).
+PSEUDO_QUERIES = 48
+
 #: Names the probe set and the rule a calibration was measured with: a changed set or rule
 #: calibrates every RAG again (a stored threshold of the old rule would otherwise stay
 #: until its RAG doubled).
 _RULE = f"rule: min(median + {_Z} x IQR / {_IQR_PER_SD}, p{_Q})"
-PROBE_SET_ID = hashlib.sha256("\n".join((*PROBE_TURNS, _RULE)).encode("utf-8")).hexdigest()[:12]
+#: ... and the relevance cut's gap (:mod:`vancetope_rag.domain.relevance`): a RAG calibrated
+#: before the cut existed has no gap, and is calibrated again to get one.
+_GAP_RULE = (
+    f"gap: {GAP_PER_SPREAD} x median(source best - median dense ranks 10-30) "
+    f"over {PSEUDO_QUERIES} pseudo-queries"
+)
+PROBE_SET_ID = hashlib.sha256(
+    "\n".join((*PROBE_TURNS, _RULE, _GAP_RULE)).encode("utf-8")
+).hexdigest()[:12]
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +178,12 @@ class Calibration:
     #: Each probe's best cosine against the RAG's chunks, in :data:`PROBE_TURNS` order.
     scores: tuple[float, ...]
     calibrated_at: datetime | None = None
+    #: The relevance cut's gap ``relevanceCut: auto`` resolves to (None: not measured, e.g.
+    #: a calibration stored before the cut existed, or a RAG without a background).
+    gap: float | None = None
+    #: Each pseudo-query's spread the gap was derived from (:func:`~vancetope_rag.domain.
+    #: relevance.derive_gap`), in the order the queries were drawn.
+    spreads: tuple[float, ...] = ()
 
     def to_json(self) -> str:
         """The text the stores keep (SQLite, PostgreSQL) or parse into a subdocument (MongoDB)."""
@@ -172,6 +197,8 @@ class Calibration:
             "probeSet": self.probe_set,
             "scores": list(self.scores),
             "calibratedAt": at.astimezone(UTC).isoformat() if at else None,
+            "gap": self.gap,
+            "spreads": list(self.spreads),
         }
 
     @classmethod
@@ -193,13 +220,17 @@ class Calibration:
         try:
             at = data.get("calibratedAt")
             scores = data.get("scores") or []
-            assert isinstance(scores, list)
+            spreads = data.get("spreads") or []  # absent before the relevance cut
+            gap = data.get("gap")
+            assert isinstance(scores, list) and isinstance(spreads, list)
             return cls(
                 min_score=float(data["minScore"]),  # type: ignore[arg-type]
                 chunks=int(data["chunks"]),  # type: ignore[call-overload]
                 probe_set=str(data["probeSet"]),
                 scores=tuple(float(s) for s in scores),
                 calibrated_at=datetime.fromisoformat(at) if isinstance(at, str) else None,
+                gap=None if gap is None else float(gap),  # type: ignore[arg-type]
+                spreads=tuple(float(s) for s in spreads),
             )
         except (KeyError, TypeError, ValueError, AssertionError):
             return None

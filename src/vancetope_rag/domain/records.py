@@ -275,7 +275,7 @@ class RagStatus:
         if self.calibration is None:
             return None
         stored = self.calibration.to_dict()  # status leaves out the probe set and scores
-        return {k: stored[k] for k in ("minScore", "chunks", "calibratedAt")}
+        return {k: stored[k] for k in ("minScore", "chunks", "calibratedAt", "gap")}
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ class SettingKind(enum.StrEnum):
     INT = "int"
     FLOAT = "float"
     MIN_SCORE = "minScore"  # a cosine (FLOAT within the bounds) or "auto"
+    RELEVANCE_CUT = "relevanceCut"  # "auto", "off" or a cosine gap (0-2)
     CHOICE = "choice"  # one of SettingSpec.choices, any case
 
 

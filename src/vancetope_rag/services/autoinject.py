@@ -13,6 +13,7 @@ from vancetope_rag.domain.budget import fit_to_budget
 from vancetope_rag.domain.cascade import explain_auto_inject
 from vancetope_rag.domain.context_block import render_context_block
 from vancetope_rag.domain.records import Hit
+from vancetope_rag.domain.relevance import Dropped, cut_by_relevance
 from vancetope_rag.errors import ProviderUnavailableError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.recipes import RagParams
@@ -41,6 +42,9 @@ class InjectionDecision:
     reason: str
     hits: tuple[Hit, ...] = ()
     block: str | None = None
+    #: The candidates left out of the block, each with why: the relevance cut's reason
+    #: (``gap 0.171 > 0.150``, ``fused 0.52 of best < 0.70``) or the token budget.
+    dropped: tuple[Dropped, ...] = ()
 
 
 #: The decisions of the current context, while :func:`observe_decisions` collects them.
@@ -194,6 +198,9 @@ class RagAutoInjectService:
             return InjectionDecision(True, decided_by, f"retrieval failed: {exc}")
         if not hits:
             return InjectionDecision(True, decided_by, f"no hit scored {p.min_score} or more")
+        # the cut runs on the final order (the retrieval's, or a reranker's); topK stays the most
+        cut = cut_by_relevance(hits, p.gap)
+        hits, dropped = list(cut.kept), cut.dropped
         template = (recipe.template if recipe else None) or self.default_template
         try:
             block, shown = fit_to_budget(
@@ -204,11 +211,15 @@ class RagAutoInjectService:
             )
         except Exception as exc:
             log.warning("AutoInject skipped: the context template failed: %s", exc)
-            return InjectionDecision(True, decided_by, f"template failed: {exc}", tuple(hits))
+            return InjectionDecision(
+                True, decided_by, f"template failed: {exc}", tuple(hits), dropped=dropped
+            )
         if block is None:
             reason = f"not even the best excerpt fits rag.autoInject.maxTokens={p.max_tokens}"
-            return InjectionDecision(True, decided_by, reason, tuple(hits))
-        return InjectionDecision(True, decided_by, "injected", tuple(shown), block)
+            return InjectionDecision(True, decided_by, reason, tuple(hits), dropped=dropped)
+        over = f"over rag.autoInject.maxTokens={p.max_tokens}"
+        dropped += tuple(Dropped(h, over) for h in hits[len(shown) :])
+        return InjectionDecision(True, decided_by, "injected", tuple(shown), block, dropped)
 
     def context_block(
         self,

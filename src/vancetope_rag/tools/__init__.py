@@ -195,14 +195,19 @@ class RagTools:
             "documentsTruncated": stats.truncated,
         }
 
-    def rag_query(self, ragId: str, query: str, topK: int | None = None) -> dict[str, Any]:
+    def rag_query(
+        self, ragId: str, query: str, topK: int | None = None, relevanceCut: str | None = None
+    ) -> dict[str, Any]:
         """Search a RAG; returns the best-matching excerpts with source labels and scores.
-        topK omitted: the project's rag.topK (as minScore and maxPerDocument always are)."""
+        topK omitted: the project's rag.topK (as minScore and maxPerDocument always are);
+        relevanceCut omitted: no cut (topK excerpts when that many pass minScore)."""
         rag = self._rag(ragId)
         top_k = _opt_int(topK, "topK")
         # Hits as they may be cited now; the same label rule and numbering as the block.
         retriever = self.app.as_retriever(self.tenant_id, self.project_id, rag=rag.name)
-        hits = retriever.query_rag(rag, query, top_k=top_k)  # None: the cascade's
+        hits = retriever.query_rag(  # None: the cascade's
+            rag, query, top_k=top_k, relevance_cut=relevanceCut
+        )
         out = [c.to_json() for c in cite(hits, project_rag=rag.name == DEFAULT_RAG_NAME)]
         return {"ragId": rag.id, "hits": out}
 

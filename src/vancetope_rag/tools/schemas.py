@@ -90,6 +90,12 @@ class RagQueryArgs(_Args):
         le=1000,
         description="How many excerpts to return at most (1-1000); omit for the project's setting.",
     )
+    relevanceCut: str | None = Field(
+        default=None,
+        description="'auto': return only the excerpts likely relevant next to the best one "
+        "(the RAG's calibrated cut); a number such as '0.15': that cosine gap; omitted or "
+        "'off': topK excerpts.",
+    )
 
 
 class RagDeleteArgs(_Args):

@@ -40,6 +40,13 @@ from vancetope_rag.domain.metadata_filters import (
     pushdown,
 )
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Hit, RagRecord
+from vancetope_rag.domain.relevance import (
+    RELEVANCE_OFF,
+    RelevanceCut,
+    cut_by_relevance,
+    parse_relevance_cut,
+    resolve_gap,
+)
 from vancetope_rag.domain.retrieval import check_query_args, parse_retrieval_mode
 from vancetope_rag.domain.texts import check_id
 from vancetope_rag.errors import InvalidInputError, ProjectRagDisabledError
@@ -72,11 +79,27 @@ class RetrievalParams:
     max_tokens: int = AUTOINJECT_MAX_TOKENS
     #: Use the project's reranker, when ``ai.rerank.provider`` sets one.
     rerank: bool = True
+    #: The ``<rag-context>`` block's relevance cut (AutoInject's; recipe > setting): ``auto``
+    #: until the RAG is known, then the gap (a cosine) or ``off``.
+    relevance_cut: RelevanceCut = RELEVANCE_OFF
 
     def for_rag(self, rag: RagRecord) -> RetrievalParams:
-        """These parameters with ``auto`` resolved to ``rag``'s calibrated threshold."""
+        """These parameters with ``auto`` resolved to ``rag``'s calibrated threshold and gap
+        (no cut while the RAG has no gap)."""
         score = resolve_min_score(self.min_score, rag.calibration)
-        return self if score is None else replace(self, min_score=score)
+        calibrated = rag.calibration.gap if rag.calibration else None
+        gap = resolve_gap(self.relevance_cut, calibrated, self.mode)
+        return replace(
+            self,
+            min_score=self.min_score if score is None else score,
+            relevance_cut=RELEVANCE_OFF if gap is None else gap,
+        )
+
+    @property
+    def gap(self) -> float | None:
+        """The block's cut as a gap (None: no cut), once :meth:`for_rag` resolved it."""
+        cut = self.relevance_cut
+        return None if isinstance(cut, str) else cut
 
 
 def as_rag_params(recipe: RecipeLike | None) -> RagParams | None:
@@ -117,6 +140,11 @@ def resolve_params(
         mode=r.retrieval_mode or str(eff["rag.retrieval.mode"]),
         max_tokens=int(pick(r.max_tokens, "rag.autoInject.maxTokens", c.autoinject_max_tokens)),
         rerank=r.rerank is not False,
+        relevance_cut=next(
+            v
+            for v in (r.relevance_cut, eff.get("rag.autoInject.relevanceCut"), RELEVANCE_OFF)
+            if v is not None
+        ),
     )
 
 
@@ -185,6 +213,9 @@ class ProjectRagRetriever(BaseRetriever):
         path_prefix: Keep only chunks whose path starts with this (or one of these).
         kinds: Keep only these chunk kinds (``content``, ``summary``).
         filters: LlamaIndex metadata filters on the chunk fields and the chunk's metadata.
+        relevance_cut: ``auto`` (the RAG's calibrated gap), a fixed gap, or ``off`` (the
+            default here: ``top_k`` hits when that many pass; AutoInject cuts its block by
+            ``rag.autoInject.relevanceCut`` instead).
         snapshot: The project's settings, already read (one turn's retriever).
         callback_manager: LlamaIndex callbacks.
         rerank: False: no rerank stage even with ``ai.rerank.provider`` set (None: the
@@ -207,6 +238,7 @@ class ProjectRagRetriever(BaseRetriever):
         path_prefix: str | Sequence[str] | None = None,
         kinds: str | Sequence[str] | None = None,
         filters: MetadataFilters | None = None,
+        relevance_cut: RelevanceCut | str | None = None,
         snapshot: SettingsSnapshot | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
@@ -225,6 +257,7 @@ class ProjectRagRetriever(BaseRetriever):
         if rerank is not None and not isinstance(rerank, bool):
             raise InvalidInputError(f"rerank must be true or false, got {rerank!r}")
         self.rerank = rerank
+        self.relevance_cut = parse_relevance_cut(relevance_cut, "relevance_cut")
         self.rags = rags
         self.config = config
         self.tenant_id = tenant_id
@@ -272,6 +305,7 @@ class ProjectRagRetriever(BaseRetriever):
             mode=base.mode if self.mode is None else self.mode,
             max_tokens=base.max_tokens,
             rerank=base.rerank if self.rerank is None else self.rerank,
+            relevance_cut=base.relevance_cut,
         )
 
     def plan(self) -> RetrievalPlan:
@@ -298,6 +332,12 @@ class ProjectRagRetriever(BaseRetriever):
             return EMBEDDINGS_OFF
         return None
 
+    def gap_for(self, rag: RagRecord, mode: str) -> float | None:
+        """The gap this retriever's own ``relevance_cut`` cuts ``rag``'s hits at (None: no
+        cut)."""
+        calibrated = rag.calibration.gap if rag.calibration else None
+        return resolve_gap(self.relevance_cut, calibrated, mode)
+
     # -- retrieval ---------------------------------------------------------------------
 
     def retrieve_hits(self, text: str) -> list[Hit]:
@@ -317,6 +357,7 @@ class ProjectRagRetriever(BaseRetriever):
             mode=p.mode,
             snapshot=plan.snapshot,
             rerank=p.rerank,
+            relevance_cut=self.relevance_cut,
         )
 
     def query_rag(
@@ -329,6 +370,7 @@ class ProjectRagRetriever(BaseRetriever):
         max_per_doc: int | None = None,
         mode: str | None = None,
         rerank: bool | None = None,
+        relevance_cut: RelevanceCut | str | None = None,
     ) -> list[Hit]:
         """The hits of ``rag`` (a RAG of this retriever's project, already looked up) for
         ``text``: the explicit query of the ``rag_query`` tool and the CLI's ``query``. A
@@ -345,6 +387,7 @@ class ProjectRagRetriever(BaseRetriever):
         if (rag.tenant_id, rag.project_id) != (self.tenant_id, self.project_id):
             raise InvalidInputError("the RAG belongs to another project than the retriever")
         check_query_args(1 if top_k is None else top_k, min_score, max_per_doc)
+        cut = parse_relevance_cut(relevance_cut, "relevance_cut")
         snapshot = self._snapshot or self.rags.settings.snapshot(self.tenant_id, self.project_id)
         if rag.name == DEFAULT_RAG_NAME and not snapshot.project_rag_enabled():
             raise ProjectRagDisabledError(
@@ -364,6 +407,7 @@ class ProjectRagRetriever(BaseRetriever):
             mode=p.mode if mode is None else mode,
             snapshot=snapshot,
             rerank=p.rerank if rerank is None else rerank,
+            relevance_cut=self.relevance_cut if cut is None else cut,
         )
 
     def _query(
@@ -377,9 +421,11 @@ class ProjectRagRetriever(BaseRetriever):
         mode: str | None,
         snapshot: SettingsSnapshot | None = None,
         rerank: bool = True,
+        relevance_cut: RelevanceCut | None = None,
     ) -> list[Hit]:
-        """The one call into :meth:`RagService.query`, with this retriever's filters."""
-        return self.rags.query(
+        """The one call into :meth:`RagService.query`, with this retriever's filters, then
+        the relevance cut asked for (on the final order: after any rerank the query does)."""
+        hits = self.rags.query(
             rag,
             text,
             top_k=top_k,
@@ -391,6 +437,9 @@ class ProjectRagRetriever(BaseRetriever):
             keep=self._keep,
             rerank=rerank,
         )
+        calibrated = rag.calibration.gap if rag.calibration else None
+        gap = resolve_gap(relevance_cut, calibrated, str(mode or "hybrid"))
+        return list(cut_by_relevance(hits, gap).kept)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return [HitNodeWithScore.of(h) for h in self.retrieve_hits(query_bundle.query_str)]
@@ -418,6 +467,7 @@ RETRIEVER_OPTIONS = frozenset(
         "kinds",
         "filters",
         "rerank",
+        "relevance_cut",
     }
 )
 

@@ -1,0 +1,236 @@
+"""The per-turn relevance cut: which of a turn's hits are likely relevant, judged against the
+turn's own candidates (issue 42, item 1; docs/benchmarks.md, "What the block holds").
+
+``topK`` fills a block whether or not its tail answers anything: on SciFact a quarter of
+today's excerpts come from a relevant abstract. The cut keeps a hit when
+
+- it is the turn's first hit (a block that was going to exist still does); or
+- its cosine is within the RAG's calibrated ``gap`` of the turn's best cosine and, in hybrid,
+  its fused score is at least :data:`FUSED_SHARE` of the turn's best fused score (within the
+  gap, a hit neither side ranks well is the usual irrelevant one); or
+- the lexical side ranks it first (the exact words of the turn, whatever its cosine).
+
+In dense mode (no fused scores) only the gap applies. The order of the hits is kept, ``topK``
+stays the maximum and ``minScore`` the cosine floor: the cut only drops. Each dropped hit
+carries the reason it was dropped.
+
+The ``gap`` is the RAG's own (:func:`derive_gap`, measured by the calibrator from pseudo-queries
+drawn from the RAG's chunks): a model whose cosines crowd near 0.85 (e5) gets a gap as narrow
+as its scale. Pure rules, no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from vancetope_rag.domain.calibration import GAP_PER_SPREAD, PSEUDO_QUERIES
+from vancetope_rag.domain.records import Chunk, ChunkKind, Hit
+from vancetope_rag.errors import InvalidInputError
+
+__all__ = [
+    "DENSE_GAP_SHARE",
+    "FUSED_SHARE",
+    "GAP_PER_SPREAD",
+    "PSEUDO_QUERIES",
+    "RELEVANCE_AUTO",
+    "RELEVANCE_OFF",
+    "CutResult",
+    "Dropped",
+    "RelevanceCut",
+    "cosine",
+    "cut_by_relevance",
+    "derive_gap",
+    "draw_pseudo_queries",
+    "parse_relevance_cut",
+    "pick_pseudo_sources",
+    "pseudo_query",
+    "resolve_gap",
+    "spread_of",
+]
+
+#: ``relevanceCut`` values: the RAG's calibrated gap, or no cut at all.
+RELEVANCE_AUTO: Literal["auto"] = "auto"
+RELEVANCE_OFF: Literal["off"] = "off"
+
+#: A ``relevanceCut`` as given: ``auto``, ``off`` or a fixed gap (cosine, 0-2).
+RelevanceCut = float | Literal["auto", "off"]
+
+#: Within the gap, a hybrid hit is kept when its fused score is at least this share of the
+#: turn's best fused score (docs/benchmarks.md: the share that moved the SciFact curve).
+FUSED_SHARE = 0.7
+
+#: ``auto`` in ``dense`` mode cuts at this share of the calibrated gap: in hybrid the fused
+#: share drops part of what is within the gap, in dense only the gap can, so at one gap a
+#: dense block keeps more (SciFact, MiniLM, at 0.15: 4.2 excerpts against hybrid's 3.4). At
+#: 0.63 x 0.1505 = 0.095 the dense block meets precision 0.42 at 0.68x today's tokens, recall
+#: 0.97x (docs/benchmarks.md, "What the block holds").
+DENSE_GAP_SHARE = 0.63
+
+#: A pseudo-query is one sentence of this many words.
+_MIN_WORDS, _MAX_WORDS = 8, 40
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """A candidate the cut (or the token budget) left out of the block, and why."""
+
+    hit: Hit
+    reason: str
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.hit.to_json(), "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class CutResult:
+    """The hits a cut kept, in their order, and the ones it dropped with their reasons."""
+
+    kept: tuple[Hit, ...]
+    dropped: tuple[Dropped, ...] = ()
+
+
+def cut_by_relevance(hits: Sequence[Hit], gap: float | None) -> CutResult:
+    """The hits of one turn, cut by relevance against each other (see the module).
+
+    Args:
+        hits: The turn's selected hits in their order (after ``minScore``,
+            ``maxPerDocument`` and ``topK``; the reranker's order when there is one).
+        gap: The largest cosine distance below the turn's best cosine a hit may sit; None
+            keeps every hit (no cut).
+    """
+    if gap is None or len(hits) < 2:
+        return CutResult(tuple(hits))
+    best = max(h.score for h in hits)
+    fused = [h.fused_score for h in hits if h.fused_score is not None]
+    best_fused = max(fused) if len(fused) == len(hits) else None
+    kept: list[Hit] = []
+    dropped: list[Dropped] = []
+    for i, hit in enumerate(hits):
+        below = best - hit.score
+        if i == 0 or hit.lexical_rank == 1:
+            kept.append(hit)
+        elif below > gap + 1e-12:
+            dropped.append(Dropped(hit, f"gap {below:.3f} > {gap:.3f}"))
+        elif (
+            best_fused
+            and hit.fused_score is not None
+            and (hit.fused_score < FUSED_SHARE * best_fused)
+        ):
+            share = hit.fused_score / best_fused
+            dropped.append(Dropped(hit, f"fused {share:.2f} of best < {FUSED_SHARE:.2f}"))
+        else:
+            kept.append(hit)
+    return CutResult(tuple(kept), tuple(dropped))
+
+
+def parse_relevance_cut(value: object, where: str = "relevanceCut") -> RelevanceCut | None:
+    """A ``relevanceCut`` as given: ``auto`` or ``off`` (any case), a gap from 0 to 2, or None.
+
+    Raises:
+        InvalidInputError: Anything else; the message names ``where`` and the forms.
+    """
+    if value is None:
+        return None
+    wrong = f"{where} must be 'auto', 'off' or a cosine gap from 0 to 2, got {value!r}"
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in (RELEVANCE_AUTO, RELEVANCE_OFF):
+            return RELEVANCE_AUTO if text == RELEVANCE_AUTO else RELEVANCE_OFF
+        try:
+            value = float(text)
+        except ValueError:
+            raise InvalidInputError(wrong) from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInputError(wrong)
+    number = float(value)
+    if not math.isfinite(number) or not 0.0 <= number <= 2.0:
+        raise InvalidInputError(wrong)
+    return number
+
+
+def resolve_gap(
+    value: RelevanceCut | None, calibrated: float | None, mode: str = "hybrid"
+) -> float | None:
+    """The gap a turn cuts with: a fixed one as it is; ``auto`` the RAG's calibrated gap, times
+    :data:`DENSE_GAP_SHARE` in ``dense`` mode (no cut while the RAG has none: too few chunks
+    to measure); ``off`` or None no cut."""
+    if value is None or value == RELEVANCE_OFF:
+        return None
+    if value == RELEVANCE_AUTO:
+        if calibrated is None:
+            return None
+        return round(calibrated * DENSE_GAP_SHARE, 4) if mode == "dense" else calibrated
+    return float(value)
+
+
+def _rank(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def pick_pseudo_sources(source_refs: Sequence[str], n: int = PSEUDO_QUERIES) -> list[str]:
+    """``n`` of a RAG's sources, chosen by a hash of their ref: the same sources every time
+    for the same RAG, spread over it whatever order the refs were written in."""
+    return sorted(source_refs, key=_rank)[:n]
+
+
+def pseudo_query(chunk_id: str, text: str) -> str | None:
+    """One sentence of 8-40 words of a chunk's text (chosen by a hash of the chunk id and
+    the sentence: the same one every time), or None when the chunk has none."""
+    sentences = [
+        s.strip() for s in _SENTENCE_END.split(text) if _MIN_WORDS <= len(s.split()) <= _MAX_WORDS
+    ]
+    if not sentences:
+        return None
+    return min(sentences, key=lambda s: _rank(f"{chunk_id}\n{s}"))
+
+
+def draw_pseudo_queries(chunks: Sequence[Chunk]) -> list[tuple[str, str]]:
+    """One pseudo-query per source of ``chunks``: ``(source ref, sentence)``, from the source's
+    first content chunk (by a hash of the chunk id) that has a sentence of 8-40 words; in the
+    order the sources first appear. Deterministic for the same chunks."""
+    by_source: dict[str, list[Chunk]] = {}
+    for chunk in chunks:
+        if chunk.kind == ChunkKind.CONTENT.value:
+            by_source.setdefault(chunk.source_ref, []).append(chunk)
+    drawn: list[tuple[str, str]] = []
+    for ref, group in by_source.items():
+        for chunk in sorted(group, key=lambda c: _rank(c.id)):
+            sentence = pseudo_query(chunk.id, chunk.text)
+            if sentence is not None:
+                drawn.append((ref, sentence))
+                break
+    return drawn
+
+
+def derive_gap(spreads: Sequence[float]) -> float | None:
+    """The RAG's gap: :data:`GAP_PER_SPREAD` of the median spread of its pseudo-queries (each
+    the cosine of the query's source over the background of its turn: the median cosine of
+    dense ranks 10-30); None without a spread (nothing measured)."""
+    finite = [float(s) for s in spreads if math.isfinite(s)]
+    if not finite:
+        return None
+    return round(max(0.0, GAP_PER_SPREAD * statistics.median(finite)), 4)
+
+
+def spread_of(source_best: float, ranked: Sequence[float]) -> float | None:
+    """One pseudo-query's spread: its source's best cosine minus the median cosine of the
+    dense ranks 10-30 of ``ranked`` (the turn's dense cosines, best first); None with fewer
+    than 10 ranks (a RAG too small to have a background)."""
+    background = list(ranked[9:30])
+    if not background:
+        return None
+    return source_best - statistics.median(background)
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity of two vectors (0 for a zero vector)."""
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
