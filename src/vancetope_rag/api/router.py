@@ -62,13 +62,24 @@ class DocumentUpdateRequest(BaseModel):
 _Gap = Annotated[float, Field(ge=0, le=2, strict=True)]
 
 
+#: A character that is neither whitespace (as Python's ``str.strip`` sees it, which the query
+#: check applies) nor NUL (dropped): the schema says what the server accepts, so a query of
+#: only spaces, NULs or U+0085 is refused by validation (422), not later with a 400.
+NON_BLANK = (
+    r"[^\x00\t\n\r\x0b\x0c\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+)
+
+
 class QueryRequest(BaseModel):
     """A question to try: what would a chat turn get from ``_documents`` for it?"""
 
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(
-        min_length=1, max_length=10_000, description="the question, as a user would ask it"
+        min_length=1,
+        max_length=10_000,
+        pattern=NON_BLANK,
+        description="the question, as a user would ask it (not only whitespace)",
     )
     top_k: int | None = Field(
         default=None,
