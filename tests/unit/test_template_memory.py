@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import vancetope_rag
 from vancetope_rag.domain.context_block import (
     DEFAULT_TEMPLATE,
     OVER_BUDGET,
@@ -22,7 +23,7 @@ from vancetope_rag.domain.records import Hit
 from vancetope_rag.errors import InvalidInputError, RecipeError
 from vancetope_rag.recipes import load_recipe
 
-RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
+RECIPES_DIR = Path(vancetope_rag.__file__).parent / "bundled_recipes"
 
 # Each would build ~300 MB or more (sizes kept modest so that the unfixed code survives it).
 S20K = '{% set s = "x" * 20000 %}'
