@@ -291,7 +291,7 @@ def test_a_slash_or_a_yaml_suffix_makes_a_path(given: str | Path, is_path: bool)
     assert is_recipe_path(given) is is_path
 
 
-def test_a_file_beats_no_name_when_the_argument_is_a_path(
+def test_a_path_is_read_as_a_file_and_a_name_as_the_bundled_recipe(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
