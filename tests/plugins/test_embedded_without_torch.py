@@ -4,13 +4,16 @@ not with an import error from deep inside sentence-transformers."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-#: The CLI in a process where ``import torch`` fails as on a machine without it.
+#: CLI commands (one per line of stdin, as JSON argument lists) in one process where
+#: ``import torch`` fails as on a machine without it; prints each command's exit code.
 WITHOUT_TORCH = """
+import json
 import sys
 
 
@@ -22,10 +25,14 @@ class NoTorch:
 
 
 sys.meta_path.insert(0, NoTorch())
-from vancetope_rag.cli import main
+from vancetope_rag.cli import cli
 
-sys.argv[0] = "vancetope-rag"
-main()
+for line in sys.stdin:
+    try:
+        cli.main(json.loads(line), prog_name="vancetope-rag")
+    except SystemExit as exc:
+        print("exit", exc.code or 0, flush=True)
+    print("--- end of command", file=sys.stderr, flush=True)
 """
 
 
@@ -35,20 +42,23 @@ def test_embedded_without_torch_names_the_install_line(tmp_path: Path) -> None:
     (docs / "vacation.md").write_text("Every employee gets 28 days of paid vacation.")
     base = ["--store", f"sqlite:///{tmp_path / 'rag.db'}", "--tenant", "t", "--project", "p"]
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-c", WITHOUT_TORCH, *base, *args],
-            env={**os.environ, "VANCETOPE_RAG_EMBEDDED_BACKEND": "torch"},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-
-    assert run("settings", "set", "ai.embedding.provider", "embedded").returncode == 0
-    assert run("import", str(docs)).returncode == 0
-    index = run("index")
-    assert index.returncode == 1, index.stderr
-    assert "error: " in index.stderr and "Traceback" not in index.stderr, index.stderr
-    assert "torch is not installed" in index.stderr, index.stderr
-    assert "pip install torch==2.13.0" in index.stderr, index.stderr
-    assert "pip install 'vancetope-rag[embedded]'" in index.stderr, index.stderr
+    commands = [
+        [*base, "settings", "set", "ai.embedding.provider", "embedded"],
+        [*base, "import", str(docs)],
+        [*base, "index"],
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TORCH],
+        input="".join(json.dumps(c) + "\n" for c in commands),
+        env={**os.environ, "VANCETOPE_RAG_EMBEDDED_BACKEND": "torch"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    codes = [line for line in proc.stdout.splitlines() if line.startswith("exit ")]
+    assert codes == ["exit 0", "exit 0", "exit 1"], (proc.stdout, proc.stderr)
+    index = proc.stderr.split("--- end of command")[2]
+    assert "error: " in index and "Traceback" not in proc.stderr, proc.stderr
+    assert "torch is not installed" in index, index
+    assert "pip install torch==2.13.0" in index, index
+    assert "pip install 'vancetope-rag[embedded]'" in index, index
