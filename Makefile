@@ -26,7 +26,7 @@ demo: setup
 	$(RAG) index
 	$(RAG) status
 	@echo "--- <rag-context> for: $(DEMO_QUESTION)"
-	@$(RAG) context "$(DEMO_QUESTION)" --recipe recipes/docs-assistant.yaml | tee .demo/context.txt
+	@$(RAG) context "$(DEMO_QUESTION)" --recipe docs-assistant | tee .demo/context.txt
 	@grep -q '<rag-context>' .demo/context.txt || (echo "demo produced no <rag-context> block" >&2; exit 1)
 
 # Lint first: a formatting or type error fails in seconds, not after the suite.

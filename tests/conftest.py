@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +19,11 @@ from vancetope_rag.config import EngineConfig
 # (tests/plugins/test_embedded_onnx.py): no export in the user's cache, no timing-dependent
 # backend under the other tests.
 os.environ.setdefault("VANCETOPE_RAG_EMBEDDED_BACKEND", "torch")
+# The vector pass's kernel choice is measured and stored per machine: each test process
+# (xdist worker) keeps its own, never the user's ~/.cache, and no two workers write one file.
+os.environ.setdefault(
+    "VANCETOPE_RAG_KERNEL_CACHE_DIR", tempfile.mkdtemp(prefix="vtr-test-kernels-")
+)
 
 
 class FakeClock:

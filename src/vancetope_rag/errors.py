@@ -214,11 +214,16 @@ class MissingDependencyError(RagError, ImportError):
 
     code = "DEPENDENCY_MISSING"
 
-    def __init__(self, what: str, extra: str) -> None:
-        super().__init__(
-            f"{what} needs an optional dependency that is not installed: "
-            f"pip install 'vancetope-rag[{extra}]'"
-        )
+    def __init__(self, what: str, extra: str, *, missing: str = "", first: str = "") -> None:
+        """``missing``: the package that is not there, when it is not the extra itself but
+        something to install before it (``first``, the install line), as torch's CPU build
+        before the ``embedded`` extra."""
+        line = f"pip install 'vancetope-rag[{extra}]'"
+        if missing and first:
+            message = f"{what}: {missing} is not installed: {first}, then {line}"
+        else:
+            message = f"{what} needs an optional dependency that is not installed: {line}"
+        super().__init__(message)
         self.extra = extra
 
 

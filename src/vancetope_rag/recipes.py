@@ -4,6 +4,9 @@ A recipe is a YAML mapping with a ``name`` and engine parameters; this package r
 ``params.rag`` (``engineParams.rag`` is accepted as an alias) and ignores everything else,
 which belongs to the engine. Every error is a :class:`RecipeError` naming the file and the
 dotted key.
+
+The package ships its example recipes (``bundled_recipes/``, package data, so they are in the
+wheel): :func:`load_recipe` takes one by name (``"docs-assistant"``) as well as a file path.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -22,10 +26,14 @@ from vancetope_rag.domain.relevance import RelevanceCut, parse_relevance_cut
 from vancetope_rag.domain.settings import SETTINGS
 from vancetope_rag.errors import InvalidInputError, RecipeError, SettingError
 
-__all__ = ["RagParams", "Recipe", "load_recipe", "parse_recipe"]
+__all__ = ["RagParams", "Recipe", "bundled_recipe_names", "load_recipe", "parse_recipe"]
 
 #: ``source`` of a recipe that was not read from a file.
 STRING_SOURCE = "<string>"
+
+#: The recipes shipped inside the package (``<name>.yaml``), loadable by name.
+_BUNDLED_DIR = "bundled_recipes"
+_SUFFIXES = (".yaml", ".yml")
 
 _RAG_KEYS = (
     "autoInject",
@@ -75,21 +83,53 @@ class Recipe:
     source: str
 
 
-def load_recipe(path: str | os.PathLike[str]) -> Recipe:
-    """Read and validate a recipe file.
+def bundled_recipe_names() -> list[str]:
+    """The names :func:`load_recipe` accepts for the recipes shipped with the package."""
+    folder = resources.files("vancetope_rag") / _BUNDLED_DIR
+    return sorted(
+        entry.name.rsplit(".", 1)[0] for entry in folder.iterdir() if entry.name.endswith(_SUFFIXES)
+    )
+
+
+def is_recipe_path(recipe: str | os.PathLike[str]) -> bool:
+    """Is ``recipe`` a file path (a path object, a string with a ``/`` or ending in ``.yaml``
+    or ``.yml``) rather than the name of a bundled recipe?"""
+    if not isinstance(recipe, str):
+        return True
+    return "/" in recipe or os.sep in recipe or recipe.endswith(_SUFFIXES)
+
+
+def _bundled_path(name: str) -> Path:
+    names = bundled_recipe_names()
+    if name not in names:
+        raise RecipeError(
+            f"{name!r}: no bundled recipe of that name (bundled: {', '.join(names)}); "
+            "a recipe file is named by a path with a '/' or ending in .yaml or .yml"
+        )
+    return Path(str(resources.files("vancetope_rag") / _BUNDLED_DIR / f"{name}.yaml"))
+
+
+def load_recipe(recipe: str | os.PathLike[str]) -> Recipe:
+    """Read and validate a recipe: a bundled one by name, or a file.
 
     Args:
-        path: The YAML file; a ``templateFile`` in it is resolved relative to its directory.
+        recipe: A bundled recipe's name (``"docs-assistant"``; see
+            :func:`bundled_recipe_names`), or the path of a YAML file: a path object, or a
+            string with a ``/`` or ending in ``.yaml``/``.yml``. A ``templateFile`` in it is
+            resolved relative to the file's directory.
 
     Returns:
-        The parsed recipe, with ``source`` set to ``path``.
+        The parsed recipe, with ``source`` set to the file it was read from.
 
     Raises:
-        RecipeError: The file is missing, unreadable or not valid YAML, or a value is invalid.
+        RecipeError: No bundled recipe has that name, the file is missing, unreadable or not
+            valid YAML, or a value is invalid.
     """
-    source = os.fspath(path)
+    source = os.fspath(recipe)
     if "\0" in source:
         raise RecipeError(f"{source!r}: a recipe path cannot contain a NUL character")
+    if not is_recipe_path(recipe):
+        source = os.fspath(_bundled_path(source))
     try:
         text = Path(source).read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -60,15 +60,14 @@ def test_fifty_concurrent_async_turns_keep_the_loop_responsive(make_app: AppFact
     slow.clear()
     inner = RecordingLLM()
     llm = RagContextLLM(inner, app, T, P)
-    gaps: list[float] = []
+    #: How many query embeddings were running at each beat of the loop. A turn that embedded
+    #: on the loop would hold it for the whole embedding: no beat could see one running.
+    seen_running: list[int] = []
 
     async def heartbeat(stop: asyncio.Event) -> None:
-        last = time.perf_counter()
         while not stop.is_set():
             await asyncio.sleep(0.005)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
+            seen_running.append(slow.running)
 
     async def turn(i: int) -> str:
         question = ChatMessage(role=MessageRole.USER, content=f"zebra stripes, question {i}")
@@ -84,9 +83,7 @@ def test_fifty_concurrent_async_turns_keep_the_loop_responsive(make_app: AppFact
             stop.set()
             await beat
 
-    started = time.perf_counter()
     replies = asyncio.run(main())
-    elapsed = time.perf_counter() - started
 
     assert replies == ["ok"] * TURNS
     assert len(inner.calls) == TURNS
@@ -96,8 +93,7 @@ def test_fifty_concurrent_async_turns_keep_the_loop_responsive(make_app: AppFact
     assert sorted(q for q in slow.queries) == sorted(
         f"zebra stripes, question {i}" for i in range(TURNS)
     )
-    # Off the loop: turns overlapped, and the loop kept ticking while they embedded (a turn
-    # run on the loop would stall the heartbeat for EMBED_S each time).
+    # Off the loop: turns overlapped, and the loop kept ticking while they embedded. What
+    # happened, not how long it took: a busy machine stretches gaps, never these counts.
     assert slow.peak > 1 and "MainThread" not in slow.threads
-    assert max(gaps) < EMBED_S * 0.75, f"event loop stalled for {max(gaps):.3f}s"
-    assert elapsed < TURNS * EMBED_S / 2
+    assert sum(1 for n in seen_running if n > 0) >= 2, seen_running

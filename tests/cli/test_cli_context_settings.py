@@ -122,6 +122,18 @@ def test_context_bad_recipe_is_a_clean_error(run: Cli, tmp_path: Path) -> None:
     assert "recipe file not found" in missing.stderr
 
 
+def test_context_takes_a_bundled_recipe_by_name(run: Cli) -> None:
+    """``--recipe docs-assistant``: the recipe shipped in the package (autoInject ON) makes a
+    block the cascade alone (AUTO, default OFF) would not; an unknown name lists the names."""
+    assert run("context", QUESTION).stdout == ""
+    out = run("context", QUESTION, "--recipe", "docs-assistant").stdout
+    assert out.startswith("<rag-context>") and "documents/zebra.md" in out
+    unknown = run("context", QUESTION, "--recipe", "docs-assistent", ok=False)
+    assert unknown.exit_code == 1
+    assert "no bundled recipe of that name" in unknown.stderr
+    assert "docs-assistant, general-assistant" in unknown.stderr
+
+
 # -- settings ----------------------------------------------------------------------------
 
 

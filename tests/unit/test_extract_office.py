@@ -180,9 +180,9 @@ def test_xlsx_with_far_away_cell_ends_fast() -> None:
     book["Sparse"].cell(row=1_048_576, column=1, value="bottom")
     buffer = io.BytesIO()
     book.save(buffer)
-    started = time.monotonic()
+    started = time.process_time()  # CPU: another process cannot stretch it
     result = extract(buffer.getvalue(), path="sparse.xlsx")
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 5
     assert result.text == "top\nbottom"
 
 
@@ -234,24 +234,24 @@ def test_missing_office_extra_is_named(monkeypatch: pytest.MonkeyPatch, module: 
     ],
 )
 def test_zip_bombs_are_refused_quickly(path: str, member: str) -> None:
-    started = time.monotonic()
+    started = time.process_time()  # CPU: another process cannot stretch it
     with pytest.raises(ExtractionError, match="looks like a zip bomb"):
         extract(ratio_bomb(member), path=path)
     # The central directory claims 4 GiB for a tiny member.
     small = ratio_bomb(member, mib=0)
     with pytest.raises(ExtractionError, match="looks like a zip bomb"):
         extract(claimed_size(small, 0xFFFF_FFF0), path=path)
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 5
 
 
 def test_docx_claiming_a_huge_member_is_refused_quickly() -> None:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("word/document.xml", "<w:document/>")
-    started = time.monotonic()
+    started = time.process_time()  # CPU: another process cannot stretch it
     with pytest.raises(ExtractionError, match="larger than"):
         extract(claimed_size(buffer.getvalue(), 0xFFFF_FFF0), path="bomb.docx")
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 5
 
 
 # --- PPTX ---------------------------------------------------------------------------------
@@ -357,13 +357,13 @@ def test_ods_with_huge_repeats_ends_fast() -> None:
         + cell("echo", 1000000)
         + "</table:table-row>"
     )
-    started = time.monotonic()
+    started = time.process_time()  # CPU: another process cannot stretch it
     result = extract(
         make_odf("spreadsheet", ods_table("Hostile", rows)),
         path="hostile.ods",
         options=ExtractOptions(max_cells=50_000),
     )
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 5
     assert "after the void" in result.text
     assert result.truncated_reason is not None
     assert "rag.extract.maxCells" in result.truncated_reason

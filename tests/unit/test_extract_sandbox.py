@@ -44,7 +44,7 @@ def test_a_hanging_extractor_is_stopped_and_the_next_file_works(
     svc = service(sandbox, hang=hostile_extractors.hang)
     started = time.monotonic()
     read = svc.extract(b"x", path="loop.hang", mime="application/x-hang", plan=PLAN)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 20  # 10x the 1.5 s limit plus a worker's restart
     assert read.failed and read.record.error_code == ExtractionTimeoutError.code
     assert "rag.extract.timeoutSeconds" in (read.record.error or "")
     ok = svc.extract(b"# fine", path="ok.md", mime="text/markdown", plan=PLAN)

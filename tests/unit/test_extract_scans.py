@@ -142,7 +142,9 @@ SCAN = rendered(*SENTENCE)
 
 
 def finishes_within(seconds: float, call: Callable[[], Any]) -> Any:
-    """``call()``'s result (or its exception, raised), failing if it runs past ``seconds``."""
+    """``call()``'s result (or its exception, raised), failing if it runs past ``seconds``: a
+    guard against a hang, so ``seconds`` is at least 10x what the call takes on a quiet
+    machine (a busy one stretches the wall clock several times)."""
     outcome: dict[str, Any] = {}
 
     def run() -> None:
@@ -197,9 +199,9 @@ def test_the_pdf_extractor_is_still_importable_from_extractors() -> None:
 
 def test_max_pages_budget_on_a_10000_page_pdf() -> None:
     pdf = huge_pdf(10_000)
-    started = time.monotonic()
+    started = time.process_time()  # CPU: another process cannot stretch it
     result = extract(pdf, "huge.pdf", max_pages=25)
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 5
     assert titles(result) == [f"page {n}" for n in range(1, 26)]
     assert result.truncated
     assert result.truncated_reason == (
@@ -208,7 +210,7 @@ def test_max_pages_budget_on_a_10000_page_pdf() -> None:
 
 
 def test_default_page_budget_ends_fast_too() -> None:
-    result = finishes_within(20, lambda: extract(huge_pdf(10_000), "huge.pdf"))
+    result = finishes_within(120, lambda: extract(huge_pdf(10_000), "huge.pdf"))
     assert len(result.sections) == 2_000
     assert "only the first 2,000 of 10,000 pages" in (result.truncated_reason or "")
 
@@ -233,7 +235,7 @@ def test_a_page_tree_that_loops_ends(kids: bytes) -> None:
             b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
         ]
     )
-    result = finishes_within(5, lambda: extract(pdf, "loop.pdf"))
+    result = finishes_within(60, lambda: extract(pdf, "loop.pdf"))
     assert result.text == "The only real page"
     assert titles(result) == ["page 1"]
 
@@ -246,7 +248,7 @@ def test_a_page_tree_nested_past_the_depth_limit_is_refused() -> None:
     objects.append(b"<< /Type /Page /MediaBox [0 0 612 792] >>")
     pdf = build_pdf(objects)
     with pytest.raises(ExtractionError, match="nests too deeply"):
-        finishes_within(5, lambda: extract(pdf, "deep.pdf"))
+        finishes_within(60, lambda: extract(pdf, "deep.pdf"))
 
 
 def test_broken_and_empty_pdfs() -> None:
@@ -389,9 +391,8 @@ def test_not_a_chat_completion(vision: VisionServer) -> None:
 def test_a_slow_vision_model_times_out(vision: VisionServer) -> None:
     vision.delay = 2.0
     with pytest.raises(ExtractionError, match=r"did not answer within 0\.3s"):
-        finishes_within(
-            5, lambda: extract(image_bytes(SCAN), "a.png", ocr=vision.config(request_timeout_s=0.3))
-        )
+        config = vision.config(request_timeout_s=0.3)
+        finishes_within(60, lambda: extract(image_bytes(SCAN), "a.png", ocr=config))
 
 
 def test_no_vision_model_configured() -> None:
@@ -515,7 +516,7 @@ def test_decompression_bombs_are_refused(size: tuple[int, int], vision: VisionSe
     # refuses it itself. Either way nothing is decoded, and nothing is sent.
     bomb = png_claiming(*size)
     with pytest.raises(ExtractionError, match="decompression bomb"):
-        finishes_within(5, lambda: extract(bomb, "bomb.png", ocr=vision.config()))
+        finishes_within(60, lambda: extract(bomb, "bomb.png", ocr=vision.config()))
     assert not vision.requests
 
 

@@ -7,12 +7,20 @@ from pathlib import Path
 import pytest
 import yaml
 
+import vancetope_rag
 from vancetope_rag.domain.calibration import AUTO
 from vancetope_rag.domain.cascade import AutoInject
 from vancetope_rag.errors import RecipeError
-from vancetope_rag.recipes import RagParams, Recipe, load_recipe, parse_recipe
+from vancetope_rag.recipes import (
+    RagParams,
+    Recipe,
+    bundled_recipe_names,
+    is_recipe_path,
+    load_recipe,
+    parse_recipe,
+)
 
-RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
+RECIPES_DIR = Path(vancetope_rag.__file__).parent / "bundled_recipes"
 
 
 def _write(tmp_path: Path, text: str, name: str = "r.yaml") -> Path:
@@ -257,3 +265,48 @@ def test_example_recipes_load() -> None:
         assert recipe.name == name.removesuffix(".yaml")
         # a pinned cosine would mean one thing for one model and beat the tenant's setting
         assert recipe.rag.min_score in (None, AUTO), name
+
+
+def test_the_bundled_recipes_load_by_name() -> None:
+    """The wheel carries its recipes: a name loads the shipped file, from any directory."""
+    assert bundled_recipe_names() == ["discussion", "docs-assistant", "general-assistant"]
+    for name in bundled_recipe_names():
+        recipe = load_recipe(name)
+        assert recipe.name == name
+        assert recipe == load_recipe(RECIPES_DIR / f"{name}.yaml")
+
+
+@pytest.mark.parametrize(
+    ("given", "is_path"),
+    [
+        ("docs-assistant", False),
+        ("docs-assistant.yaml", True),
+        ("docs-assistant.yml", True),
+        ("./docs-assistant", True),
+        ("recipes/docs-assistant", True),
+        (Path("docs-assistant"), True),  # a path object is always a path
+    ],
+)
+def test_a_slash_or_a_yaml_suffix_makes_a_path(given: str | Path, is_path: bool) -> None:
+    assert is_recipe_path(given) is is_path
+
+
+def test_a_path_is_read_as_a_file_and_a_name_as_the_bundled_recipe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, "name: mine\n", "docs-assistant.yaml")
+    assert load_recipe("docs-assistant.yaml").name == "mine"  # the file here
+    assert load_recipe("docs-assistant").source.endswith("bundled_recipes/docs-assistant.yaml")
+    with pytest.raises(RecipeError, match="recipe file not found"):
+        load_recipe("./general-assistant")  # a path, not the bundled name
+
+
+@pytest.mark.parametrize("name", ["nope", "", "..", "docs_assistant", "__init__"])
+def test_an_unknown_name_lists_the_bundled_ones(name: str) -> None:
+    with pytest.raises(RecipeError) as info:
+        load_recipe(name)
+    message = info.value.message
+    assert message.startswith(f"{name!r}: no bundled recipe of that name")
+    assert "discussion, docs-assistant, general-assistant" in message
+    assert ".yaml" in message  # how to name a file instead

@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -69,13 +69,39 @@ class FilePath(click.Path):
         param: click.Parameter | None,
         ctx: click.Context | None,
     ) -> str | bytes | os.PathLike[str]:
-        if "\0" in os.fspath(value):
-            self.fail("a path cannot contain a NUL character", param, ctx)
-        try:
-            os.fsencode(value)
-        except UnicodeEncodeError:
-            self.fail(f"{os.fspath(value)!a} cannot be a file name on this system", param, ctx)
+        _refuse_unnameable(self, value, param, ctx)
         return super().convert(value, param, ctx)
+
+
+class RecipeRef(click.ParamType[str]):
+    """A ``--recipe``: a bundled recipe's name or a file's path (``load_recipe`` tells them
+    apart). Refuses what no file name can hold, as :class:`FilePath` does, without a stat: a
+    bundled name is no file."""
+
+    name = "recipe"
+
+    def convert(
+        self,
+        value: str | os.PathLike[str],
+        param: click.Parameter | None,
+        ctx: click.Context | None,
+    ) -> str:
+        _refuse_unnameable(self, value, param, ctx)
+        return os.fspath(value)
+
+
+def _refuse_unnameable(
+    kind: click.ParamType[Any],
+    value: str | os.PathLike[str],
+    param: click.Parameter | None,
+    ctx: click.Context | None,
+) -> None:
+    if "\0" in os.fspath(value):
+        kind.fail("a path cannot contain a NUL character", param, ctx)
+    try:
+        os.fsencode(value)
+    except UnicodeEncodeError:
+        kind.fail(f"{os.fspath(value)!a} cannot be a file name on this system", param, ctx)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import click
 
-from vancetope_rag.cli.base import Ctx, FilePath, cli, emit, errors_to_exit, pass_ctx
+from vancetope_rag.cli.base import Ctx, RecipeRef, cli, emit, errors_to_exit, pass_ctx
 from vancetope_rag.domain.calibration import PROBE_TURNS, MinScore, parse_min_score
 from vancetope_rag.domain.citations import cite
 from vancetope_rag.domain.lookalikes import clean_label
@@ -112,7 +111,14 @@ def query_cmd(
 
 @cli.command("context")
 @click.argument("text")
-@click.option("--recipe", type=FilePath(dir_okay=False, path_type=Path), default=None)
+@click.option(
+    "--recipe",
+    type=RecipeRef(),
+    metavar="NAME|FILE",
+    default=None,
+    help="A bundled recipe's name (docs-assistant, general-assistant, discussion) or a recipe "
+    "file's path (one with a '/' or ending in .yaml/.yml).",
+)
 @click.option("--explain", is_flag=True, help="Say on stderr why a block was or was not made.")
 @click.option(
     "--json",
@@ -121,7 +127,7 @@ def query_cmd(
     help="The decision as JSON: enabled, decidedBy, reason, hits (labelled) and block.",
 )
 @pass_ctx
-def context_cmd(c: Ctx, text: str, recipe: Path | None, explain: bool, as_json: bool) -> None:
+def context_cmd(c: Ctx, text: str, recipe: str | None, explain: bool, as_json: bool) -> None:
     """The <rag-context> system message a turn with user message TEXT would get."""
     from vancetope_rag.recipes import load_recipe
 

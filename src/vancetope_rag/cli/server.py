@@ -13,6 +13,7 @@ import click
 from vancetope_rag.cli.base import (
     Ctx,
     FilePath,
+    RecipeRef,
     check_ident,
     cli,
     emit,
@@ -97,9 +98,11 @@ def _warn_plain_http(host: str) -> None:
 )
 @click.option(
     "--recipe",
-    type=FilePath(exists=True, dir_okay=False),
+    type=RecipeRef(),
+    metavar="NAME|FILE",
     default=None,
-    help="Recipe for callers whose key names none (default: VANCETOPE_RAG_PROXY_RECIPE).",
+    help="Recipe (a bundled one's name or a file's path) for callers whose key names none "
+    "(default: VANCETOPE_RAG_PROXY_RECIPE).",
 )
 @click.option(
     "--placement",
@@ -184,7 +187,11 @@ def _granted(
 @cli.command("proxy-key")
 @click.option("--name", required=True, help="The key's name in the key file (logs, rates).")
 @_grant_options
-@click.option("--recipe", default=None, help="Recipe file path, relative to the key file.")
+@click.option(
+    "--recipe",
+    default=None,
+    help="A bundled recipe's name, or a recipe file's path relative to the key file.",
+)
 @click.option(
     "--requests-per-minute", type=click.IntRange(0, 1_000_000), default=None, help="0: no limit."
 )

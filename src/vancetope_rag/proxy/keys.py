@@ -7,7 +7,7 @@ A key file (YAML, or JSON, which YAML reads too) lists the keys an operator hand
         hash: sha256:5f2b…                # `vancetope-rag proxy-key` prints key and hash
         tenant: acme
         projects: [handbook, wiki]        # or "*": every project of the tenant
-        recipe: ../recipes/docs-assistant.yaml   # optional; relative to this file
+        recipe: docs-assistant            # optional; a bundled name or a path relative to this file
         requestsPerMinute: 60             # optional; else VANCETOPE_RAG_PROXY_REQUESTS_PER_MINUTE
 
 Only the SHA-256 of a key is stored. Keys are 256 random bits (:func:`new_key`), so a fast
@@ -30,7 +30,7 @@ import yaml
 
 from vancetope_rag.domain.texts import check_id
 from vancetope_rag.errors import ApiConfigError, RagError
-from vancetope_rag.recipes import RagParams, load_recipe
+from vancetope_rag.recipes import RagParams, is_recipe_path, load_recipe
 from vancetope_rag.secrets import get_logger
 
 log = get_logger(__name__)
@@ -109,7 +109,8 @@ def _entry(raw: object, at: str, base_dir: Path) -> tuple[str, ApiKey]:
         if not isinstance(recipe_path, str) or not recipe_path.strip():
             raise ApiConfigError(f"{at}: 'recipe' must be the path of a recipe file")
         try:
-            recipe = load_recipe(base_dir / recipe_path).rag
+            where = base_dir / recipe_path if is_recipe_path(recipe_path) else recipe_path
+            recipe = load_recipe(where).rag
         except RagError as exc:
             raise ApiConfigError(f"{at}: {exc.message}") from None
     assert isinstance(tenant, str)

