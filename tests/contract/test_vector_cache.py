@@ -230,7 +230,11 @@ def _pin_kernel(int8: Int8Rows, kernels: str) -> None:
         pytest.skip("this torch has no oneDNN int8 matmul on prepacked rows")
 
 
-@pytest.mark.parametrize("packed", ["packed", "plain", "float32"])
+#: The packed oneDNN kernel takes 0.5-1.7 s a call on CPUs where it loses (AMD EPYC): its
+#: exactness over every row is checked in ``make test-all``.
+@pytest.mark.parametrize(
+    "packed", [pytest.param("packed", marks=pytest.mark.slow), "plain", "float32"]
+)
 @pytest.mark.parametrize("deleted", [0, 500])
 def test_int8_first_pass_gives_the_arrays_it_gave_before(deleted: int, packed: str) -> None:
     """Candidates, their order and their exact scores are bit for bit those of the earlier

