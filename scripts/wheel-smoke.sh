@@ -75,5 +75,6 @@ if fresh index >"$work/embedded.out" 2>"$work/embedded.err"; then
 fi
 cat "$work/embedded.err"
 grep -q "pip install 'vancetope-rag\[embedded\]'" "$work/embedded.err"
+grep -q "pip install torch==2.13.0" "$work/embedded.err"  # the CPU build first
 ! grep -q "Traceback" "$work/embedded.err"
 echo "wheel smoke test: ok"

@@ -10,16 +10,22 @@ import subprocess
 import sys
 from pathlib import Path
 
-#: CLI commands (one per line of stdin, as JSON argument lists) in one process where
-#: ``import torch`` fails as on a machine without it; prints each command's exit code.
+import pytest
+
+#: CLI commands (one per line of stdin, as JSON argument lists, after a first line naming the
+#: modules to hide) in one process where importing those fails as on a machine without them;
+#: prints each command's exit code.
 WITHOUT_TORCH = """
 import json
 import sys
 
 
+BLOCKED = tuple(json.loads(sys.stdin.readline()))
+
+
 class NoTorch:
     def find_spec(self, name, path=None, target=None):
-        if name == "torch" or name.startswith("torch."):
+        if any(name == b or name.startswith(b + ".") for b in BLOCKED):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
 
@@ -36,7 +42,14 @@ for line in sys.stdin:
 """
 
 
-def test_embedded_without_torch_names_the_install_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "hidden",
+    [
+        ["torch"],  # the extra installed without the CPU torch
+        ["torch", "llama_index.embeddings.huggingface"],  # neither: a plain install of the wheel
+    ],
+)
+def test_embedded_without_torch_names_the_install_line(tmp_path: Path, hidden: list[str]) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "vacation.md").write_text("Every employee gets 28 days of paid vacation.")
@@ -49,7 +62,7 @@ def test_embedded_without_torch_names_the_install_line(tmp_path: Path) -> None:
     ]
     proc = subprocess.run(
         [sys.executable, "-c", WITHOUT_TORCH],
-        input="".join(json.dumps(c) + "\n" for c in commands),
+        input="".join(json.dumps(c) + "\n" for c in [hidden, *commands]),
         env={**os.environ, "VANCETOPE_RAG_EMBEDDED_BACKEND": "torch"},
         capture_output=True,
         text=True,

@@ -8,6 +8,7 @@ change, so nothing pinned or stored depends on the backend.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -62,11 +63,20 @@ TORCH_INSTALL = (
 
 
 def _missing_dependency(exc: ImportError) -> MissingDependencyError:
-    """The extra is missing, or only torch is (the extra installed without it)."""
+    """The extra is missing, or only torch is (the extra installed without it). Without
+    torch the install line names its CPU build first, whatever else is missing: the extra
+    alone would pull a CUDA build."""
     what = "the embedded embedding model"
-    if exc.name == "torch" or (exc.name or "").startswith("torch."):
+    if exc.name == "torch" or (exc.name or "").startswith("torch.") or not _has_torch():
         return MissingDependencyError(what, "embedded", missing="torch", first=TORCH_INSTALL)
     return MissingDependencyError(what, "embedded")
+
+
+def _has_torch() -> bool:
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 @lru_cache(maxsize=1)
