@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from fakes import wait_until
-from kernel_timings import AMD_EPYC, INTEL_XEON, choice, fixed
+from kernel_timings import AMD_EPYC, INTEL_XEON, PLAIN, choice, fixed
 from vancetope_rag.running import Gauge
 from vancetope_rag.store.sqlite.scan_kernels import (
     FLOAT32,
@@ -213,3 +213,23 @@ def test_metrics_show_what_serves_and_the_timings_that_chose_it() -> None:
     serving = 'vance_rag_vector_pass_ms{dim="384",kernel="packed",queries="1",serving="true"} 1.72'
     assert serving in text
     assert 'kernel="float32",queries="8",serving="false"} 11.8' in text
+
+
+@pytest.mark.parametrize("dim", [8, 24, 40])
+def test_the_weight_only_kernel_never_runs_where_it_reads_past_the_rows(dim: int) -> None:
+    """torch 2.13's CPU ``_weight_int8pack_mm`` crashes the process (a segfault) when the
+    dimension is not a multiple of 16: a choice that ranks it first still never runs it there,
+    and the real measurement does not time it (its crash at 8 dimensions took a test worker
+    down under load)."""
+    from vancetope_rag.store.sqlite import int8_rows
+    from vancetope_rag.store.sqlite.int8_rows import Int8Rows
+
+    rows = _unit_rows(np.random.default_rng(dim), 20_000, dim)
+    int8 = Int8Rows(torch, rows, 20_000, kernels=fixed(dim, PLAIN))
+    assert int8.ranked(1)[0] == WEIGHT_INT8 and not int8.weight_only
+    for _ in range(50):
+        int8.scores(_unit_rows(np.random.default_rng(1), 2, dim), 20_000)
+    assert int8.last_kernel != WEIGHT_INT8
+    measured = int8_rows.measure_kernels(torch, dim, "here")
+    assert all(ms is None for ms in measured.timings.get(WEIGHT_INT8, ()))
+    assert Int8Rows(torch, _unit_rows(np.random.default_rng(0), 10, 32), 10).weight_only
