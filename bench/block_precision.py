@@ -40,7 +40,6 @@ The metric functions import nothing heavy (``tests/unit/test_bench_block_metrics
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -50,6 +49,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scifact  # the data loaders, the indexed project and the machine line
 
 HERE = Path(__file__).resolve().parent
 
@@ -109,19 +111,6 @@ def gap_cut(scores: Sequence[float], gap: float) -> list[int]:
         return []
     best = max(scores)
     return [i for i, s in enumerate(scores) if s >= best - gap]
-
-
-def _scifact() -> Any:
-    """``bench/scifact.py`` (data loaders, the indexed project, machine line)."""
-    spec = importlib.util.spec_from_file_location("bench_scifact", HERE / "scifact.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_scifact"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-scifact = _scifact()
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,30 +1,18 @@
 """The measures of ``bench/block_precision.py`` on hand-computed blocks.
 
-The script is loaded by path (``bench/`` is not a package); importing it must not load the
-embedding model, torch or the store.
+``bench/`` is not a package: the test imports the script from there, as the scripts import
+each other; importing it must not load the embedding model, torch or the store.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
 from pathlib import Path
-from types import ModuleType
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "block_precision.py"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import block_precision as bench
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_block_precision", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_block_precision"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
 Shown = bench.Shown
 
 
