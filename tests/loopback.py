@@ -1,4 +1,5 @@
-"""An ASGI app served for real in a test: uvicorn in a background thread, on loopback."""
+"""Servers for real in a test, on loopback: an ASGI app under uvicorn, or a plain HTTP handler
+that can go down and come back on its port (:class:`LoopbackServer`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Generic, TypeVar
 
 
 @contextmanager
@@ -33,3 +35,51 @@ def serving(asgi: Any, lifespan: str = "on") -> Iterator[str]:
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+Request = TypeVar("Request")
+
+
+class OwnedHttp(ThreadingHTTPServer):
+    """A threading HTTP server whose handlers reach their test server as ``server.owner``."""
+
+    daemon_threads = True
+
+    def __init__(self, port: int, handler: type[BaseHTTPRequestHandler], owner: Any) -> None:
+        super().__init__(("127.0.0.1", port), handler)
+        self.owner = owner
+
+
+class LoopbackServer(Generic[Request]):
+    """``handler`` served on a loopback port that stays the same across :meth:`down` and
+    :meth:`up` (an outage and its end); the handler appends what it received to ``seen``
+    under ``lock``. A subclass sets its own state, then calls :meth:`up`."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.handler = handler
+        self.seen: list[Request] = []
+        self.lock = threading.Lock()
+        self._http: OwnedHttp | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    def up(self) -> None:
+        """Serve (again, on the same port once it had one)."""
+        self._http = OwnedHttp(self.port, self.handler, self)
+        self.port = int(self._http.server_address[1])
+        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+
+    def down(self) -> None:
+        """Stop answering: the port refuses connections until :meth:`up`."""
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    @property
+    def requests(self) -> list[Request]:
+        with self.lock:
+            return list(self.seen)

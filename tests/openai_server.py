@@ -17,9 +17,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from loopback import LoopbackServer, OwnedHttp
 from vancetope_rag.model_profiles import known_profile
 
 KEY = "local-embed-key-5c1d9e"  # not key-shaped: only its registration can redact it
@@ -63,19 +64,11 @@ class Fault:
     message: str = "the server says no"
 
 
-class _Http(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, port: int, owner: EmbeddingsServer) -> None:
-        super().__init__(("127.0.0.1", port), _Handler)
-        self.owner = owner
-
-
-class EmbeddingsServer:
+class EmbeddingsServer(LoopbackServer[Seen]):
     def __init__(self, key: str, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(_Handler)
         self.key = key
         self.clock = clock
-        self.seen: list[Seen] = []
         #: Answered in turn, one per request, before any embedding is made.
         self.faults: list[Fault] = []
         #: An input containing one of these is refused with a 400 (the input's fault).
@@ -83,36 +76,11 @@ class EmbeddingsServer:
         #: While set to an unset Event, requests wait for it (at most a minute) before any
         #: answer: a model call in flight for as long as the test needs.
         self.hold: threading.Event | None = None
-        self.lock = threading.Lock()
-        self._http: _Http | None = None
-        self._thread: threading.Thread | None = None
-        self.port = 0
         self.up()
-
-    def up(self) -> None:
-        """Serve (again, on the same port once it had one)."""
-        self._http = _Http(self.port, self)
-        self.port = int(self._http.server_address[1])
-        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.05,), daemon=True)
-        self._thread.start()
-
-    def down(self) -> None:
-        """Stop answering: the port refuses connections until :meth:`up`."""
-        if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
-            self._http = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
-
-    @property
-    def requests(self) -> list[Seen]:
-        with self.lock:
-            return list(self.seen)
 
 
 def serve(
@@ -124,7 +92,7 @@ def serve(
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: _Http
+    server: OwnedHttp
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass

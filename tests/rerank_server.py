@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from loopback import LoopbackServer, OwnedHttp
 
 KEY = "rerank-key-7f3a91c2"  # not key-shaped: only its registration can redact it
 TEI_MAX_BATCH = 32
@@ -57,42 +58,16 @@ def score(query: str, text: str, prefer: str | None) -> float:
     return round(share + (1.0 if prefer and prefer in text else 0.0), 6)
 
 
-class _Http(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, port: int, owner: RerankServer) -> None:
-        super().__init__(("127.0.0.1", port), _Handler)
-        self.owner = owner
-
-
-class RerankServer:
+class RerankServer(LoopbackServer[Seen]):
     def __init__(self, dialect: str, key: str | None = None) -> None:
         assert dialect in ("tei", "cohere")
+        super().__init__(_Handler)
         self.dialect = dialect
         self.key = key
         self.prefer: str | None = None
         self.faults: list[Fault] = []
         self.delay_s = 0.0
-        self.seen: list[Seen] = []
-        self.lock = threading.Lock()
-        self._http: _Http | None = None
-        self._thread: threading.Thread | None = None
-        self.port = 0
         self.up()
-
-    def up(self) -> None:
-        self._http = _Http(self.port, self)
-        self.port = int(self._http.server_address[1])
-        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.05,), daemon=True)
-        self._thread.start()
-
-    def down(self) -> None:
-        if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
-            self._http = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
 
     @property
     def base_url(self) -> str:
@@ -100,14 +75,9 @@ class RerankServer:
         root = f"http://127.0.0.1:{self.port}"
         return root if self.dialect == "tei" else f"{root}/v1"
 
-    @property
-    def requests(self) -> list[Seen]:
-        with self.lock:
-            return list(self.seen)
-
 
 class _Handler(BaseHTTPRequestHandler):
-    server: _Http
+    server: OwnedHttp
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
