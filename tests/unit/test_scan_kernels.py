@@ -184,17 +184,34 @@ def test_a_choice_measured_while_searches_run_serves_but_is_not_stored(tmp_path:
     assert selector.stored() == [] and list(tmp_path.iterdir()) == []
 
 
+def test_a_measurement_that_failed_is_not_queued_again_by_every_search(tmp_path: Path) -> None:
+    """A failed timing leaves the float32 scan serving for the process: the next searches
+    neither read the folder again nor queue another timing over 100k rows."""
+    calls: list[int] = []
+
+    def measure(dim: int) -> KernelChoice:
+        calls.append(dim)
+        raise RuntimeError("no oneDNN here")
+
+    selector = KernelSelector(tmp_path, lambda: "m", measure, lambda job: job())
+    assert [selector.choice(48) for _ in range(5)] == [None] * 5
+    assert calls == [48]
+
+
 def test_a_real_measurement_gives_a_choice_whatever_wins() -> None:
     """The real timing runs (small rows) and gives a usable choice; which kernel wins is the
     machine's business."""
     from vancetope_rag.store.sqlite import int8_rows
 
-    measured = int8_rows.measure_kernels(torch, 8, "here")
-    assert measured.rows == int8_rows.measure_rows(8)
-    assert all(ms is not None for ms in measured.timings[FLOAT32])
-    for count in QUERY_COUNTS:
-        assert measured.ranked(count)[-1] == FLOAT32
-    assert "vector pass (dim 8" in measured.describe()
+    measured = int8_rows.measure_kernels(torch, 16, "here")
+    assert measured.rows == int8_rows.measure_rows(16)
+    assert set(measured.timings) == {FLOAT32, *KERNELS}
+    for at, count in enumerate(QUERY_COUNTS):
+        # what may serve was timed faster than the float32 scan, fastest first
+        serving = [measured.timings[k][at] for k in measured.ranked(count)[:-1]]
+        assert all(ms is not None and ms < measured.timings[FLOAT32][at] for ms in serving)
+        assert serving == sorted(serving)  # type: ignore[type-var]
+    assert "vector pass (dim 16" in measured.describe()
 
 
 def test_the_fixed_selector_serves_its_choice_and_never_measures() -> None:

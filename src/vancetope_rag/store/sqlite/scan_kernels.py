@@ -212,6 +212,8 @@ class KernelSelector:
         self._searches = searches
         self._choices: dict[int, KernelChoice] = {}
         self._pending: set[int] = set()
+        #: Dimensions whose timing failed: the float32 scan serves them for the process.
+        self._failed: set[int] = set()
         self._lock = threading.Lock()
 
     @classmethod
@@ -232,7 +234,7 @@ class KernelSelector:
         if found is not None:
             return found
         with self._lock:
-            if dim in self._pending or dim in self._choices:
+            if dim in self._pending or dim in self._choices or dim in self._failed:
                 return self._choices.get(dim)
             stored = self._read(dim)
             if stored is not None:
@@ -272,6 +274,8 @@ class KernelSelector:
             measured = self._measured(dim)
         except Exception as exc:  # the float32 scan keeps serving
             log.warning("vector pass kernels not measured, the float32 scan serves: %s", exc)
+            with self._lock:
+                self._failed.add(dim)
             return
         finally:
             with self._lock:
