@@ -87,8 +87,7 @@ class RetrievalParams:
         """These parameters with ``auto`` resolved to ``rag``'s calibrated threshold and gap
         (no cut while the RAG has no gap)."""
         score = resolve_min_score(self.min_score, rag.calibration)
-        calibrated = rag.calibration.gap if rag.calibration else None
-        gap = resolve_gap(self.relevance_cut, calibrated, self.mode)
+        gap = rag_gap(self.relevance_cut, rag, self.mode)
         return replace(
             self,
             min_score=self.min_score if score is None else score,
@@ -100,6 +99,12 @@ class RetrievalParams:
         """The block's cut as a gap (None: no cut), once :meth:`for_rag` resolved it."""
         cut = self.relevance_cut
         return None if isinstance(cut, str) else cut
+
+
+def rag_gap(cut: RelevanceCut | None, rag: RagRecord, mode: str) -> float | None:
+    """The gap ``cut`` means for ``rag``'s hits in ``mode`` (None: no cut); ``auto`` reads
+    the RAG's calibration."""
+    return resolve_gap(cut, rag.calibration.gap if rag.calibration else None, mode)
 
 
 def as_rag_params(recipe: RecipeLike | None) -> RagParams | None:
@@ -335,8 +340,7 @@ class ProjectRagRetriever(BaseRetriever):
     def gap_for(self, rag: RagRecord, mode: str) -> float | None:
         """The gap this retriever's own ``relevance_cut`` cuts ``rag``'s hits at (None: no
         cut)."""
-        calibrated = rag.calibration.gap if rag.calibration else None
-        return resolve_gap(self.relevance_cut, calibrated, mode)
+        return rag_gap(self.relevance_cut, rag, mode)
 
     # -- retrieval ---------------------------------------------------------------------
 
@@ -418,7 +422,7 @@ class ProjectRagRetriever(BaseRetriever):
         top_k: int,
         min_score: MinScore | None,
         max_per_doc: int | None,
-        mode: str | None,
+        mode: str,
         snapshot: SettingsSnapshot | None = None,
         rerank: bool = True,
         relevance_cut: RelevanceCut | None = None,
@@ -437,9 +441,7 @@ class ProjectRagRetriever(BaseRetriever):
             keep=self._keep,
             rerank=rerank,
         )
-        calibrated = rag.calibration.gap if rag.calibration else None
-        gap = resolve_gap(relevance_cut, calibrated, str(mode or "hybrid"))
-        return list(cut_by_relevance(hits, gap).kept)
+        return list(cut_by_relevance(hits, rag_gap(relevance_cut, rag, mode)).kept)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return [HitNodeWithScore.of(h) for h in self.retrieve_hits(query_bundle.query_str)]
