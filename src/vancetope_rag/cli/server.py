@@ -57,27 +57,31 @@ def serve_cmd(c: Ctx, host: str, port: int, with_indexer: bool) -> None:
     indexer = "off"
     if with_indexer:
         indexer = "on" if app.scheduler.enabled else "off (RAG_INDEXER_ENABLED=false)"
+    banner = f"serving {_base_url(host, port)} (UI: /ui/<tenant>/<project>); indexer {indexer}"
+    _run(uvicorn.run, api, host, port, banner)
+
+
+def _base_url(host: str, port: int) -> str:
     shown = f"[{host}]" if ":" in host else host
-    click.echo(
-        f"serving http://{shown}:{port} (UI: /ui/<tenant>/<project>); indexer {indexer}",
-        err=True,
-    )
-    _warn_plain_http(host)
-    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal to the
-    # handler it found: make that a no-op so the indexer and store are closed on the way out.
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: None)
-    # Our own access log leaves out query strings (the UI accepts ?token=); uvicorn's would not.
-    uvicorn.run(api, host=host, port=port, access_log=False, log_config=None)
+    return f"http://{shown}:{port}"
 
 
-def _warn_plain_http(host: str) -> None:
+def _run(serve: Callable[..., None], asgi: Any, host: str, port: int, banner: str) -> None:
+    """Say what serves where (and warn of plain HTTP off loopback), then serve ``asgi`` with
+    ``serve`` (uvicorn's ``run``) until SIGINT/SIGTERM."""
+    click.echo(banner, err=True)
     if host not in ("127.0.0.1", "localhost", "::1"):
         click.echo(
             "warning: plain HTTP on a non-loopback address; put a TLS proxy in front, "
             "bearer tokens travel in every request",
             err=True,
         )
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal to the
+    # handler it found: make that a no-op so the indexer and store are closed on the way out.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: None)
+    # Our own access log leaves out query strings (the UI accepts ?token=); uvicorn's would not.
+    serve(asgi, host=host, port=port, access_log=False, log_config=None)
 
 
 @cli.command("proxy")
@@ -146,19 +150,12 @@ def proxy_cmd(
         proxy = create_proxy(app, config)
         if with_indexer:
             app.scheduler.start()
-    shown = f"[{host}]" if ":" in host else host
-    click.echo(
-        f"proxying http://{shown}:{port}/p/<project>/v1 -> {config.upstream}",
-        err=True,
-    )
-    _warn_plain_http(host)
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: None)
     # Access lines (route template, status, duration, request id) at INFO by default.
     access = logging.getLogger("vancetope_rag.access")
     if access.getEffectiveLevel() > logging.INFO:
         access.setLevel(logging.INFO)
-    uvicorn.run(proxy, host=host, port=port, access_log=False, log_config=None)
+    banner = f"proxying {_base_url(host, port)}/p/<project>/v1 -> {config.upstream}"
+    _run(uvicorn.run, proxy, host, port, banner)
 
 
 def _grant_options(command: Callable[..., None]) -> Callable[..., None]:

@@ -94,22 +94,25 @@ def _fold_char(char: str) -> str:
     return "".join(out)
 
 
+def _fold_at(text: str, i: int) -> tuple[str, int]:
+    """The folded character at ``i`` (or the one-character HTML entity starting there), and
+    where the next one starts."""
+    if text[i] == "&":
+        entity = _ENTITY.match(text, i)
+        if entity is not None:
+            decoded = html.unescape(entity.group(0))
+            if len(decoded) == 1:
+                return _fold_char(decoded), entity.end()
+    return _fold_char(text[i]), i + 1
+
+
 def _folded(text: str) -> tuple[str, list[tuple[int, int]]]:
     """The folded copy of ``text`` and, for each of its characters, the original's span."""
     chars: list[str] = []
     spans: list[tuple[int, int]] = []
     i = 0
     while i < len(text):
-        end = i + 1
-        folded = None
-        if text[i] == "&":
-            entity = _ENTITY.match(text, i)
-            if entity is not None:
-                decoded = html.unescape(entity.group(0))
-                if len(decoded) == 1:
-                    folded, end = _fold_char(decoded), entity.end()
-        if folded is None:
-            folded = _fold_char(text[i])
+        folded, end = _fold_at(text, i)
         for char in folded:
             chars.append(char)
             spans.append((i, end))
@@ -133,15 +136,8 @@ def _folded_text(text: str) -> str:
             out.append(run.group(0).lower())
             i = run.end()
             continue
-        end, folded = i + 1, None
-        if text[i] == "&":
-            entity = _ENTITY.match(text, i)
-            if entity is not None:
-                decoded = html.unescape(entity.group(0))
-                if len(decoded) == 1:
-                    folded, end = _fold_char(decoded), entity.end()
-        out.append(_fold_char(text[i]) if folded is None else folded)
-        i = end
+        folded, i = _fold_at(text, i)
+        out.append(folded)
     return "".join(out)
 
 

@@ -49,19 +49,22 @@ class ClaimReleaser:
         with self._lock:
             return len(self._pending)
 
+    def _give(self, item: Release) -> None:
+        self.control.release_rag_claim(
+            item.tenant_id,
+            item.project_id,
+            item.document_id,
+            item.worker_id,
+            error=item.error,
+            retry_delay_s=item.retry_delay_s,
+            max_attempts=item.max_attempts,
+            count_attempt=item.count_attempt,
+        )
+
     def release(self, item: Release) -> bool:
         """Give the claim back now, or keep it for :meth:`retry`; True when it was given."""
         try:
-            self.control.release_rag_claim(
-                item.tenant_id,
-                item.project_id,
-                item.document_id,
-                item.worker_id,
-                error=item.error,
-                retry_delay_s=item.retry_delay_s,
-                max_attempts=item.max_attempts,
-                count_attempt=item.count_attempt,
-            )
+            self._give(item)
         except Exception as exc:
             if not isinstance(exc, RagError):  # a bug, not the store: show where
                 log.exception("releasing the claim on %s failed", item.document_id)
@@ -85,16 +88,7 @@ class ClaimReleaser:
             items = list(self._pending.items())
         for key, item in items:
             try:
-                self.control.release_rag_claim(
-                    item.tenant_id,
-                    item.project_id,
-                    item.document_id,
-                    item.worker_id,
-                    error=item.error,
-                    retry_delay_s=item.retry_delay_s,
-                    max_attempts=item.max_attempts,
-                    count_attempt=item.count_attempt,
-                )
+                self._give(item)
             except StoreError:
                 break
             except Exception:

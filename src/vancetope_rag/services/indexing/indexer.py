@@ -325,25 +325,17 @@ class ProjectRagIndexer:
         self.metrics.indexed_documents.labels(result="failed").inc()
         result.failed += 1
         result.errors[doc.id] = error
-        result.handled.add(doc.id)
         if store:
             result.store_errors += 1
             result.store_error = error
-        self.releaser.release(
-            Release(
-                doc.tenant_id,
-                doc.project_id,
-                doc.id,
-                worker_id,
-                error=error,
-                retry_delay_s=(
-                    self.config.indexer_interval_s
-                    if store
-                    else self.retry_delay(doc.index_attempts)
-                ),
-                max_attempts=self.config.max_attempts,
-                count_attempt=not store,
-            )
+        self._give_back(
+            doc,
+            worker_id,
+            result,
+            error,
+            max_attempts=self.config.max_attempts,
+            count_attempt=not store,
+            retry_delay_s=None if store else self.retry_delay(doc.index_attempts),
         )
 
     def _pause(self, doc: Document, worker_id: str, result: BatchResult) -> None:
