@@ -30,6 +30,7 @@ from proxy_support import (
 )
 
 from chat_upstream import ChatUpstream
+from request_ids import REQUEST_IDS
 from vancetope_rag.api.auth import issue_token
 from vancetope_rag.app import RagApp
 from vancetope_rag.hookspecs import hookimpl
@@ -424,3 +425,17 @@ def test_access_records_carry_their_numbers_as_fields(
     assert fields == {"method": "POST", "route": "/p/{project}/v1/chat/completions", "status": 200}
     assert isinstance(record.duration_ms, float) and record.duration_ms > 0
     assert ACME_KEY not in record.getMessage() and QUESTION not in record.getMessage()
+
+
+@pytest.mark.parametrize(("given", "kept"), REQUEST_IDS)
+def test_the_proxy_keeps_a_request_id_by_the_rule_serve_keeps_it(
+    proxy_url: str, upstream: ChatUpstream, given: str, kept: bool
+) -> None:
+    before = len(upstream.received)
+    headers = {"Authorization": f"Bearer {ACME_KEY}", "X-Request-Id": given}
+    body = {"model": "echo-1", "messages": conversation()}
+    answer = httpx.post(f"{base(proxy_url, PROJECT)}/chat/completions", headers=headers, json=body)
+    assert answer.status_code == 200, answer.text
+    sent = upstream.received[before:][0].headers.get("x-request-id")
+    assert (sent == given) is kept
+    assert sent and len(sent) <= 128 and " " not in sent

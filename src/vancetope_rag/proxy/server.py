@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import re
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from vancetope_rag.api.limits import BodyLimit, Receive, Scope, Send, WriteRate,
 from vancetope_rag.api.router import check_metrics_token
 from vancetope_rag.domain.texts import check_id
 from vancetope_rag.errors import ApiConfigError, RagError
+from vancetope_rag.health import request_id_of
 from vancetope_rag.metrics import UNMATCHED_ROUTE
 from vancetope_rag.proxy.config import ProxyConfig
 from vancetope_rag.proxy.injection import SOURCES_HEADER, STATE_HEADER, Injection, arun_pre_turn
@@ -59,7 +59,7 @@ from vancetope_rag.proxy.messages import (
     user_turn,
 )
 from vancetope_rag.proxy.metrics import ProxyMetrics, proxy_metrics
-from vancetope_rag.proxy.upstream import Upstream, UpstreamResponse, openai_error, request_id_of
+from vancetope_rag.proxy.upstream import Upstream, UpstreamResponse, openai_error
 from vancetope_rag.recipes import RagParams, load_recipe
 from vancetope_rag.secrets import get_logger
 
@@ -211,7 +211,7 @@ def request_id(scope: Scope) -> str:
     if "request_id" not in state:
         given = next((v for k, v in scope["headers"] if k == b"x-request-id"), None)
         text = given.decode("latin-1") if given is not None else None
-        state["request_id"] = request_id_of(text) or uuid.uuid4().hex
+        state["request_id"] = request_id_of(text)
     return str(state["request_id"])
 
 
