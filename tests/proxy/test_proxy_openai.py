@@ -439,3 +439,32 @@ def test_the_proxy_keeps_a_request_id_by_the_rule_serve_keeps_it(
     sent = upstream.received[before:][0].headers.get("x-request-id")
     assert (sent == given) is kept
     assert sent and len(sent) <= 128 and " " not in sent
+
+
+def test_probe_access_lines_are_debug_like_serves(
+    proxy_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Probes and scrapes come every few seconds: DEBUG on the proxy as on ``serve`` (they
+    were INFO on the proxy)."""
+    caplog.set_level(logging.DEBUG, logger="vancetope_rag.access")
+    for path in ("/healthz", "/readyz", "/metrics"):
+        assert httpx.get(proxy_url + path, headers={"X-Request-Id": f"probe-{path[1:]}"}).is_success
+    client(proxy_url).chat.completions.create(
+        model="echo-1", messages=conversation(), extra_headers={"X-Request-Id": "chat-1"}
+    )
+    wanted = {"probe-healthz", "probe-readyz", "probe-metrics", "chat-1"}
+    deadline = time.monotonic() + 10
+    while not wanted <= {getattr(r, "request_id", None) for r in caplog.records}:
+        assert time.monotonic() < deadline, "no access record"
+        time.sleep(0.02)
+    levels = {
+        r.request_id: r.levelname  # type: ignore[attr-defined]
+        for r in caplog.records
+        if getattr(r, "request_id", None) in wanted
+    }
+    assert levels == {
+        "probe-healthz": "DEBUG",
+        "probe-readyz": "DEBUG",
+        "probe-metrics": "DEBUG",
+        "chat-1": "INFO",
+    }

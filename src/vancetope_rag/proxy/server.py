@@ -20,6 +20,7 @@ whatever the project).
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -43,7 +44,7 @@ from vancetope_rag.api.limits import BodyLimit, Receive, Scope, Send, WriteRate,
 from vancetope_rag.api.router import check_metrics_token
 from vancetope_rag.domain.texts import check_id
 from vancetope_rag.errors import ApiConfigError, RagError
-from vancetope_rag.health import request_id_of
+from vancetope_rag.health import PROBE_PATHS, request_id_of
 from vancetope_rag.metrics import UNMATCHED_ROUTE
 from vancetope_rag.proxy.config import ProxyConfig
 from vancetope_rag.proxy.injection import SOURCES_HEADER, STATE_HEADER, Injection, arun_pre_turn
@@ -67,7 +68,8 @@ if TYPE_CHECKING:
     from vancetope_rag.app import RagApp
 
 #: The access lines (one a request: method, route template, status, duration, request id),
-#: at INFO; their numbers are also the record's fields (``extra``) for a JSON formatter.
+#: at INFO, the probes' and scrapes' at DEBUG (``health.PROBE_PATHS``); their numbers are
+#: also the record's fields (``extra``) for a JSON formatter.
 access_log = get_logger("vancetope_rag.access")
 
 CHAT_ROUTE = "/p/{project}/v1/chat/completions"
@@ -250,7 +252,9 @@ class AccessLog:
             ms = round(seconds * 1000, 1)
             fields = {"method": method, "route": route, "status": status}
             fields |= {"duration_ms": ms, "request_id": rid}
-            access_log.info("%s %s %d %.1fms %s", method, route, status, ms, rid, extra=fields)
+            level = logging.DEBUG if scope["path"] in PROBE_PATHS else logging.INFO
+            line = ("%s %s %d %.1fms %s", method, route, status, ms, rid)
+            access_log.log(level, *line, extra=fields)
 
 
 def create_proxy(
