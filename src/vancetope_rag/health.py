@@ -31,6 +31,8 @@ log = get_logger(__name__)
 #: load balancer or Prometheus calls them every few seconds.
 PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 UNREACHABLE = "store unreachable"
+#: ``/readyz``'s status when it answers 503, on every process (``serve``, ``worker``, ``proxy``).
+UNAVAILABLE = "unavailable"
 #: A caller's ``X-Request-Id`` is kept (logged, echoed, sent upstream by the proxy) only when
 #: it is this plain: bounded, printable, no spaces. Anything else (a newline forging a log
 #: line, a key pasted by mistake) is replaced by one of ours.
@@ -127,4 +129,4 @@ class Readiness:
         why = self.reason()
         if why is None:
             return 200, {"status": "ready"}
-        return 503, {"status": "unavailable", "reason": why}
+        return 503, {"status": UNAVAILABLE, "reason": why}

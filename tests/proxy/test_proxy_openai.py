@@ -468,3 +468,12 @@ def test_probe_access_lines_are_debug_like_serves(
         "probe-metrics": "DEBUG",
         "chat-1": "INFO",
     }
+
+
+def test_readyz_says_unavailable_like_serve_and_worker(proxy_url: str, tmp_path: Path) -> None:
+    """One word for a 503 ``/readyz`` on every process (the proxy said ``not ready``)."""
+    (tmp_path / "keys.yaml").write_text("", encoding="utf-8")  # the key file fails to load
+    ready = httpx.get(proxy_url + "/readyz")
+    assert ready.status_code == 503
+    assert ready.json()["status"] == "unavailable"
+    assert "key file" in ready.json()["reason"]

@@ -44,7 +44,7 @@ from vancetope_rag.api.limits import BodyLimit, Receive, Scope, Send, WriteRate,
 from vancetope_rag.api.router import check_metrics_token
 from vancetope_rag.domain.texts import check_id
 from vancetope_rag.errors import ApiConfigError, RagError
-from vancetope_rag.health import PROBE_PATHS, request_id_of
+from vancetope_rag.health import PROBE_PATHS, UNAVAILABLE, request_id_of
 from vancetope_rag.metrics import UNMATCHED_ROUTE
 from vancetope_rag.proxy.config import ProxyConfig
 from vancetope_rag.proxy.injection import SOURCES_HEADER, STATE_HEADER, Injection, arun_pre_turn
@@ -376,7 +376,7 @@ def create_proxy(
         if keys is not None and keys.failure:
             reason = "the proxy key file failed to load: no proxy key is accepted"
             return JSONResponse(
-                {"status": "not ready", "reason": reason, "checks": checks}, status_code=503
+                {"status": UNAVAILABLE, "reason": reason, "checks": checks}, status_code=503
             )
         return JSONResponse({"status": "ready", "checks": checks})
 
