@@ -37,6 +37,16 @@ def serving(asgi: Any, lifespan: str = "on") -> Iterator[str]:
         sock.close()
 
 
+def ipv6_loopback() -> bool:
+    """Whether this machine has IPv6's loopback (``::1``) to bind."""
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
 Request = TypeVar("Request")
 
 
@@ -45,18 +55,28 @@ class OwnedHttp(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, port: int, handler: type[BaseHTTPRequestHandler], owner: Any) -> None:
-        super().__init__(("127.0.0.1", port), handler)
+    def __init__(
+        self,
+        port: int,
+        handler: type[BaseHTTPRequestHandler],
+        owner: Any,
+        host: str = "127.0.0.1",
+    ) -> None:
+        if ":" in host:  # IPv6 loopback (``::1``)
+            self.address_family = socket.AF_INET6
+        super().__init__((host, port), handler)
         self.owner = owner
 
 
 class LoopbackServer(Generic[Request]):
     """``handler`` served on a loopback port that stays the same across :meth:`down` and
     :meth:`up` (an outage and its end); the handler appends what it received to ``seen``
-    under ``lock``. A subclass sets its own state, then calls :meth:`up`."""
+    under ``lock``. A subclass sets its own state, then calls :meth:`up`. ``host`` is
+    ``127.0.0.1`` or IPv6's ``::1``."""
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+    def __init__(self, handler: type[BaseHTTPRequestHandler], host: str = "127.0.0.1") -> None:
         self.handler = handler
+        self.host = host
         self.seen: list[Request] = []
         self.lock = threading.Lock()
         self._http: OwnedHttp | None = None
@@ -65,7 +85,7 @@ class LoopbackServer(Generic[Request]):
 
     def up(self) -> None:
         """Serve (again, on the same port once it had one)."""
-        self._http = OwnedHttp(self.port, self.handler, self)
+        self._http = OwnedHttp(self.port, self.handler, self, self.host)
         self.port = int(self._http.server_address[1])
         self._thread = threading.Thread(target=self._http.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()

@@ -59,9 +59,9 @@ def score(query: str, text: str, prefer: str | None) -> float:
 
 
 class RerankServer(LoopbackServer[Seen]):
-    def __init__(self, dialect: str, key: str | None = None) -> None:
+    def __init__(self, dialect: str, key: str | None = None, host: str = "127.0.0.1") -> None:
         assert dialect in ("tei", "cohere")
-        super().__init__(_Handler)
+        super().__init__(_Handler, host)
         self.dialect = dialect
         self.key = key
         self.prefer: str | None = None
@@ -72,7 +72,8 @@ class RerankServer(LoopbackServer[Seen]):
     @property
     def base_url(self) -> str:
         """What ``ai.rerank.baseUrl`` is set to: TEI's root, Cohere-style ``…/v1``."""
-        root = f"http://127.0.0.1:{self.port}"
+        shown = f"[{self.host}]" if ":" in self.host else self.host
+        root = f"http://{shown}:{self.port}"
         return root if self.dialect == "tei" else f"{root}/v1"
 
 

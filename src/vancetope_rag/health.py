@@ -8,12 +8,17 @@ unauthenticated, so no answer names a host, a database, a schema or a driver's m
 log has those, once per change). The store is asked at most once per ``ttl_s`` whatever the
 probe rate, and a store that does not answer within ``timeout_s`` makes a 503, not a probe
 that hangs.
+
+What every process's access lines share lives here too: the probe paths (DEBUG lines) and
+the rule a caller's ``X-Request-Id`` is kept by (:func:`request_id_of`).
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -26,8 +31,21 @@ log = get_logger(__name__)
 #: load balancer or Prometheus calls them every few seconds.
 PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 UNREACHABLE = "store unreachable"
+#: ``/readyz``'s status when it answers 503, on every process (``serve``, ``worker``, ``proxy``).
+UNAVAILABLE = "unavailable"
+#: A caller's ``X-Request-Id`` is kept (logged, echoed, sent upstream by the proxy) only when
+#: it is this plain: bounded, printable, no spaces. Anything else (a newline forging a log
+#: line, a key pasted by mistake) is replaced by one of ours.
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 Check = Callable[[], "str | None"]
+
+
+def request_id_of(given: str | None) -> str:
+    """The caller's request id when it is a plain token, else a new one."""
+    if given is not None and _REQUEST_ID.fullmatch(given):
+        return given
+    return uuid.uuid4().hex
 
 
 def liveness() -> tuple[int, dict[str, Any]]:
@@ -111,4 +129,4 @@ class Readiness:
         why = self.reason()
         if why is None:
             return 200, {"status": "ready"}
-        return 503, {"status": "unavailable", "reason": why}
+        return 503, {"status": UNAVAILABLE, "reason": why}

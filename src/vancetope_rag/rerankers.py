@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import json
 import urllib.error
-import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from vancetope_rag.errors import RerankError
+from vancetope_rag.outbound_http import error_detail, quote, shown_url
 from vancetope_rag.provider_table import PROVIDER_NONE, ProviderTable, key_digest
-from vancetope_rag.secrets import MASK, redact
 
 #: Largest answer read from a reranker (scores of 1,000 texts are far smaller).
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
@@ -121,15 +120,6 @@ class RerankerRegistry(ProviderTable[RerankerProvider, Reranker]):
 # -- the JSON call the built-in providers make ------------------------------------------------
 
 
-def shown_url(url: str) -> str:
-    """``url`` as a message may show it: no user, password or query string."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
 def post_json(url: str, body: object, *, api_key: str | None, timeout_s: float) -> object:
     """POST ``body`` as JSON to ``url`` (the key as a bearer token) and decode the answer.
 
@@ -150,7 +140,7 @@ def post_json(url: str, body: object, *, api_key: str | None, timeout_s: float) 
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             raw = response.read(MAX_ANSWER_BYTES + 1)
     except urllib.error.HTTPError as exc:
-        detail = _error_detail(exc, api_key)
+        detail = error_detail(exc, api_key)
         raise RerankError(
             f"the reranker at {where} answered HTTP {exc.code}{detail}",
             status_code=exc.code,
@@ -161,18 +151,18 @@ def post_json(url: str, body: object, *, api_key: str | None, timeout_s: float) 
     except urllib.error.URLError as exc:
         if isinstance(exc.reason, TimeoutError):
             raise _late(where, timeout_s) from None
-        reason = _quote(str(exc.reason), api_key)
+        reason = quote(str(exc.reason), api_key)
         raise ConnectionError(f"cannot reach the reranker at {where}: {reason}") from None
     except OSError as exc:  # reset or refused mid-answer
         raise ConnectionError(
-            f"cannot reach the reranker at {where}: {_quote(str(exc), api_key)}"
+            f"cannot reach the reranker at {where}: {quote(str(exc), api_key)}"
         ) from None
     if len(raw) > MAX_ANSWER_BYTES:
         raise RerankError(f"the reranker at {where} sent an oversized answer")
     try:
         return json.loads(raw)
     except ValueError:
-        shown = _quote(raw[:200].decode("utf-8", "replace"), api_key)
+        shown = quote(raw[:200].decode("utf-8", "replace"), api_key)
         raise RerankError(f"the reranker at {where} did not answer with JSON: {shown!r}") from None
 
 
@@ -180,33 +170,6 @@ def _late(where: str, timeout_s: float) -> TimeoutError:
     return TimeoutError(
         f"the reranker at {where} did not answer within {timeout_s:g}s (ai.rerank.timeoutSeconds)"
     )
-
-
-def _quote(text: str, api_key: str | None) -> str:
-    """A server's words as a message may quote them: never the key (some echo it back)."""
-    if api_key:
-        text = text.replace(api_key, MASK)
-    return redact(text)[:300]
-
-
-def _error_detail(exc: urllib.error.HTTPError, api_key: str | None) -> str:
-    """What an error answer says: TEI's ``error``, Cohere's ``message``, Jina's ``detail``,
-    or an OpenAI-style ``error.message`` (vLLM)."""
-    try:
-        raw = exc.read(64 * 1024)
-    except Exception:
-        return ""
-    try:
-        body: Any = json.loads(raw)
-    except ValueError:
-        text = raw.decode("utf-8", "replace").strip()
-        return f": {_quote(text, api_key)}" if text else ""
-    said: object = None
-    if isinstance(body, dict):
-        said = body.get("error") or body.get("message") or body.get("detail")
-        if isinstance(said, dict):
-            said = said.get("message")
-    return f": {_quote(str(said), api_key)}" if said else ""
 
 
 def scores_of(

@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 
 import postgres_support
 from fakes import P, T
+from request_ids import REQUEST_IDS
 from vancetope_rag.api import create_api
 from vancetope_rag.app import RagApp
 from vancetope_rag.store.postgres.store import PostgresStore, open_postgres_store
@@ -38,6 +39,15 @@ def test_metrics_carry_the_process_and_platform_collectors(client: TestClient) -
     assert "python_info{" in text
     assert "process_resident_memory_bytes" in text
     assert "process_cpu_seconds_total" in text
+
+
+@pytest.mark.parametrize(("given", "kept"), REQUEST_IDS)
+def test_serve_keeps_a_request_id_by_the_rule_the_proxy_keeps_it(
+    client: TestClient, given: str, kept: bool
+) -> None:
+    echoed = client.get("/healthz", headers={"X-Request-Id": given}).headers["X-Request-Id"]
+    assert (echoed == given) is kept
+    assert echoed and len(echoed) <= 128 and " " not in echoed
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from proxy_support import (
 )
 
 from chat_upstream import ChatUpstream
+from request_ids import REQUEST_IDS
 from vancetope_rag.api.auth import issue_token
 from vancetope_rag.app import RagApp
 from vancetope_rag.hookspecs import hookimpl
@@ -424,3 +425,55 @@ def test_access_records_carry_their_numbers_as_fields(
     assert fields == {"method": "POST", "route": "/p/{project}/v1/chat/completions", "status": 200}
     assert isinstance(record.duration_ms, float) and record.duration_ms > 0
     assert ACME_KEY not in record.getMessage() and QUESTION not in record.getMessage()
+
+
+@pytest.mark.parametrize(("given", "kept"), REQUEST_IDS)
+def test_the_proxy_keeps_a_request_id_by_the_rule_serve_keeps_it(
+    proxy_url: str, upstream: ChatUpstream, given: str, kept: bool
+) -> None:
+    before = len(upstream.received)
+    headers = {"Authorization": f"Bearer {ACME_KEY}", "X-Request-Id": given}
+    body = {"model": "echo-1", "messages": conversation()}
+    answer = httpx.post(f"{base(proxy_url, PROJECT)}/chat/completions", headers=headers, json=body)
+    assert answer.status_code == 200, answer.text
+    sent = upstream.received[before:][0].headers.get("x-request-id")
+    assert (sent == given) is kept
+    assert sent and len(sent) <= 128 and " " not in sent
+
+
+def test_probe_access_lines_are_debug_like_serves(
+    proxy_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Probes and scrapes come every few seconds: DEBUG on the proxy as on ``serve`` (they
+    were INFO on the proxy)."""
+    caplog.set_level(logging.DEBUG, logger="vancetope_rag.access")
+    for path in ("/healthz", "/readyz", "/metrics"):
+        assert httpx.get(proxy_url + path, headers={"X-Request-Id": f"probe-{path[1:]}"}).is_success
+    client(proxy_url).chat.completions.create(
+        model="echo-1", messages=conversation(), extra_headers={"X-Request-Id": "chat-1"}
+    )
+    wanted = {"probe-healthz", "probe-readyz", "probe-metrics", "chat-1"}
+    deadline = time.monotonic() + 10
+    while not wanted <= {getattr(r, "request_id", None) for r in caplog.records}:
+        assert time.monotonic() < deadline, "no access record"
+        time.sleep(0.02)
+    levels = {
+        r.request_id: r.levelname  # type: ignore[attr-defined]
+        for r in caplog.records
+        if getattr(r, "request_id", None) in wanted
+    }
+    assert levels == {
+        "probe-healthz": "DEBUG",
+        "probe-readyz": "DEBUG",
+        "probe-metrics": "DEBUG",
+        "chat-1": "INFO",
+    }
+
+
+def test_readyz_says_unavailable_like_serve_and_worker(proxy_url: str, tmp_path: Path) -> None:
+    """One word for a 503 ``/readyz`` on every process (the proxy said ``not ready``)."""
+    (tmp_path / "keys.yaml").write_text("", encoding="utf-8")  # the key file fails to load
+    ready = httpx.get(proxy_url + "/readyz")
+    assert ready.status_code == 503
+    assert ready.json()["status"] == "unavailable"
+    assert "key file" in ready.json()["reason"]

@@ -408,6 +408,26 @@ def test_an_unreachable_vision_model() -> None:
 
 
 @pytest.mark.parametrize(
+    ("base_url", "said"),
+    [
+        ("ftp://vision.example/v1", "not an http(s) URL"),
+        ("vision.example:8080", "not an http(s) URL"),
+        ("http://127.0.0.1:http/v1", "port"),
+        ("http://127.0.0.1:99999/v1", "port"),
+    ],
+)
+def test_a_vision_base_url_that_cannot_be_called_is_refused_naming_the_setting(
+    base_url: str, said: str
+) -> None:
+    """Before, a port that is no number or out of range was tried (and the refusal named
+    another URL than the one set)."""
+    config = OcrConfig(engine="vision", vision_model=MODEL, vision_base_url=base_url)
+    with pytest.raises(ExtractionError, match=r"rag\.extract\.vision\.baseUrl") as refused:
+        extract(image_bytes(SCAN), "scan.png", ocr=config)
+    assert said in str(refused.value)
+
+
+@pytest.mark.parametrize(
     ("status", "machine"),
     [(500, True), (503, True), (429, True), (401, True), (404, True), (400, False), (413, False)],
 )

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import urllib.error
 import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from loopback import ipv6_loopback
 from vancetope_rag.metrics import Metrics, serve_metrics
 
 TOKEN = "metrics-token-5f1c2e9a7b"
@@ -44,16 +44,7 @@ def test_worker_metrics_endpoint(token: str | None) -> None:
         server.server_close()
 
 
-def _ipv6_loopback() -> bool:
-    try:
-        with socket.socket(socket.AF_INET6) as s:
-            s.bind(("::1", 0))
-    except OSError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback on this machine")
+@pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6 loopback on this machine")
 def test_worker_metrics_endpoint_serves_on_ipv6() -> None:
     """Before, ``--metrics-host ::1`` (or ``::``) failed: the server was IPv4 only."""
     metrics = Metrics()

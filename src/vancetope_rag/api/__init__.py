@@ -9,14 +9,12 @@ query string, and the UI accepts a token as ``?token=``. This app logs requests 
 from __future__ import annotations
 
 import logging
-import re
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from vancetope_rag.errors import ApiConfigError, MissingDependencyError
-from vancetope_rag.health import PROBE_PATHS, Readiness, liveness
+from vancetope_rag.health import PROBE_PATHS, Readiness, liveness, request_id_of
 from vancetope_rag.metrics import UNMATCHED_ROUTE
 from vancetope_rag.secrets import get_logger
 
@@ -59,17 +57,6 @@ __all__ = [
 #: (the UI accepts ``?token=``), never a raw path (ids), never a header's value but the
 #: request id's.
 access_log = get_logger("vancetope_rag.access")
-
-#: A caller's ``X-Request-Id`` is kept (and logged, and echoed) only when it is this plain;
-#: anything else (a newline forging a log line, a key pasted by mistake) gets one of ours.
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-
-
-def request_id_of(given: str | None) -> str:
-    """The caller's request id when it is a plain token, else a new one."""
-    if given and _REQUEST_ID.fullmatch(given):
-        return given
-    return uuid.uuid4().hex
 
 
 def create_api(app: RagApp) -> FastAPI:

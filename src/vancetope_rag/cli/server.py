@@ -41,8 +41,6 @@ def serve_cmd(c: Ctx, host: str, port: int, with_indexer: bool) -> None:
     /healthz and /readyz answer without one (probes for a load balancer). Logs one access
     line per request (INFO, shown without -v; the probes' and /metrics' at DEBUG).
     """
-    if c.verbose == 0:  # a server's access lines are its output, as a worker's ticks
-        logging.getLogger("vancetope_rag.access").setLevel(logging.INFO)
     try:
         import uvicorn
 
@@ -58,7 +56,7 @@ def serve_cmd(c: Ctx, host: str, port: int, with_indexer: bool) -> None:
     if with_indexer:
         indexer = "on" if app.scheduler.enabled else "off (RAG_INDEXER_ENABLED=false)"
     banner = f"serving {_base_url(host, port)} (UI: /ui/<tenant>/<project>); indexer {indexer}"
-    _run(uvicorn.run, api, host, port, banner)
+    _run(uvicorn.run, api, host, port, banner, c.verbose)
 
 
 def _base_url(host: str, port: int) -> str:
@@ -66,9 +64,14 @@ def _base_url(host: str, port: int) -> str:
     return f"http://{shown}:{port}"
 
 
-def _run(serve: Callable[..., None], asgi: Any, host: str, port: int, banner: str) -> None:
+def _run(
+    serve: Callable[..., None], asgi: Any, host: str, port: int, banner: str, verbose: int
+) -> None:
     """Say what serves where (and warn of plain HTTP off loopback), then serve ``asgi`` with
-    ``serve`` (uvicorn's ``run``) until SIGINT/SIGTERM."""
+    ``serve`` (uvicorn's ``run``) until SIGINT/SIGTERM. The access lines are a server's
+    output, as a worker's ticks: INFO without ``-v`` as with it; ``-vv`` adds the probes'."""
+    if verbose == 0:
+        logging.getLogger("vancetope_rag.access").setLevel(logging.INFO)
     click.echo(banner, err=True)
     if host not in ("127.0.0.1", "localhost", "::1"):
         click.echo(
@@ -134,7 +137,8 @@ def proxy_cmd(
     """Serve an OpenAI-compatible chat proxy that adds project RAG (docs/proxy.md).
 
     Clients use http://HOST:PORT/p/<project>/v1 as their base URL and a proxy key
-    (`vancetope-rag proxy-key`) or a JWT as their API key.
+    (`vancetope-rag proxy-key`) or a JWT as their API key. Logs one access line per request
+    (INFO, shown without -v; the probes' and /metrics' at DEBUG), as `serve`.
     """
     try:
         import uvicorn
@@ -150,12 +154,8 @@ def proxy_cmd(
         proxy = create_proxy(app, config)
         if with_indexer:
             app.scheduler.start()
-    # Access lines (route template, status, duration, request id) at INFO by default.
-    access = logging.getLogger("vancetope_rag.access")
-    if access.getEffectiveLevel() > logging.INFO:
-        access.setLevel(logging.INFO)
     banner = f"proxying {_base_url(host, port)}/p/<project>/v1 -> {config.upstream}"
-    _run(uvicorn.run, proxy, host, port, banner)
+    _run(uvicorn.run, proxy, host, port, banner, c.verbose)
 
 
 def _grant_options(command: Callable[..., None]) -> Callable[..., None]:

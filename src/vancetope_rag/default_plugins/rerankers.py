@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 
 from vancetope_rag.errors import RerankError
 from vancetope_rag.hookspecs import hookimpl
+from vancetope_rag.outbound_http import base_url_problem, shown_url
 from vancetope_rag.rerankers import (
     Reranker,
     RerankerProvider,
     RerankSettings,
     post_json,
     scores_of,
-    shown_url,
 )
 
 #: TEI's default ``--max-client-batch-size``: more texts in one request are refused (413).
@@ -71,6 +71,9 @@ def _endpoint(settings: RerankSettings, default: str | None) -> str:
             "root, e.g. http://localhost:8080); set it with: vancetope-rag settings set "
             "ai.rerank.baseUrl <url>"
         )
+    problem = base_url_problem(base, "ai.rerank.baseUrl")
+    if problem:
+        raise RerankError(problem)
     return base.rstrip("/") + "/rerank"
 
 

@@ -20,9 +20,9 @@ whatever the project).
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -44,6 +44,7 @@ from vancetope_rag.api.limits import BodyLimit, Receive, Scope, Send, WriteRate,
 from vancetope_rag.api.router import check_metrics_token
 from vancetope_rag.domain.texts import check_id
 from vancetope_rag.errors import ApiConfigError, RagError
+from vancetope_rag.health import PROBE_PATHS, UNAVAILABLE, request_id_of
 from vancetope_rag.metrics import UNMATCHED_ROUTE
 from vancetope_rag.proxy.config import ProxyConfig
 from vancetope_rag.proxy.injection import SOURCES_HEADER, STATE_HEADER, Injection, arun_pre_turn
@@ -59,7 +60,7 @@ from vancetope_rag.proxy.messages import (
     user_turn,
 )
 from vancetope_rag.proxy.metrics import ProxyMetrics, proxy_metrics
-from vancetope_rag.proxy.upstream import Upstream, UpstreamResponse, openai_error, request_id_of
+from vancetope_rag.proxy.upstream import Upstream, UpstreamResponse, openai_error
 from vancetope_rag.recipes import RagParams, load_recipe
 from vancetope_rag.secrets import get_logger
 
@@ -67,7 +68,8 @@ if TYPE_CHECKING:
     from vancetope_rag.app import RagApp
 
 #: The access lines (one a request: method, route template, status, duration, request id),
-#: at INFO; their numbers are also the record's fields (``extra``) for a JSON formatter.
+#: at INFO, the probes' and scrapes' at DEBUG (``health.PROBE_PATHS``); their numbers are
+#: also the record's fields (``extra``) for a JSON formatter.
 access_log = get_logger("vancetope_rag.access")
 
 CHAT_ROUTE = "/p/{project}/v1/chat/completions"
@@ -211,7 +213,7 @@ def request_id(scope: Scope) -> str:
     if "request_id" not in state:
         given = next((v for k, v in scope["headers"] if k == b"x-request-id"), None)
         text = given.decode("latin-1") if given is not None else None
-        state["request_id"] = request_id_of(text) or uuid.uuid4().hex
+        state["request_id"] = request_id_of(text)
     return str(state["request_id"])
 
 
@@ -250,7 +252,9 @@ class AccessLog:
             ms = round(seconds * 1000, 1)
             fields = {"method": method, "route": route, "status": status}
             fields |= {"duration_ms": ms, "request_id": rid}
-            access_log.info("%s %s %d %.1fms %s", method, route, status, ms, rid, extra=fields)
+            level = logging.DEBUG if scope["path"] in PROBE_PATHS else logging.INFO
+            line = ("%s %s %d %.1fms %s", method, route, status, ms, rid)
+            access_log.log(level, *line, extra=fields)
 
 
 def create_proxy(
@@ -372,7 +376,7 @@ def create_proxy(
         if keys is not None and keys.failure:
             reason = "the proxy key file failed to load: no proxy key is accepted"
             return JSONResponse(
-                {"status": "not ready", "reason": reason, "checks": checks}, status_code=503
+                {"status": UNAVAILABLE, "reason": reason, "checks": checks}, status_code=503
             )
         return JSONResponse({"status": "ready", "checks": checks})
 

@@ -16,7 +16,6 @@ that leaves mid-stream.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 
@@ -32,7 +31,7 @@ log = get_logger(__name__)
 
 #: Request headers passed upstream (when their value is printable ASCII); everything else (the
 #: caller's Authorization, cookies, our opt-out header) stays here. ``X-Request-Id`` goes up
-#: as the proxy checked it (:func:`request_id_of`).
+#: as the proxy checked it (:func:`vancetope_rag.health.request_id_of`).
 _FORWARDED_REQUEST = ("accept", "content-type", "user-agent")
 #: Response headers passed back to the caller: what a client needs, nothing an upstream may
 #: put its session or debugging into (``set-cookie``, ``x-*``). Rate-limit headers by prefix.
@@ -49,8 +48,6 @@ PASSED_RESPONSE_HEADERS = frozenset(
     }
 )
 PASSED_RESPONSE_PREFIXES = ("x-ratelimit-",)
-#: A request id the proxy logs and forwards: printable, no spaces, bounded; else one of ours.
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._:@/+=-]{1,128}")
 #: An upstream error body is read (to scrub it) up to this size; the rest is dropped.
 MAX_ERROR_BYTES = 1024 * 1024
 
@@ -155,11 +152,6 @@ async def _chunks(response: httpx.Response) -> AsyncIterator[bytes]:
             yield chunk
     except httpx.StreamConsumed:
         yield response.content
-
-
-def request_id_of(value: str | None) -> str | None:
-    """The caller's ``X-Request-Id`` when it is a plain token, else None (dropped)."""
-    return value if value is not None and _REQUEST_ID.fullmatch(value) else None
 
 
 def _passed_headers(

@@ -32,6 +32,7 @@ from vancetope_rag.extraction.registry import (
     OcrConfig,
     extraction_error,
 )
+from vancetope_rag.outbound_http import MAX_QUOTED, base_url_problem, error_detail, quote, shown_url
 
 DEFAULT_VISION_BASE_URL = "https://api.openai.com/v1"
 #: What the vision model is asked for, with each page image.
@@ -42,8 +43,6 @@ VISION_INSTRUCTION = (
 )
 #: Largest vision response body read (a transcription is far smaller).
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
-#: Characters of a server's error text quoted in a message.
-MAX_QUOTED = 300
 #: A page (or image) whose text has fewer letters or digits than this holds no text.
 MIN_TEXT_CHARS = 3
 #: HTTP statuses of a vision endpoint that are its failure or its settings', not the
@@ -166,7 +165,7 @@ def _tesseract(png: bytes, config: OcrConfig, path: str) -> str:
                 f"Tesseract has no data for the language {language!r} "
                 f"(rag.extract.ocrLanguage): install Debian/Ubuntu's {packages} package",
             ) from None
-        raise extraction_error(path, f"Tesseract failed: {_quote(detail, None)}") from None
+        raise extraction_error(path, f"Tesseract failed: {quote(detail, None)}") from None
     except RuntimeError as exc:  # pytesseract's timeout
         if "timeout" not in str(exc).lower():
             raise
@@ -187,12 +186,9 @@ def _vision_url(config: OcrConfig, path: str) -> str:
             "rag.extract.vision.ocrModel, or DOC_VISION_MODEL for every tenant)",
         )
     base = (config.vision_base_url or DEFAULT_VISION_BASE_URL).strip().rstrip("/")
-    if urllib.parse.urlsplit(base).scheme not in ("http", "https"):
-        raise extraction_error(
-            path,
-            f"the vision base URL {_shown_url(base)!r} is not an http(s) URL "
-            "(rag.extract.vision.baseUrl)",
-        )
+    problem = base_url_problem(base, "rag.extract.vision.baseUrl")
+    if problem:
+        raise extraction_error(path, problem)
     return f"{base}/chat/completions"
 
 
@@ -217,7 +213,7 @@ def _vision(png: bytes, config: OcrConfig, url: str, path: str, instruction: str
     request = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers=headers, method="POST"
     )
-    where = _shown_url(url)
+    where = shown_url(url)
     key = config.api_key
     try:
         with urllib.request.urlopen(request, timeout=config.request_timeout_s) as response:
@@ -229,7 +225,7 @@ def _vision(png: bytes, config: OcrConfig, url: str, path: str, instruction: str
                 f"the vision model refused the API key (rag.extract.vision.apiKey): HTTP "
                 f"{exc.code} from {where}",
             ) from None
-        detail = _error_detail(exc, key)
+        detail = error_detail(exc, key)
         failed = unavailable if exc.code in UNAVAILABLE_STATUSES or exc.code >= 500 else None
         message = f"the vision model at {where} answered HTTP {exc.code}{detail}"
         raise (failed or extraction_error)(path, message) from None
@@ -240,14 +236,14 @@ def _vision(png: bytes, config: OcrConfig, url: str, path: str, instruction: str
         if isinstance(reason, TimeoutError):
             raise _timeout(path, where, config) from None
         raise unavailable(
-            path, f"cannot reach the vision model at {where}: {_quote(str(reason), key)}"
+            path, f"cannot reach the vision model at {where}: {quote(str(reason), key)}"
         ) from None
     if len(raw) > MAX_RESPONSE_BYTES:
         raise extraction_error(path, f"the vision model at {where} sent an oversized answer")
     try:
         return _message_text(json.loads(raw))
     except (ValueError, LookupError, TypeError, RecursionError):
-        shown = _quote(raw[:MAX_QUOTED].decode("utf-8", "replace"), key)
+        shown = quote(raw[:MAX_QUOTED].decode("utf-8", "replace"), key)
         raise extraction_error(
             path,
             f"the vision model at {where} did not answer with a chat completion: {shown!r}",
@@ -276,46 +272,3 @@ def _timeout(path: str, where: str, config: OcrConfig) -> ExtractionError:
         f"the vision model at {where} did not answer within {config.request_timeout_s:g}s; "
         "try again later, or lower rag.extract.vision.concurrency",
     )
-
-
-def _error_detail(exc: urllib.error.HTTPError, key: str | None) -> str:
-    """``": <the server's error message>"`` of an HTTP error response, redacted, or ``""``."""
-    try:
-        raw = exc.read(64 * 1024)
-    except Exception:
-        return ""
-    text = raw.decode("utf-8", "replace")
-    try:
-        parsed = json.loads(text)
-        error = parsed.get("error") if isinstance(parsed, dict) else None
-        message = error.get("message") if isinstance(error, dict) else error
-        if isinstance(message, str) and message:
-            text = message
-    except ValueError:
-        pass
-    text = " ".join(text.split())
-    return f": {_quote(text, key)}" if text else ""
-
-
-def _quote(text: str, key: str | None) -> str:
-    """Server text fit for a message: the key replaced by ``****``, cut short."""
-    if key:
-        text = text.replace(key, "****")
-    if len(text) > MAX_QUOTED:
-        text = text[: MAX_QUOTED - 1] + "…"
-    return text
-
-
-def _shown_url(url: str) -> str:
-    """The URL without user info or query (either may carry a credential)."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:  # not a number: left out
-        port = None
-    if port:
-        host = f"{host}:{port}"
-    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
