@@ -108,6 +108,12 @@ class ProjectRagIndexScheduler:
         #: Set by :meth:`stop`, cleared by :meth:`start`: a second stop (the app's close after
         #: the worker's own) has nothing left to do and returns at once.
         self._stopped = False
+        #: Projects paused by what waiting does not cure (settings refused, the wrong
+        #: dimension), as :meth:`blocked` last found them: an explicit run stops on them.
+        self._lasting: dict[tuple[str, str], str] = {}
+        #: The last heartbeat written: when (monotonic) and with which open circuits.
+        self._beat_at: float | None = None
+        self._beat_circuits: list[tuple[str, str, str, str | None, int | None]] | None = None
 
     def blocked(self, tenant_id: str, project_id: str, *, warn: bool = True) -> str | None:
         """Why this project is not indexed now (the metric outcome), or None when it is.
@@ -131,9 +137,13 @@ class ProjectRagIndexScheduler:
             return "skipped"
         circuit = self.rags.circuit_state(rag, snapshot)
         if circuit is not None and circuit.retry_in_s > 0:
-            # its provider is down, or refuses the settings: nothing is claimed until the
-            # circuit is due to be tried (the circuit logged it once; status shows it)
+            # its provider is down, refuses the settings or answers the wrong dimension:
+            # nothing is claimed until the circuit is due to be tried (the circuit logged it
+            # once; status shows it)
+            if circuit.config:
+                self._lasting[(t, p)] = circuit.describe()
             return "paused"
+        self._lasting.pop((t, p), None)
         if not ready:
             # a RAG of a new dimension: its search indexes are still building (or init was
             # never run); its documents wait, keeping their attempts
@@ -347,7 +357,9 @@ class ProjectRagIndexScheduler:
         """Tick until nothing is pending (waiting out retry back-offs and others' leases).
 
         With ``stop_when_nothing_claimable`` it stops as soon as a tick claims nothing: what
-        is left waits for its retry time or another worker's lease.
+        is left waits for its retry time or another worker's lease. Without it, it stops too
+        once a tick claims nothing and a project waits on what no wait cures (its provider
+        refuses the settings or answers the wrong dimension: :meth:`lasting_pauses`).
 
         The store failing is bounded by the background thread's rule: after
         ``max_store_failures`` failing ticks (see :meth:`_checked_tick`) with no tick getting
@@ -378,7 +390,7 @@ class ProjectRagIndexScheduler:
             if left == 0:
                 return total
             stops = (deadline is not None and time.monotonic() > deadline) or (
-                tick.claimed == 0 and stop_when_nothing_claimable
+                tick.claimed == 0 and (stop_when_nothing_claimable or bool(self._lasting))
             )
             if stops and last_error:
                 self._give_up(failures, last_error)
@@ -386,6 +398,11 @@ class ProjectRagIndexScheduler:
                 return total
             if tick.claimed == 0:
                 self._sleep(min(1.0, max(0.05, self.config.retry_backoff_s / 4)))
+
+    def lasting_pauses(self) -> dict[tuple[str, str], str]:
+        """(tenant, project) → why its indexing waits on what no wait cures, as the last
+        tick (or :meth:`pending`) found it."""
+        return dict(self._lasting)
 
     def _checked_tick(self) -> tuple[TickResult, str | None]:
         """One tick, and the store's message when the store failed it: an error before any
@@ -438,6 +455,7 @@ class ProjectRagIndexScheduler:
             return
         self._stop.clear()
         self._stopped = False
+        self._beat_at = None  # a worker started again says so at its first tick
         self._thread = threading.Thread(
             target=self._loop, name="vancetope-rag-indexer", daemon=True
         )
@@ -498,7 +516,15 @@ class ProjectRagIndexScheduler:
             self._beat(stopped=True)
 
     def _beat(self, *, stopped: bool = False) -> None:
-        """Record this worker's heartbeat (a failing store is logged by the tick)."""
+        """Record this worker's heartbeat with its open circuits (a failing store is logged
+        by the tick): at most once per interval (ticks woken early come sooner), and at once
+        when a circuit opened or closed, so another process's status shows the pause."""
+        circuits = self.rags.circuits.open_circuits()
+        opened = [(c.provider, c.base_url, c.key_hash, c.model, c.dimension) for c in circuits]
+        now = time.monotonic()
+        recent = self._beat_at is not None and now - self._beat_at < self.config.indexer_interval_s
+        if not stopped and recent and opened == self._beat_circuits:
+            return
         try:
             self.control.record_heartbeat(
                 self.worker_id,
@@ -506,9 +532,12 @@ class ProjectRagIndexScheduler:
                 version=self.version,
                 interval_s=self.config.indexer_interval_s,
                 stopped=stopped,
+                circuits=circuits,
             )
         except Exception as exc:
             log.debug("heartbeat not recorded: %s", error_text(exc))
+            return
+        self._beat_at, self._beat_circuits = now, opened
 
     def _give_back(self) -> None:
         """Last try to give back claims the store refused (else their lease expires)."""
@@ -538,6 +567,7 @@ class ProjectRagIndexScheduler:
             except Exception:
                 log.exception("indexer tick failed")
                 tick, store_error = TickResult(), None
+            self._beat()  # only when a circuit opened or closed in the tick
             failures = failures + 1 if store_error else 0
             if store_error and failures >= self.config.max_store_failures:
                 self.fatal_error = self._gave_up(failures, store_error)

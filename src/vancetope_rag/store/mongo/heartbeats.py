@@ -1,14 +1,15 @@
 """The indexer workers' heartbeats in MongoDB (schema version 7: the ``workers``
-collection, one document per worker keyed by its id), and the readiness probe: a mixin of
-:class:`~.mongo.control.MongoControlStore`."""
+collection, one document per worker keyed by its id; ``circuits``, the worker's open provider
+circuits, is absent from the beats of older versions: none open), and the readiness probe: a
+mixin of :class:`~.mongo.control.MongoControlStore`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from vancetope_rag.domain.heartbeats import PRUNE_AFTER_S, WorkerHeartbeat
+from vancetope_rag.domain.heartbeats import PRUNE_AFTER_S, OpenCircuit, WorkerHeartbeat
 from vancetope_rag.store.mongo.builders.updates import from_bson_time, to_bson_time
 from vancetope_rag.store.mongo.errors import guard_errors
 
@@ -24,6 +25,7 @@ def doc_to_heartbeat(d: Mapping[str, Any]) -> WorkerHeartbeat:
         started_at=started,
         last_tick=last,
         stopped_at=from_bson_time(d.get("stoppedAt")),
+        circuits=tuple(OpenCircuit.from_json(c) for c in d.get("circuits") or ()),
     )
 
 
@@ -43,6 +45,7 @@ class MongoHeartbeats:
         version: str,
         interval_s: float,
         stopped: bool = False,
+        circuits: Sequence[OpenCircuit] = (),
     ) -> None:
         now = to_bson_time(self.now())
         workers = self.db["workers"]
@@ -56,6 +59,7 @@ class MongoHeartbeats:
             "startedAt": before["startedAt"] if before is not None and running else now,
             "lastTick": now,
             "stoppedAt": now if stopped else None,
+            "circuits": [c.to_json() for c in circuits],
         }
         workers.replace_one({"_id": worker_id}, doc, upsert=True)
 
