@@ -14,7 +14,7 @@ from typing import Any
 import apsw
 
 import postgres_support
-from vancetope_rag.domain.heartbeats import WorkerHeartbeat
+from vancetope_rag.domain.heartbeats import OpenCircuit, WorkerHeartbeat
 from vancetope_rag.store import open_store
 from vancetope_rag.store.port import Store
 
@@ -47,6 +47,37 @@ def test_heartbeats_keep_the_last_tick_of_each_worker(store: Store, fake_clock: 
     control.record_heartbeat("node-b:2", node_id="node-b", version="1.2.5", interval_s=5.0)
     b = next(x for x in control.list_heartbeats() if x.worker_id == "node-b:2")
     assert b.stopped_at is None and b.version == "1.2.5"
+
+
+def test_a_heartbeat_carries_the_open_circuits_of_its_worker(store: Store, fake_clock: Any) -> None:
+    """What another process's status reads to show a pause only the worker met."""
+    control = store.control
+    wrong = OpenCircuit(
+        provider="openai",
+        base_url="http://127.0.0.1:9/v1",
+        key_hash="0123456789abcdef",
+        model="local-embedder",
+        dimension=384,
+        kind="dimension",
+        since=1_800_000_000.5,
+        retry_at=1_800_000_060.5,
+        failures=2,
+        detail="RAG '_documents' is pinned to 384-dim vectors but … answers with 64-dim ones",
+    )
+    down = OpenCircuit("gemini", "", "", None, None, "outage", 1.0, 3.0, 1, "ConnectError: x")
+
+    def beat(worker: str, *circuits: OpenCircuit) -> None:
+        control.record_heartbeat(
+            worker, node_id="n", version="1", interval_s=30.0, circuits=circuits
+        )
+
+    beat("w:1", wrong, down)
+    beat("w:2")
+    found = {b.worker_id: b.circuits for b in control.list_heartbeats()}
+    assert found == {"w:1": (wrong, down), "w:2": ()}
+    fake_clock.advance(1)
+    beat("w:1")  # they closed
+    assert {b.worker_id: b.circuits for b in control.list_heartbeats()}["w:1"] == ()
 
 
 def test_heartbeats_of_long_gone_workers_are_pruned(store: Store, fake_clock: Any) -> None:
