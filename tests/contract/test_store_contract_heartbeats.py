@@ -7,6 +7,7 @@ not say whether a worker was coming (each store's schema step adds the heartbeat
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,34 @@ def test_a_sqlite_store_of_schema_11_gains_the_heartbeats(tmp_path: Path) -> Non
     try:
         store.control.record_heartbeat("w:1", node_id="n", version="1", interval_s=30)
         assert [b.worker_id for b in store.control.list_heartbeats()] == ["w:1"]
+    finally:
+        store.close()
+
+
+def test_a_sqlite_store_of_schema_12_gains_the_heartbeats_circuits(tmp_path: Path) -> None:
+    path = tmp_path / "v12.db"
+    open_store(f"sqlite:///{path}").close()
+    conn = apsw.Connection(str(path))  # back to version 12: beats without circuits
+    conn.execute("ALTER TABLE workers DROP COLUMN circuits")
+    now = time.time()
+    conn.execute(
+        "INSERT INTO workers (worker_id, node_id, version, interval_s, started_at, last_tick) "
+        "VALUES ('old:1', 'n', '1', 30, ?, ?)",
+        (now, now),
+    )
+    conn.execute("PRAGMA user_version=12")
+    conn.close()
+    store = open_store(f"sqlite:///{path}")
+    down = OpenCircuit("openai", "", "", None, None, "outage", 1.0, 3.0, 1, "ConnectError: x")
+    try:
+        assert [b.circuits for b in store.control.list_heartbeats()] == [()]
+        store.control.record_heartbeat(
+            "w:1", node_id="n", version="1", interval_s=30, circuits=[down]
+        )
+        assert {b.worker_id: b.circuits for b in store.control.list_heartbeats()} == {
+            "w:1": (down,),
+            "old:1": (),
+        }
     finally:
         store.close()
 
