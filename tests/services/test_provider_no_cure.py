@@ -17,22 +17,40 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("llama_index.embeddings.openai")
 
+import postgres_support
 from fakes import P, T
 from openai_server import DIM, WRONG_KEY, EmbeddingsServer, openai_app
 from vancetope_rag.app import RagApp
+from vancetope_rag.store import open_store
 
 #: What `index --until-idle` may take, process start included (a few seconds on 2 busy
 #: cores): ten times that. Before, it ground on for minutes (retry back-offs of 30 s and up).
 INDEX_BOUND_S = 120
 
 TOPICS = ("cats", "rockets", "bread", "rivers", "violins", "glaciers")
+
+
+@pytest.fixture
+def store_uri(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The test's SQLite file, or (parametrized ``postgres``) a fresh schema of the
+    session's PostgreSQL server, initialised as ``init`` does it."""
+    if getattr(request, "param", "sqlite") == "sqlite":
+        yield f"sqlite:///{tmp_path / 'rag.db'}"
+        return
+    name, uri = postgres_support.fresh_schema()
+    store = open_store(uri)
+    store.initialize()
+    store.close()
+    yield uri
+    postgres_support.drop_schema(name)
 
 
 def wait_for(what: Callable[[], Any], timeout: float = 30.0) -> None:
@@ -108,6 +126,7 @@ def test_index_until_idle_stops_at_once_naming_a_failure_no_document_can_cure(
     assert waiting(app, paths) == {("pending", 0, False)}
 
 
+@pytest.mark.parametrize("store_uri", ["sqlite", "postgres"], indirect=True)
 def test_a_wrong_dimension_pauses_in_every_process_and_the_rebuild_it_asks_for_resumes(
     make_app: Any, server: EmbeddingsServer
 ) -> None:
