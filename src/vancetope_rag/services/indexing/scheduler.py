@@ -109,8 +109,10 @@ class ProjectRagIndexScheduler:
         #: the worker's own) has nothing left to do and returns at once.
         self._stopped = False
         #: Projects paused by what waiting does not cure (settings refused, the wrong
-        #: dimension), as :meth:`blocked` last found them: an explicit run stops on them.
-        self._lasting: dict[tuple[str, str], str] = {}
+        #: dimension), as :meth:`blocked` last found them, and how many documents of theirs
+        #: :meth:`pending` counted: an explicit run does not wait for those.
+        self._lasting: set[tuple[str, str]] = set()
+        self._lasting_left = 0
         #: The last heartbeat written: when (monotonic) and with which open circuits.
         self._beat_at: float | None = None
         self._beat_circuits: list[tuple[str, str, str, str | None, int | None]] | None = None
@@ -123,6 +125,7 @@ class ProjectRagIndexScheduler:
         setting is corrected, instead of each failing ``max_attempts`` times for it.
         """
         t, p = tenant_id, project_id
+        self._lasting.discard((t, p))
         snapshot = self.settings.snapshot(t, p)
         if not snapshot.project_rag_enabled():
             return "skipped"
@@ -141,9 +144,8 @@ class ProjectRagIndexScheduler:
             # nothing is claimed until the circuit is due to be tried (the circuit logged it
             # once; status shows it)
             if circuit.config:
-                self._lasting[(t, p)] = circuit.describe()
+                self._lasting.add((t, p))
             return "paused"
-        self._lasting.pop((t, p), None)
         if not ready:
             # a RAG of a new dimension: its search indexes are still building (or init was
             # never run); its documents wait, keeping their attempts
@@ -336,15 +338,18 @@ class ProjectRagIndexScheduler:
     def pending(self) -> int:
         """Documents of this node's indexable projects still waiting or being processed,
         plus the work of running rebuilds (their queues, and each one's switch)."""
-        total = 0
+        total = lasting = 0
         projects = self.control.projects_for_node(self.config.node_id)
         for project in projects:
             t, p = project.tenant_id, project.project_id
             if self.blocked(t, p, warn=False) not in (None, "paused"):
                 continue  # a paused project's documents still wait: they count
             counts = self.control.document_state_counts(t, p)
-            total += counts.get(IndexState.PENDING.value, 0)
-            total += counts.get(IndexState.PROCESSING.value, 0)
+            waiting = counts.get(IndexState.PENDING.value, 0)
+            waiting += counts.get(IndexState.PROCESSING.value, 0)
+            total += waiting
+            lasting += waiting if (t, p) in self._lasting else 0
+        self._lasting_left = lasting
         return total + self.rebuilds.pending((r.tenant_id, r.project_id) for r in projects)
 
     def run_until_idle(
@@ -358,8 +363,8 @@ class ProjectRagIndexScheduler:
 
         With ``stop_when_nothing_claimable`` it stops as soon as a tick claims nothing: what
         is left waits for its retry time or another worker's lease. Without it, it stops too
-        once a tick claims nothing and a project waits on what no wait cures (its provider
-        refuses the settings or answers the wrong dimension: :meth:`lasting_pauses`).
+        once a tick claims nothing and all that is left waits on what no wait cures (its
+        provider refuses the settings or answers the wrong dimension).
 
         The store failing is bounded by the background thread's rule: after
         ``max_store_failures`` failing ticks (see :meth:`_checked_tick`) with no tick getting
@@ -390,7 +395,7 @@ class ProjectRagIndexScheduler:
             if left == 0:
                 return total
             stops = (deadline is not None and time.monotonic() > deadline) or (
-                tick.claimed == 0 and (stop_when_nothing_claimable or bool(self._lasting))
+                tick.claimed == 0 and (stop_when_nothing_claimable or left <= self._lasting_left)
             )
             if stops and last_error:
                 self._give_up(failures, last_error)
@@ -398,11 +403,6 @@ class ProjectRagIndexScheduler:
                 return total
             if tick.claimed == 0:
                 self._sleep(min(1.0, max(0.05, self.config.retry_backoff_s / 4)))
-
-    def lasting_pauses(self) -> dict[tuple[str, str], str]:
-        """(tenant, project) → why its indexing waits on what no wait cures, as the last
-        tick (or :meth:`pending`) found it."""
-        return dict(self._lasting)
 
     def _checked_tick(self) -> tuple[TickResult, str | None]:
         """One tick, and the store's message when the store failed it: an error before any
