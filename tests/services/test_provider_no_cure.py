@@ -27,7 +27,7 @@ pytest.importorskip("llama_index.embeddings.openai")
 
 import postgres_support
 from fakes import P, T
-from openai_server import DIM, WRONG_KEY, EmbeddingsServer, openai_app
+from openai_server import DIM, WRONG_KEY, EmbeddingsServer, Fault, openai_app
 from vancetope_rag.app import RagApp
 from vancetope_rag.store import open_store
 
@@ -184,6 +184,28 @@ def test_a_wrong_dimension_clears_by_itself_when_the_model_answers_right_again(
 
     server.dimension = None  # the right model is back behind the name
     clock.advance(3600)  # the circuit's trial is due
+    app.scheduler.run_until_idle(timeout_s=30)
+    assert app.project_rags.status(T, P).paused is None
+    assert {(s, a) for s, a, _ in waiting(app, paths)} == {("indexed", 0)}
+
+
+def test_a_trial_that_meets_an_outage_leaves_the_pause_to_be_tried_again(
+    make_app: Any, server: EmbeddingsServer, clock: Any
+) -> None:
+    """The trial call of the wrong dimension's circuit found the server down: once that
+    outage is over the pause is tried again, it is not held as "being tried" for good."""
+    app = indexed_app(make_app, server)
+    app.rags.circuits.clock = clock
+    server.dimension = 64
+    paths = add_documents(app, "later")
+    app.scheduler.tick()
+    assert "64-dim" in (app.project_rags.status(T, P).paused or "")
+    clock.advance(3600)  # its trial is due, and meets a 503
+    server.faults = [Fault(503)]
+    app.scheduler.tick()
+    assert "unreachable" in (app.project_rags.status(T, P).paused or "")
+    server.dimension = None  # the server is back, with the right model
+    clock.advance(3600)
     app.scheduler.run_until_idle(timeout_s=30)
     assert app.project_rags.status(T, P).paused is None
     assert {(s, a) for s, a, _ in waiting(app, paths)} == {("indexed", 0)}

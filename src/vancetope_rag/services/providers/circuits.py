@@ -339,6 +339,11 @@ class ProviderCircuits:
                 wait = max(wait, failure.retry_after_s)
             since = self.wall() if c is None else c.since
             self._open[key] = _Open(failure.kind, since, now + wait, failures, failure.detail)
+            for other in self._keys(endpoint, model, dimension):
+                # a trial of another circuit that failed for this one's reason gave it no
+                # verdict: it is tried again when due, not held as probing for good
+                if other != key and other in self._open:
+                    self._open[other].probing = False
         if c is None:
             self._log_opened(endpoint, failure, wait)
         else:
