@@ -211,6 +211,26 @@ def test_a_trial_that_meets_an_outage_leaves_the_pause_to_be_tried_again(
     assert {(s, a) for s, a, _ in waiting(app, paths)} == {("indexed", 0)}
 
 
+def test_the_pause_of_a_dimension_nothing_calls_any_more_is_forgotten(
+    make_app: Any, server: EmbeddingsServer, clock: Any
+) -> None:
+    """After the rebuild nothing calls the model at the old dimension: its circuit leaves
+    the worker's metric and heartbeat once it has been due for an hour untried."""
+    app = indexed_app(make_app, server)
+    app.rags.circuits.clock = clock
+    server.dimension = 64
+    add_documents(app, "later")
+    app.scheduler.tick()
+    app.project_rags.reindex(T, P, rebuild=True)
+    app.scheduler.run_until_idle(timeout_s=60)
+    assert app.project_rags.status(T, P).paused is None
+    metric = b'vance_rag_embedding_circuits{provider="openai",state="wrong_dimension"}'
+    assert metric + b" 1.0" in app.metrics.exposition()  # within the hour: still counted
+    clock.advance(2 * 3600)
+    assert metric + b" 1.0" not in app.metrics.exposition()
+    assert app.rags.circuits.open_circuits() == []
+
+
 def test_the_kill_switch_is_a_pause_with_its_reason(
     make_app: Any, server: EmbeddingsServer, store_uri: str
 ) -> None:

@@ -230,7 +230,7 @@ class RagService:
                     self.pacer.acquire(endpoint, rpm=rpm, tpm=tpm, tokens=tokens)
                     got = loaded.embed_model.get_text_embedding_batch(part)
                     for vector in got:
-                        _check_vector(rag, loaded, vector)
+                        self._check_vector(rag, loaded, vector)
                 vectors.extend(got)
             return vectors
 
@@ -571,7 +571,7 @@ class RagService:
             tokens = len(loaded.tokenizer(text)) if tpm else 0
             self.pacer.acquire(endpoint, rpm=rpm, tpm=tpm, tokens=tokens, block=block)
             vector = self._query_vector(loaded, text)
-            _check_vector(rag, loaded, vector)
+            self._check_vector(rag, loaded, vector)
         return vector
 
     def embed_background_queries(self, rag: RagRecord, texts: Sequence[str]) -> list[list[float]]:
@@ -589,6 +589,20 @@ class RagService:
             seconds = time.perf_counter() - started
             self.metrics.embedding_call(loaded.provider, "query", seconds, ok)
         return vector
+
+    def _check_vector(self, rag: RagRecord, loaded: LoadedModel, vector: Sequence[float]) -> None:
+        """The pinned dimension is not probed again: a model that changed behind the same
+        name is caught by its first answer instead (and its old probe forgotten, so that the
+        rebuild it asks for pins the new dimension)."""
+        if len(vector) == rag.embedding_dimension:
+            return
+        self.registry.forget_probes(loaded.provider, loaded.model)
+        raise DimensionMismatchError(
+            f"RAG {rag.name!r} is pinned to {rag.embedding_dimension}-dim vectors but "
+            f"{loaded.provider}:{loaded.model} now answers with {len(vector)}-dim ones; "
+            "rebuild the RAG (vancetope-rag reindex --rebuild) to move it to the new model",
+            rag_name=rag.name,
+        )
 
     async def aquery(self, rag: RagRecord, text: str, **kwargs: Any) -> list[Hit]:
         """:meth:`query` in a worker thread (with its own store connection)."""
@@ -621,15 +635,3 @@ def _rates(snapshot: SettingsSnapshot) -> tuple[int | None, int | None]:
     """(requests, tokens) per minute allowed for the project's remote provider."""
     eff = snapshot.effective
     return eff["ai.embedding.requestsPerMinute"], eff["ai.embedding.tokensPerMinute"]
-
-
-def _check_vector(rag: RagRecord, loaded: LoadedModel, vector: Sequence[float]) -> None:
-    """The pinned dimension is not probed again: a model that changed behind the same name
-    is caught by its first answer instead."""
-    if len(vector) != rag.embedding_dimension:
-        raise DimensionMismatchError(
-            f"RAG {rag.name!r} is pinned to {rag.embedding_dimension}-dim vectors but "
-            f"{loaded.provider}:{loaded.model} now answers with {len(vector)}-dim ones; "
-            "rebuild the RAG (vancetope-rag reindex --rebuild) to move it to the new model",
-            rag_name=rag.name,
-        )

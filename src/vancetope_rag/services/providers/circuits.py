@@ -175,6 +175,7 @@ class ProviderCircuits:
         label: str = "embedding provider",
         pauses: str = "indexing with it pauses, documents keep their attempts",
         fix: str = "ai.embedding.apiKey, ai.embedding.baseUrl or ai.embedding.model",
+        forget_after_s: float = 3600.0,
     ) -> None:
         #: What the endpoints are, what their outage stops and which settings to fix, in the
         #: log lines (the extraction service keeps circuits of vision models, the rerank
@@ -184,6 +185,11 @@ class ProviderCircuits:
         self.config_retry_s, self.config_retry_max_s = config_retry_s, config_retry_max_s
         #: Monotonic seconds (retry times) and wall seconds ("since"), replaceable in tests.
         self.clock, self.wall = clock, wall
+        #: A circuit nobody tried this long after it was due is forgotten: nothing calls
+        #: that endpoint (or model, or dimension) any more; a rebuild moved the RAG to
+        #: another dimension, the settings to another key. Metrics, heartbeats and trial
+        #: times stop counting it.
+        self.forget_after_s = forget_after_s
         self._open: dict[_Key, _Open] = {}
         self._lock = threading.Lock()
 
@@ -216,6 +222,7 @@ class ProviderCircuits:
         """Seconds until the earliest open circuit is due to be tried; None: all closed."""
         with self._lock:
             now = self.clock()
+            self._forget_unused(now)
             waits = [max(0.0, c.retry_at - now) for c in self._open.values() if not c.probing]
         return min(waits) if waits else None
 
@@ -224,6 +231,7 @@ class ProviderCircuits:
         metric's samples."""
         counts: dict[tuple[str, str], int] = {}
         with self._lock:
+            self._forget_unused(self.clock())
             for (endpoint, _, _), c in self._open.items():
                 state = (endpoint.provider, METRIC_STATES[c.kind])
                 counts[state] = counts.get(state, 0) + 1
@@ -234,6 +242,7 @@ class ProviderCircuits:
         the wall clock), in a stable order."""
         with self._lock:
             now, wall = self.clock(), self.wall()
+            self._forget_unused(now)
             found = [
                 OpenCircuit(
                     provider=endpoint.provider,
@@ -250,6 +259,16 @@ class ProviderCircuits:
                 for (endpoint, model, dimension), c in self._open.items()
             ]
         return sorted(found, key=lambda o: (o.provider, o.base_url, o.model or "", o.since))
+
+    def _forget_unused(self, now: float) -> None:
+        """Drop the circuits untried for :attr:`forget_after_s` after they were due (under
+        the lock)."""
+        for key in [
+            k
+            for k, c in self._open.items()
+            if not c.probing and now - c.retry_at > self.forget_after_s
+        ]:
+            del self._open[key]
 
     def _public(self, endpoint: Endpoint, c: _Open, now: float) -> CircuitState:
         wait = max(0.0, c.retry_at - now)
