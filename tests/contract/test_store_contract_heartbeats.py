@@ -65,7 +65,7 @@ def test_a_heartbeat_carries_the_open_circuits_of_its_worker(store: Store, fake_
         failures=2,
         detail="RAG '_documents' is pinned to 384-dim vectors but … answers with 64-dim ones",
     )
-    down = OpenCircuit("gemini", "", "", None, None, "outage", 1.0, 3.0, 1, "ConnectError: x")
+    down = OpenCircuit("gemini", "", "", None, None, "outage", 1.0, 3.0, 1, "$x: no field path")
 
     def beat(worker: str, *circuits: OpenCircuit) -> None:
         control.record_heartbeat(

@@ -29,6 +29,38 @@ def doc_to_heartbeat(d: Mapping[str, Any]) -> WorkerHeartbeat:
     )
 
 
+def heartbeat_update(
+    now: datetime,
+    node_id: str,
+    version: str,
+    interval_s: float,
+    stopped: bool,
+    circuits: Sequence[OpenCircuit],
+) -> list[dict[str, Any]]:
+    """One beat as a single upsert (an update pipeline): the start stays while the worker
+    runs, and is now for its first beat or the first after it stopped. Values go in as
+    literals (a ``$`` in an error text is no field path)."""
+    running = {
+        "$and": [
+            {"$ne": [{"$ifNull": ["$startedAt", None]}, None]},
+            {"$eq": [{"$ifNull": ["$stoppedAt", None]}, None]},
+        ]
+    }
+    return [
+        {
+            "$set": {
+                "nodeId": {"$literal": node_id},
+                "version": {"$literal": version},
+                "intervalS": {"$literal": float(interval_s)},
+                "startedAt": {"$cond": [running, "$startedAt", {"$literal": now}]},
+                "lastTick": {"$literal": now},
+                "stoppedAt": {"$literal": now if stopped else None},
+                "circuits": {"$literal": [c.to_json() for c in circuits]},
+            }
+        }
+    ]
+
+
 @guard_errors
 class MongoHeartbeats:
     """:class:`~vancetope_rag.store.port.HeartbeatStore` on the control store's database."""
@@ -50,18 +82,8 @@ class MongoHeartbeats:
         now = to_bson_time(self.now())
         workers = self.db["workers"]
         workers.delete_many({"lastTick": {"$lt": now - timedelta(seconds=PRUNE_AFTER_S)}})
-        before = workers.find_one({"_id": worker_id}, {"startedAt": 1, "stoppedAt": 1})
-        running = before is not None and before.get("stoppedAt") is None
-        doc = {
-            "nodeId": node_id,
-            "version": version,
-            "intervalS": float(interval_s),
-            "startedAt": before["startedAt"] if before is not None and running else now,
-            "lastTick": now,
-            "stoppedAt": now if stopped else None,
-            "circuits": [c.to_json() for c in circuits],
-        }
-        workers.replace_one({"_id": worker_id}, doc, upsert=True)
+        update = heartbeat_update(now, node_id, version, interval_s, stopped, circuits)
+        workers.update_one({"_id": worker_id}, update, upsert=True)
 
     def list_heartbeats(self) -> list[WorkerHeartbeat]:
         found = self.db["workers"].find({}).sort([("lastTick", -1), ("_id", 1)])
