@@ -1,7 +1,8 @@
 """A loopback server speaking the OpenAI embeddings wire format (what Ollama, TEI, vLLM and
 OpenRouter expose), for tests of the ``openai`` provider: bag-of-words vectors, a bearer key,
 the requests it saw (each with its time on a clock the test may give), faults to answer with
-in turn (a status and headers), inputs it refuses with a 400, and a port that stops answering
+in turn (a status and headers), inputs it refuses with a 400, vectors of another dimension
+than the model's (``dimension``), and a port that stops answering
 (:meth:`EmbeddingsServer.down`) and comes back (:meth:`EmbeddingsServer.up`).
 """
 
@@ -76,6 +77,9 @@ class EmbeddingsServer(LoopbackServer[Seen]):
         #: While set to an unset Event, requests wait for it (at most a minute) before any
         #: answer: a model call in flight for as long as the test needs.
         self.hold: threading.Event | None = None
+        #: The dimension of every vector answered, when set (a model swapped behind the
+        #: same name, a wrong base URL); None: the model's own.
+        self.dimension: int | None = None
         self.up()
 
     @property
@@ -135,6 +139,7 @@ class _Handler(BaseHTTPRequestHandler):
             fault = owner.faults.pop(0) if owner.faults else None
             refused = [t for t in inputs if any(r in t for r in owner.refused_inputs)]
             hold = owner.hold
+            dimension = owner.dimension
         if hold is not None:
             hold.wait(60)
         if fault is not None:
@@ -153,7 +158,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         data = []
         for i, text in enumerate(inputs):
-            vec = vector(text, _dimension(str(body.get("model"))))
+            vec = vector(text, dimension or _dimension(str(body.get("model"))))
             emb: Any = vec
             if body.get("encoding_format") == "base64":
                 emb = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()

@@ -337,6 +337,12 @@ class EmbeddingRegistry(ProviderTable[EmbeddingProvider, LoadedModel]):
         )
         return self.cached(key, lambda: provider.load(settings, name))
 
+    def forget_probes(self, provider: str, model: str) -> None:
+        """The model answered another dimension than it was probed with (swapped behind its
+        name): its loads without a pinned dimension are probed again when next asked (a
+        rebuild pins the new one), not served from the old probe."""
+        self.forget(lambda k: k[0] == provider and k[1] == model and k[4] is None)
+
 
 def check_dimension(loaded: LoadedModel, pinned: int, rag_name: str) -> None:
     if loaded.dimension != pinned:

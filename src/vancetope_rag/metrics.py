@@ -155,8 +155,9 @@ class _WorkStateCollector(Collector):
 # -- embedding provider circuits ------------------------------------------------------------
 
 #: States of an open circuit: ``open`` (the provider is unreachable or overloaded),
-#: ``config_error`` (it refuses the settings: 401/403/404).
-CIRCUIT_STATES = ("open", "config_error")
+#: ``config_error`` (it refuses the settings: 401/403/404), ``wrong_dimension`` (it answers
+#: vectors of another dimension than the RAG pinned).
+CIRCUIT_STATES = ("open", "config_error", "wrong_dimension")
 
 
 class _CircuitCollector(Collector):
@@ -171,7 +172,8 @@ class _CircuitCollector(Collector):
         return GaugeMetricFamily(
             "vance_rag_embedding_circuits",
             "Embedding endpoints whose circuit is open in this process, by provider and "
-            "state (open: unreachable or overloaded; config_error: the settings are refused). "
+            "state (open: unreachable or overloaded; config_error: the settings are refused; "
+            "wrong_dimension: vectors of another dimension than the RAG pinned). "
             "0 everywhere: every provider answers.",
             labels=["provider", "state"],
         )

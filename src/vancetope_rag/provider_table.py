@@ -54,6 +54,11 @@ class ProviderTable(Generic[P, L]):
         with self._lock:  # what a replaced provider loaded is not used again
             self._loaded = {k: v for k, v in self._loaded.items() if k[0] != provider.name}
 
+    def forget(self, match: Callable[[tuple[Hashable, ...]], bool]) -> None:
+        """Drop what was loaded under the keys ``match`` accepts: loaded again when asked."""
+        with self._lock:
+            self._loaded = {k: v for k, v in self._loaded.items() if not match(k)}
+
     def names(self) -> list[str]:
         return sorted([PROVIDER_NONE, *self._providers])
 

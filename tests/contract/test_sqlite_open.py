@@ -268,6 +268,7 @@ def test_schema_v10_store_keeps_its_rags_without_a_profile(tmp_path: Path) -> No
     open_store(f"sqlite:///{path}").close()
     conn = apsw.Connection(str(path))  # back to version 10: no profile column yet
     conn.execute("ALTER TABLE rags DROP COLUMN embedding_profile")
+    conn.execute("DROP TABLE workers")  # upgrades 12 and 13
     conn.execute(
         "INSERT INTO rags (id, tenant_id, project_id, name, embedding_provider, "
         "embedding_model, embedding_dimension, chunk_size, chunk_overlap, created_at) VALUES "

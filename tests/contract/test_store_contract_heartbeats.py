@@ -7,6 +7,7 @@ not say whether a worker was coming (each store's schema step adds the heartbeat
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import apsw
 
 import postgres_support
-from vancetope_rag.domain.heartbeats import WorkerHeartbeat
+from vancetope_rag.domain.heartbeats import OpenCircuit, WorkerHeartbeat
 from vancetope_rag.store import open_store
 from vancetope_rag.store.port import Store
 
@@ -49,6 +50,37 @@ def test_heartbeats_keep_the_last_tick_of_each_worker(store: Store, fake_clock: 
     assert b.stopped_at is None and b.version == "1.2.5"
 
 
+def test_a_heartbeat_carries_the_open_circuits_of_its_worker(store: Store, fake_clock: Any) -> None:
+    """What another process's status reads to show a pause only the worker met."""
+    control = store.control
+    wrong = OpenCircuit(
+        provider="openai",
+        base_url="http://127.0.0.1:9/v1",
+        key_hash="0123456789abcdef",
+        model="local-embedder",
+        dimension=384,
+        kind="dimension",
+        since=1_800_000_000.5,
+        retry_at=1_800_000_060.5,
+        failures=2,
+        detail="RAG '_documents' is pinned to 384-dim vectors but … answers with 64-dim ones",
+    )
+    down = OpenCircuit("gemini", "", "", None, None, "outage", 1.0, 3.0, 1, "$x: no field path")
+
+    def beat(worker: str, *circuits: OpenCircuit) -> None:
+        control.record_heartbeat(
+            worker, node_id="n", version="1", interval_s=30.0, circuits=circuits
+        )
+
+    beat("w:1", wrong, down)
+    beat("w:2")
+    found = {b.worker_id: b.circuits for b in control.list_heartbeats()}
+    assert found == {"w:1": (wrong, down), "w:2": ()}
+    fake_clock.advance(1)
+    beat("w:1")  # they closed
+    assert {b.worker_id: b.circuits for b in control.list_heartbeats()}["w:1"] == ()
+
+
 def test_heartbeats_of_long_gone_workers_are_pruned(store: Store, fake_clock: Any) -> None:
     control = store.control
     control.record_heartbeat("old:1", node_id="old", version="1", interval_s=30.0)
@@ -72,6 +104,34 @@ def test_a_sqlite_store_of_schema_11_gains_the_heartbeats(tmp_path: Path) -> Non
     try:
         store.control.record_heartbeat("w:1", node_id="n", version="1", interval_s=30)
         assert [b.worker_id for b in store.control.list_heartbeats()] == ["w:1"]
+    finally:
+        store.close()
+
+
+def test_a_sqlite_store_of_schema_12_gains_the_heartbeats_circuits(tmp_path: Path) -> None:
+    path = tmp_path / "v12.db"
+    open_store(f"sqlite:///{path}").close()
+    conn = apsw.Connection(str(path))  # back to version 12: beats without circuits
+    conn.execute("ALTER TABLE workers DROP COLUMN circuits")
+    now = time.time()
+    conn.execute(
+        "INSERT INTO workers (worker_id, node_id, version, interval_s, started_at, last_tick) "
+        "VALUES ('old:1', 'n', '1', 30, ?, ?)",
+        (now, now),
+    )
+    conn.execute("PRAGMA user_version=12")
+    conn.close()
+    store = open_store(f"sqlite:///{path}")
+    down = OpenCircuit("openai", "", "", None, None, "outage", 1.0, 3.0, 1, "ConnectError: x")
+    try:
+        assert [b.circuits for b in store.control.list_heartbeats()] == [()]
+        store.control.record_heartbeat(
+            "w:1", node_id="n", version="1", interval_s=30, circuits=[down]
+        )
+        assert {b.worker_id: b.circuits for b in store.control.list_heartbeats()} == {
+            "w:1": (down,),
+            "old:1": (),
+        }
     finally:
         store.close()
 

@@ -105,3 +105,38 @@ def test_cli_status_prints_the_note_and_the_live_workers(
     out = CliRunner().invoke(cli, [*base, "status"])
     assert "no indexer has run" not in out.stdout
     assert "indexer workers: w:1 (node test-node, version 9.9, last tick " in out.stdout
+
+
+def test_a_worker_beats_once_per_interval_and_at_once_when_a_circuit_opens(
+    make_app: Callable[..., RagApp], clock: Any
+) -> None:
+    """A tick woken early (a full batch, a saved document) wrote and pruned the heartbeat
+    each time; it now beats once per interval, and at once when a circuit opens or closes
+    (another process's status shows the pause from it)."""
+    from vancetope_rag.services.providers import Endpoint
+
+    app = make_app(clock=clock, config={"indexer_interval_s": 30.0})
+    scheduler, control = app.scheduler, app.store.control
+
+    def last_beat() -> Any:
+        (beat,) = control.list_heartbeats()
+        return beat
+
+    scheduler._beat()  # what each tick of the background loop calls
+    first = last_beat().last_tick
+    clock.advance(5)
+    scheduler._beat()
+    assert last_beat().last_tick == first  # within its interval: not written again
+    endpoint = Endpoint.keyed("openai", "http://127.0.0.1:9/v1", "a-key")
+    app.rags.circuits.failed(endpoint, "m", ConnectionError("connection refused"))
+    scheduler._beat()
+    beat = last_beat()
+    assert (beat.last_tick - first).total_seconds() == 5
+    assert [(c.provider, c.kind, c.base_url) for c in beat.circuits] == [
+        ("openai", "outage", "http://127.0.0.1:9/v1")
+    ]
+    assert "a-key" not in repr(beat)  # a hash of the key, never the key
+    app.rags.circuits.succeeded(endpoint, "m")
+    clock.advance(1)
+    scheduler._beat()
+    assert last_beat().circuits == ()

@@ -115,10 +115,13 @@ class IndexerInfo(_Model):
 
 
 class ProviderCircuit(_Model):
-    """An embedding endpoint found down (or refusing the settings) by this process."""
+    """An embedding endpoint found down (or refusing the settings, or answering vectors of
+    another dimension than the RAG pinned) by this process or a live indexer worker."""
 
-    state: Literal["unreachable", "configError"] = Field(
-        description="unreachable: connection, timeout, 5xx or 429; configError: 401/403/404"
+    state: Literal["unreachable", "configError", "wrongDimension"] = Field(
+        description="unreachable: connection, timeout, 5xx or 429; configError: 401/403/404; "
+        "wrongDimension: vectors of another dimension than the RAG pinned (rebuild the RAG, "
+        "or point the settings back at the pinned model)"
     )
     provider: str
     baseUrl: str | None = Field(description="null: the provider's default endpoint")
@@ -167,11 +170,15 @@ class StatusResponse(_Model):
     )
     paused: str | None = Field(
         default=None,
-        description="why indexing waits on the embedding provider ('paused: provider "
-        "unreachable since …'); null while it answers",
+        description="why indexing waits ('paused: provider unreachable since …'): the "
+        "embedding provider is down, refuses the settings or answers vectors of another "
+        "dimension (met by this process or a live indexer worker), or embeddings are switched "
+        "off; null: it does not wait",
     )
     providerCircuit: ProviderCircuit | None = Field(
-        default=None, description="the provider's open circuit in this process; null: closed"
+        default=None,
+        description="the provider's open circuit, in this process or a live indexer worker; "
+        "null: closed",
     )
     minScoreAuto: MinScoreAuto | None = Field(
         description=f"the RAG's calibrated minScore (null: not calibrated yet; auto means "

@@ -251,8 +251,11 @@ def index_cmd(c: Ctx, until_idle: bool, as_json: bool) -> None:
             {"path": d.path, "state": d.index_state.value, "error": d.index_last_error}
             for d in app.documents.list_failures(c.tenant, c.project)
         ]
-        # the provider went down (or refused the settings): what is left waits, attempts kept
-        paused = app.project_rags.status(c.tenant, c.project).paused
+        # the provider went down, refused the settings or answers the wrong dimension: what
+        # is left waits, attempts kept
+        status = app.project_rags.status(c.tenant, c.project)
+        paused = status.paused
+        outage = (status.provider_circuit or {}).get("state") == "unreachable"
     summary = {**result.to_json(), "failed": len(failures), "paused": paused}
     if as_json:
         emit({**summary, "failures": failures})
@@ -265,9 +268,13 @@ def index_cmd(c: Ctx, until_idle: bool, as_json: bool) -> None:
         for f in failures:
             click.echo(f"failed {f['path']} ({f['state']}): {f['error']}", err=True)
         if paused:
+            then = (
+                "run `index` again once it answers (`worker` resumes by itself)"
+                if outage
+                else "no wait cures it: fix what it names, then run `index` again"
+            )
             click.echo(
-                f"error: indexing {paused}; the documents left keep their attempts: run "
-                "`index` again once it answers (`worker` resumes by itself)",
+                f"error: indexing {paused}; the documents left keep their attempts: {then}",
                 err=True,
             )
     if failures or paused:

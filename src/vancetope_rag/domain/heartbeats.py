@@ -6,11 +6,17 @@ worker is *live* while it has not said it stopped and its last tick is at most
 :data:`LIVE_INTERVALS` of its own intervals (plus :data:`LIVE_SLACK_S` for a slow tick) old.
 The status of a project with documents waiting and no live worker of its node says so:
 "no indexer has run for N min".
+
+A heartbeat also carries the worker's open provider circuits (:class:`OpenCircuit`): the
+status of any process shows a pause that a live worker met ("paused: … since …"), not only
+the worker's own. A worker beats at most once per interval, and at once when its circuits
+open or close.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -33,6 +39,74 @@ def package_version() -> str:
 
 
 @dataclass(frozen=True)
+class OpenCircuit:
+    """An open circuit of an embedding endpoint in a worker, as its heartbeat carries it."""
+
+    provider: str
+    base_url: str
+    #: A hash of the key (never the key): the endpoint, as the worker's circuits key it.
+    key_hash: str
+    #: None: the whole endpoint (an outage); else the model refused, or answering vectors of
+    #: another ``dimension`` than the RAG pinned.
+    model: str | None
+    dimension: int | None
+    #: ``outage``, ``config`` or ``dimension`` (the circuits' failure kinds).
+    kind: str
+    #: Wall clock, epoch seconds: when it opened, and when the worker tries it next.
+    since: float
+    retry_at: float
+    failures: int
+    #: The last failure, redacted.
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "baseUrl": self.base_url,
+            "keyHash": self.key_hash,
+            "model": self.model,
+            "dimension": self.dimension,
+            "kind": self.kind,
+            "since": self.since,
+            "retryAt": self.retry_at,
+            "failures": self.failures,
+            "detail": self.detail,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> OpenCircuit:
+        dim = d.get("dimension")
+        return cls(
+            provider=str(d["provider"]),
+            base_url=str(d.get("baseUrl") or ""),
+            key_hash=str(d.get("keyHash") or ""),
+            model=None if d.get("model") is None else str(d["model"]),
+            dimension=None if dim is None else int(dim),
+            kind=str(d["kind"]),
+            since=float(d["since"]),
+            retry_at=float(d["retryAt"]),
+            failures=int(d.get("failures", 1)),
+            detail=str(d.get("detail", "")),
+        )
+
+
+def circuits_to_text(circuits: Iterable[OpenCircuit]) -> str | None:
+    """The circuits as a store column holds them (JSON text; None: none open)."""
+    found = [c.to_json() for c in circuits]
+    return json.dumps(found, separators=(",", ":")) if found else None
+
+
+def circuits_from_text(text: str | None) -> tuple[OpenCircuit, ...]:
+    """What :func:`circuits_to_text` wrote; an unreadable value reads as none open."""
+    if not text:
+        return ()
+    try:
+        return tuple(OpenCircuit.from_json(d) for d in json.loads(text))
+    except (ValueError, TypeError, KeyError):
+        return ()
+
+
+@dataclass(frozen=True)
 class WorkerHeartbeat:
     """What the store holds of one indexer worker."""
 
@@ -44,6 +118,8 @@ class WorkerHeartbeat:
     last_tick: datetime
     #: When it said it stopped (a clean stop); None while it runs, or after a crash.
     stopped_at: datetime | None = None
+    #: Its open provider circuits at its last beat.
+    circuits: tuple[OpenCircuit, ...] = ()
 
     def live(self, now: datetime) -> bool:
         if self.stopped_at is not None:
@@ -103,3 +179,8 @@ def indexer_status(
             minutes = max(1, int((now - last).total_seconds() // 60))
             note = f"no indexer has run for {minutes} min: {waiting} documents wait; {_START}"
     return IndexerStatus(workers=live, last_tick=last, note=note)
+
+
+def live_circuits(beats: Iterable[WorkerHeartbeat], now: datetime) -> list[OpenCircuit]:
+    """The open circuits of the live workers: what another process's status shows."""
+    return [c for b in beats if b.live(now) for c in b.circuits]

@@ -237,8 +237,9 @@ class RagStatus:
     needs_attention_count: int = 0
     #: ``provider:model`` of the current embedding settings: what a rebuild builds onto.
     configured_model: str | None = None
-    #: Why indexing waits on the embedding provider (``paused: provider unreachable since
-    #: …``), and its open circuit as JSON; None while the provider answers.
+    #: Why indexing waits (``paused: provider unreachable since …``: its embedding provider
+    #: is down, refuses the settings or answers the wrong dimension, in this process or a
+    #: live worker; or the kill switch), and the open circuit as JSON; None: it does not.
     paused: str | None = None
     provider_circuit: dict[str, Any] | None = None
     #: What ``minScore: auto`` resolves to for the RAG (None: not calibrated yet).

@@ -5,7 +5,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from vancetope_rag.domain.heartbeats import IndexerStatus, indexer_status
+from vancetope_rag.domain.heartbeats import (
+    IndexerStatus,
+    WorkerHeartbeat,
+    indexer_status,
+    live_circuits,
+)
 from vancetope_rag.domain.rebuilds import Rebuild
 from vancetope_rag.domain.records import (
     DEFAULT_RAG_NAME,
@@ -241,16 +246,23 @@ class ProjectRagService:
         rag = self.find_default_rag(tenant_id, project_id)
         counts = self.control.document_state_counts(tenant_id, project_id)
         truncated = self.control.count_truncated(tenant_id, project_id)
-        circuit = self.rags.circuit_state(rag) if rag is not None else None
+        snapshot = self.settings.snapshot(tenant_id, project_id)
+        beats = self.control.list_heartbeats()
+        # this process's circuit, else one a live worker's heartbeat carries
+        elsewhere = live_circuits(beats, self.control.now())
+        circuit = self.rags.circuit_state(rag, snapshot, elsewhere) if rag is not None else None
         paused = circuit.describe() if circuit else None
+        if not snapshot.embeddings_enabled():
+            paused = (
+                f"paused: embeddings are switched off for tenant {tenant_id!r} "
+                "(ai.embedding.provider=none); set a provider to resume indexing"
+            )
         # an open circuit pauses the work too: no ETA while the provider is down
         progress = self.rebuilds.progress(tenant_id, project_id, provider_paused=paused)
         attention_count, attention = self.control.needs_attention(
             tenant_id, project_id, limit=ATTENTION_SHOWN
         )
-        configured = self.embeddings.label(
-            self.settings.snapshot(tenant_id, project_id).embedding()
-        )
+        configured = self.embeddings.label(snapshot.embedding())
         status = RagStatus(
             exists=False,
             documents=counts,
@@ -259,7 +271,8 @@ class ProjectRagService:
             needs_attention=attention,
             needs_attention_count=attention_count,
             configured_model=configured,
-            indexer=self.indexer_status(tenant_id, project_id, counts),
+            indexer=self.indexer_status(tenant_id, project_id, counts, beats),
+            paused=paused,
         )
         if rag is None:
             return status
@@ -271,21 +284,25 @@ class ProjectRagService:
             embedding_model=rag.embedding_model,
             chunk_count=self.rags.chunk_count(rag),
             created_at=rag.created_at,
-            paused=paused,
             provider_circuit=circuit.to_json() if circuit else None,
             calibration=rag.calibration,
             profile_note=self.rags.profile_note(rag),
         )
 
     def indexer_status(
-        self, tenant_id: str, project_id: str, counts: dict[str, int]
+        self,
+        tenant_id: str,
+        project_id: str,
+        counts: dict[str, int],
+        beats: list[WorkerHeartbeat] | None = None,
     ) -> IndexerStatus:
         """The live workers that index this project (its node's), and with documents
-        waiting and none of them, since when none ran (the workers' heartbeats)."""
+        waiting and none of them, since when none ran (the workers' heartbeats, read here
+        unless given)."""
         project = self.control.get_project(tenant_id, project_id)
         waiting = counts.get("pending", 0) + counts.get("processing", 0)
         return indexer_status(
-            self.control.list_heartbeats(),
+            self.control.list_heartbeats() if beats is None else beats,
             home_node=project.home_node if project else None,
             waiting=waiting,
             now=self.control.now(),

@@ -7,7 +7,7 @@ import dataclasses
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from llama_index.core import Document as LIDocument
@@ -15,6 +15,7 @@ from llama_index.core.base.embeddings.base import Embedding
 from llama_index.core.schema import BaseNode, MetadataMode
 
 from vancetope_rag.domain.calibration import MinScore, resolve_min_score
+from vancetope_rag.domain.heartbeats import OpenCircuit
 from vancetope_rag.domain.metadata_filters import HitPredicate
 from vancetope_rag.domain.records import ChunkKind, Hit, RagRecord, is_reserved_name
 from vancetope_rag.domain.retrieval import (
@@ -181,15 +182,30 @@ class RagService:
         )
 
     def circuit_state(
-        self, rag: RagRecord, snapshot: SettingsSnapshot | None = None
+        self,
+        rag: RagRecord,
+        snapshot: SettingsSnapshot | None = None,
+        elsewhere: Iterable[OpenCircuit] = (),
     ) -> CircuitState | None:
-        """The open circuit of the RAG's provider endpoint in this process, or None (closed,
-        or the settings do not let the RAG be embedded at all)."""
+        """The open circuit in the way of the RAG's embedding calls: this process's, else
+        one of ``elsewhere`` (the live workers' heartbeats); None when none is open (or the
+        settings do not let the RAG be embedded at all)."""
         try:
             pinned = self._pinned(rag, snapshot)
         except RagError:
             return None
-        return self.circuits.state(Endpoint.of(pinned), rag.embedding_model)
+        endpoint, model = Endpoint.of(pinned), rag.embedding_model
+        mine = self.circuits.state(endpoint, model, rag.embedding_dimension)
+        if mine is not None:
+            return mine
+        for c in elsewhere:
+            if (
+                endpoint.same(c)
+                and c.model in (None, model)
+                and c.dimension in (None, rag.embedding_dimension)
+            ):
+                return CircuitState.of_record(endpoint, c, self.circuits.wall())
+        return None
 
     def _remote_call(
         self, rag: RagRecord, loaded: LoadedModel, snapshot: SettingsSnapshot
@@ -207,12 +223,14 @@ class RagService:
             vectors: list[Embedding] = []
             for start in range(0, len(texts), per_request):
                 part = texts[start : start + per_request]
-                with self.circuits.guard(endpoint, loaded.model):
+                # the answer's dimension is checked inside the guard: a model swapped behind
+                # the name pauses the RAG's indexing, it is no document's failure
+                with self.circuits.guard(endpoint, loaded.model, rag.embedding_dimension):
                     tokens = sum(len(loaded.tokenizer(t)) for t in part) if tpm else 0
                     self.pacer.acquire(endpoint, rpm=rpm, tpm=tpm, tokens=tokens)
                     got = loaded.embed_model.get_text_embedding_batch(part)
-                for vector in got:
-                    _check_vector(rag, loaded, vector)
+                    for vector in got:
+                        self._check_vector(rag, loaded, vector)
                 vectors.extend(got)
             return vectors
 
@@ -549,11 +567,11 @@ class RagService:
             return self._query_vector(loaded, text)
         endpoint = Endpoint.of(self._pinned(rag, snapshot))
         rpm, tpm = _rates(snapshot)
-        with self.circuits.guard(endpoint, loaded.model):
+        with self.circuits.guard(endpoint, loaded.model, rag.embedding_dimension):
             tokens = len(loaded.tokenizer(text)) if tpm else 0
             self.pacer.acquire(endpoint, rpm=rpm, tpm=tpm, tokens=tokens, block=block)
             vector = self._query_vector(loaded, text)
-        _check_vector(rag, loaded, vector)
+            self._check_vector(rag, loaded, vector)
         return vector
 
     def embed_background_queries(self, rag: RagRecord, texts: Sequence[str]) -> list[list[float]]:
@@ -571,6 +589,20 @@ class RagService:
             seconds = time.perf_counter() - started
             self.metrics.embedding_call(loaded.provider, "query", seconds, ok)
         return vector
+
+    def _check_vector(self, rag: RagRecord, loaded: LoadedModel, vector: Sequence[float]) -> None:
+        """The pinned dimension is not probed again: a model that changed behind the same
+        name is caught by its first answer instead (and its old probe forgotten, so that the
+        rebuild it asks for pins the new dimension)."""
+        if len(vector) == rag.embedding_dimension:
+            return
+        self.registry.forget_probes(loaded.provider, loaded.model)
+        raise DimensionMismatchError(
+            f"RAG {rag.name!r} is pinned to {rag.embedding_dimension}-dim vectors but "
+            f"{loaded.provider}:{loaded.model} now answers with {len(vector)}-dim ones; "
+            "rebuild the RAG (vancetope-rag reindex --rebuild) to move it to the new model",
+            rag_name=rag.name,
+        )
 
     async def aquery(self, rag: RagRecord, text: str, **kwargs: Any) -> list[Hit]:
         """:meth:`query` in a worker thread (with its own store connection)."""
@@ -603,15 +635,3 @@ def _rates(snapshot: SettingsSnapshot) -> tuple[int | None, int | None]:
     """(requests, tokens) per minute allowed for the project's remote provider."""
     eff = snapshot.effective
     return eff["ai.embedding.requestsPerMinute"], eff["ai.embedding.tokensPerMinute"]
-
-
-def _check_vector(rag: RagRecord, loaded: LoadedModel, vector: Sequence[float]) -> None:
-    """The pinned dimension is not probed again: a model that changed behind the same name
-    is caught by its first answer instead."""
-    if len(vector) != rag.embedding_dimension:
-        raise DimensionMismatchError(
-            f"RAG {rag.name!r} is pinned to {rag.embedding_dimension}-dim vectors but "
-            f"{loaded.provider}:{loaded.model} now answers with {len(vector)}-dim ones; "
-            "rebuild the RAG (vancetope-rag reindex --rebuild) to move it to the new model",
-            rag_name=rag.name,
-        )

@@ -4,10 +4,16 @@ both (SQL written with ``?``, sent with the store's marker), as :mod:`.sql_catal
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from vancetope_rag.domain.heartbeats import PRUNE_AFTER_S, WorkerHeartbeat
+from vancetope_rag.domain.heartbeats import (
+    PRUNE_AFTER_S,
+    OpenCircuit,
+    WorkerHeartbeat,
+    circuits_from_text,
+    circuits_to_text,
+)
 from vancetope_rag.store.rows import dt
 from vancetope_rag.store.sql_catalog import SqlDatabase
 from vancetope_rag.store.types import Clock
@@ -15,13 +21,15 @@ from vancetope_rag.store.types import Clock
 __all__ = ["SqlHeartbeats", "row_to_heartbeat"]
 
 _UPSERT = """
-INSERT INTO workers (worker_id, node_id, version, interval_s, started_at, last_tick, stopped_at)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+INSERT INTO workers
+    (worker_id, node_id, version, interval_s, started_at, last_tick, stopped_at, circuits)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (worker_id) DO UPDATE SET
     node_id = excluded.node_id, version = excluded.version, interval_s = excluded.interval_s,
     started_at = CASE WHEN workers.stopped_at IS NULL THEN workers.started_at
         ELSE excluded.started_at END,
-    last_tick = excluded.last_tick, stopped_at = excluded.stopped_at
+    last_tick = excluded.last_tick, stopped_at = excluded.stopped_at,
+    circuits = excluded.circuits
 """
 
 D = TypeVar("D", bound=SqlDatabase)
@@ -38,6 +46,7 @@ def row_to_heartbeat(r: Mapping[str, Any]) -> WorkerHeartbeat:
         started_at=started,
         last_tick=last,
         stopped_at=dt(r["stopped_at"]),
+        circuits=circuits_from_text(r.get("circuits")),
     )
 
 
@@ -61,9 +70,12 @@ class SqlHeartbeats(Generic[D]):
         version: str,
         interval_s: float,
         stopped: bool = False,
+        circuits: Sequence[OpenCircuit] = (),
     ) -> None:
         now = self._heartbeat_time()
-        row = (worker_id, node_id, version, interval_s, now, now, now if stopped else None)
+        stopped_at = now if stopped else None
+        text = circuits_to_text(circuits)
+        row = (worker_id, node_id, version, interval_s, now, now, stopped_at, text)
         with self.db.transaction():
             self.db.execute(
                 "DELETE FROM workers WHERE last_tick < ?".replace("?", self.mark),

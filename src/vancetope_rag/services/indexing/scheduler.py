@@ -108,6 +108,14 @@ class ProjectRagIndexScheduler:
         #: Set by :meth:`stop`, cleared by :meth:`start`: a second stop (the app's close after
         #: the worker's own) has nothing left to do and returns at once.
         self._stopped = False
+        #: Projects paused by what waiting does not cure (settings refused, the wrong
+        #: dimension), as :meth:`blocked` last found them, and how many documents of theirs
+        #: :meth:`pending` counted: an explicit run does not wait for those.
+        self._lasting: set[tuple[str, str]] = set()
+        self._lasting_left = 0
+        #: The last heartbeat written: when (monotonic) and with which open circuits.
+        self._beat_at: float | None = None
+        self._beat_circuits: list[tuple[str, str, str, str | None, int | None]] | None = None
 
     def blocked(self, tenant_id: str, project_id: str, *, warn: bool = True) -> str | None:
         """Why this project is not indexed now (the metric outcome), or None when it is.
@@ -117,6 +125,7 @@ class ProjectRagIndexScheduler:
         setting is corrected, instead of each failing ``max_attempts`` times for it.
         """
         t, p = tenant_id, project_id
+        self._lasting.discard((t, p))
         snapshot = self.settings.snapshot(t, p)
         if not snapshot.project_rag_enabled():
             return "skipped"
@@ -131,8 +140,11 @@ class ProjectRagIndexScheduler:
             return "skipped"
         circuit = self.rags.circuit_state(rag, snapshot)
         if circuit is not None and circuit.retry_in_s > 0:
-            # its provider is down, or refuses the settings: nothing is claimed until the
-            # circuit is due to be tried (the circuit logged it once; status shows it)
+            # its provider is down, refuses the settings or answers the wrong dimension:
+            # nothing is claimed until the circuit is due to be tried (the circuit logged it
+            # once; status shows it)
+            if circuit.config:
+                self._lasting.add((t, p))
             return "paused"
         if not ready:
             # a RAG of a new dimension: its search indexes are still building (or init was
@@ -326,15 +338,18 @@ class ProjectRagIndexScheduler:
     def pending(self) -> int:
         """Documents of this node's indexable projects still waiting or being processed,
         plus the work of running rebuilds (their queues, and each one's switch)."""
-        total = 0
+        total = lasting = 0
         projects = self.control.projects_for_node(self.config.node_id)
         for project in projects:
             t, p = project.tenant_id, project.project_id
             if self.blocked(t, p, warn=False) not in (None, "paused"):
                 continue  # a paused project's documents still wait: they count
             counts = self.control.document_state_counts(t, p)
-            total += counts.get(IndexState.PENDING.value, 0)
-            total += counts.get(IndexState.PROCESSING.value, 0)
+            waiting = counts.get(IndexState.PENDING.value, 0)
+            waiting += counts.get(IndexState.PROCESSING.value, 0)
+            total += waiting
+            lasting += waiting if (t, p) in self._lasting else 0
+        self._lasting_left = lasting
         return total + self.rebuilds.pending((r.tenant_id, r.project_id) for r in projects)
 
     def run_until_idle(
@@ -347,7 +362,9 @@ class ProjectRagIndexScheduler:
         """Tick until nothing is pending (waiting out retry back-offs and others' leases).
 
         With ``stop_when_nothing_claimable`` it stops as soon as a tick claims nothing: what
-        is left waits for its retry time or another worker's lease.
+        is left waits for its retry time or another worker's lease. Without it, it stops too
+        once a tick claims nothing and all that is left waits on what no wait cures (its
+        provider refuses the settings or answers the wrong dimension).
 
         The store failing is bounded by the background thread's rule: after
         ``max_store_failures`` failing ticks (see :meth:`_checked_tick`) with no tick getting
@@ -378,7 +395,7 @@ class ProjectRagIndexScheduler:
             if left == 0:
                 return total
             stops = (deadline is not None and time.monotonic() > deadline) or (
-                tick.claimed == 0 and stop_when_nothing_claimable
+                tick.claimed == 0 and (stop_when_nothing_claimable or left <= self._lasting_left)
             )
             if stops and last_error:
                 self._give_up(failures, last_error)
@@ -438,6 +455,7 @@ class ProjectRagIndexScheduler:
             return
         self._stop.clear()
         self._stopped = False
+        self._beat_at = None  # a worker started again says so at its first tick
         self._thread = threading.Thread(
             target=self._loop, name="vancetope-rag-indexer", daemon=True
         )
@@ -498,7 +516,15 @@ class ProjectRagIndexScheduler:
             self._beat(stopped=True)
 
     def _beat(self, *, stopped: bool = False) -> None:
-        """Record this worker's heartbeat (a failing store is logged by the tick)."""
+        """Record this worker's heartbeat with its open circuits (a failing store is logged
+        by the tick): at most once per interval (ticks woken early come sooner), and at once
+        when a circuit opened or closed, so another process's status shows the pause."""
+        circuits = self.rags.circuits.open_circuits()
+        opened = [(c.provider, c.base_url, c.key_hash, c.model, c.dimension) for c in circuits]
+        now = time.monotonic()
+        recent = self._beat_at is not None and now - self._beat_at < self.config.indexer_interval_s
+        if not stopped and recent and opened == self._beat_circuits:
+            return
         try:
             self.control.record_heartbeat(
                 self.worker_id,
@@ -506,9 +532,12 @@ class ProjectRagIndexScheduler:
                 version=self.version,
                 interval_s=self.config.indexer_interval_s,
                 stopped=stopped,
+                circuits=circuits,
             )
         except Exception as exc:
             log.debug("heartbeat not recorded: %s", error_text(exc))
+            return
+        self._beat_at, self._beat_circuits = now, opened
 
     def _give_back(self) -> None:
         """Last try to give back claims the store refused (else their lease expires)."""
@@ -538,6 +567,7 @@ class ProjectRagIndexScheduler:
             except Exception:
                 log.exception("indexer tick failed")
                 tick, store_error = TickResult(), None
+            self._beat()  # only when a circuit opened or closed in the tick
             failures = failures + 1 if store_error else 0
             if store_error and failures >= self.config.max_store_failures:
                 self.fatal_error = self._gave_up(failures, store_error)

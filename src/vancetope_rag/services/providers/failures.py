@@ -1,6 +1,7 @@
 """Whose failure is it? An embedding call's exception sorted into the provider's (an outage),
-the settings' (a configuration error) or the input's (the document's), with the wait the
-provider asked for (``Retry-After``).
+the settings' (a configuration error), the pinned model's (an answer of another dimension
+than the RAG pinned) or the input's (the document's), with the wait the provider asked for
+(``Retry-After``).
 
 Pure: it reads the exception chain by duck typing (``status_code``/``code``, ``response``
 headers, class names), so the OpenAI, httpx, requests and Google clients are all understood
@@ -17,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from vancetope_rag.errors import DimensionMismatchError
 from vancetope_rag.secrets import error_text
 
 #: Class names of transport failures in the clients the providers use (openai, httpx,
@@ -54,6 +56,9 @@ class FailureKind(enum.Enum):
     OUTAGE = "outage"
     #: The provider refuses these settings: 401, 403, 404.
     CONFIG = "config"
+    #: The provider answers vectors of another dimension than the RAG pinned (a model
+    #: swapped behind the same name, a wrong base URL): no document can cure it.
+    DIMENSION = "dimension"
     #: The provider refused this input (400 and anything unrecognised): the document's.
     INPUT = "input"
 
@@ -72,6 +77,12 @@ class Failure:
     def provider_side(self) -> bool:
         """Not the document's fault: no attempt is spent on it."""
         return self.kind is not FailureKind.INPUT
+
+    @property
+    def lasting(self) -> bool:
+        """Waiting does not cure it, the settings (or a rebuild) do: a refused key, URL or
+        model, or the wrong dimension."""
+        return self.kind in (FailureKind.CONFIG, FailureKind.DIMENSION)
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -152,6 +163,8 @@ def classify(exc: BaseException) -> Failure:
     the exception chain decides; anything else is the input's (the document's)."""
     detail = error_text(exc)
     for e in _chain(exc):
+        if isinstance(e, DimensionMismatchError):
+            return Failure(FailureKind.DIMENSION, None, None, detail)
         status = _status(e)
         if status is not None:
             if status >= 500 or status in _OUTAGE_STATUSES:

@@ -1,14 +1,15 @@
 """The indexer workers' heartbeats in MongoDB (schema version 7: the ``workers``
-collection, one document per worker keyed by its id), and the readiness probe: a mixin of
-:class:`~.mongo.control.MongoControlStore`."""
+collection, one document per worker keyed by its id; ``circuits``, the worker's open provider
+circuits, is absent from the beats of older versions: none open), and the readiness probe: a
+mixin of :class:`~.mongo.control.MongoControlStore`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from vancetope_rag.domain.heartbeats import PRUNE_AFTER_S, WorkerHeartbeat
+from vancetope_rag.domain.heartbeats import PRUNE_AFTER_S, OpenCircuit, WorkerHeartbeat
 from vancetope_rag.store.mongo.builders.updates import from_bson_time, to_bson_time
 from vancetope_rag.store.mongo.errors import guard_errors
 
@@ -24,7 +25,40 @@ def doc_to_heartbeat(d: Mapping[str, Any]) -> WorkerHeartbeat:
         started_at=started,
         last_tick=last,
         stopped_at=from_bson_time(d.get("stoppedAt")),
+        circuits=tuple(OpenCircuit.from_json(c) for c in d.get("circuits") or ()),
     )
+
+
+def heartbeat_update(
+    now: datetime,
+    node_id: str,
+    version: str,
+    interval_s: float,
+    stopped: bool,
+    circuits: Sequence[OpenCircuit],
+) -> list[dict[str, Any]]:
+    """One beat as a single upsert (an update pipeline): the start stays while the worker
+    runs, and is now for its first beat or the first after it stopped. Values go in as
+    literals (a ``$`` in an error text is no field path)."""
+    running = {
+        "$and": [
+            {"$ne": [{"$ifNull": ["$startedAt", None]}, None]},
+            {"$eq": [{"$ifNull": ["$stoppedAt", None]}, None]},
+        ]
+    }
+    return [
+        {
+            "$set": {
+                "nodeId": {"$literal": node_id},
+                "version": {"$literal": version},
+                "intervalS": {"$literal": float(interval_s)},
+                "startedAt": {"$cond": [running, "$startedAt", {"$literal": now}]},
+                "lastTick": {"$literal": now},
+                "stoppedAt": {"$literal": now if stopped else None},
+                "circuits": {"$literal": [c.to_json() for c in circuits]},
+            }
+        }
+    ]
 
 
 @guard_errors
@@ -43,21 +77,13 @@ class MongoHeartbeats:
         version: str,
         interval_s: float,
         stopped: bool = False,
+        circuits: Sequence[OpenCircuit] = (),
     ) -> None:
         now = to_bson_time(self.now())
         workers = self.db["workers"]
         workers.delete_many({"lastTick": {"$lt": now - timedelta(seconds=PRUNE_AFTER_S)}})
-        before = workers.find_one({"_id": worker_id}, {"startedAt": 1, "stoppedAt": 1})
-        running = before is not None and before.get("stoppedAt") is None
-        doc = {
-            "nodeId": node_id,
-            "version": version,
-            "intervalS": float(interval_s),
-            "startedAt": before["startedAt"] if before is not None and running else now,
-            "lastTick": now,
-            "stoppedAt": now if stopped else None,
-        }
-        workers.replace_one({"_id": worker_id}, doc, upsert=True)
+        update = heartbeat_update(now, node_id, version, interval_s, stopped, circuits)
+        workers.update_one({"_id": worker_id}, update, upsert=True)
 
     def list_heartbeats(self) -> list[WorkerHeartbeat]:
         found = self.db["workers"].find({}).sort([("lastTick", -1), ("_id", 1)])

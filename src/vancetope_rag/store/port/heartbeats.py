@@ -3,9 +3,10 @@ Re-exported by :mod:`.port`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from vancetope_rag.domain.heartbeats import WorkerHeartbeat
+from vancetope_rag.domain.heartbeats import OpenCircuit, WorkerHeartbeat
 
 
 @runtime_checkable
@@ -20,10 +21,12 @@ class HeartbeatStore(Protocol):
         version: str,
         interval_s: float,
         stopped: bool = False,
+        circuits: Sequence[OpenCircuit] = (),
     ) -> None:
-        """The worker ticked now (the store's clock); ``stopped``: it stops cleanly. A
-        worker's first beat (or the first after it stopped) sets its start; beats of
-        workers gone for :data:`~vancetope_rag.domain.heartbeats.PRUNE_AFTER_S` go."""
+        """The worker ticked now (the store's clock); ``stopped``: it stops cleanly;
+        ``circuits``: its open provider circuits (replacing the last beat's). A worker's
+        first beat (or the first after it stopped) sets its start; beats of workers gone
+        for :data:`~vancetope_rag.domain.heartbeats.PRUNE_AFTER_S` go."""
         ...
 
     def list_heartbeats(self) -> list[WorkerHeartbeat]:

@@ -318,6 +318,11 @@ STEPS: tuple[str, ...] = (
         stopped_at double precision
     );
     """,
+    # 10: each worker's open provider circuits (JSON of domain.heartbeats.OpenCircuit list;
+    # NULL: none), so any process's status shows the pause a worker met.
+    f"""
+    ALTER TABLE workers ADD COLUMN IF NOT EXISTS circuits {_T};
+    """,
 )
 
 SCHEMA_VERSION = len(STEPS)

@@ -5,7 +5,7 @@ Pure data; :mod:`.sqlite.db` runs them in one transaction when it opens a file.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 #: Ordered schema upgrades; index i brings the schema from version i to i + 1. Never edit a shipped
 #: entry: add a new one.
@@ -245,5 +245,10 @@ UPGRADES: tuple[str, ...] = (
         last_tick REAL NOT NULL,
         stopped_at REAL
     ) WITHOUT ROWID;
+    """,
+    # 12 -> 13: each worker's open provider circuits (JSON of domain.heartbeats.OpenCircuit
+    # list; NULL: none), so any process's status shows the pause a worker met.
+    """
+    ALTER TABLE workers ADD COLUMN circuits TEXT;
     """,
 )
