@@ -187,6 +187,14 @@ class ProviderUnavailableError(EmbeddingError):
         self.config = config
 
 
+class DimensionPausedError(ProviderUnavailableError, DimensionMismatchError):
+    """The provider's circuit for the RAG's model is open because it answers vectors of
+    another dimension: the indexer gives documents back as in an outage, a query reports the
+    mismatch (no wait cures it; the rebuild does)."""
+
+    code = "DIMENSION_MISMATCH"
+
+
 class RerankError(RagError):
     """The reranker failed or is misconfigured (``ai.rerank.*``). A query never fails for it:
     the rerank stage is skipped and the retrieval's order kept."""

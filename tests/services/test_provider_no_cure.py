@@ -29,6 +29,7 @@ import postgres_support
 from fakes import P, T
 from openai_server import DIM, WRONG_KEY, EmbeddingsServer, Fault, openai_app
 from vancetope_rag.app import RagApp
+from vancetope_rag.errors import DimensionMismatchError, ProviderUnavailableError
 from vancetope_rag.store import open_store
 
 #: What `index --until-idle` may take, process start included (a few seconds on 2 busy
@@ -187,6 +188,25 @@ def test_a_wrong_dimension_clears_by_itself_when_the_model_answers_right_again(
     app.scheduler.run_until_idle(timeout_s=30)
     assert app.project_rags.status(T, P).paused is None
     assert {(s, a) for s, a, _ in waiting(app, paths)} == {("indexed", 0)}
+
+
+def test_a_query_during_a_wrong_dimension_pause_is_a_dimension_mismatch(
+    make_app: Any, server: EmbeddingsServer
+) -> None:
+    """A turn's query meets the pause as what it is: the RAG's vectors and the model's do not
+    match (REST 409, rebuild), not an outage to wait out (503, try again later); the
+    indexer still gives its documents back without spending attempts."""
+    app = indexed_app(make_app, server)
+    server.dimension = 64
+    add_documents(app, "later")
+    app.scheduler.tick()
+    assert "64-dim" in (app.project_rags.status(T, P).paused or "")
+    rag = app.project_rags.find_default_rag(T, P)
+    assert rag is not None
+    with pytest.raises(DimensionMismatchError) as caught:
+        app.rags.query(rag, "cats")
+    assert isinstance(caught.value, ProviderUnavailableError)
+    assert caught.value.code == "DIMENSION_MISMATCH"
 
 
 def test_a_trial_that_meets_an_outage_leaves_the_pause_to_be_tried_again(

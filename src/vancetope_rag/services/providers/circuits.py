@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 
 from vancetope_rag.domain.heartbeats import OpenCircuit
 from vancetope_rag.embeddings import EmbeddingSettings
-from vancetope_rag.errors import ProviderUnavailableError
+from vancetope_rag.errors import DimensionPausedError, ProviderUnavailableError
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.providers.failures import Failure, FailureKind, classify
 
@@ -282,7 +282,12 @@ class ProviderCircuits:
             FailureKind.CONFIG: "refuses the settings",
             FailureKind.DIMENSION: "answers vectors of another dimension",
         }[state.kind]
-        return ProviderUnavailableError(
+        error = (
+            DimensionPausedError
+            if state.kind is FailureKind.DIMENSION
+            else ProviderUnavailableError
+        )
+        return error(
             f"{self.label} {endpoint.describe()} {what} since {state.since_iso()} "
             f"({c.detail}); no call is made until it is tried again in {wait:.0f}s",
             retry_in_s=wait,
