@@ -440,15 +440,17 @@ def test_a_document_over_16_mib_is_refused_before_the_driver(server: MongoStore)
 
 
 def test_read_preference_in_the_uri(server: MongoStore) -> None:
-    """``secondaryPreferred`` is refused at open; with ``nearest`` (and ``w=1``), control
-    reads still go to the primary and writes to a majority: a claim and a read of what was
-    just written see it at once."""
+    """``secondaryPreferred`` and ``nearest`` are refused at open; with ``primaryPreferred``
+    (and ``w=1``), control reads still go to the primary and writes to a majority: a claim
+    and a read of what was just written see it at once."""
     _, name = real_database()
     sep = "&" if "?" in real_uri() else "?"
     with pytest.raises(StoreError, match="readPreference=secondaryPreferred is not supported"):
         open_mongo_store(f"{real_uri()}{sep}readPreference=secondaryPreferred", database=name)
+    with pytest.raises(StoreError, match="readPreference=nearest is not supported"):
+        open_mongo_store(f"{real_uri()}{sep}readPreference=nearest", database=name)
     store = open_mongo_store(
-        f"{real_uri()}{sep}readPreference=nearest&w=1", database=name, server_clock=True
+        f"{real_uri()}{sep}readPreference=primaryPreferred&w=1", database=name, server_clock=True
     )
     try:
         doc = store.control.insert_document(
