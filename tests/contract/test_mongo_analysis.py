@@ -16,12 +16,13 @@ only Atlas can show (its analyzer's real output) is in ``test_mongo_real.py``.
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 
 import pytest
 from nltk.stem.porter import PorterStemmer
 
-from vancetope_rag.store.mongo.builders.analysis import analyze, text_terms
+from vancetope_rag.store.mongo.builders.analysis import TOKEN_SPLIT, analyze, text_terms
 from vancetope_rag.store.shared import QueryTerm, fold, query_terms
 from vancetope_rag.store.sqlite.bm25 import TOKENIZER_ARGS
 
@@ -136,3 +137,31 @@ def test_the_known_departures() -> None:
         ("plausibly", ["plausibl"], ["plausibli"]),
         ("ё", ["ё"], ["е"]),  # ICU folds Cyrillic diacritics; remove_diacritics only Latin ones
     ]
+
+
+PARITY = [
+    # (text, its other form that Atlas's icuFolding indexes alike)
+    ("naïve résumé at the café", "naïve résumé at the café"),  # NFC, as typed on Linux
+    ("Straße", "strasse"),  # icuFolding folds ß by case folding
+    ("ﬁle ﬂow ﬀort", "file flow ffort"),  # ligatures (compatibility forms)
+    ("ΣΟΦΟΣ σοφός", "σοφοσ σοφοσ"),  # final sigma folds like the others
+]
+
+
+@pytest.mark.parametrize(("text", "other"), PARITY)
+def test_forms_atlas_folds_alike_get_the_same_tokens(text: str, other: str) -> None:
+    """Decomposed text (NFD, as macOS names files) makes the tokens of its composed form:
+    combining marks are part of a token, never a separator (``TOKEN_SPLIT``), and folding
+    removes them; ``ß``, ligatures and final sigma fold as ICU's case folding does."""
+    for form in ("NFC", "NFD", "NFKD"):
+        assert analyze(unicodedata.normalize(form, text)) == analyze(other), form
+        spans = [t.token for t in text_terms(unicodedata.normalize(form, text))]
+        assert spans == [t.token for t in text_terms(other)], form
+    assert "\\p{M}" in TOKEN_SPLIT  # the analyzer definition keeps marks inside tokens
+
+
+def test_a_mark_without_a_composed_form_stays_in_its_token() -> None:
+    """``q̃`` has no precomposed letter: the mark stays inside the token, then folds away
+    (Devanagari's vowel signs, marks too, no longer cut its words)."""
+    assert analyze("q\u0303uark") == analyze("quark")
+    assert len(analyze("हिन्दी भाषा")) == 2

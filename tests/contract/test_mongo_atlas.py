@@ -9,6 +9,7 @@ semantics (primary for control reads, read concern ``local`` for search).
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -214,6 +215,51 @@ def test_the_text_index_analyses_as_the_sqlite_store(atlas: Any, fake_clock: Any
     assert found("CAFE") == ["cafe"]
     assert found("claim_for_rag_index") == ["code"] and found("claim") == []
     assert found("what is the cell") == ["cell"]  # stopwords dropped while others remain
+
+
+def test_decomposed_text_and_folded_forms_are_found(atlas: Any, fake_clock: Any) -> None:
+    """On the double, which analyses with the definition's analyzer: a chunk in decomposed
+    form (NFD, as macOS names files) is found by the composed query and the other way round;
+    ``strasse`` finds ``Straße``, ``file`` finds ``ﬁle``."""
+    store, cluster = atlas
+    chunks = chunks_of(store)
+    nfd = unicodedata.normalize("NFD", "naïve résumé")
+    chunks.add_chunks(
+        SCOPE,
+        [
+            chunk("nfd", unit(0), source="a", text=f"A {nfd} of the author."),
+            chunk("street", unit(1), source="b", text="Die Straße ist lang."),
+            chunk("lig", unit(2), source="c", text="The ﬁle is open."),
+        ],
+    )
+    cluster.settle()
+
+    def found(query: str) -> list[str]:
+        return ids(chunks.lexical_query(SCOPE, query, 5, vector=unit(0)))
+
+    assert found("naïve résumé") == ["nfd"] and found(nfd) == ["nfd"]
+    assert found("resume") == ["nfd"]
+    assert found("strasse") == ["street"] and found("STRASSE") == ["street"]
+    assert found("file") == ["lig"]
+
+
+def test_init_moves_a_text_index_that_splits_on_marks(atlas: Any, fake_clock: Any) -> None:
+    """A text index made by the release whose pattern cut tokens at combining marks: ``init``
+    updates it (the same planned update as any change of our analyzer), after which
+    decomposed text is found."""
+    store, cluster = atlas
+    chunks = chunks_of(store)
+    old = ix.text_index_definition()
+    old["analyzers"][0]["tokenizer"]["pattern"] = r"[^\p{L}\p{N}_]+"
+    index = cluster.indexes[("vancetope_rag_test", "chunks_8")][ix.TEXT_INDEX]
+    index.versions = [(index.created_at, old)]
+    chunks.add_chunks(SCOPE, [chunk("nfd", unit(0), text=unicodedata.normalize("NFD", "naïve"))])
+    cluster.settle()
+    assert ids(chunks.lexical_query(SCOPE, "naïve", 3, vector=unit(0))) == []  # "nai", "ve"
+    chunks.search.forget(DIM)
+    text = next(s for s in store.initialize(wait=True) if s.name == ix.TEXT_INDEX)
+    assert text.ready
+    assert ids(chunks.lexical_query(SCOPE, "naïve", 3, vector=unit(0))) == ["nfd"]
 
 
 def test_init_moves_an_old_text_index_to_our_analyzer(atlas: Any, fake_clock: Any) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -251,7 +252,8 @@ def test_init_makes_both_search_indexes_ready(server: MongoStore) -> None:
 def test_the_text_analyzer_on_atlas_matches_its_twin(server: MongoStore) -> None:
     """Atlas's own analysis of our analyzer: each probe word finds exactly the chunks whose
     tokens, by the client's twin (:func:`analyze`), hold the word's token — including the
-    stemmer's departures from the SQLite store (``is`` → ``i``) and ICU folding."""
+    stemmer's departures from the SQLite store (``is`` → ``i``), ICU folding, text in
+    decomposed form (NFD), ``ß`` and ligatures."""
     server.initialize(dimensions=[DIM], wait=True, timeout_s=900)
     scope = RagScope(T, P, "rag-analysis", DIM)
     texts = [
@@ -261,13 +263,16 @@ def test_the_text_analyzer_on_atlas_matches_its_twin(server: MongoStore) -> None
         "It is plausibly agreed: connections connect.",
         "ёлка and i",
         "CAFE ZURICH 42",
+        unicodedata.normalize("NFD", "naïve résumé"),
+        "Die Straße, the ﬁle",
     ]
     server.chunks.add_chunks(
         scope, [Chunk(f"c{i}", scope.rag_id, f"d{i}", t, [1.0] * DIM) for i, t in enumerate(texts)]
     )
     real_settle(server)
     probes = ["cells", "dividing", "cafe", "zurich", "claim_for_rag_index", "claim", "is", "i"]
-    probes += ["plausible", "agree", "connecting", "елка", "42"]
+    probes += ["plausible", "agree", "connecting", "елка", "42", "naïve", "resume", "strasse"]
+    probes += ["file", unicodedata.normalize("NFD", "résumé")]
     for word in probes:
         (token,) = analyze(word)
         want = {f"c{i}" for i, t in enumerate(texts) if token in analyze(t)}
