@@ -30,6 +30,8 @@ What it simulates (from Atlas's documentation):
   (see ``atlas_search_sim``); a search index past the tier's limit (``max_search_indexes``:
   3 on M0); a user without a privilege (``denied``); a server without Atlas Search
   (``search_supported=False``: code 31082, as a community ``mongod`` answers).
+* **Document size.** ``distinct`` answers in one BSON document and fails past
+  ``max_bson_size`` (16 MiB), as the server does.
 * **Slow search.** ``search_latency_s``: each search stage takes that long (of the cluster's
   clock). The driver's time budget (``pymongo.timeout``'s time left, else the client's
   30 s ``timeoutMS``) is recorded in ``timeouts``; a stage slower than it fails as the
@@ -47,6 +49,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import bson
 import mongomock
 from atlas_search_sim import (
     apply_stages,
@@ -187,6 +190,8 @@ class AtlasCluster:
     timeouts: list[float] = field(default_factory=list)
     #: Called after every recorded write with the collection name (tests interleave here).
     on_write: Callable[[str], None] | None = None
+    #: The largest BSON document: ``distinct`` answers in one, and fails past it (code 17217).
+    max_bson_size: int = 16 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.pick is None:
@@ -334,6 +339,14 @@ class AtlasCollection:
             versions.setdefault(oid, []).append((now, copy.deepcopy(current)))
         if self.cluster.on_write is not None:
             self.cluster.on_write(self.name)
+
+    def distinct(self, key: str, flt: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+        """Answers in one BSON document, as the server does: past ``max_bson_size`` it fails."""
+        self._log("distinct")
+        values = self._inner.distinct(key, flt, **kwargs)
+        if len(bson.encode({"values": values})) > self.cluster.max_bson_size:
+            raise failure("distinct too big, 16mb cap", 17217)
+        return values
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._inner, name)

@@ -383,8 +383,9 @@ class MongoChunkStore:
     # -- reads (the collection as written, on the primary) -----------------------------
 
     def source_refs(self, scope: RagScope) -> list[str]:
-        refs = self._collection(scope).distinct("sourceRef", mq.scope_match(scope))
-        return sorted(str(r) for r in refs)
+        # not ``distinct``: it answers in one 16 MB document (about 350k refs); a cursor pages
+        rows = self._collection(scope).aggregate(mq.source_refs_pipeline(scope))
+        return sorted(str(row["_id"]) for row in rows)
 
     def chunk_rags(self, tenant_id: str, project_id: str) -> dict[str, int]:
         found: dict[str, int] = {}

@@ -66,6 +66,8 @@ class SearchSupport:
         node_preference: route each RAG's search stages to one search node.
         exact_max_chunks: the largest selective scope searched exactly.
         queryable_ttl_s: how long an index found queryable is trusted.
+        probe_chunks: the most chunks a scope's visibility probes ask about (a sample of the
+            newest chunk versions, :func:`~.mongo.builders.probes.sample_sources`).
     """
 
     def __init__(
@@ -79,6 +81,7 @@ class SearchSupport:
         node_preference: bool = False,
         exact_max_chunks: int = mq.EXACT_MAX_SELECTIVE,
         queryable_ttl_s: float = 60.0,
+        probe_chunks: int = mp.PROBE_SAMPLE_CHUNKS,
     ) -> None:
         if mode not in ("atlas", "exact", "auto"):
             raise StoreError(f"vector_search must be atlas, exact or auto, not {mode!r}")
@@ -89,6 +92,7 @@ class SearchSupport:
         self.node_preference = node_preference
         self.exact_max_chunks = exact_max_chunks
         self.queryable_ttl_s = queryable_ttl_s
+        self.probe_chunks = probe_chunks
         self._monotonic = monotonic
         self._lock = threading.Lock()
         #: (dimension, index) → until when "queryable" is trusted
@@ -274,16 +278,18 @@ class SearchSupport:
 
     def sees_scope(self, scope: RagScope, collection: Any) -> bool:
         """Do ``$vectorSearch`` (and ``$search``, when its index serves) see the newest
-        chunk version of every source of the scope, as written to ``collection``? A probe per
-        group of sources (:mod:`.mongo.builders.probes`); always true without Atlas Search."""
+        chunk version of the sources of the scope written last, as written to ``collection``?
+        A probe per group of a bounded sample of sources (:mod:`.mongo.builders.probes`);
+        always true without Atlas Search."""
         if not self.uses_atlas():
             return True
         by_source = mp.written(collection.aggregate(mp.chunk_version_counts_pipeline(scope)))
         if not by_source:
             return True
         text = self.text_serves(scope.dimension)
+        sampled = mp.sample_sources(by_source, self.probe_chunks)
         try:
-            for group in mp.source_groups(by_source):
+            for group in mp.source_groups(sampled):
                 limit = sum(by_source[s][2] for s in group)
                 for pipeline in mp.scope_probe_pipelines(scope, group, limit, text=text):
                     if not mp.sees_all(by_source, group, self.aggregate(scope, pipeline)):

@@ -75,6 +75,15 @@ def scope_match(scope: RagScope) -> dict[str, Any]:
     return {"tenantId": scope.tenant_id, "projectId": scope.project_id, "ragId": scope.rag_id}
 
 
+def source_refs_pipeline(scope: RagScope) -> list[dict[str, Any]]:
+    """The distinct source refs of one RAG as rows ``{_id: ref}``: a cursor, not one reply
+    document (``distinct`` fails past 16 MB, about 350k refs), walking the scope's index."""
+    return [
+        {"$match": scope_match(scope)},
+        {"$group": {"_id": "$sourceRef"}},
+    ]
+
+
 def translate_filters(filters: ChunkFilter | None) -> dict[str, Any]:
     """A :data:`ChunkFilter` as an MQL filter valid in both ``find`` and ``$vectorSearch``.
 

@@ -1,0 +1,90 @@
+"""Atlas where large platforms run it (issue 44), on the Atlas double: large RAGs (bounded
+visibility probes, source listings past 16 MB), many workers (the sweep leased and bounded),
+Search Nodes (safe defaults) and sharded clusters (every write carries the shard key)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from atlas_double import AtlasCluster
+from mongo_support import atlas_store
+
+from vancetope_rag.domain.records import Chunk
+from vancetope_rag.store.mongo.chunks import MongoChunkStore
+from vancetope_rag.store.mongo.client import MongoStore
+from vancetope_rag.store.types import RagScope
+
+DIM = 8
+SCOPE = RagScope("ta", "p", "rag-a", DIM)
+
+
+def unit(i: int) -> list[float]:
+    v = [0.0] * DIM
+    v[i % DIM] = 1.0
+    return v
+
+
+def chunk(cid: str, source: str, text: str = "text", scope: RagScope = SCOPE) -> Chunk:
+    return Chunk(cid, scope.rag_id, source, text, unit(len(cid)))
+
+
+def opened(tmp_path: Path, clock: Any, **options: Any) -> tuple[MongoStore, AtlasCluster]:
+    store, cluster = atlas_store(tmp_path, clock, **options)
+    assert isinstance(store, MongoStore) and isinstance(store.chunks, MongoChunkStore)
+    return store, cluster
+
+
+def probe_sources(cluster: AtlasCluster) -> list[list[str]]:
+    """The sources each ``$vectorSearch`` visibility probe asked about, in order."""
+    asked = []
+    for stage in cluster.searches:
+        vector = stage.get("$vectorSearch")
+        if vector and vector.get("exact"):
+            for clause in vector.get("filter", {}).get("$and", []):
+                if "sourceRef" in clause and "$in" in clause["sourceRef"]:
+                    asked.append(list(clause["sourceRef"]["$in"]))
+    return asked
+
+
+# -- large RAGs ---------------------------------------------------------------------------
+
+
+def test_the_visibility_probe_of_a_large_rag_asks_a_bounded_sample(
+    tmp_path: Path, fake_clock: Any
+) -> None:
+    """A switch attempt probes at most ``probe_chunks`` chunks' sources, newest versions first
+    (mongot applies writes in order, so the newest written shown means the older ones are):
+    a source written last and not yet shown holds the switch; once shown, it goes."""
+    store, cluster = opened(tmp_path, fake_clock)
+    chunks = store.chunks
+    assert isinstance(chunks, MongoChunkStore)
+    chunks.search.probe_chunks = 10
+    for i in range(30):
+        chunks.add_chunks(SCOPE, [chunk(f"c{i}", f"s{i:02d}")])
+    cluster.settle()
+    chunks.add_chunks(SCOPE, [chunk("late", "s99")])  # written last, search lags it
+    cluster.searches.clear()
+    assert not chunks.visible(SCOPE)
+    asked = probe_sources(cluster)
+    assert asked and all(len(group) <= 10 for group in asked)
+    assert sum(len(group) for group in asked) <= 10 and "s99" in asked[0]
+    cluster.settle()
+    assert not chunks.visible(SCOPE)  # first seen now: the grace starts
+    fake_clock.advance(chunks.search_grace_s + 0.1)
+    cluster.searches.clear()
+    assert chunks.visible(SCOPE)
+    assert sum(len(group) for group in probe_sources(cluster)) <= 10
+
+
+def test_the_sources_of_a_rag_past_16_mb_of_names_are_listed(
+    tmp_path: Path, fake_clock: Any
+) -> None:
+    """``distinct`` answers in one BSON document (16 MB: about 350k source refs); the
+    listing aggregates, which pages through a cursor. The double caps ``distinct`` as the
+    server does, here at 2 KB."""
+    store, cluster = opened(tmp_path, fake_clock)
+    cluster.max_bson_size = 2048
+    refs = [f"folder/some-long-file-name-{i:04d}.md" for i in range(200)]
+    store.chunks.add_chunks(SCOPE, [chunk(f"c{i}", ref) for i, ref in enumerate(refs)])
+    assert store.chunks.source_refs(SCOPE) == sorted(refs)
