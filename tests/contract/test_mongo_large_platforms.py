@@ -8,31 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from atlas_double import AtlasCluster
-from mongo_support import atlas_store
+from test_mongo_atlas_scale import SCOPE, opened, unit
 
 from vancetope_rag.domain.records import Chunk
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
-from vancetope_rag.store.mongo.client import MongoStore
 from vancetope_rag.store.types import RagScope
-
-DIM = 8
-SCOPE = RagScope("ta", "p", "rag-a", DIM)
-
-
-def unit(i: int) -> list[float]:
-    v = [0.0] * DIM
-    v[i % DIM] = 1.0
-    return v
 
 
 def chunk(cid: str, source: str, text: str = "text", scope: RagScope = SCOPE) -> Chunk:
     return Chunk(cid, scope.rag_id, source, text, unit(len(cid)))
-
-
-def opened(tmp_path: Path, clock: Any, **options: Any) -> tuple[MongoStore, AtlasCluster]:
-    store, cluster = atlas_store(tmp_path, clock, **options)
-    assert isinstance(store, MongoStore) and isinstance(store.chunks, MongoChunkStore)
-    return store, cluster
 
 
 def probe_sources(cluster: AtlasCluster) -> list[list[str]]:
