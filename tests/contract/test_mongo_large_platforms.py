@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from atlas_double import AtlasCluster
+from mongo_support import ATLAS_SEARCH_GRACE_S
 from test_mongo_atlas_scale import SCOPE, opened, unit
 
 from vancetope_rag.domain.records import Chunk
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
+from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
 from vancetope_rag.store.types import RagScope
 
 
@@ -72,3 +74,64 @@ def test_the_sources_of_a_rag_past_16_mb_of_names_are_listed(
     refs = [f"folder/some-long-file-name-{i:04d}.md" for i in range(200)]
     store.chunks.add_chunks(SCOPE, [chunk(f"c{i}", ref) for i, ref in enumerate(refs)])
     assert store.chunks.source_refs(SCOPE) == sorted(refs)
+
+
+# -- many workers ----------------------------------------------------------------------------
+
+
+def second_worker(cluster: AtlasCluster, clock: Any) -> MongoChunkStore:
+    """Another process's chunk store on the same cluster."""
+    other = open_mongo_store(
+        "mongodb://atlas.example.net/vancetope_rag_test",
+        clock=clock,
+        client=cluster.client(),
+        server_clock=False,
+        search_grace_s=ATLAS_SEARCH_GRACE_S,
+    )
+    assert isinstance(other.chunks, MongoChunkStore)
+    return other.chunks
+
+
+def replaced_sources(store: MongoStore, n: int, tag: str = "") -> None:
+    """``n`` new sources written, then each replaced: ``n`` swap notes."""
+    for i in range(n):
+        store.chunks.add_chunks(SCOPE, [chunk(f"a{tag}{i}", f"s{tag}{i:03d}")])
+    for i in range(n):
+        store.chunks.replace_source(
+            SCOPE, f"s{tag}{i:03d}", [chunk(f"b{tag}{i}", f"s{tag}{i:03d}")]
+        )
+
+
+def test_the_sweep_is_leased_one_worker_per_dimension(tmp_path: Path, fake_clock: Any) -> None:
+    """Two workers sweep each tick: the lease holder probes, the other does nothing, until
+    the holder stops ticking for longer than the lease; then the other takes over."""
+    store, cluster = opened(tmp_path, fake_clock)
+    first, second = store.chunks, second_worker(cluster, fake_clock)
+    assert isinstance(first, MongoChunkStore)
+    replaced_sources(store, 3)
+    cluster.settle()
+    fake_clock.advance(ATLAS_SEARCH_GRACE_S + 0.1)
+    assert first.sweep() == 3
+    replaced_sources(store, 2, "x")
+    cluster.settle()
+    fake_clock.advance(ATLAS_SEARCH_GRACE_S + 0.1)
+    cluster.searches.clear()
+    assert second.sweep() == 0 and cluster.searches == []  # held by the first: no probe
+    assert first.sweep() == 2
+    replaced_sources(store, 1, "y")
+    cluster.settle()
+    fake_clock.advance(first.sweep_lease_s + 0.1)  # the first worker stopped ticking
+    assert second.sweep() == 1
+    assert first.sweep() == 0  # now the second one's
+
+
+def test_a_sweep_handles_a_bounded_number_of_notes(tmp_path: Path, fake_clock: Any) -> None:
+    """A backlog larger than a tick's share is worked off over several ticks."""
+    store, cluster = opened(tmp_path, fake_clock)
+    chunks = store.chunks
+    assert isinstance(chunks, MongoChunkStore)
+    chunks.sweep_max_notes = 4
+    replaced_sources(store, 10)
+    cluster.settle()
+    fake_clock.advance(ATLAS_SEARCH_GRACE_S + 0.1)
+    assert [chunks.sweep(limit=3) for _ in range(4)] == [4, 4, 2, 0]

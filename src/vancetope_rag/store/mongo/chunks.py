@@ -52,7 +52,10 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
+import socket
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
@@ -92,6 +95,11 @@ __all__ = ["DEFAULT_MARK_TTL_S", "MongoChunkStore", "VectorSearchMode"]
 
 #: Twice the default claim TTL (``VANCETOPE_RAG_CLAIM_TTL_S``, 600 s).
 DEFAULT_MARK_TTL_S = 1200.0
+#: A dimension's sweep lease outlives its holder's last sweep by this much (then another
+#: worker takes over); longer than a tick, so the holder keeps it while it runs.
+SWEEP_LEASE_S = 60.0
+#: The most swap notes of one dimension one sweep handles (ten pages of 100).
+SWEEP_MAX_NOTES = 1000
 
 
 @guard_errors
@@ -140,6 +148,13 @@ class MongoChunkStore:
         self.counters = database["counters"]
         self.swaps = database[ix.SWAPS]
         self.visibility = database[ix.VISIBILITY]
+        self.leases = database[ix.SWEEP_LEASES]
+        #: Who this store is to the sweep leases (one per process and store).
+        self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        #: How long a sweep lease lasts past its holder's last sweep.
+        self.sweep_lease_s = SWEEP_LEASE_S
+        #: The most swap notes of one dimension a sweep handles (the rest: next tick).
+        self.sweep_max_notes = SWEEP_MAX_NOTES
         self.marks = database[ix.SOURCE_MARKS]
         #: Set by the opener when chunks of an older layout wait for ``init`` to move them.
         self.legacy_chunks = False
@@ -667,22 +682,59 @@ class MongoChunkStore:
         return {"due": due, "waiting": total - due}, lag
 
     def sweep(self, *, limit: int = 100) -> int:
-        """Delete older chunk versions of sources whose highest due one search sees entirely,
-        page after page while due notes remain (``limit`` notes a page)."""
+        """Delete older chunk versions of sources whose highest due one search sees entirely.
+
+        Per dimension, by the worker holding that dimension's lease (:meth:`_take_lease`):
+        N workers ticking do the probes of one, not N times them. At most
+        :attr:`sweep_max_notes` notes a dimension per call (pages of ``limit``): a tick stays
+        bounded whatever the global backlog; the rest waits for the next tick."""
         self._expire_marks()
         removed = 0
         due = self._instant(self.search_grace_s if self.uses_atlas() else 0.0)
-        after: tuple[datetime, Any] | None = None
-        while True:
-            page = list(
-                self.swaps.find(ms.due_notes_filter(due, after)).sort(ms.DUE_SORT).limit(limit)
+        for dim in self._swept_dimensions():
+            if self._take_lease(dim):
+                removed += self._sweep_dimension(dim, due, limit)
+        return removed
+
+    def _swept_dimensions(self) -> list[int]:
+        """The dimensions with a chunk collection (each has its own notes and lease)."""
+        names = self.db.list_collection_names()
+        return sorted(d for d in map(ix.dimension_of, names) if d is not None)
+
+    def _take_lease(self, dim: int) -> bool:
+        """Take or renew the sweep lease of ``dim`` for :attr:`sweep_lease_s`. The holder
+        keeps it while it ticks; another worker takes it once it expires (its holder died or
+        stopped). Sweeping is idempotent, so clock skew between hosts only moves when a
+        takeover happens; it never makes a sweep unsafe."""
+        now = self._instant()
+        until = now + timedelta(seconds=self.sweep_lease_s)
+        try:
+            self.leases.find_one_and_update(
+                ms.lease_filter(f"chunks_{dim}", self.worker, now),
+                {"$set": {"holder": self.worker, "until": until}},
+                upsert=True,
             )
+        except DuplicateKeyError:
+            return False  # held by another worker
+        return True
+
+    def _sweep_dimension(self, dim: int, due: datetime, limit: int) -> int:
+        """Up to :attr:`sweep_max_notes` due notes of ``dim``, page after page (the equality
+        on ``dim`` and the ``(at, _id)`` order are served by ``DIM_DUE_INDEX``)."""
+        removed, left = 0, self.sweep_max_notes
+        after: tuple[datetime, Any] | None = None
+        while left > 0:
+            size = min(limit, left)
+            flt = ms.due_notes_filter(due, after, dim)
+            page = list(self.swaps.find(flt).sort(ms.DUE_SORT).limit(size))
             if not page:
-                return removed
+                break
             removed += self._sweep_page(page)
             after = (page[-1]["at"], page[-1]["_id"])
-            if len(page) < limit:
-                return removed
+            left -= len(page)
+            if len(page) < size:
+                break
+        return removed
 
     def _sweep_page(self, records: list[dict[str, Any]]) -> int:
         removed = 0

@@ -44,6 +44,11 @@ SWAPS = "chunk_swaps"
 #: The index of the sweeper's due-notes query (a range on ``at``, pages in ``(at, _id)`` order).
 DUE_INDEX = "swap_due_idx"
 DUE_INDEX_KEYS = ("at", "_id")
+#: The index of one dimension's due notes (the sweep is leased per dimension).
+DIM_DUE_INDEX = "swap_dim_due_idx"
+DIM_DUE_INDEX_KEYS = ("dim", "at", "_id")
+#: One lease per dimension: which worker sweeps its notes (see :mod:`.mongo.chunks`).
+SWEEP_LEASES = "sweep_leases"
 #: When search was first seen to show a RAG's chunks as written (a rebuild's switch waits).
 VISIBILITY = "search_visibility"
 #: Per-source high-water marks of chunk versions written or removed (fencing: .mongo.chunks).
@@ -137,6 +142,7 @@ def control_index_models() -> dict[str, list[IndexModel]]:
         SWAPS: [
             _model(SOURCE_KEYS, "swap_source_idx"),
             _model(DUE_INDEX_KEYS, DUE_INDEX),
+            _model(DIM_DUE_INDEX_KEYS, DIM_DUE_INDEX),
         ],
         SOURCE_MARKS: [
             _model(SOURCE_KEYS, "mark_source_uniq", unique=True),
