@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from atlas_double import AtlasCluster
-from mongo_support import ATLAS_SEARCH_GRACE_S
-from test_mongo_atlas_scale import SCOPE, opened, unit
+from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SEARCH_GRACE_S
+from test_mongo_atlas_scale import DIM, SCOPE, opened, unit
 
 from vancetope_rag.domain.records import Chunk
+from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
 from vancetope_rag.store.types import RagScope
@@ -135,3 +136,54 @@ def test_a_sweep_handles_a_bounded_number_of_notes(tmp_path: Path, fake_clock: A
     cluster.settle()
     fake_clock.advance(ATLAS_SEARCH_GRACE_S + 0.1)
     assert [chunks.sweep(limit=3) for _ in range(4)] == [4, 4, 2, 0]
+
+
+def slow_node_cluster(clock: Any) -> AtlasCluster:
+    """Two search nodes; the second ends every build an hour after the first."""
+    return AtlasCluster(
+        clock=clock,
+        lag_s=ATLAS_LAG_S,
+        build_s=ATLAS_BUILD_S,
+        search_nodes=(ATLAS_LAG_S, ATLAS_LAG_S),
+        build_delays=(0.0, 3600.0),
+    )
+
+
+def test_a_building_search_node_holds_indexing_for_a_bound_only(
+    tmp_path: Path, fake_clock: Any
+) -> None:
+    """A new dimension's indexes: the first node serves them after the build, the second
+    builds for an hour. Indexing waits for the first node, then for the second for
+    ``node_hold_s`` (5 minutes), not the hour."""
+    store, _ = opened(tmp_path, fake_clock, cluster=slow_node_cluster(fake_clock))
+    chunks = store.chunks
+    assert isinstance(chunks, MongoChunkStore)
+    chunks.search._monotonic = fake_clock
+    chunks.prepare_dimension(16)
+    assert not chunks.dimension_ready(16)  # building on every node
+    fake_clock.advance(ATLAS_BUILD_S + 0.1)
+    assert not chunks.dimension_ready(16)  # the second node still builds: first seen now
+    fake_clock.advance(chunks.search.node_hold_s - 1.0)
+    assert not chunks.dimension_ready(16)
+    fake_clock.advance(2.0)
+    assert chunks.dimension_ready(16)  # the bound is over: indexing goes on
+
+
+def test_readiness_is_asked_again_after_an_index_update(tmp_path: Path, fake_clock: Any) -> None:
+    """A worker that found a dimension ready asks again a minute later: an index update
+    since (an analyzer change) holds its indexing as it holds a newly started worker's."""
+    store, _ = opened(tmp_path, fake_clock, cluster=slow_node_cluster(fake_clock))
+    fake_clock.advance(3600.0)  # the indexes init made are built on both nodes
+    chunks = store.chunks
+    assert isinstance(chunks, MongoChunkStore)
+    chunks.search._monotonic = fake_clock
+    assert chunks.dimension_ready(DIM)
+    collection = store.database[ix.chunk_collection(DIM)]
+    definition = ix.text_index_definition()
+    definition["analyzers"][0]["tokenFilters"] = definition["analyzers"][0]["tokenFilters"][:2]
+    collection.update_search_index(ix.TEXT_INDEX, definition)
+    assert chunks.dimension_ready(DIM)  # trusted for a minute
+    fake_clock.advance(chunks.search.ready_ttl_s + 0.1)
+    assert not chunks.dimension_ready(DIM)  # the second node builds the new definition
+    fake_clock.advance(chunks.search.node_hold_s + 0.1)
+    assert chunks.dimension_ready(DIM)

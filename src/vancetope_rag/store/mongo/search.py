@@ -68,6 +68,9 @@ class SearchSupport:
         queryable_ttl_s: how long an index found queryable is trusted.
         probe_chunks: the most chunks a scope's visibility probes ask about (a sample of the
             newest chunk versions, :func:`~.mongo.builders.probes.sample_sources`).
+        ready_ttl_s: how long a dimension found ready for indexing is trusted.
+        node_hold_s: the longest one search node that lags the others (building after a
+            scale-out or an index update) holds the dimension's indexing.
     """
 
     def __init__(
@@ -82,6 +85,8 @@ class SearchSupport:
         exact_max_chunks: int = mq.EXACT_MAX_SELECTIVE,
         queryable_ttl_s: float = 60.0,
         probe_chunks: int = mp.PROBE_SAMPLE_CHUNKS,
+        ready_ttl_s: float = 60.0,
+        node_hold_s: float = 300.0,
     ) -> None:
         if mode not in ("atlas", "exact", "auto"):
             raise StoreError(f"vector_search must be atlas, exact or auto, not {mode!r}")
@@ -93,11 +98,16 @@ class SearchSupport:
         self.exact_max_chunks = exact_max_chunks
         self.queryable_ttl_s = queryable_ttl_s
         self.probe_chunks = probe_chunks
+        self.ready_ttl_s = ready_ttl_s
+        self.node_hold_s = node_hold_s
         self._monotonic = monotonic
         self._lock = threading.Lock()
         #: (dimension, index) → until when "queryable" is trusted
         self._queryable: dict[tuple[int, str], float] = {}
-        self._ready: set[int] = set()
+        #: dimension → until when "ready for indexing" is trusted
+        self._ready: dict[int, float] = {}
+        #: (dimension, index, node) → when this process first saw that node lag the others
+        self._lagging_since: dict[tuple[int, str, str], float] = {}
         self._prepared: set[int] = set()
         self._estimates: dict[tuple[str, str, str], tuple[float, bool]] = {}
 
@@ -218,19 +228,57 @@ class SearchSupport:
             self._prepared.add(dim)
 
     def ready(self, dim: int) -> bool:
-        """Are both search indexes of ``dim`` READY (or is there no Atlas Search to wait for)?"""
-        if dim in self._ready or not self.uses_atlas():
+        """May the indexer write chunks of ``dim``? Both search indexes serve queries, and
+        every search node serves their latest definition READY — or the nodes that do not
+        have lagged for :attr:`node_hold_s` already (as this process saw them): a search node
+        building after a scale-out or an index update then degrades the queries it serves
+        (the sweep's probes wait for what it lacks), not every tenant's indexing. A verdict
+        of ready is trusted :attr:`ready_ttl_s`, then asked of the server again."""
+        if not self.uses_atlas():
             return True
-        ready = all(s.ready for s in ix.search_index_statuses(self.collection(dim)))
+        now = self._monotonic()
+        if self._ready.get(dim, float("-inf")) > now:
+            return True
+        collection = self.collection(dim)
+        verdicts = [  # both asked: each index's lagging node is timed from the same tick
+            self._serves(dim, name, ix.find_search_index(collection, name), now)
+            for name in (ix.VECTOR_INDEX, ix.TEXT_INDEX)
+        ]
+        ready = all(verdicts)
         if ready:
             with self._lock:
-                self._ready.add(dim)
+                self._ready[dim] = now + self.ready_ttl_s
         return ready
+
+    def _serves(self, dim: int, name: str, info: Any, now: float) -> bool:
+        """One index's part of :meth:`ready`."""
+        if ix.is_ready(info):
+            for key in [k for k in self._lagging_since if k[:2] == (dim, name)]:
+                del self._lagging_since[key]
+            return True
+        status = str((info or {}).get("status", "DOES_NOT_EXIST"))
+        if not info or not info.get("queryable") or status in ("FAILED", "STALE"):
+            return False  # not built anywhere yet, or broken: nothing to index for
+        lagging = ix.lagging_node(info) or (status, f"the index is {status}")
+        key = (dim, name, lagging[1].split(" ", 1)[0])
+        with self._lock:
+            since = self._lagging_since.setdefault(key, now)
+        if now - since < self.node_hold_s:
+            return False
+        log.warning(
+            "search index %s of dimension %s: %s for %.0f s; indexing goes on (queries that "
+            "node serves may miss the newest chunks until it catches up)",
+            name,
+            dim,
+            lagging[1],
+            now - since,
+        )
+        return True
 
     def forget(self, dim: int) -> None:
         """Drop what is cached about ``dim`` (after init changed its indexes)."""
         with self._lock:
-            self._ready.discard(dim)
+            self._ready.pop(dim, None)
             self._prepared.discard(dim)
             for key in [k for k in self._queryable if k[0] == dim]:
                 del self._queryable[key]
