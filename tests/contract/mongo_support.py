@@ -127,6 +127,13 @@ def atlas_two_nodes_store(tmp_path: Path, clock: Any) -> tuple[Store, AtlasClust
     return atlas_store(tmp_path, clock, cluster=cluster, search_node_preference=True)
 
 
+def atlas_sharded_store(tmp_path: Path, clock: Any) -> tuple[Store, AtlasCluster]:
+    """The Atlas double as a sharded cluster: ``init`` shards the chunk collections, and
+    every write to them must carry the shard key, as mongos requires."""
+    cluster = AtlasCluster(clock=clock, lag_s=ATLAS_LAG_S, build_s=ATLAS_BUILD_S, sharded=True)
+    return atlas_store(tmp_path, clock, cluster=cluster)
+
+
 # -- mongomock with the server-clock pipelines -----------------------------------------------
 
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from atlas_double import AtlasCluster
 from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SEARCH_GRACE_S
+from pymongo.errors import OperationFailure
 from test_mongo_atlas_scale import DIM, SCOPE, opened, unit
 
 from vancetope_rag.domain.records import Chunk
@@ -187,3 +189,54 @@ def test_readiness_is_asked_again_after_an_index_update(tmp_path: Path, fake_clo
     assert not chunks.dimension_ready(DIM)  # the second node builds the new definition
     fake_clock.advance(chunks.search.node_hold_s + 0.1)
     assert chunks.dimension_ready(DIM)
+
+
+# -- sharded clusters ------------------------------------------------------------------------
+
+
+def sharded_cluster(clock: Any, **options: Any) -> AtlasCluster:
+    return AtlasCluster(
+        clock=clock, lag_s=ATLAS_LAG_S, build_s=ATLAS_BUILD_S, sharded=True, **options
+    )
+
+
+def test_init_shards_the_chunk_collections_and_says_so(tmp_path: Path, fake_clock: Any) -> None:
+    """On a sharded cluster ``init`` shards every chunk collection on the shard key (never
+    constant within a RAG), and a RAG of a new dimension gets a sharded collection too."""
+    store, cluster = opened(tmp_path, fake_clock, cluster=sharded_cluster(fake_clock))
+    key = {"tenantId": 1, "projectId": 1, "ragId": 1, "chunkId": 1}
+    assert cluster.shard_keys[("vancetope_rag_test", f"chunks_{DIM}")] == key
+    statuses = store.initialize()
+    sharded = [s for s in statuses if s.kind == "shard"]
+    assert sharded and all(
+        s.status == "SHARDED" and "sh.shardCollection" in s.detail for s in sharded
+    )
+    store.chunks.prepare_dimension(24)
+    assert cluster.shard_keys[("vancetope_rag_test", "chunks_24")] == key
+
+
+def test_without_the_privilege_init_prints_the_commands(tmp_path: Path, fake_clock: Any) -> None:
+    cluster = sharded_cluster(fake_clock, denied=frozenset({"shardCollection"}))
+    store, _ = opened(tmp_path, fake_clock, cluster=cluster)
+    assert cluster.shard_keys == {}
+    (status, *_) = [s for s in store.initialize() if s.kind == "shard"]
+    assert status.status == "NOT_SHARDED" and not status.ready
+    assert 'sh.shardCollection("vancetope_rag_test.chunks_8", { tenantId: 1, projectId: 1, ' in (
+        status.detail
+    )
+
+
+def test_the_sharded_double_refuses_writes_without_the_shard_key(
+    tmp_path: Path, fake_clock: Any
+) -> None:
+    """The double refuses as mongos does, so the contract suite's ``atlas-sharded`` run proves
+    every write of the adapter carries the shard key."""
+    store, _ = opened(tmp_path, fake_clock, cluster=sharded_cluster(fake_clock))
+    collection = store.database[ix.chunk_collection(DIM)]
+    with pytest.raises(OperationFailure, match="shard key"):
+        collection.insert_one({"_id": "x", "tenantId": "t", "ragId": "r"})
+    with pytest.raises(OperationFailure, match="could not extract exact shard key"):
+        collection.update_one({"chunkId": "c"}, {"$set": {"text": "x"}}, upsert=True)
+    with pytest.raises(OperationFailure, match="must contain an exact match on _id"):
+        collection.delete_one({"chunkId": "c"})
+    collection.delete_many({"ragId": "r"})  # a broadcast is allowed

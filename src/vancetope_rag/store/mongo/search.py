@@ -221,6 +221,8 @@ class SearchSupport:
         ix.ensure_collection(self.db, name)
         collection = self.collection(dim)
         ix.create_btree_indexes(collection, ix.chunk_index_models())
+        if ix.is_sharded(self.db):  # a RAG of a new dimension on a sharded cluster
+            ix.shard_chunks(self.db, name)
         if self.uses_atlas():
             for model in ix.search_index_models(dim):
                 ix.ensure_search_index(collection, model)
