@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 from atlas_double import AtlasCluster
-from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SEARCH_GRACE_S
+from mongo_support import ATLAS_BUILD_S, ATLAS_LAG_S, ATLAS_SEARCH_GRACE_S, atlas_store
 from pymongo.errors import OperationFailure
 from test_mongo_atlas_scale import DIM, SCOPE, opened, unit
 
 from vancetope_rag.domain.records import Chunk
+from vancetope_rag.domain.retrieval import FusionParams
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
@@ -240,3 +241,69 @@ def test_the_sharded_double_refuses_writes_without_the_shard_key(
     with pytest.raises(OperationFailure, match="must contain an exact match on _id"):
         collection.delete_one({"chunkId": "c"})
     collection.delete_many({"ragId": "r"})  # a broadcast is allowed
+
+
+# -- Search Nodes ----------------------------------------------------------------------------
+
+
+def test_node_preference_is_on_by_default(fake_clock: Any) -> None:
+    from vancetope_rag.config import EngineConfig
+
+    assert EngineConfig().mongo_options()["search_node_preference"] is True
+    cluster = AtlasCluster(clock=fake_clock, search_nodes=(0.05, 15.0), build_s=ATLAS_BUILD_S)
+    assert second_worker(cluster, fake_clock).search.node_preference  # opened with defaults
+
+
+def test_a_rags_turns_spread_over_nodes_and_never_show_zero_chunks(
+    tmp_path: Path, fake_clock: Any
+) -> None:
+    """Two search nodes, one lagging 15 s past a 10 s grace, the defaults: each turn reads
+    one node (both of its searches), turns of one RAG go to both nodes, and the sweep waits
+    until both show the new version, so no turn sees the source without chunks."""
+    cluster = AtlasCluster(clock=fake_clock, search_nodes=(0.05, 15.0), build_s=ATLAS_BUILD_S)
+    store, _ = atlas_store(
+        tmp_path, fake_clock, cluster=cluster, search_grace_s=10.0, search_node_preference=True
+    )
+    chunks = store.chunks
+    assert isinstance(chunks, MongoChunkStore)
+    rag = next(
+        f"rag-{i}"
+        for i in range(100)
+        if {cluster.node_for(f"rag-{i}"), cluster.node_for(f"rag-{i}#1")} == {0, 1}
+    )
+    scope = RagScope("ta", "p", rag, DIM)
+
+    def version(name: str) -> list[Chunk]:
+        return [Chunk(f"{name}-{k}", rag, "doc-1", f"{name} text", unit(k)) for k in range(2)]
+
+    chunks.replace_source(scope, "doc-1", version("old"))
+    cluster.settle()
+    fake_clock.advance(20.0)
+    chunks.replace_source(scope, "doc-1", version("new"))
+    seen, turn_nodes = [], []
+    for _ in range(60):
+        fake_clock.advance(0.5)
+        chunks.sweep()
+        cluster.routes.clear()
+        with chunks.snapshot():
+            hits = chunks.hybrid_query(scope, "text", unit(0), 10, fusion=FusionParams())
+        turn_nodes.append(set(cluster.routes))
+        seen.append(sorted({h.chunk_id.split("-")[0] for h in hits.hits}))
+    assert all(s in (["old"], ["new"]) for s in seen), seen
+    assert seen[-1] == ["new"]
+    assert all(len(nodes) == 1 for nodes in turn_nodes)  # one node per turn
+    assert set().union(*turn_nodes) == {0, 1}  # the RAG's turns spread over both
+
+
+def test_several_search_nodes_unpinned_are_warned_about_once(
+    tmp_path: Path, fake_clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster = AtlasCluster(clock=fake_clock, search_nodes=(0.05, 15.0), build_s=ATLAS_BUILD_S)
+    store, _ = atlas_store(tmp_path, fake_clock, cluster=cluster, search_node_preference=False)
+    chunks = store.chunks
+    assert isinstance(chunks, MongoChunkStore)
+    for _ in range(3):
+        chunks.search.forget(DIM)
+        chunks.dimension_ready(DIM)
+    warned = [r for r in caplog.records if "can show a source with no chunks" in r.message]
+    assert len(warned) == 1

@@ -58,7 +58,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -129,7 +129,7 @@ class MongoChunkStore:
         vector_search: VectorSearchMode = "auto",
         clock: Clock = time.time,
         search_grace_s: float = 10.0,
-        node_preference: bool = False,
+        node_preference: bool = True,
         mark_ttl_s: float = DEFAULT_MARK_TTL_S,
         exact_max_chunks: int = mq.EXACT_MAX_SELECTIVE,
     ) -> None:
@@ -643,8 +643,9 @@ class MongoChunkStore:
         return self.search.ready(dimension)
 
     def snapshot(self) -> AbstractContextManager[None]:
-        # No read snapshot shared by several queries here: each query reads on its own.
-        return nullcontext()
+        # No read snapshot shared by several queries here, but one search node slot: every
+        # search of the turn reads the node the turn drew (see SearchSupport.turn).
+        return self.search.turn()
 
     def visible(self, scope: RagScope) -> bool:
         """Has search seen the scope's newest chunk versions, unchanged, for the grace?"""

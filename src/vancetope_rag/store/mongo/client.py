@@ -179,7 +179,7 @@ def open_mongo_store(
     vector_search: VectorSearchMode = "auto",
     server_clock: bool | None = None,
     search_grace_s: float = 10.0,
-    search_node_preference: bool = False,
+    search_node_preference: bool = True,
     claim_ttl_s: float = 600.0,
     exact_max_chunks: int = 20_000,
 ) -> MongoStore:
@@ -199,9 +199,10 @@ def open_mongo_store(
         search_grace_s: how long search must have shown a write before what it replaces may
             go: a replaced chunk version is swept, a rebuilt generation goes live (other search
             nodes may lag the one probed; with Dedicated Search Nodes use 60 s or more).
-        search_node_preference: send each RAG's search stages to one search node
-            (``searchNodePreference`` keyed by the RAG id); a cluster that refuses the field
-            is searched without it.
+        search_node_preference: send each RAG's search stages to its search nodes
+            (``searchNodePreference``: a chat turn reads one node, a RAG's turns are spread
+            over two, probes ask both); a no-op without Search Nodes; a cluster that refuses
+            the field is searched without it.
         claim_ttl_s: the indexer's claim TTL; a source mark (fencing at removals, see
             :mod:`.mongo.chunks`) is kept at least twice as long.
         exact_max_chunks: the largest selective RAG (≤ 5 % of its collection) searched

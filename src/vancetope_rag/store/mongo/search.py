@@ -21,10 +21,17 @@
 * **Does search see a chunk version yet?** The sweeper's probe (see :mod:`.mongo.chunks`):
   ``$vectorSearch``, and ``$search`` whenever the dimension's text index serves queries
   (asked of the server, not of what this process happened to query before).
-* **Which search node?** With ``node_preference``, every search stage of a RAG carries
-  ``searchNodePreference`` keyed by the RAG id (:meth:`SearchSupport.aggregate`), so its
-  probes and its queries read the same node (Dedicated Search Nodes lag each other). A
-  cluster that refuses the field is told once in the log and asked without it from then on.
+* **Which search node?** With ``node_preference`` (the default; a no-op without Search
+  Nodes), every search stage of a RAG carries ``searchNodePreference`` keyed by one of the
+  RAG's ``node_spread`` slots (:func:`~.mongo.builders.queries.node_key`). A query reads the
+  slot its chat turn drew (:meth:`SearchSupport.turn`: every search of one turn reads one
+  node, so a turn never mixes what two nodes show), spreading one large RAG's load over up to
+  ``node_spread`` nodes; a visibility probe asks every slot (:meth:`SearchSupport.everywhere`),
+  so the sweep deletes an old chunk version only once each node queries may read shows the
+  new one (Dedicated Search Nodes lag each other). A cluster that refuses the field is told
+  once in the log and asked without it from then on; a cluster with several search nodes
+  searched without it is warned about once (a node lagging past the grace can show a source
+  with no chunks).
 
 Index creation lives in :mod:`.mongo.indexes`; it runs from ``init`` and when a RAG of a new
 dimension is created (:meth:`SearchSupport.prepare`), never from a query.
@@ -32,9 +39,12 @@ dimension is created (:meth:`SearchSupport.prepare`), never from a query.
 
 from __future__ import annotations
 
+import contextvars
+import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Literal
 
 from pymongo.errors import OperationFailure
@@ -53,6 +63,13 @@ log = get_logger(__name__)
 
 VectorSearchMode = Literal["atlas", "exact", "auto"]
 
+#: The node slot the current chat turn drew (None outside a turn: each search draws one).
+_TURN_SLOT: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "vancetope_rag_search_node_slot", default=None
+)
+#: How many search nodes one RAG's queries are spread over by default.
+DEFAULT_NODE_SPREAD = 2
+
 
 class SearchSupport:
     """Atlas Search facts of one database, cached for the process (thread-safe).
@@ -63,7 +80,8 @@ class SearchSupport:
             ``local`` is set per collection).
         mode: ``atlas``, ``exact`` or ``auto``.
         estimate_ttl_s: how long a scope's size estimate is trusted.
-        node_preference: route each RAG's search stages to one search node.
+        node_preference: route each RAG's search stages to its search nodes.
+        node_spread: over how many node slots a RAG's queries are spread (probes ask all).
         exact_max_chunks: the largest selective scope searched exactly.
         queryable_ttl_s: how long an index found queryable is trusted.
         probe_chunks: the most chunks a scope's visibility probes ask about (a sample of the
@@ -82,6 +100,7 @@ class SearchSupport:
         estimate_ttl_s: float = 600.0,
         monotonic: Callable[[], float] = time.monotonic,
         node_preference: bool = False,
+        node_spread: int = DEFAULT_NODE_SPREAD,
         exact_max_chunks: int = mq.EXACT_MAX_SELECTIVE,
         queryable_ttl_s: float = 60.0,
         probe_chunks: int = mp.PROBE_SAMPLE_CHUNKS,
@@ -95,6 +114,8 @@ class SearchSupport:
         self.mode: VectorSearchMode = mode
         self.estimate_ttl_s = estimate_ttl_s
         self.node_preference = node_preference
+        self.node_spread = max(1, node_spread)
+        self._warned_nodes = False
         self.exact_max_chunks = exact_max_chunks
         self.queryable_ttl_s = queryable_ttl_s
         self.probe_chunks = probe_chunks
@@ -124,13 +145,31 @@ class SearchSupport:
             ix.chunk_collection(dim), read_concern=ReadConcern("local")
         )
 
-    def aggregate(self, scope: RagScope, pipeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Run a search pipeline of ``scope`` (on its search node with ``node_preference``)."""
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """Every search inside reads one node slot of its RAG (drawn at random): one chat
+        turn sees what one node shows."""
+        token = _TURN_SLOT.set(random.randrange(self.node_spread))
+        try:
+            yield
+        finally:
+            _TURN_SLOT.reset(token)
+
+    def aggregate(
+        self, scope: RagScope, pipeline: list[dict[str, Any]], *, slot: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Run a search pipeline of ``scope`` (with ``node_preference``, on the node of
+        ``slot``, else of the turn's slot, else of one drawn now)."""
         search = self.search_collection(scope.dimension)
         if not self.node_preference:
             return list(search.aggregate(pipeline))
+        if slot is None:
+            slot = _TURN_SLOT.get()
+        if slot is None:
+            slot = random.randrange(self.node_spread)
+        key = mq.node_key(scope.rag_id, slot % self.node_spread)
         try:
-            return list(search.aggregate(mq.with_node_preference(pipeline, scope.rag_id)))
+            return list(search.aggregate(mq.with_node_preference(pipeline, key)))
         except OperationFailure as exc:
             if "searchnodepreference" not in str(exc).lower():
                 raise
@@ -141,6 +180,24 @@ class SearchSupport:
             )
             self.node_preference = False
         return list(search.aggregate(pipeline))
+
+    def everywhere(self, scope: RagScope, pipeline: list[dict[str, Any]]) -> Iterator[list[Any]]:
+        """A probe's answer from every node slot queries of ``scope`` may read (one answer
+        without ``node_preference``), lazily: a caller stops at the first that lacks."""
+        for slot in range(self.node_spread if self.node_preference else 1):
+            yield self.aggregate(scope, pipeline, slot=slot)
+
+    def warn_unpinned(self, info: Any) -> None:
+        """Once: several search nodes, searched without ``searchNodePreference``."""
+        nodes = len((info or {}).get("statusDetail") or [])
+        if nodes > 1 and not self.node_preference and not self._warned_nodes:
+            self._warned_nodes = True
+            log.warning(
+                "this cluster has %s search nodes and searchNodePreference is off: a query on "
+                "a node lagging past the search grace can show a source with no chunks; set "
+                "VANCETOPE_RAG_MONGO_SEARCH_NODE_PREFERENCE=true",
+                nodes,
+            )
 
     def text_serves(self, dim: int) -> bool:
         """Does the text index of ``dim`` serve queries (so a probe must ask it too)?"""
@@ -254,6 +311,7 @@ class SearchSupport:
 
     def _serves(self, dim: int, name: str, info: Any, now: float) -> bool:
         """One index's part of :meth:`ready`."""
+        self.warn_unpinned(info)
         if ix.is_ready(info):
             for key in [k for k in self._lagging_since if k[:2] == (dim, name)]:
                 del self._lagging_since[key]
@@ -320,7 +378,7 @@ class SearchSupport:
         if self.text_serves(scope.dimension):
             probes.append(build_text_probe_pipeline(scope, source_ref, version, count))
         try:
-            return all(len(self.aggregate(scope, p)) >= want for p in probes)
+            return all(len(rows) >= want for p in probes for rows in self.everywhere(scope, p))
         except OperationFailure as exc:
             # e.g. the index still serves a definition without ``gen`` as a filter field
             log.info("cannot probe chunk version %s of %s yet: %s", version, source_ref, exc)
@@ -342,8 +400,9 @@ class SearchSupport:
             for group in mp.source_groups(sampled):
                 limit = sum(by_source[s][2] for s in group)
                 for pipeline in mp.scope_probe_pipelines(scope, group, limit, text=text):
-                    if not mp.sees_all(by_source, group, self.aggregate(scope, pipeline)):
-                        return False
+                    for rows in self.everywhere(scope, pipeline):
+                        if not mp.sees_all(by_source, group, rows):
+                            return False
         except OperationFailure as exc:
             log.info("cannot probe %s yet: %s", scope.rag_id, exc)
             return False

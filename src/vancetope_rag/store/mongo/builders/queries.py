@@ -343,6 +343,12 @@ def with_node_preference(pipeline: Sequence[Mapping[str, Any]], key: str) -> lis
     return [{name: {**stage, "searchNodePreference": {"key": key}}}, *map(dict, pipeline[1:])]
 
 
+def node_key(rag_id: str, slot: int) -> str:
+    """The ``searchNodePreference`` key of one of a RAG's node slots (slot 0: the RAG id, as
+    before slots existed)."""
+    return rag_id if slot == 0 else f"{rag_id}#{slot}"
+
+
 def atlas_score_to_cosine(score: float) -> float:
     """Atlas normalises cosine similarity to ``(1 + cos) / 2`` in [0, 1]; undo it."""
     return 2.0 * float(score) - 1.0
