@@ -505,7 +505,7 @@ def test_the_sweeps_due_notes_neither_sort_in_memory_nor_scan(server: MongoStore
     """``explain`` of the sweeper's due-notes query on 2,000 swap notes, 1,800 of them due
     (three share each ``at``, so the first page ends inside a tie), for the first page and for
     the page after it (the ``(at, _id)`` resume that paging adds as an ``$or``): the winning
-    plan walks ``swap_due_idx`` (for the resume, possibly as one scan per ``$or`` branch
+    plan walks ``swap_dim_due_idx`` (for the resume, possibly as one scan per ``$or`` branch
     merged in order, SORT_MERGE), with no SORT and no COLLSCAN."""
     swaps = server.database[ix.SWAPS]
     base = datetime(2026, 1, 1)  # naive UTC, as the store writes ``at``
@@ -518,11 +518,11 @@ def test_the_sweeps_due_notes_neither_sort_in_memory_nor_scan(server: MongoStore
     )
     due = base + timedelta(seconds=599)
     limit = 100  # the sweep's page
-    first = ms.due_notes_filter(due, None)
+    first = ms.due_notes_filter(due, None, DIM)  # one dimension's notes, as the lease holder
     page = list(swaps.find(first).sort(ms.DUE_SORT).limit(limit))
     assert len(page) == limit
     after = (page[-1]["at"], page[-1]["_id"])  # as the sweep resumes
-    for flt in (first, ms.due_notes_filter(due, after)):
+    for flt in (first, ms.due_notes_filter(due, after, DIM)):
         plan = swaps.find(flt).sort(ms.DUE_SORT).limit(limit).explain()
         winning = plan["queryPlanner"]["winningPlan"]
         stages = _stages(winning)
@@ -530,7 +530,7 @@ def test_the_sweeps_due_notes_neither_sort_in_memory_nor_scan(server: MongoStore
             flt,
             stages,
         )
-        assert ix.DUE_INDEX in str(winning), (flt, winning)
+        assert ix.DIM_DUE_INDEX in str(winning), (flt, winning)
 
 
 @needs_atlas
