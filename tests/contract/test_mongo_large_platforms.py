@@ -4,6 +4,7 @@ Search Nodes (safe defaults) and sharded clusters (every write carries the shard
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -306,4 +307,34 @@ def test_several_search_nodes_unpinned_are_warned_about_once(
         chunks.search.forget(DIM)
         chunks.dimension_ready(DIM)
     warned = [r for r in caplog.records if "can show a source with no chunks" in r.message]
+    assert len(warned) == 1
+
+
+def test_the_grace_grows_to_the_lag_the_sweep_observes(
+    tmp_path: Path, fake_clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Searched without node preference, a node lagging 15 s past a 10 s grace: a due chunk
+    version the probe does not see yet lengthens the grace to the lag observed (warned once),
+    so the sweep waits as long as search lags and no query sees the source without chunks."""
+    cluster = AtlasCluster(clock=fake_clock, search_nodes=(0.05, 15.0), build_s=ATLAS_BUILD_S)
+    store, _ = atlas_store(
+        tmp_path, fake_clock, cluster=cluster, search_grace_s=10.0, search_node_preference=False
+    )
+    chunks = store.chunks
+    assert isinstance(chunks, MongoChunkStore)
+    replaced_sources(store, 1)
+    cluster.settle()
+    fake_clock.advance(20.0)
+    chunks.sweep()
+    chunks.replace_source(SCOPE, "s000", [chunk("c-new", "s000")])
+    turns = itertools.cycle([0, 0, 1])  # probes and queries land on both nodes
+    cluster.pick = lambda: next(turns)
+    seen = []
+    for _ in range(60):
+        fake_clock.advance(0.5)
+        chunks.sweep()
+        seen.append(sorted(h.chunk_id for h in chunks.query(SCOPE, unit(0), 10)))
+    assert all(s for s in seen), "a query saw the source without chunks"
+    assert chunks.effective_grace_s() > 14.0
+    warned = [r for r in caplog.records if "past the search grace" in r.message]
     assert len(warned) == 1

@@ -100,6 +100,8 @@ DEFAULT_MARK_TTL_S = 1200.0
 SWEEP_LEASE_S = 60.0
 #: The most swap notes of one dimension one sweep handles (ten pages of 100).
 SWEEP_MAX_NOTES = 1000
+#: How long a search lag observed past the grace keeps lengthening it.
+OBSERVED_LAG_MEMORY_S = 3600.0
 
 
 @guard_errors
@@ -155,6 +157,9 @@ class MongoChunkStore:
         self.sweep_lease_s = SWEEP_LEASE_S
         #: The most swap notes of one dimension a sweep handles (the rest: next tick).
         self.sweep_max_notes = SWEEP_MAX_NOTES
+        #: The longest lag past the grace the sweep saw, and when (store clock).
+        self._observed_lag: tuple[float, float] = (0.0, 0.0)
+        self._warned_lag = False
         self.marks = database[ix.SOURCE_MARKS]
         #: Set by the opener when chunks of an older layout wait for ``init`` to move them.
         self.legacy_chunks = False
@@ -667,7 +672,7 @@ class MongoChunkStore:
             ix.upsert_racing(lambda: self.visibility.update_one(key, update, upsert=True))
         else:
             since = record["since"]
-        return bool(since <= self._instant(self.search_grace_s))
+        return bool(since <= self._instant(self.effective_grace_s()))
 
     def sweep_backlog(self) -> tuple[dict[str, int], float]:
         """Swap notes waiting (``due``: past the search grace; ``waiting``: not yet) and the
@@ -691,11 +696,35 @@ class MongoChunkStore:
         bounded whatever the global backlog; the rest waits for the next tick."""
         self._expire_marks()
         removed = 0
-        due = self._instant(self.search_grace_s if self.uses_atlas() else 0.0)
+        due = self._instant(self.effective_grace_s() if self.uses_atlas() else 0.0)
         for dim in self._swept_dimensions():
             if self._take_lease(dim):
                 removed += self._sweep_dimension(dim, due, limit)
         return removed
+
+    def effective_grace_s(self) -> float:
+        """The search grace, or the lag the sweep observed past it within the last hour (a
+        due chunk version search did not show yet), whichever is longer: a rebuild's switch
+        and the sweep then wait as long as search was seen to lag."""
+        lag, seen_at = self._observed_lag
+        if lag <= self.search_grace_s or self.clock() - seen_at > OBSERVED_LAG_MEMORY_S:
+            return self.search_grace_s
+        return lag
+
+    def _observe_lag(self, lag_s: float) -> None:
+        if lag_s <= max(self.search_grace_s, self._observed_lag[0]):
+            return
+        self._observed_lag = (min(lag_s, OBSERVED_LAG_MEMORY_S), self.clock())
+        if not self._warned_lag:
+            self._warned_lag = True
+            log.warning(
+                "search lagged %.0f s, past the search grace of %.0f s: the sweep and rebuild "
+                "switches wait as long as search is seen to lag (a query on a node lagging "
+                "past the grace could otherwise show a source with no chunks); set "
+                "VANCETOPE_RAG_MONGO_SEARCH_GRACE_S to at least that",
+                lag_s,
+                self.search_grace_s,
+            )
 
     def _swept_dimensions(self) -> list[int]:
         """The dimensions with a chunk collection (each has its own notes and lease)."""
@@ -755,6 +784,9 @@ class MongoChunkStore:
                     done += plan.covered  # nothing older to delete
                 elif self.search.visible(scope, source_ref, plan.target):
                     removed += self._drop_older(collection, source, plan.target)
+                else:  # due, yet not shown: search lags more than the grace
+                    written = min(n.since for n in notes if n.version == plan.target)
+                    self._observe_lag((self._instant() - written).total_seconds())
             if done:
                 self.swaps.delete_many({**source, "_id": {"$in": done}})
             self._reschedule(source, plan.unlanded)
