@@ -160,11 +160,13 @@ class EngineConfig(BaseSettings):
         "Dedicated Search Nodes use 60 or more.",
     )
     mongo_search_node_preference: bool = Field(
-        default=False,
+        default=True,
         validation_alias=_env("VANCETOPE_RAG_MONGO_SEARCH_NODE_PREFERENCE"),
-        description="MongoDB Atlas: send every query and probe of a RAG to one search node "
-        "(`searchNodePreference` keyed by the RAG id), so probes and queries read the same "
-        "index; a cluster that refuses the field is searched without it.",
+        description="MongoDB Atlas: route a RAG's searches with `searchNodePreference`: a "
+        "chat turn reads one search node, a RAG's turns are spread over two, and the sweep's "
+        "probes ask both, so a node lagging past the grace never shows a source with no "
+        "chunks. A no-op without Search Nodes; a cluster that refuses the field is searched "
+        "without it.",
     )
     mongo_exact_max_chunks: int = Field(
         default=20_000,

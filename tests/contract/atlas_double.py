@@ -30,6 +30,15 @@ What it simulates (from Atlas's documentation):
   (see ``atlas_search_sim``); a search index past the tier's limit (``max_search_indexes``:
   3 on M0); a user without a privilege (``denied``); a server without Atlas Search
   (``search_supported=False``: code 31082, as a community ``mongod`` answers).
+* **Sharded clusters.** ``sharded=True``: ``hello`` answers as mongos does (``isdbgrid``),
+  ``client.admin.command("shardCollection", "db.coll", key=…)`` shards a collection (refused
+  without the privilege: ``denied={"shardCollection"}``), and a write to a sharded collection
+  is refused as mongos refuses it (the rules of MongoDB before 7.1, the strictest): an insert
+  must hold every shard key field, an upsert must match each by equality, a single-document
+  update, replace, delete or find-and-modify must match the whole shard key or ``_id`` by
+  equality; ``*_many`` writes may broadcast.
+* **Document size.** ``distinct`` answers in one BSON document and fails past
+  ``max_bson_size`` (16 MiB), as the server does.
 * **Slow search.** ``search_latency_s``: each search stage takes that long (of the cluster's
   clock). The driver's time budget (``pymongo.timeout``'s time left, else the client's
   30 s ``timeoutMS``) is recorded in ``timeouts``; a stage slower than it fails as the
@@ -47,6 +56,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import bson
 import mongomock
 from atlas_search_sim import (
     apply_stages,
@@ -187,6 +197,12 @@ class AtlasCluster:
     timeouts: list[float] = field(default_factory=list)
     #: Called after every recorded write with the collection name (tests interleave here).
     on_write: Callable[[str], None] | None = None
+    #: The largest BSON document: ``distinct`` answers in one, and fails past it (code 17217).
+    max_bson_size: int = 16 * 1024 * 1024
+    #: A sharded cluster (behind mongos): see the module docstring.
+    sharded: bool = False
+    #: (database, collection) → its shard key, as ``shardCollection`` set it.
+    shard_keys: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.pick is None:
@@ -245,6 +261,10 @@ class AtlasClient:
     def __getitem__(self, name: str) -> AtlasDatabase:
         return self.get_database(name)
 
+    @property
+    def admin(self) -> AtlasDatabase:
+        return self.get_database("admin")
+
     def drop_database(self, name: str) -> None:
         self.cluster.mongo.drop_database(name)
 
@@ -281,8 +301,23 @@ class AtlasDatabase:
         self.client.cluster.history.pop((self.name, name), None)
 
     def command(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        cluster = self.client.cluster
+        if name == "hello" and cluster.sharded:
+            return {"ok": 1.0, "msg": "isdbgrid"}
         if name in ("ping", "hello"):
             return {"ok": 1.0}
+        if name == "shardCollection" and self.name == "admin":
+            if not cluster.sharded:
+                raise failure("sharding not enabled for this cluster", 203, "ShardingNotEnabled")
+            if "shardCollection" in cluster.denied:
+                raise failure(
+                    f"not authorized on admin to execute command {{ shardCollection: {args[0]} }}",
+                    13,
+                    "Unauthorized",
+                )
+            database, _, collection = str(args[0]).partition(".")
+            cluster.shard_keys[(database, collection)] = dict(kwargs["key"])
+            return {"ok": 1.0, "collectionsharded": args[0]}
         return self._inner.command(name, *args, **kwargs)
 
 
@@ -335,6 +370,14 @@ class AtlasCollection:
         if self.cluster.on_write is not None:
             self.cluster.on_write(self.name)
 
+    def distinct(self, key: str, flt: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+        """Answers in one BSON document, as the server does: past ``max_bson_size`` it fails."""
+        self._log("distinct")
+        values = self._inner.distinct(key, flt, **kwargs)
+        if len(bson.encode({"values": values})) > self.cluster.max_bson_size:
+            raise failure("distinct too big, 16mb cap", 17217)
+        return values
+
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._inner, name)
         if name in _READS:
@@ -347,6 +390,7 @@ class AtlasCollection:
         if name in _WRITES_BY_FILTER:
 
             def write(flt: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
+                self._check_shard_key(name, flt, upsert=bool(kwargs.get("upsert")))
                 before = [d["_id"] for d in self._inner.find(flt, {"_id": 1})]
                 result = method(flt, *args, **kwargs)
                 after = [getattr(result, "upserted_id", None)]
@@ -358,13 +402,46 @@ class AtlasCollection:
             return write
         return method
 
+    def _shard_key(self) -> dict[str, Any] | None:
+        return self.cluster.shard_keys.get(self._key)
+
+    def _check_shard_key(self, method: str, flt: Mapping[str, Any], *, upsert: bool) -> None:
+        """Refuse a write mongos would refuse (see the module docstring)."""
+        key = self._shard_key()
+        if key is None or method.endswith("_many"):
+            return
+        matched = {k for k, v in flt.items() if not isinstance(v, Mapping) or "$eq" in v}
+        if upsert and not set(key) <= matched:
+            raise failure(
+                f"Failed to target upsert by query :: could not extract exact shard key from "
+                f"{dict(flt)} for shard key {key}",
+                61,
+                "ShardKeyNotFound",
+            )
+        if not set(key) <= matched and "_id" not in matched:
+            raise failure(
+                f"A single {method} on a sharded collection must contain an exact match on "
+                f"_id (and have the collection default collation) or contain the shard key "
+                f"{key}: {dict(flt)}",
+                72,
+                "InvalidOptions",
+            )
+
+    def _check_inserted(self, documents: Iterable[Mapping[str, Any]]) -> None:
+        key = self._shard_key()
+        for document in documents if key is not None else ():
+            if not set(key) <= set(document):
+                raise failure(f"document {document.get('_id')} lacks the shard key {key}", 61)
+
     def insert_one(self, document: dict[str, Any], **kwargs: Any) -> Any:
+        self._check_inserted([document])
         try:
             return self._inner.insert_one(document, **kwargs)
         finally:
             self._record([document["_id"]] if "_id" in document else [])
 
     def insert_many(self, documents: list[dict[str, Any]], **kwargs: Any) -> Any:
+        self._check_inserted(documents)
         try:
             return self._inner.insert_many(documents, **kwargs)
         except BulkWriteError:

@@ -18,6 +18,7 @@ import pytest
 from mongo_support import (
     MONGODB_URI_ENV,
     Settle,
+    atlas_sharded_store,
     atlas_store,
     atlas_two_nodes_store,
     mongomock_server_clock_store,
@@ -82,6 +83,11 @@ def atlas_two_nodes_opened(tmp_path: Path, clock: SettableClock) -> Opened:
     return Opened(store, cluster.settle)
 
 
+def atlas_sharded_opened(tmp_path: Path, clock: SettableClock) -> Opened:
+    store, cluster = atlas_sharded_store(tmp_path, clock)
+    return Opened(store, cluster.settle)
+
+
 def real_opened(tmp_path: Path, clock: SettableClock) -> Opened:
     store = real_mongo_store(tmp_path, clock)
     return Opened(store, lambda: real_settle(store))
@@ -101,7 +107,8 @@ def postgres_opened(tmp_path: Path, clock: SettableClock) -> Opened:
 #: Every adapter the contract suite runs against, as ``(id, factory)``. The MongoDB adapter
 #: runs on mongomock twice (leases on the injected clock; and through the ``$$NOW`` pipelines
 #: with ``$$NOW`` bound to that clock), on the lagging Atlas double (Atlas mode, search lag
-#: > 0; once with one search node, once with two lagging differently), and on a real server
+#: > 0; once with one search node, once with two lagging differently, once sharded: writes
+#: without the shard key refused as mongos refuses them), and on a real server
 #: (``mongodb``, marked ``mongodb``) when ``VANCETOPE_RAG_TEST_MONGODB_URI`` is set:
 #: see ``mongo_support.py``.
 STORE_FACTORIES: list[Any] = [
@@ -111,6 +118,7 @@ STORE_FACTORIES: list[Any] = [
     ("mongomock-$$NOW", mongomock_now_opened),
     ("atlas-lagging", atlas_opened),
     ("atlas-two-nodes", atlas_two_nodes_opened),
+    ("atlas-sharded", atlas_sharded_opened),
     ("postgres", postgres_opened),
 ]
 if os.environ.get(MONGODB_URI_ENV):  # the real server joins only when asked for

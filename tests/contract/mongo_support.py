@@ -124,7 +124,18 @@ def atlas_two_nodes_store(tmp_path: Path, clock: Any) -> tuple[Store, AtlasClust
         build_s=ATLAS_BUILD_S,
         build_delays=(0.0, 0.1),
     )
-    return atlas_store(tmp_path, clock, cluster=cluster, search_node_preference=True)
+    store, cluster = atlas_store(tmp_path, clock, cluster=cluster, search_node_preference=True)
+    # One node slot: each RAG reads the node its id names (fresher on the fast node; the
+    # default spread over two slots is shown in test_mongo_large_platforms.py).
+    store.chunks.search.node_spread = 1  # type: ignore[attr-defined]
+    return store, cluster
+
+
+def atlas_sharded_store(tmp_path: Path, clock: Any) -> tuple[Store, AtlasCluster]:
+    """The Atlas double as a sharded cluster: ``init`` shards the chunk collections, and
+    every write to them must carry the shard key, as mongos requires."""
+    cluster = AtlasCluster(clock=clock, lag_s=ATLAS_LAG_S, build_s=ATLAS_BUILD_S, sharded=True)
+    return atlas_store(tmp_path, clock, cluster=cluster)
 
 
 # -- mongomock with the server-clock pipelines -----------------------------------------------

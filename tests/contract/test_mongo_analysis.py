@@ -16,12 +16,13 @@ only Atlas can show (its analyzer's real output) is in ``test_mongo_real.py``.
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 
 import pytest
 from nltk.stem.porter import PorterStemmer
 
-from vancetope_rag.store.mongo.builders.analysis import analyze, text_terms
+from vancetope_rag.store.mongo.builders.analysis import TOKEN_SPLIT, analyze, text_terms
 from vancetope_rag.store.shared import QueryTerm, fold, query_terms
 from vancetope_rag.store.sqlite.bm25 import TOKENIZER_ARGS
 
@@ -57,12 +58,13 @@ def departs(word: str) -> bool:
 
 def is_a_known_departure(word: str) -> bool:
     """The stemmers' (FTS5 gives Porter's reference stem, Atlas the paper's), or folding's
-    (FTS5 on the word ICU folded gives Atlas's token: a diacritic outside Latin)."""
+    (FTS5 on the word ICU folded gives Atlas's token: a diacritic outside Latin, ``ß``, a
+    ligature)."""
     folded = fold(word.lower())
     stemmers = sqlite_tokens(word) == [_REFERENCE.stem(folded, to_lowercase=False)] and analyze(
         word
     ) == [_PAPER.stem(folded, to_lowercase=False)]
-    return stemmers or sqlite_tokens(folded) == analyze(word)
+    return stemmers or sqlite_tokens(fold(word.casefold())) == analyze(word)
 
 
 def corpus() -> list[str]:
@@ -128,11 +130,41 @@ def test_queries_get_the_same_terms_on_both_stores() -> None:
 
 def test_the_known_departures() -> None:
     """Pinned, so a change of either stemmer shows here first."""
-    pinned = ("s", "is", "as", "plausibly", "ё")
+    pinned = ("s", "is", "as", "plausibly", "ё", "Straße", "ﬁle")
     assert [(w, sqlite_tokens(w), analyze(w)) for w in pinned] == [
         ("s", ["s"], [""]),  # an empty term: the term rule drops it from queries
         ("is", ["is"], ["i"]),
         ("as", ["as"], ["a"]),
         ("plausibly", ["plausibl"], ["plausibli"]),
         ("ё", ["ё"], ["е"]),  # ICU folds Cyrillic diacritics; remove_diacritics only Latin ones
+        ("Straße", ["straß"], ["strass"]),  # ICU case-folds ß; unicode61 keeps it
+        ("ﬁle", ["ﬁle"], ["file"]),  # ICU unifies compatibility forms; unicode61 keeps them
     ]
+
+
+PARITY = [
+    # (text, its other form that Atlas's icuFolding indexes alike)
+    ("naïve résumé at the café", "naïve résumé at the café"),  # NFC, as typed on Linux
+    ("Straße", "strasse"),  # icuFolding folds ß by case folding
+    ("ﬁle ﬂow ﬀort", "file flow ffort"),  # ligatures (compatibility forms)
+    ("ΣΟΦΟΣ σοφός", "σοφοσ σοφοσ"),  # final sigma folds like the others
+]
+
+
+@pytest.mark.parametrize(("text", "other"), PARITY)
+def test_forms_atlas_folds_alike_get_the_same_tokens(text: str, other: str) -> None:
+    """Decomposed text (NFD, as macOS names files) makes the tokens of its composed form:
+    combining marks are part of a token, never a separator (``TOKEN_SPLIT``), and folding
+    removes them; ``ß``, ligatures and final sigma fold as ICU's case folding does."""
+    for form in ("NFC", "NFD", "NFKD"):
+        assert analyze(unicodedata.normalize(form, text)) == analyze(other), form
+        spans = [t.token for t in text_terms(unicodedata.normalize(form, text))]
+        assert spans == [t.token for t in text_terms(other)], form
+    assert "\\p{M}" in TOKEN_SPLIT  # the analyzer definition keeps marks inside tokens
+
+
+def test_a_mark_without_a_composed_form_stays_in_its_token() -> None:
+    """``q̃`` has no precomposed letter: the mark stays inside the token, then folds away
+    (Devanagari's vowel signs, marks too, no longer cut its words)."""
+    assert analyze("q\u0303uark") == analyze("quark")
+    assert len(analyze("हिन्दी भाषा")) == 2

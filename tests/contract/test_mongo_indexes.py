@@ -114,7 +114,7 @@ def test_text_index_definition() -> None:
     assert analyzer == {
         "name": "vancetope_text",
         "charFilters": [],
-        "tokenizer": {"type": "regexSplit", "pattern": r"[^\p{L}\p{N}_]+"},
+        "tokenizer": {"type": "regexSplit", "pattern": r"[^\p{L}\p{M}\p{N}_]+"},
         "tokenFilters": [
             {"type": "lowercase"},
             {"type": "icuFolding"},

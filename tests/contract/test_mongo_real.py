@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -251,7 +252,8 @@ def test_init_makes_both_search_indexes_ready(server: MongoStore) -> None:
 def test_the_text_analyzer_on_atlas_matches_its_twin(server: MongoStore) -> None:
     """Atlas's own analysis of our analyzer: each probe word finds exactly the chunks whose
     tokens, by the client's twin (:func:`analyze`), hold the word's token — including the
-    stemmer's departures from the SQLite store (``is`` → ``i``) and ICU folding."""
+    stemmer's departures from the SQLite store (``is`` → ``i``), ICU folding, text in
+    decomposed form (NFD), ``ß`` and ligatures."""
     server.initialize(dimensions=[DIM], wait=True, timeout_s=900)
     scope = RagScope(T, P, "rag-analysis", DIM)
     texts = [
@@ -261,13 +263,16 @@ def test_the_text_analyzer_on_atlas_matches_its_twin(server: MongoStore) -> None
         "It is plausibly agreed: connections connect.",
         "ёлка and i",
         "CAFE ZURICH 42",
+        unicodedata.normalize("NFD", "naïve résumé"),
+        "Die Straße, the ﬁle",
     ]
     server.chunks.add_chunks(
         scope, [Chunk(f"c{i}", scope.rag_id, f"d{i}", t, [1.0] * DIM) for i, t in enumerate(texts)]
     )
     real_settle(server)
     probes = ["cells", "dividing", "cafe", "zurich", "claim_for_rag_index", "claim", "is", "i"]
-    probes += ["plausible", "agree", "connecting", "елка", "42"]
+    probes += ["plausible", "agree", "connecting", "елка", "42", "naïve", "resume", "strasse"]
+    probes += ["file", unicodedata.normalize("NFD", "résumé")]
     for word in probes:
         (token,) = analyze(word)
         want = {f"c{i}" for i, t in enumerate(texts) if token in analyze(t)}
@@ -440,15 +445,17 @@ def test_a_document_over_16_mib_is_refused_before_the_driver(server: MongoStore)
 
 
 def test_read_preference_in_the_uri(server: MongoStore) -> None:
-    """``secondaryPreferred`` is refused at open; with ``nearest`` (and ``w=1``), control
-    reads still go to the primary and writes to a majority: a claim and a read of what was
-    just written see it at once."""
+    """``secondaryPreferred`` and ``nearest`` are refused at open; with ``primaryPreferred``
+    (and ``w=1``), control reads still go to the primary and writes to a majority: a claim
+    and a read of what was just written see it at once."""
     _, name = real_database()
     sep = "&" if "?" in real_uri() else "?"
     with pytest.raises(StoreError, match="readPreference=secondaryPreferred is not supported"):
         open_mongo_store(f"{real_uri()}{sep}readPreference=secondaryPreferred", database=name)
+    with pytest.raises(StoreError, match="readPreference=nearest is not supported"):
+        open_mongo_store(f"{real_uri()}{sep}readPreference=nearest", database=name)
     store = open_mongo_store(
-        f"{real_uri()}{sep}readPreference=nearest&w=1", database=name, server_clock=True
+        f"{real_uri()}{sep}readPreference=primaryPreferred&w=1", database=name, server_clock=True
     )
     try:
         doc = store.control.insert_document(
@@ -498,7 +505,7 @@ def test_the_sweeps_due_notes_neither_sort_in_memory_nor_scan(server: MongoStore
     """``explain`` of the sweeper's due-notes query on 2,000 swap notes, 1,800 of them due
     (three share each ``at``, so the first page ends inside a tie), for the first page and for
     the page after it (the ``(at, _id)`` resume that paging adds as an ``$or``): the winning
-    plan walks ``swap_due_idx`` (for the resume, possibly as one scan per ``$or`` branch
+    plan walks ``swap_dim_due_idx`` (for the resume, possibly as one scan per ``$or`` branch
     merged in order, SORT_MERGE), with no SORT and no COLLSCAN."""
     swaps = server.database[ix.SWAPS]
     base = datetime(2026, 1, 1)  # naive UTC, as the store writes ``at``
@@ -511,11 +518,11 @@ def test_the_sweeps_due_notes_neither_sort_in_memory_nor_scan(server: MongoStore
     )
     due = base + timedelta(seconds=599)
     limit = 100  # the sweep's page
-    first = ms.due_notes_filter(due, None)
+    first = ms.due_notes_filter(due, None, DIM)  # one dimension's notes, as the lease holder
     page = list(swaps.find(first).sort(ms.DUE_SORT).limit(limit))
     assert len(page) == limit
     after = (page[-1]["at"], page[-1]["_id"])  # as the sweep resumes
-    for flt in (first, ms.due_notes_filter(due, after)):
+    for flt in (first, ms.due_notes_filter(due, after, DIM)):
         plan = swaps.find(flt).sort(ms.DUE_SORT).limit(limit).explain()
         winning = plan["queryPlanner"]["winningPlan"]
         stages = _stages(winning)
@@ -523,7 +530,7 @@ def test_the_sweeps_due_notes_neither_sort_in_memory_nor_scan(server: MongoStore
             flt,
             stages,
         )
-        assert ix.DUE_INDEX in str(winning), (flt, winning)
+        assert ix.DIM_DUE_INDEX in str(winning), (flt, winning)
 
 
 @needs_atlas

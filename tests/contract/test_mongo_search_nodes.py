@@ -55,6 +55,7 @@ def two_nodes(
         tmp_path, clock, cluster=cluster, search_grace_s=grace, search_node_preference=preference
     )
     assert isinstance(store, MongoStore) and isinstance(store.chunks, MongoChunkStore)
+    store.chunks.search.node_spread = 1  # pinned to the node the RAG id names
     return store.chunks, cluster
 
 

@@ -52,10 +52,13 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
+import socket
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -92,6 +95,13 @@ __all__ = ["DEFAULT_MARK_TTL_S", "MongoChunkStore", "VectorSearchMode"]
 
 #: Twice the default claim TTL (``VANCETOPE_RAG_CLAIM_TTL_S``, 600 s).
 DEFAULT_MARK_TTL_S = 1200.0
+#: A dimension's sweep lease outlives its holder's last sweep by this much (then another
+#: worker takes over); longer than a tick, so the holder keeps it while it runs.
+SWEEP_LEASE_S = 60.0
+#: The most swap notes of one dimension one sweep handles (ten pages of 100).
+SWEEP_MAX_NOTES = 1000
+#: How long a search lag observed past the grace keeps lengthening it.
+OBSERVED_LAG_MEMORY_S = 3600.0
 
 
 @guard_errors
@@ -121,7 +131,7 @@ class MongoChunkStore:
         vector_search: VectorSearchMode = "auto",
         clock: Clock = time.time,
         search_grace_s: float = 10.0,
-        node_preference: bool = False,
+        node_preference: bool = True,
         mark_ttl_s: float = DEFAULT_MARK_TTL_S,
         exact_max_chunks: int = mq.EXACT_MAX_SELECTIVE,
     ) -> None:
@@ -140,6 +150,16 @@ class MongoChunkStore:
         self.counters = database["counters"]
         self.swaps = database[ix.SWAPS]
         self.visibility = database[ix.VISIBILITY]
+        self.leases = database[ix.SWEEP_LEASES]
+        #: Who this store is to the sweep leases (one per process and store).
+        self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        #: How long a sweep lease lasts past its holder's last sweep.
+        self.sweep_lease_s = SWEEP_LEASE_S
+        #: The most swap notes of one dimension a sweep handles (the rest: next tick).
+        self.sweep_max_notes = SWEEP_MAX_NOTES
+        #: The longest lag past the grace the sweep saw, and when (store clock).
+        self._observed_lag: tuple[float, float] = (0.0, 0.0)
+        self._warned_lag = False
         self.marks = database[ix.SOURCE_MARKS]
         #: Set by the opener when chunks of an older layout wait for ``init`` to move them.
         self.legacy_chunks = False
@@ -383,8 +403,9 @@ class MongoChunkStore:
     # -- reads (the collection as written, on the primary) -----------------------------
 
     def source_refs(self, scope: RagScope) -> list[str]:
-        refs = self._collection(scope).distinct("sourceRef", mq.scope_match(scope))
-        return sorted(str(r) for r in refs)
+        # not ``distinct``: it answers in one 16 MB document (about 350k refs); a cursor pages
+        rows = self._collection(scope).aggregate(mq.source_refs_pipeline(scope))
+        return sorted(str(row["_id"]) for row in rows)
 
     def chunk_rags(self, tenant_id: str, project_id: str) -> dict[str, int]:
         found: dict[str, int] = {}
@@ -627,8 +648,9 @@ class MongoChunkStore:
         return self.search.ready(dimension)
 
     def snapshot(self) -> AbstractContextManager[None]:
-        # No read snapshot shared by several queries here: each query reads on its own.
-        return nullcontext()
+        # No read snapshot shared by several queries here, but one search node slot: every
+        # search of the turn reads the node the turn drew (see SearchSupport.turn).
+        return self.search.turn()
 
     def visible(self, scope: RagScope) -> bool:
         """Has search seen the scope's newest chunk versions, unchanged, for the grace?"""
@@ -650,7 +672,7 @@ class MongoChunkStore:
             ix.upsert_racing(lambda: self.visibility.update_one(key, update, upsert=True))
         else:
             since = record["since"]
-        return bool(since <= self._instant(self.search_grace_s))
+        return bool(since <= self._instant(self.effective_grace_s()))
 
     def sweep_backlog(self) -> tuple[dict[str, int], float]:
         """Swap notes waiting (``due``: past the search grace; ``waiting``: not yet) and the
@@ -666,22 +688,83 @@ class MongoChunkStore:
         return {"due": due, "waiting": total - due}, lag
 
     def sweep(self, *, limit: int = 100) -> int:
-        """Delete older chunk versions of sources whose highest due one search sees entirely,
-        page after page while due notes remain (``limit`` notes a page)."""
+        """Delete older chunk versions of sources whose highest due one search sees entirely.
+
+        Per dimension, by the worker holding that dimension's lease (:meth:`_take_lease`):
+        N workers ticking do the probes of one, not N times them. At most
+        :attr:`sweep_max_notes` notes a dimension per call (pages of ``limit``): a tick stays
+        bounded whatever the global backlog; the rest waits for the next tick."""
         self._expire_marks()
         removed = 0
-        due = self._instant(self.search_grace_s if self.uses_atlas() else 0.0)
-        after: tuple[datetime, Any] | None = None
-        while True:
-            page = list(
-                self.swaps.find(ms.due_notes_filter(due, after)).sort(ms.DUE_SORT).limit(limit)
+        due = self._instant(self.effective_grace_s() if self.uses_atlas() else 0.0)
+        for dim in self._swept_dimensions():
+            if self._take_lease(dim):
+                removed += self._sweep_dimension(dim, due, limit)
+        return removed
+
+    def effective_grace_s(self) -> float:
+        """The search grace, or the lag the sweep observed past it within the last hour (a
+        due chunk version search did not show yet), whichever is longer: a rebuild's switch
+        and the sweep then wait as long as search was seen to lag."""
+        lag, seen_at = self._observed_lag
+        if lag <= self.search_grace_s or self.clock() - seen_at > OBSERVED_LAG_MEMORY_S:
+            return self.search_grace_s
+        return lag
+
+    def _observe_lag(self, lag_s: float) -> None:
+        if lag_s <= max(self.search_grace_s, self._observed_lag[0]):
+            return
+        self._observed_lag = (min(lag_s, OBSERVED_LAG_MEMORY_S), self.clock())
+        if not self._warned_lag:
+            self._warned_lag = True
+            log.warning(
+                "search lagged %.0f s, past the search grace of %.0f s: the sweep and rebuild "
+                "switches wait as long as search is seen to lag (a query on a node lagging "
+                "past the grace could otherwise show a source with no chunks); set "
+                "VANCETOPE_RAG_MONGO_SEARCH_GRACE_S to at least that",
+                lag_s,
+                self.search_grace_s,
             )
+
+    def _swept_dimensions(self) -> list[int]:
+        """The dimensions with a chunk collection (each has its own notes and lease)."""
+        names = self.db.list_collection_names()
+        return sorted(d for d in map(ix.dimension_of, names) if d is not None)
+
+    def _take_lease(self, dim: int) -> bool:
+        """Take or renew the sweep lease of ``dim`` for :attr:`sweep_lease_s`. The holder
+        keeps it while it ticks; another worker takes it once it expires (its holder died or
+        stopped). Sweeping is idempotent, so clock skew between hosts only moves when a
+        takeover happens; it never makes a sweep unsafe."""
+        now = self._instant()
+        until = now + timedelta(seconds=self.sweep_lease_s)
+        try:
+            self.leases.find_one_and_update(
+                ms.lease_filter(f"chunks_{dim}", self.worker, now),
+                {"$set": {"holder": self.worker, "until": until}},
+                upsert=True,
+            )
+        except DuplicateKeyError:
+            return False  # held by another worker
+        return True
+
+    def _sweep_dimension(self, dim: int, due: datetime, limit: int) -> int:
+        """Up to :attr:`sweep_max_notes` due notes of ``dim``, page after page (the equality
+        on ``dim`` and the ``(at, _id)`` order are served by ``DIM_DUE_INDEX``)."""
+        removed, left = 0, self.sweep_max_notes
+        after: tuple[datetime, Any] | None = None
+        while left > 0:
+            size = min(limit, left)
+            flt = ms.due_notes_filter(due, after, dim)
+            page = list(self.swaps.find(flt).sort(ms.DUE_SORT).limit(size))
             if not page:
-                return removed
+                break
             removed += self._sweep_page(page)
             after = (page[-1]["at"], page[-1]["_id"])
-            if len(page) < limit:
-                return removed
+            left -= len(page)
+            if len(page) < size:
+                break
+        return removed
 
     def _sweep_page(self, records: list[dict[str, Any]]) -> int:
         removed = 0
@@ -701,6 +784,9 @@ class MongoChunkStore:
                     done += plan.covered  # nothing older to delete
                 elif self.search.visible(scope, source_ref, plan.target):
                     removed += self._drop_older(collection, source, plan.target)
+                else:  # due, yet not shown: search lags more than the grace
+                    written = min(n.since for n in notes if n.version == plan.target)
+                    self._observe_lag((self._instant() - written).total_seconds())
             if done:
                 self.swaps.delete_many({**source, "_id": {"$in": done}})
             self._reschedule(source, plan.unlanded)

@@ -12,9 +12,9 @@ Connection semantics are pinned here, whatever the URI says: control reads (clai
 ``holds_claim``, chunk counts and listings) go to the primary; every write is acknowledged
 by a majority (``w=1`` in the URI could let a failover roll back a counter increment and hand
 out one fencing token twice, or a chunk write after its document was marked clean); search
-stages keep the URI's read preference with read concern ``local``, except ``secondary`` and
-``secondaryPreferred``, refused at open (:func:`check_read_preference`); the client has an
-overall ``timeoutMS`` (:data:`DEFAULT_TIMEOUT_MS` unless the URI sets one).
+stages keep the URI's read preference with read concern ``local``, except ``secondary``,
+``secondaryPreferred`` and ``nearest``, refused at open (:func:`check_read_preference`); the
+client has an overall ``timeoutMS`` (:data:`DEFAULT_TIMEOUT_MS` unless the URI sets one).
 
 Many processes may share one database: claims are atomic ``find_one_and_update`` calls whose
 lease condition the server evaluates on its own clock (see :mod:`.mongo.control`), and chunk
@@ -134,20 +134,22 @@ def _is_mongomock(client: Any) -> bool:
 
 
 def check_read_preference(uri: str, client: Any, shown: str) -> None:
-    """Refuse a ``secondary``/``secondaryPreferred`` read preference (the URI's or the
-    client's) before anything is read: search stages would run on a secondary, whose search
-    process lags on its own — the sweep deletes an old chunk version once search on the
-    primary sees the new one, so a query on a lagging secondary could find neither."""
+    """Refuse a read preference that may pick a secondary — ``secondary``,
+    ``secondaryPreferred`` or ``nearest`` (the URI's or the client's) — before anything is
+    read: search stages would run on a secondary, whose search process lags on its own — the
+    sweep deletes an old chunk version once search on the primary sees the new one, so a query
+    on a lagging secondary could find neither. ``nearest`` picks a secondary whenever it is
+    closer, so it carries the same hazard."""
     modes = [v for k, v in parse_qsl(urlparse(uri).query) if k.lower() == "readpreference"]
     chosen = getattr(client, "read_preference", None)
     modes.append(str(getattr(chosen, "mongos_mode", "") or ""))
     for mode in modes:
-        if mode.lower().startswith("secondary"):
+        if mode.lower().startswith(("secondary", "nearest")):
             raise StoreError(
                 f"store {shown!r}: readPreference={mode} is not supported: search reads on a "
                 "secondary can miss chunks the primary's search already shows (old versions "
-                "are swept once it does); remove readPreference from the URI, or use primary, "
-                "primaryPreferred or nearest"
+                "are swept once it does); remove readPreference from the URI, or use primary "
+                "or primaryPreferred"
             )
 
 
@@ -177,7 +179,7 @@ def open_mongo_store(
     vector_search: VectorSearchMode = "auto",
     server_clock: bool | None = None,
     search_grace_s: float = 10.0,
-    search_node_preference: bool = False,
+    search_node_preference: bool = True,
     claim_ttl_s: float = 600.0,
     exact_max_chunks: int = 20_000,
 ) -> MongoStore:
@@ -197,17 +199,18 @@ def open_mongo_store(
         search_grace_s: how long search must have shown a write before what it replaces may
             go: a replaced chunk version is swept, a rebuilt generation goes live (other search
             nodes may lag the one probed; with Dedicated Search Nodes use 60 s or more).
-        search_node_preference: send each RAG's search stages to one search node
-            (``searchNodePreference`` keyed by the RAG id); a cluster that refuses the field
-            is searched without it.
+        search_node_preference: send each RAG's search stages to its search nodes
+            (``searchNodePreference``: a chat turn reads one node, a RAG's turns are spread
+            over two, probes ask both); a no-op without Search Nodes; a cluster that refuses
+            the field is searched without it.
         claim_ttl_s: the indexer's claim TTL; a source mark (fencing at removals, see
             :mod:`.mongo.chunks`) is kept at least twice as long.
         exact_max_chunks: the largest selective RAG (≤ 5 % of its collection) searched
             exactly (``VANCETOPE_RAG_MONGO_EXACT_MAX_CHUNKS``).
 
     Raises:
-        StoreError: bad URI, a ``secondary*`` read preference, unreachable server, or a
-            schema newer than this package.
+        StoreError: bad URI, a ``secondary*`` or ``nearest`` read preference, unreachable
+            server, or a schema newer than this package.
     """
     shown = redact_uri(uri)
     owns_client = client is None

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pymongo import ASCENDING, IndexModel, ReturnDocument
-from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, PyMongoError
 from pymongo.operations import SearchIndexModel
 
 from vancetope_rag.domain.records import IndexStatus
@@ -44,6 +44,17 @@ SWAPS = "chunk_swaps"
 #: The index of the sweeper's due-notes query (a range on ``at``, pages in ``(at, _id)`` order).
 DUE_INDEX = "swap_due_idx"
 DUE_INDEX_KEYS = ("at", "_id")
+#: The index of one dimension's due notes (the sweep is leased per dimension).
+DIM_DUE_INDEX = "swap_dim_due_idx"
+DIM_DUE_INDEX_KEYS = ("dim", "at", "_id")
+#: The shard key of a ``chunks_<dim>`` collection on a sharded cluster. Never constant within
+#: a RAG (one large RAG splits over shards by chunk id), a prefix of the unique index
+#: ``chunks_id_gen_uniq`` (a sharded collection's unique indexes must start with its shard
+#: key), and a RAG's scope is its prefix, so plain reads of one RAG are targeted. Every
+#: chunk write holds it: inserts carry every field, the rest are ``delete_many`` by scope.
+CHUNK_SHARD_KEY = {"tenantId": 1, "projectId": 1, "ragId": 1, "chunkId": 1}
+#: One lease per dimension: which worker sweeps its notes (see :mod:`.mongo.chunks`).
+SWEEP_LEASES = "sweep_leases"
 #: When search was first seen to show a RAG's chunks as written (a rebuild's switch waits).
 VISIBILITY = "search_visibility"
 #: Per-source high-water marks of chunk versions written or removed (fencing: .mongo.chunks).
@@ -137,6 +148,7 @@ def control_index_models() -> dict[str, list[IndexModel]]:
         SWAPS: [
             _model(SOURCE_KEYS, "swap_source_idx"),
             _model(DUE_INDEX_KEYS, DUE_INDEX),
+            _model(DIM_DUE_INDEX_KEYS, DIM_DUE_INDEX),
         ],
         SOURCE_MARKS: [
             _model(SOURCE_KEYS, "mark_source_uniq", unique=True),
@@ -173,6 +185,40 @@ def dimension_of(collection_name: str) -> int | None:
     """``chunks_384`` → 384; any other name → None."""
     prefix, _, rest = collection_name.partition("_")
     return int(rest) if prefix == "chunks" and rest.isdigit() else None
+
+
+def is_sharded(database: Any) -> bool:
+    """Is this a sharded cluster (are we talking to mongos)?"""
+    try:
+        return bool(database.command("hello").get("msg") == "isdbgrid")
+    except (PyMongoError, NotImplementedError):  # mongomock has no ``hello``
+        return False
+
+
+def shard_command(database: Any, collection: str) -> str:
+    """The ``mongosh`` command that shards a chunk collection (shown when we may not)."""
+    key = ", ".join(f"{k}: {v}" for k, v in CHUNK_SHARD_KEY.items())
+    return f'sh.shardCollection("{database.name}.{collection}", {{ {key} }})'
+
+
+def shard_chunks(database: Any, name: str) -> IndexStatus:
+    """Shard the chunk collection ``name`` on :data:`CHUNK_SHARD_KEY` (a collection sharded
+    already is left alone); without the privilege, say which command to run. Control
+    collections stay unsharded, on the database's primary shard (docs/stores.md)."""
+    command = shard_command(database, name)
+    try:
+        database.client.admin.command(
+            "shardCollection", f"{database.name}.{name}", key=dict(CHUNK_SHARD_KEY)
+        )
+    except OperationFailure as exc:
+        if exc.code == 13:  # Unauthorized
+            log.warning("cannot shard %s (%s); run as a cluster admin: %s", name, exc, command)
+            why = f"not sharded (no shardCollection privilege); run as a cluster admin: {command}"
+            return IndexStatus(name, "shard key", "shard", "NOT_SHARDED", False, why)
+        if exc.code != 20 and "already sharded" not in str(exc).lower():
+            raise
+    log.info("sharded %s: %s", name, command)
+    return IndexStatus(name, "shard key", "shard", "SHARDED", True, command)
 
 
 def create_btree_indexes(collection: Any, models: Iterable[IndexModel]) -> None:

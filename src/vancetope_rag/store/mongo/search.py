@@ -21,10 +21,17 @@
 * **Does search see a chunk version yet?** The sweeper's probe (see :mod:`.mongo.chunks`):
   ``$vectorSearch``, and ``$search`` whenever the dimension's text index serves queries
   (asked of the server, not of what this process happened to query before).
-* **Which search node?** With ``node_preference``, every search stage of a RAG carries
-  ``searchNodePreference`` keyed by the RAG id (:meth:`SearchSupport.aggregate`), so its
-  probes and its queries read the same node (Dedicated Search Nodes lag each other). A
-  cluster that refuses the field is told once in the log and asked without it from then on.
+* **Which search node?** With ``node_preference`` (the default; a no-op without Search
+  Nodes), every search stage of a RAG carries ``searchNodePreference`` keyed by one of the
+  RAG's ``node_spread`` slots (:func:`~.mongo.builders.queries.node_key`). A query reads the
+  slot its chat turn drew (:meth:`SearchSupport.turn`: every search of one turn reads one
+  node, so a turn never mixes what two nodes show), spreading one large RAG's load over up to
+  ``node_spread`` nodes; a visibility probe asks every slot (:meth:`SearchSupport.everywhere`),
+  so the sweep deletes an old chunk version only once each node queries may read shows the
+  new one (Dedicated Search Nodes lag each other). A cluster that refuses the field is told
+  once in the log and asked without it from then on; a cluster with several search nodes
+  searched without it is warned about once (a node lagging past the grace can show a source
+  with no chunks).
 
 Index creation lives in :mod:`.mongo.indexes`; it runs from ``init`` and when a RAG of a new
 dimension is created (:meth:`SearchSupport.prepare`), never from a query.
@@ -32,9 +39,12 @@ dimension is created (:meth:`SearchSupport.prepare`), never from a query.
 
 from __future__ import annotations
 
+import contextvars
+import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Literal
 
 from pymongo.errors import OperationFailure
@@ -53,6 +63,13 @@ log = get_logger(__name__)
 
 VectorSearchMode = Literal["atlas", "exact", "auto"]
 
+#: The node slot the current chat turn drew (None outside a turn: each search draws one).
+_TURN_SLOT: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "vancetope_rag_search_node_slot", default=None
+)
+#: How many search nodes one RAG's queries are spread over by default.
+DEFAULT_NODE_SPREAD = 2
+
 
 class SearchSupport:
     """Atlas Search facts of one database, cached for the process (thread-safe).
@@ -63,9 +80,15 @@ class SearchSupport:
             ``local`` is set per collection).
         mode: ``atlas``, ``exact`` or ``auto``.
         estimate_ttl_s: how long a scope's size estimate is trusted.
-        node_preference: route each RAG's search stages to one search node.
+        node_preference: route each RAG's search stages to its search nodes.
+        node_spread: over how many node slots a RAG's queries are spread (probes ask all).
         exact_max_chunks: the largest selective scope searched exactly.
         queryable_ttl_s: how long an index found queryable is trusted.
+        probe_chunks: the most chunks a scope's visibility probes ask about (a sample of the
+            newest chunk versions, :func:`~.mongo.builders.probes.sample_sources`).
+        ready_ttl_s: how long a dimension found ready for indexing is trusted.
+        node_hold_s: the longest one search node that lags the others (building after a
+            scale-out or an index update) holds the dimension's indexing.
     """
 
     def __init__(
@@ -77,8 +100,12 @@ class SearchSupport:
         estimate_ttl_s: float = 600.0,
         monotonic: Callable[[], float] = time.monotonic,
         node_preference: bool = False,
+        node_spread: int = DEFAULT_NODE_SPREAD,
         exact_max_chunks: int = mq.EXACT_MAX_SELECTIVE,
         queryable_ttl_s: float = 60.0,
+        probe_chunks: int = mp.PROBE_SAMPLE_CHUNKS,
+        ready_ttl_s: float = 60.0,
+        node_hold_s: float = 300.0,
     ) -> None:
         if mode not in ("atlas", "exact", "auto"):
             raise StoreError(f"vector_search must be atlas, exact or auto, not {mode!r}")
@@ -87,13 +114,21 @@ class SearchSupport:
         self.mode: VectorSearchMode = mode
         self.estimate_ttl_s = estimate_ttl_s
         self.node_preference = node_preference
+        self.node_spread = max(1, node_spread)
+        self._warned_nodes = False
         self.exact_max_chunks = exact_max_chunks
         self.queryable_ttl_s = queryable_ttl_s
+        self.probe_chunks = probe_chunks
+        self.ready_ttl_s = ready_ttl_s
+        self.node_hold_s = node_hold_s
         self._monotonic = monotonic
         self._lock = threading.Lock()
         #: (dimension, index) → until when "queryable" is trusted
         self._queryable: dict[tuple[int, str], float] = {}
-        self._ready: set[int] = set()
+        #: dimension → until when "ready for indexing" is trusted
+        self._ready: dict[int, float] = {}
+        #: (dimension, index, node) → when this process first saw that node lag the others
+        self._lagging_since: dict[tuple[int, str, str], float] = {}
         self._prepared: set[int] = set()
         self._estimates: dict[tuple[str, str, str], tuple[float, bool]] = {}
 
@@ -110,13 +145,31 @@ class SearchSupport:
             ix.chunk_collection(dim), read_concern=ReadConcern("local")
         )
 
-    def aggregate(self, scope: RagScope, pipeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Run a search pipeline of ``scope`` (on its search node with ``node_preference``)."""
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """Every search inside reads one node slot of its RAG (drawn at random): one chat
+        turn sees what one node shows."""
+        token = _TURN_SLOT.set(random.randrange(self.node_spread))
+        try:
+            yield
+        finally:
+            _TURN_SLOT.reset(token)
+
+    def aggregate(
+        self, scope: RagScope, pipeline: list[dict[str, Any]], *, slot: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Run a search pipeline of ``scope`` (with ``node_preference``, on the node of
+        ``slot``, else of the turn's slot, else of one drawn now)."""
         search = self.search_collection(scope.dimension)
         if not self.node_preference:
             return list(search.aggregate(pipeline))
+        if slot is None:
+            slot = _TURN_SLOT.get()
+        if slot is None:
+            slot = random.randrange(self.node_spread)
+        key = mq.node_key(scope.rag_id, slot % self.node_spread)
         try:
-            return list(search.aggregate(mq.with_node_preference(pipeline, scope.rag_id)))
+            return list(search.aggregate(mq.with_node_preference(pipeline, key)))
         except OperationFailure as exc:
             if "searchnodepreference" not in str(exc).lower():
                 raise
@@ -127,6 +180,24 @@ class SearchSupport:
             )
             self.node_preference = False
         return list(search.aggregate(pipeline))
+
+    def everywhere(self, scope: RagScope, pipeline: list[dict[str, Any]]) -> Iterator[list[Any]]:
+        """A probe's answer from every node slot queries of ``scope`` may read (one answer
+        without ``node_preference``), lazily: a caller stops at the first that lacks."""
+        for slot in range(self.node_spread if self.node_preference else 1):
+            yield self.aggregate(scope, pipeline, slot=slot)
+
+    def warn_unpinned(self, info: Any) -> None:
+        """Once: several search nodes, searched without ``searchNodePreference``."""
+        nodes = len((info or {}).get("statusDetail") or [])
+        if nodes > 1 and not self.node_preference and not self._warned_nodes:
+            self._warned_nodes = True
+            log.warning(
+                "this cluster has %s search nodes and searchNodePreference is off: a query on "
+                "a node lagging past the search grace can show a source with no chunks; set "
+                "VANCETOPE_RAG_MONGO_SEARCH_NODE_PREFERENCE=true",
+                nodes,
+            )
 
     def text_serves(self, dim: int) -> bool:
         """Does the text index of ``dim`` serve queries (so a probe must ask it too)?"""
@@ -207,6 +278,8 @@ class SearchSupport:
         ix.ensure_collection(self.db, name)
         collection = self.collection(dim)
         ix.create_btree_indexes(collection, ix.chunk_index_models())
+        if ix.is_sharded(self.db):  # a RAG of a new dimension on a sharded cluster
+            ix.shard_chunks(self.db, name)
         if self.uses_atlas():
             for model in ix.search_index_models(dim):
                 ix.ensure_search_index(collection, model)
@@ -214,19 +287,58 @@ class SearchSupport:
             self._prepared.add(dim)
 
     def ready(self, dim: int) -> bool:
-        """Are both search indexes of ``dim`` READY (or is there no Atlas Search to wait for)?"""
-        if dim in self._ready or not self.uses_atlas():
+        """May the indexer write chunks of ``dim``? Both search indexes serve queries, and
+        every search node serves their latest definition READY — or the nodes that do not
+        have lagged for :attr:`node_hold_s` already (as this process saw them): a search node
+        building after a scale-out or an index update then degrades the queries it serves
+        (the sweep's probes wait for what it lacks), not every tenant's indexing. A verdict
+        of ready is trusted :attr:`ready_ttl_s`, then asked of the server again."""
+        if not self.uses_atlas():
             return True
-        ready = all(s.ready for s in ix.search_index_statuses(self.collection(dim)))
+        now = self._monotonic()
+        if self._ready.get(dim, float("-inf")) > now:
+            return True
+        collection = self.collection(dim)
+        verdicts = [  # both asked: each index's lagging node is timed from the same tick
+            self._serves(dim, name, ix.find_search_index(collection, name), now)
+            for name in (ix.VECTOR_INDEX, ix.TEXT_INDEX)
+        ]
+        ready = all(verdicts)
         if ready:
             with self._lock:
-                self._ready.add(dim)
+                self._ready[dim] = now + self.ready_ttl_s
         return ready
+
+    def _serves(self, dim: int, name: str, info: Any, now: float) -> bool:
+        """One index's part of :meth:`ready`."""
+        self.warn_unpinned(info)
+        if ix.is_ready(info):
+            for key in [k for k in self._lagging_since if k[:2] == (dim, name)]:
+                del self._lagging_since[key]
+            return True
+        status = str((info or {}).get("status", "DOES_NOT_EXIST"))
+        if not info or not info.get("queryable") or status in ("FAILED", "STALE"):
+            return False  # not built anywhere yet, or broken: nothing to index for
+        lagging = ix.lagging_node(info) or (status, f"the index is {status}")
+        key = (dim, name, lagging[1].split(" ", 1)[0])
+        with self._lock:
+            since = self._lagging_since.setdefault(key, now)
+        if now - since < self.node_hold_s:
+            return False
+        log.warning(
+            "search index %s of dimension %s: %s for %.0f s; indexing goes on (queries that "
+            "node serves may miss the newest chunks until it catches up)",
+            name,
+            dim,
+            lagging[1],
+            now - since,
+        )
+        return True
 
     def forget(self, dim: int) -> None:
         """Drop what is cached about ``dim`` (after init changed its indexes)."""
         with self._lock:
-            self._ready.discard(dim)
+            self._ready.pop(dim, None)
             self._prepared.discard(dim)
             for key in [k for k in self._queryable if k[0] == dim]:
                 del self._queryable[key]
@@ -266,7 +378,7 @@ class SearchSupport:
         if self.text_serves(scope.dimension):
             probes.append(build_text_probe_pipeline(scope, source_ref, version, count))
         try:
-            return all(len(self.aggregate(scope, p)) >= want for p in probes)
+            return all(len(rows) >= want for p in probes for rows in self.everywhere(scope, p))
         except OperationFailure as exc:
             # e.g. the index still serves a definition without ``gen`` as a filter field
             log.info("cannot probe chunk version %s of %s yet: %s", version, source_ref, exc)
@@ -274,20 +386,23 @@ class SearchSupport:
 
     def sees_scope(self, scope: RagScope, collection: Any) -> bool:
         """Do ``$vectorSearch`` (and ``$search``, when its index serves) see the newest
-        chunk version of every source of the scope, as written to ``collection``? A probe per
-        group of sources (:mod:`.mongo.builders.probes`); always true without Atlas Search."""
+        chunk version of the sources of the scope written last, as written to ``collection``?
+        A probe per group of a bounded sample of sources (:mod:`.mongo.builders.probes`);
+        always true without Atlas Search."""
         if not self.uses_atlas():
             return True
         by_source = mp.written(collection.aggregate(mp.chunk_version_counts_pipeline(scope)))
         if not by_source:
             return True
         text = self.text_serves(scope.dimension)
+        sampled = mp.sample_sources(by_source, self.probe_chunks)
         try:
-            for group in mp.source_groups(by_source):
+            for group in mp.source_groups(sampled):
                 limit = sum(by_source[s][2] for s in group)
                 for pipeline in mp.scope_probe_pipelines(scope, group, limit, text=text):
-                    if not mp.sees_all(by_source, group, self.aggregate(scope, pipeline)):
-                        return False
+                    for rows in self.everywhere(scope, pipeline):
+                        if not mp.sees_all(by_source, group, rows):
+                            return False
         except OperationFailure as exc:
             log.info("cannot probe %s yet: %s", scope.rag_id, exc)
             return False

@@ -207,6 +207,13 @@ def prune_search_indexes(chunks: MongoChunkStore, dims: Iterable[int]) -> list[I
     return dropped
 
 
+def shard_chunk_collections(database: Any, dims: Iterable[int]) -> list[IndexStatus]:
+    """On a sharded cluster, each chunk collection's shard (:func:`~.indexes.shard_chunks`)."""
+    if not ix.is_sharded(database):
+        return []
+    return [ix.shard_chunks(database, ix.chunk_collection(dim)) for dim in sorted(dims)]
+
+
 def initialize(
     database: Any,
     chunks: MongoChunkStore,
@@ -234,8 +241,9 @@ def initialize(
         chunks.search.forget(dim)
         chunks.prepare_dimension(dim)
     collections = [chunks.search.collection(dim) for dim in dims]
+    sharding = shard_chunk_collections(database, dims)
     if not chunks.uses_atlas():
-        return [
+        return sharding + [
             IndexStatus(
                 c.name,
                 "-",
@@ -248,7 +256,11 @@ def initialize(
         ]
     dropped = prune_search_indexes(chunks, unused) if prune else []
     if wait:
-        return dropped + ix.wait_until_ready(
-            collections, timeout_s=timeout_s, sleep=sleep, monotonic=monotonic
+        return (
+            sharding
+            + dropped
+            + ix.wait_until_ready(
+                collections, timeout_s=timeout_s, sleep=sleep, monotonic=monotonic
+            )
         )
-    return dropped + [s for c in collections for s in ix.search_index_statuses(c)]
+    return sharding + dropped + [s for c in collections for s in ix.search_index_statuses(c)]

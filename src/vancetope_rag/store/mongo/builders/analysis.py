@@ -4,8 +4,13 @@ Hybrid retrieval was tuned on the SQLite store, whose FTS5 tokenizer (``porter u
 remove_diacritics 2 tokenchars '_'``) splits on anything but letters, digits and ``_``,
 folds accents and applies the original Porter stemmer, with no stopword filter. The Atlas
 text index gets the analyzer :data:`ANALYZER_NAME` (:func:`analyzer_definition`) doing the
-same: ``regexSplit`` on ``[^\\p{L}\\p{N}_]+``, ``lowercase``, ``icuFolding``, then
+same: ``regexSplit`` on ``[^\\p{L}\\p{M}\\p{N}_]+``, ``lowercase``, ``icuFolding``, then
 ``snowballStemming`` with Snowball's ``porter`` (the algorithm of Porter's 1980 paper).
+Combining marks (``\\p{M}``) belong to a token: text in decomposed form (NFD, as macOS
+names files: ``nai`` + U+0308 + ``ve``) makes the token its composed form makes, since
+``icuFolding`` composes and strips the marks; a split on them cut ``naïve`` into ``nai`` and
+``ve`` on Atlas, while SQLite found it. ``icuFolding`` also case-folds (``ß`` → ``ss``,
+``ς`` → ``σ``) and unifies compatibility forms (``ﬁ`` → ``fi``); the twin case-folds too.
 
 :func:`analyze` is that analyzer in Python. The client reduces a query with it by the SQLite
 store's term rule (:func:`~vancetope_rag.store.shared.query_terms`: distinct terms by token,
@@ -22,10 +27,10 @@ follows the paper: ``is`` → ``i``, ``plausibly`` → ``plausibli``), and where
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from typing import Any
 
+import regex
 from nltk.stem.porter import PorterStemmer
 
 from vancetope_rag.store.shared import QueryTerm, fold, query_terms
@@ -43,9 +48,9 @@ __all__ = [
 #: The name of the custom analyzer the text index defines (ours: ``init`` rewrites it).
 ANALYZER_NAME = "vancetope_text"
 #: What separates tokens (Java regex, as Atlas's ``regexSplit`` reads it).
-TOKEN_SPLIT = r"[^\p{L}\p{N}_]+"
-#: The same tokens in Python: ``\w`` is exactly letters (L*), digits (N*) and ``_``.
-_TOKEN = re.compile(r"\w+")
+TOKEN_SPLIT = r"[^\p{L}\p{M}\p{N}_]+"
+#: The same tokens in Python (``regex``, which nltk requires, reads Unicode categories).
+_TOKEN = regex.compile(r"[\p{L}\p{M}\p{N}_]+")
 
 # Snowball's ``porter`` is the paper's algorithm, which NLTK's ORIGINAL_ALGORITHM mode follows.
 _STEMMER = PorterStemmer(mode=PorterStemmer.ORIGINAL_ALGORITHM)
@@ -67,7 +72,7 @@ def analyzer_definition() -> dict[str, Any]:
 
 @lru_cache(maxsize=65536)
 def _token(word: str) -> str:
-    return str(_STEMMER.stem(fold(word.lower()).lower(), to_lowercase=False))
+    return str(_STEMMER.stem(fold(word.casefold()).casefold(), to_lowercase=False))
 
 
 def tokenize(text: str) -> list[tuple[int, int, str]]:

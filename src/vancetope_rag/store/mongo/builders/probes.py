@@ -5,8 +5,15 @@ its sources (readers would otherwise switch to a generation search shows in part
 primary says what was written (:func:`chunk_version_counts_pipeline`); probes filtered to groups
 of sources ask ``$vectorSearch`` (exact, any query vector ranks every match) and ``$search``
 what they see (:func:`scope_probe_pipelines`); :func:`sees_all` compares. A group holds at
-most :data:`~.mongo.builders.queries.MAX_NUM_CANDIDATES` chunks, Atlas's largest answer, so a large
-RAG takes several probes — run once per switch attempt, never by a query.
+most :data:`~.mongo.builders.queries.MAX_NUM_CANDIDATES` chunks, Atlas's largest answer.
+
+A large RAG is not probed whole: :func:`sample_sources` keeps the sources of the newest chunk
+versions up to :data:`PROBE_SAMPLE_CHUNKS` chunks (two probes of each kind at the most). mongot
+applies a collection's writes in the order of its change stream, so a node that shows the
+newest versions written shows the older ones too; the fingerprint of the whole RAG (every
+source's newest version and count) still restarts the grace when anything changes. At 1M
+chunks an attempt asked about 200 probes and 2M document lookups; it now asks at most 4
+probes of 10,000 chunks each — run once per switch attempt, never by a query.
 """
 
 from __future__ import annotations
@@ -59,6 +66,25 @@ def fingerprint(rows: Iterable[Mapping[str, Any]]) -> str:
     for source, (newest, count, _) in sorted(written(rows).items()):
         digest.update(json.dumps([source, newest, count]).encode())
     return digest.hexdigest()
+
+
+#: The most chunks a switch attempt's visibility probes ask about (newest versions first).
+PROBE_SAMPLE_CHUNKS = 2 * MAX_NUM_CANDIDATES
+
+
+def sample_sources(by_source: Written, limit: int = PROBE_SAMPLE_CHUNKS) -> dict[str, Any]:
+    """The sources whose newest chunk versions were written last, while their chunks (every
+    version, as a probe filters them) fit ``limit``; at least one source."""
+    newest_first = sorted(by_source, key=lambda s: (-by_source[s][0], s))
+    kept: dict[str, Any] = {}
+    size = 0
+    for source in newest_first:
+        n = by_source[source][2]
+        if kept and size + n > limit:
+            break
+        kept[source] = by_source[source]
+        size += n
+    return kept
 
 
 def source_groups(by_source: Written, limit: int = MAX_NUM_CANDIDATES) -> list[list[str]]:

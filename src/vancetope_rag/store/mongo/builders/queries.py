@@ -75,6 +75,15 @@ def scope_match(scope: RagScope) -> dict[str, Any]:
     return {"tenantId": scope.tenant_id, "projectId": scope.project_id, "ragId": scope.rag_id}
 
 
+def source_refs_pipeline(scope: RagScope) -> list[dict[str, Any]]:
+    """The distinct source refs of one RAG as rows ``{_id: ref}``: a cursor, not one reply
+    document (``distinct`` fails past 16 MB, about 350k refs), walking the scope's index."""
+    return [
+        {"$match": scope_match(scope)},
+        {"$group": {"_id": "$sourceRef"}},
+    ]
+
+
 def translate_filters(filters: ChunkFilter | None) -> dict[str, Any]:
     """A :data:`ChunkFilter` as an MQL filter valid in both ``find`` and ``$vectorSearch``.
 
@@ -332,6 +341,12 @@ def with_node_preference(pipeline: Sequence[Mapping[str, Any]], key: str) -> lis
     index, so what a probe saw is what the queries see."""
     ((name, stage),) = pipeline[0].items()
     return [{name: {**stage, "searchNodePreference": {"key": key}}}, *map(dict, pipeline[1:])]
+
+
+def node_key(rag_id: str, slot: int) -> str:
+    """The ``searchNodePreference`` key of one of a RAG's node slots (slot 0: the RAG id, as
+    before slots existed)."""
+    return rag_id if slot == 0 else f"{rag_id}#{slot}"
 
 
 def atlas_score_to_cosine(score: float) -> float:

@@ -63,15 +63,25 @@ class SourcePlan:
     unlanded: list[Note] = field(default_factory=list)
 
 
-def due_notes_filter(due: datetime, after: tuple[datetime, Any] | None) -> dict[str, Any]:
-    """Notes written at or before ``due``, past the page that ended at ``after``."""
+def due_notes_filter(
+    due: datetime, after: tuple[datetime, Any] | None, dim: int | None = None
+) -> dict[str, Any]:
+    """Notes written at or before ``due``, past the page that ended at ``after`` (of one
+    dimension when ``dim`` is given, served by ``DIM_DUE_INDEX``)."""
+    flt: dict[str, Any] = {} if dim is None else {"dim": dim}
     if after is None:
-        return {"at": {"$lte": due}}
+        return {**flt, "at": {"$lte": due}}
     at, oid = after
     return {
+        **flt,
         "at": {"$lte": due},
         "$or": [{"at": {"$gt": at}}, {"at": at, "_id": {"$gt": oid}}],
     }
+
+
+def lease_filter(key: str, holder: str, now: datetime) -> dict[str, Any]:
+    """The sweep lease ``key``, when ``holder`` may take it: free, expired, or its own."""
+    return {"_id": key, "$or": [{"until": {"$lte": now}}, {"holder": holder}]}
 
 
 def source_versions_pipeline(scope: RagScope, source_ref: str) -> list[dict[str, Any]]:
