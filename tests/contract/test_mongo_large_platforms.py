@@ -1,4 +1,4 @@
-"""Atlas where large platforms run it (issue 44), on the Atlas double: large RAGs (bounded
+"""Atlas where large platforms run it, on the Atlas double: large RAGs (bounded
 visibility probes, source listings past 16 MB), many workers (the sweep leased and bounded),
 Search Nodes (safe defaults) and sharded clusters (every write carries the shard key)."""
 
