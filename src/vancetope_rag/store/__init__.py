@@ -201,11 +201,12 @@ def open_store(
             f"unsupported store URI scheme {scheme!r}; use sqlite:///path/rag.db, "
             "postgresql://host/db or mongodb://host/db"
         )
+    from vancetope_rag.store.sql.rebuilds import SqlRebuildStore
     from vancetope_rag.store.sqlite.bm25_index import LexicalCache
     from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
     from vancetope_rag.store.sqlite.control import SqliteControlStore
     from vancetope_rag.store.sqlite.db import SqliteDatabase
-    from vancetope_rag.store.sqlite.rebuilds import SqliteRebuildStore
+    from vancetope_rag.store.sqlite.dialect import SQLITE
     from vancetope_rag.store.sqlite.vector_cache import VectorCache, kernel_selector
 
     db = SqliteDatabase(Path(path), busy_timeout_ms=max(1, int(busy_timeout_s * 1000)))
@@ -217,5 +218,5 @@ def open_store(
     return SqliteStore(
         control=SqliteControlStore(db, clock=clock),
         chunks=chunks,
-        rebuilds=SqliteRebuildStore(db, clock=clock),
+        rebuilds=SqlRebuildStore(db, SQLITE, clock=clock),
     )

@@ -23,8 +23,8 @@ from vancetope_rag.domain.records import (
     Project,
     ProjectStatus,
 )
-from vancetope_rag.store.postgres.catalog import PostgresRagCatalog
 from vancetope_rag.store.postgres.db import SERVER_NOW, PostgresDatabase
+from vancetope_rag.store.postgres.dialect import POSTGRES
 from vancetope_rag.store.postgres.errors import ConstraintViolation
 from vancetope_rag.store.postgres.heartbeats import PostgresHeartbeats
 from vancetope_rag.store.postgres.rows import DIRTY, document_update_sql, insert_sql
@@ -50,18 +50,21 @@ from vancetope_rag.store.shared import (
     state_counts,
     unique_batches,
 )
+from vancetope_rag.store.sql.catalog import SqlRagCatalog
 from vancetope_rag.store.types import Clock, DocumentChange, ImportHead, NewDocument
 
 T = TypeVar("T")
 
 
-class PostgresControlStore(PostgresRagCatalog, PostgresSettingsAndCache, PostgresHeartbeats):
+class PostgresControlStore(
+    SqlRagCatalog[PostgresDatabase], PostgresSettingsAndCache, PostgresHeartbeats
+):
     """:class:`~vancetope_rag.store.port.ControlStore` on a :class:`PostgresDatabase`."""
 
     def __init__(
         self, db: PostgresDatabase, *, clock: Clock = time.time, server_clock: bool = False
     ) -> None:
-        super().__init__(db, clock=clock)
+        super().__init__(db, POSTGRES, clock=clock)
         self.uri = db.shown
         self.server_clock = server_clock
         #: The clock leases are measured on (the server's, or the injected one).

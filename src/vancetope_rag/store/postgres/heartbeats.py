@@ -8,7 +8,7 @@ from psycopg_pool import PoolTimeout
 
 from vancetope_rag.store.postgres.db import PostgresDatabase
 from vancetope_rag.store.postgres.schema import SCHEMA_VERSION
-from vancetope_rag.store.sql_heartbeats import SqlHeartbeats
+from vancetope_rag.store.sql.heartbeats import SqlHeartbeats
 from vancetope_rag.store.types import Clock
 
 #: How long the readiness probe waits for a pooled connection (the pool's own wait is the

@@ -23,10 +23,11 @@ from vancetope_rag.store.postgres.chunks import (
 )
 from vancetope_rag.store.postgres.control import PostgresControlStore
 from vancetope_rag.store.postgres.db import PostgresDatabase
+from vancetope_rag.store.postgres.dialect import POSTGRES
 from vancetope_rag.store.postgres.lexical_index import PostgresLexicalIndex
 from vancetope_rag.store.postgres.notify import QueuedListener
-from vancetope_rag.store.postgres.rebuilds import PostgresRebuildStore
 from vancetope_rag.store.postgres.uri import PostgresUri
+from vancetope_rag.store.sql.rebuilds import SqlRebuildStore
 from vancetope_rag.store.types import Clock
 
 __all__ = ["PostgresStore", "open_postgres_store"]
@@ -129,6 +130,6 @@ def open_postgres_store(
             exact_scan_max=exact_scan_max,
             lexical_index=PostgresLexicalIndex(db) if lexical_index else None,
         ),
-        rebuilds=PostgresRebuildStore(db, clock=control.lease_clock),
+        rebuilds=SqlRebuildStore(db, POSTGRES, clock=control.lease_clock),
         db=db,
     )

@@ -32,9 +32,10 @@ from vancetope_rag.store.shared import (
     state_counts,
     unique_batches,
 )
-from vancetope_rag.store.sql_heartbeats import SqlHeartbeats
-from vancetope_rag.store.sqlite.catalog import SqliteRagCatalog
+from vancetope_rag.store.sql.catalog import SqlRagCatalog
+from vancetope_rag.store.sql.heartbeats import SqlHeartbeats
 from vancetope_rag.store.sqlite.db import SqliteDatabase
+from vancetope_rag.store.sqlite.dialect import SQLITE
 from vancetope_rag.store.sqlite.errors import ConstraintViolation
 from vancetope_rag.store.sqlite.rows import (
     DIRTY_SETS,
@@ -54,16 +55,17 @@ from vancetope_rag.store.types import Clock, DocumentChange, ImportHead, NewDocu
 T = TypeVar("T")
 
 
-class SqliteControlStore(SqliteRagCatalog, SqliteSettingsAndCache, SqlHeartbeats[SqliteDatabase]):
+class SqliteControlStore(
+    SqlRagCatalog[SqliteDatabase], SqliteSettingsAndCache, SqlHeartbeats[SqliteDatabase]
+):
     """:class:`~vancetope_rag.store.port.ControlStore` on a :class:`SqliteDatabase` (the RAG
-    catalog comes from :class:`~.sqlite.catalog.SqliteRagCatalog`, settings and the embedding
-    cache from :class:`~.sqlite.settings.SqliteSettingsAndCache`, the workers' heartbeats
-    from :class:`~vancetope_rag.store.sql_heartbeats.SqlHeartbeats`)."""
+    catalog comes from :class:`~vancetope_rag.store.sql.catalog.SqlRagCatalog`, settings and
+    the embedding cache from :class:`~.sqlite.settings.SqliteSettingsAndCache`, the workers'
+    heartbeats from :class:`~vancetope_rag.store.sql.heartbeats.SqlHeartbeats`)."""
 
     def __init__(self, db: SqliteDatabase, *, clock: Clock = time.time) -> None:
-        self.db = db
+        super().__init__(db, SQLITE, clock=clock)
         self.uri = f"sqlite:///{db.path}"
-        self._clock = clock
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self._clock(), UTC)

@@ -1,15 +1,15 @@
 """The indexer workers' heartbeats in the SQL stores (SQLite, PostgreSQL): one ``workers``
 row per worker, times in seconds since the epoch on the store's clock. One code path for
-both (SQL written with ``?``, sent with the store's marker), as :mod:`.sql_catalog`."""
+both (SQL written with ``?``, sent in the store's dialect), as :mod:`.sql.catalog`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
 
 from vancetope_rag.domain.heartbeats import PRUNE_AFTER_S, WorkerHeartbeat
 from vancetope_rag.store.rows import dt
-from vancetope_rag.store.sql_catalog import SqlDatabase
+from vancetope_rag.store.sql.dialect import D, Marked
 from vancetope_rag.store.types import Clock
 
 __all__ = ["SqlHeartbeats", "row_to_heartbeat"]
@@ -23,8 +23,6 @@ ON CONFLICT (worker_id) DO UPDATE SET
         ELSE excluded.started_at END,
     last_tick = excluded.last_tick, stopped_at = excluded.stopped_at
 """
-
-D = TypeVar("D", bound=SqlDatabase)
 
 
 def row_to_heartbeat(r: Mapping[str, Any]) -> WorkerHeartbeat:
@@ -43,10 +41,10 @@ def row_to_heartbeat(r: Mapping[str, Any]) -> WorkerHeartbeat:
 
 class SqlHeartbeats(Generic[D]):
     """:class:`~vancetope_rag.store.port.HeartbeatStore` of a SQL control store (a mixin
-    beside :class:`~.sql_catalog.SqlRagCatalog`, whose marker and clock it uses)."""
+    beside :class:`~.sql.catalog.SqlRagCatalog`, whose database and clock it uses)."""
 
     db: D
-    mark: str
+    sql: Marked
     _clock: Clock
 
     def _heartbeat_time(self) -> float:
@@ -65,11 +63,8 @@ class SqlHeartbeats(Generic[D]):
         now = self._heartbeat_time()
         row = (worker_id, node_id, version, interval_s, now, now, now if stopped else None)
         with self.db.transaction():
-            self.db.execute(
-                "DELETE FROM workers WHERE last_tick < ?".replace("?", self.mark),
-                (now - PRUNE_AFTER_S,),
-            )
-            self.db.execute(_UPSERT.replace("?", self.mark), row)
+            self.sql.execute("DELETE FROM workers WHERE last_tick < ?", (now - PRUNE_AFTER_S,))
+            self.sql.execute(_UPSERT, row)
 
     def list_heartbeats(self) -> list[WorkerHeartbeat]:
         rows = self.db.query_dicts("SELECT * FROM workers ORDER BY last_tick DESC, worker_id")

@@ -1,0 +1,19 @@
+"""SQLite's :class:`~vancetope_rag.store.sql.dialect.Dialect`: apsw's ``?`` marker, one
+marker per listed value, no row locks (``BEGIN IMMEDIATE`` holds the file)."""
+
+from __future__ import annotations
+
+from vancetope_rag.store.sql.dialect import Dialect
+from vancetope_rag.store.sqlite.errors import ConstraintViolation
+
+__all__ = ["SQLITE"]
+
+SQLITE = Dialect(
+    mark="?",
+    violation=ConstraintViolation,
+    arrays=False,
+    lock="",
+    real="",
+    insertion_order="rowid",
+    list_batch=500,
+)
