@@ -17,4 +17,8 @@ POSTGRES = Dialect(
     real="::float8",
     insertion_order="seq",
     list_batch=1000,
+    bytewise=' COLLATE "C"',
+    lone_write_transaction=False,
+    unindexed="",
+    prefix_test="starts_with({column}, ?)",
 )

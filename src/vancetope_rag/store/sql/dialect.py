@@ -29,6 +29,16 @@ class SqlDatabase(Protocol):
 
     def transaction(self) -> AbstractContextManager[Any]: ...
 
+    def executemany(self, statement: str, rows: Any) -> None: ...
+
+    def query_packed(
+        self, columns: Sequence[str], rest: str, params: Any = ()
+    ) -> list[dict[str, Any]]: ...
+
+    def check_ready(self) -> str | None: ...
+
+    def close(self) -> None: ...
+
     def next_sequence(self) -> int: ...
 
 
@@ -56,6 +66,17 @@ class Dialect:
     insertion_order: str
     #: How many values one statement binds at most in a list.
     list_batch: int
+    #: The collation that orders text by its bytes (``""`` where that is the default).
+    bytewise: str
+    #: A lone write statement runs in a transaction of its own (SQLite: ``BEGIN
+    #: IMMEDIATE`` takes the write lock first, so a statement never upgrades a read snapshot
+    #: another writer made stale); else it is atomic alone and saves the round trips.
+    lone_write_transaction: bool
+    #: A prefix that keeps a column's index out of a plan (SQLite's unary ``+``), or ``""``.
+    unindexed: str
+    #: ``column`` starts with a ``?`` (each ``?`` is bound to the prefix), ``{column}``
+    #: in its place.
+    prefix_test: str
 
     def sql(self, statement: str) -> str:
         """``statement``, written with ``?``, in the driver's marker."""
@@ -65,6 +86,18 @@ class Dialect:
         """``INSERT INTO table (columns) VALUES (…)`` for a row, and its parameters."""
         marks = ", ".join([self.mark] * len(row))
         return f"INSERT INTO {table} ({', '.join(row)}) VALUES ({marks})", tuple(row.values())
+
+    def starts_with(self, column: str, prefix: str) -> tuple[str, list[str]]:
+        """``column`` starts with ``prefix``, written with ``?``, and its parameters."""
+        test = self.prefix_test.format(column=column)
+        return test, [prefix] * test.count("?")
+
+    def per_statement(self, values: list[Any]) -> list[list[Any]]:
+        """The lists a bulk write binds, one statement each: all at once where a list binds
+        as one array, else one value a statement."""
+        if self.arrays:
+            return [values] if values else []
+        return [[v] for v in values]
 
     def in_list(
         self, column: str, values: Sequence[Any], *, negated: bool = False
@@ -122,3 +155,10 @@ class Marked:
 
     def execute(self, statement: str, params: Any = ()) -> int:
         return self.db.execute(self.dialect.sql(statement), params)
+
+    def write(self, statement: str, params: Any = ()) -> int:
+        """:meth:`execute` of one write that stands alone (atomic, in the dialect's way)."""
+        if not self.dialect.lone_write_transaction:
+            return self.execute(statement, params)
+        with self.db.transaction():
+            return self.execute(statement, params)

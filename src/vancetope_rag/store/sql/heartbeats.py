@@ -45,11 +45,7 @@ class SqlHeartbeats(Generic[D]):
 
     db: D
     sql: Marked
-    _clock: Clock
-
-    def _heartbeat_time(self) -> float:
-        """Now, on the clock the store's leases use."""
-        return self._clock()
+    lease_clock: Clock
 
     def record_heartbeat(
         self,
@@ -60,7 +56,7 @@ class SqlHeartbeats(Generic[D]):
         interval_s: float,
         stopped: bool = False,
     ) -> None:
-        now = self._heartbeat_time()
+        now = self.lease_clock()
         row = (worker_id, node_id, version, interval_s, now, now, now if stopped else None)
         with self.db.transaction():
             self.sql.execute("DELETE FROM workers WHERE last_tick < ?", (now - PRUNE_AFTER_S,))
@@ -71,6 +67,4 @@ class SqlHeartbeats(Generic[D]):
         return [row_to_heartbeat(r) for r in rows]
 
     def check_ready(self) -> str | None:
-        """A SQLite file's schema is made when it opens: it is ready once it answers."""
-        self.db.query("SELECT 1 FROM workers LIMIT 1")
-        return None
+        return self.db.check_ready()

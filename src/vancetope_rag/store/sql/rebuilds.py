@@ -214,18 +214,13 @@ class SqlRebuildStore:
         return total
 
     def remove_items(self, migration_id: str, document_ids: Sequence[str]) -> int:
-        ids = list(dict.fromkeys(document_ids))
-        # One statement where the list binds as one array, else one per document.
-        parts = [ids] if self.dialect.arrays else [[doc_id] for doc_id in ids]
+        delete = self.dialect.sql("DELETE FROM migration_items WHERE migration_id = ? AND ")
         with self.db.transaction():
-            return sum(self._delete_items(migration_id, part) for part in parts if part)
-
-    def _delete_items(self, migration_id: str, document_ids: list[str]) -> int:
-        listed, params = self.dialect.in_list("document_id", document_ids)
-        return self.db.execute(
-            self.dialect.sql("DELETE FROM migration_items WHERE migration_id = ? AND ") + listed,
-            (migration_id, *params),
-        )
+            total = 0
+            for part in self.dialect.per_statement(list(dict.fromkeys(document_ids))):
+                listed, params = self.dialect.in_list("document_id", part)
+                total += self.db.execute(delete + listed, (migration_id, *params))
+            return total
 
     def claim_items(
         self,

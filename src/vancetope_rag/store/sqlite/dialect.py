@@ -16,4 +16,8 @@ SQLITE = Dialect(
     real="",
     insertion_order="rowid",
     list_batch=500,
+    bytewise="",
+    lone_write_transaction=True,
+    unindexed="+",
+    prefix_test="substr({column}, 1, length(?)) = ?",
 )
