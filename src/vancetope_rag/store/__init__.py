@@ -201,10 +201,10 @@ def open_store(
             f"unsupported store URI scheme {scheme!r}; use sqlite:///path/rag.db, "
             "postgresql://host/db or mongodb://host/db"
         )
+    from vancetope_rag.store.sql.control import SqlControlStore
     from vancetope_rag.store.sql.rebuilds import SqlRebuildStore
     from vancetope_rag.store.sqlite.bm25_index import LexicalCache
     from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
-    from vancetope_rag.store.sqlite.control import SqliteControlStore
     from vancetope_rag.store.sqlite.db import SqliteDatabase
     from vancetope_rag.store.sqlite.dialect import SQLITE
     from vancetope_rag.store.sqlite.vector_cache import VectorCache, kernel_selector
@@ -216,7 +216,7 @@ def open_store(
         lexical_cache=LexicalCache() if vector_cache else None,
     )
     return SqliteStore(
-        control=SqliteControlStore(db, clock=clock),
+        control=SqlControlStore(db, SQLITE, uri=f"sqlite:///{db.path}", clock=clock),
         chunks=chunks,
         rebuilds=SqlRebuildStore(db, SQLITE, clock=clock),
     )
