@@ -32,16 +32,11 @@ from vancetope_rag.domain.retrieval import Candidates, FusionParams
 from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.postgres import lexical
 from vancetope_rag.store.postgres.db import PostgresDatabase
+from vancetope_rag.store.postgres.dialect import POSTGRES
 from vancetope_rag.store.postgres.errors import ConstraintViolation
 from vancetope_rag.store.postgres.lexical_index import PostgresLexicalIndex
-from vancetope_rag.store.postgres.rows import (
-    CHUNK_COLUMNS,
-    chunk_filter_sql,
-    vector_literal,
-    vector_of,
-)
+from vancetope_rag.store.postgres.rows import CHUNK_COLUMNS, vector_literal, vector_of
 from vancetope_rag.store.postgres.schema import chunk_table, ensure_dimension, index_expression
-from vancetope_rag.store.rows import chunk_row, row_to_hit
 from vancetope_rag.store.shared import (
     check_top_k,
     checked_vector,
@@ -50,6 +45,7 @@ from vancetope_rag.store.shared import (
     source_counts_of,
     unique_batches,
 )
+from vancetope_rag.store.sql.rows import chunk_filter_sql, chunk_row, row_to_hit
 from vancetope_rag.store.sqlite.bm25_index import CollectionStats
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
@@ -235,7 +231,7 @@ class PostgresChunkStore:
         chunk_ids: Sequence[str] | None = None,
         filters: ChunkFilter | None = None,
     ) -> int:
-        where, params = chunk_filter_sql(filters)
+        where, params = chunk_filter_sql(filters, POSTGRES)
         if chunk_ids is not None:
             if not chunk_ids:
                 return 0
@@ -295,7 +291,7 @@ class PostgresChunkStore:
         return found
 
     def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
-        where, params = chunk_filter_sql(filters)
+        where, params = chunk_filter_sql(filters, POSTGRES)
         if not self.db.has_dimension(scope.dimension):
             return 0
         rows = self.db.query(
@@ -324,7 +320,7 @@ class PostgresChunkStore:
         chunk_ids: Sequence[str] | None = None,
         filters: ChunkFilter | None = None,
     ) -> list[Hit]:
-        where, params = chunk_filter_sql(filters)
+        where, params = chunk_filter_sql(filters, POSTGRES)
         if chunk_ids is not None:
             if not chunk_ids:
                 return []
@@ -428,7 +424,7 @@ class PostgresChunkStore:
         """Start the dense query; the function returned gives its hits (inside a
         :meth:`PostgresDatabase.pipeline` the server runs it meanwhile)."""
         query = checked_vector(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters)
+        where, params = chunk_filter_sql(filters, POSTGRES)
         if not self.db.has_dimension(scope.dimension):
             return list
         dim = scope.dimension
@@ -535,7 +531,7 @@ class PostgresChunkStore:
     ) -> list[Hit]:
         """The BM25 top ``top_k`` for ``terms`` (read in the caller's snapshot)."""
         query = checked_vector(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters)
+        where, params = chunk_filter_sql(filters, POSTGRES)
         if terms is None:
             return []
         table = chunk_table(scope.dimension)

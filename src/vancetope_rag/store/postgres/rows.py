@@ -1,43 +1,25 @@
 """Pure SQL pieces of the PostgreSQL adapters (``%s`` placeholders) and the vector literal.
 
-The row ↔ record codecs are shared with the SQLite store (:mod:`vancetope_rag.store.rows`):
+The row ↔ record codecs are shared with the SQLite store (:mod:`vancetope_rag.store.sql.rows`):
 the two schemas share their column names and value encodings (see :mod:`.postgres.schema`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 
-from vancetope_rag.store.rows import HIT_COLUMNS
-from vancetope_rag.store.shared import iter_filter
-from vancetope_rag.store.types import ChunkFilter
+from vancetope_rag.store.sql.rows import HIT_COLUMNS
 
 __all__ = [
     "CHUNK_COLUMNS",
-    "chunk_filter_sql",
     "vector_literal",
     "vector_of",
 ]
 
-_CHUNK_COLUMN = {"kind": "c.kind", "path": "c.path", "sourceRef": "c.source_ref"}
-
-#: A chunk's row as every read returns it (:data:`~vancetope_rag.store.rows.HIT_COLUMNS`;
+#: A chunk's row as every read returns it (:data:`~vancetope_rag.store.sql.rows.HIT_COLUMNS`;
 #: never its vector or tsvector).
 CHUNK_COLUMNS = ", ".join(f"c.{column}" for column in HIT_COLUMNS)
-
-
-def chunk_filter_sql(filters: ChunkFilter | None) -> tuple[str, list[Any]]:
-    """`` AND …`` conditions on the chunk alias ``c`` for a ChunkFilter, and parameters."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    for key, negated, values in iter_filter(filters):
-        column = _CHUNK_COLUMN[key]
-        clauses.append(f"NOT ({column} = ANY(%s))" if negated else f"{column} = ANY(%s)")
-        params.append(values)
-    return "".join(f" AND {c}" for c in clauses), params
 
 
 def vector_literal(vector: npt.NDArray[np.float32]) -> str:

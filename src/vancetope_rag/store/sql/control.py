@@ -25,17 +25,6 @@ from vancetope_rag.domain.records import (
     Project,
     ProjectStatus,
 )
-from vancetope_rag.store.rows import (
-    DIRTY_SETS,
-    IMPORT_HEAD_COLUMNS,
-    NEEDS_ATTENTION,
-    document_row,
-    document_update_sql,
-    restored_document_row,
-    row_to_document,
-    row_to_import_head,
-    row_to_project,
-)
 from vancetope_rag.store.shared import (
     DocumentChanges,
     capped_error,
@@ -50,6 +39,17 @@ from vancetope_rag.store.shared import (
 from vancetope_rag.store.sql.catalog import SqlRagCatalog
 from vancetope_rag.store.sql.dialect import D, Dialect
 from vancetope_rag.store.sql.heartbeats import SqlHeartbeats
+from vancetope_rag.store.sql.rows import (
+    DIRTY_SETS,
+    IMPORT_HEAD_COLUMNS,
+    NEEDS_ATTENTION,
+    document_row,
+    document_update_sql,
+    restored_document_row,
+    row_to_document,
+    row_to_import_head,
+    row_to_project,
+)
 from vancetope_rag.store.sql.settings import SqlSettingsAndCache
 from vancetope_rag.store.types import Clock, DocumentChange, ImportHead, NewDocument
 

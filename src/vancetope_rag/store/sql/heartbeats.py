@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import Any, Generic
 
 from vancetope_rag.domain.heartbeats import PRUNE_AFTER_S, WorkerHeartbeat
-from vancetope_rag.store.rows import dt
 from vancetope_rag.store.sql.dialect import D, Marked
+from vancetope_rag.store.sql.rows import dt
 from vancetope_rag.store.types import Clock
 
 __all__ = ["SqlHeartbeats", "row_to_heartbeat"]

@@ -3,8 +3,8 @@ document: the SQLite and PostgreSQL schemas share their column names and value e
 (times in seconds since the epoch, flags as integers, metadata as JSON text), so both read
 and write rows through these.
 
-Pure functions (no I/O). The clauses use ``?`` placeholders (SQLite's); the PostgreSQL
-adapter swaps in its driver's.
+Pure functions (no I/O). The clauses use ``?`` placeholders; the stores send them in their
+:class:`~.sql.dialect.Dialect`'s marker.
 """
 
 from __future__ import annotations
@@ -30,10 +30,12 @@ from vancetope_rag.domain.records import (
 from vancetope_rag.store.shared import (
     DocumentChanges,
     capped_error,
+    iter_filter,
     new_document_state,
     vector_from_bytes,
 )
-from vancetope_rag.store.types import ImportHead, NewDocument, RagScope
+from vancetope_rag.store.sql.dialect import Dialect
+from vancetope_rag.store.types import ChunkFilter, ImportHead, NewDocument, RagScope
 
 #: ``SET`` clauses that queue a document for the indexer: new version, attempts and retry time
 #: reset; PENDING unless a worker holds it (that worker's ``mark_rag_clean`` then sees the new
@@ -353,3 +355,18 @@ def row_to_item(r: Mapping[str, Any]) -> MigrationItem:
         indexed_hash=r["indexed_hash"],
         completed_at=dt(r["completed_at"]),
     )
+
+
+_CHUNK_COLUMN = {"kind": "c.kind", "path": "c.path", "sourceRef": "c.source_ref"}
+
+
+def chunk_filter_sql(filters: ChunkFilter | None, dialect: Dialect) -> tuple[str, list[Any]]:
+    """`` AND …`` conditions on the chunk alias ``c`` for a ChunkFilter, in ``dialect``'s
+    marker, and their parameters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for key, negated, values in iter_filter(filters):
+        clause, more = dialect.in_list(_CHUNK_COLUMN[key], values, negated=negated)
+        clauses.append(clause)
+        params += more
+    return "".join(f" AND {c}" for c in clauses), params

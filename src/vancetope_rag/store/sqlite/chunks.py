@@ -35,20 +35,20 @@ from vancetope_rag.store.shared import (
     source_counts_of,
     unique_batches,
 )
-from vancetope_rag.store.sqlite.bm25 import QueryTerm
-from vancetope_rag.store.sqlite.bm25_index import LexicalCache
-from vancetope_rag.store.sqlite.db import SqliteDatabase
-from vancetope_rag.store.sqlite.epoch_cache import EpochCache
-from vancetope_rag.store.sqlite.errors import ConstraintViolation
-from vancetope_rag.store.sqlite.fts import SqliteLexical
-from vancetope_rag.store.sqlite.rows import (
+from vancetope_rag.store.sql.rows import (
     HIT_COLUMNS,
     chunk_filter_sql,
     chunk_row,
-    insert_sql,
     row_to_chunk,
     row_to_hit,
 )
+from vancetope_rag.store.sqlite.bm25 import QueryTerm
+from vancetope_rag.store.sqlite.bm25_index import LexicalCache
+from vancetope_rag.store.sqlite.db import SqliteDatabase
+from vancetope_rag.store.sqlite.dialect import SQLITE
+from vancetope_rag.store.sqlite.epoch_cache import EpochCache
+from vancetope_rag.store.sqlite.errors import ConstraintViolation
+from vancetope_rag.store.sqlite.fts import SqliteLexical
 from vancetope_rag.store.sqlite.vector_cache import VectorCache
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
@@ -184,7 +184,7 @@ class SqliteChunkStore:
         for rowid, ch, blob in zip(
             range(last - len(chunks) + 1, last + 1), chunks, blobs, strict=True
         ):
-            self.db.execute(*insert_sql("chunks", {"rowid": rowid, **chunk_row(scope, ch)}))
+            self.db.execute(*SQLITE.insert("chunks", {"rowid": rowid, **chunk_row(scope, ch)}))
             self.db.execute(
                 f"INSERT INTO {table} (rowid, rag_id, embedding, kind) VALUES (?, ?, ?, ?)",
                 (rowid, scope.rag_id, blob, ch.kind),
@@ -285,7 +285,7 @@ class SqliteChunkStore:
         chunk_ids: Sequence[str] | None = None,
         filters: ChunkFilter | None = None,
     ) -> int:
-        where, params = chunk_filter_sql(filters)
+        where, params = chunk_filter_sql(filters, SQLITE)
         if chunk_ids is not None:
             if not chunk_ids:
                 return 0
@@ -343,7 +343,7 @@ class SqliteChunkStore:
         return self.db.snapshot()  # one read transaction
 
     def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
-        where, params = chunk_filter_sql(filters)
+        where, params = chunk_filter_sql(filters, SQLITE)
         rows = self.db.query(
             "SELECT count(*) FROM chunks c WHERE c.tenant_id = ? AND c.project_id = ? "
             f"AND c.rag_id = ?{where}",
@@ -372,7 +372,7 @@ class SqliteChunkStore:
         chunk_ids: Sequence[str] | None = None,
         filters: ChunkFilter | None = None,
     ) -> list[Hit]:
-        where, params = chunk_filter_sql(filters)
+        where, params = chunk_filter_sql(filters, SQLITE)
         if chunk_ids is not None:
             if not chunk_ids:
                 return []
@@ -463,7 +463,7 @@ class SqliteChunkStore:
         check_top_k(top_k)
         table = self.db.ensure_vec_table(scope.dimension)  # before the snapshot: may write
         blob = _vector_blob(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters)
+        where, params = chunk_filter_sql(filters, SQLITE)
         with self.db.snapshot():  # the epoch, the cache's rows and the chunk rows: one state
             return self._query(scope, table, blob, top_k, where, params)
 
@@ -513,7 +513,7 @@ class SqliteChunkStore:
         check_top_k(top_k)
         table = self.db.ensure_vec_table(scope.dimension)  # before the snapshot: may write
         blob = _vector_blob(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters)
+        where, params = chunk_filter_sql(filters, SQLITE)
         terms = self.lexical.terms(text)
         with self.db.snapshot():
             if not where and self.cache is not None:
@@ -595,7 +595,7 @@ class SqliteChunkStore:
         check_top_k(top_k)
         table = self.db.ensure_vec_table(scope.dimension)  # before the snapshot: may write
         blob = _vector_blob(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters)
+        where, params = chunk_filter_sql(filters, SQLITE)
         terms = self.lexical.terms(text)
         # Candidates, their rows and their cosines from one committed state: a source replaced
         # between two of these reads would otherwise lose its rows or its vectors.
