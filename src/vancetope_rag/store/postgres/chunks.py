@@ -20,7 +20,6 @@ import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +28,6 @@ import numpy.typing as npt
 
 from vancetope_rag.domain.records import Chunk, Hit
 from vancetope_rag.domain.retrieval import Candidates, FusionParams
-from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.postgres import lexical
 from vancetope_rag.store.postgres.db import PostgresDatabase
 from vancetope_rag.store.postgres.dialect import POSTGRES
@@ -45,6 +43,7 @@ from vancetope_rag.store.shared import (
     source_counts_of,
     unique_batches,
 )
+from vancetope_rag.store.sql.chunks import SqlChunkCommon, check_chunk_version
 from vancetope_rag.store.sql.rows import chunk_filter_sql, chunk_row, row_to_hit
 from vancetope_rag.store.sqlite.bm25_index import CollectionStats
 from vancetope_rag.store.types import ChunkFilter, RagScope
@@ -112,7 +111,7 @@ _ARRAYS = ", ".join(
 )
 
 
-class PostgresChunkStore:
+class PostgresChunkStore(SqlChunkCommon[PostgresDatabase]):
     """:class:`~vancetope_rag.store.port.ChunkStore` on PostgreSQL + pgvector."""
 
     def __init__(
@@ -123,6 +122,7 @@ class PostgresChunkStore:
         lexical_index: PostgresLexicalIndex | None = None,
     ) -> None:
         self.db = db
+        self.dialect = POSTGRES
         #: Scopes up to this size are ranked exactly; larger ones through HNSW.
         self.exact_scan_max = exact_scan_max
         #: In-process BM25 postings that answer unfiltered lexical queries (None: SQL only).
@@ -183,10 +183,7 @@ class PostgresChunkStore:
     ) -> None:
         """One transaction: no reader ever sees the source between its old and new chunks.
         A ``chunk_version`` older than the source's last write drops the write (fencing)."""
-        if chunk_version is not None and (not isinstance(chunk_version, int) or chunk_version < 1):
-            raise InvalidInputError(
-                f"chunk_version must be a positive integer, not {chunk_version!r}"
-            )
+        check_chunk_version(chunk_version)
         for ch in chunks:  # refuse bad input before anything is written
             if ch.rag_id != scope.rag_id:
                 raise foreign_chunk_error()
@@ -221,9 +218,6 @@ class PostgresChunkStore:
             )
             return self._delete(scope, " AND c.source_ref = %s", (source_ref,))
 
-    def discard_chunk_version(self, scope: RagScope, source_ref: str, chunk_version: int) -> int:
-        return 0  # the write and its clean mark commit (or roll back) in one transaction
-
     def remove_chunks(
         self,
         scope: RagScope,
@@ -231,12 +225,10 @@ class PostgresChunkStore:
         chunk_ids: Sequence[str] | None = None,
         filters: ChunkFilter | None = None,
     ) -> int:
-        where, params = chunk_filter_sql(filters, POSTGRES)
-        if chunk_ids is not None:
-            if not chunk_ids:
-                return 0
-            where += " AND c.id = ANY(%s)"
-            params.append(list(chunk_ids))
+        found = self._chunk_where(filters, chunk_ids)
+        if found is None:
+            return 0
+        where, params = found
         with self.db.transaction():
             return self._delete(scope, where, params)
 
@@ -254,18 +246,6 @@ class PostgresChunkStore:
 
     def prepare_dimension(self, dimension: int) -> None:
         ensure_dimension(self.db, dimension)
-
-    def dimension_ready(self, dimension: int) -> bool:
-        return True  # indexes are built by the statement that creates them
-
-    def sweep(self, *, limit: int = 100) -> int:
-        return 0  # a swap is one transaction: nothing is ever left to sweep
-
-    def visible(self, scope: RagScope) -> bool:
-        return True  # queries read the committed rows themselves
-
-    def snapshot(self) -> AbstractContextManager[None]:
-        return self.db.snapshot()
 
     # -- reads -------------------------------------------------------------------------
 
@@ -320,12 +300,10 @@ class PostgresChunkStore:
         chunk_ids: Sequence[str] | None = None,
         filters: ChunkFilter | None = None,
     ) -> list[Hit]:
-        where, params = chunk_filter_sql(filters, POSTGRES)
-        if chunk_ids is not None:
-            if not chunk_ids:
-                return []
-            where += " AND c.id = ANY(%s)"
-            params.append(list(chunk_ids))
+        found = self._chunk_where(filters, chunk_ids)
+        if found is None:
+            return []
+        where, params = found
         if not self.db.has_dimension(scope.dimension):
             return []
         rows = self.db.query_dicts(

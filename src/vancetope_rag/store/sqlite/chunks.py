@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,6 @@ from vancetope_rag.domain.retrieval import (
     FusionParams,
     fuse_ranks,
 )
-from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.shared import (
     best_scores_by_query,
     check_top_k,
@@ -35,6 +34,7 @@ from vancetope_rag.store.shared import (
     source_counts_of,
     unique_batches,
 )
+from vancetope_rag.store.sql.chunks import SqlChunkCommon, check_chunk_version
 from vancetope_rag.store.sql.rows import (
     HIT_COLUMNS,
     chunk_filter_sql,
@@ -68,7 +68,7 @@ def _vector_blob(vector: Sequence[float], dim: int) -> bytes:
     return checked_vector(vector, dim).tobytes()
 
 
-class SqliteChunkStore:
+class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
     """:class:`~vancetope_rag.store.port.ChunkStore` on sqlite-vec."""
 
     def __init__(
@@ -79,6 +79,7 @@ class SqliteChunkStore:
         lexical_cache: LexicalCache | None = None,
     ) -> None:
         self.db = db
+        self.dialect = SQLITE
         #: In-process exact index (None: every query goes to sqlite-vec).
         self.cache = cache
         #: The lexical index; its in-process BM25 index is ``lexical_cache``.
@@ -235,10 +236,7 @@ class SqliteChunkStore:
     ) -> None:
         """One transaction: no reader ever sees the source between its old and new chunks.
         A ``chunk_version`` older than the source's last write drops the write (fencing)."""
-        if chunk_version is not None and (not isinstance(chunk_version, int) or chunk_version < 1):
-            raise InvalidInputError(
-                f"chunk_version must be a positive integer, not {chunk_version!r}"
-            )
+        check_chunk_version(chunk_version)
         key = (scope.tenant_id, scope.project_id, scope.rag_id, source_ref)
         with self._write():
             version = chunk_version if chunk_version is not None else self.db.next_sequence()
@@ -275,9 +273,6 @@ class SqliteChunkStore:
                 self._bump(scope.rag_id)
         return n
 
-    def discard_chunk_version(self, scope: RagScope, source_ref: str, chunk_version: int) -> int:
-        return 0  # the write and its clean mark commit (or roll back) in one transaction
-
     def remove_chunks(
         self,
         scope: RagScope,
@@ -285,12 +280,10 @@ class SqliteChunkStore:
         chunk_ids: Sequence[str] | None = None,
         filters: ChunkFilter | None = None,
     ) -> int:
-        where, params = chunk_filter_sql(filters, SQLITE)
-        if chunk_ids is not None:
-            if not chunk_ids:
-                return 0
-            where += f" AND c.id IN ({','.join('?' * len(chunk_ids))})"
-            params += list(chunk_ids)
+        found = self._chunk_where(filters, chunk_ids)
+        if found is None:
+            return 0
+        where, params = found
         with self._write():
             n = self._delete_where(scope, where, params)
             if n:
@@ -314,12 +307,6 @@ class SqliteChunkStore:
         with self.db.transaction():
             self.db.ensure_vec_table(dimension)
 
-    def dimension_ready(self, dimension: int) -> bool:
-        return True  # sqlite-vec answers from the rows themselves: no index to build
-
-    def sweep(self, *, limit: int = 100) -> int:
-        return 0  # a swap is one transaction: nothing is ever left to sweep
-
     def source_refs(self, scope: RagScope) -> list[str]:
         rows = self.db.query(
             "SELECT DISTINCT source_ref FROM chunks WHERE tenant_id = ? AND project_id = ? "
@@ -335,12 +322,6 @@ class SqliteChunkStore:
             (tenant_id, project_id),
         )
         return {r[0]: int(r[1]) for r in rows}
-
-    def visible(self, scope: RagScope) -> bool:
-        return True  # queries read the committed rows themselves
-
-    def snapshot(self) -> AbstractContextManager[None]:
-        return self.db.snapshot()  # one read transaction
 
     def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
         where, params = chunk_filter_sql(filters, SQLITE)
@@ -372,12 +353,10 @@ class SqliteChunkStore:
         chunk_ids: Sequence[str] | None = None,
         filters: ChunkFilter | None = None,
     ) -> list[Hit]:
-        where, params = chunk_filter_sql(filters, SQLITE)
-        if chunk_ids is not None:
-            if not chunk_ids:
-                return []
-            where += f" AND c.id IN ({','.join('?' * len(chunk_ids))})"
-            params += list(chunk_ids)
+        found = self._chunk_where(filters, chunk_ids)
+        if found is None:
+            return []
+        where, params = found
         rows = self.db.query_dicts(
             "SELECT c.* FROM chunks c WHERE c.tenant_id = ? AND c.project_id = ? "
             f"AND c.rag_id = ?{where} ORDER BY c.source_ref, c.rowid",
