@@ -4,14 +4,12 @@ marker, lists bound as one array, claims ``FOR UPDATE SKIP LOCKED``, floats cast
 
 from __future__ import annotations
 
-from vancetope_rag.store.postgres.errors import ConstraintViolation
 from vancetope_rag.store.sql.dialect import Dialect
 
 __all__ = ["POSTGRES"]
 
 POSTGRES = Dialect(
     mark="%s",
-    violation=ConstraintViolation,
     arrays=True,
     lock=" FOR UPDATE",
     real="::float8",

@@ -1,6 +1,6 @@
 """The RAG catalog of the SQL stores (SQLite, PostgreSQL): live RAGs for readers, every
 generation for rebuilds. One code path for both, over the store's
-:class:`~.sql.dialect.Dialect` (its parameter marker and its unique-violation error).
+:class:`~.sql.dialect.Dialect` (its parameter marker).
 
 A name's generations are rows of ``rags`` told apart by ``state``; a partial unique index
 keeps one *live* row per tenant, project and name, so a rebuild's switch (the stores'
@@ -17,6 +17,7 @@ from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.records import RagRecord, RagState
 from vancetope_rag.store.shared import rag_exists_error
 from vancetope_rag.store.sql.dialect import D, Dialect, Marked
+from vancetope_rag.store.sql.errors import ConstraintViolation
 from vancetope_rag.store.sql.rows import rag_row, row_to_rag
 from vancetope_rag.store.types import Clock
 
@@ -42,7 +43,7 @@ class SqlRagCatalog(Generic[D]):
         try:
             with self.db.transaction():
                 self.db.execute(*self.dialect.insert("rags", rag_row(rag, created)))
-        except self.dialect.violation as exc:
+        except ConstraintViolation as exc:
             raise rag_exists_error(rag) from exc
         stored = self.get_any_rag(rag.tenant_id, rag.project_id, rag.id)
         assert stored is not None

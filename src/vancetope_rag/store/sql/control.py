@@ -38,6 +38,7 @@ from vancetope_rag.store.shared import (
 )
 from vancetope_rag.store.sql.catalog import SqlRagCatalog
 from vancetope_rag.store.sql.dialect import D, Dialect
+from vancetope_rag.store.sql.errors import ConstraintViolation
 from vancetope_rag.store.sql.heartbeats import SqlHeartbeats
 from vancetope_rag.store.sql.rows import (
     DIRTY_SETS,
@@ -162,7 +163,7 @@ class SqlControlStore(SqlRagCatalog[D], SqlSettingsAndCache[D], SqlHeartbeats[D]
         row = document_row(doc, uuid.uuid4().hex, content_hash(doc.content), self._clock())
         try:
             return self._insert_document(row)
-        except self.dialect.violation as exc:
+        except ConstraintViolation as exc:
             raise path_exists_error(doc) from exc
 
     def restore_document(self, doc: Document) -> Document:
@@ -172,7 +173,7 @@ class SqlControlStore(SqlRagCatalog[D], SqlSettingsAndCache[D], SqlHeartbeats[D]
         row["updated_at"] = now if row["updated_at"] is None else row["updated_at"]
         try:
             return self._insert_document(row)
-        except self.dialect.violation as exc:  # the id (primary key) or the path is taken
+        except ConstraintViolation as exc:  # the id (primary key) or the path is taken
             raise document_taken_error(doc) from exc
 
     def update_document(
@@ -188,7 +189,7 @@ class SqlControlStore(SqlRagCatalog[D], SqlSettingsAndCache[D], SqlHeartbeats[D]
                 f"UPDATE documents SET {sets} WHERE id = ? AND tenant_id = ? AND project_id = ?",
                 (*params, document_id, tenant_id, project_id),
             )
-        except self.dialect.violation as exc:
+        except ConstraintViolation as exc:
             raise path_taken_error(change.path, document_id) from exc
         if not rows:
             raise document_not_found_error(tenant_id, project_id, document_id)

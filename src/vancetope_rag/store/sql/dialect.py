@@ -52,8 +52,6 @@ class Dialect:
 
     #: The driver's parameter marker (``?`` or ``%s``).
     mark: str
-    #: What the database layer raises for a broken UNIQUE or NOT NULL rule.
-    violation: type[Exception]
     #: The engine binds a list as one array parameter (``= ANY(?)``, ``unnest``); else one
     #: marker per value, and bulk writes are one statement per row.
     arrays: bool

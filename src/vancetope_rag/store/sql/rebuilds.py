@@ -20,6 +20,7 @@ from vancetope_rag.domain.records import IndexState, RagRecord
 from vancetope_rag.store.shared import capped_error, rebuild_running_error
 from vancetope_rag.store.sql.catalog import SqlRagCatalog
 from vancetope_rag.store.sql.dialect import Dialect, Marked, SqlDatabase
+from vancetope_rag.store.sql.errors import ConstraintViolation
 from vancetope_rag.store.sql.rows import dt, row_to_item, row_to_migration
 from vancetope_rag.store.types import Clock, DocumentHead
 
@@ -110,7 +111,7 @@ class SqlRebuildStore:
         try:
             with self.db.transaction():
                 self.db.execute(*self.dialect.insert("migrations", row))
-        except self.dialect.violation as exc:
+        except ConstraintViolation as exc:
             raise rebuild_running_error(m.tenant_id, m.project_id, m.rag_name) from exc
         stored = self.get_rebuild(m.tenant_id, m.project_id, m.id)
         assert stored is not None

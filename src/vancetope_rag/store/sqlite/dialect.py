@@ -4,13 +4,11 @@ marker per listed value, no row locks (``BEGIN IMMEDIATE`` holds the file)."""
 from __future__ import annotations
 
 from vancetope_rag.store.sql.dialect import Dialect
-from vancetope_rag.store.sqlite.errors import ConstraintViolation
 
 __all__ = ["SQLITE"]
 
 SQLITE = Dialect(
     mark="?",
-    violation=ConstraintViolation,
     arrays=False,
     lock="",
     real="",
