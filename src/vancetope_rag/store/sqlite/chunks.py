@@ -409,18 +409,23 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
         )
         return {r["rowid"]: r for r in rows}
 
-    def _cached_query(
+    def _cache_search(
         self, scope: RagScope, table: str, blob: bytes, top_k: int
-    ) -> list[Hit] | None:
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The vector cache's row ids and scores for a query vector (None: it cannot answer)."""
         assert self.cache is not None
-        key = (scope.tenant_id, scope.project_id, scope.rag_id)
-        found = self.cache.search(
-            key,
+        return self.cache.search(
+            (scope.tenant_id, scope.project_id, scope.rag_id),
             self.epoch(scope.rag_id),
             np.frombuffer(blob, dtype=np.float32),
             top_k,
             self._vector_loader(scope, table),
         )
+
+    def _cached_query(
+        self, scope: RagScope, table: str, blob: bytes, top_k: int
+    ) -> list[Hit] | None:
+        found = self._cache_search(scope, table, blob, top_k)
         if found is None:
             return None
         rowids, scores = found
@@ -515,15 +520,7 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
         """Both lists from the in-process indexes as row ids and scores, fused before any
         chunk row is read; a hit's row is read when the caller first looks at it (in the
         caller's snapshot). None when the vector cache cannot answer."""
-        assert self.cache is not None
-        key = (scope.tenant_id, scope.project_id, scope.rag_id)
-        found = self.cache.search(
-            key,
-            self.epoch(scope.rag_id),
-            np.frombuffer(blob, dtype=np.float32),
-            top_k,
-            self._vector_loader(scope, table),
-        )
+        found = self._cache_search(scope, table, blob, top_k)
         if found is None:
             return None
         dense = list(zip(found[0].tolist(), found[1].tolist(), strict=True))
