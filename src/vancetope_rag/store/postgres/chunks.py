@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,17 +33,21 @@ from vancetope_rag.store.postgres.db import PostgresDatabase
 from vancetope_rag.store.postgres.dialect import POSTGRES
 from vancetope_rag.store.postgres.errors import ConstraintViolation
 from vancetope_rag.store.postgres.lexical_index import PostgresLexicalIndex
-from vancetope_rag.store.postgres.rows import CHUNK_COLUMNS, vector_literal, vector_of
+from vancetope_rag.store.postgres.rows import vector_literal, vector_of
 from vancetope_rag.store.postgres.schema import chunk_table, ensure_dimension, index_expression
 from vancetope_rag.store.shared import (
     check_top_k,
     checked_vector,
     chunk_id_taken_error,
     foreign_chunk_error,
-    source_counts_of,
     unique_batches,
 )
-from vancetope_rag.store.sql.chunks import SqlChunkCommon, check_chunk_version
+from vancetope_rag.store.sql.chunks import (
+    CHUNK_COLUMNS,
+    SCOPE,
+    SqlChunkCommon,
+    check_chunk_version,
+)
 from vancetope_rag.store.sql.rows import chunk_filter_sql, chunk_row, row_to_hit
 from vancetope_rag.store.sqlite.bm25_index import CollectionStats
 from vancetope_rag.store.types import ChunkFilter, RagScope
@@ -86,7 +90,7 @@ def search_list(scope_size: int) -> int:
     return min(_EF_MAX, round(_EF_MIN * math.sqrt(scope_size / _EF_BASE_ROWS)))
 
 
-_SCOPE = "c.tenant_id = %s AND c.project_id = %s AND c.rag_id = %s"
+_SCOPE = POSTGRES.sql(SCOPE)
 
 
 def _scope(scope: RagScope) -> tuple[str, str, str]:
@@ -166,6 +170,9 @@ class PostgresChunkStore(SqlChunkCommon[PostgresDatabase]):
             f"DELETE FROM {chunk_table(scope.dimension)} c WHERE {_SCOPE}{where}",
             (*_scope(scope), *params),
         )
+
+    def _chunk_table(self, scope: RagScope) -> str | None:
+        return chunk_table(scope.dimension) if self.db.has_dimension(scope.dimension) else None
 
     def add_chunks(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
         if chunks and not self.db.in_transaction():
@@ -249,16 +256,6 @@ class PostgresChunkStore(SqlChunkCommon[PostgresDatabase]):
 
     # -- reads -------------------------------------------------------------------------
 
-    def source_refs(self, scope: RagScope) -> list[str]:
-        if not self.db.has_dimension(scope.dimension):
-            return []
-        rows = self.db.query(
-            f"SELECT DISTINCT c.source_ref FROM {chunk_table(scope.dimension)} c "
-            f"WHERE {_SCOPE} ORDER BY c.source_ref",
-            _scope(scope),
-        )
-        return [r[0] for r in rows]
-
     def chunk_rags(self, tenant_id: str, project_id: str) -> dict[str, int]:
         found: dict[str, int] = {}
         for dim in self.db.known_dimensions():
@@ -269,49 +266,6 @@ class PostgresChunkStore(SqlChunkCommon[PostgresDatabase]):
             ):
                 found[rag_id] = max(found.get(rag_id, 0), dim)
         return found
-
-    def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
-        where, params = chunk_filter_sql(filters, POSTGRES)
-        if not self.db.has_dimension(scope.dimension):
-            return 0
-        rows = self.db.query(
-            f"SELECT count(*) FROM {chunk_table(scope.dimension)} c WHERE {_SCOPE}{where}",
-            (*_scope(scope), *params),
-        )
-        return int(rows[0][0])
-
-    def source_counts(
-        self, scope: RagScope, paths: Mapping[str, str]
-    ) -> dict[str, tuple[int, int]]:
-        rows: list[tuple[str, str, int]] = []
-        if self.db.has_dimension(scope.dimension):
-            for part in unique_batches(paths, 1000):
-                rows += self.db.query(
-                    f"SELECT c.source_ref, c.path, count(*) FROM {chunk_table(scope.dimension)} "
-                    f"c WHERE {_SCOPE} AND c.source_ref = ANY(%s) GROUP BY c.source_ref, c.path",
-                    (*_scope(scope), part),
-                )
-        return source_counts_of(paths, rows)
-
-    def get_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
-    ) -> list[Hit]:
-        found = self._chunk_where(filters, chunk_ids)
-        if found is None:
-            return []
-        where, params = found
-        if not self.db.has_dimension(scope.dimension):
-            return []
-        rows = self.db.query_dicts(
-            f"SELECT {CHUNK_COLUMNS} FROM {chunk_table(scope.dimension)} c "
-            f"WHERE {_SCOPE}{where} ORDER BY c.source_ref, c.rowid",
-            (*_scope(scope), *params),
-        )
-        return [row_to_hit(r, 0.0) for r in rows]
 
     def export_chunks(self, scope: RagScope, source_refs: Sequence[str]) -> list[Chunk]:
         if not self.db.has_dimension(scope.dimension):

@@ -1,4 +1,4 @@
-"""Pure SQL pieces of the PostgreSQL adapters (``%s`` placeholders) and the vector literal.
+"""pgvector's forms of a vector: the text literal a write sends, the binary form a read gets.
 
 The row ↔ record codecs are shared with the SQLite store (:mod:`vancetope_rag.store.sql.rows`):
 the two schemas share their column names and value encodings (see :mod:`.postgres.schema`).
@@ -9,17 +9,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from vancetope_rag.store.sql.rows import HIT_COLUMNS
-
 __all__ = [
-    "CHUNK_COLUMNS",
     "vector_literal",
     "vector_of",
 ]
-
-#: A chunk's row as every read returns it (:data:`~vancetope_rag.store.sql.rows.HIT_COLUMNS`;
-#: never its vector or tsvector).
-CHUNK_COLUMNS = ", ".join(f"c.{column}" for column in HIT_COLUMNS)
 
 
 def vector_literal(vector: npt.NDArray[np.float32]) -> str:

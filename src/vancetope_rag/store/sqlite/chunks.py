@@ -10,7 +10,7 @@ one transaction, by one code path (``_insert_rows`` / ``_delete_where``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +31,6 @@ from vancetope_rag.store.shared import (
     checked_vector,
     chunk_id_taken_error,
     foreign_chunk_error,
-    source_counts_of,
     unique_batches,
 )
 from vancetope_rag.store.sql.chunks import SqlChunkCommon, check_chunk_version
@@ -218,6 +217,9 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
             delta.removed += [int(r) for r in rowids]
         return len(rowids)
 
+    def _chunk_table(self, scope: RagScope) -> str:
+        return "chunks"
+
     # -- port --------------------------------------------------------------------------
 
     def add_chunks(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
@@ -307,14 +309,6 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
         with self.db.transaction():
             self.db.ensure_vec_table(dimension)
 
-    def source_refs(self, scope: RagScope) -> list[str]:
-        rows = self.db.query(
-            "SELECT DISTINCT source_ref FROM chunks WHERE tenant_id = ? AND project_id = ? "
-            "AND rag_id = ? ORDER BY source_ref",
-            (scope.tenant_id, scope.project_id, scope.rag_id),
-        )
-        return [r[0] for r in rows]
-
     def chunk_rags(self, tenant_id: str, project_id: str) -> dict[str, int]:
         rows = self.db.query(
             "SELECT rag_id, max(dim) FROM chunks WHERE tenant_id = ? AND project_id = ? "
@@ -322,47 +316,6 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
             (tenant_id, project_id),
         )
         return {r[0]: int(r[1]) for r in rows}
-
-    def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
-        where, params = chunk_filter_sql(filters, SQLITE)
-        rows = self.db.query(
-            "SELECT count(*) FROM chunks c WHERE c.tenant_id = ? AND c.project_id = ? "
-            f"AND c.rag_id = ?{where}",
-            (scope.tenant_id, scope.project_id, scope.rag_id, *params),
-        )
-        return int(rows[0][0])
-
-    def source_counts(
-        self, scope: RagScope, paths: Mapping[str, str]
-    ) -> dict[str, tuple[int, int]]:
-        rows: list[tuple[str, str, int]] = []
-        for part in unique_batches(paths, 500):
-            marks = ",".join("?" * len(part))
-            rows += self.db.query(
-                "SELECT c.source_ref, c.path, count(*) FROM chunks c WHERE c.tenant_id = ? "
-                f"AND c.project_id = ? AND c.rag_id = ? AND c.source_ref IN ({marks}) "
-                "GROUP BY c.source_ref, c.path",
-                (scope.tenant_id, scope.project_id, scope.rag_id, *part),
-            )
-        return source_counts_of(paths, rows)
-
-    def get_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
-    ) -> list[Hit]:
-        found = self._chunk_where(filters, chunk_ids)
-        if found is None:
-            return []
-        where, params = found
-        rows = self.db.query_dicts(
-            "SELECT c.* FROM chunks c WHERE c.tenant_id = ? AND c.project_id = ? "
-            f"AND c.rag_id = ?{where} ORDER BY c.source_ref, c.rowid",
-            (scope.tenant_id, scope.project_id, scope.rag_id, *params),
-        )
-        return [row_to_hit(r, 0.0) for r in rows]
 
     def export_chunks(self, scope: RagScope, source_refs: Sequence[str]) -> list[Chunk]:
         table = self.db.ensure_vec_table(scope.dimension)
