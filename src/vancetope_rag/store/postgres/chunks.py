@@ -46,7 +46,6 @@ from vancetope_rag.store.sql.chunks import (
     CHUNK_COLUMNS,
     SCOPE,
     SqlChunkCommon,
-    check_chunk_version,
 )
 from vancetope_rag.store.sql.rows import chunk_filter_sql, chunk_row, row_to_hit
 from vancetope_rag.store.sqlite.bm25_index import CollectionStats
@@ -180,17 +179,9 @@ class PostgresChunkStore(SqlChunkCommon[PostgresDatabase]):
         with self.db.transaction():
             return self._insert(scope, chunks)
 
-    def replace_source(
-        self,
-        scope: RagScope,
-        source_ref: str,
-        chunks: Sequence[Chunk],
-        *,
-        chunk_version: int | None = None,
+    def _replace_source(
+        self, scope: RagScope, source_ref: str, chunks: Sequence[Chunk], chunk_version: int | None
     ) -> None:
-        """One transaction: no reader ever sees the source between its old and new chunks.
-        A ``chunk_version`` older than the source's last write drops the write (fencing)."""
-        check_chunk_version(chunk_version)
         for ch in chunks:  # refuse bad input before anything is written
             if ch.rag_id != scope.rag_id:
                 raise foreign_chunk_error()

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
-from vancetope_rag.domain.records import Hit
+from vancetope_rag.domain.records import Chunk, Hit
 from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.shared import source_counts_of, unique_batches
 from vancetope_rag.store.sql.dialect import Dialect
@@ -129,6 +129,24 @@ class SqlChunkCommon(Generic[S]):
             (*self._scope_params(scope), *params),
         )
         return [row_to_hit(r, 0.0) for r in rows]
+
+    def replace_source(
+        self,
+        scope: RagScope,
+        source_ref: str,
+        chunks: Sequence[Chunk],
+        *,
+        chunk_version: int | None = None,
+    ) -> None:
+        """One transaction: no reader ever sees the source between its old and new chunks.
+        A ``chunk_version`` older than the source's last write drops the write (fencing)."""
+        check_chunk_version(chunk_version)
+        self._replace_source(scope, source_ref, chunks, chunk_version)
+
+    def _replace_source(
+        self, scope: RagScope, source_ref: str, chunks: Sequence[Chunk], chunk_version: int | None
+    ) -> None:
+        raise NotImplementedError
 
     def discard_chunk_version(self, scope: Any, source_ref: str, chunk_version: int) -> int:
         return 0  # the write and its clean mark commit (or roll back) in one transaction

@@ -33,7 +33,7 @@ from vancetope_rag.store.shared import (
     foreign_chunk_error,
     unique_batches,
 )
-from vancetope_rag.store.sql.chunks import SqlChunkCommon, check_chunk_version
+from vancetope_rag.store.sql.chunks import SqlChunkCommon
 from vancetope_rag.store.sql.rows import (
     HIT_COLUMNS,
     chunk_filter_sql,
@@ -228,17 +228,9 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
             self._bump(scope.rag_id)
         return ids
 
-    def replace_source(
-        self,
-        scope: RagScope,
-        source_ref: str,
-        chunks: Sequence[Chunk],
-        *,
-        chunk_version: int | None = None,
+    def _replace_source(
+        self, scope: RagScope, source_ref: str, chunks: Sequence[Chunk], chunk_version: int | None
     ) -> None:
-        """One transaction: no reader ever sees the source between its old and new chunks.
-        A ``chunk_version`` older than the source's last write drops the write (fencing)."""
-        check_chunk_version(chunk_version)
         key = (scope.tenant_id, scope.project_id, scope.rag_id, source_ref)
         with self._write():
             version = chunk_version if chunk_version is not None else self.db.next_sequence()
@@ -437,6 +429,16 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
         )
         return [row_to_hit(r, 1.0 - float(r["distance"])) for r in rows]
 
+    def _text_query(
+        self, scope: RagScope, text: str, vector: Sequence[float], filters: ChunkFilter | None
+    ) -> tuple[str, bytes, str, list[Any], list[QueryTerm]]:
+        """What a query by text and vector reads with: the vec0 table (made before the
+        snapshot: it may write), the vector's blob, the filter's SQL, the query terms."""
+        table = self.db.ensure_vec_table(scope.dimension)
+        blob = _vector_blob(vector, scope.dimension)
+        where, params = chunk_filter_sql(filters, SQLITE)
+        return table, blob, where, params, self.lexical.terms(text)
+
     def hybrid_query(
         self,
         scope: RagScope,
@@ -448,10 +450,7 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
         filters: ChunkFilter | None = None,
     ) -> Candidates:
         check_top_k(top_k)
-        table = self.db.ensure_vec_table(scope.dimension)  # before the snapshot: may write
-        blob = _vector_blob(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters, SQLITE)
-        terms = self.lexical.terms(text)
+        table, blob, where, params, terms = self._text_query(scope, text, vector, filters)
         with self.db.snapshot():
             if not where and self.cache is not None:
                 found = self._indexed_hybrid(scope, table, blob, terms, top_k, fusion)
@@ -522,10 +521,7 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
         """The ``top_k`` chunks by BM25 relevance to ``text``, best first; ``score`` is each
         chunk's cosine similarity to ``vector``, ``lexical_score`` its BM25 score."""
         check_top_k(top_k)
-        table = self.db.ensure_vec_table(scope.dimension)  # before the snapshot: may write
-        blob = _vector_blob(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters, SQLITE)
-        terms = self.lexical.terms(text)
+        table, blob, where, params, terms = self._text_query(scope, text, vector, filters)
         # Candidates, their rows and their cosines from one committed state: a source replaced
         # between two of these reads would otherwise lose its rows or its vectors.
         with self.db.snapshot():
