@@ -216,17 +216,7 @@ class PostgresChunkStore(SqlChunkCommon[PostgresDatabase]):
             )
             return self._delete(scope, " AND c.source_ref = %s", (source_ref,))
 
-    def remove_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
-    ) -> int:
-        found = self._chunk_where(filters, chunk_ids)
-        if found is None:
-            return 0
-        where, params = found
+    def _remove_where(self, scope: RagScope, where: str, params: list[Any]) -> int:
         with self.db.transaction():
             return self._delete(scope, where, params)
 

@@ -65,6 +65,23 @@ class SqlChunkCommon(Generic[S]):
             params += more
         return where, params
 
+    def remove_chunks(
+        self,
+        scope: RagScope,
+        *,
+        chunk_ids: Sequence[str] | None = None,
+        filters: ChunkFilter | None = None,
+    ) -> int:
+        found = self._chunk_where(filters, chunk_ids)
+        if found is None:
+            return 0
+        where, params = found
+        return self._remove_where(scope, where, params)
+
+    def _remove_where(self, scope: RagScope, where: str, params: list[Any]) -> int:
+        """Remove the scope's chunks the ``AND …`` conditions select, in one transaction."""
+        raise NotImplementedError
+
     def _chunk_table(self, scope: RagScope) -> str | None:
         """The table of the scope's chunk rows; None when there is none yet (nothing
         stored in that dimension)."""

@@ -267,17 +267,7 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
                 self._bump(scope.rag_id)
         return n
 
-    def remove_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
-    ) -> int:
-        found = self._chunk_where(filters, chunk_ids)
-        if found is None:
-            return 0
-        where, params = found
+    def _remove_where(self, scope: RagScope, where: str, params: list[Any]) -> int:
         with self._write():
             n = self._delete_where(scope, where, params)
             if n:
