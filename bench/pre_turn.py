@@ -206,8 +206,8 @@ def copy_fill(
     from vancetope_rag.store.postgres.rows import vector_literal
     from vancetope_rag.store.postgres.schema import chunk_table
     from vancetope_rag.store.postgres.uri import PostgresUri
-    from vancetope_rag.store.rows import chunk_row, document_row
     from vancetope_rag.store.shared import content_hash
+    from vancetope_rag.store.sql.rows import chunk_row, document_row
     from vancetope_rag.store.types import RagScope
 
     scope = RagScope.of(rag)

@@ -39,7 +39,7 @@ from vancetope_rag.store.shared import (
     vector_from_bytes,
     vector_to_bytes,
 )
-from vancetope_rag.store.sqlite.rows import DIRTY_SETS, document_update_sql
+from vancetope_rag.store.sql.rows import DIRTY_SETS, document_update_sql
 from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
 
 T, P, DIM = "tenant-s", "proj-s", 4

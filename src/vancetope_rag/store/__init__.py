@@ -6,12 +6,15 @@ Modules:
 * ``port`` (one Protocol per concern; ``port.rebuilds`` for rebuilds) — the Protocols the
   services use; ``types`` — the values they take (scopes, filters, new documents, ``UNSET``);
   ``shared`` — what every adapter does alike (argument checks, the document change set, the
-  errors worded once, BM25's constants); ``rows`` — the row codecs of the two SQL stores;
-  ``sql_catalog`` — their RAG catalog.
-* SQLite (``sqlite``): ``sqlite.db`` (connections, schema upgrades, transactions) and
-  ``sqlite.schema`` (the schema upgrades), ``sqlite.control`` and ``sqlite.chunks`` (the two
-  adapters), ``sqlite.catalog`` (the RAG catalog and its generations), ``sqlite.rebuilds``
-  (rebuilds), ``sqlite.settings``, ``sqlite.rows`` (pure codecs and SQL pieces),
+  errors worded once, BM25's constants).
+* SQL, one implementation for SQLite and PostgreSQL (``sql``): ``sql.dialect`` (the
+  ``Dialect`` each engine injects: marker, lock clause, array binds, casts…), ``sql.control``
+  (projects, documents, claims), ``sql.catalog`` (the RAG catalog and its generations),
+  ``sql.rebuilds``, ``sql.settings`` (settings, embedding cache), ``sql.heartbeats``,
+  ``sql.rows`` (row codecs and SQL pieces), ``sql.chunks`` (what both chunk stores do
+  alike), ``sql.errors``.
+* SQLite (``sqlite``): ``sqlite.dialect``, ``sqlite.db`` (connections, schema upgrades,
+  transactions) and ``sqlite.schema`` (the schema upgrades), ``sqlite.chunks`` (sqlite-vec),
   ``sqlite.errors``, ``sqlite.fts`` (the FTS5 lexical index), ``sqlite.bm25``,
   ``sqlite.bm25_index`` and ``sqlite.bm25_postings`` (the in-process BM25 index),
   ``sqlite.vector_cache`` (the in-process exact index), ``sqlite.epoch_cache`` (what both
@@ -30,10 +33,9 @@ Modules:
   transactions, snapshots, the schema check), ``postgres.errors`` (psycopg failures as
   StoreErrors), ``postgres.schema`` (versioned schema steps, per-dimension chunk tables),
   ``postgres.notify`` (LISTEN/NOTIFY wake-ups), ``postgres.textcodec`` (NUL characters kept
-  losslessly), ``postgres.rows`` (pure SQL pieces), ``postgres.control``,
-  ``postgres.catalog``, ``postgres.settings``, ``postgres.chunks`` and ``postgres.rebuilds``
-  (the adapters), ``postgres.lexical`` (BM25 with per-RAG statistics in SQL). Deployment
-  notes: ``docs/stores.md``.
+  losslessly), ``postgres.dialect``, ``postgres.rows`` (pgvector's vector forms),
+  ``postgres.chunks`` (pgvector), ``postgres.lexical`` (BM25 with per-RAG statistics in
+  SQL). Deployment notes: ``docs/stores.md``.
 * ``llamaindex_store`` — ``RagVectorStore``: any ChunkStore as a LlamaIndex vector store.
 """
 
@@ -201,11 +203,12 @@ def open_store(
             f"unsupported store URI scheme {scheme!r}; use sqlite:///path/rag.db, "
             "postgresql://host/db or mongodb://host/db"
         )
+    from vancetope_rag.store.sql.control import SqlControlStore
+    from vancetope_rag.store.sql.rebuilds import SqlRebuildStore
     from vancetope_rag.store.sqlite.bm25_index import LexicalCache
     from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
-    from vancetope_rag.store.sqlite.control import SqliteControlStore
     from vancetope_rag.store.sqlite.db import SqliteDatabase
-    from vancetope_rag.store.sqlite.rebuilds import SqliteRebuildStore
+    from vancetope_rag.store.sqlite.dialect import SQLITE
     from vancetope_rag.store.sqlite.vector_cache import VectorCache, kernel_selector
 
     db = SqliteDatabase(Path(path), busy_timeout_ms=max(1, int(busy_timeout_s * 1000)))
@@ -215,7 +218,7 @@ def open_store(
         lexical_cache=LexicalCache() if vector_cache else None,
     )
     return SqliteStore(
-        control=SqliteControlStore(db, clock=clock),
+        control=SqlControlStore(db, SQLITE, uri=f"sqlite:///{db.path}", clock=clock),
         chunks=chunks,
-        rebuilds=SqliteRebuildStore(db, clock=clock),
+        rebuilds=SqlRebuildStore(db, SQLITE, clock=clock),
     )

@@ -19,8 +19,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,27 +28,26 @@ import numpy.typing as npt
 
 from vancetope_rag.domain.records import Chunk, Hit
 from vancetope_rag.domain.retrieval import Candidates, FusionParams
-from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.postgres import lexical
 from vancetope_rag.store.postgres.db import PostgresDatabase
+from vancetope_rag.store.postgres.dialect import POSTGRES
 from vancetope_rag.store.postgres.errors import ConstraintViolation
 from vancetope_rag.store.postgres.lexical_index import PostgresLexicalIndex
-from vancetope_rag.store.postgres.rows import (
-    CHUNK_COLUMNS,
-    chunk_filter_sql,
-    vector_literal,
-    vector_of,
-)
+from vancetope_rag.store.postgres.rows import vector_literal, vector_of
 from vancetope_rag.store.postgres.schema import chunk_table, ensure_dimension, index_expression
-from vancetope_rag.store.rows import chunk_row, row_to_hit
 from vancetope_rag.store.shared import (
     check_top_k,
     checked_vector,
     chunk_id_taken_error,
     foreign_chunk_error,
-    source_counts_of,
     unique_batches,
 )
+from vancetope_rag.store.sql.chunks import (
+    CHUNK_COLUMNS,
+    SCOPE,
+    SqlChunkCommon,
+)
+from vancetope_rag.store.sql.rows import chunk_filter_sql, chunk_row, row_to_hit
 from vancetope_rag.store.sqlite.bm25_index import CollectionStats
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
@@ -91,7 +89,7 @@ def search_list(scope_size: int) -> int:
     return min(_EF_MAX, round(_EF_MIN * math.sqrt(scope_size / _EF_BASE_ROWS)))
 
 
-_SCOPE = "c.tenant_id = %s AND c.project_id = %s AND c.rag_id = %s"
+_SCOPE = POSTGRES.sql(SCOPE)
 
 
 def _scope(scope: RagScope) -> tuple[str, str, str]:
@@ -116,7 +114,7 @@ _ARRAYS = ", ".join(
 )
 
 
-class PostgresChunkStore:
+class PostgresChunkStore(SqlChunkCommon[PostgresDatabase]):
     """:class:`~vancetope_rag.store.port.ChunkStore` on PostgreSQL + pgvector."""
 
     def __init__(
@@ -127,6 +125,7 @@ class PostgresChunkStore:
         lexical_index: PostgresLexicalIndex | None = None,
     ) -> None:
         self.db = db
+        self.dialect = POSTGRES
         #: Scopes up to this size are ranked exactly; larger ones through HNSW.
         self.exact_scan_max = exact_scan_max
         #: In-process BM25 postings that answer unfiltered lexical queries (None: SQL only).
@@ -171,26 +170,18 @@ class PostgresChunkStore:
             (*_scope(scope), *params),
         )
 
+    def _chunk_table(self, scope: RagScope) -> str | None:
+        return chunk_table(scope.dimension) if self.db.has_dimension(scope.dimension) else None
+
     def add_chunks(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
         if chunks and not self.db.in_transaction():
             ensure_dimension(self.db, scope.dimension)  # DDL in its own transaction
         with self.db.transaction():
             return self._insert(scope, chunks)
 
-    def replace_source(
-        self,
-        scope: RagScope,
-        source_ref: str,
-        chunks: Sequence[Chunk],
-        *,
-        chunk_version: int | None = None,
+    def _replace_source(
+        self, scope: RagScope, source_ref: str, chunks: Sequence[Chunk], chunk_version: int | None
     ) -> None:
-        """One transaction: no reader ever sees the source between its old and new chunks.
-        A ``chunk_version`` older than the source's last write drops the write (fencing)."""
-        if chunk_version is not None and (not isinstance(chunk_version, int) or chunk_version < 1):
-            raise InvalidInputError(
-                f"chunk_version must be a positive integer, not {chunk_version!r}"
-            )
         for ch in chunks:  # refuse bad input before anything is written
             if ch.rag_id != scope.rag_id:
                 raise foreign_chunk_error()
@@ -225,22 +216,7 @@ class PostgresChunkStore:
             )
             return self._delete(scope, " AND c.source_ref = %s", (source_ref,))
 
-    def discard_chunk_version(self, scope: RagScope, source_ref: str, chunk_version: int) -> int:
-        return 0  # the write and its clean mark commit (or roll back) in one transaction
-
-    def remove_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
-    ) -> int:
-        where, params = chunk_filter_sql(filters)
-        if chunk_ids is not None:
-            if not chunk_ids:
-                return 0
-            where += " AND c.id = ANY(%s)"
-            params.append(list(chunk_ids))
+    def _remove_where(self, scope: RagScope, where: str, params: list[Any]) -> int:
         with self.db.transaction():
             return self._delete(scope, where, params)
 
@@ -259,29 +235,7 @@ class PostgresChunkStore:
     def prepare_dimension(self, dimension: int) -> None:
         ensure_dimension(self.db, dimension)
 
-    def dimension_ready(self, dimension: int) -> bool:
-        return True  # indexes are built by the statement that creates them
-
-    def sweep(self, *, limit: int = 100) -> int:
-        return 0  # a swap is one transaction: nothing is ever left to sweep
-
-    def visible(self, scope: RagScope) -> bool:
-        return True  # queries read the committed rows themselves
-
-    def snapshot(self) -> AbstractContextManager[None]:
-        return self.db.snapshot()
-
     # -- reads -------------------------------------------------------------------------
-
-    def source_refs(self, scope: RagScope) -> list[str]:
-        if not self.db.has_dimension(scope.dimension):
-            return []
-        rows = self.db.query(
-            f"SELECT DISTINCT c.source_ref FROM {chunk_table(scope.dimension)} c "
-            f"WHERE {_SCOPE} ORDER BY c.source_ref",
-            _scope(scope),
-        )
-        return [r[0] for r in rows]
 
     def chunk_rags(self, tenant_id: str, project_id: str) -> dict[str, int]:
         found: dict[str, int] = {}
@@ -293,51 +247,6 @@ class PostgresChunkStore:
             ):
                 found[rag_id] = max(found.get(rag_id, 0), dim)
         return found
-
-    def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
-        where, params = chunk_filter_sql(filters)
-        if not self.db.has_dimension(scope.dimension):
-            return 0
-        rows = self.db.query(
-            f"SELECT count(*) FROM {chunk_table(scope.dimension)} c WHERE {_SCOPE}{where}",
-            (*_scope(scope), *params),
-        )
-        return int(rows[0][0])
-
-    def source_counts(
-        self, scope: RagScope, paths: Mapping[str, str]
-    ) -> dict[str, tuple[int, int]]:
-        rows: list[tuple[str, str, int]] = []
-        if self.db.has_dimension(scope.dimension):
-            for part in unique_batches(paths, 1000):
-                rows += self.db.query(
-                    f"SELECT c.source_ref, c.path, count(*) FROM {chunk_table(scope.dimension)} "
-                    f"c WHERE {_SCOPE} AND c.source_ref = ANY(%s) GROUP BY c.source_ref, c.path",
-                    (*_scope(scope), part),
-                )
-        return source_counts_of(paths, rows)
-
-    def get_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
-    ) -> list[Hit]:
-        where, params = chunk_filter_sql(filters)
-        if chunk_ids is not None:
-            if not chunk_ids:
-                return []
-            where += " AND c.id = ANY(%s)"
-            params.append(list(chunk_ids))
-        if not self.db.has_dimension(scope.dimension):
-            return []
-        rows = self.db.query_dicts(
-            f"SELECT {CHUNK_COLUMNS} FROM {chunk_table(scope.dimension)} c "
-            f"WHERE {_SCOPE}{where} ORDER BY c.source_ref, c.rowid",
-            (*_scope(scope), *params),
-        )
-        return [row_to_hit(r, 0.0) for r in rows]
 
     def export_chunks(self, scope: RagScope, source_refs: Sequence[str]) -> list[Chunk]:
         if not self.db.has_dimension(scope.dimension):
@@ -428,7 +337,7 @@ class PostgresChunkStore:
         """Start the dense query; the function returned gives its hits (inside a
         :meth:`PostgresDatabase.pipeline` the server runs it meanwhile)."""
         query = checked_vector(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters)
+        where, params = chunk_filter_sql(filters, POSTGRES)
         if not self.db.has_dimension(scope.dimension):
             return list
         dim = scope.dimension
@@ -535,7 +444,7 @@ class PostgresChunkStore:
     ) -> list[Hit]:
         """The BM25 top ``top_k`` for ``terms`` (read in the caller's snapshot)."""
         query = checked_vector(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters)
+        where, params = chunk_filter_sql(filters, POSTGRES)
         if terms is None:
             return []
         table = chunk_table(scope.dimension)

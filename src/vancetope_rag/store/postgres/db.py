@@ -41,6 +41,10 @@ SCHEMA_TABLE = "vtr_schema"
 #: The server's clock in seconds since the epoch, as SQL (leases are measured on it).
 SERVER_NOW = "extract(epoch FROM clock_timestamp())::float8"
 
+#: How long the readiness probe waits for a pooled connection (the pool's own wait is the
+#: connect timeout, 15 s by default: longer than a probe's).
+READY_TIMEOUT_S = 2.0
+
 
 def _check_quietly(conn: psycopg.Connection[Any]) -> None:
     """The pool's check on checkout, without a round trip while the connection is sound.
@@ -326,6 +330,30 @@ class PostgresDatabase:
             return
         with self.connection() as conn, self._mapped(), conn.cursor() as cur:
             cur.executemany(statement, rows)
+
+    def query_packed(
+        self, columns: Sequence[str], rest: str, params: Sequence[Any] | None = ()
+    ) -> list[dict[str, Any]]:
+        """``SELECT <columns> <rest>`` as dicts (the shared SQL stores' call; SQLite packs
+        the rows into one, here they come as they are)."""
+        return self.query_dicts(f"SELECT {', '.join(columns)} {rest}", params)
+
+    def check_ready(self) -> str | None:
+        """None when the store answers with the schema this package needs, else what to do.
+        Read again on every probe (a schema once found good is cached for statements), and
+        a pooled connection is waited for :data:`READY_TIMEOUT_S` at most."""
+        try:
+            with self.pool.connection(timeout=READY_TIMEOUT_S) as conn:
+                found = self.schema_version(conn)
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise self._error(exc) from exc
+        if found == 0:
+            return "store not initialised: run `vancetope-rag init`"
+        if found != self._schema_version:
+            return (
+                f"store schema version {found}, this package needs {self._schema_version}: run init"
+            )
+        return None
 
     def next_sequence(self) -> int:
         """The next number of the store's one increasing sequence (claim tokens and chunk

@@ -8,24 +8,15 @@ becomes :class:`ConstraintViolation`, worded by the adapter that knows what it m
 
 from __future__ import annotations
 
-from vancetope_rag.errors import InvalidInputError, RagError, StoreError, StoreFullError
+from vancetope_rag.errors import RagError, StoreError, StoreFullError
 from vancetope_rag.secrets import redact
+from vancetope_rag.store.sql.errors import ConstraintViolation, lone_surrogate_error
 
 __all__ = ["ConstraintViolation", "scrubbed", "store_error"]
 
 #: SQLSTATEs of a connection that went away: the server shut down or restarted, or an
 #: administrator ended the session (``pg_terminate_backend``).
 _GONE = {"57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004"}
-
-
-class ConstraintViolation(StoreError):
-    """A write broke a UNIQUE or NOT NULL rule; ``detail`` is the server's message."""
-
-    code = "STORE_CONSTRAINT"
-
-    def __init__(self, message: str, detail: str) -> None:
-        super().__init__(message)
-        self.detail = detail
 
 
 def scrubbed(exc: BaseException, password: str | None) -> str:
@@ -51,10 +42,7 @@ def store_error(
         return exc
     where = f"store {shown!r}"
     if isinstance(exc, UnicodeEncodeError):
-        return InvalidInputError(
-            "text contains a lone surrogate (an unpaired UTF-16 half), which is not valid "
-            "Unicode text; remove or replace it"
-        )
+        return lone_surrogate_error()
     text = scrubbed(exc, password)
     if type(exc).__name__ == "PoolTimeout":
         return StoreError(

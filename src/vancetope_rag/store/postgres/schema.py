@@ -2,7 +2,7 @@
 dimension, and ``init`` (:func:`initialize`), the only code that creates any of it.
 
 Columns mirror the SQLite store's (times are seconds since the epoch, flags integers), so
-the pure row codecs of :mod:`vancetope_rag.store.rows` read both. Text columns that
+the pure row codecs of :mod:`vancetope_rag.store.sql.rows` read both. Text columns that
 are compared or sorted use the ``"C"`` collation: the order is the code-point order SQLite
 gives, whatever the database's locale.
 

@@ -21,12 +21,13 @@ from vancetope_rag.store.postgres.chunks import (
     HNSW_SESSION_SETTINGS,
     PostgresChunkStore,
 )
-from vancetope_rag.store.postgres.control import PostgresControlStore
-from vancetope_rag.store.postgres.db import PostgresDatabase
+from vancetope_rag.store.postgres.db import SERVER_NOW, PostgresDatabase
+from vancetope_rag.store.postgres.dialect import POSTGRES
 from vancetope_rag.store.postgres.lexical_index import PostgresLexicalIndex
 from vancetope_rag.store.postgres.notify import QueuedListener
-from vancetope_rag.store.postgres.rebuilds import PostgresRebuildStore
 from vancetope_rag.store.postgres.uri import PostgresUri
+from vancetope_rag.store.sql.control import SqlControlStore
+from vancetope_rag.store.sql.rebuilds import SqlRebuildStore
 from vancetope_rag.store.types import Clock
 
 __all__ = ["PostgresStore", "open_postgres_store"]
@@ -121,7 +122,14 @@ def open_postgres_store(
         connect_timeout_s=connect_timeout_s,
         session_settings=HNSW_SESSION_SETTINGS,
     )
-    control = PostgresControlStore(db, clock=clock, server_clock=server_clock)
+    control = SqlControlStore(
+        db,
+        POSTGRES,
+        uri=db.shown,
+        clock=clock,
+        lease_clock=db.server_time if server_clock else clock,
+        server_now=SERVER_NOW if server_clock else None,
+    )
     return PostgresStore(
         control=control,
         chunks=PostgresChunkStore(
@@ -129,6 +137,6 @@ def open_postgres_store(
             exact_scan_max=exact_scan_max,
             lexical_index=PostgresLexicalIndex(db) if lexical_index else None,
         ),
-        rebuilds=PostgresRebuildStore(db, clock=control.lease_clock),
+        rebuilds=SqlRebuildStore(db, POSTGRES, clock=control.lease_clock),
         db=db,
     )

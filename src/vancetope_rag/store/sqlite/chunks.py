@@ -10,8 +10,8 @@ one transaction, by one code path (``_insert_rows`` / ``_delete_where``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,30 +25,29 @@ from vancetope_rag.domain.retrieval import (
     FusionParams,
     fuse_ranks,
 )
-from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.shared import (
     best_scores_by_query,
     check_top_k,
     checked_vector,
     chunk_id_taken_error,
     foreign_chunk_error,
-    source_counts_of,
     unique_batches,
+)
+from vancetope_rag.store.sql.chunks import SqlChunkCommon
+from vancetope_rag.store.sql.rows import (
+    HIT_COLUMNS,
+    chunk_filter_sql,
+    chunk_row,
+    row_to_chunk,
+    row_to_hit,
 )
 from vancetope_rag.store.sqlite.bm25 import QueryTerm
 from vancetope_rag.store.sqlite.bm25_index import LexicalCache
 from vancetope_rag.store.sqlite.db import SqliteDatabase
+from vancetope_rag.store.sqlite.dialect import SQLITE
 from vancetope_rag.store.sqlite.epoch_cache import EpochCache
 from vancetope_rag.store.sqlite.errors import ConstraintViolation
 from vancetope_rag.store.sqlite.fts import SqliteLexical
-from vancetope_rag.store.sqlite.rows import (
-    HIT_COLUMNS,
-    chunk_filter_sql,
-    chunk_row,
-    insert_sql,
-    row_to_chunk,
-    row_to_hit,
-)
 from vancetope_rag.store.sqlite.vector_cache import VectorCache
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
@@ -68,7 +67,7 @@ def _vector_blob(vector: Sequence[float], dim: int) -> bytes:
     return checked_vector(vector, dim).tobytes()
 
 
-class SqliteChunkStore:
+class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
     """:class:`~vancetope_rag.store.port.ChunkStore` on sqlite-vec."""
 
     def __init__(
@@ -79,6 +78,7 @@ class SqliteChunkStore:
         lexical_cache: LexicalCache | None = None,
     ) -> None:
         self.db = db
+        self.dialect = SQLITE
         #: In-process exact index (None: every query goes to sqlite-vec).
         self.cache = cache
         #: The lexical index; its in-process BM25 index is ``lexical_cache``.
@@ -184,7 +184,7 @@ class SqliteChunkStore:
         for rowid, ch, blob in zip(
             range(last - len(chunks) + 1, last + 1), chunks, blobs, strict=True
         ):
-            self.db.execute(*insert_sql("chunks", {"rowid": rowid, **chunk_row(scope, ch)}))
+            self.db.execute(*SQLITE.insert("chunks", {"rowid": rowid, **chunk_row(scope, ch)}))
             self.db.execute(
                 f"INSERT INTO {table} (rowid, rag_id, embedding, kind) VALUES (?, ?, ?, ?)",
                 (rowid, scope.rag_id, blob, ch.kind),
@@ -217,6 +217,9 @@ class SqliteChunkStore:
             delta.removed += [int(r) for r in rowids]
         return len(rowids)
 
+    def _chunk_table(self, scope: RagScope) -> str:
+        return "chunks"
+
     # -- port --------------------------------------------------------------------------
 
     def add_chunks(self, scope: RagScope, chunks: Sequence[Chunk]) -> list[str]:
@@ -225,20 +228,9 @@ class SqliteChunkStore:
             self._bump(scope.rag_id)
         return ids
 
-    def replace_source(
-        self,
-        scope: RagScope,
-        source_ref: str,
-        chunks: Sequence[Chunk],
-        *,
-        chunk_version: int | None = None,
+    def _replace_source(
+        self, scope: RagScope, source_ref: str, chunks: Sequence[Chunk], chunk_version: int | None
     ) -> None:
-        """One transaction: no reader ever sees the source between its old and new chunks.
-        A ``chunk_version`` older than the source's last write drops the write (fencing)."""
-        if chunk_version is not None and (not isinstance(chunk_version, int) or chunk_version < 1):
-            raise InvalidInputError(
-                f"chunk_version must be a positive integer, not {chunk_version!r}"
-            )
         key = (scope.tenant_id, scope.project_id, scope.rag_id, source_ref)
         with self._write():
             version = chunk_version if chunk_version is not None else self.db.next_sequence()
@@ -275,22 +267,7 @@ class SqliteChunkStore:
                 self._bump(scope.rag_id)
         return n
 
-    def discard_chunk_version(self, scope: RagScope, source_ref: str, chunk_version: int) -> int:
-        return 0  # the write and its clean mark commit (or roll back) in one transaction
-
-    def remove_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
-    ) -> int:
-        where, params = chunk_filter_sql(filters)
-        if chunk_ids is not None:
-            if not chunk_ids:
-                return 0
-            where += f" AND c.id IN ({','.join('?' * len(chunk_ids))})"
-            params += list(chunk_ids)
+    def _remove_where(self, scope: RagScope, where: str, params: list[Any]) -> int:
         with self._write():
             n = self._delete_where(scope, where, params)
             if n:
@@ -314,20 +291,6 @@ class SqliteChunkStore:
         with self.db.transaction():
             self.db.ensure_vec_table(dimension)
 
-    def dimension_ready(self, dimension: int) -> bool:
-        return True  # sqlite-vec answers from the rows themselves: no index to build
-
-    def sweep(self, *, limit: int = 100) -> int:
-        return 0  # a swap is one transaction: nothing is ever left to sweep
-
-    def source_refs(self, scope: RagScope) -> list[str]:
-        rows = self.db.query(
-            "SELECT DISTINCT source_ref FROM chunks WHERE tenant_id = ? AND project_id = ? "
-            "AND rag_id = ? ORDER BY source_ref",
-            (scope.tenant_id, scope.project_id, scope.rag_id),
-        )
-        return [r[0] for r in rows]
-
     def chunk_rags(self, tenant_id: str, project_id: str) -> dict[str, int]:
         rows = self.db.query(
             "SELECT rag_id, max(dim) FROM chunks WHERE tenant_id = ? AND project_id = ? "
@@ -335,55 +298,6 @@ class SqliteChunkStore:
             (tenant_id, project_id),
         )
         return {r[0]: int(r[1]) for r in rows}
-
-    def visible(self, scope: RagScope) -> bool:
-        return True  # queries read the committed rows themselves
-
-    def snapshot(self) -> AbstractContextManager[None]:
-        return self.db.snapshot()  # one read transaction
-
-    def count_chunks(self, scope: RagScope, *, filters: ChunkFilter | None = None) -> int:
-        where, params = chunk_filter_sql(filters)
-        rows = self.db.query(
-            "SELECT count(*) FROM chunks c WHERE c.tenant_id = ? AND c.project_id = ? "
-            f"AND c.rag_id = ?{where}",
-            (scope.tenant_id, scope.project_id, scope.rag_id, *params),
-        )
-        return int(rows[0][0])
-
-    def source_counts(
-        self, scope: RagScope, paths: Mapping[str, str]
-    ) -> dict[str, tuple[int, int]]:
-        rows: list[tuple[str, str, int]] = []
-        for part in unique_batches(paths, 500):
-            marks = ",".join("?" * len(part))
-            rows += self.db.query(
-                "SELECT c.source_ref, c.path, count(*) FROM chunks c WHERE c.tenant_id = ? "
-                f"AND c.project_id = ? AND c.rag_id = ? AND c.source_ref IN ({marks}) "
-                "GROUP BY c.source_ref, c.path",
-                (scope.tenant_id, scope.project_id, scope.rag_id, *part),
-            )
-        return source_counts_of(paths, rows)
-
-    def get_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
-    ) -> list[Hit]:
-        where, params = chunk_filter_sql(filters)
-        if chunk_ids is not None:
-            if not chunk_ids:
-                return []
-            where += f" AND c.id IN ({','.join('?' * len(chunk_ids))})"
-            params += list(chunk_ids)
-        rows = self.db.query_dicts(
-            "SELECT c.* FROM chunks c WHERE c.tenant_id = ? AND c.project_id = ? "
-            f"AND c.rag_id = ?{where} ORDER BY c.source_ref, c.rowid",
-            (scope.tenant_id, scope.project_id, scope.rag_id, *params),
-        )
-        return [row_to_hit(r, 0.0) for r in rows]
 
     def export_chunks(self, scope: RagScope, source_refs: Sequence[str]) -> list[Chunk]:
         table = self.db.ensure_vec_table(scope.dimension)
@@ -430,18 +344,23 @@ class SqliteChunkStore:
         )
         return {r["rowid"]: r for r in rows}
 
-    def _cached_query(
+    def _cache_search(
         self, scope: RagScope, table: str, blob: bytes, top_k: int
-    ) -> list[Hit] | None:
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The vector cache's row ids and scores for a query vector (None: it cannot answer)."""
         assert self.cache is not None
-        key = (scope.tenant_id, scope.project_id, scope.rag_id)
-        found = self.cache.search(
-            key,
+        return self.cache.search(
+            (scope.tenant_id, scope.project_id, scope.rag_id),
             self.epoch(scope.rag_id),
             np.frombuffer(blob, dtype=np.float32),
             top_k,
             self._vector_loader(scope, table),
         )
+
+    def _cached_query(
+        self, scope: RagScope, table: str, blob: bytes, top_k: int
+    ) -> list[Hit] | None:
+        found = self._cache_search(scope, table, blob, top_k)
         if found is None:
             return None
         rowids, scores = found
@@ -463,7 +382,7 @@ class SqliteChunkStore:
         check_top_k(top_k)
         table = self.db.ensure_vec_table(scope.dimension)  # before the snapshot: may write
         blob = _vector_blob(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters)
+        where, params = chunk_filter_sql(filters, SQLITE)
         with self.db.snapshot():  # the epoch, the cache's rows and the chunk rows: one state
             return self._query(scope, table, blob, top_k, where, params)
 
@@ -500,6 +419,16 @@ class SqliteChunkStore:
         )
         return [row_to_hit(r, 1.0 - float(r["distance"])) for r in rows]
 
+    def _text_query(
+        self, scope: RagScope, text: str, vector: Sequence[float], filters: ChunkFilter | None
+    ) -> tuple[str, bytes, str, list[Any], list[QueryTerm]]:
+        """What a query by text and vector reads with: the vec0 table (made before the
+        snapshot: it may write), the vector's blob, the filter's SQL, the query terms."""
+        table = self.db.ensure_vec_table(scope.dimension)
+        blob = _vector_blob(vector, scope.dimension)
+        where, params = chunk_filter_sql(filters, SQLITE)
+        return table, blob, where, params, self.lexical.terms(text)
+
     def hybrid_query(
         self,
         scope: RagScope,
@@ -511,10 +440,7 @@ class SqliteChunkStore:
         filters: ChunkFilter | None = None,
     ) -> Candidates:
         check_top_k(top_k)
-        table = self.db.ensure_vec_table(scope.dimension)  # before the snapshot: may write
-        blob = _vector_blob(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters)
-        terms = self.lexical.terms(text)
+        table, blob, where, params, terms = self._text_query(scope, text, vector, filters)
         with self.db.snapshot():
             if not where and self.cache is not None:
                 found = self._indexed_hybrid(scope, table, blob, terms, top_k, fusion)
@@ -536,15 +462,7 @@ class SqliteChunkStore:
         """Both lists from the in-process indexes as row ids and scores, fused before any
         chunk row is read; a hit's row is read when the caller first looks at it (in the
         caller's snapshot). None when the vector cache cannot answer."""
-        assert self.cache is not None
-        key = (scope.tenant_id, scope.project_id, scope.rag_id)
-        found = self.cache.search(
-            key,
-            self.epoch(scope.rag_id),
-            np.frombuffer(blob, dtype=np.float32),
-            top_k,
-            self._vector_loader(scope, table),
-        )
+        found = self._cache_search(scope, table, blob, top_k)
         if found is None:
             return None
         dense = list(zip(found[0].tolist(), found[1].tolist(), strict=True))
@@ -593,10 +511,7 @@ class SqliteChunkStore:
         """The ``top_k`` chunks by BM25 relevance to ``text``, best first; ``score`` is each
         chunk's cosine similarity to ``vector``, ``lexical_score`` its BM25 score."""
         check_top_k(top_k)
-        table = self.db.ensure_vec_table(scope.dimension)  # before the snapshot: may write
-        blob = _vector_blob(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters)
-        terms = self.lexical.terms(text)
+        table, blob, where, params, terms = self._text_query(scope, text, vector, filters)
         # Candidates, their rows and their cosines from one committed state: a source replaced
         # between two of these reads would otherwise lose its rows or its vectors.
         with self.db.snapshot():

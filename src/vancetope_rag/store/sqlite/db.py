@@ -368,6 +368,11 @@ class SqliteDatabase:
                 ) from cause
             raise
 
+    def check_ready(self) -> str | None:
+        """A SQLite file's schema is made when it opens: it is ready once it answers."""
+        self.query("SELECT 1 FROM workers LIMIT 1")
+        return None
+
     def next_sequence(self) -> int:
         """The next number of the store's one increasing sequence (claim tokens and source
         chunk versions; the stored counter keeps its old name ``generation``); call inside a

@@ -11,22 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from vancetope_rag.errors import (
-    InvalidInputError,
     RagError,
     StoreCorruptError,
     StoreError,
     StoreFullError,
 )
+from vancetope_rag.store.sql.errors import ConstraintViolation, lone_surrogate_error
 
-
-class ConstraintViolation(StoreError):
-    """A write broke a UNIQUE or NOT NULL rule; ``detail`` is SQLite's message."""
-
-    code = "STORE_CONSTRAINT"
-
-    def __init__(self, message: str, detail: str) -> None:
-        super().__init__(message)
-        self.detail = detail
+__all__ = ["ConstraintViolation", "store_error"]
 
 
 def store_error(apsw: Any, exc: BaseException, path: str) -> RagError:
@@ -41,11 +33,7 @@ def store_error(apsw: Any, exc: BaseException, path: str) -> RagError:
         return exc
     where = f"store {path!r}"
     if isinstance(exc, UnicodeEncodeError):
-        # Text with a lone surrogate cannot be stored as UTF-8; entry points refuse it first.
-        return InvalidInputError(
-            "text contains a lone surrogate (an unpaired UTF-16 half), which is not valid "
-            "Unicode text; remove or replace it"
-        )
+        return lone_surrogate_error()
     if isinstance(exc, UnicodeDecodeError):
         # A text column whose bytes are not UTF-8: only damage to the file writes those.
         return StoreCorruptError(

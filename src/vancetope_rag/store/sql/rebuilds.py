@@ -1,9 +1,12 @@
-"""RAG generations and rebuild migrations on the SQLite file (:class:`RebuildStore`).
+"""RAG generations and rebuild migrations on a SQL store (:class:`RebuildStore`), one
+implementation for SQLite and PostgreSQL over the store's :class:`~.sql.dialect.Dialect`.
 
-Every state change is one transaction: the switch from the shadow to the live generation is
-a single ``BEGIN IMMEDIATE`` … ``COMMIT`` that retires the old generation, makes the new one
-live (the partial unique index on live names holds at every instant) and completes the
-migration, so a reader sees either generation whole and a crash leaves either state.
+Every state change is one transaction: the switch from the shadow to the live generation
+locks the migration row (where the engine locks rows; SQLite's ``BEGIN IMMEDIATE`` holds the
+file), retires the old generation, makes the new one live (the partial unique index on live
+names holds at every instant) and completes the migration, so a reader sees either
+generation whole and a crash leaves either state. Items are claimed under fencing tokens of
+the store's one sequence (``SKIP LOCKED`` where the engine locks rows).
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ from datetime import datetime
 from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
 from vancetope_rag.domain.records import IndexState, RagRecord
 from vancetope_rag.store.shared import capped_error, rebuild_running_error
-from vancetope_rag.store.sqlite.catalog import SqliteRagCatalog
-from vancetope_rag.store.sqlite.db import SqliteDatabase
-from vancetope_rag.store.sqlite.errors import ConstraintViolation
-from vancetope_rag.store.sqlite.rows import dt, insert_sql, row_to_item, row_to_migration
+from vancetope_rag.store.sql.catalog import SqlRagCatalog
+from vancetope_rag.store.sql.dialect import Dialect, Marked, SqlDatabase
+from vancetope_rag.store.sql.errors import ConstraintViolation
+from vancetope_rag.store.sql.rows import dt, row_to_item, row_to_migration
 from vancetope_rag.store.types import Clock, DocumentHead
 
+__all__ = ["SqlRebuildStore"]
+
 _ACTIVE = ("running", "switching")
+_ITEM_COLUMNS = "(migration_id, document_id, tenant_id, project_id)"
 
 
 #: ``SET`` clauses that put an item (back) in the queue: no claim, fresh attempts.
@@ -31,13 +37,15 @@ _REQUEUE = (
 )
 
 
-class SqliteRebuildStore:
-    """:class:`~vancetope_rag.store.port.RebuildStore` on a :class:`SqliteDatabase`."""
+class SqlRebuildStore:
+    """:class:`~vancetope_rag.store.port.RebuildStore` on a SQL database, in its dialect."""
 
-    def __init__(self, db: SqliteDatabase, *, clock: Clock = time.time) -> None:
+    def __init__(self, db: SqlDatabase, dialect: Dialect, *, clock: Clock = time.time) -> None:
         self.db = db
+        self.dialect = dialect
         self._clock = clock
-        self.catalog = SqliteRagCatalog(db, clock=clock)
+        self.sql = Marked(db, dialect)
+        self.catalog: SqlRagCatalog[SqlDatabase] = SqlRagCatalog(db, dialect, clock=clock)
 
     # -- generations -----------------------------------------------------------------------
 
@@ -56,7 +64,7 @@ class SqliteRebuildStore:
         m = migration
         scope = (m.tenant_id, m.project_id)
         with self.db.transaction():
-            rows = self.db.query(
+            rows = self.sql.query(
                 "SELECT state FROM migrations WHERE id = ? AND tenant_id = ? AND project_id = ?",
                 (m.id, *scope),
             )
@@ -66,17 +74,17 @@ class SqliteRebuildStore:
             if target is None:
                 return False
             # retire first: the partial unique index allows one live RAG per name
-            self.db.execute(
+            self.sql.execute(
                 "UPDATE rags SET state = 'retired', retired_at = ? WHERE tenant_id = ? "
                 "AND project_id = ? AND name = ? AND state = 'live' AND id != ?",
                 (self._clock(), *scope, m.rag_name, m.to_rag_id),
             )
-            self.db.execute(
+            self.sql.execute(
                 "UPDATE rags SET state = 'live', retired_at = NULL WHERE id = ? "
                 "AND tenant_id = ? AND project_id = ?",
                 (m.to_rag_id, *scope),
             )
-            self.db.execute(
+            self.sql.execute(
                 "UPDATE migrations SET state = 'completed', finished_at = ? WHERE id = ?",
                 (self._clock(), m.id),
             )
@@ -102,7 +110,7 @@ class SqliteRebuildStore:
         }
         try:
             with self.db.transaction():
-                self.db.execute(*insert_sql("migrations", row))
+                self.db.execute(*self.dialect.insert("migrations", row))
         except ConstraintViolation as exc:
             raise rebuild_running_error(m.tenant_id, m.project_id, m.rag_name) from exc
         stored = self.get_rebuild(m.tenant_id, m.project_id, m.id)
@@ -110,14 +118,14 @@ class SqliteRebuildStore:
         return stored
 
     def get_rebuild(self, tenant_id: str, project_id: str, migration_id: str) -> Migration | None:
-        rows = self.db.query_dicts(
+        rows = self.sql.query_dicts(
             "SELECT * FROM migrations WHERE id = ? AND tenant_id = ? AND project_id = ?",
             (migration_id, tenant_id, project_id),
         )
         return row_to_migration(rows[0]) if rows else None
 
     def active_rebuilds(self, tenant_id: str, project_id: str) -> list[Migration]:
-        rows = self.db.query_dicts(
+        rows = self.sql.query_dicts(
             "SELECT * FROM migrations WHERE tenant_id = ? AND project_id = ? "
             "AND state IN ('running', 'switching') ORDER BY created_at",
             (tenant_id, project_id),
@@ -125,9 +133,9 @@ class SqliteRebuildStore:
         return [row_to_migration(r) for r in rows]
 
     def latest_rebuild(self, tenant_id: str, project_id: str, rag_name: str) -> Migration | None:
-        rows = self.db.query_dicts(
+        rows = self.sql.query_dicts(
             "SELECT * FROM migrations WHERE tenant_id = ? AND project_id = ? AND rag_name = ? "
-            "ORDER BY created_at DESC, rowid DESC LIMIT 1",
+            f"ORDER BY created_at DESC, {self.dialect.insertion_order} DESC LIMIT 1",
             (tenant_id, project_id, rag_name),
         )
         return row_to_migration(rows[0]) if rows else None
@@ -144,13 +152,15 @@ class SqliteRebuildStore:
     ) -> bool:
         if not expected:
             return False
-        marks = ",".join("?" * len(expected))
+        expected_in, expected_params = self.dialect.in_list("state", [s.value for s in expected])
         finished = None if state.active else self._clock()
         with self.db.transaction():
             changed = self.db.execute(
-                "UPDATE migrations SET state = ?, reason = coalesce(?, reason), "
-                f"finished_at = ? WHERE id = ? AND tenant_id = ? AND project_id = ? "
-                f"AND state IN ({marks})",
+                self.dialect.sql(
+                    "UPDATE migrations SET state = ?, reason = coalesce(?, reason), "
+                    "finished_at = ? WHERE id = ? AND tenant_id = ? AND project_id = ? AND "
+                )
+                + expected_in,
                 (
                     state.value,
                     reason,
@@ -158,7 +168,7 @@ class SqliteRebuildStore:
                     migration_id,
                     tenant_id,
                     project_id,
-                    *[s.value for s in expected],
+                    *expected_params,
                 ),
             )
         return bool(changed)
@@ -168,15 +178,24 @@ class SqliteRebuildStore:
     def _upsert_items(
         self, migration_id: str, tenant_id: str, project_id: str, document_ids: Sequence[str]
     ) -> int:
-        total = 0
-        for doc_id in dict.fromkeys(document_ids):
-            total += self.db.execute(
-                "INSERT INTO migration_items (migration_id, document_id, tenant_id, project_id) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (migration_id, document_id) DO UPDATE SET "
-                f"{_REQUEUE}",
+        ids = list(dict.fromkeys(document_ids))
+        if self.dialect.arrays:  # one statement for the whole list
+            if not ids:
+                return 0
+            return self.sql.execute(
+                f"INSERT INTO migration_items {_ITEM_COLUMNS} "
+                "SELECT ?, d, ?, ? FROM unnest(?::text[]) AS d "
+                f"ON CONFLICT (migration_id, document_id) DO UPDATE SET {_REQUEUE}",
+                (migration_id, tenant_id, project_id, ids),
+            )
+        return sum(
+            self.sql.execute(
+                f"INSERT INTO migration_items {_ITEM_COLUMNS} VALUES (?, ?, ?, ?) "
+                f"ON CONFLICT (migration_id, document_id) DO UPDATE SET {_REQUEUE}",
                 (migration_id, doc_id, tenant_id, project_id),
             )
-        return total
+            for doc_id in ids
+        )
 
     def queue_items(self, migration: Migration, document_ids: Sequence[str]) -> int:
         with self.db.transaction():
@@ -196,14 +215,13 @@ class SqliteRebuildStore:
         return total
 
     def remove_items(self, migration_id: str, document_ids: Sequence[str]) -> int:
-        total = 0
+        delete = self.dialect.sql("DELETE FROM migration_items WHERE migration_id = ? AND ")
         with self.db.transaction():
-            for doc_id in dict.fromkeys(document_ids):
-                total += self.db.execute(
-                    "DELETE FROM migration_items WHERE migration_id = ? AND document_id = ?",
-                    (migration_id, doc_id),
-                )
-        return total
+            total = 0
+            for part in self.dialect.per_statement(list(dict.fromkeys(document_ids))):
+                listed, params = self.dialect.in_list("document_id", part)
+                total += self.db.execute(delete + listed, (migration_id, *params))
+            return total
 
     def claim_items(
         self,
@@ -215,26 +233,32 @@ class SqliteRebuildStore:
         claim_ttl_s: float,
     ) -> list[MigrationItem]:
         now = self._clock()
+        claim = self.dialect.claim(
+            "migration_items",
+            "document_id",
+            "SELECT document_id FROM migration_items "
+            "WHERE migration_id = ? AND tenant_id = ? AND project_id = ? AND ("
+            "  (state = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= ?))"
+            "  OR (state = 'processing' AND claimed_at < ?)) "
+            "ORDER BY document_id LIMIT ?",
+            "state = 'processing', claimed_by = ?, claimed_at = ?, claim_token = ?",
+            scope="migration_id = ?",
+        )
         with self.db.transaction():
-            token = self.db.next_sequence()
-            rows = self.db.query_dicts(
-                "UPDATE migration_items SET state = 'processing', claimed_by = ?, "
-                f"claimed_at = ?, claim_token = {token:d} WHERE migration_id = ? "
-                "AND document_id IN (SELECT document_id FROM migration_items "
-                "  WHERE migration_id = ? AND tenant_id = ? AND project_id = ? AND ("
-                "    (state = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= ?))"
-                "    OR (state = 'processing' AND claimed_at < ?))"
-                "  ORDER BY document_id LIMIT ?) RETURNING *",
+            token = self.db.next_sequence()  # one fencing token per claim batch
+            rows = self.sql.query_dicts(
+                claim,
                 (
-                    worker_id,
-                    now,
-                    migration_id,
                     migration_id,
                     tenant_id,
                     project_id,
                     now,
                     now - claim_ttl_s,
                     batch_size,
+                    worker_id,
+                    now,
+                    token,
+                    migration_id,
                 ),
             )
         return sorted((row_to_item(r) for r in rows), key=lambda i: i.document_id)
@@ -242,7 +266,7 @@ class SqliteRebuildStore:
     def holds_item(
         self, migration_id: str, document_id: str, worker_id: str, claim_token: int
     ) -> bool:
-        rows = self.db.query(
+        rows = self.sql.query(
             "SELECT 1 FROM migration_items WHERE migration_id = ? AND document_id = ? "
             "AND state = 'processing' AND claimed_by = ? AND claim_token = ?",
             (migration_id, document_id, worker_id, claim_token),
@@ -260,7 +284,7 @@ class SqliteRebuildStore:
         indexed_hash: str | None,
     ) -> bool:
         with self.db.transaction():
-            changed = self.db.execute(
+            changed = self.sql.execute(
                 "UPDATE migration_items SET state = 'done', claimed_by = NULL, "
                 "claimed_at = NULL, claim_token = NULL, last_error = NULL, "
                 "next_attempt_at = NULL, doc_version = ?, indexed_hash = ?, completed_at = ? "
@@ -292,14 +316,14 @@ class SqliteRebuildStore:
     ) -> ItemState:
         now = self._clock()
         n = 1 if count_attempt else 0
-        gave_up = f"attempts + {n} >= ?"
+        gave_up, real = f"attempts + {n} >= ?", self.dialect.real
         with self.db.transaction():
-            rows = self.db.query(
+            rows = self.sql.query(
                 "UPDATE migration_items SET claimed_by = NULL, claimed_at = NULL, "
                 f"claim_token = NULL, attempts = attempts + {n}, last_error = ?, "
                 f"state = CASE WHEN {gave_up} THEN 'failed' ELSE 'pending' END, "
-                f"next_attempt_at = CASE WHEN {gave_up} THEN NULL ELSE ? END, "
-                f"completed_at = CASE WHEN {gave_up} THEN ? ELSE NULL END "
+                f"next_attempt_at = CASE WHEN {gave_up} THEN NULL ELSE ?{real} END, "
+                f"completed_at = CASE WHEN {gave_up} THEN ?{real} ELSE NULL END "
                 "WHERE migration_id = ? AND document_id = ? AND state = 'processing' "
                 "AND claimed_by = ? AND claim_token = ? RETURNING state",
                 (
@@ -318,7 +342,7 @@ class SqliteRebuildStore:
         return ItemState(rows[0][0]) if rows else ItemState.PENDING
 
     def list_items(self, migration_id: str) -> list[MigrationItem]:
-        rows = self.db.query_dicts(
+        rows = self.sql.query_dicts(
             "SELECT * FROM migration_items WHERE migration_id = ? ORDER BY document_id",
             (migration_id,),
         )
@@ -326,7 +350,7 @@ class SqliteRebuildStore:
 
     def item_counts(self, migration_id: str) -> dict[str, int]:
         counts = {s.value: 0 for s in ItemState}
-        for state, n in self.db.query(
+        for state, n in self.sql.query(
             "SELECT state, count(*) FROM migration_items WHERE migration_id = ? GROUP BY state",
             (migration_id,),
         ):
@@ -334,9 +358,9 @@ class SqliteRebuildStore:
         return counts
 
     def item_activity(self, migration_id: str, since: datetime) -> tuple[int, datetime | None]:
-        rows = self.db.query(
+        rows = self.sql.query(
             "SELECT count(*), min(completed_at) FROM migration_items WHERE migration_id = ? "
-            "AND completed_at >= ?",
+            f"AND completed_at >= ?{self.dialect.real}",
             (migration_id, since.timestamp()),
         )
         return int(rows[0][0]), dt(rows[0][1])
@@ -344,7 +368,7 @@ class SqliteRebuildStore:
     # -- reads for reconciliation and progress -----------------------------------------------
 
     def document_heads(self, tenant_id: str, project_id: str) -> list[DocumentHead]:
-        rows = self.db.query_dicts(
+        rows = self.sql.query_dicts(
             "SELECT id, path, mime_type, rag_enabled, rag_version, index_state, indexed_at "
             "FROM documents WHERE tenant_id = ? AND project_id = ? ORDER BY id",
             (tenant_id, project_id),
@@ -365,9 +389,9 @@ class SqliteRebuildStore:
     def indexing_activity(
         self, tenant_id: str, project_id: str, since: datetime
     ) -> tuple[int, datetime | None]:
-        rows = self.db.query(
+        rows = self.sql.query(
             "SELECT count(*), min(indexed_at) FROM documents WHERE tenant_id = ? "
-            "AND project_id = ? AND indexed_at >= ?",
+            f"AND project_id = ? AND indexed_at >= ?{self.dialect.real}",
             (tenant_id, project_id, since.timestamp()),
         )
         return int(rows[0][0]), dt(rows[0][1])
@@ -378,7 +402,7 @@ class SqliteRebuildStore:
         total = 0
         with self.db.transaction():
             for doc_id, (version, digest) in hashes.items():
-                total += self.db.execute(
+                total += self.sql.execute(
                     "UPDATE documents SET rag_indexed_hash = ? WHERE id = ? AND tenant_id = ? "
                     "AND project_id = ? AND rag_version = ?",
                     (digest, doc_id, tenant_id, project_id, version),

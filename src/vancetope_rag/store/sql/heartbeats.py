@@ -1,11 +1,11 @@
 """The indexer workers' heartbeats in the SQL stores (SQLite, PostgreSQL): one ``workers``
 row per worker, times in seconds since the epoch on the store's clock. One code path for
-both (SQL written with ``?``, sent with the store's marker), as :mod:`.sql_catalog`."""
+both (SQL written with ``?``, sent in the store's dialect), as :mod:`.sql.catalog`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
 
 from vancetope_rag.domain.heartbeats import (
     PRUNE_AFTER_S,
@@ -14,8 +14,8 @@ from vancetope_rag.domain.heartbeats import (
     circuits_from_text,
     circuits_to_text,
 )
-from vancetope_rag.store.rows import dt
-from vancetope_rag.store.sql_catalog import SqlDatabase
+from vancetope_rag.store.sql.dialect import D, Marked
+from vancetope_rag.store.sql.rows import dt
 from vancetope_rag.store.types import Clock
 
 __all__ = ["SqlHeartbeats", "row_to_heartbeat"]
@@ -31,8 +31,6 @@ ON CONFLICT (worker_id) DO UPDATE SET
     last_tick = excluded.last_tick, stopped_at = excluded.stopped_at,
     circuits = excluded.circuits
 """
-
-D = TypeVar("D", bound=SqlDatabase)
 
 
 def row_to_heartbeat(r: Mapping[str, Any]) -> WorkerHeartbeat:
@@ -52,15 +50,11 @@ def row_to_heartbeat(r: Mapping[str, Any]) -> WorkerHeartbeat:
 
 class SqlHeartbeats(Generic[D]):
     """:class:`~vancetope_rag.store.port.HeartbeatStore` of a SQL control store (a mixin
-    beside :class:`~.sql_catalog.SqlRagCatalog`, whose marker and clock it uses)."""
+    beside :class:`~.sql.catalog.SqlRagCatalog`, whose database and clock it uses)."""
 
     db: D
-    mark: str
-    _clock: Clock
-
-    def _heartbeat_time(self) -> float:
-        """Now, on the clock the store's leases use."""
-        return self._clock()
+    sql: Marked
+    lease_clock: Clock
 
     def record_heartbeat(
         self,
@@ -72,22 +66,16 @@ class SqlHeartbeats(Generic[D]):
         stopped: bool = False,
         circuits: Sequence[OpenCircuit] = (),
     ) -> None:
-        now = self._heartbeat_time()
-        stopped_at = now if stopped else None
+        now = self.lease_clock()
         text = circuits_to_text(circuits)
-        row = (worker_id, node_id, version, interval_s, now, now, stopped_at, text)
+        row = (worker_id, node_id, version, interval_s, now, now, now if stopped else None, text)
         with self.db.transaction():
-            self.db.execute(
-                "DELETE FROM workers WHERE last_tick < ?".replace("?", self.mark),
-                (now - PRUNE_AFTER_S,),
-            )
-            self.db.execute(_UPSERT.replace("?", self.mark), row)
+            self.sql.execute("DELETE FROM workers WHERE last_tick < ?", (now - PRUNE_AFTER_S,))
+            self.sql.execute(_UPSERT, row)
 
     def list_heartbeats(self) -> list[WorkerHeartbeat]:
         rows = self.db.query_dicts("SELECT * FROM workers ORDER BY last_tick DESC, worker_id")
         return [row_to_heartbeat(r) for r in rows]
 
     def check_ready(self) -> str | None:
-        """A SQLite file's schema is made when it opens: it is ready once it answers."""
-        self.db.query("SELECT 1 FROM workers LIMIT 1")
-        return None
+        return self.db.check_ready()

@@ -3,14 +3,14 @@ document: the SQLite and PostgreSQL schemas share their column names and value e
 (times in seconds since the epoch, flags as integers, metadata as JSON text), so both read
 and write rows through these.
 
-Pure functions (no I/O). The clauses use ``?`` placeholders (SQLite's); the PostgreSQL
-adapter swaps in its driver's.
+Pure functions (no I/O). The clauses use ``?`` placeholders; the stores send them in their
+:class:`~.sql.dialect.Dialect`'s marker.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +18,6 @@ from vancetope_rag.domain import host_metadata
 from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
 from vancetope_rag.domain.records import (
-    AttentionItem,
     Chunk,
     Document,
     Hit,
@@ -28,8 +27,15 @@ from vancetope_rag.domain.records import (
     RagRecord,
     RagState,
 )
-from vancetope_rag.store.shared import capped_error, new_document_state, vector_from_bytes
-from vancetope_rag.store.types import ImportHead, NewDocument, RagScope
+from vancetope_rag.store.shared import (
+    DocumentChanges,
+    capped_error,
+    iter_filter,
+    new_document_state,
+    vector_from_bytes,
+)
+from vancetope_rag.store.sql.dialect import Dialect
+from vancetope_rag.store.types import ChunkFilter, ImportHead, NewDocument, RagScope
 
 #: ``SET`` clauses that queue a document for the indexer: new version, attempts and retry time
 #: reset; PENDING unless a worker holds it (that worker's ``mark_rag_clean`` then sees the new
@@ -209,39 +215,23 @@ IMPORT_HEAD_COLUMNS = "id, path, import_origin, content_hash, extraction"
 NEEDS_ATTENTION = "extraction_error IS NOT NULL AND index_state <> 'failed'"
 
 
-def read_failures(
-    query_dicts: Callable[[str, Sequence[Any]], list[dict[str, Any]]],
-    mark: str,
-    tenant_id: str,
-    project_id: str,
-) -> list[ImportHead]:
-    """The SQL stores' ``read_failures`` (``query_dicts``: the store database's; ``mark``:
-    its parameter marker)."""
-    rows = query_dicts(
-        f"SELECT {IMPORT_HEAD_COLUMNS} FROM documents WHERE tenant_id = {mark} AND "
-        f"project_id = {mark} AND extraction_error IS NOT NULL ORDER BY path",
-        (tenant_id, project_id),
-    )
-    return [row_to_import_head(r) for r in rows]
+def document_update_sql(changes: DocumentChanges, updated_at: float) -> tuple[str, list[Any]]:
+    """The ``SET`` list of an ``UPDATE documents`` for a change set, and its parameters.
 
-
-def needs_attention(
-    query: Callable[[str, Sequence[Any]], list[tuple[Any, ...]]],
-    mark: str,
-    tenant_id: str,
-    project_id: str,
-    limit: int,
-) -> tuple[int, list[AttentionItem]]:
-    """The SQL stores' ``needs_attention``: how many, and the first ``limit`` by path
-    (``query``: the store database's ``query``; ``mark``: its parameter marker)."""
-    scope = (tenant_id, project_id)
-    where = f"WHERE tenant_id = {mark} AND project_id = {mark} AND {NEEDS_ATTENTION}"
-    [(count,)] = query(f"SELECT count(*) FROM documents {where}", scope)
-    rows = query(
-        f"SELECT id, path, extraction_error FROM documents {where} ORDER BY path LIMIT {mark}",
-        (*scope, limit),
-    )
-    return int(count), [AttentionItem(str(i), str(p), str(e)) for i, p, e in rows]
+    The columns of ``documents`` carry the :class:`Document` field names, so a change set's
+    keys are its column names.
+    """
+    sets = ["updated_at = ?"]
+    params: list[Any] = [updated_at]
+    for column, value in changes.values.items():
+        sets.append(f"{column} = ?")
+        params.append(int(value) if isinstance(value, bool) else value)
+    if changes.mark_dirty:
+        sets += DIRTY_SETS
+    if changes.failed_reason is not None:
+        sets += FAILED_SETS
+        params.append(changes.failed_reason)
+    return ", ".join(sets), params
 
 
 def row_to_import_head(r: Mapping[str, Any]) -> ImportHead:
@@ -365,3 +355,18 @@ def row_to_item(r: Mapping[str, Any]) -> MigrationItem:
         indexed_hash=r["indexed_hash"],
         completed_at=dt(r["completed_at"]),
     )
+
+
+_CHUNK_COLUMN = {"kind": "c.kind", "path": "c.path", "sourceRef": "c.source_ref"}
+
+
+def chunk_filter_sql(filters: ChunkFilter | None, dialect: Dialect) -> tuple[str, list[Any]]:
+    """`` AND …`` conditions on the chunk alias ``c`` for a ChunkFilter, in ``dialect``'s
+    marker, and their parameters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for key, negated, values in iter_filter(filters):
+        clause, more = dialect.in_list(_CHUNK_COLUMN[key], values, negated=negated)
+        clauses.append(clause)
+        params += more
+    return "".join(f" AND {c}" for c in clauses), params

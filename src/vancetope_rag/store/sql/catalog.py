@@ -1,6 +1,6 @@
 """The RAG catalog of the SQL stores (SQLite, PostgreSQL): live RAGs for readers, every
-generation for rebuilds. One code path for both; each store names its driver's parameter
-marker and its unique-violation error.
+generation for rebuilds. One code path for both, over the store's
+:class:`~.sql.dialect.Dialect` (its parameter marker).
 
 A name's generations are rows of ``rags`` told apart by ``state``; a partial unique index
 keeps one *live* row per tenant, project and name, so a rebuild's switch (the stores'
@@ -10,66 +10,40 @@ keeps one *live* row per tenant, project and name, so a rebuild's switch (the st
 from __future__ import annotations
 
 import time
-from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic
 
 from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.records import RagRecord, RagState
-from vancetope_rag.store.rows import rag_row, row_to_rag
 from vancetope_rag.store.shared import rag_exists_error
+from vancetope_rag.store.sql.dialect import D, Dialect, Marked
+from vancetope_rag.store.sql.errors import ConstraintViolation
+from vancetope_rag.store.sql.rows import rag_row, row_to_rag
 from vancetope_rag.store.types import Clock
 
 __all__ = ["SqlRagCatalog"]
 
 
-class SqlDatabase(Protocol):
-    """What the catalog needs of a store's database wrapper."""
-
-    def query(self, statement: str, params: Any = ()) -> list[tuple[Any, ...]]: ...
-
-    def query_dicts(self, statement: str, params: Any = ()) -> list[dict[str, Any]]: ...
-
-    def execute(self, statement: str, params: Any = ()) -> int: ...
-
-    def transaction(self) -> AbstractContextManager[Any]: ...
-
-
-D = TypeVar("D", bound=SqlDatabase)
-
-
 class SqlRagCatalog(Generic[D]):
     """The RAG catalog methods of a SQL control store (and of its rebuild store). SQL is
-    written with ``?`` and sent with :attr:`mark` in its place."""
+    written with ``?`` and sent through :attr:`sql` in the dialect's marker."""
 
-    #: The driver's parameter marker.
-    mark = "?"
-    #: What the store raises for a unique-constraint violation.
-    violation: type[Exception] = Exception
-
-    def __init__(self, db: D, *, clock: Clock = time.time) -> None:
+    def __init__(self, db: D, dialect: Dialect, *, clock: Clock = time.time) -> None:
         self.db = db
+        self.dialect = dialect
+        self.sql = Marked(db, dialect)
         self._clock = clock
 
-    def _sql(self, statement: str) -> str:
-        return statement if self.mark == "?" else statement.replace("?", self.mark)
-
     def _rags(self, where: str, params: Any) -> list[RagRecord]:
-        return [
-            row_to_rag(r)
-            for r in self.db.query_dicts(self._sql(f"SELECT * FROM rags WHERE {where}"), params)
-        ]
+        rows = self.sql.query_dicts(f"SELECT * FROM rags WHERE {where}", params)
+        return [row_to_rag(r) for r in rows]
 
     def _insert(self, rag: RagRecord) -> RagRecord:
         created = rag.created_at.timestamp() if rag.created_at else self._clock()
         try:
             with self.db.transaction():
-                row = rag_row(rag, created)
-                marks = ", ".join([self.mark] * len(row))
-                self.db.execute(
-                    f"INSERT INTO rags ({', '.join(row)}) VALUES ({marks})", tuple(row.values())
-                )
-        except self.violation as exc:
+                self.db.execute(*self.dialect.insert("rags", rag_row(rag, created)))
+        except ConstraintViolation as exc:
             raise rag_exists_error(rag) from exc
         stored = self.get_any_rag(rag.tenant_id, rag.project_id, rag.id)
         assert stored is not None
@@ -105,8 +79,8 @@ class SqlRagCatalog(Generic[D]):
     ) -> bool:
         with self.db.transaction():
             return bool(
-                self.db.execute(
-                    self._sql(
+                self.sql.execute(
+                    (
                         "UPDATE rags SET calibration = ? "
                         "WHERE id = ? AND tenant_id = ? AND project_id = ?"
                     ),
@@ -121,8 +95,8 @@ class SqlRagCatalog(Generic[D]):
     def delete_rag(self, tenant_id: str, project_id: str, rag_id: str) -> bool:
         with self.db.transaction():
             return bool(
-                self.db.execute(
-                    self._sql("DELETE FROM rags WHERE id = ? AND tenant_id = ? AND project_id = ?"),
+                self.sql.execute(
+                    ("DELETE FROM rags WHERE id = ? AND tenant_id = ? AND project_id = ?"),
                     (rag_id, tenant_id, project_id),
                 )
             )
