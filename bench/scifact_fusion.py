@@ -31,7 +31,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    import vancetope_rag.store.sqlite.bm25 as lexical
+    import vancetope_rag.store.inprocess.bm25 as lexical
     from vancetope_rag.app import RagApp
     from vancetope_rag.config import EngineConfig
     from vancetope_rag.domain.retrieval import FusionParams

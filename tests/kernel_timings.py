@@ -3,7 +3,7 @@ which kernel wins a real timing)."""
 
 from __future__ import annotations
 
-from vancetope_rag.store.sqlite.scan_kernels import (
+from vancetope_rag.store.inprocess.scan_kernels import (
     FLOAT32,
     INT_MM,
     PACKED,

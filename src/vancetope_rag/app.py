@@ -61,7 +61,7 @@ from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.services.store_copy import CopySelection, StoreCopier
 from vancetope_rag.services.turn_executor import TurnExecutor
 from vancetope_rag.store import Store, open_store, redact_store_uri, same_store, store_file
-from vancetope_rag.store.sqlite.scan_kernels import KernelChoice
+from vancetope_rag.store.inprocess.scan_kernels import KernelChoice
 from vancetope_rag.store.types import Clock
 
 
@@ -631,7 +631,7 @@ def vector_kernels(store: Store, prepare_dim: int | None = None) -> list[KernelC
     """The vector pass's kernel choices serving this process, else those stored for this
     machine; with ``prepare_dim``, the choice for that dimension, measured now if none is
     stored ([]: the store keeps no in-process vector cache)."""
-    from vancetope_rag.store.sqlite.vector_cache import VectorCache
+    from vancetope_rag.store.inprocess.vector_cache import VectorCache
 
     cache = getattr(store.chunks, "cache", None)
     if not isinstance(cache, VectorCache):

@@ -30,6 +30,7 @@ import numpy.typing as npt
 from vancetope_rag.domain.records import Chunk, Hit
 from vancetope_rag.domain.retrieval import Candidates, FusionParams
 from vancetope_rag.errors import InvalidInputError
+from vancetope_rag.store.inprocess.bm25_index import CollectionStats
 from vancetope_rag.store.postgres import lexical
 from vancetope_rag.store.postgres.db import PostgresDatabase
 from vancetope_rag.store.postgres.errors import ConstraintViolation
@@ -50,7 +51,6 @@ from vancetope_rag.store.shared import (
     source_counts_of,
     unique_batches,
 )
-from vancetope_rag.store.sqlite.bm25_index import CollectionStats
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
 #: Scopes of at most this many chunks are ranked exactly (~20 ms at 384 dimensions).

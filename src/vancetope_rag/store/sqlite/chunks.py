@@ -26,6 +26,10 @@ from vancetope_rag.domain.retrieval import (
     fuse_ranks,
 )
 from vancetope_rag.errors import InvalidInputError
+from vancetope_rag.store.inprocess.bm25 import QueryTerm
+from vancetope_rag.store.inprocess.bm25_index import LexicalCache
+from vancetope_rag.store.inprocess.epoch_cache import EpochCache
+from vancetope_rag.store.inprocess.vector_cache import VectorCache
 from vancetope_rag.store.shared import (
     best_scores_by_query,
     check_top_k,
@@ -35,10 +39,7 @@ from vancetope_rag.store.shared import (
     source_counts_of,
     unique_batches,
 )
-from vancetope_rag.store.sqlite.bm25 import QueryTerm
-from vancetope_rag.store.sqlite.bm25_index import LexicalCache
 from vancetope_rag.store.sqlite.db import SqliteDatabase
-from vancetope_rag.store.sqlite.epoch_cache import EpochCache
 from vancetope_rag.store.sqlite.errors import ConstraintViolation
 from vancetope_rag.store.sqlite.fts import SqliteLexical
 from vancetope_rag.store.sqlite.rows import (
@@ -49,7 +50,6 @@ from vancetope_rag.store.sqlite.rows import (
     row_to_chunk,
     row_to_hit,
 )
-from vancetope_rag.store.sqlite.vector_cache import VectorCache
 from vancetope_rag.store.types import ChunkFilter, RagScope
 
 #: sqlite-vec refuses KNN queries with a larger ``k``; bigger ``top_k`` use the exact scan.

@@ -28,7 +28,7 @@ from typing import Any
 
 from nltk.stem.porter import PorterStemmer
 
-from vancetope_rag.store.shared import QueryTerm, fold, query_terms
+from vancetope_rag.store.inprocess.bm25 import QueryTerm, fold, query_terms
 
 __all__ = [
     "ANALYZER_NAME",
