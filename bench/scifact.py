@@ -575,7 +575,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
         torch.set_num_threads(args.threads)
     from vancetope_rag.app import RagApp
     from vancetope_rag.config import EngineConfig
-    from vancetope_rag.store.types import RagScope
+    from vancetope_rag.store.port.types import RagScope
 
     data = Path(args.data).resolve()
     corpus = load_corpus(data)

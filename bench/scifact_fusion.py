@@ -35,7 +35,7 @@ def main() -> None:
     from vancetope_rag.app import RagApp
     from vancetope_rag.config import EngineConfig
     from vancetope_rag.domain.retrieval import FusionParams
-    from vancetope_rag.store.types import RagScope
+    from vancetope_rag.store.port.types import RagScope
 
     data = Path(args.data)
     queries, qrels = sf.load_queries(data), sf.load_qrels(data / "qrels" / "test.tsv")

@@ -114,7 +114,7 @@ if TYPE_CHECKING:
         ProjectRagRetriever as ProjectRagRetriever,
     )
     from vancetope_rag.store import open_store as open_store
-    from vancetope_rag.store.llamaindex_store import RagVectorStore as RagVectorStore
+    from vancetope_rag.store.port.llamaindex_store import RagVectorStore as RagVectorStore
 
 # Names are imported on first use: ``import vancetope_rag.extraction.registry`` (an extraction
 # worker process, a plugin) must not pay for LlamaIndex and the app. The one list of the
@@ -212,7 +212,7 @@ _EXPORTS: dict[str, str] = {
     "parse_recipe": "vancetope_rag.recipes",
     "ProjectRagRetriever": "vancetope_rag.services.retrieval.retriever",
     "open_store": "vancetope_rag.store",
-    "RagVectorStore": "vancetope_rag.store.llamaindex_store",
+    "RagVectorStore": "vancetope_rag.store.port.llamaindex_store",
 }
 
 

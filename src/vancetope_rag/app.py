@@ -62,7 +62,7 @@ from vancetope_rag.services.store_copy import CopySelection, StoreCopier
 from vancetope_rag.services.turn_executor import TurnExecutor
 from vancetope_rag.store import Store, open_store, redact_store_uri, same_store, store_file
 from vancetope_rag.store.inprocess.scan_kernels import KernelChoice
-from vancetope_rag.store.types import Clock
+from vancetope_rag.store.port.types import Clock
 
 
 def _is_path_component(value: object) -> bool:

@@ -13,7 +13,7 @@ from fakes import POISON_MESSAGE, T
 from vancetope_rag.api import create_api
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import IndexState
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 BASE = "/brain/t1/projects/p1"
 ELIGIBLE = ["documents/a.md", "documents/b.md", "documents/sub/c.txt"]

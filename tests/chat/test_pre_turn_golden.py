@@ -31,7 +31,7 @@ import pytest
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import Chunk
 from vancetope_rag.recipes import RagParams
-from vancetope_rag.store.types import NewDocument, RagScope
+from vancetope_rag.store.port.types import NewDocument, RagScope
 
 AppFactory = Callable[..., RagApp]
 

@@ -29,6 +29,7 @@ from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import Chunk, IndexState, ProjectStatus, RagRecord
 from vancetope_rag.errors import InvalidInputError, StoreError, StoreFullError
 from vancetope_rag.store import open_store
+from vancetope_rag.store.port.types import DocumentChange, NewDocument, RagScope
 from vancetope_rag.store.postgres import schema
 from vancetope_rag.store.postgres.chunks import dense_sql, probes_sql, search_list
 from vancetope_rag.store.postgres.errors import ConstraintViolation, store_error
@@ -36,7 +37,6 @@ from vancetope_rag.store.postgres.rows import vector_literal
 from vancetope_rag.store.postgres.schema import HNSW_EF_CONSTRUCTION, HNSW_M
 from vancetope_rag.store.postgres.store import PostgresStore, open_postgres_store
 from vancetope_rag.store.postgres.uri import PostgresUri, redact_uri, with_defaults
-from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
 
 T, P = "tenant-a", "proj-1"
 

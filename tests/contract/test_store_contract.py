@@ -41,7 +41,7 @@ from vancetope_rag.store.port import (
     SettingsStore,
     Store,
 )
-from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
+from vancetope_rag.store.port.types import DocumentChange, NewDocument, RagScope
 
 #: Lets search catch up with the writes so far (conftest's ``settle``).
 Settle = Callable[[], None]

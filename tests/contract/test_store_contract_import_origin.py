@@ -11,7 +11,7 @@ import pytest
 
 from vancetope_rag.domain.records import IndexState
 from vancetope_rag.store.port import ControlStore, Store
-from vancetope_rag.store.types import DocumentChange, NewDocument
+from vancetope_rag.store.port.types import DocumentChange, NewDocument
 
 T, P = "tenant-x", "proj-x"
 ORIGIN = '["/srv/files","documents/"]'

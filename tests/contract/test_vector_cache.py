@@ -18,9 +18,9 @@ from vancetope_rag.domain.retrieval import FusionParams
 from vancetope_rag.store import open_store
 from vancetope_rag.store.inprocess.int8_rows import Int8Rows
 from vancetope_rag.store.inprocess.vector_cache import SCAN_CAP, VectorCache, _Entry
+from vancetope_rag.store.port.types import RagScope
 from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
 from vancetope_rag.store.sqlite.db import SqliteDatabase
-from vancetope_rag.store.types import RagScope
 
 DIM = 16
 SCOPE = RagScope("t1", "p1", "rag-1", DIM)

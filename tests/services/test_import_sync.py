@@ -17,7 +17,7 @@ from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, IndexState
 from vancetope_rag.services.importer import import_origin, walk_directory
-from vancetope_rag.store.types import DocumentChange, RagScope
+from vancetope_rag.store.port.types import DocumentChange, RagScope
 
 
 @pytest.fixture

@@ -43,7 +43,7 @@ from vancetope_rag.extraction.vision import VisionDefaults, scan_ocr_config
 from vancetope_rag.secrets import error_text, register_secret
 from vancetope_rag.services.providers import Endpoint, ProviderCircuits
 from vancetope_rag.services.settings import SettingsService
-from vancetope_rag.store.shared import content_hash
+from vancetope_rag.store.port.shared import content_hash
 
 __all__ = ["ExtractionPlan", "ExtractionService", "FileExtraction", "vision_circuits"]
 

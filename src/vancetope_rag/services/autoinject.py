@@ -28,7 +28,7 @@ from vancetope_rag.services.retrieval.retriever import (
 )
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot
 from vancetope_rag.services.tokens import count_tokens
-from vancetope_rag.store.deadline import turn_deadline
+from vancetope_rag.store.port.deadline import turn_deadline
 
 log = get_logger(__name__)
 

@@ -40,7 +40,7 @@ from vancetope_rag.embeddings import text_hash
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.store.port import ChunkStore, ControlStore
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 log = get_logger(__name__)
 

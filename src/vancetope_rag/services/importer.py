@@ -61,8 +61,8 @@ from vancetope_rag.extraction.records import ExtractionRecord, RetryPolicy, file
 from vancetope_rag.extraction.registry import ExtractorRegistry, UnsupportedTypeError
 from vancetope_rag.extraction.service import ExtractionPlan, ExtractionService, FileExtraction
 from vancetope_rag.services.documents import DocumentService, check_path, upsert_action
-from vancetope_rag.store.shared import content_hash
-from vancetope_rag.store.types import ImportHead
+from vancetope_rag.store.port.shared import content_hash
+from vancetope_rag.store.port.types import ImportHead
 from vancetope_rag.tools.workspace import WalkRules, open_below, read_open_file
 
 #: Files larger than this are skipped (a document is held in memory whole).

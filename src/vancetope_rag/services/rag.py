@@ -61,9 +61,9 @@ from vancetope_rag.services.providers import CircuitState, Endpoint, Pacer, Prov
 from vancetope_rag.services.retrieval.rerank import RerankStage
 from vancetope_rag.services.retrieval.search import Retriever, citable_hits
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
-from vancetope_rag.store.llamaindex_store import KIND_KEY, PATH_KEY, SOURCE_KEY, RagVectorStore
 from vancetope_rag.store.port import ChunkStore, ControlStore
-from vancetope_rag.store.types import ChunkFilter, RagScope
+from vancetope_rag.store.port.llamaindex_store import KIND_KEY, PATH_KEY, SOURCE_KEY, RagVectorStore
+from vancetope_rag.store.port.types import ChunkFilter, RagScope
 
 log = get_logger(__name__)
 

@@ -4,9 +4,11 @@ with pgvector) or ``mongodb://…`` (production, Atlas).
 Modules:
 
 * ``port`` (one Protocol per concern; ``port.rebuilds`` for rebuilds) — the Protocols the
-  services use; ``types`` — the values they take (scopes, filters, new documents, ``UNSET``);
-  ``shared`` — what every adapter does alike (argument checks, the document change set, the
-  errors worded once); ``rows`` — the row codecs of the two SQL stores;
+  services use; ``port.types`` — the values they take (scopes, filters, new documents,
+  ``UNSET``); ``port.shared`` — what every adapter does alike (argument checks, the document
+  change set, the errors worded once); ``port.deadline`` — a chat turn's deadline;
+  ``port.llamaindex_store`` — ``RagVectorStore``: any ChunkStore as a LlamaIndex vector
+  store. ``rows`` — the row codecs of the two SQL stores;
   ``sql_catalog`` — their RAG catalog.
 * SQLite (``sqlite``): ``sqlite.db`` (connections, schema upgrades, transactions) and
   ``sqlite.schema`` (the schema upgrades), ``sqlite.control`` and ``sqlite.chunks`` (the two
@@ -38,7 +40,6 @@ Modules:
   ``postgres.catalog``, ``postgres.settings``, ``postgres.chunks`` and ``postgres.rebuilds``
   (the adapters), ``postgres.lexical`` (BM25 with per-RAG statistics in SQL). Deployment
   notes: ``docs/stores.md``.
-* ``llamaindex_store`` — ``RagVectorStore``: any ChunkStore as a LlamaIndex vector store.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from urllib.parse import parse_qsl, unquote, urlparse, urlunparse
 from vancetope_rag.domain.records import IndexStatus
 from vancetope_rag.errors import MissingDependencyError, StoreError
 from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore, RebuildStore, Store
-from vancetope_rag.store.types import Clock, RagScope
+from vancetope_rag.store.port.types import Clock, RagScope
 
 __all__ = [
     "ChunkStore",

@@ -28,8 +28,8 @@ from vancetope_rag.domain.records import (
     RagRecord,
     RagState,
 )
-from vancetope_rag.store.shared import capped_error, new_document_state, vector_from_bytes
-from vancetope_rag.store.types import ImportHead, NewDocument, RagScope
+from vancetope_rag.store.port.shared import capped_error, new_document_state, vector_from_bytes
+from vancetope_rag.store.port.types import ImportHead, NewDocument, RagScope
 
 #: ``SET`` clauses that queue a document for the indexer: new version, attempts and retry time
 #: reset; PENDING unless a worker holds it (that worker's ``mark_rag_clean`` then sees the new

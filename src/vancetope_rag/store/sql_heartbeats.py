@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
 from vancetope_rag.domain.heartbeats import PRUNE_AFTER_S, WorkerHeartbeat
+from vancetope_rag.store.port.types import Clock
 from vancetope_rag.store.rows import dt
 from vancetope_rag.store.sql_catalog import SqlDatabase
-from vancetope_rag.store.types import Clock
 
 __all__ = ["SqlHeartbeats", "row_to_heartbeat"]
 

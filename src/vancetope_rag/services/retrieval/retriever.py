@@ -54,8 +54,8 @@ from vancetope_rag.recipes import RagParams, Recipe, load_recipe
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsSnapshot
-from vancetope_rag.store.llamaindex_store import hit_to_node
-from vancetope_rag.store.types import ChunkFilter
+from vancetope_rag.store.port.llamaindex_store import hit_to_node
+from vancetope_rag.store.port.types import ChunkFilter
 
 log = get_logger(__name__)
 

@@ -10,7 +10,7 @@ from vancetope_rag.domain.metadata_filters import HitPredicate
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Hit, RagRecord
 from vancetope_rag.domain.retrieval import Candidates, FusionParams, collect_hits
 from vancetope_rag.store.port import ChunkStore, DocumentStore
-from vancetope_rag.store.types import ChunkFilter, RagScope
+from vancetope_rag.store.port.types import ChunkFilter, RagScope
 
 
 class Retriever:

@@ -31,6 +31,15 @@ from vancetope_rag.domain.records import Chunk, Hit
 from vancetope_rag.domain.retrieval import Candidates, FusionParams
 from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.inprocess.bm25_index import CollectionStats
+from vancetope_rag.store.port.shared import (
+    check_top_k,
+    checked_vector,
+    chunk_id_taken_error,
+    foreign_chunk_error,
+    source_counts_of,
+    unique_batches,
+)
+from vancetope_rag.store.port.types import ChunkFilter, RagScope
 from vancetope_rag.store.postgres import lexical
 from vancetope_rag.store.postgres.db import PostgresDatabase
 from vancetope_rag.store.postgres.errors import ConstraintViolation
@@ -43,15 +52,6 @@ from vancetope_rag.store.postgres.rows import (
 )
 from vancetope_rag.store.postgres.schema import chunk_table, ensure_dimension, index_expression
 from vancetope_rag.store.rows import chunk_row, row_to_hit
-from vancetope_rag.store.shared import (
-    check_top_k,
-    checked_vector,
-    chunk_id_taken_error,
-    foreign_chunk_error,
-    source_counts_of,
-    unique_batches,
-)
-from vancetope_rag.store.types import ChunkFilter, RagScope
 
 #: Scopes of at most this many chunks are ranked exactly (~20 ms at 384 dimensions).
 EXACT_SCAN_MAX = 10_000

@@ -23,6 +23,18 @@ from vancetope_rag.domain.records import (
     Project,
     ProjectStatus,
 )
+from vancetope_rag.store.port.shared import (
+    DocumentChanges,
+    capped_error,
+    content_hash,
+    document_not_found_error,
+    document_taken_error,
+    path_exists_error,
+    path_taken_error,
+    state_counts,
+    unique_batches,
+)
+from vancetope_rag.store.port.types import Clock, DocumentChange, ImportHead, NewDocument
 from vancetope_rag.store.postgres.catalog import PostgresRagCatalog
 from vancetope_rag.store.postgres.db import SERVER_NOW, PostgresDatabase
 from vancetope_rag.store.postgres.errors import ConstraintViolation
@@ -39,18 +51,6 @@ from vancetope_rag.store.rows import (
     row_to_import_head,
     row_to_project,
 )
-from vancetope_rag.store.shared import (
-    DocumentChanges,
-    capped_error,
-    content_hash,
-    document_not_found_error,
-    document_taken_error,
-    path_exists_error,
-    path_taken_error,
-    state_counts,
-    unique_batches,
-)
-from vancetope_rag.store.types import Clock, DocumentChange, ImportHead, NewDocument
 
 T = TypeVar("T")
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import psycopg
 from psycopg_pool import PoolTimeout
 
+from vancetope_rag.store.port.types import Clock
 from vancetope_rag.store.postgres.db import PostgresDatabase
 from vancetope_rag.store.postgres.schema import SCHEMA_VERSION
 from vancetope_rag.store.sql_heartbeats import SqlHeartbeats
-from vancetope_rag.store.types import Clock
 
 #: How long the readiness probe waits for a pooled connection (the pool's own wait is the
 #: connect timeout, 15 s by default: longer than a probe's).

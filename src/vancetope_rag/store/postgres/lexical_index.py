@@ -25,8 +25,8 @@ import re
 from collections.abc import Iterable, Sequence
 
 from vancetope_rag.store.inprocess.bm25_index import CollectionStats, LexicalCache
+from vancetope_rag.store.port.types import RagScope
 from vancetope_rag.store.postgres.db import PostgresDatabase
-from vancetope_rag.store.types import RagScope
 
 __all__ = ["PostgresLexicalIndex", "tsvector_tokens"]
 

@@ -15,13 +15,13 @@ from datetime import datetime
 
 from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
 from vancetope_rag.domain.records import IndexState, RagRecord
+from vancetope_rag.store.port.shared import capped_error, rebuild_running_error
+from vancetope_rag.store.port.types import Clock, DocumentHead
 from vancetope_rag.store.postgres.catalog import PostgresRagCatalog
 from vancetope_rag.store.postgres.db import PostgresDatabase
 from vancetope_rag.store.postgres.errors import ConstraintViolation
 from vancetope_rag.store.postgres.rows import insert_sql
 from vancetope_rag.store.rows import dt, row_to_item, row_to_migration
-from vancetope_rag.store.shared import capped_error, rebuild_running_error
-from vancetope_rag.store.types import Clock, DocumentHead
 
 _ACTIVE = ("running", "switching")
 

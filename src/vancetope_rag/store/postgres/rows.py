@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from vancetope_rag.store.port.shared import DocumentChanges, iter_filter
+from vancetope_rag.store.port.types import ChunkFilter
 from vancetope_rag.store.rows import DIRTY_SETS, FAILED_SETS, HIT_COLUMNS
-from vancetope_rag.store.shared import DocumentChanges, iter_filter
-from vancetope_rag.store.types import ChunkFilter
 
 __all__ = [
     "CHUNK_COLUMNS",

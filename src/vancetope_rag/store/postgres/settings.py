@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from vancetope_rag.store.postgres.db import PostgresDatabase
-from vancetope_rag.store.shared import (
+from vancetope_rag.store.port.shared import (
     settings_by_scope,
     unique_batches,
     vector_from_bytes,
     vector_to_bytes,
 )
+from vancetope_rag.store.postgres.db import PostgresDatabase
 
 
 class PostgresSettingsAndCache:

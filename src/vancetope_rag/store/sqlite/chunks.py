@@ -30,7 +30,7 @@ from vancetope_rag.store.inprocess.bm25 import QueryTerm
 from vancetope_rag.store.inprocess.bm25_index import LexicalCache
 from vancetope_rag.store.inprocess.epoch_cache import EpochCache
 from vancetope_rag.store.inprocess.vector_cache import VectorCache
-from vancetope_rag.store.shared import (
+from vancetope_rag.store.port.shared import (
     best_scores_by_query,
     check_top_k,
     checked_vector,
@@ -39,6 +39,7 @@ from vancetope_rag.store.shared import (
     source_counts_of,
     unique_batches,
 )
+from vancetope_rag.store.port.types import ChunkFilter, RagScope
 from vancetope_rag.store.sqlite.db import SqliteDatabase
 from vancetope_rag.store.sqlite.errors import ConstraintViolation
 from vancetope_rag.store.sqlite.fts import SqliteLexical
@@ -50,7 +51,6 @@ from vancetope_rag.store.sqlite.rows import (
     row_to_chunk,
     row_to_hit,
 )
-from vancetope_rag.store.types import ChunkFilter, RagScope
 
 #: sqlite-vec refuses KNN queries with a larger ``k``; bigger ``top_k`` use the exact scan.
 _KNN_MAX_K = 4096

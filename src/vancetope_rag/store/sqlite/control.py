@@ -1,7 +1,7 @@
 """Embedded control store on one SQLite file (projects, documents, RAG catalog, settings, cache).
 
 The I/O class; row codecs and the SQL of a document change set come from :mod:`.sqlite.rows`,
-the rules both adapters share from :mod:`.shared`.
+the rules both adapters share from :mod:`.port.shared`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from vancetope_rag.domain.records import (
     Project,
     ProjectStatus,
 )
-from vancetope_rag.store.rows import needs_attention, read_failures
-from vancetope_rag.store.shared import (
+from vancetope_rag.store.port.shared import (
     DocumentChanges,
     capped_error,
     content_hash,
@@ -32,6 +31,8 @@ from vancetope_rag.store.shared import (
     state_counts,
     unique_batches,
 )
+from vancetope_rag.store.port.types import Clock, DocumentChange, ImportHead, NewDocument
+from vancetope_rag.store.rows import needs_attention, read_failures
 from vancetope_rag.store.sql_heartbeats import SqlHeartbeats
 from vancetope_rag.store.sqlite.catalog import SqliteRagCatalog
 from vancetope_rag.store.sqlite.db import SqliteDatabase
@@ -49,7 +50,6 @@ from vancetope_rag.store.sqlite.rows import (
     row_to_project,
 )
 from vancetope_rag.store.sqlite.settings import SqliteSettingsAndCache
-from vancetope_rag.store.types import Clock, DocumentChange, ImportHead, NewDocument
 
 T = TypeVar("T")
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from vancetope_rag.store.inprocess.bm25 import CollectionStats, QueryTerm, bm25_idf, query_terms
 from vancetope_rag.store.inprocess.bm25_index import LexicalCache
+from vancetope_rag.store.port.types import RagScope
 from vancetope_rag.store.sqlite.bm25 import (
     FTS5_BM25_FUNCTION,
     TOKENIZER_ARGS,
@@ -24,7 +25,6 @@ from vancetope_rag.store.sqlite.bm25 import (
     sqlite_varints,
 )
 from vancetope_rag.store.sqlite.db import SqliteDatabase
-from vancetope_rag.store.types import RagScope
 
 #: How many RAGs' statistics are held (a few small dicts each).
 _STATS_HELD = 256

@@ -14,12 +14,12 @@ from datetime import datetime
 
 from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
 from vancetope_rag.domain.records import IndexState, RagRecord
-from vancetope_rag.store.shared import capped_error, rebuild_running_error
+from vancetope_rag.store.port.shared import capped_error, rebuild_running_error
+from vancetope_rag.store.port.types import Clock, DocumentHead
 from vancetope_rag.store.sqlite.catalog import SqliteRagCatalog
 from vancetope_rag.store.sqlite.db import SqliteDatabase
 from vancetope_rag.store.sqlite.errors import ConstraintViolation
 from vancetope_rag.store.sqlite.rows import dt, insert_sql, row_to_item, row_to_migration
-from vancetope_rag.store.types import Clock, DocumentHead
 
 _ACTIVE = ("running", "switching")
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from vancetope_rag.store.port.shared import DocumentChanges, iter_filter
+from vancetope_rag.store.port.types import ChunkFilter
 from vancetope_rag.store.rows import (
     DIRTY_SETS,
     FAILED_SETS,
@@ -29,8 +31,6 @@ from vancetope_rag.store.rows import (
     row_to_project,
     row_to_rag,
 )
-from vancetope_rag.store.shared import DocumentChanges, iter_filter
-from vancetope_rag.store.types import ChunkFilter
 
 __all__ = [
     "DIRTY_SETS",

@@ -31,8 +31,8 @@ from vancetope_rag.domain.records import (
     RagRecord,
     RagState,
 )
-from vancetope_rag.store.shared import DocumentChanges, capped_error, new_document_state
-from vancetope_rag.store.types import ImportHead, NewDocument
+from vancetope_rag.store.port.shared import DocumentChanges, capped_error, new_document_state
+from vancetope_rag.store.port.types import ImportHead, NewDocument
 
 Pipeline = list[dict[str, Any]]
 

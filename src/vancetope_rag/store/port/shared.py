@@ -23,7 +23,7 @@ from vancetope_rag.errors import (
     RagAlreadyExistsError,
     RebuildRunningError,
 )
-from vancetope_rag.store.types import (
+from vancetope_rag.store.port.types import (
     FILTER_KEYS,
     ChunkFilter,
     DocumentChange,
@@ -72,7 +72,7 @@ class DocumentChanges:
 
     @classmethod
     def of(cls, change: DocumentChange) -> DocumentChanges:
-        """The change set of a :class:`~vancetope_rag.store.types.DocumentChange`."""
+        """The change set of a :class:`~vancetope_rag.store.port.types.DocumentChange`."""
         c = change
         values: dict[str, FieldValue] = {}
         if not isinstance(c.path, _Unset):

@@ -45,7 +45,7 @@ from vancetope_rag.domain.retrieval import Candidates, Fetch, FusionParams, coll
 from vancetope_rag.domain.texts import check_metadata
 from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.port import ChunkStore
-from vancetope_rag.store.types import ChunkFilter, RagScope
+from vancetope_rag.store.port.types import ChunkFilter, RagScope
 
 #: Node metadata keys that map to chunk columns.
 SOURCE_KEY = "sourceRef"
