@@ -26,7 +26,6 @@ from vancetope_rag.embeddings import EmbeddingRegistry
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.extraction.records import RetryPolicy
 from vancetope_rag.extraction.registry import ExtractorRegistry
-from vancetope_rag.extraction.service import ExtractionService, vision_circuits
 from vancetope_rag.extraction.vision import VisionDefaults
 from vancetope_rag.integrations.llamaindex.rerank import VancetopeRerank
 from vancetope_rag.metrics import Metrics
@@ -38,6 +37,7 @@ from vancetope_rag.services.autoinject import RagAutoInjectService
 from vancetope_rag.services.bridge import BridgeCache, BridgeService
 from vancetope_rag.services.calibration import Calibrator
 from vancetope_rag.services.documents import DocumentService
+from vancetope_rag.services.extraction import ExtractionService, vision_circuits
 from vancetope_rag.services.importer import DocumentImporter
 from vancetope_rag.services.indexing.claims import ClaimReleaser
 from vancetope_rag.services.indexing.indexer import ProjectRagIndexer

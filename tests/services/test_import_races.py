@@ -19,9 +19,9 @@ import pytest
 from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.extraction.records import ExtractionRecord
-from vancetope_rag.extraction.service import ExtractionService
+from vancetope_rag.services import workspace
+from vancetope_rag.services.extraction import ExtractionService
 from vancetope_rag.services.importer import DocumentImporter, ImportSource, walk_directory
-from vancetope_rag.tools import workspace
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="symlinks and FIFOs")
 

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-PURE = ("vancetope_rag.extraction.records", "vancetope_rag.extraction.settings")
+PURE = ("vancetope_rag.extraction.records", "vancetope_rag.domain.extract_settings")
 #: The package modules the pure rules may pull in: package markers and the pure domain.
 ALLOWED = {
     "vancetope_rag",

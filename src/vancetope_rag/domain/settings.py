@@ -20,10 +20,10 @@ from vancetope_rag.domain import limits
 from vancetope_rag.domain.bridge import BRIDGE_SETTINGS
 from vancetope_rag.domain.calibration import parse_min_score
 from vancetope_rag.domain.cascade import parse_auto_inject
+from vancetope_rag.domain.extract_settings import EXTRACT_SETTINGS
 from vancetope_rag.domain.relevance import RELEVANCE_AUTO, parse_relevance_cut
 from vancetope_rag.domain.setting_kinds import SettingKind, SettingSpec
 from vancetope_rag.errors import InvalidInputError, SettingError
-from vancetope_rag.extraction.settings import EXTRACT_SETTINGS
 
 __all__ = [
     "EMBEDDING_GROUP",
