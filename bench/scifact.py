@@ -454,7 +454,7 @@ def _evaluate_mode(
 ) -> dict[str, Any]:
     """The test claims through ``app.rags.query(..., mode=mode)`` (document level: top_k
     documents, max_per_doc=1) and the off-topic turns through the real AutoInject step."""
-    from vancetope_rag.domain.cascade import AutoInject
+    from vancetope_rag.domain.settings.cascade import AutoInject
     from vancetope_rag.recipes import RagParams
 
     subset = args.limit is not None

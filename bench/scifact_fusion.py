@@ -34,7 +34,7 @@ def main() -> None:
     import vancetope_rag.store.inprocess.bm25 as lexical
     from vancetope_rag.app import RagApp
     from vancetope_rag.config import EngineConfig
-    from vancetope_rag.domain.retrieval import FusionParams
+    from vancetope_rag.domain.retrieval.ranking import FusionParams
     from vancetope_rag.store.port.types import RagScope
 
     data = Path(args.data)

@@ -19,7 +19,7 @@ from llama_index.core.chat_engine.types import BaseChatEngine
 from llama_index.core.llms import LLM
 
 from vancetope_rag.config import EngineConfig
-from vancetope_rag.domain.context_block import check_template_cost, compile_template
+from vancetope_rag.domain.block.context_block import check_template_cost, compile_template
 from vancetope_rag.domain.records import Document, IndexStatus
 from vancetope_rag.domain.texts import check_id
 from vancetope_rag.embeddings import EmbeddingRegistry

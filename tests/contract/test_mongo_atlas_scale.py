@@ -19,7 +19,7 @@ from mongo_support import atlas_app, atlas_store
 from fakes import P, T
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Chunk
-from vancetope_rag.domain.retrieval import FusionParams
+from vancetope_rag.domain.retrieval.ranking import FusionParams
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.services.indexing.progress import node_work_state

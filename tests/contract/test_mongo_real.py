@@ -609,7 +609,7 @@ def test_search_node_preference_is_accepted_and_keeps_answers(server: MongoStore
 def test_hybrid_cosines_of_text_only_hits_come_from_one_exact_search(server: MongoStore) -> None:
     """BinData float32 query vectors and the ``chunkId`` filter field on a real cluster: the
     cosines of hits only the text search found equal exact cosine similarity."""
-    from vancetope_rag.domain.retrieval import FusionParams
+    from vancetope_rag.domain.retrieval.ranking import FusionParams
 
     scope = RagScope(T, P, "rag-hybrid", DIM)
     vecs = np.random.default_rng(11).standard_normal((30, DIM))

@@ -1009,7 +1009,7 @@ def test_a_hybrid_query_sends_its_dense_scan_before_ranking_the_lexical_list(
 ) -> None:
     """The dense statement is on its way (one snapshot, in a pipeline) when the lexical list
     is ranked; the hybrid answer is the two lists' fusion as without the pipeline."""
-    from vancetope_rag.domain.retrieval import Candidates, FusionParams
+    from vancetope_rag.domain.retrieval.ranking import Candidates, FusionParams
 
     scope = RagScope.of(store.control.insert_rag(rag("h", 4)))
     words = ["apple", "banana", "cherry", "damson"]

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from vancetope_rag.domain.records import Chunk, Hit, RagRecord
-from vancetope_rag.domain.retrieval import FusionParams
+from vancetope_rag.domain.retrieval.ranking import FusionParams
 from vancetope_rag.services.retrieval.search import Retriever
 from vancetope_rag.store import open_store
 from vancetope_rag.store.port import Store

@@ -14,7 +14,7 @@ from fakes import wait_until
 from kernel_timings import INTEL_XEON, ONLY_FLOAT32, PLAIN, fixed
 from vancetope_rag.coalesce import Coalescer
 from vancetope_rag.domain.records import Chunk
-from vancetope_rag.domain.retrieval import FusionParams
+from vancetope_rag.domain.retrieval.ranking import FusionParams
 from vancetope_rag.store import open_store
 from vancetope_rag.store.inprocess.int8_rows import Int8Rows
 from vancetope_rag.store.inprocess.vector_cache import SCAN_CAP, VectorCache, _Entry

@@ -10,7 +10,7 @@ import pytest
 
 from vancetope_rag.app import RagApp
 from vancetope_rag.config import EngineConfig
-from vancetope_rag.domain.context_block import compile_template
+from vancetope_rag.domain.block.context_block import compile_template
 from vancetope_rag.errors import InvalidInputError, RecipeError
 from vancetope_rag.recipes import parse_recipe
 

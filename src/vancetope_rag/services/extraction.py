@@ -22,7 +22,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from vancetope_rag.domain.settings import SETTINGS
+from vancetope_rag.domain.settings.registry import SETTINGS
 from vancetope_rag.errors import ExtractionError, ExtractorUnavailableError
 from vancetope_rag.extraction.records import ExtractionRecord, config_fingerprint, file_hash
 from vancetope_rag.extraction.registry import (

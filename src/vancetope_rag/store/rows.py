@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vancetope_rag.domain import host_metadata
-from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
 from vancetope_rag.domain.records import (
     AttentionItem,
@@ -28,6 +27,7 @@ from vancetope_rag.domain.records import (
     RagRecord,
     RagState,
 )
+from vancetope_rag.domain.retrieval.calibration import Calibration
 from vancetope_rag.store.port.shared import capped_error, new_document_state, vector_from_bytes
 from vancetope_rag.store.port.types import ImportHead, NewDocument, RagScope
 

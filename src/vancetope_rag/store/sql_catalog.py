@@ -14,8 +14,8 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any, Generic, Protocol, TypeVar
 
-from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.records import RagRecord, RagState
+from vancetope_rag.domain.retrieval.calibration import Calibration
 from vancetope_rag.store.port.shared import rag_exists_error
 from vancetope_rag.store.port.types import Clock
 from vancetope_rag.store.rows import rag_row, row_to_rag

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from llama_index.core.tools import FunctionTool
 
-from vancetope_rag.domain.citations import cite
+from vancetope_rag.domain.block.citations import cite
 from vancetope_rag.domain.eligibility import guess_mime_type
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, RagRecord
 from vancetope_rag.errors import ExtractionError, InvalidInputError

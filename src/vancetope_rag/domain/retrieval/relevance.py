@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from vancetope_rag.domain.calibration import GAP_PER_SPREAD, PSEUDO_QUERIES
 from vancetope_rag.domain.records import Chunk, ChunkKind, Hit
+from vancetope_rag.domain.retrieval.calibration import GAP_PER_SPREAD, PSEUDO_QUERIES
 from vancetope_rag.errors import InvalidInputError
 
 __all__ = [

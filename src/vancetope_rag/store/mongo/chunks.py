@@ -65,7 +65,7 @@ from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from vancetope_rag.domain.records import Chunk, Hit
-from vancetope_rag.domain.retrieval import Candidates, FusionParams
+from vancetope_rag.domain.retrieval.ranking import Candidates, FusionParams
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.bm25 import rank_bm25

@@ -33,7 +33,6 @@ from typing import Any
 from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.records import (
     AttentionItem,
     Document,
@@ -42,6 +41,7 @@ from vancetope_rag.domain.records import (
     ProjectStatus,
     RagRecord,
 )
+from vancetope_rag.domain.retrieval.calibration import Calibration
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import updates as q
 from vancetope_rag.store.mongo.catalog import MongoRagCatalog

@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 from vancetope_rag.domain.records import Chunk, Hit
-from vancetope_rag.domain.retrieval import Candidates, FusionParams
+from vancetope_rag.domain.retrieval.ranking import Candidates, FusionParams
 from vancetope_rag.store.port.types import ChunkFilter, RagScope
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from vancetope_rag.domain.records import Chunk, Hit
-from vancetope_rag.domain.retrieval import Candidates, FusionParams
+from vancetope_rag.domain.retrieval.ranking import Candidates, FusionParams
 from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.inprocess.bm25_index import CollectionStats
 from vancetope_rag.store.port.shared import (

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from vancetope_rag.domain.records import Chunk, Hit
-from vancetope_rag.domain.retrieval import (
+from vancetope_rag.domain.retrieval.ranking import (
     Candidates,
     FusedHits,
     FusedRank,
