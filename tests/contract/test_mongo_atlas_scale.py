@@ -1,4 +1,4 @@
-"""Atlas at scale, the smaller points (issue 22, item 8), one test each on the Atlas double or
+"""Atlas at scale, the smaller points, one test each on the Atlas double or
 the pure builders: no silent fallback on a client's TypeError, the exact-search cap as a
 setting, ``init --prune``, a hybrid query's two searches at once with the text-only hits'
 cosines from one exact ``$vectorSearch``, the query vector as BinData float32, queryability

@@ -1,5 +1,5 @@
-"""Every store keeps the import a document came from and the error of the last read of its file
-(issue 20 items 1 and 2): written on insert and update, listed without texts for an import's
+"""Every store keeps the import a document came from and the error of the last read of its file:
+written on insert and update, listed without texts for an import's
 sync, and counted as "needs attention" while the document is not FAILED; all scoped by tenant
 and project."""
 

@@ -195,7 +195,7 @@ def test_writes_of_this_process_are_absorbed_exactly(db_path: Path, quantize_min
 def _quantized_top_reference(
     entry: _Entry, quantized: Int8Rows, q: np.ndarray, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The first pass as it was before issue 25 item 2 (masks always applied, the extra rows
+    """The first pass as it was before its fast path (masks always applied, the extra rows
     by ``np.setdiff1d``), its exact scores taken row by row (no longer by one BLAS product,
     whose last bit follows the rows around): the faster one must give the very same arrays."""
 

@@ -1,4 +1,4 @@
-"""``import DIR`` is a sync of the folder (issue 20 item 1): a document remembers the import it
+"""``import DIR`` is a sync of the folder: a document remembers the import it
 came from, keyed by (resolved folder, prefix); a re-import of that key deletes the documents
 whose file is gone, moves a renamed one, and never touches another key's, the host's or a
 tool's documents.

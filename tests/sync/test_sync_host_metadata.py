@@ -1,4 +1,4 @@
-"""Issue 20 item 3: what a host saves with a document besides its text.
+"""What a host saves with a document besides its text.
 
 ``RagApp.summary_saved`` (and its hook) writes a document's summary by path and queues the
 document (spec §4.2), so its summary chunk is indexed. ``document_saved`` takes the host's

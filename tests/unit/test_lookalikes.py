@@ -190,7 +190,7 @@ def test_ordinary_labels_are_unchanged() -> None:
 
 
 def _reference_label(text: str, max_chars: int = 200) -> str:
-    """clean_label as it was before its ASCII fast paths and cache (issue 25): the rule."""
+    """clean_label as it was before its ASCII fast paths and cache: the rule."""
     from vancetope_rag.domain.block import lookalikes as la
 
     line = " ".join(

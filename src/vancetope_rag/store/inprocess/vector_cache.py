@@ -88,7 +88,7 @@ _Scan = tuple[npt.NDArray[np.float32], int, bool]
 _Found = tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]
 
 #: The most concurrent searches of one RAG scanned in one pass over its int8 rows (16 gave
-#: no more turns/s than 8 with 16 turns in flight: docs/benchmarks.md, issue 25).
+#: no more turns/s than 8 with 16 turns in flight: docs/benchmarks.md).
 SCAN_CAP = 8
 
 
