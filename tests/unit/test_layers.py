@@ -6,7 +6,7 @@ The graph is :func:`test_import_graph.import_graph`'s: every module under
 and deferred imports included). Each module belongs to one layer (the longest prefix listed in
 :data:`LAYERS` wins); an edge from a layer to a higher one fails, as does an import from one
 engine package of ``store/`` into another, an import of an engine from the in-process indexes,
-or a module no layer claims (a new top-level module must be placed).
+the ports or ``store/sql/``, or a module no layer claims (a new top-level module must be placed).
 """
 
 from __future__ import annotations
@@ -87,12 +87,13 @@ def _store_part(module: str) -> str | None:
 
 
 def engine_arrows(graph: dict[str, set[str]]) -> list[str]:
-    """Imports from one engine package into another, or from ``inprocess``/``port`` into an
-    engine (the in-process indexes and the ports are fed by every engine, never built on one)."""
+    """Imports from one engine package into another, or from ``inprocess``, ``port`` or ``sql``
+    into an engine (the in-process indexes, the ports and the SQL code the two SQL engines
+    share serve every engine, never stand on one)."""
     arrows = []
     for module, targets in graph.items():
         here = _store_part(module)
-        if here not in (*ENGINES, "inprocess", "port"):
+        if here not in (*ENGINES, "inprocess", "port", "sql"):
             continue
         for target in targets:
             there = _store_part(target)
@@ -111,11 +112,13 @@ def test_the_checks_catch_what_they_should() -> None:
         f"{P}.store.postgres.a": {f"{P}.store.sqlite.b"},
         f"{P}.store.inprocess.c": {f"{P}.store.mongo.d"},
         f"{P}.store.sqlite.b": {f"{P}.store.inprocess.c", f"{P}.store.port.types"},
+        f"{P}.store.sql.control": {f"{P}.store.postgres.db"},
     }
     assert upward_arrows(graph) == [f"{P}.domain.x (domain) -> {P}.services.y (services)"]
     assert engine_arrows(graph) == [
         f"{P}.store.inprocess.c -> {P}.store.mongo.d",
         f"{P}.store.postgres.a -> {P}.store.sqlite.b",
+        f"{P}.store.sql.control -> {P}.store.postgres.db",
     ]
     assert layer_of(f"{P}.integrations.llamaindex.llm") == len(LAYERS) - 1
     assert LAYERS[layer_of(f"{P}.integrations.llamaindex.rerank") or 0][0] == "services"
