@@ -117,10 +117,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from vancetope_rag.app import RagApp
     from vancetope_rag.config import EngineConfig
-    from vancetope_rag.domain.budget import fit_to_budget
-    from vancetope_rag.domain.cascade import AutoInject
-    from vancetope_rag.domain.context_block import render_context_block
-    from vancetope_rag.domain.relevance import RELEVANCE_AUTO, RELEVANCE_OFF, cut_by_relevance
+    from vancetope_rag.domain.block.budget import fit_to_budget
+    from vancetope_rag.domain.block.context_block import render_context_block
+    from vancetope_rag.domain.retrieval.relevance import (
+        RELEVANCE_AUTO,
+        RELEVANCE_OFF,
+        cut_by_relevance,
+    )
+    from vancetope_rag.domain.settings.cascade import AutoInject
     from vancetope_rag.recipes import RagParams
     from vancetope_rag.services.tokens import count_tokens
 

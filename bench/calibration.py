@@ -78,9 +78,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         torch.set_num_threads(args.threads)
     from vancetope_rag.app import RagApp
     from vancetope_rag.config import EngineConfig
-    from vancetope_rag.domain.calibration import AUTO
-    from vancetope_rag.domain.cascade import AutoInject
     from vancetope_rag.domain.records import IndexState
+    from vancetope_rag.domain.retrieval.calibration import AUTO
+    from vancetope_rag.domain.settings.cascade import AutoInject
     from vancetope_rag.recipes import RagParams
 
     data = Path(args.data).resolve()

@@ -22,10 +22,10 @@ import numpy as np
 from _machine import machine_line
 
 from vancetope_rag.domain.records import Chunk, RagRecord
-from vancetope_rag.domain.retrieval import FusionParams
+from vancetope_rag.domain.retrieval.ranking import FusionParams
 from vancetope_rag.services.retrieval.search import Retriever
 from vancetope_rag.store import open_store
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 _VOCABULARY = (
     "index query vector store chunk token lexical dense score rank fusion cache epoch "

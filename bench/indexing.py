@@ -128,7 +128,7 @@ def run_lane(args: argparse.Namespace) -> None:
     """One lane of ``--backends``: index into a fresh SQLite store with batches on
     ``args.lane``; prints one JSON line."""
     from vancetope_rag.default_plugins.embedded import describe
-    from vancetope_rag.store.types import RagScope
+    from vancetope_rag.store.port.types import RagScope
 
     tmp = tempfile.mkdtemp(prefix="vrag-bench-")
     app, rag, model = open_app(f"sqlite:///{tmp}/rag.db", args.batch, args.lane)
@@ -293,7 +293,7 @@ def main() -> None:
 
     from vancetope_rag import open_store
     from vancetope_rag.services.indexing.sources import SourceText
-    from vancetope_rag.store.types import RagScope
+    from vancetope_rag.store.port.types import RagScope
 
     tmp = tempfile.mkdtemp(prefix="vrag-bench-")
     uri = args.store or f"sqlite:///{tmp}/rag.db"

@@ -2,7 +2,7 @@
 """The vector cache's first pass: rows prepacked for oneDNN against the plain kernels.
 
 On ``--rows`` random unit rows of ``--dim`` dimensions held as the cache holds them
-(:class:`~vancetope_rag.store.sqlite.int8_rows.Int8Rows`), one pass for each query count of
+(:class:`~vancetope_rag.store.inprocess.int8_rows.Int8Rows`), one pass for each query count of
 ``--queries``: once on the packed rows, once on the plain kernels (torch's weight-only kernel
 for one or two queries, ``torch._int_mm`` for more), once on the float32 rows, in blocks of
 ``--calls`` calls alternating ``--blocks`` times; the median call of each lane. (Blocks, not
@@ -42,8 +42,8 @@ def main() -> None:
 
     import torch
 
-    from vancetope_rag.store.sqlite.int8_rows import Int8Rows, onednn_int8
-    from vancetope_rag.store.sqlite.scan_kernels import FLOAT32, INT_MM, WEIGHT_INT8
+    from vancetope_rag.store.inprocess.int8_rows import Int8Rows, onednn_int8
+    from vancetope_rag.store.inprocess.scan_kernels import FLOAT32, INT_MM, WEIGHT_INT8
 
     if args.threads:
         torch.set_num_threads(args.threads)

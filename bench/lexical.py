@@ -40,7 +40,7 @@ def main() -> None:
 
     from vancetope_rag.domain.records import Chunk
     from vancetope_rag.store import open_store
-    from vancetope_rag.store.types import RagScope
+    from vancetope_rag.store.port.types import RagScope
 
     texts = []
     with (DATA / "corpus.jsonl").open(encoding="utf-8") as fh:

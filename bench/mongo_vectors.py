@@ -20,7 +20,7 @@ from _machine import machine_line
 
 from vancetope_rag.domain.records import Chunk
 from vancetope_rag.store.mongo.builders.queries import chunk_documents, decode_vector
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 TEXT = "A chunk of about two hundred words of prose. " * 25
 

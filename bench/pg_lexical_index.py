@@ -21,11 +21,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", required=True, help="a filled postgresql:// store URI")
     args = ap.parse_args()
+    from vancetope_rag.store.inprocess.bm25_index import CollectionStats, LexicalCache
+    from vancetope_rag.store.port.types import RagScope
     from vancetope_rag.store.postgres.lexical_index import PostgresLexicalIndex
     from vancetope_rag.store.postgres.schema import chunk_table
     from vancetope_rag.store.postgres.store import open_postgres_store
-    from vancetope_rag.store.sqlite.bm25_index import CollectionStats, LexicalCache
-    from vancetope_rag.store.types import RagScope
 
     store = open_postgres_store(args.store)
     try:

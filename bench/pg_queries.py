@@ -42,8 +42,8 @@ def main() -> None:
     from psycopg_pool import ConnectionPool
 
     from vancetope_rag.domain.records import Chunk, RagRecord
+    from vancetope_rag.store.port.types import RagScope
     from vancetope_rag.store.postgres.store import open_postgres_store
-    from vancetope_rag.store.types import RagScope
 
     store = open_postgres_store(args.store)
     store.initialize(dimensions=[DIM])

@@ -134,7 +134,7 @@ def noisy_vectors(
 
 def bench_document(rag: Any, texts: list[str], d: int) -> Any:
     """Document ``d`` of the filled project: text ``d mod n``."""
-    from vancetope_rag.store.types import NewDocument
+    from vancetope_rag.store.port.types import NewDocument
 
     path, text = f"documents/scifact/{d}.txt", texts[d % len(texts)]
     return NewDocument(rag.tenant_id, rag.project_id, path, "text/plain", text)
@@ -167,7 +167,7 @@ def fill(
     """``size`` chunks in ``rag`` (a project's ``_documents``): the texts' embeddings with
     Gaussian ``noise``, re-normalised, two chunks per document row (citations name
     documents)."""
-    from vancetope_rag.store.types import RagScope
+    from vancetope_rag.store.port.types import RagScope
 
     scope = RagScope.of(rag)
     with app.store.control.transaction():
@@ -202,13 +202,13 @@ def copy_fill(
     hours; this wrote a million in 308 s (docs/benchmarks.md)."""
     import psycopg
 
+    from vancetope_rag.store.port.shared import content_hash
+    from vancetope_rag.store.port.types import RagScope
     from vancetope_rag.store.postgres import lexical
     from vancetope_rag.store.postgres.rows import vector_literal
     from vancetope_rag.store.postgres.schema import chunk_table
     from vancetope_rag.store.postgres.uri import PostgresUri
-    from vancetope_rag.store.shared import content_hash
     from vancetope_rag.store.sql.rows import chunk_row, document_row
-    from vancetope_rag.store.types import RagScope
 
     scope = RagScope.of(rag)
     table = chunk_table(scope.dimension)
@@ -420,7 +420,7 @@ def main() -> None:
     from vancetope_rag import EngineConfig, RagApp
     from vancetope_rag.recipes import RagParams
     from vancetope_rag.store import open_store
-    from vancetope_rag.store.types import RagScope
+    from vancetope_rag.store.port.types import RagScope
 
     texts, queries = load(2000)
     results: dict[str, Any] = {"turns": args.turns, "sizes": {}}

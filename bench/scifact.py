@@ -454,7 +454,7 @@ def _evaluate_mode(
 ) -> dict[str, Any]:
     """The test claims through ``app.rags.query(..., mode=mode)`` (document level: top_k
     documents, max_per_doc=1) and the off-topic turns through the real AutoInject step."""
-    from vancetope_rag.domain.cascade import AutoInject
+    from vancetope_rag.domain.settings.cascade import AutoInject
     from vancetope_rag.recipes import RagParams
 
     subset = args.limit is not None
@@ -575,7 +575,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
         torch.set_num_threads(args.threads)
     from vancetope_rag.app import RagApp
     from vancetope_rag.config import EngineConfig
-    from vancetope_rag.store.types import RagScope
+    from vancetope_rag.store.port.types import RagScope
 
     data = Path(args.data).resolve()
     corpus = load_corpus(data)

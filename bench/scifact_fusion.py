@@ -31,11 +31,11 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    import vancetope_rag.store.sqlite.bm25 as lexical
+    import vancetope_rag.store.inprocess.bm25 as lexical
     from vancetope_rag.app import RagApp
     from vancetope_rag.config import EngineConfig
-    from vancetope_rag.domain.retrieval import FusionParams
-    from vancetope_rag.store.types import RagScope
+    from vancetope_rag.domain.retrieval.ranking import FusionParams
+    from vancetope_rag.store.port.types import RagScope
 
     data = Path(args.data)
     queries, qrels = sf.load_queries(data), sf.load_qrels(data / "qrels" / "test.tsv")

@@ -1,8 +1,8 @@
 """Regenerate the generated parts of the docs from the code, so they cannot drift.
 
-* ``docs/configuration.md``: the cascade settings (``vancetope_rag.domain.settings.SETTINGS``)
-  and the engine configuration (``vancetope_rag.config.EngineConfig``: fields, environment
-  variables, defaults).
+* ``docs/configuration.md``: the cascade settings
+  (``vancetope_rag.domain.settings.registry.SETTINGS``) and the engine configuration
+  (``vancetope_rag.config.EngineConfig``: fields, environment variables, defaults).
 * ``docs/rest-api.md``: every route, parameter, response and model of ``/openapi.json``.
 * ``docs/proxy.md``: the chat proxy's configuration (``vancetope_rag.proxy.ProxyConfig``).
 
@@ -27,7 +27,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
 from vancetope_rag.config import EngineConfig
-from vancetope_rag.domain.settings import SETTINGS, SettingKind, SettingSpec
+from vancetope_rag.domain.settings.registry import SETTINGS, SettingKind, SettingSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

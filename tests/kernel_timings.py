@@ -3,7 +3,7 @@ which kernel wins a real timing)."""
 
 from __future__ import annotations
 
-from vancetope_rag.store.sqlite.scan_kernels import (
+from vancetope_rag.store.inprocess.scan_kernels import (
     FLOAT32,
     INT_MM,
     PACKED,
@@ -23,7 +23,7 @@ INTEL_XEON = {
     INT_MM: (None, None, 4.19),
     FLOAT32: (11.8, 11.8, 11.8),
 }
-#: The AMD EPYC (Zen 4) of issue 38, same torch: the packed kernel 447 ms a call, stopped.
+#: An AMD EPYC (Zen 4) measured, same torch: the packed kernel 447 ms a call, stopped.
 AMD_EPYC = {
     PACKED: (447.0, None, None),
     WEIGHT_INT8: (1.6, 2.2, 9.0),

@@ -14,9 +14,9 @@ if TYPE_CHECKING:
     # (tests/unit/test_public_api.py checks it); ``X as X`` marks each one re-exported.
     from vancetope_rag.app import RagApp as RagApp
     from vancetope_rag.config import EngineConfig as EngineConfig
-    from vancetope_rag.domain.cascade import AutoInject as AutoInject
-    from vancetope_rag.domain.cascade import resolve_auto_inject as resolve_auto_inject
-    from vancetope_rag.domain.context_block import render_context_block as render_context_block
+    from vancetope_rag.domain.block.context_block import (
+        render_context_block as render_context_block,
+    )
     from vancetope_rag.domain.rebuilds import Migration as Migration
     from vancetope_rag.domain.rebuilds import MigrationState as MigrationState
     from vancetope_rag.domain.rebuilds import Rebuild as Rebuild
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from vancetope_rag.domain.records import RagRecord as RagRecord
     from vancetope_rag.domain.records import RagState as RagState
     from vancetope_rag.domain.records import RagStatus as RagStatus
+    from vancetope_rag.domain.settings.cascade import AutoInject as AutoInject
+    from vancetope_rag.domain.settings.cascade import resolve_auto_inject as resolve_auto_inject
     from vancetope_rag.embeddings import EmbeddingProvider as EmbeddingProvider
     from vancetope_rag.embeddings import EmbeddingRegistry as EmbeddingRegistry
     from vancetope_rag.embeddings import EmbeddingSettings as EmbeddingSettings
@@ -114,7 +116,7 @@ if TYPE_CHECKING:
         ProjectRagRetriever as ProjectRagRetriever,
     )
     from vancetope_rag.store import open_store as open_store
-    from vancetope_rag.store.llamaindex_store import RagVectorStore as RagVectorStore
+    from vancetope_rag.store.port.llamaindex_store import RagVectorStore as RagVectorStore
 
 # Names are imported on first use: ``import vancetope_rag.extraction.registry`` (an extraction
 # worker process, a plugin) must not pay for LlamaIndex and the app. The one list of the
@@ -123,9 +125,9 @@ _EXPORTS: dict[str, str] = {
     "RagApp": "vancetope_rag.app",
     "EngineConfig": "vancetope_rag.config",
     "html_to_text": "vancetope_rag.extraction.html",
-    "AutoInject": "vancetope_rag.domain.cascade",
-    "resolve_auto_inject": "vancetope_rag.domain.cascade",
-    "render_context_block": "vancetope_rag.domain.context_block",
+    "AutoInject": "vancetope_rag.domain.settings.cascade",
+    "resolve_auto_inject": "vancetope_rag.domain.settings.cascade",
+    "render_context_block": "vancetope_rag.domain.block.context_block",
     "Migration": "vancetope_rag.domain.rebuilds",
     "MigrationState": "vancetope_rag.domain.rebuilds",
     "Rebuild": "vancetope_rag.domain.rebuilds",
@@ -212,7 +214,7 @@ _EXPORTS: dict[str, str] = {
     "parse_recipe": "vancetope_rag.recipes",
     "ProjectRagRetriever": "vancetope_rag.services.retrieval.retriever",
     "open_store": "vancetope_rag.store",
-    "RagVectorStore": "vancetope_rag.store.llamaindex_store",
+    "RagVectorStore": "vancetope_rag.store.port.llamaindex_store",
 }
 
 

@@ -19,14 +19,13 @@ from llama_index.core.chat_engine.types import BaseChatEngine
 from llama_index.core.llms import LLM
 
 from vancetope_rag.config import EngineConfig
-from vancetope_rag.domain.context_block import check_template_cost, compile_template
+from vancetope_rag.domain.block.context_block import check_template_cost, compile_template
 from vancetope_rag.domain.records import Document, IndexStatus
 from vancetope_rag.domain.texts import check_id
 from vancetope_rag.embeddings import EmbeddingRegistry
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.extraction.records import RetryPolicy
 from vancetope_rag.extraction.registry import ExtractorRegistry
-from vancetope_rag.extraction.service import ExtractionService, vision_circuits
 from vancetope_rag.extraction.vision import VisionDefaults
 from vancetope_rag.integrations.llamaindex.rerank import VancetopeRerank
 from vancetope_rag.metrics import Metrics
@@ -38,6 +37,7 @@ from vancetope_rag.services.autoinject import RagAutoInjectService
 from vancetope_rag.services.bridge import BridgeCache, BridgeService
 from vancetope_rag.services.calibration import Calibrator
 from vancetope_rag.services.documents import DocumentService
+from vancetope_rag.services.extraction import ExtractionService, vision_circuits
 from vancetope_rag.services.importer import DocumentImporter
 from vancetope_rag.services.indexing.claims import ClaimReleaser
 from vancetope_rag.services.indexing.indexer import ProjectRagIndexer
@@ -61,8 +61,8 @@ from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.services.store_copy import CopySelection, StoreCopier
 from vancetope_rag.services.turn_executor import TurnExecutor
 from vancetope_rag.store import Store, open_store, redact_store_uri, same_store, store_file
-from vancetope_rag.store.sqlite.scan_kernels import KernelChoice
-from vancetope_rag.store.types import Clock
+from vancetope_rag.store.inprocess.scan_kernels import KernelChoice
+from vancetope_rag.store.port.types import Clock
 
 
 def _is_path_component(value: object) -> bool:
@@ -631,7 +631,7 @@ def vector_kernels(store: Store, prepare_dim: int | None = None) -> list[KernelC
     """The vector pass's kernel choices serving this process, else those stored for this
     machine; with ``prepare_dim``, the choice for that dimension, measured now if none is
     stored ([]: the store keeps no in-process vector cache)."""
-    from vancetope_rag.store.sqlite.vector_cache import VectorCache
+    from vancetope_rag.store.inprocess.vector_cache import VectorCache
 
     cache = getattr(store.chunks, "cache", None)
     if not isinstance(cache, VectorCache):

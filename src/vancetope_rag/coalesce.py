@@ -7,7 +7,7 @@ hands each its result. ``slots`` is how many batches may run at once: one per co
 leaves idle (a one-thread kernel on two cores: two), so batching never idles a core.
 
 What uses it: query embeddings (:mod:`vancetope_rag.default_plugins.embedded.micro_batch`)
-and the int8 scan of a RAG's vectors (:mod:`vancetope_rag.store.sqlite.vector_cache`), where
+and the int8 scan of a RAG's vectors (:mod:`vancetope_rag.store.inprocess.vector_cache`), where
 one pass over the rows serves several queries for little more than one.
 """
 

@@ -3,7 +3,7 @@
 Read from the environment with the ``VANCETOPE_RAG_`` prefix; the ``RAG_*`` names operators of
 similar systems know (``RAG_INDEXER_BATCH``, ``RAG_CHUNK_SIZE``, ``RAG_RETRIEVAL_TOP_K``, …) are
 accepted as aliases. Per-tenant and per-project behaviour lives in cascade settings instead
-(:mod:`vancetope_rag.domain.settings`).
+(:mod:`vancetope_rag.domain.settings.registry`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator, model_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from vancetope_rag.domain import limits
-from vancetope_rag.domain.calibration import AUTO, MinScore, parse_min_score
-from vancetope_rag.domain.retrieval import FusionParams
+from vancetope_rag.domain.retrieval.calibration import AUTO, MinScore, parse_min_score
+from vancetope_rag.domain.retrieval.ranking import FusionParams
 from vancetope_rag.errors import InvalidInputError
 
 

@@ -16,7 +16,7 @@ Phases:
 
 The hooks of the later phases receive the :class:`~vancetope_rag.app.RagApp` as ``app``
 (typed :class:`HostApp` here: this contract is loaded by the app it describes, so it does not
-import it; an implementation annotates ``app: RagApp`` itself).
+import it; the default plugins annotate ``app: HostApp`` too).
 """
 
 from __future__ import annotations
@@ -27,12 +27,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pluggy
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from vancetope_rag.config import EngineConfig
     from vancetope_rag.domain.records import Document
     from vancetope_rag.embeddings import EmbeddingProvider
     from vancetope_rag.extraction.registry import RegisterExtractor
     from vancetope_rag.recipes import RagParams
     from vancetope_rag.rerankers import RerankerProvider
+    from vancetope_rag.services.autoinject import RagAutoInjectService
+    from vancetope_rag.services.bridge import BridgeService
+    from vancetope_rag.services.documents import DocumentService
+    from vancetope_rag.services.extraction import ExtractionService
+    from vancetope_rag.services.projects import ProjectLifecycle
+    from vancetope_rag.services.rag import RagService
+    from vancetope_rag.services.retrieval.retriever import ProjectRagRetriever, RecipeLike
 
 PROJECT_NAME = "vancetope_rag"
 
@@ -43,10 +52,31 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 class HostApp(Protocol):
     """The ``app`` a hook receives: the :class:`~vancetope_rag.app.RagApp` that called it,
     with every service (``app.documents``, ``app.rags``, ``app.autoinject``…). Named by a
-    Protocol so the contract stays below the composition root that loads it."""
+    Protocol so the contract, the default plugins and the tools stay below the composition
+    root that loads them."""
 
     config: EngineConfig
     plugins: pluggy.PluginManager
+    extraction: ExtractionService
+    rags: RagService
+    documents: DocumentService
+    lifecycle: ProjectLifecycle
+    autoinject: RagAutoInjectService
+    bridge: BridgeService
+
+    def as_retriever(
+        self,
+        tenant_id: str,
+        project_id: str,
+        recipe: RecipeLike | None = None,
+        **overrides: Any,
+    ) -> ProjectRagRetriever:
+        """A LlamaIndex retriever over the project's ``_documents`` RAG."""
+        ...
+
+    def workspace_root(self, tenant_id: str, project_id: str) -> Path | None:
+        """The project's workspace folder, when the engine configures one and it exists."""
+        ...
 
 
 # -- startup: extension points -----------------------------------------------------------

@@ -32,7 +32,7 @@ from prometheus_client.registry import Collector
 
 from vancetope_rag.health import liveness
 from vancetope_rag.secrets import get_logger
-from vancetope_rag.store.sqlite.scan_kernels import QUERY_COUNTS, KernelChoice
+from vancetope_rag.store.inprocess.scan_kernels import QUERY_COUNTS, KernelChoice
 
 log = get_logger(__name__)
 

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import yaml
 
-from vancetope_rag.domain.calibration import AUTO, MinScore, parse_min_score
-from vancetope_rag.domain.cascade import AutoInject, parse_auto_inject
-from vancetope_rag.domain.context_block import check_template_cost, compile_template
-from vancetope_rag.domain.relevance import RelevanceCut, parse_relevance_cut
-from vancetope_rag.domain.settings import SETTINGS
+from vancetope_rag.domain.block.context_block import check_template_cost, compile_template
+from vancetope_rag.domain.retrieval.calibration import AUTO, MinScore, parse_min_score
+from vancetope_rag.domain.retrieval.relevance import RelevanceCut, parse_relevance_cut
+from vancetope_rag.domain.settings.cascade import AutoInject, parse_auto_inject
+from vancetope_rag.domain.settings.registry import SETTINGS
 from vancetope_rag.errors import InvalidInputError, RecipeError, SettingError
 
 __all__ = ["RagParams", "Recipe", "bundled_recipe_names", "load_recipe", "parse_recipe"]

@@ -122,7 +122,7 @@ def test_the_documents_list_searches_paths_and_pages(make_api_app: ApiAppFactory
 
 
 def test_the_test_query_takes_a_relevance_cut_off_by_default(make_api_app: ApiAppFactory) -> None:
-    from vancetope_rag.domain.relevance import cut_by_relevance
+    from vancetope_rag.domain.retrieval.relevance import cut_by_relevance
 
     app = _indexed(make_api_app)
     app.settings.set(T, P, "rag.minScore", -1)  # every document is a candidate

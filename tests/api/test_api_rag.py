@@ -13,7 +13,7 @@ from fakes import POISON_MESSAGE, T
 from vancetope_rag.api import create_api
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import IndexState
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 BASE = "/brain/t1/projects/p1"
 ELIGIBLE = ["documents/a.md", "documents/b.md", "documents/sub/c.txt"]
@@ -359,7 +359,7 @@ def test_metrics_carry_no_tenant_data(make_api_app: ApiAppFactory) -> None:
 def test_status_lists_documents_that_need_attention(
     make_api_app: ApiAppFactory, tmp_path: Path
 ) -> None:
-    """Issue 20 item 2: a file replaced by a broken copy keeps its document indexed from the
+    """A file replaced by a broken copy keeps its document indexed from the
     last good text; after a reindex the status still says why (``needsAttention``)."""
     import filemakers as fm
 

@@ -258,8 +258,9 @@ def test_unreadable_and_truncated_files_are_shown_with_their_reasons(
 def test_a_document_kept_from_a_broken_copy_needs_attention(
     page: sync_api.Page, ui_app: RagApp, tmp_path: Path
 ) -> None:
-    """Issue 20 item 2 in the UI: the document stays indexed from its last good text, and the
-    status card lists it under "Needs attention" with the reason, also after a reindex."""
+    """A file replaced by a broken copy, in the UI: the document stays indexed from its last good
+    text, and the status card lists it under "Needs attention" with the reason, also after a
+    reindex."""
     import filemakers as fm
 
     expect = sync_api.expect

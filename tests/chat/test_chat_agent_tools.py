@@ -155,7 +155,7 @@ def test_reserved_names_through_the_agent(agent_app: RagApp) -> None:
     assert create["code"] == "RESERVED_NAME" and "reserved" in create["error"]
     assert delete["code"] == "RESERVED_NAME" and "cannot be deleted" in delete["error"]
     assert query["hits"][0]["path"] == "documents/zebra.md"
-    # errors are results, not raises, and flagged as errors (issue 20 item 8)
+    # errors are results, not raises, and flagged as errors
     assert [r.tool_output.is_error for r in results] == [True, True, False]
     rag = agent_app.project_rags.find_default_rag(T, P)
     assert rag is not None and agent_app.rags.chunk_count(rag) == 3

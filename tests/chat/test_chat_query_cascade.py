@@ -1,4 +1,4 @@
-"""Issue 20 item 4: the ``rag_query`` tool and CLI ``query`` honour the settings cascade
+"""The ``rag_query`` tool and CLI ``query`` honour the settings cascade
 (``rag.topK``, ``rag.minScore``, ``rag.maxPerDocument``, ``rag.project.enabled``) unless the
 caller passes a value; they answer what the project's retriever answers."""
 
@@ -99,8 +99,8 @@ def test_cli_query_follows_the_cascade(cats: RagApp, store_uri: str, tmp_path: P
     assert "rag.project.enabled" in refused.output
 
 
-def test_the_issues_case_project_top_k_2_and_min_score_half(cats: RagApp, store_uri: str) -> None:
-    """Issue 20 item 4 as filed: project ``rag.topK 2`` and ``rag.minScore 0.5``; ``query``
+def test_project_top_k_2_and_min_score_half_bound_the_query(cats: RagApp, store_uri: str) -> None:
+    """Project ``rag.topK 2`` and ``rag.minScore 0.5``; ``query``
     returned the engine's 5 hits down to a score far below 0.5."""
     runner = CliRunner()
     base = ["--store", store_uri, "--tenant", T, "--project", P, "query", QUESTION, "--json"]

@@ -1,4 +1,4 @@
-"""Issue 20 item 8: a tool call with a missing, unknown or mistyped argument answers a
+"""A tool call with a missing, unknown or mistyped argument answers a
 validation error naming the parameter, flagged ``is_error=True`` so the model can retry; every
 other tool error is flagged too. Through the real tools ``app.tools(...)`` hands out, sync and
 async (the agent runtime calls ``acall``)."""

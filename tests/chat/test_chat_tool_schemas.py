@@ -60,7 +60,7 @@ def test_rag_query_schema_in_full(tools: dict[str, Any]) -> None:
     props = tools["rag_query"].metadata.get_parameters_dict()["properties"]
     assert props["ragId"]["type"] == "string" and "_documents" in props["ragId"]["description"]
     assert props["query"]["type"] == "string"
-    # omitted: the project's rag.topK (issue 20 item 4), so no fixed default is shown
+    # omitted: the project's rag.topK, so no fixed default is shown
     assert props["topK"] == {
         "anyOf": [{"maximum": 1000, "minimum": 1, "type": "integer"}, {"type": "null"}],
         "default": None,

@@ -13,7 +13,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from fakes import P, T, call_tool
 from vancetope_rag.app import RagApp
-from vancetope_rag.domain.cascade import AutoInject
+from vancetope_rag.domain.settings.cascade import AutoInject
 from vancetope_rag.integrations.llamaindex.llm import RagContextLLM
 from vancetope_rag.recipes import RagParams
 from vancetope_rag.services.tokens import count_tokens

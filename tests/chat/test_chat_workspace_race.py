@@ -20,7 +20,7 @@ import pytest
 from fakes import P, T, call_tool
 from vancetope_rag.app import RagApp
 from vancetope_rag.errors import DocumentNotFoundError, PathNotAllowedError
-from vancetope_rag.tools.workspace import read_workspace_file
+from vancetope_rag.services.workspace import read_workspace_file
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="symlinks")
 

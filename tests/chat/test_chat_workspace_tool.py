@@ -88,7 +88,7 @@ HOSTILE: list[tuple[object, str, str]] = [
     ("./", REFUSED, "root itself"),
     ("%2e%2e/secret.txt", MISSING, "no such file in the workspace"),
     ("notes/missing.md", MISSING, "no such file"),
-    # the schema check answers first, naming the parameter (issue 20 item 8)
+    # the schema check answers first, naming the parameter
     (123, "INVALID_ARGUMENT", "parameter 'path' is wrong"),
 ]
 

@@ -1,9 +1,10 @@
 """The pre-turn hook's blocks, byte for byte, against blocks recorded before it was made faster.
 
-Issue 25 cut what a turn spends beyond the query embedding (candidate rows, citations, the
-token budget, the template, the settings snapshot, the fusion). None of that may change what
-the model is shown, so the blocks of fixed stores and fixed turns were recorded once, with the
-code before those changes, in ``golden/pre_turn_blocks.json``; every run must give them again.
+The pre-turn path was made cheaper in what a turn spends beyond the query embedding (candidate rows,
+citations, the token budget, the template, the settings snapshot, the fusion). None of that may
+change what the model is shown, so the blocks of fixed stores and fixed turns were recorded once,
+with the code before those changes, in ``golden/pre_turn_blocks.json``; every run must give them
+again.
 
 The stores are built deterministically with the ``hashing`` provider (exact, the same on every
 machine): a small project indexed through the real indexer (documents, summaries, a chunk
@@ -31,7 +32,7 @@ import pytest
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import Chunk
 from vancetope_rag.recipes import RagParams
-from vancetope_rag.store.types import NewDocument, RagScope
+from vancetope_rag.store.port.types import NewDocument, RagScope
 
 AppFactory = Callable[..., RagApp]
 

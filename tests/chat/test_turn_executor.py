@@ -1,4 +1,4 @@
-"""Async turns run in the app's own threads (issue 25), not the event loop's default executor,
+"""Async turns run in the app's own threads, not the event loop's default executor,
 and end with the app."""
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ def _enable(run) -> None:
 def test_import_index_query_context_status(run, docs: Path) -> None:
     _enable(run)
     imported = json.loads(run("import", str(docs), "--json").stdout)
-    # Latin-1 is read in its detected encoding (issue 20 item 11).
+    # Latin-1 is read in its detected encoding.
     assert imported["created"] == 4 and imported["skippedFiles"] == []
     # Files that cannot be read are documents in state failed, with the reason.
     assert {s["path"] for s in imported["failedFiles"]} == {"image.png"}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vancetope_rag.domain.calibration import (
+from vancetope_rag.domain.retrieval.calibration import (
     MIN_CALIBRATION_CHUNKS,
     PROBE_TURNS,
     derive_min_score,

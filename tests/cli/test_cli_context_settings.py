@@ -142,7 +142,7 @@ def test_settings_get_and_set_per_scope(run: Cli) -> None:
         "rag.topK = 3 (project)\n"
     )
     run("settings", "set", "rag.topK", "7", "--scope", "tenant")
-    # each value says where it comes from (issue 20 item 9)
+    # each value says where it comes from
     got = run("settings", "get", "rag.topK", "--scope", "project").stdout
     assert got == "rag.topK = 3 (project)\n"
     got = run("settings", "get", "rag.topK", "--scope", "tenant").stdout

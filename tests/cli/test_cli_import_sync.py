@@ -1,4 +1,4 @@
-"""``import`` syncs a folder, and ``documents list`` / ``documents delete`` (issue 20 item 1),
+"""``import`` syncs a folder, and ``documents list`` / ``documents delete``,
 end to end through the CLI on a real SQLite store."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 20 item 9: the CLI says where each value comes from, and ``--json`` everywhere a
+"""The CLI says where each value comes from, and ``--json`` everywhere a
 script needs it (``settings get``, ``context``, ``token``; ``query --json`` carries the label
 and source the ``rag_query`` tool returns)."""
 

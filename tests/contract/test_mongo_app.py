@@ -22,7 +22,7 @@ from vancetope_rag.app import RagApp
 from vancetope_rag.cli import cli
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, IndexState
 from vancetope_rag.store.mongo.client import MongoStore
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 AppFactory = Callable[..., RagApp]
 

@@ -28,7 +28,7 @@ from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import queries as mq
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
-from vancetope_rag.store.types import NewDocument, RagScope
+from vancetope_rag.store.port.types import NewDocument, RagScope
 
 DIM = 8
 SCOPE = RagScope("ta", "p", "rag-a", DIM)

@@ -1,4 +1,4 @@
-"""Atlas at scale, the smaller points (issue 22, item 8), one test each on the Atlas double or
+"""Atlas at scale, the smaller points, one test each on the Atlas double or
 the pure builders: no silent fallback on a client's TypeError, the exact-search cap as a
 setting, ``init --prune``, a hybrid query's two searches at once with the text-only hits'
 cosines from one exact ``$vectorSearch``, the query vector as BinData float32, queryability
@@ -19,7 +19,7 @@ from mongo_support import atlas_app, atlas_store
 from fakes import P, T
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Chunk
-from vancetope_rag.domain.retrieval import FusionParams
+from vancetope_rag.domain.retrieval.ranking import FusionParams
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.services.indexing.progress import node_work_state
@@ -28,7 +28,7 @@ from vancetope_rag.store.mongo.builders import queries as mq
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
 from vancetope_rag.store.mongo.search import SearchSupport
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 DIM = 8
 SCOPE = RagScope("ta", "p", "rag-a", DIM)

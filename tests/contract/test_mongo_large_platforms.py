@@ -15,11 +15,11 @@ from pymongo.errors import OperationFailure
 from test_mongo_atlas_scale import DIM, SCOPE, opened, unit
 
 from vancetope_rag.domain.records import Chunk
-from vancetope_rag.domain.retrieval import FusionParams
+from vancetope_rag.domain.retrieval.ranking import FusionParams
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 
 def chunk(cid: str, source: str, text: str = "text", scope: RagScope = SCOPE) -> Chunk:

@@ -24,7 +24,7 @@ from vancetope_rag.store.mongo.chunks import MongoChunkStore
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
 from vancetope_rag.store.mongo.search import SearchSupport
 from vancetope_rag.store.mongo.setup import SCHEMA_VERSION
-from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
+from vancetope_rag.store.port.types import DocumentChange, NewDocument, RagScope
 
 mongomock = pytest.importorskip("mongomock")
 

@@ -48,8 +48,8 @@ from vancetope_rag.store.mongo.builders.text import (
     build_text_search_pipeline,
 )
 from vancetope_rag.store.mongo.client import client_options, database_from_uri, redact_uri
-from vancetope_rag.store.shared import DocumentChanges
-from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
+from vancetope_rag.store.port.shared import DocumentChanges
+from vancetope_rag.store.port.types import DocumentChange, NewDocument, RagScope
 
 SCOPE = RagScope("tenant-a", "proj-1", "rag-a", 4)
 SCOPE_CLAUSES = [

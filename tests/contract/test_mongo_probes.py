@@ -14,7 +14,7 @@ from vancetope_rag.store.mongo.builders.probes import (
     written,
 )
 from vancetope_rag.store.mongo.builders.queries import MAX_NUM_CANDIDATES
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 SCOPE = RagScope("tenant-a", "proj-1", "rag-a", 4)
 

@@ -55,7 +55,7 @@ from vancetope_rag.store.mongo.builders.analysis import analyze
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
 from vancetope_rag.store.port import ControlStore
-from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
+from vancetope_rag.store.port.types import DocumentChange, NewDocument, RagScope
 
 RESTRICTED_URI_ENV = "VANCETOPE_RAG_TEST_MONGODB_RESTRICTED_URI"
 
@@ -616,7 +616,7 @@ def test_search_node_preference_is_accepted_and_keeps_answers(server: MongoStore
 def test_hybrid_cosines_of_text_only_hits_come_from_one_exact_search(server: MongoStore) -> None:
     """BinData float32 query vectors and the ``chunkId`` filter field on a real cluster: the
     cosines of hits only the text search found equal exact cosine similarity."""
-    from vancetope_rag.domain.retrieval import FusionParams
+    from vancetope_rag.domain.retrieval.ranking import FusionParams
 
     scope = RagScope(T, P, "rag-hybrid", DIM)
     vecs = np.random.default_rng(11).standard_normal((30, DIM))
@@ -650,7 +650,7 @@ def test_init_prune_drops_unused_dimensions_on_a_real_cluster(server: MongoStore
 
 
 def test_a_turn_deadline_reaches_the_driver(server: MongoStore) -> None:
-    from vancetope_rag.store.deadline import turn_deadline
+    from vancetope_rag.store.port.deadline import turn_deadline
 
     scope = RagScope(T, P, "rag-deadline", DIM)
     with turn_deadline(0.0005), pytest.raises(StoreError):

@@ -19,7 +19,7 @@ from vancetope_rag.domain.records import DEFAULT_RAG_NAME, RagState
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
 from vancetope_rag.store.mongo.setup import SCHEMA_VERSION
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 AppFactory = Callable[..., RagApp]
 N_DOCS = len(DOCS) + 6

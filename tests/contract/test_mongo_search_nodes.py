@@ -19,7 +19,7 @@ from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import sweep as ms
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
 from vancetope_rag.store.mongo.client import MongoStore
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 DIM = 8
 FAST, SLOW = 0, 1

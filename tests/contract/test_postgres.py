@@ -29,6 +29,7 @@ from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import Chunk, IndexState, ProjectStatus, RagRecord
 from vancetope_rag.errors import InvalidInputError, StoreError, StoreFullError
 from vancetope_rag.store import open_store
+from vancetope_rag.store.port.types import DocumentChange, NewDocument, RagScope
 from vancetope_rag.store.postgres import schema
 from vancetope_rag.store.postgres.chunks import dense_sql, probes_sql, search_list
 from vancetope_rag.store.postgres.errors import ConstraintViolation, store_error
@@ -36,7 +37,6 @@ from vancetope_rag.store.postgres.rows import vector_literal
 from vancetope_rag.store.postgres.schema import HNSW_EF_CONSTRUCTION, HNSW_M
 from vancetope_rag.store.postgres.store import PostgresStore, open_postgres_store
 from vancetope_rag.store.postgres.uri import PostgresUri, redact_uri, with_defaults
-from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
 
 T, P = "tenant-a", "proj-1"
 
@@ -1009,7 +1009,7 @@ def test_a_hybrid_query_sends_its_dense_scan_before_ranking_the_lexical_list(
 ) -> None:
     """The dense statement is on its way (one snapshot, in a pipeline) when the lexical list
     is ranked; the hybrid answer is the two lists' fusion as without the pipeline."""
-    from vancetope_rag.domain.retrieval import Candidates, FusionParams
+    from vancetope_rag.domain.retrieval.ranking import Candidates, FusionParams
 
     scope = RagScope.of(store.control.insert_rag(rag("h", 4)))
     words = ["apple", "banana", "cherry", "damson"]

@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 
 from vancetope_rag.domain.records import Chunk, Hit, RagRecord
-from vancetope_rag.domain.retrieval import FusionParams
+from vancetope_rag.domain.retrieval.ranking import FusionParams
 from vancetope_rag.services.retrieval.search import Retriever
 from vancetope_rag.store import open_store
 from vancetope_rag.store.port import Store
+from vancetope_rag.store.port.types import RagScope
 from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
-from vancetope_rag.store.types import RagScope
 
 DIM = 8
 PARTS = 5  # chunks per document
@@ -232,7 +232,7 @@ _WRITER_SCRIPT = """
 import sys, time
 from vancetope_rag.domain.records import Chunk
 from vancetope_rag.store import open_store
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 store = open_store(sys.argv[1], vector_cache=True)
 docs, parts, dim = (int(a) for a in sys.argv[2:5])
 (rag,) = store.control.list_rags("t", "p")

@@ -17,9 +17,9 @@ from vancetope_rag.errors import (
     StoreFullError,
 )
 from vancetope_rag.store import open_store
+from vancetope_rag.store.port.types import NewDocument, RagScope
 from vancetope_rag.store.sqlite.db import SqliteDatabase
 from vancetope_rag.store.sqlite.errors import ConstraintViolation, store_error
-from vancetope_rag.store.types import NewDocument, RagScope
 
 DIM = 12  # a dimension no other write of the test uses: its vec0 table is made on demand
 

@@ -24,12 +24,12 @@ from hypothesis import strategies as st
 from vancetope_rag.domain.records import Chunk
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store import SqliteStore, open_store
-from vancetope_rag.store.sqlite import bm25_index
+from vancetope_rag.store.inprocess import bm25_index
+from vancetope_rag.store.port.types import RagScope
 from vancetope_rag.store.sqlite.bm25 import match_expression, scope_token
 from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
 from vancetope_rag.store.sqlite.db import SCHEMA_VERSION, UPGRADES, SqliteDatabase
 from vancetope_rag.store.sqlite.fts import SqliteLexical
-from vancetope_rag.store.types import RagScope
 
 DIM = 4
 WORDS = [

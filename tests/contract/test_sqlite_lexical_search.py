@@ -14,7 +14,7 @@ import pytest
 from vancetope_rag.domain.records import Chunk, Hit, RagRecord
 from vancetope_rag.store import open_store
 from vancetope_rag.store.port import ChunkStore, Store
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 TA, TB = "tenant-a", "tenant-b"
 P = "proj-1"

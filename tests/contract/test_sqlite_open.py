@@ -11,7 +11,7 @@ import pytest
 from vancetope_rag.domain.records import Chunk, ProjectStatus, RagRecord
 from vancetope_rag.errors import StoreError
 from vancetope_rag.store import RagScope, open_store
-from vancetope_rag.store.types import NewDocument
+from vancetope_rag.store.port.types import NewDocument
 
 DIM = 8
 

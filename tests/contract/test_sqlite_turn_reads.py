@@ -19,8 +19,8 @@ import pytest
 from vancetope_rag.domain.records import Chunk
 from vancetope_rag.errors import StoreCorruptError, StoreError
 from vancetope_rag.store import open_store
+from vancetope_rag.store.port.types import NewDocument, RagScope
 from vancetope_rag.store.sqlite.db import SqliteDatabase
-from vancetope_rag.store.types import NewDocument, RagScope
 
 DIM = 4
 

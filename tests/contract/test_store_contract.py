@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from vancetope_rag.domain.calibration import PROBE_SET_ID, Calibration
 from vancetope_rag.domain.records import (
     Chunk,
     Document,
@@ -23,6 +22,7 @@ from vancetope_rag.domain.records import (
     ProjectStatus,
     RagRecord,
 )
+from vancetope_rag.domain.retrieval.calibration import PROBE_SET_ID, Calibration
 from vancetope_rag.errors import (
     DimensionMismatchError,
     DocumentNotFoundError,
@@ -41,7 +41,7 @@ from vancetope_rag.store.port import (
     SettingsStore,
     Store,
 )
-from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
+from vancetope_rag.store.port.types import DocumentChange, NewDocument, RagScope
 
 #: Lets search catch up with the writes so far (conftest's ``settle``).
 Settle = Callable[[], None]

@@ -17,7 +17,7 @@ from test_store_contract import DIM, TA, TB, P, chunk, new_doc, rag_record, unit
 from vancetope_rag.domain.records import Document, IndexState
 from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.port import ChunkStore, ControlStore, Store
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 T0 = datetime(2027, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 

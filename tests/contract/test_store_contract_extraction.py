@@ -10,7 +10,7 @@ import pytest
 
 from vancetope_rag.domain.records import IndexState
 from vancetope_rag.store.port import ControlStore, Store
-from vancetope_rag.store.types import DocumentChange, NewDocument
+from vancetope_rag.store.port.types import DocumentChange, NewDocument
 
 T, P = "tenant-x", "proj-x"
 RECORD = json.dumps({"fileHash": "ab", "config": "cd", "sections": [["page 1", 0, 4]]})

@@ -12,7 +12,7 @@ from test_store_contract import DIM, TA, TB, TTL, P, chunk, new_doc, rag_record,
 
 from vancetope_rag.domain.records import IndexState
 from vancetope_rag.store.port import ChunkStore, ControlStore, Store
-from vancetope_rag.store.types import DocumentChange, RagScope
+from vancetope_rag.store.port.types import DocumentChange, RagScope
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 import postgres_support
 from vancetope_rag.store import open_store
 from vancetope_rag.store.port import ControlStore, Store
-from vancetope_rag.store.types import DocumentChange, NewDocument
+from vancetope_rag.store.port.types import DocumentChange, NewDocument
 
 T, P = "tenant-m", "proj-m"
 #: Keys BSON field names could not hold ('.', a leading '$'), other scripts, every scalar.

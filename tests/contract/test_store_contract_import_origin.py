@@ -1,5 +1,5 @@
-"""Every store keeps the import a document came from and the error of the last read of its file
-(issue 20 items 1 and 2): written on insert and update, listed without texts for an import's
+"""Every store keeps the import a document came from and the error of the last read of its file:
+written on insert and update, listed without texts for an import's
 sync, and counted as "needs attention" while the document is not FAILED; all scoped by tenant
 and project."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from vancetope_rag.domain.records import IndexState
 from vancetope_rag.store.port import ControlStore, Store
-from vancetope_rag.store.types import DocumentChange, NewDocument
+from vancetope_rag.store.port.types import DocumentChange, NewDocument
 
 T, P = "tenant-x", "proj-x"
 ORIGIN = '["/srv/files","documents/"]'

@@ -19,7 +19,7 @@ import pytest
 
 from vancetope_rag.domain.records import Chunk, Hit, RagRecord
 from vancetope_rag.store.port import ChunkStore, ControlStore, Store
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 Settle = Callable[[], None]
 

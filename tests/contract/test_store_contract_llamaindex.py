@@ -24,9 +24,9 @@ from llama_index.core.vector_stores.types import (
 from test_store_contract import DIM, TA, P, rag_record, random_vectors, unit
 
 from vancetope_rag.errors import InvalidInputError
-from vancetope_rag.store.llamaindex_store import RagVectorStore
 from vancetope_rag.store.port import ChunkStore, Store
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.llamaindex_store import RagVectorStore
+from vancetope_rag.store.port.types import RagScope
 
 Settle = Callable[[], None]
 

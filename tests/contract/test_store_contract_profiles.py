@@ -1,4 +1,4 @@
-"""Every store pins a RAG's model profile with it (issue 21 item 1): written on insert and on a
+"""Every store pins a RAG's model profile with it: written on insert and on a
 rebuild's new generation, read back as written, and absent (None) for a RAG created without
 one, which the services treat as created before profiles; lookups stay scoped by tenant."""
 

@@ -13,7 +13,7 @@ from vancetope_rag.domain.records import IndexState, ProjectStatus
 from vancetope_rag.services.store_copy import StoreCopier
 from vancetope_rag.store import open_store
 from vancetope_rag.store.port import Store
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 
 def embedded_source(tmp_path: Path, clock: object) -> Store:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vancetope_rag.store.port import Store
-from vancetope_rag.store.types import DocumentChange, NewDocument
+from vancetope_rag.store.port.types import DocumentChange, NewDocument
 
 
 def test_document_paths_are_current_and_scoped(store: Store) -> None:

@@ -15,7 +15,7 @@ from vancetope_rag.domain.rebuilds import ItemState, Rebuild, RebuildState
 from vancetope_rag.domain.records import Chunk, RagRecord, RagState
 from vancetope_rag.errors import RagAlreadyExistsError, RebuildRunningError
 from vancetope_rag.store.port import ControlStore, RebuildStore, Store
-from vancetope_rag.store.types import NewDocument, RagScope
+from vancetope_rag.store.port.types import NewDocument, RagScope
 
 TA, TB, P, DIM = "tenant-a", "tenant-b", "proj-1", 8
 NAME = "_documents"

@@ -1,4 +1,5 @@
-"""The layer both store adapters share (``store/shared.py``) and how each adapter translates it.
+"""The layer the store adapters share (``store/port/shared.py``) and how each adapter translates
+it.
 
 The pure functions are checked directly; the twin errors are checked through every adapter of
 the contract suite, so an adapter that words an error its own way again fails here.
@@ -21,7 +22,7 @@ from vancetope_rag.errors import (
 )
 from vancetope_rag.store.mongo.builders import updates as q
 from vancetope_rag.store.port import Store
-from vancetope_rag.store.shared import (
+from vancetope_rag.store.port.shared import (
     ERROR_TEXT_MAX,
     DocumentChanges,
     capped_error,
@@ -39,8 +40,8 @@ from vancetope_rag.store.shared import (
     vector_from_bytes,
     vector_to_bytes,
 )
+from vancetope_rag.store.port.types import DocumentChange, NewDocument, RagScope
 from vancetope_rag.store.sql.rows import DIRTY_SETS, document_update_sql
-from vancetope_rag.store.types import DocumentChange, NewDocument, RagScope
 
 T, P, DIM = "tenant-s", "proj-s", 4
 

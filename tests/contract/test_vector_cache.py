@@ -14,13 +14,13 @@ from fakes import wait_until
 from kernel_timings import INTEL_XEON, ONLY_FLOAT32, PLAIN, fixed
 from vancetope_rag.coalesce import Coalescer
 from vancetope_rag.domain.records import Chunk
-from vancetope_rag.domain.retrieval import FusionParams
+from vancetope_rag.domain.retrieval.ranking import FusionParams
 from vancetope_rag.store import open_store
+from vancetope_rag.store.inprocess.int8_rows import Int8Rows
+from vancetope_rag.store.inprocess.vector_cache import SCAN_CAP, VectorCache, _Entry
+from vancetope_rag.store.port.types import RagScope
 from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
 from vancetope_rag.store.sqlite.db import SqliteDatabase
-from vancetope_rag.store.sqlite.int8_rows import Int8Rows
-from vancetope_rag.store.sqlite.vector_cache import SCAN_CAP, VectorCache, _Entry
-from vancetope_rag.store.types import RagScope
 
 DIM = 16
 SCOPE = RagScope("t1", "p1", "rag-1", DIM)
@@ -195,7 +195,7 @@ def test_writes_of_this_process_are_absorbed_exactly(db_path: Path, quantize_min
 def _quantized_top_reference(
     entry: _Entry, quantized: Int8Rows, q: np.ndarray, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The first pass as it was before issue 25 item 2 (masks always applied, the extra rows
+    """The first pass as it was before its fast path (masks always applied, the extra rows
     by ``np.setdiff1d``), its exact scores taken row by row (no longer by one BLAS product,
     whose last bit follows the rows around): the faster one must give the very same arrays."""
 

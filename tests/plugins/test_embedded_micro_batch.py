@@ -1,4 +1,4 @@
-"""Micro-batching of concurrent query embeddings (issue 25, item 3).
+"""Micro-batching of concurrent query embeddings.
 
 The batcher's behaviour with a slow fake encode (deterministic: the first call is held until
 the others are waiting), then the real model: concurrent queries through the provider get the

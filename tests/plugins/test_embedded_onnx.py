@@ -573,8 +573,8 @@ def _stored_kernel_choice(folder: Path) -> Path:
     """``folder`` holding the Intel Xeon's recorded kernel timings as this machine's choice
     for 384 dimensions, so ``prepare`` reads it instead of timing the kernels."""
     from kernel_timings import INTEL_XEON
-    from vancetope_rag.store.sqlite.scan_kernels import KernelChoice, KernelSelector
-    from vancetope_rag.store.sqlite.vector_cache import kernel_selector
+    from vancetope_rag.store.inprocess.scan_kernels import KernelChoice, KernelSelector
+    from vancetope_rag.store.inprocess.vector_cache import kernel_selector
 
     machine = kernel_selector(folder)._machine()
     selector = KernelSelector(

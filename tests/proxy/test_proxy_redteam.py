@@ -1,5 +1,5 @@
 """Red team: a caller holding one valid proxy key attacks a running ``vancetope-rag proxy``
-process (issue 39, items 1-5), and an operator probes its health, metrics and logs.
+process, and an operator probes its health, metrics and logs.
 
 The upstream is the loopback chat server, which records every request it receives and
 answers ``/v1/files`` with other tenants' uploads on the same account: what a path that

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from vancetope_rag.config import EngineConfig
-from vancetope_rag.domain.calibration import AUTO
+from vancetope_rag.domain.retrieval.calibration import AUTO
 
 
 def test_operator_env_names(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,8 +24,8 @@ import pytest
 import filemakers as fm
 from fakes import P, T, count_extractions, send_json
 from vancetope_rag.app import RagApp
-from vancetope_rag.domain.cascade import AutoInject
 from vancetope_rag.domain.records import IndexState
+from vancetope_rag.domain.settings.cascade import AutoInject
 from vancetope_rag.extraction.records import ExtractionRecord
 from vancetope_rag.recipes import RagParams
 

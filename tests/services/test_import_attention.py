@@ -1,4 +1,4 @@
-"""A file replaced by a broken copy (issue 20 item 2): its document stays indexed from the last
+"""A file replaced by a broken copy: its document stays indexed from the last
 good text, counted as done, and the extraction error stays in view ("needs attention") through
 any number of reindexes, until an import reads the file again.
 

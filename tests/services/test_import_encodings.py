@@ -1,4 +1,4 @@
-"""Issue 20 item 11: text files that are not UTF-8 (Latin-1, Windows-1251, Shift JIS…) are
+"""Text files that are not UTF-8 (Latin-1, Windows-1251, Shift JIS…) are
 imported: the encoding is detected and recorded in the extraction record; UTF-8 stays what
 it was, and binary data is still refused."""
 

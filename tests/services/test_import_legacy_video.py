@@ -23,8 +23,8 @@ from media_makers import LEGACY_PPT as PPT
 from media_makers import LEGACY_XLS as XLS
 from media_makers import needs_ffmpeg, needs_soffice, video
 from vancetope_rag.app import RagApp
-from vancetope_rag.domain.cascade import AutoInject
 from vancetope_rag.domain.records import IndexState
+from vancetope_rag.domain.settings.cascade import AutoInject
 from vancetope_rag.extraction.sandbox import ExtractionSandbox
 from vancetope_rag.recipes import RagParams
 from vision_server import KEY, MODEL, TRANSCRIPTION, VisionServer, serve_vision

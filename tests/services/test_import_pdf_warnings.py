@@ -1,4 +1,4 @@
-"""Issue 20 item 11: pypdf's warnings about a damaged but readable PDF do not leak to stderr
+"""Pypdf's warnings about a damaged but readable PDF do not leak to stderr
 (they went to the terminal of an ``import`` through logging's last-resort handler)."""
 
 from __future__ import annotations

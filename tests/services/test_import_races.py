@@ -19,9 +19,9 @@ import pytest
 from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.extraction.records import ExtractionRecord
-from vancetope_rag.extraction.service import ExtractionService
+from vancetope_rag.services import workspace
+from vancetope_rag.services.extraction import ExtractionService
 from vancetope_rag.services.importer import DocumentImporter, ImportSource, walk_directory
-from vancetope_rag.tools import workspace
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="symlinks and FIFOs")
 
@@ -130,7 +130,7 @@ def test_a_file_swapped_for_a_symlink_to_dev_zero_is_not_read(app: RagApp, tmp_p
 
 @pytest.mark.timeout(120)  # a guard against a hang: 10x+ what it takes under load
 def test_a_file_that_vanished_after_the_listing_fails(app: RagApp, tmp_path: Path) -> None:
-    """Counted failed (issue 20 item 1: a sync never prunes it in the same run), and no
+    """Counted failed (a sync never prunes it in the same run), and no
     document is written for it."""
     root = _folder(tmp_path)
     sources = _listed(root)

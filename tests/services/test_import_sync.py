@@ -1,4 +1,4 @@
-"""``import DIR`` is a sync of the folder (issue 20 item 1): a document remembers the import it
+"""``import DIR`` is a sync of the folder: a document remembers the import it
 came from, keyed by (resolved folder, prefix); a re-import of that key deletes the documents
 whose file is gone, moves a renamed one, and never touches another key's, the host's or a
 tool's documents.
@@ -17,7 +17,7 @@ from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, IndexState
 from vancetope_rag.services.importer import import_origin, walk_directory
-from vancetope_rag.store.types import DocumentChange, RagScope
+from vancetope_rag.store.port.types import DocumentChange, RagScope
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.extraction.registry import ExtractorRegistry
-from vancetope_rag.extraction.service import ExtractionService
+from vancetope_rag.services.extraction import ExtractionService
 from vancetope_rag.services.importer import DocumentImporter, ImportSource
 
 

@@ -19,7 +19,7 @@ from fakes import P, T, call_tool
 from vancetope_rag.api import ApiConfigError, create_api, issue_token
 from vancetope_rag.app import RagApp
 from vancetope_rag.cli import cli
-from vancetope_rag.domain.context_block import render_context_block
+from vancetope_rag.domain.block.context_block import render_context_block
 from vancetope_rag.domain.records import Hit
 from vancetope_rag.errors import InvalidInputError, RecipeError
 from vancetope_rag.recipes import load_recipe

@@ -17,7 +17,7 @@ pytest.importorskip("llama_index.embeddings.openai")
 from fakes import P, T
 from openai_server import EmbeddingsServer, openai_app
 from vancetope_rag.app import RagApp
-from vancetope_rag.domain.calibration import PROBE_TURNS
+from vancetope_rag.domain.retrieval.calibration import PROBE_TURNS
 from vancetope_rag.model_profiles import estimate_tokens
 
 E5 = "intfloat/multilingual-e5-small"

@@ -14,7 +14,7 @@ pytest.importorskip("llama_index.embeddings.openai")
 from fakes import P, T
 from openai_server import KEY, EmbeddingsServer, serve
 from vancetope_rag.app import RagApp
-from vancetope_rag.domain.calibration import PROBE_TURNS
+from vancetope_rag.domain.retrieval.calibration import PROBE_TURNS
 from vancetope_rag.services.providers import Pacer
 
 

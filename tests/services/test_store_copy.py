@@ -25,7 +25,7 @@ from vancetope_rag.errors import (
 )
 from vancetope_rag.services.store_copy import CopyReport, CopySelection, StoreCopier
 from vancetope_rag.store import Store, open_store
-from vancetope_rag.store.types import NewDocument, RagScope
+from vancetope_rag.store.port.types import NewDocument, RagScope
 
 AppFactory = Callable[..., RagApp]
 P2, T2, T3 = "p2", "t2", "t3"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Document, Hit, RagRecord
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 # -- read-outs ---------------------------------------------------------------------------------
 

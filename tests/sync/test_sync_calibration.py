@@ -13,7 +13,7 @@ from synchelpers import chunk_count, default_rag
 from fakes import CallLog, P, ProbeProvider, T, registry
 from vancetope_rag.api.models import StatusResponse
 from vancetope_rag.app import RagApp
-from vancetope_rag.domain.calibration import (
+from vancetope_rag.domain.retrieval.calibration import (
     AUTO,
     MIN_CALIBRATION_CHUNKS,
     PROBE_SET_ID,
@@ -21,8 +21,8 @@ from vancetope_rag.domain.calibration import (
     UNCALIBRATED_MIN_SCORE,
     derive_min_score,
 )
-from vancetope_rag.domain.cascade import AutoInject
-from vancetope_rag.domain.relevance import derive_gap
+from vancetope_rag.domain.retrieval.relevance import derive_gap
+from vancetope_rag.domain.settings.cascade import AutoInject
 from vancetope_rag.errors import SettingError
 from vancetope_rag.recipes import RagParams
 

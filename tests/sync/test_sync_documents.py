@@ -9,7 +9,7 @@ from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import IndexState
 from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError
-from vancetope_rag.store.types import DocumentChange
+from vancetope_rag.store.port.types import DocumentChange
 
 
 @pytest.fixture

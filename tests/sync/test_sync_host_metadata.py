@@ -1,4 +1,4 @@
-"""Issue 20 item 3: what a host saves with a document besides its text.
+"""What a host saves with a document besides its text.
 
 ``RagApp.summary_saved`` (and its hook) writes a document's summary by path and queues the
 document (spec §4.2), so its summary chunk is indexed. ``document_saved`` takes the host's
@@ -215,7 +215,7 @@ def test_every_section_of_a_read_file_carries_the_metadata() -> None:
     from vancetope_rag.domain.records import Document
     from vancetope_rag.extraction.records import ExtractionRecord
     from vancetope_rag.services.indexing.sources import document_parts
-    from vancetope_rag.store.shared import content_hash
+    from vancetope_rag.store.port.shared import content_hash
 
     text = "first sheet text\nsecond sheet text"
     record = ExtractionRecord(

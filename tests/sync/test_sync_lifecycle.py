@@ -11,8 +11,8 @@ from synchelpers import chunk_count, default_rag, states, ticks_until_idle
 from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, ProjectStatus
-from vancetope_rag.domain.settings import encode_setting
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.domain.settings.registry import encode_setting
+from vancetope_rag.store.port.types import RagScope
 
 LOGGER = "vancetope_rag"
 AppFactory = Callable[..., RagApp]

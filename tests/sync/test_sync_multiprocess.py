@@ -22,7 +22,7 @@ from synchelpers import chunk_count, chunks, default_rag, states
 from fakes import P, T
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import RagState
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 AppFactory = Callable[..., RagApp]
 WORKER = Path(__file__).with_name("sync_worker.py")

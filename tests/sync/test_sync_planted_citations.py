@@ -15,9 +15,9 @@ from synchelpers import chunk_count, chunks, default_rag, ticks_until_idle
 
 from fakes import DOCS, P, T, call_tool
 from vancetope_rag.app import RagApp
-from vancetope_rag.domain.citations import MANUAL_PREFIX, documents_label
+from vancetope_rag.domain.block.citations import MANUAL_PREFIX, documents_label
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 PLANTED = "Every employee gets ninety extra vacation days per year, approved by the board."
 QUESTION = "how many vacation days per year do employees get"

@@ -14,7 +14,7 @@ from vancetope_rag.app import RagApp
 from vancetope_rag.domain.rebuilds import ItemState, RebuildState
 from vancetope_rag.domain.records import RagState
 from vancetope_rag.errors import EmbeddingDisabledError, NoRebuildError, RebuildRunningError
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 AppFactory = Callable[..., RagApp]
 REFUSAL = "401 Unauthorized: invalid api key"

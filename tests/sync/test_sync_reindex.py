@@ -14,7 +14,7 @@ from vancetope_rag.errors import (
     ProjectClosedError,
     ProjectNotFoundError,
 )
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 
 def _seed(app: RagApp) -> list[str]:

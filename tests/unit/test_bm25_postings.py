@@ -1,4 +1,4 @@
-"""The in-process BM25 ranking (:mod:`vancetope_rag.store.sqlite.bm25_postings`) against a
+"""The in-process BM25 ranking (:mod:`vancetope_rag.store.inprocess.bm25`) against a
 plain per-row evaluation of FTS5's formula, with and without kept per-term weights."""
 
 from __future__ import annotations
@@ -7,11 +7,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vancetope_rag.store.sqlite.bm25 import BM25_K1, bm25_idf
-from vancetope_rag.store.sqlite.bm25_postings import (
+from vancetope_rag.store.inprocess.bm25 import (
+    BM25_K1,
     CollectionStats,
     Segment,
     TermWeights,
+    bm25_idf,
     length_norm,
     postings_of,
     rank,

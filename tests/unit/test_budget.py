@@ -1,4 +1,4 @@
-"""The <rag-context> token budget (domain/budget.py): never over it, lowest-ranked excerpts
+"""The <rag-context> token budget (domain/block/budget.py): never over it, lowest-ranked excerpts
 dropped whole first, a lone excerpt cut at a sentence boundary."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vancetope_rag.domain.budget import ELLIPSIS, fit_to_budget
-from vancetope_rag.domain.context_block import render_context_block
+from vancetope_rag.domain.block.budget import ELLIPSIS, fit_to_budget
+from vancetope_rag.domain.block.context_block import render_context_block
 from vancetope_rag.domain.records import Hit
 from vancetope_rag.services.tokens import count_tokens
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vancetope_rag.domain.calibration import (
+from vancetope_rag.domain.retrieval.calibration import (
     AUTO,
     CALIBRATION_GROWTH,
     MIN_CALIBRATION_CHUNKS,

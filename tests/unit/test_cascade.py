@@ -1,4 +1,5 @@
-"""Cascade settings (domain/settings.py) and AutoInject resolution (domain/cascade.py)."""
+"""Cascade settings (domain/settings/registry.py) and AutoInject resolution
+(domain/settings/cascade.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ from types import MappingProxyType
 import pytest
 import yaml
 
-from vancetope_rag.domain.cascade import (
+from vancetope_rag.domain.settings.cascade import (
     AutoInject,
     explain_auto_inject,
     parse_auto_inject,
     resolve_auto_inject,
 )
-from vancetope_rag.domain.settings import (
+from vancetope_rag.domain.settings.registry import (
     SETTINGS,
     SettingKind,
     decode_setting,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vancetope_rag.domain.context_block import (
+from vancetope_rag.domain.block.context_block import (
     DEFAULT_TEMPLATE,
     compile_template,
     neutralise_tags,
@@ -175,7 +175,7 @@ def test_only_templates_from_outside_run_under_the_render_deadline(
 ) -> None:
     """The deadline trace guards recipes' and plugins' templates; the engine's own template
     (one pass over the hits) renders untraced, to the same text."""
-    from vancetope_rag.domain import context_block
+    from vancetope_rag.domain.block import context_block
 
     expected = render_context_block([TOPIC, ARCH_SUMMARY])
     monkeypatch.setattr(context_block, "RENDER_SECONDS", -1.0)  # every deadline has passed

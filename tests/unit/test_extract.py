@@ -96,7 +96,7 @@ def test_utf16_without_bom_is_refused() -> None:
 
 
 def test_latin1_is_read_in_its_detected_encoding() -> None:
-    # issue 20 item 11: refused until the text extractor's version 2
+    # refused until the text extractor's version 2
     result = extract("café crème!".encode("latin-1"), path="notes/a.md")
     assert result.text == "café crème!" and result.encoding == "cp1252"
 

@@ -18,7 +18,7 @@ from vancetope_rag.extraction.registry import (
     NoTextLayerError,
 )
 from vancetope_rag.extraction.sandbox import ExtractionSandbox
-from vancetope_rag.extraction.service import ExtractionPlan, ExtractionService
+from vancetope_rag.services.extraction import ExtractionPlan, ExtractionService
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,14 @@ import json
 import subprocess
 import sys
 
-PURE = ("vancetope_rag.extraction.records", "vancetope_rag.extraction.settings")
+PURE = ("vancetope_rag.extraction.records", "vancetope_rag.domain.settings.extraction")
 #: The package modules the pure rules may pull in: package markers and the pure domain.
 ALLOWED = {
     "vancetope_rag",
     "vancetope_rag.domain",
     "vancetope_rag.domain.limits",
-    "vancetope_rag.domain.setting_kinds",
+    "vancetope_rag.domain.settings",
+    "vancetope_rag.domain.settings.kinds",
     "vancetope_rag.extraction",
     *PURE,
 }

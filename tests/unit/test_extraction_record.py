@@ -7,7 +7,7 @@ import dataclasses
 from fakes import default_extractors
 from vancetope_rag.extraction.records import ExtractionRecord, file_hash
 from vancetope_rag.extraction.registry import ExtractOptions, OcrConfig
-from vancetope_rag.extraction.service import ExtractionPlan, ExtractionService
+from vancetope_rag.services.extraction import ExtractionPlan, ExtractionService
 
 PDF, XLSX, MD = (
     "application/pdf",

@@ -3,7 +3,7 @@ type and extension. The names and versions go into the extraction records an imp
 rename or a new version re-reads every file of its types, so a change here must be deliberate.
 
 ``vancetope_rag.extract.decode_text`` is at version 2 since it detects a legacy encoding in a
-text file that is not UTF-8 (issue 20 item 11): files it refused at version 1 are read again.
+text file that is not UTF-8: files it refused at version 1 are read again.
 """
 
 from __future__ import annotations

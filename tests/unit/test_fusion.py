@@ -1,5 +1,5 @@
-"""Hybrid retrieval's pure rules (domain/retrieval.py): reciprocal-rank fusion, the cosine gate
-on every hit, the per-document cap and the over-fetch on fused candidate lists."""
+"""Hybrid retrieval's pure rules (domain/retrieval/ranking.py): reciprocal-rank fusion, the cosine
+gate on every hit, the per-document cap and the over-fetch on fused candidate lists."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vancetope_rag.domain.records import Hit
-from vancetope_rag.domain.retrieval import (
+from vancetope_rag.domain.retrieval.ranking import (
     Candidates,
     FusionParams,
     RetrievalMode,

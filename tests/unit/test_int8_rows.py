@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from kernel_timings import INTEL_XEON, fixed
-from vancetope_rag.store.sqlite.int8_rows import PACK_TAIL_MIN, Int8Rows, onednn_int8
+from vancetope_rag.store.inprocess.int8_rows import PACK_TAIL_MIN, Int8Rows, onednn_int8
 
 torch = pytest.importorskip("torch")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain import limits
-from vancetope_rag.domain.settings import SETTINGS
+from vancetope_rag.domain.settings.registry import SETTINGS
 from vancetope_rag.extraction.registry import (
     DEFAULT_MAX_CHARS,
     HARD_MAX_CHARS,

@@ -9,7 +9,7 @@ import unicodedata
 
 import pytest
 
-from vancetope_rag.domain.context_block import neutralise_tags, render_context_block
+from vancetope_rag.domain.block.context_block import neutralise_tags, render_context_block
 from vancetope_rag.domain.records import Hit
 
 PLAIN = [
@@ -190,8 +190,8 @@ def test_ordinary_labels_are_unchanged() -> None:
 
 
 def _reference_label(text: str, max_chars: int = 200) -> str:
-    """clean_label as it was before its ASCII fast paths and cache (issue 25): the rule."""
-    from vancetope_rag.domain import lookalikes as la
+    """clean_label as it was before its ASCII fast paths and cache: the rule."""
+    from vancetope_rag.domain.block import lookalikes as la
 
     line = " ".join(
         "".join(
@@ -252,7 +252,7 @@ def test_fast_paths_give_what_the_rule_gives() -> None:
     random mixes of labels, tags, entities, lookalikes and control characters."""
     import random
 
-    from vancetope_rag.domain import lookalikes as la
+    from vancetope_rag.domain.block import lookalikes as la
 
     rnd = random.Random(25)
     for _ in range(3000):

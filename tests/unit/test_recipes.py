@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 import vancetope_rag
-from vancetope_rag.domain.calibration import AUTO
-from vancetope_rag.domain.cascade import AutoInject
+from vancetope_rag.domain.retrieval.calibration import AUTO
+from vancetope_rag.domain.settings.cascade import AutoInject
 from vancetope_rag.errors import RecipeError
 from vancetope_rag.recipes import (
     RagParams,

@@ -1,4 +1,4 @@
-"""The per-turn relevance cut (domain/relevance.py): what it keeps and drops on hand-made
+"""The per-turn relevance cut (domain/retrieval/relevance.py): what it keeps and drops on hand-made
 turns, the reasons it gives, the forms ``relevanceCut`` accepts, and the calibration's
 label-free pieces (pseudo-queries, spread, gap)."""
 
@@ -9,7 +9,7 @@ import time
 import pytest
 
 from vancetope_rag.domain.records import Hit
-from vancetope_rag.domain.relevance import (
+from vancetope_rag.domain.retrieval.relevance import (
     DENSE_GAP_SHARE,
     FUSED_SHARE,
     GAP_PER_SPREAD,

@@ -1,11 +1,11 @@
-"""The hit post-filter (domain/retrieval.py): threshold, per-document cap, over-fetch."""
+"""The hit post-filter (domain/retrieval/ranking.py): threshold, per-document cap, over-fetch."""
 
 from __future__ import annotations
 
 import pytest
 
 from vancetope_rag.domain.records import Hit
-from vancetope_rag.domain.retrieval import (
+from vancetope_rag.domain.retrieval.ranking import (
     MAX_TOP_K,
     check_query_args,
     collect_hits,

@@ -15,7 +15,7 @@ import pytest
 from fakes import wait_until
 from kernel_timings import AMD_EPYC, INTEL_XEON, PLAIN, choice, fixed
 from vancetope_rag.running import Gauge
-from vancetope_rag.store.sqlite.scan_kernels import (
+from vancetope_rag.store.inprocess.scan_kernels import (
     FLOAT32,
     INT_MM,
     KERNELS,
@@ -121,7 +121,7 @@ torch = pytest.importorskip("torch")
 def test_the_float32_scan_serves_until_the_measurement_lands(tmp_path: Path) -> None:
     """The measurement runs off the scoring thread; meanwhile the float32 scan serves (no
     packing is queued); once it lands, the kernel it chose serves, within its bound."""
-    from vancetope_rag.store.sqlite.int8_rows import Int8Rows
+    from vancetope_rag.store.inprocess.int8_rows import Int8Rows
 
     release = threading.Event()
     measured: list[int] = []
@@ -201,7 +201,7 @@ def test_a_measurement_that_failed_is_not_queued_again_by_every_search(tmp_path:
 def test_a_real_measurement_gives_a_choice_whatever_wins() -> None:
     """The real timing runs (small rows) and gives a usable choice; which kernel wins is the
     machine's business."""
-    from vancetope_rag.store.sqlite import int8_rows
+    from vancetope_rag.store.inprocess import int8_rows
 
     measured = int8_rows.measure_kernels(torch, 16, "here")
     assert measured.rows == int8_rows.measure_rows(16)
@@ -238,8 +238,8 @@ def test_the_weight_only_kernel_never_runs_where_it_reads_past_the_rows(dim: int
     dimension is not a multiple of 16: a choice that ranks it first still never runs it there,
     and the real measurement does not time it (its crash at 8 dimensions took a test worker
     down under load)."""
-    from vancetope_rag.store.sqlite import int8_rows
-    from vancetope_rag.store.sqlite.int8_rows import Int8Rows
+    from vancetope_rag.store.inprocess import int8_rows
+    from vancetope_rag.store.inprocess.int8_rows import Int8Rows
 
     rows = _unit_rows(np.random.default_rng(dim), 20_000, dim)
     int8 = Int8Rows(torch, rows, 20_000, kernels=fixed(dim, PLAIN))

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 import vancetope_rag
-from vancetope_rag.domain import context_block
-from vancetope_rag.domain.context_block import (
+from vancetope_rag.domain.block import context_block
+from vancetope_rag.domain.block.context_block import (
     DEFAULT_TEMPLATE,
     OVER_BUDGET,
     check_template_cost,

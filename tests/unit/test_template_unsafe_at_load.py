@@ -1,4 +1,4 @@
-"""Issue 20 item 10: a context template that touches ``__class__`` (or any other ``_``
+"""A context template that touches ``__class__`` (or any other ``_``
 attribute the sandbox forbids) is refused when it is loaded, with a clear error — never
 loaded and then rendering no block in every turn."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from vancetope_rag.app import RagApp
 from vancetope_rag.config import EngineConfig
-from vancetope_rag.domain.context_block import compile_template
+from vancetope_rag.domain.block.context_block import compile_template
 from vancetope_rag.errors import InvalidInputError, RecipeError
 from vancetope_rag.recipes import parse_recipe
 
@@ -51,7 +51,7 @@ def test_safe_templates_still_load() -> None:
     assert parse_recipe(data).rag.template
 
 
-# Issue 20 item 10, second pass: refusals the sandbox makes in a render only some turns reach
+# Also refused at load: what the sandbox refuses in a render only some turns reach
 # (behind an ``if`` the sample hits do not take), and names that never exist.
 GUARDED = "{% if hits|length > 5 %}EXPR{% endif %}x"
 UNSAFE_WHEN_REACHED = [

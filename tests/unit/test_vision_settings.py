@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from vancetope_rag.config import EngineConfig
-from vancetope_rag.domain.settings import SETTINGS, resolve_setting
+from vancetope_rag.domain.settings.registry import SETTINGS, resolve_setting
 from vancetope_rag.extraction.records import ExtractionRecord, RetryPolicy, retry_delay_s
 from vancetope_rag.extraction.types import OcrConfig
 from vancetope_rag.extraction.vision import VisionDefaults, resolve_vision, scan_ocr_config

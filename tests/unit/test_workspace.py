@@ -16,8 +16,8 @@ from vancetope_rag.errors import (
     PathNotAllowedError,
     RagError,
 )
-from vancetope_rag.tools import workspace as workspace_module
-from vancetope_rag.tools.workspace import read_workspace_file, resolve_workspace_path
+from vancetope_rag.services import workspace as workspace_module
+from vancetope_rag.services.workspace import read_workspace_file, resolve_workspace_path
 
 SECRET = "TOP-SECRET-7f3a9c"
 LONG_COMPONENT = "x" * 300

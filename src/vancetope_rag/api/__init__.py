@@ -37,7 +37,7 @@ from vancetope_rag.api.limits import BodyLimit
 from vancetope_rag.api.models import ProbeResponse
 from vancetope_rag.api.router import build_router
 from vancetope_rag.api.web import install_web_ui
-from vancetope_rag.domain.settings import SETTINGS
+from vancetope_rag.domain.settings.registry import SETTINGS
 
 if TYPE_CHECKING:
     from vancetope_rag.app import RagApp

@@ -11,8 +11,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vancetope_rag.domain.calibration import MIN_CALIBRATION_CHUNKS, UNCALIBRATED_MIN_SCORE
 from vancetope_rag.domain.records import IndexState
+from vancetope_rag.domain.retrieval.calibration import (
+    MIN_CALIBRATION_CHUNKS,
+    UNCALIBRATED_MIN_SCORE,
+)
 
 MigrationStateName = Literal["running", "switching", "completed", "failed", "cancelled"]
 

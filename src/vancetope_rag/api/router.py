@@ -29,10 +29,10 @@ from vancetope_rag.api.models import (
     error_responses,
 )
 from vancetope_rag.app import RagApp
-from vancetope_rag.domain.calibration import resolve_min_score
-from vancetope_rag.domain.citations import cite
+from vancetope_rag.domain.block.citations import cite
 from vancetope_rag.domain.records import Document, IndexState
-from vancetope_rag.domain.retrieval import MAX_TOP_K
+from vancetope_rag.domain.retrieval.calibration import resolve_min_score
+from vancetope_rag.domain.retrieval.ranking import MAX_TOP_K
 from vancetope_rag.extraction.records import ExtractionRecord
 
 MAX_PAGE = 1000

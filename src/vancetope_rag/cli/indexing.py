@@ -19,7 +19,10 @@ import click
 from vancetope_rag.cli import progress as terminal
 from vancetope_rag.cli.base import Ctx, FilePath, cli, emit, errors_to_exit, fail, pass_ctx
 from vancetope_rag.cli.progress import progress_lines, wait_for_rebuild
-from vancetope_rag.domain.calibration import MIN_CALIBRATION_CHUNKS, UNCALIBRATED_MIN_SCORE
+from vancetope_rag.domain.retrieval.calibration import (
+    MIN_CALIBRATION_CHUNKS,
+    UNCALIBRATED_MIN_SCORE,
+)
 from vancetope_rag.secrets import get_logger
 
 if TYPE_CHECKING:

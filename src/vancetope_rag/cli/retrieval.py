@@ -7,10 +7,10 @@ from dataclasses import replace
 import click
 
 from vancetope_rag.cli.base import Ctx, RecipeRef, cli, emit, errors_to_exit, pass_ctx
-from vancetope_rag.domain.calibration import PROBE_TURNS, MinScore, parse_min_score
-from vancetope_rag.domain.citations import cite
-from vancetope_rag.domain.lookalikes import clean_label
+from vancetope_rag.domain.block.citations import cite
+from vancetope_rag.domain.block.lookalikes import clean_label
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME
+from vancetope_rag.domain.retrieval.calibration import PROBE_TURNS, MinScore, parse_min_score
 from vancetope_rag.errors import InvalidInputError
 
 

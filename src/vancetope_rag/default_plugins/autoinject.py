@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 from vancetope_rag.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from vancetope_rag.app import RagApp
+    from vancetope_rag.hookspecs import HostApp
     from vancetope_rag.recipes import RagParams
 
 
 @hookimpl
 def pre_turn(
-    app: RagApp,
+    app: HostApp,
     tenant_id: str,
     project_id: str,
     user_messages: Sequence[str],

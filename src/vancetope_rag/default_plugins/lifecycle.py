@@ -10,28 +10,28 @@ from vancetope_rag.hookspecs import hookimpl
 from vancetope_rag.services.documents import check_path, parse_override
 
 if TYPE_CHECKING:
-    from vancetope_rag.app import RagApp
     from vancetope_rag.domain.records import Document
+    from vancetope_rag.hookspecs import HostApp
 
 
 @hookimpl
-def project_bring(app: RagApp, tenant_id: str, project_id: str, home_node: str | None) -> None:
+def project_bring(app: HostApp, tenant_id: str, project_id: str, home_node: str | None) -> None:
     app.lifecycle.bring(tenant_id, project_id, home_node=home_node)
 
 
 @hookimpl
-def project_suspend(app: RagApp, tenant_id: str, project_id: str) -> None:
+def project_suspend(app: HostApp, tenant_id: str, project_id: str) -> None:
     app.lifecycle.suspend(tenant_id, project_id)
 
 
 @hookimpl
-def project_close(app: RagApp, tenant_id: str, project_id: str) -> None:
+def project_close(app: HostApp, tenant_id: str, project_id: str) -> None:
     app.lifecycle.close(tenant_id, project_id)
 
 
 @hookimpl
 def document_saved(
-    app: RagApp,
+    app: HostApp,
     tenant_id: str,
     project_id: str,
     path: str,
@@ -56,13 +56,13 @@ def document_saved(
 
 @hookimpl
 def summary_saved(
-    app: RagApp, tenant_id: str, project_id: str, path: str, summary: str | None
+    app: HostApp, tenant_id: str, project_id: str, path: str, summary: str | None
 ) -> Document:
     return app.documents.set_summary_by_path(tenant_id, project_id, path, summary)
 
 
 @hookimpl
-def document_deleted(app: RagApp, tenant_id: str, project_id: str, path: str) -> None:
+def document_deleted(app: HostApp, tenant_id: str, project_id: str, path: str) -> None:
     doc = app.documents.get_by_path(tenant_id, project_id, check_path(path))
     if doc is not None:
         app.documents.delete(tenant_id, project_id, doc.id)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vancetope_rag.domain import limits
-from vancetope_rag.domain.setting_kinds import SettingKind, SettingSpec
+from vancetope_rag.domain.settings.kinds import SettingKind, SettingSpec
 from vancetope_rag.errors import (
     BridgeDependencyMissingError,
     BridgeError,

@@ -4,7 +4,7 @@ bounds, the names it may not use, and the JSON text every store keeps it as.
 The indexer copies it into the metadata of each of the document's chunks, so LlamaIndex
 ``MetadataFilters`` on the project's retriever select by it (``team == "support"``). A filter
 on ``path``, ``kind``, ``section`` or a source id reads the chunk's own field, never its
-metadata (:func:`~vancetope_rag.domain.metadata_filters.hit_value`), so those names are
+metadata (:func:`~vancetope_rag.domain.retrieval.metadata_filters.hit_value`), so those names are
 refused here rather than stored where no filter could see them. Pure rules, no I/O.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from vancetope_rag.domain.citations import SECTION_KEY
+from vancetope_rag.domain.block.citations import SECTION_KEY
 from vancetope_rag.domain.limits import HOST_METADATA_MAX_CHARS, HOST_METADATA_MAX_KEYS
-from vancetope_rag.domain.metadata_filters import SOURCE_KEYS
+from vancetope_rag.domain.retrieval.metadata_filters import SOURCE_KEYS
 from vancetope_rag.domain.texts import Scalar, check_metadata
 from vancetope_rag.errors import InvalidInputError
 

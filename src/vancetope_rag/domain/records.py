@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.heartbeats import IndexerStatus
 from vancetope_rag.domain.rebuilds import ProjectProgress
+from vancetope_rag.domain.retrieval.calibration import Calibration
 
 #: Name of the system-owned default RAG of every project.
 DEFAULT_RAG_NAME = "_documents"

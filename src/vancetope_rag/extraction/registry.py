@@ -263,7 +263,7 @@ def extract_text(
     """Extract text from a file's bytes, within a character budget, in this process.
 
     This is the extraction itself, with no wall-time limit: imports and tools run it through
-    :class:`~vancetope_rag.extraction.service.ExtractionService`, which runs it in a worker
+    :class:`~vancetope_rag.services.extraction.ExtractionService`, which runs it in a worker
     process it can stop.
 
     Args:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from vancetope_rag.domain.citations import cite
+from vancetope_rag.domain.block.citations import cite
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.autoinject import observe_decisions
 

@@ -9,11 +9,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 from vancetope_rag.config import EngineConfig
-from vancetope_rag.domain.budget import fit_to_budget
-from vancetope_rag.domain.cascade import explain_auto_inject
-from vancetope_rag.domain.context_block import render_context_block
+from vancetope_rag.domain.block.budget import fit_to_budget
+from vancetope_rag.domain.block.context_block import render_context_block
 from vancetope_rag.domain.records import Hit
-from vancetope_rag.domain.relevance import Dropped, cut_by_relevance
+from vancetope_rag.domain.retrieval.relevance import Dropped, cut_by_relevance
+from vancetope_rag.domain.settings.cascade import explain_auto_inject
 from vancetope_rag.errors import ProviderUnavailableError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.recipes import RagParams
@@ -28,7 +28,7 @@ from vancetope_rag.services.retrieval.retriever import (
 )
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot
 from vancetope_rag.services.tokens import count_tokens
-from vancetope_rag.store.deadline import turn_deadline
+from vancetope_rag.store.port.deadline import turn_deadline
 
 log = get_logger(__name__)
 

@@ -1,35 +1,35 @@
 """Calibrator: measures a RAG's noise floor with its own model and chunks (``minScore: auto``).
 
-Each probe turn of :data:`~vancetope_rag.domain.calibration.PROBE_TURNS` is embedded as a
+Each probe turn of :data:`~vancetope_rag.domain.retrieval.calibration.PROBE_TURNS` is embedded as a
 query with the RAG's pinned model (once per model: the vectors are kept in the store's
 embedding cache, under the model's key and a probe suffix) and searched against the RAG's
 chunks; the best cosine of each is noise, and the rule of
-:func:`~vancetope_rag.domain.calibration.derive_min_score` turns those into the threshold
+:func:`~vancetope_rag.domain.retrieval.calibration.derive_min_score` turns those into the threshold
 that is stored with the RAG. The scheduler calibrates a RAG when it first holds enough
-chunks and again as it grows (:func:`~vancetope_rag.domain.calibration.calibration_due`); a
-rebuild calibrates its new generation before readers switch to it; ``vancetope-rag
+chunks and again as it grows (:func:`~vancetope_rag.domain.retrieval.calibration.calibration_due`);
+a rebuild calibrates its new generation before readers switch to it; ``vancetope-rag
 calibrate`` measures on demand.
 
 The same calibration measures the relevance cut's gap (``relevanceCut: auto``): one sentence
 from each of up to 48 of the RAG's sources (chosen by a hash of their refs) is a query whose
 source is known; how far the source's best chunk stands above the turn's background (the
 median cosine of dense ranks 10-30) is the model's and corpus's scale of "relevant", and
-:func:`~vancetope_rag.domain.relevance.derive_gap` takes a share of its median.
+:func:`~vancetope_rag.domain.retrieval.relevance.derive_gap` takes a share of its median.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vancetope_rag.domain.calibration import (
+from vancetope_rag.domain.records import RagRecord
+from vancetope_rag.domain.retrieval.calibration import (
     PROBE_SET_ID,
     PROBE_TURNS,
     Calibration,
     calibration_due,
     derive_min_score,
 )
-from vancetope_rag.domain.records import RagRecord
-from vancetope_rag.domain.relevance import (
+from vancetope_rag.domain.retrieval.relevance import (
     cosine,
     derive_gap,
     draw_pseudo_queries,
@@ -40,7 +40,7 @@ from vancetope_rag.embeddings import text_hash
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.store.port import ChunkStore, ControlStore
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 log = get_logger(__name__)
 

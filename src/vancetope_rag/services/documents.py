@@ -20,7 +20,7 @@ from vancetope_rag.domain.texts import check_label, has_lone_surrogate
 from vancetope_rag.errors import DocumentNotFoundError, InvalidInputError
 from vancetope_rag.extraction.records import ExtractionRecord
 from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
-from vancetope_rag.store.types import (
+from vancetope_rag.store.port.types import (
     UNSET,
     DocumentChange,
     ImportHead,

@@ -11,7 +11,7 @@ recorded their origin are pruned only when adopted. A run that would delete more
 a key's documents (an emptied or unmounted folder?) deletes none unless told ``yes``; a dry
 run reads everything and writes nothing. A surface that receives
 files another way (an upload) hands them to :meth:`DocumentImporter.import_sources`. Text is
-extracted through the app's :class:`~vancetope_rag.extraction.service.ExtractionService`
+extracted through the app's :class:`~vancetope_rag.services.extraction.ExtractionService`
 (the app's extractor registry, budgets and time limit), so file types that plugins register
 are imported like the built-in ones. A file that cannot be read (a scan without OCR, an
 encrypted or corrupt file, a missing extra, past the time limit) becomes a document in state
@@ -21,9 +21,9 @@ skipped with their reason.
 
 A directory is listed first and read afterwards (the CLI counts the files for its progress
 bar), so what is read may no longer be what was listed. Each file is read through the
-workspace module's race-free walk (:func:`~vancetope_rag.tools.workspace.open_below`: every
+workspace module's race-free walk (:func:`~vancetope_rag.services.workspace.open_below`: every
 component opened relative to its parent, no symlink followed, ``fstat`` of what was opened)
-and bounded read (:func:`~vancetope_rag.tools.workspace.read_open_file`: never more than the
+and bounded read (:func:`~vancetope_rag.services.workspace.read_open_file`: never more than the
 size limit plus one byte, one version only): a file that became a symlink, a FIFO or a
 device, or vanished, is skipped with its reason; one that kept changing while it was read
 fails with ``EXTRACT_CHANGED_WHILE_READ``.
@@ -59,11 +59,11 @@ from vancetope_rag.errors import (
 )
 from vancetope_rag.extraction.records import ExtractionRecord, RetryPolicy, file_hash
 from vancetope_rag.extraction.registry import ExtractorRegistry, UnsupportedTypeError
-from vancetope_rag.extraction.service import ExtractionPlan, ExtractionService, FileExtraction
 from vancetope_rag.services.documents import DocumentService, check_path, upsert_action
-from vancetope_rag.store.shared import content_hash
-from vancetope_rag.store.types import ImportHead
-from vancetope_rag.tools.workspace import WalkRules, open_below, read_open_file
+from vancetope_rag.services.extraction import ExtractionPlan, ExtractionService, FileExtraction
+from vancetope_rag.services.workspace import WalkRules, open_below, read_open_file
+from vancetope_rag.store.port.shared import content_hash
+from vancetope_rag.store.port.types import ImportHead
 
 #: Files larger than this are skipped (a document is held in memory whole).
 MAX_IMPORT_BYTES = 50 * 1024 * 1024

@@ -32,7 +32,7 @@ from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.rebuilds.service import RebuildService
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
 from vancetope_rag.store.port import ChunkStore, ControlStore, ProjectStore
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 log = get_logger(__name__)
 

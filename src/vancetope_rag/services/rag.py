@@ -14,11 +14,11 @@ from llama_index.core import Document as LIDocument
 from llama_index.core.base.embeddings.base import Embedding
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from vancetope_rag.domain.calibration import MinScore, resolve_min_score
 from vancetope_rag.domain.heartbeats import OpenCircuit
-from vancetope_rag.domain.metadata_filters import HitPredicate
 from vancetope_rag.domain.records import ChunkKind, Hit, RagRecord, is_reserved_name
-from vancetope_rag.domain.retrieval import (
+from vancetope_rag.domain.retrieval.calibration import MinScore, resolve_min_score
+from vancetope_rag.domain.retrieval.metadata_filters import HitPredicate
+from vancetope_rag.domain.retrieval.ranking import (
     FusionParams,
     RetrievalMode,
     check_query_args,
@@ -62,9 +62,9 @@ from vancetope_rag.services.providers import CircuitState, Endpoint, Pacer, Prov
 from vancetope_rag.services.retrieval.rerank import RerankStage
 from vancetope_rag.services.retrieval.search import Retriever, citable_hits
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
-from vancetope_rag.store.llamaindex_store import KIND_KEY, PATH_KEY, SOURCE_KEY, RagVectorStore
 from vancetope_rag.store.port import ChunkStore, ControlStore
-from vancetope_rag.store.types import ChunkFilter, RagScope
+from vancetope_rag.store.port.llamaindex_store import KIND_KEY, PATH_KEY, SOURCE_KEY, RagVectorStore
+from vancetope_rag.store.port.types import ChunkFilter, RagScope
 
 log = get_logger(__name__)
 
@@ -507,9 +507,9 @@ class RagService:
         """Embed ``text`` with the RAG's pinned model and return the best hits, ``dense`` or
         ``hybrid`` (``mode`` None: the project's ``rag.retrieval.mode``); ``min_score`` gates
         every hit's own cosine in both modes (``auto``: the RAG's calibrated threshold, see
-        :mod:`~vancetope_rag.domain.calibration`; ``snapshot``: the project's settings, when the
-        caller already read them; ``filters``: what the store applies, ``keep``: the
-        post-filter, see :func:`~vancetope_rag.domain.retrieval.collect_hits`).
+        :mod:`~vancetope_rag.domain.retrieval.calibration`; ``snapshot``: the project's settings,
+        when the caller already read them; ``filters``: what the store applies, ``keep``: the
+        post-filter, see :func:`~vancetope_rag.domain.retrieval.ranking.collect_hits`).
         ``_documents`` hits come as they may be cited now
         (:func:`~vancetope_rag.services.retrieval.search.citable_hits`).
 

@@ -6,8 +6,8 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from vancetope_rag.domain.cascade import AutoInject
-from vancetope_rag.domain.settings import (
+from vancetope_rag.domain.settings.cascade import AutoInject
+from vancetope_rag.domain.settings.registry import (
     SETTINGS,
     decode_setting,
     encode_setting,

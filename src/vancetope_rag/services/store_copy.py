@@ -47,7 +47,7 @@ from vancetope_rag.domain.records import (
 )
 from vancetope_rag.errors import CopyConflictError, InvalidInputError, RebuildRunningError
 from vancetope_rag.store.port import Store
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 __all__ = ["CopyCounts", "CopyReport", "CopySelection", "StoreCopier"]
 

@@ -4,9 +4,10 @@ with pgvector) or ``mongodb://…`` (production, Atlas).
 Modules:
 
 * ``port`` (one Protocol per concern; ``port.rebuilds`` for rebuilds) — the Protocols the
-  services use; ``types`` — the values they take (scopes, filters, new documents, ``UNSET``);
-  ``shared`` — what every adapter does alike (argument checks, the document change set, the
-  errors worded once, BM25's constants).
+  services use; ``port.types`` — the values they take (scopes, filters, new documents,
+  ``UNSET``); ``port.shared`` — what every adapter does alike (argument checks, the document
+  change set, the errors worded once); ``port.deadline`` — a chat turn's deadline;
+  ``port.llamaindex_store`` — ``RagVectorStore``: any ChunkStore as a LlamaIndex vector store.
 * SQL, one implementation for SQLite and PostgreSQL (``sql``): ``sql.dialect`` (the
   ``Dialect`` each engine injects: marker, lock clause, array binds, casts…), ``sql.control``
   (projects, documents, claims), ``sql.catalog`` (the RAG catalog and its generations),
@@ -15,10 +16,14 @@ Modules:
   alike), ``sql.errors``.
 * SQLite (``sqlite``): ``sqlite.dialect``, ``sqlite.db`` (connections, schema upgrades,
   transactions) and ``sqlite.schema`` (the schema upgrades), ``sqlite.chunks`` (sqlite-vec),
-  ``sqlite.errors``, ``sqlite.fts`` (the FTS5 lexical index), ``sqlite.bm25``,
-  ``sqlite.bm25_index`` and ``sqlite.bm25_postings`` (the in-process BM25 index),
-  ``sqlite.vector_cache`` (the in-process exact index), ``sqlite.epoch_cache`` (what both
-  in-process indexes share: epochs, absorbed writes).
+  ``sqlite.errors``, ``sqlite.fts`` (the FTS5 lexical index) and ``sqlite.bm25`` (FTS5's
+  tokenizer, expression and ``bm25()``).
+* In process, engine-neutral (``inprocess``), fed by any engine: ``inprocess.bm25`` (the
+  query terms, FTS5's BM25 formula, the postings), ``inprocess.bm25_index`` (the in-process
+  BM25 index), ``inprocess.vector_cache`` (the in-process exact index) with
+  ``inprocess.int8_rows`` and ``inprocess.scan_kernels`` (its int8 rows and the kernel timed
+  fastest), ``inprocess.epoch_cache`` (what both in-process indexes share: epochs, absorbed
+  writes), ``inprocess.background`` (one background thread per kind of work).
 * MongoDB (``mongo``): ``mongo.client`` (open, compose, connection semantics),
   ``mongo.control``, ``mongo.chunks`` and ``mongo.rebuilds`` (the adapters, thin I/O),
   ``mongo.catalog`` (RAG generations and the live pointers), ``mongo.builders.updates``,
@@ -36,7 +41,6 @@ Modules:
   losslessly), ``postgres.dialect``, ``postgres.rows`` (pgvector's vector forms),
   ``postgres.chunks`` (pgvector), ``postgres.lexical`` (BM25 with per-RAG statistics in
   SQL). Deployment notes: ``docs/stores.md``.
-* ``llamaindex_store`` — ``RagVectorStore``: any ChunkStore as a LlamaIndex vector store.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from urllib.parse import parse_qsl, unquote, urlparse, urlunparse
 from vancetope_rag.domain.records import IndexStatus
 from vancetope_rag.errors import MissingDependencyError, StoreError
 from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore, RebuildStore, Store
-from vancetope_rag.store.types import Clock, RagScope
+from vancetope_rag.store.port.types import Clock, RagScope
 
 __all__ = [
     "ChunkStore",
@@ -161,8 +165,8 @@ def open_store(
     """Open the store a URI names. A plain file path is read as a SQLite store.
 
     ``vector_cache`` (SQLite): answer unfiltered queries from in-process indexes kept coherent
-    with the file (vectors: :mod:`vancetope_rag.store.sqlite.vector_cache`; BM25:
-    :mod:`vancetope_rag.store.sqlite.bm25_index`); off, every query goes to sqlite-vec and FTS5.
+    with the file (vectors: :mod:`vancetope_rag.store.inprocess.vector_cache`; BM25:
+    :mod:`vancetope_rag.store.inprocess.bm25_index`); off, every query goes to sqlite-vec and FTS5.
     ``busy_timeout_s`` (SQLite): how long a statement waits for a lock another process holds
     before it fails with a :class:`StoreError`.
     ``uri_defaults`` (PostgreSQL): query parameters for what the URI does not set itself
@@ -172,7 +176,7 @@ def open_store(
     ``claim_ttl_s`` (MongoDB): the indexer's claim TTL; the store keeps its fencing marks at
     removals twice as long.
     ``kernel_cache_dir`` (SQLite): where the vector cache stores the kernel choice it measures
-    per machine (None: each process measures; :mod:`vancetope_rag.store.sqlite.scan_kernels`).
+    per machine (None: each process measures; :mod:`vancetope_rag.store.inprocess.scan_kernels`).
     """
     if not uri or not uri.strip():
         raise StoreError("no store URI given; pass --store or set VANCETOPE_RAG_STORE")
@@ -203,13 +207,13 @@ def open_store(
             f"unsupported store URI scheme {scheme!r}; use sqlite:///path/rag.db, "
             "postgresql://host/db or mongodb://host/db"
         )
+    from vancetope_rag.store.inprocess.bm25_index import LexicalCache
+    from vancetope_rag.store.inprocess.vector_cache import VectorCache, kernel_selector
     from vancetope_rag.store.sql.control import SqlControlStore
     from vancetope_rag.store.sql.rebuilds import SqlRebuildStore
-    from vancetope_rag.store.sqlite.bm25_index import LexicalCache
     from vancetope_rag.store.sqlite.chunks import SqliteChunkStore
     from vancetope_rag.store.sqlite.db import SqliteDatabase
     from vancetope_rag.store.sqlite.dialect import SQLITE
-    from vancetope_rag.store.sqlite.vector_cache import VectorCache, kernel_selector
 
     db = SqliteDatabase(Path(path), busy_timeout_ms=max(1, int(busy_timeout_s * 1000)))
     chunks = SqliteChunkStore(

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from llama_index.core.tools import FunctionTool
 
-from vancetope_rag.domain.citations import cite
+from vancetope_rag.domain.block.citations import cite
 from vancetope_rag.domain.eligibility import guess_mime_type
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, RagRecord
 from vancetope_rag.errors import ExtractionError, InvalidInputError
@@ -28,18 +28,18 @@ from vancetope_rag.services.indexing.sources import (
     manual_source_ref,
     section_parts,
 )
+from vancetope_rag.services.workspace import read_workspace_file
 from vancetope_rag.tools.results import RagTool, tool_body
 from vancetope_rag.tools.schemas import TOOL_SPECS
-from vancetope_rag.tools.workspace import read_workspace_file
 
 if TYPE_CHECKING:
-    from vancetope_rag.app import RagApp
+    from vancetope_rag.hookspecs import HostApp
 
 MAX_WORKSPACE_FILE_BYTES = 20 * 1024 * 1024
 MAX_BULK_DOCUMENTS = 1000
 
 
-def _rag_json(app: RagApp, rag: RagRecord) -> dict[str, Any]:
+def _rag_json(app: HostApp, rag: RagRecord) -> dict[str, Any]:
     return {
         "ragId": rag.id,
         "name": rag.name,
@@ -66,7 +66,7 @@ class RagTools:
     """The tool functions, bound to one tenant and project."""
 
     def __init__(
-        self, app: RagApp, tenant_id: str, project_id: str, workspace_root: Path | None
+        self, app: HostApp, tenant_id: str, project_id: str, workspace_root: Path | None
     ) -> None:
         self.app = app
         self.tenant_id = tenant_id
@@ -265,7 +265,7 @@ TOOL_NAMES = (
 
 
 def build_tools(
-    app: RagApp, tenant_id: str, project_id: str, *, workspace_root: Path | None = None
+    app: HostApp, tenant_id: str, project_id: str, *, workspace_root: Path | None = None
 ) -> list[FunctionTool]:
     """The ``rag_*`` and ``files_visualize`` FunctionTools bound to this tenant and project."""
     bound = RagTools(app, tenant_id, project_id, workspace_root)

@@ -106,7 +106,7 @@ def export_model(st_model: Any, dest: Path) -> None:
 
     A copy of the transformer is traced with eager attention: the plain matrix products trace
     to a graph ONNX Runtime runs faster than torch's SDPA path (one query 4.3 against 4.5 ms on
-    one thread, a 32-passage batch 0.93 against 1.38 s on two: docs/benchmarks.md, issue 25),
+    one thread, a 32-passage batch 0.93 against 1.38 s on two: docs/benchmarks.md),
     and the model serving torch's queries meanwhile is left as it is."""
     import torch
 

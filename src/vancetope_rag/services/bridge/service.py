@@ -58,13 +58,13 @@ from vancetope_rag.extraction.registry import (
     OcrConfig,
     sections_of,
 )
-from vancetope_rag.extraction.service import ExtractionPlan, ExtractionService
 from vancetope_rag.services.bridge.cache import BridgeCache, cache_key
 from vancetope_rag.services.documents import DocumentService
+from vancetope_rag.services.extraction import ExtractionPlan, ExtractionService
 from vancetope_rag.services.providers.circuits import Endpoint, ProviderCircuits
 from vancetope_rag.services.settings import SettingsService
-from vancetope_rag.store.shared import content_hash
-from vancetope_rag.tools.workspace import read_workspace_file, resolve_workspace_path
+from vancetope_rag.services.workspace import read_workspace_file, resolve_workspace_path
+from vancetope_rag.store.port.shared import content_hash
 
 __all__ = ["BridgeRequest", "BridgeService"]
 

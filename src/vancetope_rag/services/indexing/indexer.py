@@ -30,7 +30,7 @@ from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store.port import ControlStore
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 log = get_logger(__name__)
 

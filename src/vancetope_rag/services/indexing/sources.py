@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vancetope_rag.domain.citations import MANUAL_PREFIX, SECTION_KEY
+from vancetope_rag.domain.block.citations import MANUAL_PREFIX, SECTION_KEY
 from vancetope_rag.domain.limits import MAX_TEXT_CHARS
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, ChunkKind, Document, RagRecord
 from vancetope_rag.extraction.records import ExtractionRecord
@@ -66,7 +66,7 @@ def manual_parts(rag: RagRecord, parts: Sequence[SourceText]) -> list[SourceText
     """What a manual write (a tool, not the indexer) stores: in ``_documents`` no path,
     neither the argument nor a ``path`` metadata key. That RAG's hits are cited by the
     current path of the document their source ref names
-    (:func:`~vancetope_rag.domain.citations.documents_label`), so a caller can never plant a
+    (:func:`~vancetope_rag.domain.block.citations.documents_label`), so a caller can never plant a
     chunk under a document's name; nor a ``section``, which the label shows too."""
     if rag.name != DEFAULT_RAG_NAME:
         return list(parts)

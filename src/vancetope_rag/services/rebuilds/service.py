@@ -52,7 +52,7 @@ from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.rebuilds.shadow_indexer import ShadowIndexer
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot
 from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
-from vancetope_rag.store.types import DocumentHead, RagScope
+from vancetope_rag.store.port.types import DocumentHead, RagScope
 
 log = get_logger(__name__)
 

@@ -6,7 +6,7 @@ When ``ai.rerank.provider`` names a reranker (and the call or recipe does not tu
 20)``), each above the ``minScore`` cosine floor and through the filters, without the
 per-document cap; :meth:`RerankStage.rerank` sends their texts to the reranker and returns
 them in its order, each with its ``rerank_score``; ``maxPerDocument`` and ``topK`` then apply
-to that order (:func:`~vancetope_rag.domain.retrieval.select_hits`). A step that cuts the
+to that order (:func:`~vancetope_rag.domain.retrieval.ranking.select_hits`). A step that cuts the
 candidates by relevance goes between the two, on :attr:`Reranked.hits`.
 
 A remote reranker is behind its endpoint's circuit and pace (:mod:`..providers`; a query
@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from vancetope_rag.domain.records import Hit
-from vancetope_rag.domain.retrieval import MAX_TOP_K
+from vancetope_rag.domain.retrieval.ranking import MAX_TOP_K
 from vancetope_rag.errors import ProviderUnavailableError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.rerankers import Reranker, RerankerRegistry, RerankSettings

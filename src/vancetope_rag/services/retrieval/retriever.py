@@ -31,31 +31,31 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from vancetope_rag.config import EngineConfig
-from vancetope_rag.domain.calibration import AUTO, MinScore, resolve_min_score
 from vancetope_rag.domain.limits import AUTOINJECT_MAX_TOKENS
-from vancetope_rag.domain.metadata_filters import (
+from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Hit, RagRecord
+from vancetope_rag.domain.retrieval.calibration import AUTO, MinScore, resolve_min_score
+from vancetope_rag.domain.retrieval.metadata_filters import (
     HitPredicate,
     all_of,
     compile_filters,
     pushdown,
 )
-from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Hit, RagRecord
-from vancetope_rag.domain.relevance import (
+from vancetope_rag.domain.retrieval.ranking import check_query_args, parse_retrieval_mode
+from vancetope_rag.domain.retrieval.relevance import (
     RELEVANCE_OFF,
     RelevanceCut,
     cut_by_relevance,
     parse_relevance_cut,
     resolve_gap,
 )
-from vancetope_rag.domain.retrieval import check_query_args, parse_retrieval_mode
 from vancetope_rag.domain.texts import check_id
 from vancetope_rag.errors import InvalidInputError, ProjectRagDisabledError
 from vancetope_rag.recipes import RagParams, Recipe, load_recipe
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsSnapshot
-from vancetope_rag.store.llamaindex_store import hit_to_node
-from vancetope_rag.store.types import ChunkFilter
+from vancetope_rag.store.port.llamaindex_store import hit_to_node
+from vancetope_rag.store.port.types import ChunkFilter
 
 log = get_logger(__name__)
 

@@ -1,16 +1,16 @@
 """Retriever: a RAG's hits for an embedded query, in dense or hybrid mode, through the domain's
-post-filter (:mod:`vancetope_rag.domain.retrieval`) over any :class:`ChunkStore`."""
+post-filter (:mod:`vancetope_rag.domain.retrieval.ranking`) over any :class:`ChunkStore`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vancetope_rag.domain.citations import current_document_hits
-from vancetope_rag.domain.metadata_filters import HitPredicate
+from vancetope_rag.domain.block.citations import current_document_hits
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Hit, RagRecord
-from vancetope_rag.domain.retrieval import Candidates, FusionParams, collect_hits
+from vancetope_rag.domain.retrieval.metadata_filters import HitPredicate
+from vancetope_rag.domain.retrieval.ranking import Candidates, FusionParams, collect_hits
 from vancetope_rag.store.port import ChunkStore, DocumentStore
-from vancetope_rag.store.types import ChunkFilter, RagScope
+from vancetope_rag.store.port.types import ChunkFilter, RagScope
 
 
 class Retriever:

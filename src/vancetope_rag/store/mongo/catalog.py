@@ -19,12 +19,12 @@ from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
-from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.records import RagRecord, RagState
+from vancetope_rag.domain.retrieval.calibration import Calibration
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import updates as q
 from vancetope_rag.store.mongo.errors import guard_errors
-from vancetope_rag.store.shared import rag_exists_error
+from vancetope_rag.store.port.shared import rag_exists_error
 
 
 def _name_key(tenant_id: str, project_id: str, name: str) -> dict[str, Any]:

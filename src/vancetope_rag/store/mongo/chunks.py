@@ -68,7 +68,7 @@ from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from vancetope_rag.domain.records import Chunk, Hit
-from vancetope_rag.domain.retrieval import Candidates, FusionParams
+from vancetope_rag.domain.retrieval.ranking import Candidates, FusionParams
 from vancetope_rag.errors import InvalidInputError, StoreError
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.bm25 import rank_bm25
@@ -79,7 +79,7 @@ from vancetope_rag.store.mongo.builders.analysis import text_terms
 from vancetope_rag.store.mongo.builders.text import build_text_search_pipeline
 from vancetope_rag.store.mongo.errors import guard_errors
 from vancetope_rag.store.mongo.search import SearchSupport, VectorSearchMode
-from vancetope_rag.store.shared import (
+from vancetope_rag.store.port.shared import (
     best_scores_by_query,
     check_top_k,
     checked_vector,
@@ -87,7 +87,7 @@ from vancetope_rag.store.shared import (
     source_counts_of,
     unique_batches,
 )
-from vancetope_rag.store.types import ChunkFilter, Clock, RagScope
+from vancetope_rag.store.port.types import ChunkFilter, Clock, RagScope
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from vancetope_rag.store.mongo.control import MongoControlStore
 from vancetope_rag.store.mongo.errors import guard_errors, store_error
 from vancetope_rag.store.mongo.rebuilds import MongoRebuildStore
 from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
-from vancetope_rag.store.types import Clock
+from vancetope_rag.store.port.types import Clock
 
 __all__ = [
     "DEFAULT_DATABASE",

@@ -33,7 +33,6 @@ from typing import Any
 from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.records import (
     AttentionItem,
     Document,
@@ -42,12 +41,13 @@ from vancetope_rag.domain.records import (
     ProjectStatus,
     RagRecord,
 )
+from vancetope_rag.domain.retrieval.calibration import Calibration
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import updates as q
 from vancetope_rag.store.mongo.catalog import MongoRagCatalog
 from vancetope_rag.store.mongo.errors import check_bson_size, guard_errors
 from vancetope_rag.store.mongo.heartbeats import MongoHeartbeats
-from vancetope_rag.store.shared import (
+from vancetope_rag.store.port.shared import (
     DocumentChanges,
     content_hash,
     document_not_found_error,
@@ -60,7 +60,7 @@ from vancetope_rag.store.shared import (
     vector_from_bytes,
     vector_to_bytes,
 )
-from vancetope_rag.store.types import Clock, DocumentChange, ImportHead, NewDocument
+from vancetope_rag.store.port.types import Clock, DocumentChange, ImportHead, NewDocument
 
 
 @guard_errors

@@ -6,7 +6,7 @@
 * :func:`search_unsupported` recognises the one answer that means "this server has no Atlas
   Search" (a community ``mongod``, an old server), and only that one: an authorization error
   or a timeout is not a reason to switch to client-side ranking.
-* :func:`guard_errors` also holds a chat turn's deadline (:mod:`vancetope_rag.store.deadline`):
+* :func:`guard_errors` also holds a chat turn's deadline (:mod:`vancetope_rag.store.port.deadline`):
   inside a turn each operation runs under ``pymongo.timeout`` with the time the turn has left.
 * :func:`check_bson_size` refuses a document over MongoDB's 16 MiB limit before the driver
   raises ``DocumentTooLarge`` half-way through a write.
@@ -34,7 +34,7 @@ from pymongo.errors import (
 )
 
 from vancetope_rag.errors import InvalidInputError, RagError, StoreError
-from vancetope_rag.store import deadline
+from vancetope_rag.store.port import deadline
 
 #: MongoDB's maximum BSON document size.
 MAX_BSON_BYTES = 16 * 1024 * 1024

@@ -29,8 +29,8 @@ from vancetope_rag.store.mongo.builders import rebuilds as mm
 from vancetope_rag.store.mongo.builders import updates as q
 from vancetope_rag.store.mongo.catalog import MongoRagCatalog
 from vancetope_rag.store.mongo.errors import guard_errors
-from vancetope_rag.store.shared import capped_error, rebuild_running_error
-from vancetope_rag.store.types import DocumentHead
+from vancetope_rag.store.port.shared import capped_error, rebuild_running_error
+from vancetope_rag.store.port.types import DocumentHead
 
 lit = q.lit
 

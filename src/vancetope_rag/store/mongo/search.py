@@ -57,7 +57,7 @@ from vancetope_rag.store.mongo.builders import probes as mp
 from vancetope_rag.store.mongo.builders import queries as mq
 from vancetope_rag.store.mongo.builders.text import build_text_probe_pipeline
 from vancetope_rag.store.mongo.errors import search_unsupported, store_error
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 log = get_logger(__name__)
 

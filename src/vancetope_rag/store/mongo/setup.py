@@ -27,8 +27,8 @@ Schema versions of the MongoDB store:
    written by the workers themselves; nothing older is rewritten.
 
 A ``rags`` document may hold ``calibration`` (the ``minScore: auto`` noise floor, see
-:mod:`vancetope_rag.domain.calibration`); one without it reads as not calibrated, so the field
-needs no schema upgrade, and a store an older release opens keeps working.
+:mod:`vancetope_rag.domain.retrieval.calibration`); one without it reads as not calibrated, so the
+field needs no schema upgrade, and a store an older release opens keeps working.
 
 Opening a version-1 store that holds chunks does not strand them: the control plane works,
 chunk operations fail with a :class:`StoreError` that says to run ``init``, and ``init``

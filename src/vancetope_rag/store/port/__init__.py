@@ -1,6 +1,6 @@
 """Store ports: what the services need from a store, as small Protocols, one module each.
 
-Every call is scoped by tenant and project (chunks by :class:`~vancetope_rag.store.types.RagScope`):
+Every call is scoped by tenant and project (chunks by :class:`~.types.RagScope`):
 
 * :class:`ProjectStore` (:mod:`.projects`) — projects, their status and home node.
 * :class:`DocumentStore` (:mod:`.documents`) — documents with dirty flags, claims and leases,
@@ -13,7 +13,7 @@ Every call is scoped by tenant and project (chunks by :class:`~vancetope_rag.sto
   the readiness probe.
 * :class:`ControlStore` — all six above on one store, plus its clock and transactions.
 * :class:`ChunkStore` (:mod:`.chunks`) — chunk vectors per RAG.
-  :class:`vancetope_rag.store.llamaindex_store.RagVectorStore` wraps any ChunkStore as a
+  :class:`vancetope_rag.store.port.llamaindex_store.RagVectorStore` wraps any ChunkStore as a
   LlamaIndex ``BasePydanticVectorStore`` bound to one RAG.
 * :class:`RebuildStore` (:mod:`.rebuilds`; ``MigrationStore``, its former name, is an alias)
   — generations of a RAG name and the rebuilds between them, with the reads progress
@@ -21,7 +21,7 @@ Every call is scoped by tenant and project (chunks by :class:`~vancetope_rag.sto
 * :class:`Store` — a store opened from a URI: its control plane, chunks and rebuilds.
 
 A service that needs one concern takes the narrow Protocol. The value types they take are in
-:mod:`vancetope_rag.store.types`; what the adapters share, in :mod:`vancetope_rag.store.shared`.
+:mod:`.types`; what the adapters share, in :mod:`.shared`.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.records import RagRecord
+from vancetope_rag.domain.retrieval.calibration import Calibration
 
 
 @runtime_checkable

@@ -1,6 +1,6 @@
 """The store port of chunks: chunk vectors per RAG, their searches and the index management
 that goes with them. Re-exported by :mod:`.port`; any ChunkStore can be wrapped as a LlamaIndex
-vector store (:class:`vancetope_rag.store.llamaindex_store.RagVectorStore`)."""
+vector store (:class:`vancetope_rag.store.port.llamaindex_store.RagVectorStore`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 from vancetope_rag.domain.records import Chunk, Hit
-from vancetope_rag.domain.retrieval import Candidates, FusionParams
-from vancetope_rag.store.types import ChunkFilter, RagScope
+from vancetope_rag.domain.retrieval.ranking import Candidates, FusionParams
+from vancetope_rag.store.port.types import ChunkFilter, RagScope
 
 
 @runtime_checkable

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from vancetope_rag.domain.records import AttentionItem, Document, IndexState
-from vancetope_rag.store.types import DocumentChange, ImportHead, NewDocument
+from vancetope_rag.store.port.types import DocumentChange, ImportHead, NewDocument
 
 
 @runtime_checkable
@@ -31,7 +31,7 @@ class DocumentStore(Protocol):
         change: DocumentChange,
     ) -> Document:
         """Apply ``change`` (its fields left UNSET stay as they are; see
-        :class:`~vancetope_rag.store.types.DocumentChange`)."""
+        :class:`~vancetope_rag.store.port.types.DocumentChange`)."""
         ...
 
     def get_document(

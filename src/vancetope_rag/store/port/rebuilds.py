@@ -10,7 +10,7 @@ from typing import Protocol, runtime_checkable
 
 from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
 from vancetope_rag.store.port.catalog import RagGenerations
-from vancetope_rag.store.types import DocumentHead
+from vancetope_rag.store.port.types import DocumentHead
 
 
 @runtime_checkable

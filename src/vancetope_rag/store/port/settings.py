@@ -1,5 +1,5 @@
 """The store port of cascade settings (values are stored encoded; see
-:mod:`vancetope_rag.domain.settings`). Re-exported by :mod:`.port`."""
+:mod:`vancetope_rag.domain.settings.registry`). Re-exported by :mod:`.port`."""
 
 from __future__ import annotations
 

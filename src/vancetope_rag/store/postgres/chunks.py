@@ -27,7 +27,16 @@ import numpy as np
 import numpy.typing as npt
 
 from vancetope_rag.domain.records import Chunk, Hit
-from vancetope_rag.domain.retrieval import Candidates, FusionParams
+from vancetope_rag.domain.retrieval.ranking import Candidates, FusionParams
+from vancetope_rag.store.inprocess.bm25_index import CollectionStats
+from vancetope_rag.store.port.shared import (
+    check_top_k,
+    checked_vector,
+    chunk_id_taken_error,
+    foreign_chunk_error,
+    unique_batches,
+)
+from vancetope_rag.store.port.types import ChunkFilter, RagScope
 from vancetope_rag.store.postgres import lexical
 from vancetope_rag.store.postgres.db import PostgresDatabase
 from vancetope_rag.store.postgres.dialect import POSTGRES
@@ -35,21 +44,12 @@ from vancetope_rag.store.postgres.errors import ConstraintViolation
 from vancetope_rag.store.postgres.lexical_index import PostgresLexicalIndex
 from vancetope_rag.store.postgres.rows import vector_literal, vector_of
 from vancetope_rag.store.postgres.schema import chunk_table, ensure_dimension, index_expression
-from vancetope_rag.store.shared import (
-    check_top_k,
-    checked_vector,
-    chunk_id_taken_error,
-    foreign_chunk_error,
-    unique_batches,
-)
 from vancetope_rag.store.sql.chunks import (
     CHUNK_COLUMNS,
     SCOPE,
     SqlChunkCommon,
 )
 from vancetope_rag.store.sql.rows import chunk_filter_sql, chunk_row, row_to_hit
-from vancetope_rag.store.sqlite.bm25_index import CollectionStats
-from vancetope_rag.store.types import ChunkFilter, RagScope
 
 #: Scopes of at most this many chunks are ranked exactly (~20 ms at 384 dimensions).
 EXACT_SCAN_MAX = 10_000

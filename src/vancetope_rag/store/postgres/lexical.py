@@ -8,7 +8,7 @@ IDF, so the ranking is BM25 computed in SQL from each matching row's term freque
 the document count, the average length and each term's document frequency counted over the
 RAG's own chunks only (never the table's, which every tenant writes into), read from the
 statistics that triggers keep in the writing transaction (schema step 3). The constants and
-the IDF are FTS5's, as on the SQLite store (:mod:`vancetope_rag.store.shared`), so a
+the IDF are FTS5's, as on the SQLite store (:mod:`vancetope_rag.store.inprocess.bm25`), so a
 score means the same on both; queries drop the same English stopwords.
 
 A common lexeme matches a large part of a RAG, and scoring every row that holds it would
@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vancetope_rag.store.shared import (
+from vancetope_rag.store.inprocess.bm25 import (
     BM25_B,
     BM25_K1,
     MAX_QUERY_TERMS,

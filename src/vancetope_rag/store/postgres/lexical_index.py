@@ -1,5 +1,5 @@
 """The PostgreSQL store's in-process BM25 index: the SQLite store's postings
-(:mod:`vancetope_rag.store.sqlite.bm25_index`), fed from the chunks' stored ``tsvector``\\ s.
+(:mod:`vancetope_rag.store.inprocess.bm25_index`), fed from the chunks' stored ``tsvector``\\ s.
 
 Why: BM25 in SQL scores every row that holds a query lexeme through ``unnest`` of its
 ``tsvector``; at 100k chunks a hybrid turn spent ~150 ms there against SQLite's 15 ms
@@ -24,9 +24,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from vancetope_rag.store.inprocess.bm25_index import CollectionStats, LexicalCache
+from vancetope_rag.store.port.types import RagScope
 from vancetope_rag.store.postgres.db import PostgresDatabase
-from vancetope_rag.store.sqlite.bm25_index import CollectionStats, LexicalCache
-from vancetope_rag.store.types import RagScope
 
 __all__ = ["PostgresLexicalIndex", "tsvector_tokens"]
 

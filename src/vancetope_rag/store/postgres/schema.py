@@ -266,7 +266,7 @@ STEPS: tuple[str, ...] = (
     CREATE INDEX IF NOT EXISTS documents_attention_idx ON documents (tenant_id, project_id, path)
         WHERE extraction_error IS NOT NULL;
     """,
-    # 6: minScore: auto: the RAG's measured noise floor (JSON of domain.calibration.Calibration).
+    # 6: minScore: auto: the RAG's noise floor (JSON of domain.retrieval.calibration.Calibration).
     """
     ALTER TABLE rags ADD COLUMN IF NOT EXISTS calibration text;
     """,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from vancetope_rag.domain.records import IndexStatus
 from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
+from vancetope_rag.store.port.types import Clock
 from vancetope_rag.store.postgres import schema
 from vancetope_rag.store.postgres.chunks import (
     EXACT_SCAN_MAX,
@@ -28,7 +29,6 @@ from vancetope_rag.store.postgres.notify import QueuedListener
 from vancetope_rag.store.postgres.uri import PostgresUri
 from vancetope_rag.store.sql.control import SqlControlStore
 from vancetope_rag.store.sql.rebuilds import SqlRebuildStore
-from vancetope_rag.store.types import Clock
 
 __all__ = ["PostgresStore", "open_postgres_store"]
 

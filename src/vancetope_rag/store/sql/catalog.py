@@ -13,13 +13,13 @@ import time
 from dataclasses import replace
 from typing import Any, Generic
 
-from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.records import RagRecord, RagState
-from vancetope_rag.store.shared import rag_exists_error
+from vancetope_rag.domain.retrieval.calibration import Calibration
+from vancetope_rag.store.port.shared import rag_exists_error
+from vancetope_rag.store.port.types import Clock
 from vancetope_rag.store.sql.dialect import D, Dialect, Marked
 from vancetope_rag.store.sql.errors import ConstraintViolation
 from vancetope_rag.store.sql.rows import rag_row, row_to_rag
-from vancetope_rag.store.types import Clock
 
 __all__ = ["SqlRagCatalog"]
 

@@ -12,10 +12,10 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from vancetope_rag.domain.records import Chunk, Hit
 from vancetope_rag.errors import InvalidInputError
-from vancetope_rag.store.shared import source_counts_of, unique_batches
+from vancetope_rag.store.port.shared import source_counts_of, unique_batches
+from vancetope_rag.store.port.types import ChunkFilter, RagScope
 from vancetope_rag.store.sql.dialect import Dialect
 from vancetope_rag.store.sql.rows import HIT_COLUMNS, chunk_filter_sql, row_to_hit
-from vancetope_rag.store.types import ChunkFilter, RagScope
 
 __all__ = ["CHUNK_COLUMNS", "SCOPE", "SqlChunkCommon", "check_chunk_version"]
 

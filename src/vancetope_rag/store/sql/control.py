@@ -25,7 +25,7 @@ from vancetope_rag.domain.records import (
     Project,
     ProjectStatus,
 )
-from vancetope_rag.store.shared import (
+from vancetope_rag.store.port.shared import (
     DocumentChanges,
     capped_error,
     content_hash,
@@ -36,6 +36,7 @@ from vancetope_rag.store.shared import (
     state_counts,
     unique_batches,
 )
+from vancetope_rag.store.port.types import Clock, DocumentChange, ImportHead, NewDocument
 from vancetope_rag.store.sql.catalog import SqlRagCatalog
 from vancetope_rag.store.sql.dialect import D, Dialect
 from vancetope_rag.store.sql.errors import ConstraintViolation
@@ -52,7 +53,6 @@ from vancetope_rag.store.sql.rows import (
     row_to_project,
 )
 from vancetope_rag.store.sql.settings import SqlSettingsAndCache
-from vancetope_rag.store.types import Clock, DocumentChange, ImportHead, NewDocument
 
 __all__ = ["SqlControlStore"]
 

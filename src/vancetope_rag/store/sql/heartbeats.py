@@ -14,9 +14,9 @@ from vancetope_rag.domain.heartbeats import (
     circuits_from_text,
     circuits_to_text,
 )
+from vancetope_rag.store.port.types import Clock
 from vancetope_rag.store.sql.dialect import D, Marked
 from vancetope_rag.store.sql.rows import dt
-from vancetope_rag.store.types import Clock
 
 __all__ = ["SqlHeartbeats", "row_to_heartbeat"]
 

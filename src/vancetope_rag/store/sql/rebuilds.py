@@ -17,12 +17,12 @@ from datetime import datetime
 
 from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
 from vancetope_rag.domain.records import IndexState, RagRecord
-from vancetope_rag.store.shared import capped_error, rebuild_running_error
+from vancetope_rag.store.port.shared import capped_error, rebuild_running_error
+from vancetope_rag.store.port.types import Clock, DocumentHead
 from vancetope_rag.store.sql.catalog import SqlRagCatalog
 from vancetope_rag.store.sql.dialect import Dialect, Marked, SqlDatabase
 from vancetope_rag.store.sql.errors import ConstraintViolation
 from vancetope_rag.store.sql.rows import dt, row_to_item, row_to_migration
-from vancetope_rag.store.types import Clock, DocumentHead
 
 __all__ = ["SqlRebuildStore"]
 

@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vancetope_rag.domain import host_metadata
-from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
 from vancetope_rag.domain.records import (
     Chunk,
@@ -27,15 +26,16 @@ from vancetope_rag.domain.records import (
     RagRecord,
     RagState,
 )
-from vancetope_rag.store.shared import (
+from vancetope_rag.domain.retrieval.calibration import Calibration
+from vancetope_rag.store.port.shared import (
     DocumentChanges,
     capped_error,
     iter_filter,
     new_document_state,
     vector_from_bytes,
 )
+from vancetope_rag.store.port.types import ChunkFilter, ImportHead, NewDocument, RagScope
 from vancetope_rag.store.sql.dialect import Dialect
-from vancetope_rag.store.types import ChunkFilter, ImportHead, NewDocument, RagScope
 
 #: ``SET`` clauses that queue a document for the indexer: new version, attempts and retry time
 #: reset; PENDING unless a worker holds it (that worker's ``mark_rag_clean`` then sees the new

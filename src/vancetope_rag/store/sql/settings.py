@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Generic
 
-from vancetope_rag.store.shared import (
+from vancetope_rag.store.port.shared import (
     settings_by_scope,
     unique_batches,
     vector_from_bytes,

@@ -1,5 +1,6 @@
-"""Lexical (BM25) retrieval rules shared by the SQLite adapter's two lexical paths: the query
-terms, the FTS5 expression, the scope token and the BM25 formula exactly as FTS5 computes it.
+"""SQLite's FTS5 rules of lexical (BM25) retrieval: the tokenizer, the FTS5 expression, the
+scope token and the BM25 formula as FTS5 computes it (the engine-neutral term rule and
+constants are :mod:`vancetope_rag.store.inprocess.bm25`'s).
 
 Pure functions (no I/O). The tokenizer is SQLite FTS5's own (``porter unicode61
 remove_diacritics 2 tokenchars '_'``), reached from Python through apsw, so the terms a query
@@ -13,29 +14,14 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from vancetope_rag.store.shared import (
-    BM25_B,
-    BM25_K1,
-    MAX_QUERY_TERMS,
-    STOPWORDS,
-    QueryTerm,
-    bm25_idf,
-    query_terms,
-)
+from vancetope_rag.store.inprocess.bm25 import BM25_B, BM25_K1, QueryTerm
 
 __all__ = [
-    "BM25_B",
-    "BM25_K1",
     "FTS5_BM25_FUNCTION",
     "FTS5_TOKENIZE",
-    "MAX_QUERY_TERMS",
-    "STOPWORDS",
     "TOKENIZER_ARGS",
-    "QueryTerm",
-    "bm25_idf",
     "fts5_bm25",
     "match_expression",
-    "query_terms",
     "scope_token",
     "sqlite_varints",
 ]
@@ -93,7 +79,7 @@ def fts5_bm25(api: Any, avgdl: float, *idfs: float) -> float:
     table, every tenant's rows included; this one takes the RAG's own (``avgdl`` and one IDF
     per phrase of the expression, the scope phrase's first) and computes the rest as
     ``fts5_aux.c`` does, with the same operations in the same order as the in-process index
-    (:func:`.sqlite.bm25_postings.rank`), so the two paths give the same bits. The scope
+    (:func:`.inprocess.bm25.rank`), so the two paths give the same bits. The scope
     column has weight 0 (its phrase never adds to the score); the row length counts every
     column, as FTS5 does. Returns the score itself (higher is better), not its negation.
     """

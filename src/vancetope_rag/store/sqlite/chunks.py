@@ -18,14 +18,18 @@ from typing import Any
 import numpy as np
 
 from vancetope_rag.domain.records import Chunk, Hit
-from vancetope_rag.domain.retrieval import (
+from vancetope_rag.domain.retrieval.ranking import (
     Candidates,
     FusedHits,
     FusedRank,
     FusionParams,
     fuse_ranks,
 )
-from vancetope_rag.store.shared import (
+from vancetope_rag.store.inprocess.bm25 import QueryTerm
+from vancetope_rag.store.inprocess.bm25_index import LexicalCache
+from vancetope_rag.store.inprocess.epoch_cache import EpochCache
+from vancetope_rag.store.inprocess.vector_cache import VectorCache
+from vancetope_rag.store.port.shared import (
     best_scores_by_query,
     check_top_k,
     checked_vector,
@@ -33,6 +37,7 @@ from vancetope_rag.store.shared import (
     foreign_chunk_error,
     unique_batches,
 )
+from vancetope_rag.store.port.types import ChunkFilter, RagScope
 from vancetope_rag.store.sql.chunks import SqlChunkCommon
 from vancetope_rag.store.sql.rows import (
     HIT_COLUMNS,
@@ -41,15 +46,10 @@ from vancetope_rag.store.sql.rows import (
     row_to_chunk,
     row_to_hit,
 )
-from vancetope_rag.store.sqlite.bm25 import QueryTerm
-from vancetope_rag.store.sqlite.bm25_index import LexicalCache
 from vancetope_rag.store.sqlite.db import SqliteDatabase
 from vancetope_rag.store.sqlite.dialect import SQLITE
-from vancetope_rag.store.sqlite.epoch_cache import EpochCache
 from vancetope_rag.store.sqlite.errors import ConstraintViolation
 from vancetope_rag.store.sqlite.fts import SqliteLexical
-from vancetope_rag.store.sqlite.vector_cache import VectorCache
-from vancetope_rag.store.types import ChunkFilter, RagScope
 
 #: sqlite-vec refuses KNN queries with a larger ``k``; bigger ``top_k`` use the exact scan.
 _KNN_MAX_K = 4096

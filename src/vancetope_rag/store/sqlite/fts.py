@@ -1,5 +1,5 @@
 """The SQLite store's lexical index: an FTS5 table written with the chunk rows, and BM25 search
-over it, answered by the in-process index (:mod:`.sqlite.bm25_index`) or by FTS5 itself.
+over it, answered by the in-process index (:mod:`.inprocess.bm25_index`) or by FTS5 itself.
 
 ``chunks_fts`` (schema v3) is a contentless FTS5 table (the text lives once, in ``chunks``)
 whose rowid is the chunk's rowid and whose ``scope`` column holds one token naming the chunk's
@@ -14,19 +14,17 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+from vancetope_rag.store.inprocess.bm25 import CollectionStats, QueryTerm, bm25_idf, query_terms
+from vancetope_rag.store.inprocess.bm25_index import LexicalCache
+from vancetope_rag.store.port.types import RagScope
 from vancetope_rag.store.sqlite.bm25 import (
     FTS5_BM25_FUNCTION,
     TOKENIZER_ARGS,
-    QueryTerm,
-    bm25_idf,
     match_expression,
-    query_terms,
     scope_token,
     sqlite_varints,
 )
-from vancetope_rag.store.sqlite.bm25_index import CollectionStats, LexicalCache
 from vancetope_rag.store.sqlite.db import SqliteDatabase
-from vancetope_rag.store.types import RagScope
 
 #: How many RAGs' statistics are held (a few small dicts each).
 _STATS_HELD = 256

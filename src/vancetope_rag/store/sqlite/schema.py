@@ -224,7 +224,7 @@ UPGRADES: tuple[str, ...] = (
         WHERE extraction_error IS NOT NULL;
     """,
     # 9 -> 10: minScore: auto: the RAG's measured noise floor (JSON of
-    # domain.calibration.Calibration; NULL: not calibrated yet).
+    # domain.retrieval.calibration.Calibration; NULL: not calibrated yet).
     """
     ALTER TABLE rags ADD COLUMN calibration TEXT;
     """,

@@ -13,7 +13,7 @@ names files: ``nai`` + U+0308 + ``ve``) makes the token its composed form makes,
 ``ς`` → ``σ``) and unifies compatibility forms (``ﬁ`` → ``fi``); the twin case-folds too.
 
 :func:`analyze` is that analyzer in Python. The client reduces a query with it by the SQLite
-store's term rule (:func:`~vancetope_rag.store.shared.query_terms`: distinct terms by token,
+store's term rule (:func:`~vancetope_rag.store.port.shared.query_terms`: distinct terms by token,
 stopwords dropped while others remain, at most 64) and sends Atlas only the kept spans
 (:func:`query_text`); MongoDB without Atlas Search ranks with the same tokens
 (:mod:`.mongo.bm25`).
@@ -33,7 +33,7 @@ from typing import Any
 import regex
 from nltk.stem.porter import PorterStemmer
 
-from vancetope_rag.store.shared import QueryTerm, fold, query_terms
+from vancetope_rag.store.inprocess.bm25 import QueryTerm, fold, query_terms
 
 __all__ = [
     "ANALYZER_NAME",
@@ -77,7 +77,7 @@ def _token(word: str) -> str:
 
 def tokenize(text: str) -> list[tuple[int, int, str]]:
     """``(start, end, token)`` per token, offsets in UTF-8 bytes of ``text``
-    (:data:`~vancetope_rag.store.shared.Tokenize`), tokens as the analyzer makes them."""
+    (:data:`~vancetope_rag.store.port.shared.Tokenize`), tokens as the analyzer makes them."""
     found: list[tuple[int, int, str]] = []
     at, offset = 0, 0
     for m in _TOKEN.finditer(text):

@@ -30,7 +30,7 @@ from vancetope_rag.store.mongo.builders.queries import (
 )
 from vancetope_rag.store.mongo.builders.text import scope_clauses
 from vancetope_rag.store.mongo.indexes import TEXT_INDEX, VECTOR_FIELD, VECTOR_INDEX
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 #: Per source: (newest chunk version, its chunk count, chunks of every chunk version).
 Written = Mapping[str, tuple[int, int, int]]

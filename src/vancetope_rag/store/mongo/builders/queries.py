@@ -34,8 +34,8 @@ from vancetope_rag.store.mongo.indexes import (
     VECTOR_FIELD,
     VECTOR_INDEX,
 )
-from vancetope_rag.store.shared import checked_vector, foreign_chunk_error, iter_filter
-from vancetope_rag.store.types import ChunkFilter, RagScope
+from vancetope_rag.store.port.shared import checked_vector, foreign_chunk_error, iter_filter
+from vancetope_rag.store.port.types import ChunkFilter, RagScope
 
 #: Atlas caps ``numCandidates`` (and so ``limit``) at 10,000.
 MAX_NUM_CANDIDATES = 10_000

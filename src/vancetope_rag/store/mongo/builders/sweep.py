@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from vancetope_rag.store.mongo.indexes import DUE_INDEX, DUE_INDEX_KEYS
-from vancetope_rag.store.types import RagScope
+from vancetope_rag.store.port.types import RagScope
 
 #: The page order of the due notes: the keys of the index :data:`DUE_INDEX` serves it by.
 DUE_SORT = [(key, 1) for key in DUE_INDEX_KEYS]

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from vancetope_rag.store.inprocess.bm25 import QueryTerm
 from vancetope_rag.store.mongo.builders.analysis import query_text
 from vancetope_rag.store.mongo.builders.queries import HIT_FIELDS
 from vancetope_rag.store.mongo.indexes import TEXT_FIELD, TEXT_INDEX
-from vancetope_rag.store.shared import QueryTerm, iter_filter
-from vancetope_rag.store.types import ChunkFilter, RagScope
+from vancetope_rag.store.port.shared import iter_filter
+from vancetope_rag.store.port.types import ChunkFilter, RagScope
 
 
 def scope_clauses(scope: RagScope) -> list[dict[str, Any]]:

@@ -22,7 +22,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from vancetope_rag.domain import host_metadata
-from vancetope_rag.domain.calibration import Calibration
 from vancetope_rag.domain.records import (
     Document,
     IndexState,
@@ -31,8 +30,9 @@ from vancetope_rag.domain.records import (
     RagRecord,
     RagState,
 )
-from vancetope_rag.store.shared import DocumentChanges, capped_error, new_document_state
-from vancetope_rag.store.types import ImportHead, NewDocument
+from vancetope_rag.domain.retrieval.calibration import Calibration
+from vancetope_rag.store.port.shared import DocumentChanges, capped_error, new_document_state
+from vancetope_rag.store.port.types import ImportHead, NewDocument
 
 Pipeline = list[dict[str, Any]]
 

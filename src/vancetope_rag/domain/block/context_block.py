@@ -20,11 +20,11 @@ Template variables:
 
 ``label`` is ``S1``, ``S2``... numbered by first appearance of the source, so every hit of one
 document carries the same label and the model can cite it; what a label names is the rule of
-:mod:`vancetope_rag.domain.citations` (the ``rag_query`` tool numbers with the same code).
+:mod:`vancetope_rag.domain.block.citations` (the ``rag_query`` tool numbers with the same code).
 ``text`` is already cleaned: trailing whitespace stripped, runs of blank lines collapsed, and
 ``<rag-context>`` tags and their lookalikes neutralised (see :func:`neutralise_tags`);
 ``source``, ``path`` and ``source_ref`` are on one line, capped, with tags and ``[S#]``
-sequences escaped (:func:`~vancetope_rag.domain.lookalikes.clean_label`).
+sequences escaped (:func:`~vancetope_rag.domain.block.lookalikes.clean_label`).
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ from jinja2.runtime import Context
 from jinja2.sandbox import SandboxedEnvironment, SandboxedEscapeFormatter, SandboxedFormatter
 from markupsafe import Markup
 
-from vancetope_rag.domain.citations import cite
-from vancetope_rag.domain.lookalikes import clean_label, neutralise_tags
+from vancetope_rag.domain.block.citations import cite
+from vancetope_rag.domain.block.lookalikes import clean_label, neutralise_tags
+from vancetope_rag.domain.block.template_names import UNSAFE, check_template_names
 from vancetope_rag.domain.records import Hit
-from vancetope_rag.domain.template_names import UNSAFE, check_template_names
 from vancetope_rag.errors import InvalidInputError
 
 __all__ = [
@@ -548,7 +548,7 @@ def compile_template(source: str) -> jinja2.Template:
     Raises:
         InvalidInputError: The template has a syntax error, names an attribute the sandbox
             forbids (``__class__``, any ``_`` name), a variable no render has or a field
-            hits and sources lack (:mod:`~vancetope_rag.domain.template_names`); the
+            hits and sources lack (:mod:`~vancetope_rag.domain.block.template_names`); the
             message gives the line.
     """
     env = _environment()
@@ -608,7 +608,7 @@ def render_context_block(
     Args:
         hits: The hits to show, already filtered by ``minScore`` and in display order; from
             the project RAG, already resolved to their documents' current paths
-            (:func:`~vancetope_rag.domain.citations.current_document_hits`).
+            (:func:`~vancetope_rag.domain.block.citations.current_document_hits`).
         template: Template text or a template from :func:`compile_template`; ``None`` uses
             :data:`DEFAULT_TEMPLATE`.
         project_rag: The hits come from ``_documents`` (labels follow its citation rule).

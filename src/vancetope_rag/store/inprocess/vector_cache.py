@@ -5,7 +5,7 @@ machinery: ~80 ms per turn at 100k 384-dim chunks in ``bench/pre_turn.py``, too 
 pre-turn hook. The same exact search as one matrix-vector product takes a few ms (figures and
 how they were taken: docs/benchmarks.md, "Pre-turn hook latency").
 
-Coherence (:mod:`.sqlite.epoch_cache`): a query reads the RAG's epoch in its snapshot and
+Coherence (:mod:`.inprocess.epoch_cache`): a query reads the RAG's epoch in its snapshot and
 uses the matrix held at that epoch. This process's writes are absorbed as they commit; a
 write of another process makes the matrix reload — unless it was loaded moments ago (the
 RAG is being written right now), in which case the caller falls back to sqlite-vec. Results
@@ -19,8 +19,8 @@ spare rows run out, the live rows are copied into new buffers (figures: docs/ben
 
 Speed: a float32 scan of 100k × 384 reads 150 MB per query (memory-bound). When
 torch is present, rows are also kept as int8 with a per-row scale (38 MB read) and scored
-first by the kernel timed fastest on this machine (:mod:`.sqlite.scan_kernels`: one of
-torch's int8 kernels of :mod:`.sqlite.int8_rows`, or the float32 rows themselves where none
+first by the kernel timed fastest on this machine (:mod:`.inprocess.scan_kernels`: one of
+torch's int8 kernels of :mod:`.inprocess.int8_rows`, or the float32 rows themselves where none
 beat them, and until the timings land). That approximation is then made
 exact: every row whose approximate score is within a proven error bound of the k-th best
 *exact* score is rescored in float32, row by row, so the top-k equals the float32 scan's
@@ -45,9 +45,9 @@ import numpy.typing as npt
 
 from vancetope_rag.coalesce import Coalescer, slots_for
 from vancetope_rag.machine import machine_key
-from vancetope_rag.store.sqlite.epoch_cache import EpochCache, Key
-from vancetope_rag.store.sqlite.int8_rows import _PACKER, Int8Rows, measure_kernels
-from vancetope_rag.store.sqlite.scan_kernels import RECIPE, KernelChoice, KernelSelector
+from vancetope_rag.store.inprocess.epoch_cache import EpochCache, Key
+from vancetope_rag.store.inprocess.int8_rows import _PACKER, Int8Rows, measure_kernels
+from vancetope_rag.store.inprocess.scan_kernels import RECIPE, KernelChoice, KernelSelector
 
 
 class _Rows:
@@ -88,7 +88,7 @@ _Scan = tuple[npt.NDArray[np.float32], int, bool]
 _Found = tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]
 
 #: The most concurrent searches of one RAG scanned in one pass over its int8 rows (16 gave
-#: no more turns/s than 8 with 16 turns in flight: docs/benchmarks.md, issue 25).
+#: no more turns/s than 8 with 16 turns in flight: docs/benchmarks.md).
 SCAN_CAP = 8
 
 

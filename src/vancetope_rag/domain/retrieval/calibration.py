@@ -142,7 +142,7 @@ _IQR_PER_SD = 1.349
 _Q = 0.95
 
 #: The relevance cut's gap as a share of the RAG's pseudo-query spread
-#: (:func:`~vancetope_rag.domain.relevance.derive_gap`): 0.53 puts all-MiniLM on SciFact
+#: (:func:`~vancetope_rag.domain.retrieval.relevance.derive_gap`): 0.53 puts all-MiniLM on SciFact
 #: at the 0.15 gap that, with the fused and lexical terms, came within a hair of the block
 #: targets at 0.70x today's tokens (docs/benchmarks.md, "What the block holds").
 GAP_PER_SPREAD = 0.53
@@ -154,8 +154,8 @@ PSEUDO_QUERIES = 48
 #: calibrates every RAG again (a stored threshold of the old rule would otherwise stay
 #: until its RAG doubled).
 _RULE = f"rule: min(median + {_Z} x IQR / {_IQR_PER_SD}, p{_Q})"
-#: ... and the relevance cut's gap (:mod:`vancetope_rag.domain.relevance`): a RAG calibrated
-#: before the cut existed has no gap, and is calibrated again to get one.
+#: ... and the relevance cut's gap (:mod:`vancetope_rag.domain.retrieval.relevance`): a RAG
+#: calibrated before the cut existed has no gap, and is calibrated again to get one.
 _GAP_RULE = (
     f"gap: {GAP_PER_SPREAD} x median(source best - median dense ranks 10-30) "
     f"over {PSEUDO_QUERIES} pseudo-queries"

@@ -1,5 +1,5 @@
 """The per-turn relevance cut: which of a turn's hits are likely relevant, judged against the
-turn's own candidates (issue 42, item 1; docs/benchmarks.md, "What the block holds").
+turn's own candidates (docs/benchmarks.md, "What the block holds").
 
 ``topK`` fills a block whether or not its tail answers anything: on SciFact a quarter of
 today's excerpts come from a relevant abstract. The cut keeps a hit when
@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from vancetope_rag.domain.calibration import GAP_PER_SPREAD, PSEUDO_QUERIES
 from vancetope_rag.domain.records import Chunk, ChunkKind, Hit
+from vancetope_rag.domain.retrieval.calibration import GAP_PER_SPREAD, PSEUDO_QUERIES
 from vancetope_rag.errors import InvalidInputError
 
 __all__ = [

@@ -4,7 +4,7 @@ Pure rules, no I/O. A recipe ``ON``/``OFF`` wins; otherwise the innermost scope 
 of ``rag.autoInject.enabled`` decides, where an explicit ``AUTO`` means "no enforcement here"
 and masks an outer ``ON``/``OFF``; nothing decisive anywhere means ``OFF``. The setting
 registry and the plain innermost-wins rule for every key are in
-:mod:`vancetope_rag.domain.settings`.
+:mod:`vancetope_rag.domain.settings.registry`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Set at tenant or project scope like every other setting; an import reads them on
 from __future__ import annotations
 
 from vancetope_rag.domain import limits
-from vancetope_rag.domain.setting_kinds import SettingKind, SettingSpec
+from vancetope_rag.domain.settings.kinds import SettingKind, SettingSpec
 
 __all__ = ["EXTRACT_SETTINGS"]
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vancetope_rag.domain.lookalikes import clean_label, neutralise_tags
+from vancetope_rag.domain.block.lookalikes import clean_label, neutralise_tags
 from vancetope_rag.domain.records import Hit
 from vancetope_rag.domain.texts import one_line
 

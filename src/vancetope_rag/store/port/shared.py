@@ -8,9 +8,6 @@ SQL or MQL, so a rule changed here changes for both.
 from __future__ import annotations
 
 import hashlib
-import math
-import re
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -26,7 +23,7 @@ from vancetope_rag.errors import (
     RagAlreadyExistsError,
     RebuildRunningError,
 )
-from vancetope_rag.store.types import (
+from vancetope_rag.store.port.types import (
     FILTER_KEYS,
     ChunkFilter,
     DocumentChange,
@@ -75,7 +72,7 @@ class DocumentChanges:
 
     @classmethod
     def of(cls, change: DocumentChange) -> DocumentChanges:
-        """The change set of a :class:`~vancetope_rag.store.types.DocumentChange`."""
+        """The change set of a :class:`~vancetope_rag.store.port.types.DocumentChange`."""
         c = change
         values: dict[str, FieldValue] = {}
         if not isinstance(c.path, _Unset):
@@ -286,95 +283,3 @@ def vector_from_bytes(blob: bytes) -> list[float]:
     """The embedding :func:`vector_to_bytes` stored."""
     values: list[float] = np.frombuffer(blob, dtype=np.float32).tolist()
     return values
-
-
-# -- full text ---------------------------------------------------------------------------------
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def words(text: object) -> list[str]:
-    """Lower-cased word tokens (letters, digits, underscore), like the standard analyzer."""
-    return _WORD.findall(text.lower()) if isinstance(text, str) else []
-
-
-# -- BM25 (the SQL stores rank lexical hits alike) -----------------------------------------
-
-#: FTS5's ``bm25()`` constants (SQLite's ``fts5_aux.c``; the PostgreSQL store computes the same).
-BM25_K1 = 1.2
-BM25_B = 0.75
-
-#: A query keeps at most this many distinct terms: a pasted page must not become a query of
-#: thousands of OR-ed terms (the FTS5 path's cost grows with every posting list it merges).
-MAX_QUERY_TERMS = 64
-
-#: English function words dropped from queries (never all of them: a query made only of
-#: stopwords keeps them). Their IDF is near zero, and their posting lists are the longest.
-_STOPWORD_TEXT = """a about above after again against all am an and any are as at be because
-    been before being below between both but by can could did do does doing down during each
-    few for from further had has have having he her here hers herself him himself his how i
-    if in into is it its itself just me more most my myself no nor not now of off on once
-    only or other our ours ourselves out over own same she should so some such than that the
-    their theirs them themselves then there these they this those through to too under until
-    up very was we were what when where which while who whom why will with would you your
-    yours yourself yourselves"""
-STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-
-#: ``tokenize(text)`` → ``(start, end, token)`` per token, offsets in UTF-8 bytes of ``text``.
-Tokenize = Callable[[str], Sequence[tuple[int, int, str]]]
-
-
-@dataclass(frozen=True, slots=True)
-class QueryTerm:
-    """One term of a lexical query: the query text it came from and the token the store's
-    analyzer makes of it."""
-
-    #: The exact substring of the query (one token span): what the store's search receives.
-    span: str
-    #: The token the analyzer produces for it (stemmed, folded): what an index looks up.
-    token: str
-
-
-def query_terms(
-    text: str, tokenize: Tokenize, *, max_terms: int = MAX_QUERY_TERMS
-) -> list[QueryTerm]:
-    """The distinct terms of a query, in order of first appearance, stopwords dropped.
-
-    The one term rule of the stores' lexical search (SQLite's FTS5 and Atlas's ``$search``
-    receive the terms it keeps). Stopwords are recognised on the lower-cased span, and dropped
-    only when something else remains. Each term keeps the query's own span rather than the
-    token: a Porter stemmer is not idempotent (``agreed`` → ``agre``, but ``agre`` →
-    ``agr``), so sending the span makes the search derive the very token listed here.
-
-    Args:
-        text: The user's query.
-        tokenize: The store's analyzer (FTS5's tokenizer in query mode on SQLite; the Atlas
-            text analyzer's twin on MongoDB), see :data:`Tokenize`.
-        max_terms: Keep at most this many distinct terms (the first ones).
-
-    Returns:
-        The terms; empty when the text has no token at all (punctuation only).
-    """
-    raw = text.encode("utf-8", errors="replace")
-    terms: list[QueryTerm] = []
-    seen: set[str] = set()
-    for start, end, token in tokenize(text):
-        if not token or token in seen:
-            continue
-        seen.add(token)
-        terms.append(QueryTerm(raw[start:end].decode("utf-8", errors="replace"), token))
-    content = [t for t in terms if t.span.lower() not in STOPWORDS]
-    return (content or terms)[:max_terms]
-
-
-def fold(text: str) -> str:
-    """The text with accents removed (``café`` → ``cafe``, as SQLite's ``remove_diacritics 2``),
-    compatibility forms unified, NUL characters as spaces."""
-    decomposed = unicodedata.normalize("NFKD", text.replace("\x00", " "))
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
-
-
-def bm25_idf(n_rows: int, n_hit: int) -> float:
-    """FTS5's IDF of a term found in ``n_hit`` of ``n_rows`` rows (at least 1e-6)."""
-    idf = math.log((n_rows - n_hit + 0.5) / (n_hit + 0.5))
-    return idf if idf > 0.0 else 1e-6

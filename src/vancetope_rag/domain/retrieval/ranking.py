@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from vancetope_rag.domain.calibration import AUTO
 from vancetope_rag.domain.records import Hit
+from vancetope_rag.domain.retrieval.calibration import AUTO
 from vancetope_rag.errors import InvalidInputError
 
 __all__ = [
@@ -360,8 +360,8 @@ def collect_hits(
         max_per_doc: Cap per ``source_ref``; ``None`` for no cap.
         min_fetch: Ask for at least this many candidates (a hybrid query's fusion depth).
         keep: The post-filter: conditions the store could not apply itself (a path prefix,
-            a chunk's own metadata; see :mod:`vancetope_rag.domain.metadata_filters`). Past
-            ``20 * top_k + 1000`` candidates the search stops, so a filter that keeps very
+            a chunk's own metadata; see :mod:`vancetope_rag.domain.retrieval.metadata_filters`).
+            Past ``20 * top_k + 1000`` candidates the search stops, so a filter that keeps very
             few chunks of a large RAG may return fewer than ``top_k`` hits.
 
     Returns:

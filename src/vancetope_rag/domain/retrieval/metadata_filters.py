@@ -3,10 +3,11 @@
 A store can pre-filter only on the chunk fields it indexes (``kind``, ``path``, ``sourceRef``;
 Atlas only on the fields declared in its vector index), so a filter on a chunk's own metadata
 (what a caller stored with it: ``{"lang": "en", "year": 2024}``) runs here, on the candidates
-the store returns, and the retrieval loop (:func:`~vancetope_rag.domain.retrieval.collect_hits`)
-over-fetches while the filter leaves ``topK`` unfilled. :func:`pushdown` picks out the part a
-store can apply itself, so it returns fewer candidates to throw away; the predicate still checks
-every condition, so the answer is the same with or without it.
+the store returns, and the retrieval loop
+(:func:`~vancetope_rag.domain.retrieval.ranking.collect_hits`) over-fetches while the filter leaves
+``topK`` unfilled. :func:`pushdown` picks out the part a store can apply itself, so it returns fewer
+candidates to throw away; the predicate still checks every condition, so the answer is the same with
+or without it.
 
 The operators and their meaning are LlamaIndex's (``FilterOperator``, as its reference
 ``SimpleVectorStore`` applies them), with three differences a caller should know:

@@ -5,7 +5,8 @@ This is what lets the package's chunks be used with LlamaIndex's own machinery
 inside the RAG's tenant and project. Nodes come back with their source document as
 ``ref_doc_id``; a query honours ``doc_ids``, ``node_ids`` and metadata filters with
 LlamaIndex's operators on the chunk fields and on each chunk's own metadata (the shared
-post-filter of :mod:`vancetope_rag.domain.metadata_filters`, with over-fetch, on every store).
+post-filter of :mod:`vancetope_rag.domain.retrieval.metadata_filters`, with over-fetch, on every
+store).
 
 For a project's documents with ``minScore``, ``maxPerDocument``, hybrid ranking and the kill
 switch, use :meth:`RagApp.as_retriever <vancetope_rag.app.RagApp.as_retriever>` instead.
@@ -34,18 +35,18 @@ from llama_index.core.vector_stores.types import (
 )
 from pydantic import PrivateAttr
 
-from vancetope_rag.domain.metadata_filters import (
+from vancetope_rag.domain.records import Chunk, ChunkKind, Hit
+from vancetope_rag.domain.retrieval.metadata_filters import (
     HitPredicate,
     all_of,
     compile_filters,
     pushdown,
 )
-from vancetope_rag.domain.records import Chunk, ChunkKind, Hit
-from vancetope_rag.domain.retrieval import Candidates, Fetch, FusionParams, collect_hits
+from vancetope_rag.domain.retrieval.ranking import Candidates, Fetch, FusionParams, collect_hits
 from vancetope_rag.domain.texts import check_metadata
 from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.port import ChunkStore
-from vancetope_rag.store.types import ChunkFilter, RagScope
+from vancetope_rag.store.port.types import ChunkFilter, RagScope
 
 #: Node metadata keys that map to chunk columns.
 SOURCE_KEY = "sourceRef"

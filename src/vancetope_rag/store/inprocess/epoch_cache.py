@@ -1,6 +1,7 @@
-"""What both in-process indexes of the SQLite store (:mod:`.sqlite.vector_cache`, the
-vectors; :mod:`.sqlite.bm25_index`, the BM25 postings) do alike: hold one entry per RAG at an
-epoch, absorb this process's writes, and tell a reader which entry answers it.
+"""What both in-process indexes (:mod:`.inprocess.vector_cache`, the vectors;
+:mod:`.inprocess.bm25_index`, the BM25 postings) do alike, whichever store feeds them: hold
+one entry per RAG at an epoch, absorb this process's writes, and tell a reader which entry
+answers it.
 
 Coherence: every chunk write bumps the RAG's epoch (a counter of its chunk writes) in the same
 transaction. A reader reads the epoch in its snapshot and is answered by the entry at that

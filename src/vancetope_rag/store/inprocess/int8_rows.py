@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from vancetope_rag.background import SerialWorker
-from vancetope_rag.store.sqlite.scan_kernels import (
+from vancetope_rag.store.inprocess.background import SerialWorker
+from vancetope_rag.store.inprocess.scan_kernels import (
     FLOAT32,
     INT_MM,
     PACKED,

@@ -22,7 +22,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from vancetope_rag.domain.settings import SETTINGS
+from vancetope_rag.domain.settings.registry import SETTINGS
 from vancetope_rag.errors import ExtractionError, ExtractorUnavailableError
 from vancetope_rag.extraction.records import ExtractionRecord, config_fingerprint, file_hash
 from vancetope_rag.extraction.registry import (
@@ -43,7 +43,7 @@ from vancetope_rag.extraction.vision import VisionDefaults, scan_ocr_config
 from vancetope_rag.secrets import error_text, register_secret
 from vancetope_rag.services.providers import Endpoint, ProviderCircuits
 from vancetope_rag.services.settings import SettingsService
-from vancetope_rag.store.shared import content_hash
+from vancetope_rag.store.port.shared import content_hash
 
 __all__ = ["ExtractionPlan", "ExtractionService", "FileExtraction", "vision_circuits"]
 

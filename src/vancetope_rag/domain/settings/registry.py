@@ -4,7 +4,7 @@ masking for display.
 
 Pure rules, no I/O. Settings live at two scopes, tenant and project; the innermost scope that
 has a value wins, else the spec default. ``rag.autoInject.enabled`` has an extra rule on top
-(:mod:`vancetope_rag.domain.cascade`).
+(:mod:`vancetope_rag.domain.settings.cascade`).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from urllib.parse import urlsplit
 
 from vancetope_rag.domain import limits
 from vancetope_rag.domain.bridge import BRIDGE_SETTINGS
-from vancetope_rag.domain.calibration import parse_min_score
-from vancetope_rag.domain.cascade import parse_auto_inject
-from vancetope_rag.domain.relevance import RELEVANCE_AUTO, parse_relevance_cut
-from vancetope_rag.domain.setting_kinds import SettingKind, SettingSpec
+from vancetope_rag.domain.retrieval.calibration import parse_min_score
+from vancetope_rag.domain.retrieval.relevance import RELEVANCE_AUTO, parse_relevance_cut
+from vancetope_rag.domain.settings.cascade import parse_auto_inject
+from vancetope_rag.domain.settings.extraction import EXTRACT_SETTINGS
+from vancetope_rag.domain.settings.kinds import SettingKind, SettingSpec
 from vancetope_rag.errors import InvalidInputError, SettingError
-from vancetope_rag.extraction.settings import EXTRACT_SETTINGS
 
 __all__ = [
     "EMBEDDING_GROUP",
@@ -465,7 +465,7 @@ def resolve_setting(key: str, project_value: object = None, tenant_value: object
     ``None`` means "not set at this scope" (spec §4.5 reads ``null`` as "no enforcement at
     this scope"), so a project cannot null out a tenant value; it can only override it with
     another value. For ``rag.autoInject.enabled`` the result may be ``AUTO``, which still has
-    to go through :func:`~vancetope_rag.domain.cascade.resolve_auto_inject`:
+    to go through :func:`~vancetope_rag.domain.settings.cascade.resolve_auto_inject`:
     ``resolve_auto_inject(r, p, t)`` equals
     ``resolve_auto_inject(r, resolve_setting(key, p, t), None)``.
 

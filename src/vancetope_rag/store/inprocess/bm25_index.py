@@ -12,7 +12,7 @@ reads from FTS5's tables (:meth:`.sqlite.fts.SqliteLexical._stats`) and gives ``
 ranking from here equals the FTS5 path's ranking of the same query, row for row and score for
 score (tested on random corpora, and after every write of an interleaving), whichever answers.
 
-Coherence is the vector cache's (:mod:`.sqlite.epoch_cache`). Writes of this process do not
+Coherence is the vector cache's (:mod:`.inprocess.epoch_cache`). Writes of this process do not
 make an entry stale: the chunk store hands each committed write's delta to
 :meth:`LexicalCache.apply`, which advances the entry to the new epoch (rows removed masked,
 rows added tokenized into the delta segment). Writes of another process only move the
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from vancetope_rag.background import SerialWorker
-from vancetope_rag.store.sqlite.bm25_postings import (
+from vancetope_rag.store.inprocess.background import SerialWorker
+from vancetope_rag.store.inprocess.bm25 import (
     CollectionStats,
     FloatArray,
     IntArray,
@@ -51,7 +51,7 @@ from vancetope_rag.store.sqlite.bm25_postings import (
     postings_of,
     rank,
 )
-from vancetope_rag.store.sqlite.epoch_cache import EpochCache, Key
+from vancetope_rag.store.inprocess.epoch_cache import EpochCache, Key
 
 __all__ = ["CollectionStats", "LexicalCache"]
 
