@@ -93,6 +93,7 @@ class VisionServer:
         settings: dict[str, Any] = {
             "engine": "vision",
             "vision_model": MODEL,
+            "frame_model": MODEL,
             "vision_base_url": self.base_url + "/",
             "api_key": KEY,
         }
