@@ -94,6 +94,20 @@ def test_no_prune_keeps_documents_of_gone_files(run, folder: Path) -> None:
     assert "0 deleted" in out and "documents/dogs.md" in listed(run)
 
 
+def test_documents_list_shows_the_id_files_visualize_takes(run, folder: Path) -> None:
+    run("import", str(folder))
+    [cats] = [
+        d
+        for d in json.loads(run("documents", "list", "--json").stdout)["documents"]
+        if d["path"] == "documents/cats.md"
+    ]
+    assert cats["id"]
+    [line] = [x for x in run("documents", "list").stdout.splitlines() if "cats.md" in x]
+    assert line.split("\t")[:3] == ["documents/cats.md", "pending (queued)", cats["id"]]
+    seen = json.loads(run("files", "visualize", "--document-id", cats["id"], "--json").stdout)
+    assert "Cats purr when they are content." in "".join(s["text"] for s in seen["sections"])
+
+
 def test_documents_list_by_state_and_delete(run, folder: Path) -> None:
     (folder / "scan.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
     run("import", str(folder))

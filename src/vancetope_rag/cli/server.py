@@ -3,8 +3,10 @@ credentials (``token``, ``proxy-key``)."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -52,7 +54,9 @@ def serve_cmd(c: Ctx, host: str, port: int, with_indexer: bool) -> None:
     with errors_to_exit():
         app = c.app
         api = create_api(app)
-        if with_indexer:
+    listener = _listen(host, port)  # before the indexer starts and anything says "serving"
+    if with_indexer:
+        with errors_to_exit():
             app.scheduler.start()
     indexer = "off"
     if with_indexer:
@@ -68,7 +72,35 @@ def serve_cmd(c: Ctx, host: str, port: int, with_indexer: bool) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: None)
     # Our own access log leaves out query strings (the UI accepts ?token=); uvicorn's would not.
-    uvicorn.run(api, host=host, port=port, access_log=False, log_config=None)
+    config = uvicorn.Config(api, host=host, port=port, access_log=False, log_config=None)
+    uvicorn.Server(config).run(sockets=[listener])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port``, or exit 1 naming why not (the port taken, the
+    address not this machine's): bound before the server says it serves."""
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    sock: socket.socket | None = None
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        if sock is not None:
+            sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            why = "the port is in use by another process: stop it or pass another --port"
+        elif exc.errno == errno.EADDRNOTAVAIL:
+            why = "the address is not one of this machine's: check --host"
+        elif exc.errno == errno.EACCES:
+            why = "permission denied (ports below 1024 need privileges): pass another --port"
+        else:
+            why = exc.strerror or str(exc)
+        fail(f"cannot listen on {shown}: {why}")
+    return sock
 
 
 def _warn_plain_http(host: str) -> None:
@@ -144,7 +176,9 @@ def proxy_cmd(
         config = ProxyConfig(**{k: v for k, v in given.items() if v is not None})
         app = c.app
         proxy = create_proxy(app, config)
-        if with_indexer:
+    listener = _listen(host, port)  # before the indexer starts and anything says "proxying"
+    if with_indexer:
+        with errors_to_exit():
             app.scheduler.start()
     shown = f"[{host}]" if ":" in host else host
     click.echo(
@@ -158,7 +192,8 @@ def proxy_cmd(
     access = logging.getLogger("vancetope_rag.access")
     if access.getEffectiveLevel() > logging.INFO:
         access.setLevel(logging.INFO)
-    uvicorn.run(proxy, host=host, port=port, access_log=False, log_config=None)
+    served = uvicorn.Config(proxy, host=host, port=port, access_log=False, log_config=None)
+    uvicorn.Server(served).run(sockets=[listener])
 
 
 def _grant_options(command: Callable[..., None]) -> Callable[..., None]:
