@@ -165,20 +165,7 @@ class ShadowIndexer:
     def _pause(self, item: RebuildItem, worker_id: str, result: BatchResult) -> None:
         """Give the item back without spending an attempt: its provider is down."""
         result.paused += 1
-        assert item.claim_token is not None
-        try:
-            self.rebuild_store.release_item(
-                item.migration_id,
-                item.document_id,
-                worker_id,
-                item.claim_token,
-                error=item.last_error or "",
-                retry_delay_s=0.0,
-                max_attempts=self.config.max_attempts,
-                count_attempt=False,
-            )
-        except Exception:  # the lease TTL recovers it
-            log.exception("could not release the rebuild claim on %s", item.document_id)
+        self._release(item, worker_id, item.last_error or "", self.config.max_attempts, False)
 
     def _fail_unreadable(
         self, item: RebuildItem, doc: Document, worker_id: str, error: str, result: BatchResult
@@ -187,6 +174,12 @@ class ShadowIndexer:
         with the new model cures (the rebuild's failure ratio leaves it out)."""
         result.failed += 1
         result.errors[doc.id] = error
+        self._release(item, worker_id, error, 1, True)
+
+    def _release(
+        self, item: RebuildItem, worker_id: str, error: str, max_attempts: int, count: bool
+    ) -> None:
+        """Give the item back at once (failed for good once ``max_attempts`` are spent)."""
         assert item.claim_token is not None
         try:
             self.rebuild_store.release_item(
@@ -196,10 +189,11 @@ class ShadowIndexer:
                 item.claim_token,
                 error=error,
                 retry_delay_s=0.0,
-                max_attempts=1,
+                max_attempts=max_attempts,
+                count_attempt=count,
             )
         except Exception:  # the lease TTL recovers it
-            log.exception("could not release the rebuild claim on %s", doc.id)
+            log.exception("could not release the rebuild claim on %s", item.document_id)
 
     def _fail(
         self,
