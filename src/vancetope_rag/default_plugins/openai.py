@@ -125,6 +125,8 @@ class OpenAIProvider:
     """OpenAI or any OpenAI-compatible endpoint (Ollama, TEI, vLLM, OpenRouter) via baseUrl."""
 
     name = "openai"
+    #: ``ai.embedding.apiKey`` is required (status says so before any call is made).
+    needs_api_key = True
 
     def default_model(self) -> str:
         return "text-embedding-3-small"

@@ -248,9 +248,8 @@ class ProjectRagService:
         attention_count, attention = self.control.needs_attention(
             tenant_id, project_id, limit=ATTENTION_SHOWN
         )
-        configured = self.embeddings.label(
-            self.settings.snapshot(tenant_id, project_id).embedding()
-        )
+        embedding = self.settings.snapshot(tenant_id, project_id).embedding()
+        configured = self.embeddings.label(embedding)
         status = RagStatus(
             exists=False,
             documents=counts,
@@ -262,7 +261,7 @@ class ProjectRagService:
             indexer=self.indexer_status(tenant_id, project_id, counts),
         )
         if rag is None:
-            return status
+            return dataclasses.replace(status, no_rag_reason=self.embeddings.problem(embedding))
         return dataclasses.replace(
             status,
             exists=True,
