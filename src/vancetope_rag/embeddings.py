@@ -327,6 +327,13 @@ class EmbeddingRegistry(ProviderTable[EmbeddingProvider, LoadedModel]):
             return missing_api_key(settings)
         return None
 
+    def chooses_model(self, provider_name: str) -> bool:
+        """Whether the provider's model is one chosen by name from a remote service (the
+        providers that need an API key), which the legacy ``RAG_EMBEDDING_MODEL`` can name;
+        an in-process provider makes its own model."""
+        provider = self._providers.get(provider_name)
+        return bool(getattr(provider, "needs_api_key", False))
+
     def check_model(self, provider_name: str, model: str) -> None:
         """Refuse a model the provider says it does not make, when it can tell without a
         call (a provider with a ``check_model(model)`` method); others accept any name.

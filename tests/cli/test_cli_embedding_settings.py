@@ -101,3 +101,35 @@ def test_status_says_why_there_is_no_rag_and_how_to_fix_it(run: Run, tmp_path: P
     assert "ai.embedding.apiKey" in data["noRagReason"] and "placeholder" in data["noRagReason"]
     run("settings", "set", "ai.embedding.apiKey", "placeholder", "--scope", "tenant")
     assert json.loads(run("status", "--json").output)["noRagReason"] is None
+
+
+def test_the_legacy_rag_embedding_model_is_the_final_fallback(tmp_path: Path) -> None:
+    """Second specification: RAG_EMBEDDING_MODEL "is only used as a final fallback when no
+    native provider selection exists yet": the model of a provider that needs one when
+    ai.embedding.model is set at no scope, shown with that source."""
+    import json
+
+    store = f"sqlite:///{tmp_path / 'rag.db'}"
+    env = {"RAG_EMBEDDING_MODEL": "legacy-embed"}
+
+    def run(*args: str) -> Result:
+        result = CliRunner().invoke(
+            cli, ["--store", store, "--tenant", T, "--project", P, *args], env=env
+        )
+        assert result.exit_code == 0, result.output + result.stderr
+        return result
+
+    shown = run("settings", "get", "ai.embedding.model").output
+    assert "null (default)" in shown  # the embedded provider makes one model: not its model
+    run("settings", "set", "ai.embedding.provider", "openai", "--scope", "tenant")
+    run("settings", "set", "ai.embedding.apiKey", "placeholder", "--scope", "tenant")
+    shown = run("settings", "get", "ai.embedding.model").output
+    assert shown.strip() == 'ai.embedding.model = "legacy-embed" (RAG_EMBEDDING_MODEL)'
+    data = json.loads(run("settings", "get", "ai.embedding.model", "--json").output)
+    assert data["ai.embedding.model"] == {"value": "legacy-embed", "source": "RAG_EMBEDDING_MODEL"}
+    status = json.loads(run("status", "--json").output)
+    assert status["configuredModel"] == "openai:legacy-embed"
+    run("settings", "set", "ai.embedding.model", "native-embed", "--scope", "tenant")
+    assert "native-embed" in run("settings", "get", "ai.embedding.model").output
+    status = json.loads(run("status", "--json").output)
+    assert status["configuredModel"] == "openai:native-embed"  # a native selection wins
