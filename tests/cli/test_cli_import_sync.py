@@ -122,3 +122,33 @@ def test_documents_list_by_state_and_delete(run, folder: Path) -> None:
     assert set(listed(run)) == {"documents/dogs.md", "documents/owls.md"}
     bad = run("documents", "delete", "/etc/passwd", code=1)
     assert "relative to the project" in bad.stderr
+
+
+def test_a_scan_queued_after_a_new_read_drops_its_old_error(run, folder: Path) -> None:
+    """A scan failed ("no text layer"); with a vision model configured the next import reads
+    it and queues it: until the indexer takes it, documents list showed the old error."""
+    import filemakers as fm
+    from vision_server import KEY, MODEL, serve_vision
+
+    (folder / "scan.png").write_bytes(fm.text_image("GLACIER SURVEY"))
+    run("import", str(folder))
+    run("index", code=1)  # the scan failed
+    failed = run("documents", "list", "--state", "failed").stdout
+    assert "documents/scan.png" in failed and "no text layer" in failed
+    with serve_vision() as vision:
+        for key, value in {
+            "rag.extract.ocr": "vision",
+            "rag.extract.vision.model": MODEL,
+            "rag.extract.vision.baseUrl": vision.base_url,
+            "rag.extract.vision.apiKey": KEY,
+        }.items():
+            run("settings", "set", key, value, "--scope", "tenant")
+        run("import", str(folder))
+    data = json.loads(run("documents", "list", "--json").stdout)
+    [scan] = [d for d in data["documents"] if d["path"] == "documents/scan.png"]
+    assert scan["queued"] is True
+    assert scan["error"] is None and scan["extractionError"] is None, json.dumps(scan)
+    [line] = [x for x in run("documents", "list").stdout.splitlines() if "scan.png" in x]
+    assert "no text layer" not in line and "(queued)" in line
+    run("index")
+    assert "documents/scan.png" not in run("documents", "list", "--state", "failed").stdout
