@@ -100,6 +100,17 @@ class VisionServer:
         return OcrConfig(**{**settings, **overrides})
 
 
+def vision_settings(server: VisionServer, **more: str) -> dict[str, str]:
+    """The tenant settings that read scans (and describe video frames) with ``server``."""
+    return {
+        "rag.extract.ocr": "vision",
+        "rag.extract.vision.model": MODEL,
+        "rag.extract.vision.baseUrl": server.base_url,
+        "rag.extract.vision.apiKey": KEY,
+        **more,
+    }
+
+
 @contextlib.contextmanager
 def serve_vision() -> Iterator[VisionServer]:
     """A :class:`VisionServer` on a free port of 127.0.0.1 while the block runs; the

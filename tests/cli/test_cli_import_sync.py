@@ -128,7 +128,7 @@ def test_a_scan_queued_after_a_new_read_drops_its_old_error(run, folder: Path) -
     """A scan failed ("no text layer"); with a vision model configured the next import reads
     it and queues it: until the indexer takes it, documents list showed the old error."""
     import filemakers as fm
-    from vision_server import KEY, MODEL, serve_vision
+    from vision_server import serve_vision, vision_settings
 
     (folder / "scan.png").write_bytes(fm.text_image("GLACIER SURVEY"))
     run("import", str(folder))
@@ -136,12 +136,7 @@ def test_a_scan_queued_after_a_new_read_drops_its_old_error(run, folder: Path) -
     failed = run("documents", "list", "--state", "failed").stdout
     assert "documents/scan.png" in failed and "no text layer" in failed
     with serve_vision() as vision:
-        for key, value in {
-            "rag.extract.ocr": "vision",
-            "rag.extract.vision.model": MODEL,
-            "rag.extract.vision.baseUrl": vision.base_url,
-            "rag.extract.vision.apiKey": KEY,
-        }.items():
+        for key, value in vision_settings(vision).items():
             run("settings", "set", key, value, "--scope", "tenant")
         run("import", str(folder))
     data = json.loads(run("documents", "list", "--json").stdout)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from media_makers import needs_ffmpeg, video
-from vision_server import KEY, MODEL, VisionServer, serve_vision
+from vision_server import KEY, MODEL, VisionServer, serve_vision, vision_settings
 
 
 @pytest.fixture
@@ -52,14 +52,9 @@ def test_an_import_sends_frames_to_the_vision_model_not_the_ocr_model(
     files = tmp_path / "files"
     video(files, "harbour.mkv", seconds=30, subtitles=[(1.0, 4.0, "Ferries leave at dawn")])
     (files / "harbour.mkv.srt").unlink()
-    for key, value in {
-        "ai.embedding.provider": "hashing",
-        "rag.extract.ocr": "vision",
-        "rag.extract.vision.model": MODEL,
-        "rag.extract.vision.ocrModel": "ocr-scans",
-        "rag.extract.vision.baseUrl": vision.base_url,
-        "rag.extract.vision.apiKey": KEY,
-    }.items():
+    settings = vision_settings(vision, **{"rag.extract.vision.ocrModel": "ocr-scans"})
+    run("settings", "set", "ai.embedding.provider", "hashing", "--scope", "tenant")
+    for key, value in settings.items():
         run("settings", "set", key, value, "--scope", "tenant")
     assert json.loads(run("import", str(files), "--json").stdout)["visionFrames"] == 3
     assert [r["model"] for r in vision.requests] == [MODEL] * 3
