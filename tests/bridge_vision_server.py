@@ -29,6 +29,7 @@ class VisionServer:
     status: int = 200
     images: list[int] = field(default_factory=list)  # the width of each image received
     auth: set[str | None] = field(default_factory=set)
+    models: list[str] = field(default_factory=list)  # the model each call asked for
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -47,6 +48,7 @@ class VisionServer:
         with Image.open(io.BytesIO(png)) as image, self.lock:
             self.images.append(image.size[0])
             self.auth.add(headers.get("Authorization"))
+            self.models.append(str(request.get("model")))
             number = len(self.images)
         text = f"{SEEN} (image {number}, {image.size[0]}px wide)"
         reply = {"choices": [{"message": {"role": "assistant", "content": text}}]}

@@ -93,10 +93,22 @@ class VisionServer:
         settings: dict[str, Any] = {
             "engine": "vision",
             "vision_model": MODEL,
+            "frame_model": MODEL,
             "vision_base_url": self.base_url + "/",
             "api_key": KEY,
         }
         return OcrConfig(**{**settings, **overrides})
+
+
+def vision_settings(server: VisionServer, **more: str) -> dict[str, str]:
+    """The tenant settings that read scans (and describe video frames) with ``server``."""
+    return {
+        "rag.extract.ocr": "vision",
+        "rag.extract.vision.model": MODEL,
+        "rag.extract.vision.baseUrl": server.base_url,
+        "rag.extract.vision.apiKey": KEY,
+        **more,
+    }
 
 
 @contextlib.contextmanager

@@ -149,7 +149,12 @@ class RagApp:
         )
         metrics = Metrics(state_ttl_s=config.metrics_state_ttl_s)
         control, chunks = store.control, store.chunks
-        settings = SettingsService(control=control, providers=embeddings, rerankers=rerankers)
+        settings = SettingsService(
+            control=control,
+            providers=embeddings,
+            rerankers=rerankers,
+            legacy_model=config.rag_embedding_model,
+        )
         rags = RagService(
             control=control,
             chunks=chunks,

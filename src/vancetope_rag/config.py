@@ -335,6 +335,13 @@ class EngineConfig(BaseSettings):
         description="Vision model for tenants and projects that leave "
         "rag.extract.vision.model empty.",
     )
+    rag_embedding_model: str | None = Field(
+        default=None,
+        validation_alias=_env("VANCETOPE_RAG_EMBEDDING_MODEL", "RAG_EMBEDDING_MODEL"),
+        description="Legacy: the embedding model of a provider that needs one (openai, "
+        "gemini) when ai.embedding.model is set at no scope; a final fallback beneath the "
+        "cascade, shown as such by `settings get`.",
+    )
     extract_retry_s: float = Field(
         default=60.0,
         ge=0,

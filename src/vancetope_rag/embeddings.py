@@ -135,14 +135,22 @@ class EmbeddingProvider(Protocol):
 # -- helpers for providers ----------------------------------------------------------------
 
 
+def missing_api_key(settings: EmbeddingSettings) -> str | None:
+    """What to do when the settings hold no API key (None: they hold one)."""
+    if settings.api_key and settings.api_key.strip():
+        return None
+    return (
+        f"ai.embedding.apiKey is required for provider {settings.provider!r} "
+        "(for keyless OpenAI-compatible servers such as Ollama or TEI set any placeholder); "
+        "set it with: vancetope-rag settings set ai.embedding.apiKey <key>"
+    )
+
+
 def require_api_key(settings: EmbeddingSettings) -> str:
     """The settings' API key, or an :class:`EmbeddingConfigError` that says how to set one."""
-    if not settings.api_key or not settings.api_key.strip():
-        raise EmbeddingConfigError(
-            f"ai.embedding.apiKey is required for provider {settings.provider!r} "
-            "(for keyless OpenAI-compatible servers such as Ollama or TEI set any placeholder); "
-            "set it with: vancetope-rag settings set ai.embedding.apiKey <key>"
-        )
+    missing = missing_api_key(settings)
+    if missing is not None or settings.api_key is None:
+        raise EmbeddingConfigError(missing or "")
     return settings.api_key
 
 
@@ -304,6 +312,27 @@ class EmbeddingRegistry(ProviderTable[EmbeddingProvider, LoadedModel]):
             return None
         model = settings.model or self._providers[settings.provider].default_model()
         return f"{settings.provider}:{model}"
+
+    def problem(self, settings: EmbeddingSettings) -> str | None:
+        """Why these settings cannot make a model, told without loading it or calling out
+        (an unknown provider, a key its provider needs and that is not set), with the fix;
+        None when nothing is wrong that can be seen so."""
+        if not settings.enabled:
+            return None
+        if settings.provider not in self._providers:
+            return f"unknown embedding provider {settings.provider!r}; available: " + ", ".join(
+                self.names()
+            )
+        if getattr(self._providers[settings.provider], "needs_api_key", False):
+            return missing_api_key(settings)
+        return None
+
+    def chooses_model(self, provider_name: str) -> bool:
+        """Whether the provider's model is one chosen by name from a remote service (the
+        providers that need an API key), which the legacy ``RAG_EMBEDDING_MODEL`` can name;
+        an in-process provider makes its own model."""
+        provider = self._providers.get(provider_name)
+        return bool(getattr(provider, "needs_api_key", False))
 
     def check_model(self, provider_name: str, model: str) -> None:
         """Refuse a model the provider says it does not make, when it can tell without a

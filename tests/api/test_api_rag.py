@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from api_support import API_KEY, POISON, ApiAppFactory, bearer, make_token
@@ -57,6 +58,7 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
         "providerCircuit",
         "profileNote",
         "minScoreAuto",
+        "noRagReason",
     }
     assert data["configuredModel"] == "hashing:hashing-256"  # what a rebuild builds onto
     assert data["truncatedDocuments"] == 0
@@ -92,6 +94,20 @@ def test_status_without_default_rag(make_api_app: ApiAppFactory) -> None:
     with TestClient(create_api(app)) as c:
         data = c.get(f"{BASE}/rag/status", headers=bearer()).json()
     assert data["exists"] is False and data["ragId"] is None and data["chunkCount"] == 0
+
+
+def test_status_says_why_there_is_no_rag(make_app: Any) -> None:
+    """openai without ai.embedding.apiKey: REST status (and the UI, which shows it) gives
+    the reason and the fix, where it said only that the RAG is absent."""
+    from api_support import SECRET
+
+    app = make_app(provider="openai", config={"jwt_secret": SECRET})
+    app.bring(T, "p1")
+    with TestClient(create_api(app)) as c:
+        data = c.get(f"{BASE}/rag/status", headers=bearer()).json()
+    assert data["exists"] is False
+    assert "ai.embedding.apiKey is required" in data["noRagReason"]
+    assert "placeholder" in data["noRagReason"]
 
 
 def test_reindex_queues_every_eligible_document(client: TestClient, api_app: RagApp) -> None:

@@ -438,3 +438,15 @@ def test_the_status_card_says_when_no_indexer_runs(page: sync_api.Page, ui_app: 
     page.reload()
     expect(page.locator("#rag-indexer")).to_be_hidden()
     expect(page.locator("#indexer-workers")).to_contain_text("node-a:1f (9.9, last tick")
+
+
+def test_an_absent_rag_says_why_and_how_to_fix_it(page: sync_api.Page, ui_app: RagApp) -> None:
+    """openai without ai.embedding.apiKey: the page said only "absent (created on the next
+    reindex or project start)", which no reindex would do; it shows the reason and the fix."""
+    expect = sync_api.expect
+    ui_app.project_rags.dispose_default_rag(T, "p1")
+    ui_app.settings.set(T, None, "ai.embedding.provider", "openai")
+    page.goto(f"/ui/t1/p1?token={make_token()}")
+    absent = page.locator("#rag-exists")
+    expect(absent).to_contain_text("absent: ai.embedding.apiKey is required")
+    expect(absent).to_contain_text("any placeholder")

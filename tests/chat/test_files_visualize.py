@@ -538,6 +538,23 @@ def test_video_frames_follow_max_frames_up_to_its_hard_cap(
     assert vision.calls == 6 + 12 and capped["vision"]["frames"] == 12
 
 
+@needs_ffmpeg
+def test_video_frames_go_to_the_vision_model_and_scans_to_the_ocr_model(
+    app: RagApp, workspace: Path, clip: bytes, vision: VisionServer
+) -> None:
+    """The dedicated OCR model reads receipts and scans only (second specification): a
+    video's frames are described by the RAG's vision model, and the answer names it."""
+    use_vision(app, vision)
+    app.settings.set(T, None, "rag.extract.vision.ocrModel", "ocr-scans")
+    write(workspace, "clips/harbour.mkv", clip)
+    body = ok(app, filePath="clips/harbour.mkv")
+    assert body["vision"]["frames"] == 6 and body["vision"]["model"] == MODEL
+    assert set(vision.models) == {MODEL}
+    write(workspace, "scan.pdf", fm.scanned_pdf("ONE"))
+    scan = ok(app, filePath="scan.pdf")
+    assert scan["vision"]["model"] == "ocr-scans" and vision.models[-1] == "ocr-scans"
+
+
 def _without(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, app: RagApp) -> ExtractionSandbox:
     """No program on the PATH of this process and of a sandbox whose workers start now."""
     (tmp_path / "empty-bin").mkdir(exist_ok=True)

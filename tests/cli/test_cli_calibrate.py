@@ -92,3 +92,22 @@ def test_query_and_context_take_the_relevance_cut(run, indexed: None) -> None:
     assert shown.isdisjoint(d["path"] for d in decision["dropped"])
     explained = run("context", question[0], "--explain")
     assert "dropped documents/" in explained.stderr and ": gap " in explained.stderr
+
+
+def test_a_dry_run_notes_no_explicit_number_when_none_is_set(run, tmp_path: Path) -> None:
+    """The dry run's own floor is what auto would mean: told apart from the stored one, it
+    is no "explicit number in the cascade" (none is set)."""
+    root = tmp_path / "chat"
+    root.mkdir()
+    for i, turn in enumerate(PROBE_TURNS[:MIN_CALIBRATION_CHUNKS]):  # chat like the probes'
+        (root / f"c{i:02}.md").write_text(turn)
+    run("settings", "set", "ai.embedding.provider", "hashing", "--scope", "tenant")
+    run("import", str(root))
+    run("index")  # calibrated here: the probes find themselves
+    gone = [f"documents/c{i:02}.md" for i in range(MIN_CALIBRATION_CHUNKS // 2)]
+    run("documents", "delete", *gone)  # the RAG shrinks: its floor moves
+    shown = json.loads(run("calibrate", "--dry-run", "--json").stdout)
+    assert shown["minScore"] != shown["previousMinScore"]
+    assert shown["applied"] == shown["minScore"]
+    text = run("calibrate", "--dry-run").stdout
+    assert "explicit number" not in text and "wins over auto" not in text

@@ -79,3 +79,57 @@ def test_a_project_that_sets_another_provider_gets_its_defaults_not_the_tenants_
     app.settings.set(T, "p2", "ai.embedding.provider", "openai")
     other = app.settings.snapshot(T, "p2").embedding()
     assert (other.model, other.api_key) == ("multilingual-e5-small", "tenant-openai-key-1")
+
+
+def test_status_says_why_there_is_no_rag_and_how_to_fix_it(run: Run, tmp_path: Path) -> None:
+    """An openai provider without ai.embedding.apiKey: the import warned once, and status
+    said only "no _documents RAG in this project"; it gives the reason and the fix."""
+    import json
+
+    run("settings", "set", "ai.embedding.provider", "openai", "--scope", "tenant")
+    run("settings", "set", "ai.embedding.baseUrl", "http://127.0.0.1:9/v1", "--scope", "tenant")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("alpha")
+    run("import", str(folder))
+    shown = run("status")
+    assert shown.exit_code == 0, shown.output
+    [line] = [x for x in shown.output.splitlines() if x.startswith("no _documents RAG")]
+    assert "ai.embedding.apiKey is required" in line and "placeholder" in line
+    data = json.loads(run("status", "--json").output)
+    assert data["exists"] is False
+    assert "ai.embedding.apiKey" in data["noRagReason"] and "placeholder" in data["noRagReason"]
+    run("settings", "set", "ai.embedding.apiKey", "placeholder", "--scope", "tenant")
+    assert json.loads(run("status", "--json").output)["noRagReason"] is None
+
+
+def test_the_legacy_rag_embedding_model_is_the_final_fallback(tmp_path: Path) -> None:
+    """Second specification: RAG_EMBEDDING_MODEL "is only used as a final fallback when no
+    native provider selection exists yet": the model of a provider that needs one when
+    ai.embedding.model is set at no scope, shown with that source."""
+    import json
+
+    store = f"sqlite:///{tmp_path / 'rag.db'}"
+    env = {"RAG_EMBEDDING_MODEL": "legacy-embed"}
+
+    def run(*args: str) -> Result:
+        result = CliRunner().invoke(
+            cli, ["--store", store, "--tenant", T, "--project", P, *args], env=env
+        )
+        assert result.exit_code == 0, result.output + result.stderr
+        return result
+
+    shown = run("settings", "get", "ai.embedding.model").output
+    assert "null (default)" in shown  # the embedded provider makes one model: not its model
+    run("settings", "set", "ai.embedding.provider", "openai", "--scope", "tenant")
+    run("settings", "set", "ai.embedding.apiKey", "placeholder", "--scope", "tenant")
+    shown = run("settings", "get", "ai.embedding.model").output
+    assert shown.strip() == 'ai.embedding.model = "legacy-embed" (RAG_EMBEDDING_MODEL)'
+    data = json.loads(run("settings", "get", "ai.embedding.model", "--json").output)
+    assert data["ai.embedding.model"] == {"value": "legacy-embed", "source": "RAG_EMBEDDING_MODEL"}
+    status = json.loads(run("status", "--json").output)
+    assert status["configuredModel"] == "openai:legacy-embed"
+    run("settings", "set", "ai.embedding.model", "native-embed", "--scope", "tenant")
+    assert "native-embed" in run("settings", "get", "ai.embedding.model").output
+    status = json.loads(run("status", "--json").output)
+    assert status["configuredModel"] == "openai:native-embed"  # a native selection wins

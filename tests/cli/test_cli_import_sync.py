@@ -94,6 +94,20 @@ def test_no_prune_keeps_documents_of_gone_files(run, folder: Path) -> None:
     assert "0 deleted" in out and "documents/dogs.md" in listed(run)
 
 
+def test_documents_list_shows_the_id_files_visualize_takes(run, folder: Path) -> None:
+    run("import", str(folder))
+    [cats] = [
+        d
+        for d in json.loads(run("documents", "list", "--json").stdout)["documents"]
+        if d["path"] == "documents/cats.md"
+    ]
+    assert cats["id"]
+    [line] = [x for x in run("documents", "list").stdout.splitlines() if "cats.md" in x]
+    assert line.split("\t")[:3] == ["documents/cats.md", "pending (queued)", cats["id"]]
+    seen = json.loads(run("files", "visualize", "--document-id", cats["id"], "--json").stdout)
+    assert "Cats purr when they are content." in "".join(s["text"] for s in seen["sections"])
+
+
 def test_documents_list_by_state_and_delete(run, folder: Path) -> None:
     (folder / "scan.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
     run("import", str(folder))
@@ -108,3 +122,28 @@ def test_documents_list_by_state_and_delete(run, folder: Path) -> None:
     assert set(listed(run)) == {"documents/dogs.md", "documents/owls.md"}
     bad = run("documents", "delete", "/etc/passwd", code=1)
     assert "relative to the project" in bad.stderr
+
+
+def test_a_scan_queued_after_a_new_read_drops_its_old_error(run, folder: Path) -> None:
+    """A scan failed ("no text layer"); with a vision model configured the next import reads
+    it and queues it: until the indexer takes it, documents list showed the old error."""
+    import filemakers as fm
+    from vision_server import serve_vision, vision_settings
+
+    (folder / "scan.png").write_bytes(fm.text_image("GLACIER SURVEY"))
+    run("import", str(folder))
+    run("index", code=1)  # the scan failed
+    failed = run("documents", "list", "--state", "failed").stdout
+    assert "documents/scan.png" in failed and "no text layer" in failed
+    with serve_vision() as vision:
+        for key, value in vision_settings(vision).items():
+            run("settings", "set", key, value, "--scope", "tenant")
+        run("import", str(folder))
+    data = json.loads(run("documents", "list", "--json").stdout)
+    [scan] = [d for d in data["documents"] if d["path"] == "documents/scan.png"]
+    assert scan["queued"] is True
+    assert scan["error"] is None and scan["extractionError"] is None, json.dumps(scan)
+    [line] = [x for x in run("documents", "list").stdout.splitlines() if "scan.png" in x]
+    assert "no text layer" not in line and "(queued)" in line
+    run("index")
+    assert "documents/scan.png" not in run("documents", "list", "--state", "failed").stdout

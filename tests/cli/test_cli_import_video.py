@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from media_makers import needs_ffmpeg, video
-from vision_server import KEY, MODEL, VisionServer, serve_vision
+from vision_server import KEY, MODEL, VisionServer, serve_vision, vision_settings
 
 
 @pytest.fixture
@@ -41,3 +41,20 @@ def test_import_counts_the_frames_the_vision_model_described(
     assert "1 updated" in shown  # vision turned on re-reads the video, and only it
     assert shown.rstrip().endswith("3 video frames described by the vision model")
     assert len(vision.requests) == 3 and KEY not in shown
+
+
+@needs_ffmpeg
+def test_an_import_sends_frames_to_the_vision_model_not_the_ocr_model(
+    run, tmp_path: Path, vision: VisionServer
+) -> None:
+    """The dedicated OCR model is for receipts and scans (second specification): a video's
+    frames go to the RAG's vision model even when one is chosen."""
+    files = tmp_path / "files"
+    video(files, "harbour.mkv", seconds=30, subtitles=[(1.0, 4.0, "Ferries leave at dawn")])
+    (files / "harbour.mkv.srt").unlink()
+    settings = vision_settings(vision, **{"rag.extract.vision.ocrModel": "ocr-scans"})
+    run("settings", "set", "ai.embedding.provider", "hashing", "--scope", "tenant")
+    for key, value in settings.items():
+        run("settings", "set", key, value, "--scope", "tenant")
+    assert json.loads(run("import", str(files), "--json").stdout)["visionFrames"] == 3
+    assert [r["model"] for r in vision.requests] == [MODEL] * 3

@@ -113,3 +113,30 @@ def test_serve_with_indexer_end_to_end(tmp_path: Path) -> None:
     assert proc.returncode == 0, err
     assert f"serving http://127.0.0.1:{port}" in err and "indexer on" in err
     assert SECRET not in out + err and token not in out + err
+
+
+@pytest.mark.parametrize("command", ["serve", "proxy"])
+def test_a_port_in_use_fails_at_once_with_the_reason_and_no_serving_line(
+    command: str, tmp_path: Path
+) -> None:
+    """Bind first: a taken port exits non-zero naming it, never after a "serving" line."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**os.environ, "VANCETOPE_RAG_JWT_SECRET": SECRET}
+        args = ["--store", f"sqlite:///{tmp_path / 'rag.db'}", command, "--port", str(port)]
+        if command == "proxy":
+            args += ["--upstream", "http://127.0.0.1:9/v1"]
+        code = "from vancetope_rag.cli import main; main()"
+        done = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode != 0, done.stderr
+    assert "serving" not in done.stderr and "proxying" not in done.stderr
+    assert f"127.0.0.1:{port}" in done.stderr and "in use" in done.stderr
+    assert "Errno" not in done.stderr and "Traceback" not in done.stderr

@@ -528,6 +528,17 @@ def test_dirty_again_after_failure_resets_attempts(
     assert doc_of(control, doc).index_last_error is None  # the next attempt's word counts
 
 
+def test_an_update_can_clear_the_last_error(control: ControlStore) -> None:
+    """New text (a new read of a scan that failed) drops the error of the text before."""
+    (doc,) = dirty_docs(control, 1)
+    control.claim_for_rag_index(TA, P, "w1", 1, TTL)
+    control.release_rag_claim(TA, P, doc.id, "w1", error="boom", retry_delay_s=5, max_attempts=1)
+    change = DocumentChange(content="read now", mark_dirty=True, index_last_error=None)
+    control.update_document(TA, P, doc.id, change)
+    d = doc_of(control, doc)
+    assert d.index_last_error is None and d.index_state is IndexState.PENDING and d.rag_dirty
+
+
 def test_document_state_counts(control: ControlStore) -> None:
     control.insert_document(new_doc("none.md"))
     pending, _processing, indexed, failed = dirty_docs(control, 4)

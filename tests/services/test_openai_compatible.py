@@ -114,7 +114,7 @@ def test_rejected_key_at_the_dimension_probe_holds_indexing_until_fixed(
         index_docs(app)
     assert app.project_rags.find_default_rag(T, P) is None
     assert {d.index_state.value for d in app.documents.list_documents(T, P)} == {"pending"}
-    assert "dimension probe of embedding model 'local-embedder'" in caplog.text
+    assert "model 'local-embedder'" in caplog.text and "refused the key" in caplog.text
     assert "401" in caplog.text and "ai.embedding.apiKey" in caplog.text
     status = json.dumps(app.project_rags.status(T, P).to_json())
     assert WRONG_KEY not in caplog.text + status
@@ -156,3 +156,37 @@ def test_a_pinned_rag_is_not_probed_again_by_a_new_process(
     server.down()  # a start while the server is down still loads the pinned model
     third = make_app(provider=None)
     assert third.scheduler.blocked(T, P) is None  # loadable: no probe stands in the way
+
+
+@pytest.mark.parametrize(
+    ("fault", "first_check"),
+    [
+        ("down", "could not reach the embedding server"),
+        ("key", "refused the key: check ai.embedding.apiKey"),
+    ],
+)
+def test_a_refused_rebuild_says_what_to_check_first(
+    make_app: Any, server: EmbeddingsServer, fault: str, first_check: str
+) -> None:
+    """The UI and the CLI show this message as the rebuild's refusal: it names what to check
+    first in words, the exception's class only at the end (it was "the input_type probe of
+    embedding model … failed: APIConnectionError …")."""
+    from vancetope_rag.errors import RagError
+
+    app = openai_app(make_app, server)
+    index_docs(app)
+    app.settings.set(T, None, "ai.embedding.model", "other-embedder")  # a new model: probed
+    if fault == "down":
+        import socket
+
+        with socket.socket() as s:  # a port nothing listens on
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        app.settings.set(T, None, "ai.embedding.baseUrl", f"http://127.0.0.1:{port}/v1")
+    else:
+        app.settings.set(T, None, "ai.embedding.apiKey", WRONG_KEY)
+    with pytest.raises(RagError) as refused:
+        app.project_rags.reindex(T, P, rebuild=True)
+    message = refused.value.message
+    assert first_check in message and "Error" not in message.split(first_check)[0]
+    assert "probe" not in message and WRONG_KEY not in message

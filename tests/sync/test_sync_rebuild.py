@@ -356,3 +356,33 @@ def test_a_rebuild_keeps_the_sections_of_files_and_their_failures(rapp: RagApp) 
     scan = rapp.documents.get_by_path(T, P, "documents/scan.png")
     assert scan is not None and scan.index_state.value == "failed"
     assert chunks(rapp, rag, scan.id) == []
+
+
+def test_unreadable_documents_count_as_failed_in_a_rebuild_as_in_indexing(
+    make_app: AppFactory, tmp_path: Any
+) -> None:
+    """A rebuild counted a document whose file could not be read as done ("completed, 4
+    done, 0 failed" beside "indexing: 3 done, 1 failed"): it is failed there as here, and,
+    being no failure of the new model, does not count against rag.rebuild.maxFailureRatio."""
+    app = make_app()
+    app.bring(T, P)
+    app.settings.set(T, None, "rag.rebuild.maxFailureRatio", 0.0)
+    folder = tmp_path / "files"
+    folder.mkdir()
+    for path, text in DOCS.items():
+        (folder / path.rsplit("/", 1)[-1]).write_text(text)
+    (folder / "scan.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")  # no text layer
+    app.importer.import_directory(T, P, folder)
+    app.scheduler.run_until_idle(timeout_s=10)
+    indexing = app.rebuilds.progress(T, P).indexing
+    assert (indexing.done, indexing.failed, indexing.pending) == (len(DOCS), 1, 0)
+
+    switch_model(app)
+    app.project_rags.reindex(T, P, rebuild=True)
+    app.scheduler.run_until_idle(timeout_s=10)
+    latest = app.rebuilds.progress(T, P)
+    assert latest.migration is not None
+    assert latest.migration.migration.state is RebuildState.COMPLETED
+    work = latest.migration.work
+    assert (work.done, work.failed, work.pending) == (len(DOCS), 1, 0)
+    assert (latest.indexing.done, latest.indexing.failed) == (len(DOCS), 1)

@@ -195,6 +195,12 @@ class StatusResponse(_Model):
     indexer: IndexerInfo | None = Field(
         default=None, description="the live indexer workers, and why nothing moves without"
     )
+    noRagReason: str | None = Field(
+        default=None,
+        description="why the project has no _documents RAG, with the fix (an embedding "
+        "setting that cannot make a model, e.g. ai.embedding.apiKey missing); null: it has "
+        "one, or nothing is known to hold it back",
+    )
 
 
 class ReindexResponse(_Model):

@@ -24,13 +24,15 @@ def documents_group() -> None:
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
 def documents_list(c: Ctx, state: str | None, prefix: str | None, as_json: bool) -> None:
-    """One line a document: path, index state, and why it failed or needs attention."""
+    """One line a document: path, index state, id (what `files visualize --document-id`
+    takes), and why it failed or needs attention."""
     with errors_to_exit():
         docs = c.app.documents.list_documents(c.tenant, c.project, path_prefix=prefix)
     if state is not None:
         docs = [d for d in docs if d.index_state.value == state]
     rows = [
         {
+            "id": d.id,
             "path": d.path,
             "state": d.index_state.value,
             "queued": d.rag_dirty,
@@ -44,7 +46,8 @@ def documents_list(c: Ctx, state: str | None, prefix: str | None, as_json: bool)
         emit({"total": len(rows), "documents": rows})
         return
     for row in rows:
-        line = f"{row['path']}\t{row['state']}{' (queued)' if row['queued'] else ''}"
+        queued = " (queued)" if row["queued"] else ""
+        line = f"{row['path']}\t{row['state']}{queued}\t{row['id']}"
         why = row["error"] or row["extractionError"]
         if why:
             line += f"\t{why}"

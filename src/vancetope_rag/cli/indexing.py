@@ -443,7 +443,8 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
         emit({**data, **extra})
         return
     if not status.exists:
-        click.echo("no _documents RAG in this project")
+        why = f": {status.no_rag_reason}" if status.no_rag_reason else ""
+        click.echo(f"no _documents RAG in this project{why}")
     else:
         click.echo(
             f"_documents {data['ragId']}: {data['embeddingProvider']}:{data['embeddingModel']}, "

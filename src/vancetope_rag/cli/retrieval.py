@@ -182,7 +182,10 @@ def calibrate_cmd(c: Ctx, rag_name: str, dry_run: bool, as_json: bool) -> None:
         rag = app.rags.get(c.tenant, c.project, rag_name)
         measure = app.calibrator.measure if dry_run else app.calibrator.calibrate
         calibration = measure(rag)
-        params = app.as_retriever(c.tenant, c.project, rag=rag.name).plan().params
+        retriever = app.as_retriever(c.tenant, c.project, rag=rag.name)
+        # the cascade's own value ("auto" or a number), not the plan's, which the stored
+        # calibration resolved already: a dry run's floor would read as an explicit number
+        params = retriever.params(app.settings.snapshot(c.tenant, c.project))
         applied = params.for_rag(replace(rag, calibration=calibration)).min_score
     probes = sorted(zip(calibration.scores, PROBE_TURNS, strict=True), reverse=True)
     data = {

@@ -3,8 +3,10 @@ credentials (``token``, ``proxy-key``)."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -50,13 +52,15 @@ def serve_cmd(c: Ctx, host: str, port: int, with_indexer: bool) -> None:
     with errors_to_exit():
         app = c.app
         api = create_api(app)
-        if with_indexer:
+    listener = _listen(host, port)  # before the indexer starts and anything says "serving"
+    if with_indexer:
+        with errors_to_exit():
             app.scheduler.start()
     indexer = "off"
     if with_indexer:
         indexer = "on" if app.scheduler.enabled else "off (RAG_INDEXER_ENABLED=false)"
     banner = f"serving {_base_url(host, port)} (UI: /ui/<tenant>/<project>); indexer {indexer}"
-    _run(uvicorn.run, api, host, port, banner, c.verbose)
+    _run(uvicorn, api, listener, host, port, banner, c.verbose)
 
 
 def _base_url(host: str, port: int) -> str:
@@ -64,12 +68,46 @@ def _base_url(host: str, port: int) -> str:
     return f"http://{shown}:{port}"
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port``, or exit 1 naming why not (the port taken, the
+    address not this machine's): bound before the server says it serves."""
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    sock: socket.socket | None = None
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        if sock is not None:
+            sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            why = "the port is in use by another process: stop it or pass another --port"
+        elif exc.errno == errno.EADDRNOTAVAIL:
+            why = "the address is not one of this machine's: check --host"
+        elif exc.errno == errno.EACCES:
+            why = "permission denied (ports below 1024 need privileges): pass another --port"
+        else:
+            why = exc.strerror or str(exc)
+        fail(f"cannot listen on {shown}: {why}")
+    return sock
+
+
 def _run(
-    serve: Callable[..., None], asgi: Any, host: str, port: int, banner: str, verbose: int
+    uvicorn: Any,
+    asgi: Any,
+    listener: socket.socket,
+    host: str,
+    port: int,
+    banner: str,
+    verbose: int,
 ) -> None:
     """Say what serves where (and warn of plain HTTP off loopback), then serve ``asgi`` with
-    ``serve`` (uvicorn's ``run``) until SIGINT/SIGTERM. The access lines are a server's
-    output, as a worker's ticks: INFO without ``-v`` as with it; ``-vv`` adds the probes'."""
+    ``uvicorn`` on ``listener`` (bound already, by :func:`_listen`) until SIGINT/SIGTERM.
+    The access lines are a server's output, as a worker's ticks: INFO without ``-v`` as
+    with it; ``-vv`` adds the probes'."""
     if verbose == 0:
         logging.getLogger("vancetope_rag.access").setLevel(logging.INFO)
     click.echo(banner, err=True)
@@ -84,7 +122,8 @@ def _run(
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: None)
     # Our own access log leaves out query strings (the UI accepts ?token=); uvicorn's would not.
-    serve(asgi, host=host, port=port, access_log=False, log_config=None)
+    config = uvicorn.Config(asgi, host=host, port=port, access_log=False, log_config=None)
+    uvicorn.Server(config).run(sockets=[listener])
 
 
 @cli.command("proxy")
@@ -152,10 +191,12 @@ def proxy_cmd(
         config = ProxyConfig(**{k: v for k, v in given.items() if v is not None})
         app = c.app
         proxy = create_proxy(app, config)
-        if with_indexer:
+    listener = _listen(host, port)  # before the indexer starts and anything says "proxying"
+    if with_indexer:
+        with errors_to_exit():
             app.scheduler.start()
     banner = f"proxying {_base_url(host, port)}/p/<project>/v1 -> {config.upstream}"
-    _run(uvicorn.run, proxy, host, port, banner, c.verbose)
+    _run(uvicorn, proxy, listener, host, port, banner, c.verbose)
 
 
 def _grant_options(command: Callable[..., None]) -> Callable[..., None]:

@@ -32,6 +32,8 @@ class GeminiProvider:
     """Gemini embeddings through LlamaIndex's ``GoogleGenAIEmbedding``; needs an API key."""
 
     name = "gemini"
+    #: ``ai.embedding.apiKey`` is required (status says so before any call is made).
+    needs_api_key = True
 
     def default_model(self) -> str:
         return DEFAULT_MODEL

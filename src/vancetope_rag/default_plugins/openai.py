@@ -86,28 +86,47 @@ def _takes_input_type(embed: BaseEmbedding, settings: EmbeddingSettings, key: st
     except (openai.BadRequestError, openai.UnprocessableEntityError):
         return False
     except Exception as exc:
-        raise _probe_failed("input_type probe", exc, settings, embed.model_name, key) from None
+        raise _probe_failed(exc, settings, embed.model_name, key) from None
     return any(abs(a - b) > 1e-6 for a, b in zip(query, document, strict=False))
 
 
 def _probe_failed(
-    what: str, exc: Exception, settings: EmbeddingSettings, model: str, key: str
+    exc: Exception, settings: EmbeddingSettings, model: str, key: str
 ) -> EmbeddingError:
-    """A probe's failure (rejected key, server down, unknown model) as an EmbeddingError —
-    a RagError the lifecycle and indexer report — whose message never holds the key (some
-    servers quote it back)."""
+    """A test call's failure (rejected key, server down, unknown model) as an EmbeddingError —
+    a RagError the lifecycle, the indexer, a refused rebuild and the UI show — that says what
+    to check first, the exception only at the end; it never holds the key (some servers
+    quote it back)."""
+    import openai
+
     detail = redact(f"{type(exc).__name__}: {exc}").replace(key, MASK)
     where = settings.base_url or "api.openai.com"
-    return EmbeddingError(
-        f"the {what} of embedding model {model!r} at {where} failed: {detail}; "
-        "check ai.embedding.apiKey, ai.embedding.baseUrl and ai.embedding.model"
-    )
+    if isinstance(exc, openai.APIConnectionError):  # refused, unresolved, timed out
+        first = (
+            f"could not reach the embedding server at {where}: check that it runs and that "
+            "ai.embedding.baseUrl is right"
+        )
+    elif isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+        first = f"the embedding server at {where} refused the key: check ai.embedding.apiKey"
+    elif isinstance(exc, openai.NotFoundError):
+        first = (
+            f"the embedding server at {where} does not know model {model!r}: check "
+            "ai.embedding.model (and ai.embedding.baseUrl)"
+        )
+    else:
+        first = (
+            f"the embedding server at {where} failed: check ai.embedding.baseUrl, "
+            "ai.embedding.model and ai.embedding.apiKey"
+        )
+    return EmbeddingError(f"{first} (a test call for embedding model {model!r}: {detail})")
 
 
 class OpenAIProvider:
     """OpenAI or any OpenAI-compatible endpoint (Ollama, TEI, vLLM, OpenRouter) via baseUrl."""
 
     name = "openai"
+    #: ``ai.embedding.apiKey`` is required (status says so before any call is made).
+    needs_api_key = True
 
     def default_model(self) -> str:
         return "text-embedding-3-small"
@@ -182,7 +201,7 @@ class OpenAIProvider:
         try:
             return len(embed.get_text_embedding("dimension probe"))
         except Exception as exc:  # the cause's message may quote the key: not chained
-            raise _probe_failed("dimension probe", exc, settings, model, key) from None
+            raise _probe_failed(exc, settings, model, key) from None
 
 
 # tryfirst: a third-party plugin registering the same name replaces the built-in.

@@ -250,6 +250,9 @@ class RagStatus:
     #: The live indexer workers of the project's node, and why nothing moves when
     #: documents wait without one (None: not looked up).
     indexer: IndexerStatus | None = None
+    #: Why the project has no ``_documents`` RAG, and the fix (an embedding setting that
+    #: cannot make a model); None when it has one or nothing is known to hold it back.
+    no_rag_reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -270,6 +273,7 @@ class RagStatus:
             "minScoreAuto": self._calibration_json(),
             "profileNote": self.profile_note,
             "indexer": self.indexer.to_json() if self.indexer else None,
+            "noRagReason": self.no_rag_reason,
         }
 
     def _calibration_json(self) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ Everything here is re-exported by :mod:`vancetope_rag.extraction.registry` (and 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -111,12 +112,16 @@ class OcrConfig:
     ``"vision"`` (an OpenAI-compatible chat-completions model that reads images).
     ``vision_model`` is the model vision calls use: the scan model for ``vision``, the
     fallback's for ``tesseract`` with ``fallback`` (pages Tesseract finds no text on go to
-    it). ``api_key`` is a secret: it is left out of :meth:`fingerprint` and of ``repr``.
+    it). ``frame_model`` describes a video's frames: the RAG's vision model, since the
+    dedicated OCR model reads receipts and scans only (second specification). ``api_key`` is
+    a secret: it is left out of :meth:`fingerprint` and of ``repr``.
     """
 
     engine: str
     language: str = limits.EXTRACT_OCR_LANGUAGE
     vision_model: str | None = None
+    #: The model that describes video frames (``vision`` only; None: frames are not described).
+    frame_model: str | None = None
     vision_base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     #: Pages (or images) of one document sent to the backend at most.
@@ -142,14 +147,23 @@ class OcrConfig:
     #: The setting that bounds ``max_pages``, named where it cut a file (the tool has its own).
     limit_setting: str = "rag.extract.vision.maxPages"
 
-    def fingerprint(self) -> str:
+    def for_frames(self) -> OcrConfig | None:
+        """This backend as it describes a video's frames (the frame model in the vision
+        model's place), or None when it describes none."""
+        if self.engine != "vision" or not self.frame_model:
+            return None
+        return dataclasses.replace(self, vision_model=self.frame_model)
+
+    def fingerprint(self, *, frames: bool = False) -> str:
         """What of the configuration changes an OCR result (the key excluded). A vision
-        model and URL count only where a vision call is made (``vision``, or the fallback)."""
+        model and URL count only where a vision call is made (``vision``, or the fallback);
+        for a file whose frames are described (``frames``: a video), the frame model."""
         uses_vision = self.engine == "vision" or self.fallback
+        model = self.frame_model if frames else self.vision_model
         parts = [
             self.engine,
             self.language,
-            (self.vision_model or "") if uses_vision else "",
+            (model or "") if uses_vision else "",
             (self.vision_base_url or "") if uses_vision else "",
             str(self.max_pages),
         ]

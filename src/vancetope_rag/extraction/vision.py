@@ -94,6 +94,8 @@ def scan_ocr_config(effective: Mapping[str, Any], defaults: VisionDefaults) -> O
         engine=engine,
         language=str(effective.get("rag.extract.ocrLanguage") or limits.EXTRACT_OCR_LANGUAGE),
         vision_model=choice.scan_model if vision else None,
+        # frames are no scans: the RAG's vision model describes them, never the OCR model
+        frame_model=choice.model if engine == "vision" else None,
         vision_base_url=choice.base_url if vision else None,
         api_key=choice.api_key if vision else None,
         max_pages=int(

@@ -243,6 +243,10 @@ class DocumentService:
             or (not isinstance(metadata, _Unset) and metadata != before.metadata)
             or (not isinstance(rag_enabled, _Unset) and rag_enabled != before.rag_enabled)
         )
+        # the last indexing error was about the text the document held: new text (a new
+        # read of a scan that failed) waits for its own attempt without it
+        new_text = not isinstance(content, _Unset) and content != before.content
+        stale_error = None if new_text and before.index_last_error is not None else UNSET
         after_path = before.path if isinstance(path, _Unset) else path
         after_mime = before.mime_type if isinstance(mime_type, _Unset) else mime_type
         after_override = before.rag_enabled if isinstance(rag_enabled, _Unset) else rag_enabled
@@ -265,6 +269,7 @@ class DocumentService:
                     metadata=metadata,
                     import_origin=import_origin,
                     extraction_error=extraction_error,
+                    index_last_error=stale_error,
                 ),
             )
             if changed and relevant:

@@ -61,7 +61,9 @@ class ExtractionPlan:
         if entry is None:
             return config_fingerprint("unsupported", (), None)
         budgets = [f"{name}={getattr(self.options, name)}" for name in entry.budgets]
-        backend = self.options.ocr.fingerprint() if self.options.ocr is not None else "none"
+        ocr_backend = self.options.ocr
+        frames = "max_frames" in entry.budgets  # a video: its frames' model counts
+        backend = ocr_backend.fingerprint(frames=frames) if ocr_backend is not None else "none"
         return config_fingerprint(
             f"{entry.name}@{entry.version}", budgets, backend if ocr else None
         )
@@ -169,7 +171,10 @@ class ExtractionService:
         the result (``text`` None, the record's ``error``)."""
         entry = self.registry.find_entry(mime, path)
         digest = file_hash(data)
-        vision = _vision_endpoint(plan.options.ocr)
+        backend = plan.options.ocr
+        if backend is not None and entry is not None and "max_frames" in entry.budgets:
+            backend = backend.for_frames()  # a video's frames: the vision model's circuit
+        vision = _vision_endpoint(backend)
         paused = vision is not None and self._paused(*vision)
         if paused:
             assert vision is not None and plan.options.ocr is not None

@@ -262,7 +262,8 @@ class ProjectRagService:
         attention_count, attention = self.control.needs_attention(
             tenant_id, project_id, limit=ATTENTION_SHOWN
         )
-        configured = self.embeddings.label(snapshot.embedding())
+        embedding = snapshot.embedding()
+        configured = self.embeddings.label(embedding)
         status = RagStatus(
             exists=False,
             documents=counts,
@@ -275,7 +276,7 @@ class ProjectRagService:
             paused=paused,
         )
         if rag is None:
-            return status
+            return dataclasses.replace(status, no_rag_reason=self.embeddings.problem(embedding))
         return dataclasses.replace(
             status,
             exists=True,

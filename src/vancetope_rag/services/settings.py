@@ -129,13 +129,25 @@ class SettingsService:
         control: SettingsStore,
         providers: EmbeddingRegistry | None = None,
         rerankers: RerankerRegistry | None = None,
+        legacy_model: str | None = None,
     ) -> None:
         """``providers``, when given, checks ``ai.embedding.provider`` and ``.model`` values
         against the registry before they are stored; ``rerankers`` does the same for
-        ``ai.rerank.provider``."""
+        ``ai.rerank.provider``. ``legacy_model`` (``RAG_EMBEDDING_MODEL``) is the model of a
+        provider that chooses one by name when ``ai.embedding.model`` is set at no scope."""
         self._control = control
         self._providers = providers
         self._rerankers = rerankers
+        self._legacy_model = legacy_model or None
+
+    def _legacy_model_for(self, values: Mapping[str, Any]) -> str | None:
+        """``RAG_EMBEDDING_MODEL`` when it is the model these resolved values use: no scope
+        sets ``ai.embedding.model`` and the provider chooses its model by name."""
+        if self._legacy_model is None or values.get(_MODEL) is not None:
+            return None
+        if self._providers is None or not self._providers.chooses_model(values[_PROVIDER]):
+            return None
+        return self._legacy_model
 
     def _scope_values(self, tenant_id: str, project_id: str | None) -> dict[str, Any]:
         _check_scope(tenant_id, project_id)
@@ -155,7 +167,11 @@ class SettingsService:
     def snapshot(self, tenant_id: str, project_id: str) -> SettingsSnapshot:
         """Both scopes read once, for a caller that needs several answers (the pre-turn hook)."""
         tenant, project = self.scopes(tenant_id, project_id)
-        return SettingsSnapshot(tenant, project)
+        snapshot = SettingsSnapshot(tenant, project)
+        legacy = self._legacy_model_for(snapshot.effective)
+        if legacy is not None:  # the final fallback: beneath both scopes and the default
+            snapshot.effective[_MODEL] = legacy
+        return snapshot
 
     @staticmethod
     def keys() -> list[str]:
@@ -188,6 +204,11 @@ class SettingsService:
             value, source = tenant[key], "tenant"
         else:
             value, source = resolve_setting(key), "default"
+            if key == _MODEL:
+                provider = self.get_public_with_source(tenant_id, project_id, _PROVIDER)[0]
+                legacy = self._legacy_model_for({_MODEL: None, _PROVIDER: provider})
+                if legacy is not None:
+                    value, source = legacy, "RAG_EMBEDDING_MODEL"
         return mask_secret(key, value), source
 
     def set(self, tenant_id: str, project_id: str | None, key: str, value: object) -> None:

@@ -133,7 +133,9 @@
   function renderStatus(status) {
     $("rag-exists").textContent = status.exists
       ? "present"
-      : "absent (created on the next reindex or project start)";
+      : status.noRagReason
+        ? "absent: " + status.noRagReason
+        : "absent (created on the next reindex or project start)";
     $("rag-id").textContent = status.ragId || "–";
     $("rag-model").textContent = status.exists
       ? status.embeddingProvider + " / " + status.embeddingModel

@@ -104,7 +104,9 @@ def extract_video(data: bytes, path: str, options: ExtractOptions) -> Extraction
     ffprobe = require_program("ffprobe", "Reading videos", _PACKAGE)
     ffmpeg = require_program("ffmpeg", "Reading videos", _PACKAGE)
     deadline = Deadline.after(options.timeout_s)
-    vision = options.ocr is not None and options.ocr.engine == "vision"
+    # the RAG's vision model describes frames; the dedicated OCR model reads scans only
+    frame_ocr = options.ocr.for_frames() if options.ocr is not None else None
+    vision = frame_ocr is not None
     with tempfile.TemporaryDirectory(prefix="vancetope-video-") as scratch:
         work = Path(scratch)
         src = work / f"input{extension}"
@@ -119,7 +121,7 @@ def extract_video(data: bytes, path: str, options: ExtractOptions) -> Extraction
         frames: list[tuple[float, bytes]] = []
         if vision and probe.video:
             # each frame is one image sent to vision: rag.extract.vision.maxPages bounds it too
-            budget = min(options.max_frames, options.ocr.max_pages if options.ocr else 0)
+            budget = min(options.max_frames, frame_ocr.max_pages if frame_ocr else 0)
             times = frame_times(probe.duration_s or 0.0, budget)
             frames = [(t, png) for t in times if (png := reader.frame(t)) is not None]
     if not vision and not sections:
@@ -127,13 +129,13 @@ def extract_video(data: bytes, path: str, options: ExtractOptions) -> Extraction
             extraction_error(
                 path,
                 "a video without a subtitle track: its frames need a vision model to be "
-                "described — set rag.extract.ocr to vision (rag.extract.vision.*)",
+                "described — set rag.extract.ocr to vision and rag.extract.vision.model",
             ).message
         )
     described = 0
-    if frames and options.ocr is not None:
+    if frames and frame_ocr is not None:
         texts = recognize(
-            [png for _, png in frames], options.ocr, path, instruction=FRAME_INSTRUCTION
+            [png for _, png in frames], frame_ocr, path, instruction=FRAME_INSTRUCTION
         )
         described = len(texts)
         for (at, _), text in zip(frames, texts, strict=True):

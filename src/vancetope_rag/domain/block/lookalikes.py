@@ -2,9 +2,10 @@
 characters included. Pure text rules, no I/O.
 
 Matching runs on a folded copy of the text: each character is NFKD-normalised (fullwidth
-``＜`` becomes ``<``), format characters (Unicode category Cf: soft hyphen, zero-width
-characters, bidi marks) and combining marks are dropped, Unicode dashes and hyphens become
-``-``, Cyrillic and Greek letters that look like Latin ones become the Latin letter, angle
+``＜`` becomes ``<``), Unicode dashes and hyphens become ``-`` (the soft hyphen U+00AD too,
+though it is a format character: ``</rag``, soft hyphen, ``context>`` reads as the tag), other
+format characters (Unicode category Cf: zero-width characters, bidi marks) and combining marks
+are dropped, Cyrillic and Greek letters that look like Latin ones become the Latin letter, angle
 brackets and quotes (``〈 〉 ‹ › ⟨ ⟩``...) become ``<``/``>``, and HTML character references
 (``&lt;``, ``&#60;``, ``&#x3c;``...) count as the character they stand for. Every folded
 character remembers the span of the original it came from, so a match is escaped in the
@@ -68,14 +69,16 @@ _CONFUSABLE = {
 }
 _BRACKETS = dict.fromkeys("‹〈⟨〈❬❮❰˂ᐸ«≺⧼", "<") | dict.fromkeys("›〉⟩〉❭❯❱˃ᐳ»≻⧽", ">")
 _SLASHES = dict.fromkeys("⁄∕⧸／", "/")
-_OTHER_DASHES = "\u2212\u2043\u02d7\u2796\u2e3a\u2e3b"
+#: Dashes outside category Pd; the soft hyphen is one though its category is Cf.
+_OTHER_DASHES = "\u00ad\u2212\u2043\u02d7\u2796\u2e3a\u2e3b"
 _ENTITY = re.compile(r"&(?:#[0-9]{1,8}|#[xX][0-9a-fA-F]{1,8}|[a-zA-Z]{2,8});?")
 
 _BREAKS = frozenset(["Cc", "Zl", "Zp", "Zs"])
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-_TAG = re.compile(r"<(?=\s*/?\s*rag-context\b)")
+#: ``rag-context`` with one dash or more: ``</rag\u00ad-context>`` folds to ``rag--context``.
+_TAG = re.compile(r"<(?=\s*/?\s*rag-+context\b)")
 _LABEL = re.compile(r"\[(?=\s*s\s*\d)")
-_PLAIN_TAG = re.compile(r"<(?=\s*/?\s*rag-context\b)", re.IGNORECASE)
+_PLAIN_TAG = re.compile(r"<(?=\s*/?\s*rag-+context\b)", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -85,10 +88,10 @@ def _fold_char(char: str) -> str:
     out = []
     for part in unicodedata.normalize("NFKD", char):
         category = unicodedata.category(part)
-        if category in ("Cf", "Mn", "Me"):
-            continue
         if category == "Pd" or part in _OTHER_DASHES:
-            part = "-"
+            part = "-"  # before Cf characters are dropped: the soft hyphen is a Cf dash
+        elif category in ("Cf", "Mn", "Me"):
+            continue
         part = part.lower()
         out.append(_CONFUSABLE.get(part) or _BRACKETS.get(part) or _SLASHES.get(part) or part)
     return "".join(out)

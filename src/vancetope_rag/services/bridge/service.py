@@ -278,7 +278,7 @@ class BridgeService:
                     "pages": cached.get("visionPages") or [],
                     "pagesLeft": left,
                     "frames": int(cached.get("visionFrames") or 0),
-                    "model": vision.vision_model if vision is not None else None,
+                    "model": _model_of(vision, framed=framed),
                 },
                 "cached": was_cached,
             }
@@ -403,6 +403,14 @@ def _for_circuit(error: ExtractionError) -> ExtractionError:
         failed.__cause__ = ConnectionError(message)
         return failed
     return error
+
+
+def _model_of(vision: OcrConfig | None, *, framed: bool) -> str | None:
+    """The model that reads this file: a video's frames go to the RAG's vision model, pages
+    and images to the scan model (the dedicated OCR model when one is chosen)."""
+    if vision is None:
+        return None
+    return vision.frame_model if framed else vision.vision_model
 
 
 def _bounded(backend: OcrConfig | None, limits: BridgeLimits, *, framed: bool) -> OcrConfig | None:

@@ -19,13 +19,17 @@ from llama_index.core.schema import BaseNode
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import Document, IndexState, RagRecord
 from vancetope_rag.errors import ProviderUnavailableError, RagError, StoreError
-from vancetope_rag.extraction.records import ExtractionRecord
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import error_text, get_logger
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.indexing.batch import BatchResult, fingerprint, retry_delay
 from vancetope_rag.services.indexing.claims import ClaimReleaser, Release
-from vancetope_rag.services.indexing.sources import IngestStats, SourceText, document_parts
+from vancetope_rag.services.indexing.sources import (
+    IngestStats,
+    SourceText,
+    document_parts,
+    unreadable_reason,
+)
 from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsService
@@ -127,11 +131,11 @@ class ProjectRagIndexer:
         clipped: set[str] = set()
         for doc in docs:
             by_id[doc.id] = doc
-            record = ExtractionRecord.from_json(doc.extraction)
-            if record is not None and record.failed and not doc.content:
+            unreadable = unreadable_reason(doc)
+            if unreadable is not None:
                 # Its file could not be read (a reindex queued it): it stays failed, with
                 # the reason, until an import can read the file.
-                self._fail_unreadable(doc, worker_id, record.error or "unreadable", result)
+                self._fail_unreadable(doc, worker_id, unreadable, result)
             elif self.documents.is_rag_eligible(doc):
                 sources[doc.id], cut = self._parts(doc, include)
                 if cut:

@@ -24,6 +24,7 @@ __all__ = [
     "manual_parts",
     "manual_source_ref",
     "section_parts",
+    "unreadable_reason",
 ]
 
 #: The text limit when none is configured (``EngineConfig.max_text_chars``'s default).
@@ -78,6 +79,16 @@ def manual_parts(rag: RagRecord, parts: Sequence[SourceText]) -> list[SourceText
         )
         for p in parts
     ]
+
+
+def unreadable_reason(doc: Document) -> str | None:
+    """Why the document's file could not be read, when it holds no text of an earlier
+    version: it fails in the live index and in a rebuild alike, for its own sake (no
+    embedding model reads it), until an import can read the file. None otherwise."""
+    record = ExtractionRecord.from_json(doc.extraction)
+    if record is None or not record.failed or doc.content:
+        return None
+    return record.error or "unreadable"
 
 
 def document_parts(

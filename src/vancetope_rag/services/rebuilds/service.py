@@ -48,6 +48,7 @@ from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.indexing.batch import BatchResult
 from vancetope_rag.services.indexing.chunking import chunking_for
 from vancetope_rag.services.indexing.progress import project_progress
+from vancetope_rag.services.indexing.sources import unreadable_reason
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.rebuilds.shadow_indexer import ShadowIndexer
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot
@@ -310,6 +311,10 @@ class RebuildService:
         counts = self.rebuild_store.item_counts(m.id)
         failed, total = counts[ItemState.FAILED.value], sum(counts.values())
         if failures_exceed(failed, total, m.max_failure_ratio):
+            # documents whose file could not be read fail with any model: not the new one's
+            unreadable = self._unreadable_failures(m)
+            failed, total = failed - unreadable, total - unreadable
+        if failures_exceed(failed, total, m.max_failure_ratio):
             self._end(m, RebuildState.FAILED, self._failure_reason(m, failed, total))
             return
         if counts[ItemState.PENDING.value] or counts[ItemState.PROCESSING.value]:
@@ -337,6 +342,16 @@ class RebuildService:
                 shadow.name,
                 error_text(exc),
             )
+
+    def _unreadable_failures(self, m: Rebuild) -> int:
+        """How many of the rebuild's failed items are documents whose file could not be
+        read (counted as failed, as in the live index, but no failure of the new model)."""
+        n = 0
+        for item in self.rebuild_store.list_items(m.id):
+            if item.state is ItemState.FAILED:
+                doc = self.control.get_document(m.tenant_id, m.project_id, item.document_id)
+                n += doc is not None and unreadable_reason(doc) is not None
+        return n
 
     def _failure_reason(self, m: Rebuild, failed: int, total: int) -> str:
         errors = [i.last_error for i in self.rebuild_store.list_items(m.id) if i.last_error]

@@ -22,7 +22,11 @@ from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import error_text, get_logger
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.indexing.batch import BatchResult, fingerprint, retry_delay
-from vancetope_rag.services.indexing.sources import SourceText, document_parts
+from vancetope_rag.services.indexing.sources import (
+    SourceText,
+    document_parts,
+    unreadable_reason,
+)
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsSnapshot
 from vancetope_rag.store.port import ControlStore, RebuildStore
@@ -72,6 +76,10 @@ class ShadowIndexer:
                 self._commit(shadow, item, None, worker_id, [], result)
                 continue
             docs[doc.id] = doc
+            unreadable = unreadable_reason(doc)
+            if unreadable is not None:  # failed here as in the live index, not done
+                self._fail_unreadable(item, doc, worker_id, unreadable, result)
+                continue
             eligible = self.documents.is_rag_eligible(doc)
             parts = document_parts(doc, include, self.rags.clip)[0] if eligible else []
             if parts:
@@ -157,6 +165,21 @@ class ShadowIndexer:
     def _pause(self, item: RebuildItem, worker_id: str, result: BatchResult) -> None:
         """Give the item back without spending an attempt: its provider is down."""
         result.paused += 1
+        self._release(item, worker_id, item.last_error or "", self.config.max_attempts, False)
+
+    def _fail_unreadable(
+        self, item: RebuildItem, doc: Document, worker_id: str, error: str, result: BatchResult
+    ) -> None:
+        """Finish the item as failed at once: its file could not be read, which no attempt
+        with the new model cures (the rebuild's failure ratio leaves it out)."""
+        result.failed += 1
+        result.errors[doc.id] = error
+        self._release(item, worker_id, error, 1, True)
+
+    def _release(
+        self, item: RebuildItem, worker_id: str, error: str, max_attempts: int, count: bool
+    ) -> None:
+        """Give the item back at once (failed for good once ``max_attempts`` are spent)."""
         assert item.claim_token is not None
         try:
             self.rebuild_store.release_item(
@@ -164,10 +187,10 @@ class ShadowIndexer:
                 item.document_id,
                 worker_id,
                 item.claim_token,
-                error=item.last_error or "",
+                error=error,
                 retry_delay_s=0.0,
-                max_attempts=self.config.max_attempts,
-                count_attempt=False,
+                max_attempts=max_attempts,
+                count_attempt=count,
             )
         except Exception:  # the lease TTL recovers it
             log.exception("could not release the rebuild claim on %s", item.document_id)

@@ -96,6 +96,8 @@ class DocumentChanges:
             values["extraction_error"] = (
                 None if c.extraction_error is None else capped_error(c.extraction_error)
             )
+        if not isinstance(c.index_last_error, _Unset):
+            values["index_last_error"] = c.index_last_error
         if c.failed_reason is not None and c.mark_dirty:
             raise ValueError("a change either queues the document or fails it, not both")
         return cls(values, c.mark_dirty, c.failed_reason)

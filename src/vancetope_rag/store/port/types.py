@@ -96,6 +96,9 @@ class DocumentChange:
     import_origin: str | _Unset | None = UNSET
     #: :attr:`Document.extraction_error` (None: the file was read, or no file is involved).
     extraction_error: str | _Unset | None = UNSET
+    #: :attr:`Document.index_last_error` (None: it was about content the document no longer
+    #: holds).
+    index_last_error: str | _Unset | None = UNSET
 
 
 @dataclass(frozen=True, slots=True)

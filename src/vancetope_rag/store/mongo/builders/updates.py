@@ -306,6 +306,7 @@ _DOCUMENT_FIELDS = {
     "metadata": "metadata",
     "import_origin": "importOrigin",
     "extraction_error": "extractionError",
+    "index_last_error": "indexLastError",
 }
 
 
