@@ -458,6 +458,13 @@ def _evaluate_mode(
     from vancetope_rag.recipes import RagParams
 
     subset = args.limit is not None
+    if args.relevance_cut == "auto":
+        rag = app.rags.find(tenant, project, rag.name)  # calibrated by an earlier mode?
+        if rag.calibration is None or rag.calibration.gap is None:
+            _log("relevance cut auto: the RAG has no gap yet (an older calibration); calibrating")
+            app.calibrator.calibrate(rag)
+            rag = app.rags.find(tenant, project, rag.name)
+        _log(f"relevance cut auto: gap {rag.calibration.gap}")
     _log(f"mode {mode}: querying")
 
     def doc_run(top_k: int) -> tuple[dict[str, Any], dict[str, list[tuple[str, float]]], Any]:
@@ -465,9 +472,21 @@ def _evaluate_mode(
         hits_by_q: dict[str, list[tuple[str, float]]] = {}
         latencies: list[float] = []
         sanity = {"path_mismatch": 0, "duplicates": 0, "short": 0}
+        retriever = app.as_retriever(tenant, project)
         for qid in qrels:
             t0 = time.perf_counter()
-            hits = app.rags.query(rag, queries[qid], top_k=top_k, max_per_doc=1, mode=mode)
+            if args.relevance_cut == "off":
+                hits = app.rags.query(rag, queries[qid], top_k=top_k, max_per_doc=1, mode=mode)
+            else:  # the query path with the cut, as `query --relevance-cut` asks it
+                hits = retriever.query_rag(
+                    rag,
+                    queries[qid],
+                    top_k=top_k,
+                    min_score=-1.0,  # no floor, as app.rags.query above
+                    max_per_doc=1,
+                    mode=mode,
+                    relevance_cut=args.relevance_cut,
+                )
             latencies.append(time.perf_counter() - t0)
             ranked: list[tuple[str, float]] = []  # (corpus id, cosine) in the hits' order
             for h in hits:
@@ -499,6 +518,8 @@ def _evaluate_mode(
         "mode": mode,
         "queries": len(qrels),
         "top_k": args.top_k,
+        "relevance_cut": args.relevance_cut,
+        "docs_per_query_top_k10": statistics.fmean(len(r) for r in run10.values()),
         **metrics,
         "ndcg@10_top_k10": ndcg10_shallow,
         "published_ndcg@10": PUBLISHED_NDCG10,
@@ -772,7 +793,7 @@ def _render_retrieval(r: Mapping[str, Any], rt: Mapping[str, Any]) -> list[str]:
     verdict = "n/a, subset" if r["subset"] else "PASS" if rt["passes_target"] else "FAIL"
     lines = [
         f"Retrieval, mode {rt.get('mode', 'dense')} (document-level: best chunk per document, "
-        f"top_k={rt['top_k']}, max_per_doc=1)",
+        f"top_k={rt['top_k']}, max_per_doc=1, relevance cut {rt.get('relevance_cut', 'off')})",
         f"  queries      {rt['queries']}",
         f"  nDCG@10      {rt['ndcg@10']:.4f}   (published dense {rt['published_ndcg@10']}, "
         f"target >= {rt['target_ndcg@10']}: {verdict})",
@@ -781,6 +802,8 @@ def _render_retrieval(r: Mapping[str, Any], rt: Mapping[str, Any]) -> list[str]:
     ]
     if "ndcg@10_top_k10" in rt:
         lines.append(f"  nDCG@10 at top_k=10 (AutoInject-sized query): {rt['ndcg@10_top_k10']:.4f}")
+    if "docs_per_query_top_k10" in rt:
+        lines.append(f"  documents per query at top_k=10: {rt['docs_per_query_top_k10']:.2f}")
     lines += [
         f"  query time   mean {rt['query_ms_mean']:.1f} ms, p50 {rt['query_ms_p50']:.1f} ms, "
         f"p95 {rt['query_ms_p95']:.1f} ms (embed + search)",
@@ -896,6 +919,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--api-key", default="no-key-needed", help="ai.embedding.apiKey")
     parser.add_argument("--top-k", type=int, default=100)
     parser.add_argument(
+        "--relevance-cut",
+        default="off",
+        help="the query's relevance cut: off (the default, as `query`), auto (the RAG's "
+        "calibrated gap) or a cosine gap; nDCG@10 is then of the cut lists",
+    )
+    parser.add_argument(
         "--threads", type=int, default=None, help="torch intra-op threads (default: torch's)"
     )
     parser.add_argument(
@@ -921,6 +950,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be positive")
+    from vancetope_rag.domain.retrieval.relevance import parse_relevance_cut
+    from vancetope_rag.errors import InvalidInputError
+
+    try:
+        args.relevance_cut = parse_relevance_cut(args.relevance_cut, "--relevance-cut")
+    except InvalidInputError as exc:
+        parser.error(exc.message)
     args.modes = [m.strip() for m in args.mode.split(",") if m.strip()]
     if not args.modes or any(m not in ("dense", "hybrid") for m in args.modes):
         parser.error("--mode takes dense, hybrid or both (dense,hybrid)")

@@ -147,3 +147,27 @@ def test_the_test_query_takes_a_relevance_cut_off_by_default(make_api_app: ApiAp
             f"{BASE}/rag/query", json={"query": question, "relevanceCut": "x"}, headers=bearer()
         )
         assert bad.status_code == 422 and "relevanceCut" in bad.json()["error"]
+
+
+def test_the_test_query_names_its_order_and_each_number(make_api_app: ApiAppFactory) -> None:
+    """Before, the answer gave the cosine alone beside hits in fused order: nothing said
+    what ordered them."""
+    app = _indexed(make_api_app)
+    app.settings.set(T, P, "rag.minScore", -1)  # every document a hit
+    question = "what do zebras eat on the savanna"
+    with TestClient(create_api(app)) as client:
+        data = client.post(f"{BASE}/rag/query", json={"query": question}, headers=bearer()).json()
+        turn = app.as_retriever(T, P).retrieve_hits(question)
+        assert data["order"] == "fused" and len(data["hits"]) == len(turn) >= 2
+        for rank, (hit, want) in enumerate(zip(data["hits"], turn, strict=True), 1):
+            assert hit["rank"] == rank
+            assert hit["fusedScore"] == round(want.fused_score or 0, 6)
+            assert (hit["denseRank"], hit["lexicalRank"]) == (want.dense_rank, want.lexical_rank)
+        fused = [h["fusedScore"] for h in data["hits"]]
+        assert fused == sorted(fused, reverse=True)
+        app.settings.set(T, P, "rag.retrieval.mode", "dense")
+        dense = client.post(f"{BASE}/rag/query", json={"query": question}, headers=bearer())
+        body = dense.json()
+        assert body["order"] == "cosine" and body["hits"][0]["fusedScore"] is None
+        scores = [h["score"] for h in body["hits"]]
+        assert scores == sorted(scores, reverse=True)

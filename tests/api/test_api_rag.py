@@ -59,7 +59,11 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
         "profileNote",
         "minScoreAuto",
         "noRagReason",
+        "modelProfile",
     }
+    # the model profile the RAG pinned (issue 42: dimension, window, prefixes)
+    assert data["modelProfile"]["dimension"] == 256
+    assert set(data["modelProfile"]) == {"dimension", "window", "queryPrefix", "documentPrefix"}
     assert data["configuredModel"] == "hashing:hashing-256"  # what a rebuild builds onto
     assert data["truncatedDocuments"] == 0
     assert data["needsAttention"] == [] and data["needsAttentionCount"] == 0

@@ -351,11 +351,20 @@ def test_the_test_query_box_shows_hits_scores_and_labels(
     turn = ui_app.as_retriever(T, "p1").retrieve_hits(question)
     assert turn, "the retriever finds nothing: the test proves nothing"
     expect(rows).to_have_count(len(turn))
-    first = rows.nth(0)
-    expect(first.locator("td").nth(0)).to_have_text("S1")
-    expect(first.locator("td").nth(1)).to_have_text(f"{turn[0].score:.3f}")
-    expect(first.locator("td").nth(2)).to_have_text(turn[0].path or "")
+    # the order the turn uses, each number labelled: hybrid hits by their fused score
+    assert all(h.fused_score is not None for h in turn)
+    for i, hit in enumerate(turn):
+        row = rows.nth(i)
+        expect(row.locator("td").nth(0)).to_have_text(str(i + 1))
+        expect(row.locator("td").nth(2)).to_have_text(
+            re.compile(rf"^fused {hit.fused_score:.4f} \(dense (#\d+|–), lexical (#\d+|–)\)$")
+        )
+        expect(row.locator("td").nth(3)).to_have_text(f"cosine {hit.score:.3f}")
+        expect(row.locator("td").nth(4)).to_have_text(hit.path or "")
+    expect(rows.nth(0).locator("td").nth(1)).to_have_text("S1")
     expect(page.locator("#query-summary")).to_contain_text(f"{len(turn)} hit")
+    expect(page.locator("#query-summary")).to_contain_text("by fused score")
+    expect(page.locator("#query-summary")).not_to_contain_text("best first")
     _within_the_viewport(page, "#query-card")
     _no_horizontal_overflow(page)
     page.screenshot(path=str(tmp_path / "query.png"), full_page=True)
@@ -365,6 +374,29 @@ def test_the_test_query_box_shows_hits_scores_and_labels(
     page.click("#btn-query")
     expect(page.locator("#query-summary")).to_contain_text("Nothing is queried")
     expect(rows).to_have_count(0)
+
+
+def test_the_status_card_shows_the_pinned_profile_and_the_calibration(
+    page: sync_api.Page, ui_app: RagApp
+) -> None:
+    """Before, the card showed neither the model profile the RAG pinned nor what minScore
+    auto and the relevance cut resolve to, nor when they were measured."""
+    expect = sync_api.expect
+    page.goto(f"/ui/t1/p1?token={make_token()}")
+    expect(page.locator("#chunk-count")).to_have_text("3")
+    expect(page.locator("#rag-profile")).to_contain_text("dimension 64")
+    expect(page.locator("#rag-calibration")).to_have_text("not calibrated yet")
+    for i in range(24):  # enough chunks to calibrate
+        ui_app.documents.create(T, "p1", f"documents/more/m{i:02}.md", f"More notes, part {i}.")
+    ui_app.scheduler.run_until_idle(timeout_s=60)
+    calibration = ui_app.project_rags.status(T, "p1").calibration
+    assert calibration is not None
+    gap = "none" if calibration.gap is None else f"{calibration.gap:.4f}"
+    page.click("#btn-refresh")
+    expect(page.locator("#rag-calibration")).to_contain_text(
+        f"minScore auto {calibration.min_score:.4f}, relevance gap {gap} (calibrated "
+    )
+    expect(page.locator("#rag-calibration")).to_contain_text(f"over {calibration.chunks} chunks")
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])

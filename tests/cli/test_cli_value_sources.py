@@ -47,7 +47,8 @@ def test_unset_at_project_scope_says_the_value_is_inherited(run: Any) -> None:
     assert out == "rag.topK unset at project scope; now 7 (from tenant)\n"
     assert run("settings", "get", "rag.topK").stdout == "rag.topK = 7 (tenant)\n"
     run("settings", "set", "rag.topK", "--unset", "--scope", "tenant")
-    assert run("settings", "get", "rag.topK").stdout == "rag.topK = null (default)\n"
+    # effective: the value turns use, not null (issue 42)
+    assert run("settings", "get", "rag.topK").stdout == "rag.topK = 5 (default)\n"
 
 
 def test_get_tenant_scope_does_not_show_defaults_as_set(run: Any) -> None:
@@ -66,7 +67,13 @@ def test_settings_get_json_names_the_source_and_masks_secrets(run: Any) -> None:
     result = run("settings", "get", "--json")
     assert SECRET not in result.output
     shown = json.loads(result.stdout)
-    assert shown["rag.topK"] == {"value": 4, "source": "project"}
+    # effective: with the value turns apply beside the one set (issue 42)
+    assert shown["rag.topK"] == {
+        "value": 4,
+        "source": "project",
+        "applied": 4,
+        "appliedFrom": "project",
+    }
     assert shown["ai.embedding.apiKey"] == {"value": "********", "source": "tenant"}
     assert shown["rag.retrieval.mode"] == {"value": "hybrid", "source": "default"}
     tenant = json.loads(run("settings", "get", "rag.topK", "--scope", "tenant", "--json").stdout)

@@ -148,6 +148,18 @@ class MinScoreAuto(_Model):
     )
 
 
+class ModelProfileInfo(_Model):
+    """The embedding model profile the RAG pinned when it was created."""
+
+    dimension: int = Field(description="the length of the RAG's vectors")
+    window: int | None = Field(
+        description="the most tokens of one input the model reads (null: the RAG was created "
+        "before model profiles)"
+    )
+    queryPrefix: str = Field(description="text put before every query ('' for none)")
+    documentPrefix: str = Field(description="text put before every chunk ('' for none)")
+
+
 class StatusResponse(_Model):
     """Spec §7 snapshot of ``_documents`` with per-state document counts and progress."""
 
@@ -191,6 +203,9 @@ class StatusResponse(_Model):
         default=None,
         description="why a rebuild would change how the RAG embeds (created before model "
         "profiles, or the window or prefixes configured now differ); null: it would not",
+    )
+    modelProfile: ModelProfileInfo | None = Field(
+        default=None, description="the model profile the RAG pinned (null: no RAG)"
     )
     indexer: IndexerInfo | None = Field(
         default=None, description="the live indexer workers, and why nothing moves without"
@@ -269,7 +284,22 @@ class QueryHit(_Model):
     path: str | None = Field(description="the document's path (null for a manual text)")
     sourceRef: str | None = Field(description="the chunk's source reference (a document id)")
     kind: str = Field(description="content or summary")
-    score: float = Field(description="cosine similarity to the question")
+    rank: int = Field(description="its place in the order the turn uses (1: first)")
+    score: float = Field(
+        description="cosine similarity to the question (what minScore gates; not what orders "
+        "hybrid or reranked hits)"
+    )
+    fusedScore: float | None = Field(
+        default=None,
+        description="the reciprocal-rank fusion score that orders a hybrid query's hits; null "
+        "in dense mode",
+    )
+    denseRank: int | None = Field(
+        default=None, description="hybrid: its rank in the dense (vector) list; null: not in it"
+    )
+    lexicalRank: int | None = Field(
+        default=None, description="hybrid: its rank in the lexical (BM25) list; null: not in it"
+    )
     rerankScore: float | None = Field(
         default=None,
         description="the reranker's score, when the rerank stage ordered the hits "
@@ -287,6 +317,10 @@ class QueryResponse(_Model):
         "no index yet), else null"
     )
     params: QueryParams
+    order: Literal["cosine", "fused", "rerank"] = Field(
+        description="what orders the hits, best first: cosine (dense), fused (hybrid: "
+        "fusedScore) or rerank (the reranker's rerankScore)"
+    )
     hits: list[QueryHit]
 
 

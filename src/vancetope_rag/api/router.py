@@ -32,6 +32,7 @@ from vancetope_rag.app import RagApp
 from vancetope_rag.domain.block.citations import cite
 from vancetope_rag.domain.records import Document, IndexState
 from vancetope_rag.domain.retrieval.calibration import resolve_min_score
+from vancetope_rag.domain.retrieval.hit_order import fused_json, order_of
 from vancetope_rag.domain.retrieval.ranking import MAX_TOP_K
 from vancetope_rag.extraction.records import ExtractionRecord
 
@@ -391,9 +392,15 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
                     if plan.rag is not None
                     else None,
                 },
+                "order": order_of(hits),
                 "hits": [
-                    {**hit, "text": redact(hit["text"], known)}
-                    for hit in (c.to_json() for c in cite(hits, project_rag=True))
+                    {
+                        **c.to_json(),
+                        **fused_json(c.hit),
+                        "rank": rank,
+                        "text": redact(c.to_json()["text"], known),
+                    }
+                    for rank, c in enumerate(cite(hits, project_rag=True), 1)
                 ],
             }
         )

@@ -469,6 +469,8 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
             f"{'none' if auto.get('gap') is None else format(auto['gap'], '.4f')} (calibrated "
             f"over {auto['chunks']} chunks, {auto['calibratedAt']})"
         )
+    if status.model_profile:
+        click.echo(f"pinned model profile: {profile_line(status.model_profile)}")
     if status.profile_note:
         click.echo(f"model profile: {status.profile_note}")
     for line in progress_lines(status.progress):
@@ -482,6 +484,21 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
             click.echo(f"  {item.path}: {item.error}")
         if status.needs_attention_count > len(status.needs_attention):
             click.echo(f"  … and {status.needs_attention_count - len(status.needs_attention)} more")
+
+
+def profile_line(profile: dict[str, object]) -> str:
+    """``dimension 768, window 512, query prefix 'query: ', document prefix 'passage: '``."""
+    window = profile.get("window")
+    parts = [
+        f"dimension {profile['dimension']}",
+        "window unknown (created before model profiles)" if window is None else f"window {window}",
+    ]
+    prefixes = [
+        f"{name} prefix {profile[key]!r}"
+        for name, key in (("query", "queryPrefix"), ("document", "documentPrefix"))
+        if profile.get(key)
+    ]
+    return ", ".join(parts + (prefixes or ["no prefixes"]))
 
 
 def indexer_lines(indexer: IndexerStatus | None) -> list[str]:

@@ -11,6 +11,7 @@ from vancetope_rag.domain.block.citations import cite
 from vancetope_rag.domain.block.lookalikes import clean_label
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME
 from vancetope_rag.domain.retrieval.calibration import PROBE_TURNS, MinScore, parse_min_score
+from vancetope_rag.domain.retrieval.hit_order import ORDER_TEXT, hit_numbers, order_of
 from vancetope_rag.errors import InvalidInputError
 
 
@@ -75,7 +76,8 @@ def query_cmd(
     relevance_cut: str | None,
     as_json: bool,
 ) -> None:
-    """Hits for TEXT, best first (the score shown is the cosine similarity).
+    """Hits for TEXT in the order a turn uses (the reranker's, the fused order of a hybrid
+    query, or the cosine's), each number labelled (cosine, fused, rerank).
 
     Options left out come from the settings cascade, as for the retriever a turn uses."""
     with errors_to_exit():
@@ -98,14 +100,11 @@ def query_cmd(
             [{"label": h.label, "source": clean_label(h.source), **h.hit.to_json()} for h in cited]
         )
         return
-    for h in hits:
+    if hits:
+        click.echo(f"{len(hits)} hits in the order the turn uses: {ORDER_TEXT[order_of(hits)]}")
+    for i, h in enumerate(hits, 1):
         marker = " [summary]" if h.kind == "summary" else ""
-        ranks = ""
-        if h.fused_score is not None:
-            dense = f"#{h.dense_rank}" if h.dense_rank else "-"
-            lexical = f"#{h.lexical_rank}" if h.lexical_rank else "-"
-            ranks = f"  (dense {dense}, lexical {lexical})"
-        click.echo(f"{h.score:.3f}  {h.path or h.source_ref}{marker}{ranks}")
+        click.echo(f"#{i}  {h.path or h.source_ref}{marker}  {hit_numbers(h)}")
         click.echo("       " + h.text[:200].replace("\n", " "))
 
 
@@ -119,7 +118,12 @@ def query_cmd(
     help="A bundled recipe's name (docs-assistant, general-assistant, discussion) or a recipe "
     "file's path (one with a '/' or ending in .yaml/.yml).",
 )
-@click.option("--explain", is_flag=True, help="Say on stderr why a block was or was not made.")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Say on stderr why a block was or was not made, and list every candidate with why it "
+    "was shown or dropped (threshold, cut, cap, topK, budget).",
+)
 @click.option(
     "--json",
     "as_json",
@@ -134,6 +138,11 @@ def context_cmd(c: Ctx, text: str, recipe: str | None, explain: bool, as_json: b
     with errors_to_exit():
         params = load_recipe(recipe).rag if recipe else None
         decision = c.app.autoinject.decide(c.tenant, c.project, [text], params)
+        verdicts = (
+            c.app.autoinject.candidates(c.tenant, c.project, [text], decision, params)
+            if explain
+            else []
+        )
     if as_json:
         cited = cite(list(decision.hits), project_rag=True)
         hits = [
@@ -147,6 +156,7 @@ def context_cmd(c: Ctx, text: str, recipe: str | None, explain: bool, as_json: b
                 "hits": hits,
                 "dropped": [d.to_json() for d in decision.dropped],
                 "block": decision.block,
+                **({"candidates": [v.to_json() for v in verdicts]} if explain else {}),
             }
         )
         return
@@ -156,9 +166,14 @@ def context_cmd(c: Ctx, text: str, recipe: str | None, explain: bool, as_json: b
             f"{decision.decided_by}): {decision.reason}",
             err=True,
         )
-        for d in decision.dropped:
+        if verdicts:
+            order = ORDER_TEXT[order_of([v.hit for v in verdicts])]
+            click.echo(f"candidates in the order the turn used, {order}:", err=True)
+        for i, v in enumerate(verdicts, 1):
+            state = "shown  " if v.shown else "dropped"
+            why = "" if v.shown else f": {v.why}"
             click.echo(
-                f"dropped {d.hit.path or d.hit.source_ref} (cosine {d.hit.score:.3f}): {d.reason}",
+                f"  #{i:<3} {state} {v.hit.path or v.hit.source_ref}  {hit_numbers(v.hit)}{why}",
                 err=True,
             )
     if decision.block:

@@ -4,10 +4,16 @@ shown with where it comes from (project, tenant or the built-in default)."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
 from vancetope_rag.cli.base import Ctx, cli, emit, errors_to_exit, fail, pass_ctx
+from vancetope_rag.domain.retrieval.calibration import AUTO, resolve_min_score
+from vancetope_rag.domain.retrieval.relevance import RELEVANCE_AUTO, resolve_gap
+
+if TYPE_CHECKING:
+    from vancetope_rag.app import RagApp
 
 
 @cli.group("settings")
@@ -42,11 +48,67 @@ def settings_get(c: Ctx, key: str | None, scope: str, as_json: bool) -> None:
             k: settings.get_public_with_source(c.tenant, project, k)
             for k in ([key] if key else settings.keys())
         }
+        used = applied_values(c.app, c.tenant, c.project) if scope == "effective" else {}
     if as_json:
-        emit({k: {"value": v, "source": source} for k, (v, source) in out.items()})
+        emit(
+            {
+                k: {"value": v, "source": source}
+                | ({"applied": used[k][0], "appliedFrom": used[k][1]} if k in used else {})
+                for k, (v, source) in out.items()
+            }
+        )
         return
     for k, (v, source) in out.items():
+        if k in used:
+            value, why = used[k]
+            click.echo(f"{k} = {json.dumps(value, default=str)} ({why})")
+            continue
         click.echo(f"{k} = {json.dumps(v, default=str)} {_where(source, scope)}")
+
+
+def applied_values(app: RagApp, tenant: str, project: str) -> dict[str, tuple[object, str]]:
+    """The retrieval settings as a turn of the project applies them, each with where its value
+    comes from: an empty setting's engine default (``5``, ``default``), ``auto`` as the
+    number the RAG's calibration gives (``0.8265``, ``auto, calibrated 2026-12-06``)."""
+    snapshot = app.settings.snapshot(tenant, project)
+    params = app.autoinject.params(tenant, project, None, snapshot)
+    rag = app.project_rags.find_default_rag(tenant, project)
+    calibration = rag.calibration if rag is not None else None
+    when = (
+        "not calibrated yet"
+        if calibration is None
+        else f"calibrated {calibration.calibrated_at:%Y-%m-%d}"
+        if calibration.calibrated_at is not None
+        else "calibrated"
+    )
+
+    def source(key: str, fallback: str = "default") -> str:
+        _, where = app.settings.get_public_with_source(tenant, project, key)
+        return fallback if where == "default" else where
+
+    def auto(key: str) -> str:
+        where = source(key, "")
+        return f"{where + ': ' if where else ''}auto, {when}"
+
+    out: dict[str, tuple[object, str]] = {
+        "rag.topK": (params.top_k, source("rag.topK")),
+        "rag.maxPerDocument": (params.max_per_doc, source("rag.maxPerDocument")),
+        "rag.autoInject.maxTokens": (params.max_tokens, source("rag.autoInject.maxTokens")),
+    }
+    if params.min_score == AUTO:
+        threshold = resolve_min_score(AUTO, calibration)
+        out["rag.minScore"] = (threshold, auto("rag.minScore"))
+    else:
+        out["rag.minScore"] = (params.min_score, source("rag.minScore"))
+    if params.relevance_cut == RELEVANCE_AUTO:
+        gap = resolve_gap(RELEVANCE_AUTO, calibration.gap if calibration else None, params.mode)
+        shown: object = "off" if gap is None else gap
+        note = auto("rag.autoInject.relevanceCut")
+        out["rag.autoInject.relevanceCut"] = (
+            shown,
+            f"{note}; the relevance gap in {params.mode} mode" if gap is not None else note,
+        )
+    return out
 
 
 @settings_group.command("set")

@@ -247,6 +247,9 @@ class RagStatus:
     #: Why a rebuild would change how the RAG embeds (created before model profiles, or
     #: the window or prefixes configured now differ); None when it would not.
     profile_note: str | None = None
+    #: The model profile the RAG pinned (``dimension``, ``window``, ``queryPrefix``,
+    #: ``documentPrefix``; window null for a RAG created before model profiles).
+    model_profile: dict[str, Any] | None = None
     #: The live indexer workers of the project's node, and why nothing moves when
     #: documents wait without one (None: not looked up).
     indexer: IndexerStatus | None = None
@@ -272,6 +275,7 @@ class RagStatus:
             "providerCircuit": self.provider_circuit,
             "minScoreAuto": self._calibration_json(),
             "profileNote": self.profile_note,
+            "modelProfile": self.model_profile,
             "indexer": self.indexer.to_json() if self.indexer else None,
             "noRagReason": self.no_rag_reason,
         }

@@ -12,7 +12,8 @@ from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.block.budget import fit_to_budget
 from vancetope_rag.domain.block.context_block import render_context_block
 from vancetope_rag.domain.records import Hit
-from vancetope_rag.domain.retrieval.relevance import Dropped, cut_by_relevance
+from vancetope_rag.domain.retrieval.hit_order import Verdict, explain_candidates
+from vancetope_rag.domain.retrieval.relevance import RELEVANCE_OFF, Dropped, cut_by_relevance
 from vancetope_rag.domain.settings.cascade import explain_auto_inject
 from vancetope_rag.errors import ProviderUnavailableError
 from vancetope_rag.metrics import Metrics
@@ -221,6 +222,45 @@ class RagAutoInjectService:
         dropped += tuple(Dropped(h, over) for h in hits[len(shown) :])
         return InjectionDecision(True, decided_by, "injected", tuple(shown), block, dropped)
 
+    def candidates(
+        self,
+        tenant_id: str,
+        project_id: str,
+        user_messages: Sequence[str],
+        decision: InjectionDecision,
+        recipe: RagParams | None = None,
+    ) -> list[Verdict]:
+        """Every candidate of ``decision``'s turn with why it was shown or left out
+        (``context --explain``): the threshold, the per-document cap, ``topK``, the relevance
+        cut or the token budget. One more retrieval through the same path, without the
+        threshold, the cap and ``topK`` (:data:`EXPLAIN_DEPTH` candidates); nothing when the
+        turn retrieved nothing."""
+        if not decision.enabled or not (decision.hits or decision.dropped):
+            return []
+        retriever = self.retriever(tenant_id, project_id, recipe)
+        plan = retriever.plan()
+        if plan.rag is None:
+            return []
+        p = plan.params
+        text = "\n".join(m.strip() for m in user_messages if isinstance(m, str) and m.strip())
+        wide = retriever.query_rag(
+            plan.rag,
+            text,
+            top_k=max(EXPLAIN_DEPTH, p.top_k),
+            min_score=-1.0,
+            max_per_doc=None,
+            relevance_cut=RELEVANCE_OFF,
+        )
+        threshold = p.min_score if isinstance(p.min_score, float) else None
+        return explain_candidates(
+            wide,
+            decision.hits,
+            [(d.hit, d.reason) for d in decision.dropped],
+            min_score=threshold,
+            max_per_doc=p.max_per_doc,
+            top_k=p.top_k,
+        )
+
     def context_block(
         self,
         tenant_id: str,
@@ -232,6 +272,9 @@ class RagAutoInjectService:
         """The ``<rag-context>`` system message for this turn, or None (silent skip)."""
         return self.decide(tenant_id, project_id, user_messages, recipe, tools).block
 
+
+#: How many candidates ``context --explain`` looks at (beyond them: past ``topK`` anyway).
+EXPLAIN_DEPTH = 20
 
 #: The tool whose presence lets AutoInject defer (``rag.autoInject.whenToolsPresent``).
 RAG_QUERY_TOOL = "rag_query"

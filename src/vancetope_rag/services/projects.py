@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from vancetope_rag.domain.heartbeats import (
     IndexerStatus,
@@ -26,6 +27,7 @@ from vancetope_rag.errors import (
     RagAlreadyExistsError,
     RagError,
 )
+from vancetope_rag.model_profiles import profile_from_json
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.rag import RagService
@@ -288,6 +290,7 @@ class ProjectRagService:
             provider_circuit=circuit.to_json() if circuit else None,
             calibration=rag.calibration,
             profile_note=self.rags.profile_note(rag),
+            model_profile=pinned_profile_json(rag),
         )
 
     def indexer_status(
@@ -368,3 +371,15 @@ class ProjectLifecycle:
         except RagError as exc:
             log.warning("project %s/%s: default RAG not disposed: %s", tenant_id, project_id, exc)
         return project
+
+
+def pinned_profile_json(rag: RagRecord) -> dict[str, Any]:
+    """The model profile ``rag`` pinned, as status shows it: the dimension, the window (the
+    most tokens of one input; null before model profiles) and the prefixes."""
+    profile = profile_from_json(rag.embedding_profile) if rag.embedding_profile else None
+    return {
+        "dimension": rag.embedding_dimension,
+        "window": profile.max_input_tokens if profile else None,
+        "queryPrefix": profile.query_prefix if profile else "",
+        "documentPrefix": profile.document_prefix if profile else "",
+    }

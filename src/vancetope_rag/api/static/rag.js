@@ -158,6 +158,17 @@
       ).join(", ")
       : "";
     workers.hidden = !indexer.workers.length;
+    $("rag-profile").textContent = status.modelProfile
+      ? profileText(status.modelProfile)
+      : "–";
+    const auto = status.minScoreAuto;
+    $("rag-calibration").textContent = !status.exists
+      ? "–"
+      : auto
+        ? "minScore auto " + auto.minScore.toFixed(4) + ", relevance gap " +
+          (auto.gap === null || auto.gap === undefined ? "none" : auto.gap.toFixed(4)) +
+          " (calibrated " + when(auto.calibratedAt) + " over " + auto.chunks + " chunks)"
+        : "not calibrated yet";
     const list = $("state-counts");
     list.replaceChildren();
     for (const [state, count] of Object.entries(status.documents || {})) {
@@ -172,6 +183,16 @@
       li.textContent = "indexed up to the text limit: " + status.truncatedDocuments;
       list.appendChild(li);
     }
+  }
+
+  // Dimension, window and prefixes the RAG pinned when it was created.
+  function profileText(p) {
+    const parts = ["dimension " + p.dimension,
+      p.window === null ? "window unknown (created before model profiles)" : "window " + p.window];
+    if (p.queryPrefix) parts.push("query prefix “" + p.queryPrefix + "”");
+    if (p.documentPrefix) parts.push("document prefix “" + p.documentPrefix + "”");
+    if (!p.queryPrefix && !p.documentPrefix) parts.push("no prefixes");
+    return parts.join(", ");
   }
 
   // Done, failed and waiting are three numbers; a rate and the time left only while the
@@ -334,8 +355,10 @@
     tbody.replaceChildren();
     for (const hit of result.hits) {
       const tr = document.createElement("tr");
+      cell(tr, String(hit.rank), "rank", "#");
       cell(tr, hit.label, null, "Label");
-      cell(tr, hit.score.toFixed(3), "score", "Score");
+      cell(tr, orderedBy(result.order, hit), "ordered-by", "Ordered by");
+      cell(tr, "cosine " + hit.score.toFixed(3), "score", "Cosine");
       cell(tr, hit.path || hit.source, null, "Source");
       cell(tr, hit.text, "excerpt", "Excerpt");
       tbody.appendChild(tr);
@@ -350,8 +373,27 @@
         "No excerpt reaches minScore " + p.minScore + " (" + used + "): a turn gets no context.";
     } else {
       $("query-summary").textContent =
-        plural(result.hits.length, "hit") + " (" + used + "), best first.";
+        plural(result.hits.length, "hit") + " (" + used + ") in the order a turn uses: " +
+        ORDERS[result.order] + ".";
     }
+  }
+
+  // What orders the hits, said in words, and each hit's number in that order, labelled.
+  const ORDERS = {
+    cosine: "by cosine similarity (dense)",
+    fused: "by fused score (hybrid: dense and lexical ranks fused), not by cosine",
+    rerank: "by the reranker's score, not by cosine",
+  };
+
+  function orderedBy(order, hit) {
+    if (order === "rerank") return "rerank " + hit.rerankScore.toFixed(3);
+    if (order === "fused") {
+      const dense = hit.denseRank ? "#" + hit.denseRank : "–";
+      const lexical = hit.lexicalRank ? "#" + hit.lexicalRank : "–";
+      return "fused " + hit.fusedScore.toFixed(4) + " (dense " + dense + ", lexical " +
+        lexical + ")";
+    }
+    return "cosine " + hit.score.toFixed(3);
   }
 
   async function runQuery() {
