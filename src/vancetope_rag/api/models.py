@@ -182,6 +182,11 @@ class StatusResponse(_Model):
         description="why a rebuild would change how the RAG embeds (created before model "
         "profiles, or the window or prefixes configured now differ); null: it would not",
     )
+    chunkCounting: str | None = Field(
+        default=None,
+        description="what sized the RAG's chunks against the model's window: the model's "
+        "tokenizer, the server's token counts, or an estimate; null: the provider does not say",
+    )
     indexer: IndexerInfo | None = Field(
         default=None, description="the live indexer workers, and why nothing moves without"
     )

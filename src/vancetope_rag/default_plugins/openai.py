@@ -24,12 +24,16 @@ from vancetope_rag.errors import EmbeddingError, MissingDependencyError
 from vancetope_rag.hookspecs import hookimpl
 from vancetope_rag.model_profiles import (
     EMPTY_PROFILE,
+    SERVER_COUNTS,
     TOKENIZER_CL100K,
+    TOKENIZER_ESTIMATE,
     ModelProfile,
+    describe_counting,
     estimate_tokens,
     fallback_profile,
     known_profile,
     prefix_tokens,
+    scaled_estimate,
     with_prefixes,
 )
 from vancetope_rag.secrets import MASK, redact
@@ -141,9 +145,13 @@ class OpenAIProvider:
             or profile.dimension
             or self._probe_dimension(embed, settings, model, key)
         )
-        tokenizer: Tokenizer = (
-            llama_tokenizer() if profile.tokenizer == TOKENIZER_CL100K else estimate_tokens
-        )
+        if settings.pinned_profile is None and settings.base_url:
+            profile = self._count_with_server(profile, embed, settings, model, key)
+        tokenizer: Tokenizer = estimate_tokens
+        if profile.tokenizer == TOKENIZER_CL100K:
+            tokenizer = llama_tokenizer()
+        elif profile.tokenizer in SERVER_COUNTS and profile.token_ratio:
+            tokenizer = scaled_estimate(profile.token_ratio)
         return LoadedModel(
             provider=self.name,
             model=model,
@@ -173,6 +181,40 @@ class OpenAIProvider:
             query_prefix=settings.query_prefix,
             document_prefix=settings.document_prefix,
         )
+
+    def token_counting(self, pinned: ModelProfile) -> str:
+        """What counts the chunks of a RAG that pinned ``pinned`` (status)."""
+        if pinned == EMPTY_PROFILE:
+            return describe_counting(ModelProfile(8191, TOKENIZER_CL100K))
+        return describe_counting(pinned)
+
+    @staticmethod
+    def _count_with_server(
+        profile: ModelProfile,
+        embed: BaseEmbedding,
+        settings: EmbeddingSettings,
+        model: str,
+        key: str,
+    ) -> ModelProfile:
+        """A new RAG's profile counting the server's tokens (see :mod:`.server_tokens`)
+        where the shipped one would estimate them and the server tells its counts."""
+        if profile.tokenizer != TOKENIZER_ESTIMATE or not settings.base_url:
+            return profile
+        from vancetope_rag.default_plugins import server_tokens
+
+        typed = profile.input_types is not None
+        found = server_tokens.measure(
+            base_url=settings.base_url,
+            api_key=key,
+            client=embed._get_client(),  # type: ignore[attr-defined]
+            model=model,
+            input_type=profile.input_types[1] if profile.input_types is not None else None,
+            prefix="" if typed else profile.document_prefix,
+            special_tokens=profile.special_tokens,
+        )
+        if found is None:
+            return profile
+        return replace(profile, tokenizer=found[0], token_ratio=found[1])
 
     @staticmethod
     def _probe_dimension(

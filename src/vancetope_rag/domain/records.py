@@ -246,6 +246,9 @@ class RagStatus:
     #: Why a rebuild would change how the RAG embeds (created before model profiles, or
     #: the window or prefixes configured now differ); None when it would not.
     profile_note: str | None = None
+    #: What counts the RAG's chunks against the model's window (the model's tokenizer, the
+    #: server's counts, an estimate); None when the provider does not say.
+    chunk_counting: str | None = None
     #: The live indexer workers of the project's node, and why nothing moves when
     #: documents wait without one (None: not looked up).
     indexer: IndexerStatus | None = None
@@ -268,6 +271,7 @@ class RagStatus:
             "providerCircuit": self.provider_circuit,
             "minScoreAuto": self._calibration_json(),
             "profileNote": self.profile_note,
+            "chunkCounting": self.chunk_counting,
             "indexer": self.indexer.to_json() if self.indexer else None,
         }
 

@@ -275,6 +275,7 @@ class ProjectRagService:
             provider_circuit=circuit.to_json() if circuit else None,
             calibration=rag.calibration,
             profile_note=self.rags.profile_note(rag),
+            chunk_counting=self.rags.chunk_counting(rag),
         )
 
     def indexer_status(
