@@ -24,6 +24,7 @@ from vancetope_rag.domain.relevance import RELEVANCE_AUTO, parse_relevance_cut
 from vancetope_rag.domain.setting_kinds import SettingKind, SettingSpec
 from vancetope_rag.errors import InvalidInputError, SettingError
 from vancetope_rag.extraction.settings import EXTRACT_SETTINGS
+from vancetope_rag.suggest import did_you_mean
 
 __all__ = [
     "EMBEDDING_GROUP",
@@ -298,12 +299,18 @@ _BOOL_WORDS: Mapping[str, bool] = MappingProxyType(
 )
 
 
+def unknown_setting(key: str) -> SettingError:
+    """The error for a key that is no setting: the close keys first, then all of them."""
+    return SettingError(
+        f"unknown setting {key!r}; {did_you_mean(key, SETTINGS)}"
+        f"known settings: {', '.join(sorted(SETTINGS))}"
+    )
+
+
 def _spec(key: str) -> SettingSpec:
     spec = SETTINGS.get(key)
     if spec is None:
-        raise SettingError(
-            f"unknown setting {key!r}; known settings: {', '.join(sorted(SETTINGS))}"
-        )
+        raise unknown_setting(key)
     return spec
 
 
