@@ -28,6 +28,7 @@ from vancetope_rag.services.rebuilds.service import RebuildService
 from vancetope_rag.services.settings import SettingsService, SettingsSnapshot, embeddings_disabled
 from vancetope_rag.store.port import ChunkStore, ControlStore, ProjectStore
 from vancetope_rag.store.types import RagScope
+from vancetope_rag.suggest import did_you_mean
 
 log = get_logger(__name__)
 
@@ -303,6 +304,26 @@ class ProjectLifecycle:
     def get_project(self, tenant_id: str, project_id: str) -> Project | None:
         """The project's record (status, home node), or None when it was never brought up."""
         return self.control.get_project(tenant_id, project_id)
+
+    def require_project(self, tenant_id: str, project_id: str, *, named_by: str = "") -> Project:
+        """The project's record; a project never brought up is an error that names the
+        tenant's close projects first (a mistyped id), then all of them.
+
+        Raises:
+            ProjectNotFoundError: No such project in the tenant.
+        """
+        project = self.control.get_project(tenant_id, project_id)
+        if project is not None:
+            return project
+        known = [p.project_id for p in self.control.list_projects(tenant_id=tenant_id)]
+        where = f" ({named_by} names it)" if named_by else ""
+        raise ProjectNotFoundError(
+            f"no project {project_id!r} in tenant {tenant_id!r}{where}; "
+            f"{did_you_mean(project_id, known)}"
+            + (f"known projects: {', '.join(known)}" if known else "the tenant has no project yet"),
+            tenant_id=tenant_id,
+            project_id=project_id,
+        )
 
     def bring_unless_running(self, tenant_id: str, project_id: str) -> str | None:
         """Bring the project up unless it is RUNNING; say why it was needed.
