@@ -56,6 +56,7 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
         "paused",
         "providerCircuit",
         "profileNote",
+        "chunkCounting",
         "minScoreAuto",
     }
     assert data["configuredModel"] == "hashing:hashing-256"  # what a rebuild builds onto
