@@ -30,6 +30,8 @@ TOKENIZER_ESTIMATE = "estimate"
 TOKENIZER_SERVER_TOKENIZE = "server-tokenize"
 TOKENIZER_SERVER_USAGE = "server-usage"
 SERVER_COUNTS = (TOKENIZER_SERVER_TOKENIZE, TOKENIZER_SERVER_USAGE)
+#: ``file:<path>``: a tokenizer.json the user named (``ai.embedding.tokenizer``).
+TOKENIZER_FILE = "file:"
 
 #: The window of a model nobody described, behind an OpenAI-compatible URL: nearly every
 #: open embedding model reads at least 512 tokens.
@@ -298,6 +300,9 @@ def describe_counting(profile: ModelProfile) -> str:
             f"the server's token counts ({how}): {profile.token_ratio:.2f} tokens per "
             "estimated token"
         )
+    if profile.tokenizer.startswith(TOKENIZER_FILE):
+        path = profile.tokenizer.removeprefix(TOKENIZER_FILE)
+        return f"the tokenizer {path} (ai.embedding.tokenizer)"
     if profile.tokenizer == TOKENIZER_CL100K:
         return "cl100k_base (tiktoken)"
     if profile.tokenizer == TOKENIZER_ESTIMATE:

@@ -8,6 +8,9 @@ one-text embeddings requests. The largest ratio of the server's count to the est
 margin, is pinned in the RAG's profile (``tokenRatio``): its chunks are counted as the
 estimate times that ratio, the same in every process and for the RAG's whole life. A server
 that gives no count leaves the estimate (status says which one sized the chunks).
+
+A tokenizer the user names (``ai.embedding.tokenizer``: a ``tokenizer.json``) counts exactly
+instead, and is pinned by path (:func:`file_tokenizer`).
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+from vancetope_rag.errors import EmbeddingConfigError, MissingDependencyError
 from vancetope_rag.model_profiles import (
     TOKENIZER_SERVER_TOKENIZE,
     TOKENIZER_SERVER_USAGE,
@@ -67,6 +72,39 @@ CALIBRATION_TEXTS = (
     "| 2024-03-31 | south | 3,012 | 428,305.40 | +3.0 % |\n"
     "Totals: 12,488 orders, 1,800,694.00 EUR; phone +49 30 1234567, ref. 2024/03-117.",
 )
+
+
+def tokenizer_path(named: str) -> str:
+    """The tokenizer.json ``ai.embedding.tokenizer`` names (a folder: its tokenizer.json)."""
+    path = Path(named).expanduser()
+    return str((path / "tokenizer.json" if path.is_dir() else path).resolve())
+
+
+def file_tokenizer(path: str) -> Callable[[str], Sequence[int]]:
+    """A counter of the model's own tokens (special tokens left out) from a tokenizer.json.
+
+    Raises:
+        EmbeddingConfigError: The file cannot be read as a tokenizer (the path is named).
+        MissingDependencyError: The ``tokenizers`` package is not installed.
+    """
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise MissingDependencyError("ai.embedding.tokenizer", "embedded") from exc
+    try:
+        tokenizer = Tokenizer.from_file(path)
+    except Exception as exc:
+        raise EmbeddingConfigError(
+            f"ai.embedding.tokenizer {path!r} cannot be read as a tokenizer.json "
+            f"({type(exc).__name__}); name the model's tokenizer.json, or unset it to count "
+            "with the server"
+        ) from None
+
+    def count(text: str) -> Sequence[int]:
+        ids: list[int] = tokenizer.encode(text, add_special_tokens=False).ids
+        return ids
+
+    return count
 
 
 def _tokenize_url(base_url: str) -> str:

@@ -129,6 +129,16 @@ SETTINGS: Mapping[str, SettingSpec] = _specs(
         "profile. New RAGs and rebuilds pin it.",
     ),
     SettingSpec(
+        "ai.embedding.tokenizer",
+        SettingKind.STRING,
+        None,
+        nullable=True,
+        description="A local tokenizer of the embedding model (a tokenizer.json file, or a "
+        "folder holding one, as the Hugging Face tokenizers library reads it) that sizes the "
+        "chunks of a remote model exactly; empty means the server's counts, else an estimate. "
+        "New RAGs and rebuilds pin it.",
+    ),
+    SettingSpec(
         "ai.embedding.queryPrefix",
         SettingKind.STRING,
         None,
@@ -506,6 +516,7 @@ EMBEDDING_GROUP = frozenset(
         "ai.embedding.requestsPerMinute",
         "ai.embedding.tokensPerMinute",
         "ai.embedding.maxInputTokens",
+        "ai.embedding.tokenizer",
         "ai.embedding.queryPrefix",
         "ai.embedding.documentPrefix",
     }

@@ -93,6 +93,7 @@ class SettingsSnapshot:
             api_key=values["ai.embedding.apiKey"],
             base_url=values["ai.embedding.baseUrl"],
             max_input_tokens=values["ai.embedding.maxInputTokens"],
+            tokenizer=values["ai.embedding.tokenizer"],
             query_prefix=_prefix(values["ai.embedding.queryPrefix"]),
             document_prefix=_prefix(values["ai.embedding.documentPrefix"]),
         )
