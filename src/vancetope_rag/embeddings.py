@@ -51,6 +51,9 @@ class EmbeddingSettings:
     max_input_tokens: int | None = None
     query_prefix: str | None = None
     document_prefix: str | None = None
+    #: ``ai.embedding.tokenizer``: a local tokenizer.json of the model (None: the server's
+    #: counts, else the estimate).
+    tokenizer: str | None = None
 
     @property
     def enabled(self) -> bool:
@@ -363,6 +366,7 @@ class EmbeddingRegistry(ProviderTable[EmbeddingProvider, LoadedModel]):
             settings.max_input_tokens,
             settings.query_prefix,
             settings.document_prefix,
+            settings.tokenizer,
         )
         return self.cached(key, lambda: provider.load(settings, name))
 

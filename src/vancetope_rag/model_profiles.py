@@ -21,10 +21,17 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from pydantic import PrivateAttr
 
-#: How a profile counts tokens: the provider's own tokenizer, OpenAI's cl100k, or an estimate.
+#: How a profile counts tokens: the provider's own tokenizer, OpenAI's cl100k, or an estimate;
+#: or the estimate scaled to the model's own counts, learnt from the server when the RAG was
+#: created (its ``/tokenize`` route, or the ``usage`` of its embeddings answers).
 TOKENIZER_MODEL = "model"
 TOKENIZER_CL100K = "cl100k"
 TOKENIZER_ESTIMATE = "estimate"
+TOKENIZER_SERVER_TOKENIZE = "server-tokenize"
+TOKENIZER_SERVER_USAGE = "server-usage"
+SERVER_COUNTS = (TOKENIZER_SERVER_TOKENIZE, TOKENIZER_SERVER_USAGE)
+#: ``file:<path>``: a tokenizer.json the user named (``ai.embedding.tokenizer``).
+TOKENIZER_FILE = "file:"
 
 #: The window of a model nobody described, behind an OpenAI-compatible URL: nearly every
 #: open embedding model reads at least 512 tokens.
@@ -47,6 +54,9 @@ class ModelProfile:
     #: the prefixes (it then adds them itself); never sent together with the prefixes.
     input_types: tuple[str, str] | None = None
     dimension: int | None = None
+    #: The model's tokens per estimated token (a ``server-*`` tokenizer): chunks are counted
+    #: as :func:`estimate_tokens` times this, the largest ratio the server's counts showed.
+    token_ratio: float | None = None
 
     @property
     def has_prefixes(self) -> bool:
@@ -94,6 +104,8 @@ def profile_to_json(profile: ModelProfile) -> str:
     }
     if profile.dimension:
         out["dimension"] = profile.dimension
+    if profile.token_ratio:
+        out["tokenRatio"] = profile.token_ratio
     return json.dumps(out, sort_keys=True)
 
 
@@ -111,6 +123,7 @@ def profile_from_json(text: str | None) -> ModelProfile:
         str(data.get("documentPrefix", "")),
         (str(types[0]), str(types[1])) if types else None,
         data.get("dimension"),
+        float(data["tokenRatio"]) if data.get("tokenRatio") else None,
     )
 
 
@@ -266,6 +279,35 @@ def estimate_tokens(text: str) -> list[str]:
             n = 1
         out.extend([piece] * n)
     return out
+
+
+def scaled_estimate(ratio: float) -> Callable[[str], Sequence[int]]:
+    """A tokenizer counting :func:`estimate_tokens` times ``ratio`` (rounded up): the
+    estimate brought to a model's own counts, as its server showed them."""
+
+    def count(text: str) -> Sequence[int]:
+        return range(math.ceil(len(estimate_tokens(text)) * ratio))
+
+    return count
+
+
+def describe_counting(profile: ModelProfile) -> str:
+    """What counts a RAG's chunks (status): the model's tokenizer, cl100k, the server's
+    counts, or the estimate."""
+    if profile.tokenizer in SERVER_COUNTS and profile.token_ratio:
+        how = "/tokenize" if profile.tokenizer == TOKENIZER_SERVER_TOKENIZE else "usage"
+        return (
+            f"the server's token counts ({how}): {profile.token_ratio:.2f} tokens per "
+            "estimated token"
+        )
+    if profile.tokenizer.startswith(TOKENIZER_FILE):
+        path = profile.tokenizer.removeprefix(TOKENIZER_FILE)
+        return f"the tokenizer {path} (ai.embedding.tokenizer)"
+    if profile.tokenizer == TOKENIZER_CL100K:
+        return "cl100k_base (tiktoken)"
+    if profile.tokenizer == TOKENIZER_ESTIMATE:
+        return "an estimate (the server gave no token count when the RAG was created)"
+    return "the model's own tokenizer"
 
 
 # -- prefixes ------------------------------------------------------------------------------

@@ -57,6 +57,7 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
         "paused",
         "providerCircuit",
         "profileNote",
+        "chunkCounting",
         "minScoreAuto",
         "noRagReason",
         "modelProfile",

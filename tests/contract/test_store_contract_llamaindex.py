@@ -6,6 +6,7 @@ refused, hybrid mode, the async methods."""
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ from llama_index.core.vector_stores.types import (
 )
 from test_store_contract import DIM, TA, P, rag_record, random_vectors, unit
 
+from vancetope_rag.domain.retrieval.metadata_filters import UnknownMetadataKeyWarning
 from vancetope_rag.errors import InvalidInputError
 from vancetope_rag.store.port import ChunkStore, Store
 from vancetope_rag.store.port.llamaindex_store import RagVectorStore
@@ -229,6 +231,30 @@ def test_unsupported_filters_are_named(
         assert all(w in message for w in words), message
         assert "'team'" in message or "'year'" in message  # the filter is named
     assert len(vector_store.get_nodes()) == 4  # nothing deleted
+
+
+def test_a_filter_on_a_key_no_chunk_has_warns_naming_the_known_keys(
+    vector_store: RagVectorStore,
+) -> None:
+    """Issue 43: a misspelt key matched nothing and the answer was ``[]`` without a word.
+    LlamaIndex answers a filter that matches nothing with nothing, so it stays an answer,
+    with a warning (``warnings.simplefilter("error", UnknownMetadataKeyWarning)`` makes it
+    an error) naming the key, the close one and the keys the chunks have."""
+    typo = one("yeer", 2022)
+    with pytest.warns(UnknownMetadataKeyWarning) as caught:
+        assert query_ids(vector_store, filters=typo) == []
+    message = str(caught[0].message)
+    assert "'yeer'" in message and "did you mean year?" in message, message
+    assert all(k in message for k in ("lang", "team", "year")), message
+    with pytest.warns(UnknownMetadataKeyWarning):
+        assert vector_store.get_nodes(filters=typo) == []
+    # a key some chunks have stays a plain answer, even when it matches nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownMetadataKeyWarning)
+        assert query_ids(vector_store, filters=one("team", "Nobody")) == []
+        assert query_ids(vector_store, filters=one("year", "2021", FilterOperator.GT)) == []
+        assert query_ids(vector_store, filters=one("team", "Infra")) == ["n3"]
+        assert query_ids(vector_store, filters=one("kind", "nothing")) == []
 
 
 def test_query_needs_an_embedding_and_a_known_mode(vector_store: RagVectorStore) -> None:

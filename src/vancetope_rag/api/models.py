@@ -207,6 +207,11 @@ class StatusResponse(_Model):
     modelProfile: ModelProfileInfo | None = Field(
         default=None, description="the model profile the RAG pinned (null: no RAG)"
     )
+    chunkCounting: str | None = Field(
+        default=None,
+        description="what sized the RAG's chunks against the model's window: the model's "
+        "tokenizer, the server's token counts, or an estimate; null: the provider does not say",
+    )
     indexer: IndexerInfo | None = Field(
         default=None, description="the live indexer workers, and why nothing moves without"
     )

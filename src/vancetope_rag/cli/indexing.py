@@ -473,6 +473,8 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
         click.echo(f"pinned model profile: {profile_line(status.model_profile)}")
     if status.profile_note:
         click.echo(f"model profile: {status.profile_note}")
+    if status.chunk_counting:
+        click.echo(f"chunks sized by: {status.chunk_counting}")
     for line in progress_lines(status.progress):
         click.echo(line)
     if status.needs_attention_count:

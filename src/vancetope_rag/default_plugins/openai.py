@@ -12,6 +12,7 @@ from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
+from vancetope_rag.default_plugins import server_tokens
 from vancetope_rag.embeddings import (
     EmbeddingProvider,
     EmbeddingSettings,
@@ -20,19 +21,26 @@ from vancetope_rag.embeddings import (
     llama_tokenizer,
     require_api_key,
 )
-from vancetope_rag.errors import EmbeddingError, MissingDependencyError
+from vancetope_rag.errors import EmbeddingConfigError, EmbeddingError, MissingDependencyError
 from vancetope_rag.hookspecs import hookimpl
 from vancetope_rag.model_profiles import (
     EMPTY_PROFILE,
+    SERVER_COUNTS,
     TOKENIZER_CL100K,
+    TOKENIZER_ESTIMATE,
+    TOKENIZER_FILE,
     ModelProfile,
+    describe_counting,
     estimate_tokens,
     fallback_profile,
     known_profile,
     prefix_tokens,
+    scaled_estimate,
     with_prefixes,
 )
-from vancetope_rag.secrets import MASK, redact
+from vancetope_rag.secrets import MASK, get_logger, redact
+
+log = get_logger(__name__)
 
 
 def typed_embedding(base: type[Any], types: tuple[str, str], **kwargs: Any) -> BaseEmbedding:
@@ -160,9 +168,18 @@ class OpenAIProvider:
             or profile.dimension
             or self._probe_dimension(embed, settings, model, key)
         )
-        tokenizer: Tokenizer = (
-            llama_tokenizer() if profile.tokenizer == TOKENIZER_CL100K else estimate_tokens
-        )
+        if settings.pinned_profile is None and settings.tokenizer:
+            named = server_tokens.tokenizer_path(settings.tokenizer)
+            profile = replace(profile, tokenizer=TOKENIZER_FILE + named, token_ratio=None)
+        elif settings.pinned_profile is None and settings.base_url:
+            profile = self._count_with_server(profile, embed, settings, model, key)
+        tokenizer: Tokenizer = estimate_tokens
+        if profile.tokenizer.startswith(TOKENIZER_FILE):
+            tokenizer = self._pinned_file(profile, settings)
+        elif profile.tokenizer == TOKENIZER_CL100K:
+            tokenizer = llama_tokenizer()
+        elif profile.tokenizer in SERVER_COUNTS and profile.token_ratio:
+            tokenizer = scaled_estimate(profile.token_ratio)
         return LoadedModel(
             provider=self.name,
             model=model,
@@ -192,6 +209,51 @@ class OpenAIProvider:
             query_prefix=settings.query_prefix,
             document_prefix=settings.document_prefix,
         )
+
+    def token_counting(self, pinned: ModelProfile) -> str:
+        """What counts the chunks of a RAG that pinned ``pinned`` (status)."""
+        if pinned == EMPTY_PROFILE:
+            return describe_counting(ModelProfile(8191, TOKENIZER_CL100K))
+        return describe_counting(pinned)
+
+    @staticmethod
+    def _pinned_file(profile: ModelProfile, settings: EmbeddingSettings) -> Tokenizer:
+        """The tokenizer file a profile names; for a RAG that pinned it and lost the file,
+        the estimate (smaller chunks, never over the window) with a warning."""
+        path = profile.tokenizer.removeprefix(TOKENIZER_FILE)
+        try:
+            return server_tokens.file_tokenizer(path)
+        except EmbeddingConfigError:
+            if settings.pinned_profile is None:
+                raise
+            log.warning("the RAG's tokenizer %s cannot be read: chunks sized by the estimate", path)
+            return estimate_tokens
+
+    @staticmethod
+    def _count_with_server(
+        profile: ModelProfile,
+        embed: BaseEmbedding,
+        settings: EmbeddingSettings,
+        model: str,
+        key: str,
+    ) -> ModelProfile:
+        """A new RAG's profile counting the server's tokens (see :mod:`.server_tokens`)
+        where the shipped one would estimate them and the server tells its counts."""
+        if profile.tokenizer != TOKENIZER_ESTIMATE or not settings.base_url:
+            return profile
+        typed = profile.input_types is not None
+        found = server_tokens.measure(
+            base_url=settings.base_url,
+            api_key=key,
+            client=embed._get_client(),  # type: ignore[attr-defined]
+            model=model,
+            input_type=profile.input_types[1] if profile.input_types is not None else None,
+            prefix="" if typed else profile.document_prefix,
+            special_tokens=profile.special_tokens,
+        )
+        if found is None:
+            return profile
+        return replace(profile, tokenizer=found[0], token_ratio=found[1])
 
     @staticmethod
     def _probe_dimension(

@@ -250,6 +250,10 @@ class RagStatus:
     #: The model profile the RAG pinned (``dimension``, ``window``, ``queryPrefix``,
     #: ``documentPrefix``; window null for a RAG created before model profiles).
     model_profile: dict[str, Any] | None = None
+
+    #: What counts the RAG's chunks against the model's window (the model's tokenizer, the
+    #: server's counts, an estimate); None when the provider does not say.
+    chunk_counting: str | None = None
     #: The live indexer workers of the project's node, and why nothing moves when
     #: documents wait without one (None: not looked up).
     indexer: IndexerStatus | None = None
@@ -276,6 +280,7 @@ class RagStatus:
             "minScoreAuto": self._calibration_json(),
             "profileNote": self.profile_note,
             "modelProfile": self.model_profile,
+            "chunkCounting": self.chunk_counting,
             "indexer": self.indexer.to_json() if self.indexer else None,
             "noRagReason": self.no_rag_reason,
         }

@@ -20,6 +20,7 @@ from vancetope_rag.domain.records import (
     RagRecord,
     RagStatus,
 )
+from vancetope_rag.domain.suggest import did_you_mean
 from vancetope_rag.embeddings import EmbeddingRegistry
 from vancetope_rag.errors import (
     ProjectClosedError,
@@ -291,6 +292,7 @@ class ProjectRagService:
             calibration=rag.calibration,
             profile_note=self.rags.profile_note(rag),
             model_profile=pinned_profile_json(rag),
+            chunk_counting=self.rags.chunk_counting(rag),
         )
 
     def indexer_status(
@@ -323,6 +325,26 @@ class ProjectLifecycle:
     def get_project(self, tenant_id: str, project_id: str) -> Project | None:
         """The project's record (status, home node), or None when it was never brought up."""
         return self.control.get_project(tenant_id, project_id)
+
+    def require_project(self, tenant_id: str, project_id: str, *, named_by: str = "") -> Project:
+        """The project's record; a project never brought up is an error that names the
+        tenant's close projects first (a mistyped id), then all of them.
+
+        Raises:
+            ProjectNotFoundError: No such project in the tenant.
+        """
+        project = self.control.get_project(tenant_id, project_id)
+        if project is not None:
+            return project
+        known = [p.project_id for p in self.control.list_projects(tenant_id=tenant_id)]
+        where = f" ({named_by} names it)" if named_by else ""
+        raise ProjectNotFoundError(
+            f"no project {project_id!r} in tenant {tenant_id!r}{where}; "
+            f"{did_you_mean(project_id, known)}"
+            + (f"known projects: {', '.join(known)}" if known else "the tenant has no project yet"),
+            tenant_id=tenant_id,
+            project_id=project_id,
+        )
 
     def bring_unless_running(self, tenant_id: str, project_id: str) -> str | None:
         """Bring the project up unless it is RUNNING; say why it was needed.

@@ -149,6 +149,18 @@ class RagService:
             pinned_profile=profile_from_json(rag.embedding_profile),
         )
 
+    def chunk_counting(self, rag: RagRecord) -> str | None:
+        """What counts the RAG's chunks against its model's window, from its pinned profile
+        (a provider's ``token_counting(profile)``); None when the provider does not say."""
+        try:
+            provider = self.registry.provider(rag.embedding_provider)
+        except RagError:
+            return None
+        describe = getattr(provider, "token_counting", None)
+        if not callable(describe):
+            return None
+        return str(describe(profile_from_json(rag.embedding_profile)))
+
     def profile_note(self, rag: RagRecord, snapshot: SettingsSnapshot | None = None) -> str | None:
         """Why a rebuild would change how the RAG embeds: it was created before model profiles,
         or the window or prefixes the settings give its model now differ from the pinned ones

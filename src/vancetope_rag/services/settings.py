@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,7 +13,9 @@ from vancetope_rag.domain.settings.registry import (
     inherits_embedding_value,
     mask_secret,
     resolve_setting,
+    unknown_setting,
 )
+from vancetope_rag.domain.suggest import did_you_mean
 from vancetope_rag.domain.texts import check_id
 from vancetope_rag.embeddings import PROVIDER_NONE, EmbeddingRegistry, EmbeddingSettings
 from vancetope_rag.errors import EmbeddingDisabledError, EmbeddingError, SettingError
@@ -92,6 +93,7 @@ class SettingsSnapshot:
             api_key=values["ai.embedding.apiKey"],
             base_url=values["ai.embedding.baseUrl"],
             max_input_tokens=values["ai.embedding.maxInputTokens"],
+            tokenizer=values["ai.embedding.tokenizer"],
             query_prefix=_prefix(values["ai.embedding.queryPrefix"]),
             document_prefix=_prefix(values["ai.embedding.documentPrefix"]),
         )
@@ -180,7 +182,7 @@ class SettingsService:
 
     def get(self, tenant_id: str, project_id: str, key: str) -> Any:
         if key not in SETTINGS:
-            raise SettingError(f"unknown setting {key!r}; known: {', '.join(sorted(SETTINGS))}")
+            raise unknown_setting(key)
         return self.effective(tenant_id, project_id)[key]
 
     def get_public(self, tenant_id: str, project_id: str | None, key: str) -> Any:
@@ -195,7 +197,7 @@ class SettingsService:
         or ``"default"`` (the built-in default). Project None looks at the tenant scope only
         (what a project without its own value inherits)."""
         if key not in SETTINGS:
-            raise SettingError(f"unknown setting {key!r}; known: {', '.join(sorted(SETTINGS))}")
+            raise unknown_setting(key)
         tenant = self._scope_values(tenant_id, None)
         project = {} if project_id is None else self._scope_values(tenant_id, project_id)
         if project.get(key) is not None:
@@ -216,7 +218,7 @@ class SettingsService:
         _check_scope(tenant_id, project_id)
         if value is None:
             if key not in SETTINGS:
-                raise SettingError(f"unknown setting {key!r}")
+                raise unknown_setting(key)
             self._control.set_setting(tenant_id, project_id, key, None)
             return
         if SETTINGS.get(key) is not None and SETTINGS[key].secret and isinstance(value, str):
@@ -261,10 +263,8 @@ class SettingsService:
 def _check_provider_name(what: str, name: str, names: list[str]) -> None:
     """Refuse a provider that is not registered, naming the close ones."""
     if name not in names:
-        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
-        hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise SettingError(
-            f"unknown {what} {name!r}; {hint}available: {', '.join(names)} "
+            f"unknown {what} {name!r}; {did_you_mean(name, names)}available: {', '.join(names)} "
             "(a plugin's provider is listed once its package is installed and loaded)"
         )
 

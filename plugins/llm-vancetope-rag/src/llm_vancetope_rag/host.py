@@ -81,9 +81,17 @@ def close_apps() -> None:
 def turn_messages(user_text: str) -> list[str]:
     """The system messages ``pre_turn`` gives a turn whose user message is ``user_text``
     (ON/OFF/AUTO resolved by the project's settings, as for any turn): usually the one
-    ``<rag-context>`` block, or nothing."""
+    ``<rag-context>`` block, or nothing.
+
+    Raises:
+        ProjectNotFoundError: The environment names a project the store does not know
+            (the message suggests the close ones).
+    """
     target = target_from_env()
-    return app_for(target.store).pre_turn(target.tenant, target.project, [user_text])
+    app = app_for(target.store)
+    # a mistyped project would give every turn an empty block, without a word: name it
+    app.lifecycle.require_project(target.tenant, target.project, named_by=ENV_PROJECT)
+    return app.pre_turn(target.tenant, target.project, [user_text])
 
 
 def describe_error(exc: Exception) -> str:

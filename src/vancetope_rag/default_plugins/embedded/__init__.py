@@ -167,6 +167,10 @@ class EmbeddedProvider:
             threads=int(threads) if threads else None,
         )
 
+    def token_counting(self, pinned: object) -> str:
+        """What counts a RAG's chunks (status): the model's own tokenizer, in process."""
+        return "the model's own tokenizer (in process)"
+
     def default_model(self) -> str:
         return self.model_name
 

@@ -35,15 +35,18 @@ from llama_index.core.vector_stores.types import (
 )
 
 from vancetope_rag.domain.records import Hit
+from vancetope_rag.domain.suggest import did_you_mean
 from vancetope_rag.errors import InvalidInputError
 
 __all__ = [
     "SOURCE_KEYS",
     "HitPredicate",
+    "UnknownMetadataKeyWarning",
     "all_of",
     "compile_filters",
     "hit_value",
     "pushdown",
+    "unknown_keys_message",
 ]
 
 #: Decides whether a candidate hit is kept.
@@ -186,6 +189,41 @@ def pushdown(filters: MetadataFilters | None) -> dict[str, str | list[str]]:
         ):
             out[key] = [str(v) for v in f.value]
     return out
+
+
+class UnknownMetadataKeyWarning(UserWarning):
+    """A metadata filter names a key no chunk of the RAG has (most often a misspelt one), and
+    the query found nothing. LlamaIndex answers a filter that matches nothing with nothing,
+    so the answer stays; ``warnings.simplefilter("error", UnknownMetadataKeyWarning)`` makes
+    it an error."""
+
+
+def metadata_keys(filters: MetadataFilters | MetadataFilter | None) -> list[str]:
+    """The keys of the chunk's own metadata that ``filters`` test (chunk fields left out)."""
+    if filters is None:
+        return []
+    if isinstance(filters, MetadataFilter):
+        return [] if filters.key in _STORE_KEYS else [filters.key]
+    keys = [k for f in filters.filters for k in metadata_keys(f)]
+    return list(dict.fromkeys(keys))
+
+
+def unknown_keys_message(filters: MetadataFilters | None, known: set[str]) -> str | None:
+    """Why a filtered query found nothing when it tests keys no chunk has (``known``: every
+    metadata key of the RAG's chunks), naming each with the close key first; None when every
+    key is held by some chunk, or the RAG holds no metadata at all."""
+    missing = [k for k in metadata_keys(filters) if k not in known]
+    if not missing or not known:
+        return None
+    named = "; ".join(
+        f"metadata filter on {k!r}: no chunk of this RAG has that key, so nothing matched; "
+        f"{did_you_mean(k, sorted(known)).strip()}".rstrip("; ")
+        for k in missing
+    )
+    return (
+        f"{named}. Known metadata keys: {', '.join(sorted(known))} (and the chunk fields "
+        "kind, path, sourceRef)"
+    )
 
 
 def all_of(predicates: Sequence[HitPredicate | None]) -> HitPredicate | None:

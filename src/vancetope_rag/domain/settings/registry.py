@@ -23,6 +23,7 @@ from vancetope_rag.domain.retrieval.relevance import RELEVANCE_AUTO, parse_relev
 from vancetope_rag.domain.settings.cascade import parse_auto_inject
 from vancetope_rag.domain.settings.extraction import EXTRACT_SETTINGS
 from vancetope_rag.domain.settings.kinds import SettingKind, SettingSpec
+from vancetope_rag.domain.suggest import did_you_mean
 from vancetope_rag.errors import InvalidInputError, SettingError
 
 __all__ = [
@@ -126,6 +127,16 @@ SETTINGS: Mapping[str, SettingSpec] = _specs(
         maximum=1_000_000,
         description="Tokens the embedding model reads per input; empty means the model's "
         "profile. New RAGs and rebuilds pin it.",
+    ),
+    SettingSpec(
+        "ai.embedding.tokenizer",
+        SettingKind.STRING,
+        None,
+        nullable=True,
+        description="A local tokenizer of the embedding model (a tokenizer.json file, or a "
+        "folder holding one, as the Hugging Face tokenizers library reads it) that sizes the "
+        "chunks of a remote model exactly; empty means the server's counts, else an estimate. "
+        "New RAGs and rebuilds pin it.",
     ),
     SettingSpec(
         "ai.embedding.queryPrefix",
@@ -298,12 +309,18 @@ _BOOL_WORDS: Mapping[str, bool] = MappingProxyType(
 )
 
 
+def unknown_setting(key: str) -> SettingError:
+    """The error for a key that is no setting: the close keys first, then all of them."""
+    return SettingError(
+        f"unknown setting {key!r}; {did_you_mean(key, SETTINGS)}"
+        f"known settings: {', '.join(sorted(SETTINGS))}"
+    )
+
+
 def _spec(key: str) -> SettingSpec:
     spec = SETTINGS.get(key)
     if spec is None:
-        raise SettingError(
-            f"unknown setting {key!r}; known settings: {', '.join(sorted(SETTINGS))}"
-        )
+        raise unknown_setting(key)
     return spec
 
 
@@ -499,6 +516,7 @@ EMBEDDING_GROUP = frozenset(
         "ai.embedding.requestsPerMinute",
         "ai.embedding.tokensPerMinute",
         "ai.embedding.maxInputTokens",
+        "ai.embedding.tokenizer",
         "ai.embedding.queryPrefix",
         "ai.embedding.documentPrefix",
     }

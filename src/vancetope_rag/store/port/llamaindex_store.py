@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,9 +39,12 @@ from pydantic import PrivateAttr
 from vancetope_rag.domain.records import Chunk, ChunkKind, Hit
 from vancetope_rag.domain.retrieval.metadata_filters import (
     HitPredicate,
+    UnknownMetadataKeyWarning,
     all_of,
     compile_filters,
+    metadata_keys,
     pushdown,
+    unknown_keys_message,
 )
 from vancetope_rag.domain.retrieval.ranking import Candidates, Fetch, FusionParams, collect_hits
 from vancetope_rag.domain.texts import check_metadata
@@ -196,7 +200,20 @@ class RagVectorStore(BasePydanticVectorStore):
     def get_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
     ) -> list[BaseNode]:
-        return [hit_to_node(h) for h in self._matching(node_ids, filters)]
+        nodes: list[BaseNode] = [hit_to_node(h) for h in self._matching(node_ids, filters)]
+        if not nodes:
+            self._warn_unknown_keys(filters)
+        return nodes
+
+    def _warn_unknown_keys(self, filters: MetadataFilters | None) -> None:
+        """After an empty answer: warn when ``filters`` test a key no chunk has (read from
+        the RAG's chunks only then, so a filter that matches costs nothing more)."""
+        if not metadata_keys(filters):
+            return
+        known = {k for h in self._chunks.get_chunks(self._scope) for k in h.metadata}
+        message = unknown_keys_message(filters, known)
+        if message is not None:
+            warnings.warn(message, UnknownMetadataKeyWarning, stacklevel=3)
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """The ``similarity_top_k`` best chunks kept by ``doc_ids``, ``node_ids`` and
@@ -231,6 +248,8 @@ class RagVectorStore(BasePydanticVectorStore):
             )
         with self._chunks.snapshot():  # a hybrid query's hits are read as they are selected
             hits = collect_hits(fetch, top_k=query.similarity_top_k, keep=keep, min_fetch=min_fetch)
+        if not hits:
+            self._warn_unknown_keys(query.filters)
         return VectorStoreQueryResult(
             nodes=[hit_to_node(h) for h in hits],
             similarities=[h.score for h in hits],
