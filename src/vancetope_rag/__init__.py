@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from vancetope_rag.errors import BridgeVisionUnavailableError as BridgeVisionUnavailableError
     from vancetope_rag.errors import CopyConflictError as CopyConflictError
     from vancetope_rag.errors import DimensionMismatchError as DimensionMismatchError
+    from vancetope_rag.errors import DimensionPausedError as DimensionPausedError
     from vancetope_rag.errors import DocumentNotFoundError as DocumentNotFoundError
     from vancetope_rag.errors import EmbeddingConfigError as EmbeddingConfigError
     from vancetope_rag.errors import EmbeddingDisabledError as EmbeddingDisabledError
@@ -154,6 +155,7 @@ _EXPORTS: dict[str, str] = {
     "BridgeVisionUnavailableError": "vancetope_rag.errors",
     "CopyConflictError": "vancetope_rag.errors",
     "DimensionMismatchError": "vancetope_rag.errors",
+    "DimensionPausedError": "vancetope_rag.errors",
     "DocumentNotFoundError": "vancetope_rag.errors",
     "EmbeddingConfigError": "vancetope_rag.errors",
     "EmbeddingDisabledError": "vancetope_rag.errors",

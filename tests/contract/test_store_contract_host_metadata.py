@@ -71,11 +71,11 @@ def test_a_sqlite_store_of_schema_7_gains_the_column(tmp_path: Path) -> None:
     doc = store.control.insert_document(new())
     store.close()
     conn = apsw.Connection(str(path))  # back to what schema version 7 wrote
-    conn.execute(  # and of the steps after it (import origins, calibration)
+    conn.execute(  # and of the steps after it (import origins, calibration, heartbeats)
         "DROP INDEX documents_attention_idx; ALTER TABLE documents DROP COLUMN import_origin; "
         "ALTER TABLE documents DROP COLUMN extraction_error; "
         "ALTER TABLE documents DROP COLUMN metadata; ALTER TABLE rags DROP COLUMN calibration; "
-        "ALTER TABLE rags DROP COLUMN embedding_profile; "
+        "ALTER TABLE rags DROP COLUMN embedding_profile; DROP TABLE workers; "
         "PRAGMA user_version=7"
     )
     conn.close()
