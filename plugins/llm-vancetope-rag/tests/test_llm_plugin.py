@@ -224,6 +224,7 @@ def test_key_model_gets_llms_key(monkeypatch: pytest.MonkeyPatch) -> None:
 # -- (c) llm rag status | import | index | query --------------------------------------------
 
 
+@pytest.mark.slow  # 11-20 s of a core: `make test-all`
 def test_rag_commands_run_our_cli(env: dict[str, str], tmp_path: Path) -> None:
     env = {**env, "VANCETOPE_RAG_PROJECT": "other"}
     root = tmp_path / "more"
