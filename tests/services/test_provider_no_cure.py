@@ -163,7 +163,7 @@ def test_a_wrong_dimension_pauses_in_every_process_and_the_rebuild_it_asks_for_r
             now = other.project_rags.status(T, P)
             return now.paused is None and now.documents.get("indexed", 0) == len(paths) + 3
 
-        wait_for(settled, timeout=60)
+        wait_for(settled, timeout=180)  # ~4 s on a quiet machine; over 60 s under full load
     finally:
         worker.scheduler.stop()
     rag = other.project_rags.find_default_rag(T, P)
