@@ -9,11 +9,13 @@ created once per database (in ``public``), as an operator would, so ``init`` fin
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -112,6 +114,21 @@ def fresh_schema(*, hnsw: bool | None = None) -> tuple[str, str]:
 
 def drop_schema(name: str) -> None:
     admin().execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@contextlib.contextmanager
+def initialized_schema() -> Iterator[str]:
+    """The store URI of a fresh schema, initialised as ``init`` does it; dropped after."""
+    from vancetope_rag.store import open_store
+
+    name, uri = fresh_schema()
+    store = open_store(uri)
+    store.initialize()
+    store.close()
+    try:
+        yield uri
+    finally:
+        drop_schema(name)
 
 
 def shutdown() -> None:

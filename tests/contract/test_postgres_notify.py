@@ -21,12 +21,8 @@ AppFactory = Callable[..., RagApp]
 
 @pytest.fixture
 def schema_uri() -> Iterator[str]:
-    name, uri = postgres_support.fresh_schema()
-    store = open_postgres_store(uri)
-    store.initialize()
-    store.close()
-    yield uri
-    postgres_support.drop_schema(name)
+    with postgres_support.initialized_schema() as uri:
+        yield uri
 
 
 def _wait(predicate: Callable[[], bool], timeout_s: float) -> float:

@@ -30,7 +30,6 @@ from fakes import P, T
 from openai_server import DIM, WRONG_KEY, EmbeddingsServer, Fault, openai_app
 from vancetope_rag.app import RagApp
 from vancetope_rag.errors import DimensionMismatchError, ProviderUnavailableError
-from vancetope_rag.store import open_store
 
 #: What `index --until-idle` may take, process start included (a few seconds on 2 busy
 #: cores): ten times that. Before, it ground on for minutes (retry back-offs of 30 s and up).
@@ -46,12 +45,8 @@ def store_uri(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if getattr(request, "param", "sqlite") == "sqlite":
         yield f"sqlite:///{tmp_path / 'rag.db'}"
         return
-    name, uri = postgres_support.fresh_schema()
-    store = open_store(uri)
-    store.initialize()
-    store.close()
-    yield uri
-    postgres_support.drop_schema(name)
+    with postgres_support.initialized_schema() as uri:
+        yield uri
 
 
 def wait_for(what: Callable[[], Any], timeout: float = 30.0) -> None:

@@ -16,15 +16,10 @@ from test_sync_multiprocess import (  # noqa: F401 - collected here on PostgreSQ
 )
 
 import postgres_support
-from vancetope_rag.store import open_store
 
 
 @pytest.fixture
 def store_uri() -> Iterator[str]:
     """A fresh schema of the session's PostgreSQL server, initialised (``init``)."""
-    name, uri = postgres_support.fresh_schema()
-    store = open_store(uri)
-    store.initialize()
-    store.close()
-    yield uri
-    postgres_support.drop_schema(name)
+    with postgres_support.initialized_schema() as uri:
+        yield uri
