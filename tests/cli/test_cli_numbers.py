@@ -13,10 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
-
-from fakes import P, T
-from vancetope_rag.cli import cli
 
 TOPICS = [
     "zebra stripes on the savanna grass",
@@ -47,30 +43,21 @@ TOPICS = [
 
 
 @pytest.fixture
-def run(tmp_path: Path) -> Any:
-    store = f"sqlite:///{tmp_path / 'cli.db'}"
-    runner = CliRunner()
-
-    def invoke(*args: str, ok: bool = True) -> Result:
-        base = ["--store", store, "--tenant", T, "--project", P]
-        result = runner.invoke(cli, [*base, *args], catch_exceptions=False)
-        if ok:
-            assert result.exit_code == 0, (args, result.output)
-        return result
-
+def indexed(run: Any, tmp_path: Path) -> Any:
+    """The CLI (tests/cli/conftest.py ``run``) over 24 indexed notes, hashing embeddings."""
     docs = tmp_path / "docs"
     docs.mkdir()
     for i, topic in enumerate(TOPICS):
         body = f"These notes are about {topic}, and they say a little more about {topic} here."
         (docs / f"n{i:02}.md").write_text(f"# {topic}\n\n{body}\n")
-    invoke("settings", "set", "ai.embedding.provider", "hashing", "--scope", "tenant")
-    assert "24 created" in invoke("import", str(docs)).stdout
-    invoke("index")
-    return invoke
+    run("settings", "set", "ai.embedding.provider", "hashing", "--scope", "tenant")
+    assert "24 created" in run("import", str(docs)).stdout
+    run("index")
+    return run
 
 
-def test_query_names_the_order_and_labels_each_number(run: Any) -> None:
-    hybrid = run("query", "zebra stripes savanna").stdout.splitlines()
+def test_query_names_the_order_and_labels_each_number(indexed: Any) -> None:
+    hybrid = indexed("query", "zebra stripes savanna").stdout.splitlines()
     assert hybrid[0].endswith(
         "in the order the turn uses: "
         + ("by fused score (hybrid: dense and lexical ranks fused), not by cosine")
@@ -82,21 +69,21 @@ def test_query_names_the_order_and_labels_each_number(run: Any) -> None:
     )
     assert all(pattern.match(line) for line in lines), lines
     # the numbers shown are the hits' own, in the JSON's order
-    data = json.loads(run("query", "zebra stripes savanna", "--json").stdout)
+    data = json.loads(indexed("query", "zebra stripes savanna", "--json").stdout)
     for line, hit in zip(lines, data, strict=True):
         assert f"cosine {hit['score']:.3f}" in line and f"fused {hit['fusedScore']:.4f}" in line
-    dense = run("query", "zebra stripes savanna", "--mode", "dense").stdout.splitlines()
+    dense = indexed("query", "zebra stripes savanna", "--mode", "dense").stdout.splitlines()
     assert dense[0].endswith("in the order the turn uses: by cosine similarity (dense)")
     assert all(re.match(r"^#\d+  \S+  cosine \d\.\d{3}$", x) for x in dense[1:] if x[0] == "#")
 
 
-def test_explain_lists_every_candidate_with_why(run: Any, tmp_path: Path) -> None:
+def test_explain_lists_every_candidate_with_why(indexed: Any, tmp_path: Path) -> None:
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
         "name: t\nparams:\n  rag:\n    autoInject: ON\n    topK: 4\n    maxPerDocument: 1\n"
         "    minScore: 0.2\n    relevanceCut: 0.05\n    maxTokens: 120\n"
     )
-    result = run("context", "zebra stripes savanna", "--recipe", str(recipe), "--explain")
+    result = indexed("context", "zebra stripes savanna", "--recipe", str(recipe), "--explain")
     err = result.stderr.splitlines()
     assert err[0].startswith("autoInject on (decided by recipe)")
     assert err[1].startswith("candidates in the order the turn used, by fused score")
@@ -113,7 +100,7 @@ def test_explain_lists_every_candidate_with_why(run: Any, tmp_path: Path) -> Non
     # every candidate is listed once, numbered in the order the turn used
     assert [int(r.split()[0][1:]) for r in rows] == list(range(1, len(rows) + 1))
     data = json.loads(
-        run(
+        indexed(
             "context", "zebra stripes savanna", "--recipe", str(recipe), "--explain", "--json"
         ).stdout
     )
@@ -126,14 +113,14 @@ def test_explain_lists_every_candidate_with_why(run: Any, tmp_path: Path) -> Non
     assert any(w.startswith("threshold: cosine ") and "< minScore 0.2000" in w for w in whys)
 
 
-def test_explain_names_the_cap_and_the_budget(run: Any, tmp_path: Path) -> None:
+def test_explain_names_the_cap_and_the_budget(indexed: Any, tmp_path: Path) -> None:
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
         "name: t\nparams:\n  rag:\n    autoInject: ON\n    topK: 6\n    maxPerDocument: 1\n"
         "    minScore: -1\n    relevanceCut: 'off'\n    maxTokens: 100\n"
     )
     data = json.loads(
-        run("context", "zebra", "--recipe", str(recipe), "--explain", "--json").stdout
+        indexed("context", "zebra", "--recipe", str(recipe), "--explain", "--json").stdout
     )
     whys = [c["why"] for c in data["candidates"]]
     assert any(w.startswith("budget: over rag.autoInject.maxTokens=100") for w in whys), whys
@@ -141,13 +128,13 @@ def test_explain_names_the_cap_and_the_budget(run: Any, tmp_path: Path) -> None:
     assert sum(w.startswith("topK") for w in whys) >= 1
 
 
-def test_settings_effective_prints_the_values_turns_use(run: Any) -> None:
-    out = run("settings", "get").stdout
+def test_settings_effective_prints_the_values_turns_use(indexed: Any) -> None:
+    out = indexed("settings", "get").stdout
     assert "rag.topK = 5 (default)\n" in out
     assert "rag.maxPerDocument = 2 (default)\n" in out
     assert "rag.autoInject.maxTokens = 1500 (default)\n" in out
     assert "null" not in next(x for x in out.splitlines() if x.startswith("rag.minScore"))
-    status = json.loads(run("status", "--json").stdout)["minScoreAuto"]
+    status = json.loads(indexed("status", "--json").stdout)["minScoreAuto"]
     day = status["calibratedAt"][:10]
     assert f"rag.minScore = {status['minScore']} (auto, calibrated {day})\n" in out
     gap = status["gap"]
@@ -155,11 +142,11 @@ def test_settings_effective_prints_the_values_turns_use(run: Any) -> None:
         f"rag.autoInject.relevanceCut = {gap} (auto, calibrated {day}; the relevance gap in "
         "hybrid mode)\n" in out
     )
-    run("settings", "set", "rag.topK", "7")
-    run("settings", "set", "rag.minScore", "0.4", "--scope", "tenant")
-    out = run("settings", "get").stdout
+    indexed("settings", "set", "rag.topK", "7")
+    indexed("settings", "set", "rag.minScore", "0.4", "--scope", "tenant")
+    out = indexed("settings", "get").stdout
     assert "rag.topK = 7 (project)\n" in out and "rag.minScore = 0.4 (tenant)\n" in out
-    data = json.loads(run("settings", "get", "rag.topK", "--json").stdout)
+    data = json.loads(indexed("settings", "get", "rag.topK", "--json").stdout)
     assert data["rag.topK"] == {
         "value": 7,
         "source": "project",
@@ -167,14 +154,14 @@ def test_settings_effective_prints_the_values_turns_use(run: Any) -> None:
         "appliedFrom": "project",
     }
     # the tenant scope still says what is set there
-    assert run("settings", "get", "rag.topK", "--scope", "tenant").stdout == (
+    assert indexed("settings", "get", "rag.topK", "--scope", "tenant").stdout == (
         "rag.topK = null (default; not set at tenant scope)\n"
     )
 
 
-def test_status_shows_the_pinned_profile_and_the_calibration(run: Any) -> None:
-    out = run("status").stdout
-    data = json.loads(run("status", "--json").stdout)
+def test_status_shows_the_pinned_profile_and_the_calibration(indexed: Any) -> None:
+    out = indexed("status").stdout
+    data = json.loads(indexed("status", "--json").stdout)
     profile = data["modelProfile"]
     assert profile["dimension"] == 256 or profile["dimension"] > 0
     assert f"pinned model profile: dimension {profile['dimension']}, " in out
