@@ -42,7 +42,7 @@ class FakeClock:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: one worker more than the cores, at most 4. Many tests wait on what they
     started (a server, a worker process, LibreOffice) and leave their core idle meanwhile;
-    the extra worker fills it (5:54 against 6:31 for the suite on 2 cores)."""
+    the extra worker fills it (the figures: docs/testing.md)."""
     return min((os.cpu_count() or 1) + 1, 4)
 
 
