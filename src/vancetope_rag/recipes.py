@@ -130,17 +130,23 @@ def load_recipe(recipe: str | os.PathLike[str]) -> Recipe:
         raise RecipeError(f"{source!r}: a recipe path cannot contain a NUL character")
     if not is_recipe_path(recipe):
         source = os.fspath(_bundled_path(source))
+    data = read_yaml(source, "recipe file", RecipeError)
+    return parse_recipe(data, source=source, base_dir=Path(source).parent)
+
+
+def read_yaml(source: str, what: str, error: Callable[[str], Exception]) -> object:
+    """The YAML (or JSON) document in the file ``source``, ``what`` named in messages;
+    ``error(message)`` when the file is missing, unreadable, not UTF-8 or not YAML."""
     try:
         text = Path(source).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise RecipeError(f"{source}: recipe file not found") from None
+        raise error(f"{source}: {what} not found") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise RecipeError(f"{source}: cannot read recipe file: {exc}") from None
+        raise error(f"{source}: cannot read {what}: {exc}") from None
     try:
-        data: object = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise RecipeError(f"{source}: invalid YAML: {exc}") from None
-    return parse_recipe(data, source=source, base_dir=Path(source).parent)
+        raise error(f"{source}: invalid YAML: {exc}") from None
 
 
 def parse_recipe(

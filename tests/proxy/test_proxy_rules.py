@@ -120,7 +120,7 @@ def test_the_key_table_keeps_hashes_and_refuses_bad_entries(tmp_path: Path) -> N
         parse_key_table(
             {"keys": [_entry(), _entry(name="other")]}, source="keys.yaml", base_dir=tmp_path
         )
-    with pytest.raises(ApiConfigError, match="cannot read"):
+    with pytest.raises(ApiConfigError, match="proxy key file not found"):
         load_key_table(tmp_path / "none.yaml")
 
 
@@ -139,6 +139,17 @@ def test_a_changed_key_file_is_read_again_and_a_broken_one_admits_no_key(
     path.write_text(yaml.safe_dump({"keys": [_entry(hash=hash_key("vrk_y"))]}), encoding="utf-8")
     assert keys.find("vrk_y") is not None and keys.failure is None
     assert reloads == [True, False, True]
+
+
+def test_a_key_file_that_is_not_utf8_admits_no_key_and_says_why(tmp_path: Path) -> None:
+    path = tmp_path / "keys.yaml"
+    path.write_text(yaml.safe_dump({"keys": [_entry()]}), encoding="utf-8")
+    keys = KeyFile(path)
+    path.write_bytes(b"keys: [{name: \xff\xfe}]\n")
+    assert keys.find("vrk_x") is None  # fails closed, not with a UnicodeDecodeError
+    assert keys.failure is not None and "cannot read" in keys.failure
+    with pytest.raises(ApiConfigError, match="cannot read proxy key file"):
+        load_key_table(path)
 
 
 def test_the_upstream_url_is_checked() -> None:

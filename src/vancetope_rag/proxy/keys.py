@@ -26,11 +26,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from vancetope_rag.domain.texts import check_id
 from vancetope_rag.errors import ApiConfigError, RagError
-from vancetope_rag.recipes import RagParams, is_recipe_path, load_recipe
+from vancetope_rag.recipes import RagParams, is_recipe_path, load_recipe, read_yaml
 from vancetope_rag.secrets import get_logger
 
 log = get_logger(__name__)
@@ -145,14 +143,7 @@ def load_key_table(path: str | os.PathLike[str]) -> dict[str, ApiKey]:
         ApiConfigError: The file is missing, unreadable, not YAML/JSON, or invalid.
     """
     source = os.fspath(path)
-    try:
-        text = Path(source).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ApiConfigError(f"{source}: cannot read the proxy key file: {exc}") from None
-    try:
-        data: object = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ApiConfigError(f"{source}: invalid YAML/JSON: {exc}") from None
+    data = read_yaml(source, "proxy key file", ApiConfigError)
     return parse_key_table(data, source=source, base_dir=Path(source).parent)
 
 

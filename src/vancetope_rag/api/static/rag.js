@@ -130,6 +130,17 @@
     return td;
   }
 
+  // Fill a table's body: a row per item, its cells from ``fill(tr, item)``.
+  function fillTable(id, items, fill) {
+    const tbody = $(id).querySelector("tbody");
+    tbody.replaceChildren();
+    for (const item of items) {
+      const tr = document.createElement("tr");
+      fill(tr, item);
+      tbody.appendChild(tr);
+    }
+  }
+
   function renderStatus(status) {
     $("rag-exists").textContent = status.exists
       ? "present"
@@ -244,31 +255,23 @@
   }
 
   function renderFailed(failed) {
-    const tbody = $("failed-table").querySelector("tbody");
-    tbody.replaceChildren();
-    for (const doc of failed.documents) {
-      const tr = document.createElement("tr");
+    fillTable("failed-table", failed.documents, (tr, doc) => {
       tr.dataset.path = doc.path;
       cell(tr, doc.path, null, "Path");
       cell(tr, doc.state === "failed" ? "failed" : doc.state + " (will retry)", null, "State");
       cell(tr, String(doc.attempts), null, "Attempts");
       cell(tr, doc.lastError || "no reason recorded", "error-text", "Reason");
-      tbody.appendChild(tr);
-    }
+    });
     $("failed-table").hidden = failed.documents.length === 0;
     $("failed-empty").hidden = failed.documents.length !== 0;
   }
 
   function renderAttention(status) {
-    const tbody = $("attention-table").querySelector("tbody");
-    tbody.replaceChildren();
-    for (const item of status.needsAttention || []) {
-      const tr = document.createElement("tr");
+    fillTable("attention-table", status.needsAttention || [], (tr, item) => {
       tr.dataset.path = item.path;
       cell(tr, item.path);
       cell(tr, item.error, "error-text");
-      tbody.appendChild(tr);
-    }
+    });
     $("attention-count").textContent = "(" + (status.needsAttentionCount || 0) + ")";
     $("attention-box").hidden = !status.needsAttentionCount;
   }
@@ -309,10 +312,7 @@
   }
 
   function renderDocuments(list) {
-    const tbody = $("documents-table").querySelector("tbody");
-    tbody.replaceChildren();
-    for (const doc of list.documents) {
-      const tr = document.createElement("tr");
+    fillTable("documents-table", list.documents, (tr, doc) => {
       tr.dataset.documentId = doc.id;
       tr.dataset.path = doc.path;
       cell(tr, doc.path);
@@ -321,8 +321,7 @@
       td.appendChild(overrideControl(doc, tr));
       tr.appendChild(td);
       cell(tr, "", "row-status");
-      tbody.appendChild(tr);
-    }
+    });
     const shown = list.documents.length;
     $("documents-empty").textContent = docsQuery
       ? "No document path holds “" + docsQuery + "”."
@@ -351,18 +350,14 @@
   }
 
   function renderQuery(result) {
-    const tbody = $("query-table").querySelector("tbody");
-    tbody.replaceChildren();
-    for (const hit of result.hits) {
-      const tr = document.createElement("tr");
+    fillTable("query-table", result.hits, (tr, hit) => {
       cell(tr, String(hit.rank), "rank", "#");
       cell(tr, hit.label, null, "Label");
       cell(tr, orderedBy(result.order, hit), "ordered-by", "Ordered by");
       cell(tr, "cosine " + hit.score.toFixed(3), "score", "Cosine");
       cell(tr, hit.path || hit.source, null, "Source");
       cell(tr, hit.text, "excerpt", "Excerpt");
-      tbody.appendChild(tr);
-    }
+    });
     $("query-table").hidden = result.hits.length === 0;
     const p = result.params;
     const used = "topK " + p.topK + ", minScore " + p.minScore + ", " + p.mode;
