@@ -69,6 +69,7 @@ class EngineConfig(BaseSettings):
         "its last tick ended. 0: at once.",
         default=0.25,
         ge=0,
+        validation_alias=_env("VANCETOPE_RAG_INDEXER_WAKE_DELAY_S"),
     )
     indexer_initial_delay_s: float = Field(
         description=(
@@ -78,6 +79,7 @@ class EngineConfig(BaseSettings):
         ),
         default=60.0,
         ge=0,
+        validation_alias=_env("VANCETOPE_RAG_INDEXER_INITIAL_DELAY_S"),
     )
     indexer_batch_size: int = Field(
         description="Documents claimed per project per tick.",
@@ -93,23 +95,27 @@ class EngineConfig(BaseSettings):
         default=8,
         ge=1,
         le=256,
+        validation_alias=_env("VANCETOPE_RAG_TURN_WORKERS"),
     )
     claim_ttl_s: float = Field(
         description="Seconds a worker's claim on a document lasts; then another worker may "
         "take it.",
         default=600.0,
         gt=0,
+        validation_alias=_env("VANCETOPE_RAG_CLAIM_TTL_S"),
     )
     store_busy_timeout_s: float = Field(
         default=30.0,
         gt=0,
         le=3600,
+        validation_alias=_env("VANCETOPE_RAG_STORE_BUSY_TIMEOUT_S"),
         description="SQLite: how long a statement waits for another process's lock before "
         "it fails (a store error).",
     )
     postgres_schema: str | None = Field(
         default=None,
         pattern=r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$",
+        validation_alias=_env("VANCETOPE_RAG_POSTGRES_SCHEMA"),
         description="PostgreSQL: the schema the store lives in (its `search_path`), where "
         "the store URI has no `schema=`. Unset: the role's `search_path`.",
     )
@@ -117,12 +123,14 @@ class EngineConfig(BaseSettings):
         default=None,
         ge=1,
         le=1000,
+        validation_alias=_env("VANCETOPE_RAG_POSTGRES_POOL_SIZE"),
         description="PostgreSQL: connections this process opens at most, where the store "
         "URI has no `pool_size=`. Unset: 8.",
     )
     postgres_statement_timeout_ms: int | None = Field(
         default=None,
         ge=1,
+        validation_alias=_env("VANCETOPE_RAG_POSTGRES_STATEMENT_TIMEOUT_MS"),
         description="PostgreSQL: a statement running longer is cancelled (a store error), "
         "where the store URI has no `statement_timeout_ms=`. Unset: 60,000.",
     )
@@ -130,11 +138,13 @@ class EngineConfig(BaseSettings):
         Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] | None
     ) = Field(
         default=None,
+        validation_alias=_env("VANCETOPE_RAG_POSTGRES_SSLMODE"),
         description="PostgreSQL: libpq's `sslmode`, where the store URI has none. Unset: "
         "libpq's default (`prefer`).",
     )
     postgres_vector_index: Literal["hnsw", "none"] | None = Field(
         default=None,
+        validation_alias=_env("VANCETOPE_RAG_POSTGRES_VECTOR_INDEX"),
         description="PostgreSQL: `hnsw` builds an HNSW index per chunk table, `none` ranks "
         "every scope by an exact scan; where the store URI has no `vector_index=`. Unset: "
         "`hnsw`.",
@@ -143,6 +153,7 @@ class EngineConfig(BaseSettings):
         default=10.0,
         ge=0,
         le=86_400,
+        validation_alias=_env("VANCETOPE_RAG_MONGO_SEARCH_GRACE_S"),
         description="MongoDB Atlas: seconds search must have shown a write before what it "
         "replaces goes (a replaced chunk version is swept, a rebuilt generation goes live): "
         "the lag allowed between the search node probed and the nodes queries read. With "
@@ -150,6 +161,7 @@ class EngineConfig(BaseSettings):
     )
     mongo_search_node_preference: bool = Field(
         default=True,
+        validation_alias=_env("VANCETOPE_RAG_MONGO_SEARCH_NODE_PREFERENCE"),
         description="MongoDB Atlas: route a RAG's searches with `searchNodePreference`: a "
         "chat turn reads one search node, a RAG's turns are spread over two, and the sweep's "
         "probes ask both, so a node lagging past the grace never shows a source with no "
@@ -160,6 +172,7 @@ class EngineConfig(BaseSettings):
         default=20_000,
         ge=10_000,
         le=1_000_000,
+        validation_alias=_env("VANCETOPE_RAG_MONGO_EXACT_MAX_CHUNKS"),
         description="MongoDB Atlas: a RAG holding at most 5% of its dimension's chunks is "
         "searched exactly (ENN: the recall of approximate search drops behind a selective "
         "filter) up to this many chunks; larger ones approximately. An exact search reads "
@@ -170,6 +183,7 @@ class EngineConfig(BaseSettings):
         default=5,
         ge=1,
         le=10_000,
+        validation_alias=_env("VANCETOPE_RAG_MAX_STORE_FAILURES"),
         description="Consecutive indexer ticks the store may fail before the background "
         "indexer stops (`worker` then exits with status 1, for its supervisor to see), and "
         "before `index --until-idle` gives up (status 1 as well).",
@@ -179,16 +193,19 @@ class EngineConfig(BaseSettings):
         default=5,
         ge=1,
         le=100,
+        validation_alias=_env("VANCETOPE_RAG_MAX_ATTEMPTS"),
     )
     retry_backoff_s: float = Field(
         description="First wait before a failed document is retried (doubles each attempt).",
         default=30.0,
         ge=0,
+        validation_alias=_env("VANCETOPE_RAG_RETRY_BACKOFF_S"),
     )
     retry_backoff_max_s: float = Field(
         description="Longest wait between retries of a failed document.",
         default=3600.0,
         ge=0,
+        validation_alias=_env("VANCETOPE_RAG_RETRY_BACKOFF_MAX_S"),
     )
     provider_retry_s: float = Field(
         description="An embedding provider found down (connection refused, timeout, 5xx, "
@@ -197,16 +214,19 @@ class EngineConfig(BaseSettings):
         "Retry-After header asking for longer is honoured.",
         default=2.0,
         gt=0,
+        validation_alias=_env("VANCETOPE_RAG_PROVIDER_RETRY_S"),
     )
     provider_retry_max_s: float = Field(
         description="Longest wait between tries of an embedding provider that is down: "
         "indexing resumes at most this long after it is back.",
         default=30.0,
         gt=0,
+        validation_alias=_env("VANCETOPE_RAG_PROVIDER_RETRY_MAX_S"),
     )
     retired_grace_s: float = Field(
         default=300.0,
         ge=0,
+        validation_alias=_env("VANCETOPE_RAG_RETIRED_GRACE_S"),
         description="How long a generation a rebuild replaced keeps its chunks: a reader "
         "that looked the RAG up just before the switch still finds them.",
     )
@@ -250,6 +270,7 @@ class EngineConfig(BaseSettings):
         default=20.0,
         gt=0,
         le=1000,
+        validation_alias=_env("VANCETOPE_RAG_RETRIEVAL_RRF_K"),
         description="Reciprocal-rank fusion constant k of hybrid retrieval.",
     )
     retrieval_rrf_dense_weight: float = Field(
@@ -257,23 +278,27 @@ class EngineConfig(BaseSettings):
         default=1.0,
         ge=0,
         le=100,
+        validation_alias=_env("VANCETOPE_RAG_RETRIEVAL_RRF_DENSE_WEIGHT"),
     )
     retrieval_rrf_lexical_weight: float = Field(
         description="Weight of the lexical (BM25) list in hybrid fusion.",
         default=1.0,
         ge=0,
         le=100,
+        validation_alias=_env("VANCETOPE_RAG_RETRIEVAL_RRF_LEXICAL_WEIGHT"),
     )
     retrieval_hybrid_depth: int = Field(
         default=100,
         ge=1,
         le=1000,
+        validation_alias=_env("VANCETOPE_RAG_RETRIEVAL_HYBRID_DEPTH"),
         description="Candidates each side of a hybrid query returns at least.",
     )
     turn_deadline_s: float = Field(
         default=5.0,
         gt=0,
         le=300,
+        validation_alias=_env("VANCETOPE_RAG_TURN_DEADLINE_S"),
         description="Seconds a chat turn's retrieval (AutoInject's pre-turn step) may spend "
         "in the store; a search still running then is abandoned and the block skipped, the "
         "turn goes on (MongoDB: each operation gets the time left instead of the client's "
@@ -283,6 +308,7 @@ class EngineConfig(BaseSettings):
         default=limits.AUTOINJECT_MAX_TOKENS,
         ge=limits.AUTOINJECT_MAX_TOKENS_MIN,
         le=limits.AUTOINJECT_MAX_TOKENS_MAX,
+        validation_alias=_env("VANCETOPE_RAG_AUTOINJECT_MAX_TOKENS"),
         description="Default token budget of the <rag-context> block (cl100k_base tokens).",
     )
     max_text_chars: int = Field(
@@ -319,6 +345,7 @@ class EngineConfig(BaseSettings):
     extract_retry_s: float = Field(
         default=60.0,
         ge=0,
+        validation_alias=_env("VANCETOPE_RAG_EXTRACT_RETRY_S"),
         description="A file whose read failed for the machine's sake (the tesseract program "
         "missing, the vision model unreachable, the time limit) is read again from its "
         "import's folder after this many seconds, doubling each time, by the background "
@@ -327,12 +354,14 @@ class EngineConfig(BaseSettings):
     extract_retry_max_s: float = Field(
         default=3600.0,
         ge=0,
+        validation_alias=_env("VANCETOPE_RAG_EXTRACT_RETRY_MAX_S"),
         description="Longest wait between two background reads of such a file.",
     )
     extract_retry_max_attempts: int = Field(
         default=10,
         ge=0,
         le=1000,
+        validation_alias=_env("VANCETOPE_RAG_EXTRACT_RETRY_MAX_ATTEMPTS"),
         description="Background reads of such a file at most; then only an import reads it "
         "again (a file that always hits the time limit stops costing a worker).",
     )
@@ -359,23 +388,27 @@ class EngineConfig(BaseSettings):
     )
     bridge_cache_dir: str | None = Field(
         default=None,
+        validation_alias=_env("VANCETOPE_RAG_BRIDGE_CACHE_DIR"),
         description="Folder of files_visualize's result cache (by file hash and effective "
         "configuration: a repeated call pays no vision call). Unset: beside a SQLite store "
         "file (<store>.bridge), else ~/.cache/vancetope-rag/bridge.",
     )
     workspaces_dir: str | None = Field(
         default=None,
+        validation_alias=_env("VANCETOPE_RAG_WORKSPACES_DIR"),
         description="Folder holding <tenant>/<project>/ workspaces for rag_add_workspace_file.",
     )
     torch_threads: int | None = Field(
         default=None,
         ge=1,
         le=256,
+        validation_alias=_env("VANCETOPE_RAG_TORCH_THREADS"),
         description="Threads for the in-process model; 1 when several processes share a "
         "small host (oversubscribed threads make a query embedding 15-28x slower).",
     )
     embedded_backend: Literal["auto", "torch", "onnx"] = Field(
         default="auto",
+        validation_alias=_env("VANCETOPE_RAG_EMBEDDED_BACKEND"),
         description="What computes the embedded model's embeddings: onnx (ONNX Runtime, the "
         "'onnx' extra), torch, or auto, which measures both once per machine and keeps the "
         "faster for queries (and for indexing batches when 1.2x faster); auto and onnx also "
@@ -385,44 +418,52 @@ class EngineConfig(BaseSettings):
     )
     embedded_cache_dir: str | None = Field(
         default=None,
+        validation_alias=_env("VANCETOPE_RAG_EMBEDDED_CACHE_DIR"),
         description="Folder of the embedded model's ONNX export and the auto choice; unset = "
         "~/.cache/vancetope-rag/embedded.",
     )
     kernel_cache_dir: str | None = Field(
         default=None,
+        validation_alias=_env("VANCETOPE_RAG_KERNEL_CACHE_DIR"),
         description="Folder of the SQLite vector cache's kernel choice, measured once per "
         "machine (CPU, threads, versions) and vector dimension; unset = "
         "~/.cache/vancetope-rag/kernels.",
     )
     embedded_cache_readonly_dir: str | None = Field(
         default=None,
+        validation_alias=_env("VANCETOPE_RAG_EMBEDDED_CACHE_READONLY_DIR"),
         description="A folder read before the cache folder and never written, e.g. one that "
         "`vancetope-rag prepare` filled when the image was built.",
     )
     plugins: str | None = Field(
         default=None,
+        validation_alias=_env("VANCETOPE_RAG_PLUGINS"),
         description="Comma-separated entry-point names of plugins to load; unset = all.",
     )
     jwt_secret: SecretStr | None = Field(
         description="HS256 secret of the REST API's bearer tokens (at least 32 random bytes); "
         "the API refuses to start without one.",
         default=None,
+        validation_alias=_env("VANCETOPE_RAG_JWT_SECRET"),
     )
     api_writes_per_minute: int = Field(
         default=60,
         ge=0,
         le=1_000_000,
+        validation_alias=_env("VANCETOPE_RAG_API_WRITES_PER_MINUTE"),
         description="Requests per minute one token subject may send to the REST API's write "
         "routes of one project (reindex, rebuild cancel, document override, test query), in "
         "bursts of up to a minute's worth; more answer 429 with Retry-After. 0: no limit.",
     )
     metrics_token: SecretStr | None = Field(
         default=None,
+        validation_alias=_env("VANCETOPE_RAG_METRICS_TOKEN"),
         description="When set, GET /metrics needs 'Authorization: Bearer <token>'.",
     )
     metrics_state_ttl_s: float = Field(
         default=10.0,
         ge=0,
+        validation_alias=_env("VANCETOPE_RAG_METRICS_STATE_TTL_S"),
         description="Seconds a scrape's document and rebuild counts (read from the store) "
         "are reused by the next scrapes: scrapes stay cheap however often they come.",
     )
