@@ -75,8 +75,8 @@ FUSED_SHARE = 0.7
 #: With ``auto``, a turn's gap is at most this share of how far its best cosine stands above
 #: the RAG's noise floor (the calibrated ``minScore``): a hit must keep a quarter of the best's
 #: height over the noise. It binds where the best barely clears the floor: e5 on a 31-page
-#: handbook (cosines 0.82-0.92, floor 0.8217, gap 0.047) drops 39 % of the hybrid excerpts
-#: instead of 28 %, every right page kept; all-MiniLM on SciFact (floor 0.35, gap 0.15) is
+#: handbook (cosines 0.82-0.92, floor 0.8217, gap 0.042-0.047) drops 39-41 % of the hybrid
+#: excerpts instead of 28 %, every right page kept; all-MiniLM on SciFact (floor 0.35, gap 0.15) is
 #: all but unchanged (docs/benchmarks.md, "bench/e5_handbook_block.py").
 FLOOR_GAP_SHARE = 0.75
 
