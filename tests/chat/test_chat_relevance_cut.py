@@ -143,10 +143,20 @@ def test_auto_keeps_the_right_page_and_drops_the_noise_with_reasons(handbook: Ra
 
 
 def test_the_dropped_reason_names_the_rule(handbook: RagApp) -> None:
-    decision = handbook.autoinject.decide(T, P, ["When are salaries paid?"], _on(RELEVANCE_AUTO))
+    # a fixed gap wide enough that only the fused share drops (a fixed gap has no floor)
+    decision = handbook.autoinject.decide(T, P, ["When are salaries paid?"], _on(0.5))
     reasons = {_names([d.hit])[0]: d.reason for d in decision.dropped}
     assert reasons and all(
         r.startswith("fused ") and r.endswith("of best < 0.70") for r in reasons.values()
+    )
+    # auto: the gap narrowed by the best's height over the RAG's noise floor says so
+    rag = handbook.project_rags.find_default_rag(T, P)
+    assert rag is not None and rag.calibration is not None
+    auto = handbook.autoinject.decide(T, P, ["When are salaries paid?"], _on(RELEVANCE_AUTO))
+    floored = [d.reason for d in auto.dropped if "over the floor" in d.reason]
+    assert floored and all(
+        r.startswith("gap ") and r.endswith(f"over the floor {rag.calibration.min_score:.4f})")
+        for r in floored
     )
     # dense: only the gap applies, a fixed one as given
     dense = handbook.autoinject.decide(
@@ -219,7 +229,8 @@ def test_the_retriever_and_the_tools_cut_only_when_asked(handbook: RagApp) -> No
     plain = retriever.query_rag(rag, question, top_k=5)
     assert len(plain) == 5  # off by default: topK 5 gets 5
     cut = retriever.query_rag(rag, question, top_k=5, relevance_cut="auto")
-    assert cut == list(cut_by_relevance(plain, rag.calibration.gap).kept) and len(cut) < 5
+    calibrated = cut_by_relevance(plain, rag.calibration.gap, rag.calibration.min_score)
+    assert cut == list(calibrated.kept) and len(cut) < 5
     # the LlamaIndex retriever too, with the option at construction
     nodes = handbook.as_retriever(T, P, relevance_cut="auto").retrieve(question)
     assert [n.node.metadata.get("path") or n.node.ref_doc_id for n in nodes] and len(nodes) == len(

@@ -9,8 +9,10 @@ import time
 import pytest
 
 from vancetope_rag.domain.records import Hit
+from vancetope_rag.domain.retrieval.calibration import Calibration
 from vancetope_rag.domain.retrieval.relevance import (
     DENSE_GAP_SHARE,
+    FLOOR_GAP_SHARE,
     FUSED_SHARE,
     GAP_PER_SPREAD,
     RELEVANCE_AUTO,
@@ -21,6 +23,7 @@ from vancetope_rag.domain.retrieval.relevance import (
     parse_relevance_cut,
     pick_pseudo_sources,
     pseudo_query,
+    resolve_floor,
     resolve_gap,
     spread_of,
 )
@@ -86,6 +89,47 @@ def test_the_lexical_first_stays_whatever_its_gap_and_fused_share() -> None:
     result = cut_by_relevance(hits, 0.15)
     assert result.kept == (hits[0], hits[1])
     assert result.dropped[0].hit is hits[2]
+
+
+def test_a_hit_close_to_the_noise_floor_goes_when_the_best_stands_well_above_it() -> None:
+    """e5 on a handbook (issue 42): cosines crowd at 0.82-0.90 and the calibrated gap (0.047)
+    keeps a whole weak turn. Above the RAG's noise floor (its calibrated minScore, 0.8217)
+    the best stands 0.028 here: a hit keeps at least a quarter of that height."""
+    floor = 0.8217
+    hits = [_hit(0, 0.850), _hit(1, 0.836), _hit(2, 0.826)]
+    assert cut_by_relevance(hits, 0.0466).kept == tuple(hits)  # the gap alone keeps all
+    result = cut_by_relevance(hits, 0.0466, floor)
+    assert result.kept == (hits[0], hits[1])
+    height = 0.850 - floor
+    assert [(d.hit, d.reason) for d in result.dropped] == [
+        (
+            hits[2],
+            f"gap 0.024 > {FLOOR_GAP_SHARE * height:.3f} (0.75 of the best's "
+            f"{height:.3f} over the floor {floor:.4f})",
+        )
+    ]
+
+
+def test_the_floor_never_widens_the_gap_and_keeps_the_first_hit() -> None:
+    hits = [_hit(0, 0.90), _hit(1, 0.86), _hit(2, 0.84)]
+    # the best stands 0.08 over the floor: 0.75 of it (0.06) is wider than the gap, which binds
+    result = cut_by_relevance(hits, 0.047, 0.82)
+    assert result.kept == (hits[0], hits[1])
+    assert [d.reason for d in result.dropped] == ["gap 0.060 > 0.047"]
+    # a best at (or under) the floor: the first hit stays, the rest go
+    low = [_hit(0, 0.81), _hit(1, 0.809)]
+    assert cut_by_relevance(low, 0.047, 0.82).kept == (low[0],)
+
+
+def test_the_floor_is_the_calibrated_min_score_for_auto_only() -> None:
+    calibration = Calibration(min_score=0.8217, chunks=31, probe_set="x", scores=(0.8,), gap=0.0466)
+    assert resolve_floor(RELEVANCE_AUTO, calibration) == 0.8217
+    assert resolve_floor(0.05, calibration) is None  # a fixed gap is that gap
+    assert resolve_floor(RELEVANCE_OFF, calibration) is None
+    assert resolve_floor(None, calibration) is None
+    assert resolve_floor(RELEVANCE_AUTO, None) is None
+    ungapped = Calibration(min_score=0.8, chunks=31, probe_set="x", scores=(0.8,))
+    assert resolve_floor(RELEVANCE_AUTO, ungapped) is None  # no gap, no cut
 
 
 def test_no_gap_or_a_lone_hit_keeps_everything() -> None:

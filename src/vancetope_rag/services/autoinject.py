@@ -200,7 +200,7 @@ class RagAutoInjectService:
         if not hits:
             return InjectionDecision(True, decided_by, f"no hit scored {p.min_score} or more")
         # the cut runs on the final order (the retrieval's, or a reranker's); topK stays the most
-        cut = cut_by_relevance(hits, p.gap)
+        cut = cut_by_relevance(hits, p.gap, p.noise_floor)
         hits, dropped = list(cut.kept), cut.dropped
         template = (recipe.template if recipe else None) or self.default_template
         try:

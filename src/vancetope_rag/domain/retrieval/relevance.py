@@ -7,7 +7,10 @@ today's excerpts come from a relevant abstract. The cut keeps a hit when
 - it is the turn's first hit (a block that was going to exist still does); or
 - its cosine is within the RAG's calibrated ``gap`` of the turn's best cosine and, in hybrid,
   its fused score is at least :data:`FUSED_SHARE` of the turn's best fused score (within the
-  gap, a hit neither side ranks well is the usual irrelevant one); or
+  gap, a hit neither side ranks well is the usual irrelevant one); with ``auto`` the gap is
+  at most :data:`FLOOR_GAP_SHARE` of how far the best stands above the RAG's noise floor (its
+  calibrated ``minScore``): a hit keeps at least a quarter of the best's height over the
+  noise; or
 - the lexical side ranks it first (the exact words of the turn, whatever its cosine).
 
 In dense mode (no fused scores) only the gap applies. The order of the hits is kept, ``topK``
@@ -16,7 +19,9 @@ carries the reason it was dropped.
 
 The ``gap`` is the RAG's own (:func:`derive_gap`, measured by the calibrator from pseudo-queries
 drawn from the RAG's chunks): a model whose cosines crowd near 0.85 (e5) gets a gap as narrow
-as its scale. Pure rules, no I/O.
+as its scale. The gap is one number per RAG; the floor makes it per turn: a turn whose best
+barely clears the noise (e5 on a handbook: best 0.85 over a floor of 0.82, its neighbours at
+0.83-0.84) cannot tell its tail from the noise by a RAG-wide gap. Pure rules, no I/O.
 """
 
 from __future__ import annotations
@@ -30,11 +35,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vancetope_rag.domain.records import Chunk, ChunkKind, Hit
-from vancetope_rag.domain.retrieval.calibration import GAP_PER_SPREAD, PSEUDO_QUERIES
+from vancetope_rag.domain.retrieval.calibration import GAP_PER_SPREAD, PSEUDO_QUERIES, Calibration
 from vancetope_rag.errors import InvalidInputError
 
 __all__ = [
     "DENSE_GAP_SHARE",
+    "FLOOR_GAP_SHARE",
     "FUSED_SHARE",
     "GAP_PER_SPREAD",
     "PSEUDO_QUERIES",
@@ -50,6 +56,7 @@ __all__ = [
     "parse_relevance_cut",
     "pick_pseudo_sources",
     "pseudo_query",
+    "resolve_floor",
     "resolve_gap",
     "spread_of",
 ]
@@ -64,6 +71,14 @@ RelevanceCut = float | Literal["auto", "off"]
 #: Within the gap, a hybrid hit is kept when its fused score is at least this share of the
 #: turn's best fused score (docs/benchmarks.md: the share that moved the SciFact curve).
 FUSED_SHARE = 0.7
+
+#: With ``auto``, a turn's gap is at most this share of how far its best cosine stands above
+#: the RAG's noise floor (the calibrated ``minScore``): a hit must keep a quarter of the best's
+#: height over the noise. It binds where the best barely clears the floor: e5 on a 31-page
+#: handbook (cosines 0.82-0.92, floor 0.8217, gap 0.042-0.047) drops 39-41 % of the hybrid
+#: excerpts instead of 28 %, every right page kept; all-MiniLM on SciFact (floor 0.35, gap 0.15) is
+#: all but unchanged (docs/benchmarks.md, "bench/e5_handbook_block.py").
+FLOOR_GAP_SHARE = 0.75
 
 #: ``auto`` in ``dense`` mode cuts at this share of the calibrated gap: in hybrid the fused
 #: share drops part of what is within the gap, in dense only the gap can, so at one gap a
@@ -96,7 +111,9 @@ class CutResult:
     dropped: tuple[Dropped, ...] = ()
 
 
-def cut_by_relevance(hits: Sequence[Hit], gap: float | None) -> CutResult:
+def cut_by_relevance(
+    hits: Sequence[Hit], gap: float | None, floor: float | None = None
+) -> CutResult:
     """The hits of one turn, cut by relevance against each other (see the module).
 
     Args:
@@ -104,10 +121,17 @@ def cut_by_relevance(hits: Sequence[Hit], gap: float | None) -> CutResult:
             ``maxPerDocument`` and ``topK``; the reranker's order when there is one).
         gap: The largest cosine distance below the turn's best cosine a hit may sit; None
             keeps every hit (no cut).
+        floor: The RAG's noise floor (:func:`resolve_floor`); the turn's gap is then at most
+            :data:`FLOOR_GAP_SHARE` of the best's height above it. None: the gap alone.
     """
     if gap is None or len(hits) < 2:
         return CutResult(tuple(hits))
     best = max(h.score for h in hits)
+    why = ""
+    if floor is not None and FLOOR_GAP_SHARE * (best - floor) < gap:
+        height = best - floor
+        gap = FLOOR_GAP_SHARE * max(0.0, height)
+        why = f" ({FLOOR_GAP_SHARE:.2f} of the best's {height:.3f} over the floor {floor:.4f})"
     fused = [h.fused_score for h in hits if h.fused_score is not None]
     best_fused = max(fused) if len(fused) == len(hits) else None
     kept: list[Hit] = []
@@ -117,7 +141,7 @@ def cut_by_relevance(hits: Sequence[Hit], gap: float | None) -> CutResult:
         if i == 0 or hit.lexical_rank == 1:
             kept.append(hit)
         elif below > gap + 1e-12:
-            dropped.append(Dropped(hit, f"gap {below:.3f} > {gap:.3f}"))
+            dropped.append(Dropped(hit, f"gap {below:.3f} > {gap:.3f}{why}"))
         elif (
             best_fused
             and hit.fused_score is not None
@@ -168,6 +192,15 @@ def resolve_gap(
             return None
         return round(calibrated * DENSE_GAP_SHARE, 4) if mode == "dense" else calibrated
     return float(value)
+
+
+def resolve_floor(value: RelevanceCut | None, calibration: Calibration | None) -> float | None:
+    """The noise floor a turn's cut measures the best's height from: the RAG's calibrated
+    ``minScore`` with ``auto`` (when the calibration has a gap: no gap, no cut); None for a
+    fixed gap (that gap as given), ``off`` or None."""
+    if value != RELEVANCE_AUTO or calibration is None or calibration.gap is None:
+        return None
+    return calibration.min_score
 
 
 def _rank(key: str) -> str:

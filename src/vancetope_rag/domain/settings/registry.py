@@ -279,8 +279,9 @@ SETTINGS: Mapping[str, SettingSpec] = _specs(
         RELEVANCE_AUTO,
         description="Which of a turn's hits the <rag-context> block keeps: auto: those within "
         "the RAG's calibrated gap of the turn's best hit (in hybrid, also ranked well by the "
-        "fused score) or ranked first by the words; off: every hit up to rag.topK; a number: "
-        "that gap (a cosine).",
+        "fused score; the gap narrowed on a turn whose best barely clears the RAG's noise "
+        "floor) or ranked first by the words; off: every hit up to rag.topK; a number: that "
+        "gap (a cosine).",
     ),
     SettingSpec(
         "rag.autoInject.whenToolsPresent",

@@ -46,6 +46,7 @@ from vancetope_rag.domain.retrieval.relevance import (
     RelevanceCut,
     cut_by_relevance,
     parse_relevance_cut,
+    resolve_floor,
     resolve_gap,
 )
 from vancetope_rag.domain.texts import check_id
@@ -82,16 +83,21 @@ class RetrievalParams:
     #: The ``<rag-context>`` block's relevance cut (AutoInject's; recipe > setting): ``auto``
     #: until the RAG is known, then the gap (a cosine) or ``off``.
     relevance_cut: RelevanceCut = RELEVANCE_OFF
+    #: The noise floor the cut measures a turn's best from (``auto``: the RAG's calibrated
+    #: ``minScore``), once :meth:`for_rag` resolved it; None: the gap alone.
+    noise_floor: float | None = None
 
     def for_rag(self, rag: RagRecord) -> RetrievalParams:
-        """These parameters with ``auto`` resolved to ``rag``'s calibrated threshold and gap
-        (no cut while the RAG has no gap)."""
+        """These parameters with ``auto`` resolved to ``rag``'s calibrated threshold, gap and
+        noise floor (no cut while the RAG has no gap)."""
         score = resolve_min_score(self.min_score, rag.calibration)
         gap = rag_gap(self.relevance_cut, rag, self.mode)
+        floor = resolve_floor(self.relevance_cut, rag.calibration)
         return replace(
             self,
             min_score=self.min_score if score is None else score,
             relevance_cut=RELEVANCE_OFF if gap is None else gap,
+            noise_floor=self.noise_floor if floor is None else floor,
         )
 
     @property
@@ -441,7 +447,8 @@ class ProjectRagRetriever(BaseRetriever):
             keep=self._keep,
             rerank=rerank,
         )
-        return list(cut_by_relevance(hits, rag_gap(relevance_cut, rag, mode)).kept)
+        gap = rag_gap(relevance_cut, rag, mode)
+        return list(cut_by_relevance(hits, gap, resolve_floor(relevance_cut, rag.calibration)).kept)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return [HitNodeWithScore.of(h) for h in self.retrieve_hits(query_bundle.query_str)]
