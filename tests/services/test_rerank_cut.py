@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from rerank_server import KEY, RerankServer
+from vancetope_rag.api.models import StatusResponse
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import RagRecord
 from vancetope_rag.domain.retrieval.relevance import RELEVANCE_AUTO, cut_by_relevance
@@ -271,3 +272,22 @@ def test_a_fixed_gap_stays_a_cosine_gap_and_off_cuts_nothing(
         T, P, [QUESTION], RagParams(auto_inject=AutoInject.ON, relevance_cut="off")
     )
     assert cut_reasons(off) == []
+
+
+def test_status_shows_the_rerank_cut_next_to_the_gap(app: RagApp, srv: RerankServer) -> None:
+    use(app, srv)
+    rag = documents(app)
+    assert rag.calibration is not None and rag.calibration.rerank is not None
+    data = app.project_rags.status(T, P).to_json()
+    auto = data["minScoreAuto"]
+    assert auto["gap"] == rag.calibration.gap
+    cut = auto["rerank"]
+    assert cut["reranker"] == rag.calibration.rerank.reranker
+    assert (cut["rule"], cut["value"]) == (
+        rag.calibration.rerank.rule,
+        rag.calibration.rerank.value,
+    )
+    assert cut["keeps"] == rag.calibration.rerank.describe()
+    assert srv.base_url not in str(cut) and KEY not in str(data)
+    shown = StatusResponse.model_validate(data)  # what REST answers
+    assert shown.minScoreAuto is not None and shown.minScoreAuto.rerank is not None
