@@ -18,11 +18,12 @@ median cosine of dense ranks 10-30) is the model's and corpus's scale of "releva
 
 With a reranker set for the project (``ai.rerank.provider``), the calibration also measures
 the cut in the reranker's scale (:mod:`~vancetope_rag.domain.retrieval.rerank_calibration`):
-the first 8 of those pseudo-queries, each with its source and its dense background, one
-request of at most 32 texts each, paced by ``ai.rerank.requestsPerMinute`` and behind the
-reranker's circuit. A reranker that cannot be reached leaves the RAG without one (its turns
-cut by the cosine gap meanwhile) and is asked again at the next refresh; another reranker
-(provider, model or base URL) or a RAG that doubled is measured again.
+the first 8 of those pseudo-queries whose source holds more than the sentence, each with
+its source and its dense background, one request of at most 32 texts each, paced by
+``ai.rerank.requestsPerMinute`` and behind the reranker's circuit. A reranker that cannot be
+reached leaves the RAG without one (its turns cut by the cosine gap meanwhile) and is asked
+again at the next refresh; another reranker (provider, model or base URL) or a RAG that
+doubled is measured again.
 """
 
 from __future__ import annotations
@@ -150,16 +151,19 @@ class Calibrator:
         chunks = self.chunks.export_chunks(
             scope, pick_pseudo_sources(self.chunks.source_refs(scope))
         )
-        drawn = draw_pseudo_queries(chunks)[:RERANK_CALIBRATION_QUERIES]
+        drawn = draw_pseudo_queries(chunks)
         if not drawn:
             return None
+        # the gap's own queries: their vectors come from the cache
         vectors, embedded = self._query_vectors(rag, [text for _, text in drawn])
         self.embedded_pseudo += embedded
-        asks = [
-            (sentence, texts)
-            for (ref, sentence), vector in zip(drawn, vectors, strict=True)
-            if (texts := self._rerank_texts(chunks, ref, sentence, scope, vector)) is not None
-        ]
+        asks: list[tuple[str, list[str]]] = []
+        for (ref, sentence), vector in zip(drawn, vectors, strict=True):
+            texts = self._rerank_texts(chunks, ref, sentence, scope, vector)
+            if texts is not None:
+                asks.append((sentence, texts))
+            if len(asks) == RERANK_CALIBRATION_QUERIES:
+                break
         turns: list[RerankTurn] = []
         try:
             identity = stage.identity(settings)
