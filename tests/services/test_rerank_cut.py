@@ -20,6 +20,7 @@ from vancetope_rag.domain.retrieval.relevance import RELEVANCE_AUTO, cut_by_rele
 from vancetope_rag.domain.retrieval.rerank_calibration import (
     RERANK_CALIBRATION_QUERIES,
     RERANK_CALIBRATION_TEXTS,
+    RerankCalibration,
     rerank_identity,
 )
 from vancetope_rag.domain.settings.cascade import AutoInject
@@ -125,6 +126,18 @@ def documents(app: RagApp) -> RagRecord:
     return rag
 
 
+def calibrated(
+    app: RagApp, srv: RerankServer, model: str | None = None
+) -> tuple[RagRecord, RerankCalibration]:
+    """:func:`documents` with ``srv`` as the project's reranker: the RAG, and its rerank
+    calibration (measured by the indexer's calibration)."""
+    use(app, srv, model)
+    rag = documents(app)
+    measured = rag.calibration.rerank if rag.calibration else None
+    assert measured is not None, "calibrated with the reranker set"
+    return rag, measured
+
+
 def turn(app: RagApp, **more: object) -> InjectionDecision:
     recipe = RagParams(auto_inject=AutoInject.ON, relevance_cut=RELEVANCE_AUTO, **more)  # type: ignore[arg-type]
     return app.autoinject.decide(T, P, [QUESTION], recipe)
@@ -137,10 +150,7 @@ def cut_reasons(decision: InjectionDecision) -> list[str]:
 def test_a_turn_keeps_the_rerankers_choice_and_drops_its_low_scores_of_close_cosines(
     app: RagApp, srv: RerankServer
 ) -> None:
-    use(app, srv)
-    rag = documents(app)
-    measured = rag.calibration.rerank if rag.calibration else None
-    assert measured is not None, "calibrated with the reranker set"
+    rag, measured = calibrated(app, srv)
     assert measured.reranker.startswith(f"{srv.dialect}:")
 
     decision = turn(app)
@@ -170,12 +180,9 @@ def test_a_turn_keeps_the_rerankers_choice_and_drops_its_low_scores_of_close_cos
 def test_the_calibration_is_bounded_paced_and_deterministic(
     app: RagApp, srv: RerankServer, clock: Any
 ) -> None:
-    use(app, srv)
     app.settings.set(T, None, "ai.rerank.requestsPerMinute", 3)
     app.rags.reranking.pacer = Pacer(clock=clock, sleep=clock.advance)
-    rag = documents(app)
-    first = rag.calibration.rerank if rag.calibration else None
-    assert first is not None
+    rag, _ = calibrated(app, srv)
     sent = list(srv.requests)
     assert 1 <= len(sent) <= RERANK_CALIBRATION_QUERIES
     texts = [r.body.get("texts") or r.body.get("documents") for r in sent]
@@ -238,10 +245,8 @@ def test_an_unreachable_reranker_at_calibration_leaves_the_cosine_gap_then_is_me
 
 
 def test_another_model_is_calibrated_again(app: RagApp, srv: RerankServer) -> None:
-    use(app, srv, model="reranker-one")
-    rag = documents(app)
-    before = rag.calibration.rerank if rag.calibration else None
-    assert before is not None and before.reranker == f"{srv.dialect}:reranker-one"
+    _, before = calibrated(app, srv, model="reranker-one")
+    assert before.reranker == f"{srv.dialect}:reranker-one"
     assert app.calibrator.refresh_rerank(T, P) == 0  # the same reranker: nothing to do
 
     use(app, srv, model="reranker-two")
@@ -291,3 +296,41 @@ def test_status_shows_the_rerank_cut_next_to_the_gap(app: RagApp, srv: RerankSer
     assert srv.base_url not in str(cut) and KEY not in str(data)
     shown = StatusResponse.model_validate(data)  # what REST answers
     assert shown.minScoreAuto is not None and shown.minScoreAuto.rerank is not None
+
+
+def test_a_recalibration_during_an_outage_keeps_the_same_rerankers_rule(
+    app: RagApp, srv: RerankServer
+) -> None:
+    rag, before = calibrated(app, srv, model="reranker-one")
+    srv.down()
+
+    again = app.calibrator.calibrate(rag)  # the threshold and the gap measured again
+
+    assert again.rerank == before  # this reranker's scale still holds
+    found = app.project_rags.find_default_rag(T, P)
+    assert found is not None and found.calibration is not None
+    use(app, srv, model="reranker-two")
+    # another reranker, unreachable: no rule in its scale (the old one is not its)
+    assert app.calibrator.calibrate(found).rerank is None
+
+
+def test_a_rag_that_doubled_is_measured_again_with_its_reranker(
+    app: RagApp, srv: RerankServer
+) -> None:
+    _, before = calibrated(app, srv)
+    assert 2 * before.chunks <= len(PAGES) + len(GARDEN) + 14
+    asked = len(srv.requests)
+    for i in range(14):  # 28 pages -> 42, twice the 20 the first calibration saw
+        app.documents.create(
+            T,
+            P,
+            f"documents/extra-{i}.md",
+            f"Extra notice {i} about the archive room {i}. The archive room {i} keeps the "
+            f"old contracts of department {i} in locked cabinets.",
+        )
+    app.scheduler.run_until_idle(timeout_s=120)
+
+    found = app.project_rags.find_default_rag(T, P)
+    after = found.calibration.rerank if found and found.calibration else None
+    assert after is not None and after.chunks == len(PAGES) + len(GARDEN) + 14
+    assert after.identity == before.identity and len(srv.requests) > asked
