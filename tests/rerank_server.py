@@ -12,10 +12,10 @@ rerank stage (no reranker model with weights can be installed here).
   careless servers do, so redaction is put to the test).
 
 Scores: the share of the query's words found in the text, plus one for a text holding
-:attr:`RerankServer.prefer` — so a test makes the reranker's order differ from the
-retrieval's. The requests are kept (:attr:`RerankServer.requests`); :attr:`faults` are
-answered in turn first; :attr:`delay_s` holds every answer (a timeout); :meth:`down` closes
-the port.
+:attr:`RerankServer.prefer` and minus one for a text holding :attr:`RerankServer.shun` — so a
+test makes the reranker's order differ from the retrieval's. The requests are kept
+(:attr:`RerankServer.requests`); :attr:`faults` are answered in turn first; :attr:`delay_s`
+holds every answer (a timeout); :meth:`down` closes the port.
 """
 
 from __future__ import annotations
@@ -51,11 +51,12 @@ class Fault:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def score(query: str, text: str, prefer: str | None) -> float:
+def score(query: str, text: str, prefer: str | None, shun: str | None = None) -> float:
     words = set(re.findall(r"\w+", query.lower()))
     found = set(re.findall(r"\w+", text.lower()))
     share = len(words & found) / len(words) if words else 0.0
-    return round(share + (1.0 if prefer and prefer in text else 0.0), 6)
+    bonus = (1.0 if prefer and prefer in text else 0.0) - (1.0 if shun and shun in text else 0.0)
+    return round(share + bonus, 6)
 
 
 class RerankServer(LoopbackServer[Seen]):
@@ -65,6 +66,7 @@ class RerankServer(LoopbackServer[Seen]):
         self.dialect = dialect
         self.key = key
         self.prefer: str | None = None
+        self.shun: str | None = None
         self.faults: list[Fault] = []
         self.delay_s = 0.0
         self.up()
@@ -141,7 +143,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(413, message, "validation")
             return
         ranks = [
-            {"index": i, "score": score(body["query"], t, owner.prefer)}
+            {"index": i, "score": score(body["query"], t, owner.prefer, owner.shun)}
             for i, t in enumerate(texts)
         ]
         ranks.sort(key=lambda r: -r["score"])
@@ -170,7 +172,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         top_n = body.get("top_n", len(docs))
         results = [
-            {"index": i, "relevance_score": score(query, d, owner.prefer)}
+            {"index": i, "relevance_score": score(query, d, owner.prefer, owner.shun)}
             for i, d in enumerate(docs)
         ]
         results.sort(key=lambda r: -r["relevance_score"])

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from rerank_server import RerankServer
 from vancetope_rag.domain.retrieval.calibration import (
     MIN_CALIBRATION_CHUNKS,
     PROBE_TURNS,
     derive_min_score,
 )
+from vancetope_rag.domain.retrieval.rerank_calibration import RERANK_CALIBRATION_QUERIES
 
 
 @pytest.fixture
@@ -111,3 +113,46 @@ def test_a_dry_run_notes_no_explicit_number_when_none_is_set(run, tmp_path: Path
     assert shown["applied"] == shown["minScore"]
     text = run("calibrate", "--dry-run").stdout
     assert "explicit number" not in text and "wins over auto" not in text
+
+
+def test_with_a_reranker_calibrate_status_and_explain_show_its_cut(run, tmp_path: Path) -> None:
+    """The rerank calibration beside the gap: measured by ``calibrate``, shown by ``status``,
+    and the candidates its cut dropped say ``rerank`` in ``context --explain``."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    for i in range(MIN_CALIBRATION_CHUNKS):  # two sentences: one asks, the other answers
+        (root / f"n{i:02}.md").write_text(
+            f"Glacier survey {i}: ice retreat of {i + 2} metres this summer. The survey "
+            f"team measured the glacier tongue {i} with drones and stakes."
+        )
+    run("settings", "set", "ai.embedding.provider", "hashing", "--scope", "tenant")
+    run("import", str(root))
+    run("index")
+    srv = RerankServer("tei")
+    try:
+        run("settings", "set", "ai.rerank.provider", "tei", "--scope", "tenant")
+        run("settings", "set", "ai.rerank.baseUrl", srv.base_url, "--scope", "tenant")
+        shown = json.loads(run("calibrate", "--json").stdout)
+        cut = shown["rerank"]
+        assert cut["reranker"] == "tei:tei" and cut["rule"] in ("relative", "absolute")
+        assert 1 <= len(srv.requests) <= RERANK_CALIBRATION_QUERIES
+        assert "relevance cut with reranker tei:tei: keeps hits " in run("calibrate").stdout
+
+        status = json.loads(run("status", "--json").stdout)["minScoreAuto"]
+        assert status["rerank"]["value"] == cut["value"] and status["gap"] == shown["gap"]
+        assert "identity" not in status["rerank"]  # a digest of the URL stays in the store
+        assert "relevance cut with reranker tei:tei: keeps hits" in run("status").stdout
+
+        run("settings", "set", "rag.autoInject.enabled", "ON")
+        run("settings", "set", "rag.minScore", "--", "-1")
+        run("settings", "set", "rag.topK", "20")  # every note is a hit of the turn
+        # measured on scores from 0 to 1; now the reranker loves one note and rejects the
+        # note of the best cosine
+        srv.prefer, srv.shun = "survey 7:", "survey 9:"
+        explained = run("context", "glacier ice retreat of 9 metres", "--explain")
+        assert "by the reranker's score" in explained.stderr
+        (line,) = [x for x in explained.stderr.splitlines() if "documents/n09.md" in x]
+        assert "dropped" in line and "(dense #1," in line and ": cut: rerank " in line
+        assert "survey 7:" in explained.stdout  # the reranker's choice is in the block
+    finally:
+        srv.down()

@@ -23,6 +23,11 @@ from vancetope_rag.domain.records import (
     RagRecord,
 )
 from vancetope_rag.domain.retrieval.calibration import PROBE_SET_ID, Calibration
+from vancetope_rag.domain.retrieval.rerank_calibration import (
+    RERANK_RULE_ID,
+    RerankCalibration,
+    rerank_identity,
+)
 from vancetope_rag.errors import (
     DimensionMismatchError,
     DocumentNotFoundError,
@@ -618,6 +623,18 @@ def test_rag_calibration_is_stored_with_the_rag_in_its_scope(control: ControlSto
         calibrated_at=datetime(2026, 12, 2, 14, 0, tzinfo=UTC),
         gap=0.1505,  # the relevance cut's, kept with the threshold
         spreads=(0.284, 0.25),
+        rerank=RerankCalibration(  # and the cut in the project's reranker's scale
+            reranker="tei:bge-reranker-base",
+            identity=rerank_identity("tei", "tei", "http://rerank:8080"),
+            rule="relative",
+            value=1.625,
+            separation=0.9375,
+            chunks=40,
+            rule_set=RERANK_RULE_ID,
+            sources=(7.25, -0.5),
+            background=(-6.0, -1.5, 2.25),
+            calibrated_at=datetime(2026, 12, 2, 14, 0, tzinfo=UTC),
+        ),
     )
     # another tenant's or project's id is not this RAG, and nothing changes
     assert control.set_rag_calibration(TB, P, "r1", measured) is False

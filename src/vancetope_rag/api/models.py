@@ -135,6 +135,25 @@ class ProviderCircuit(_Model):
     message: str = Field(description="the same as the status's paused line")
 
 
+class RerankCut(_Model):
+    """The relevance cut in the project's reranker's scale (``relevanceCut: auto`` for hits
+    the reranker scored)."""
+
+    reranker: str = Field(description="provider:model it was measured with")
+    rule: Literal["relative", "absolute"] = Field(
+        description="relative: a hit is kept within value of the turn's best rerank score; "
+        "absolute: with a rerank score of value or more"
+    )
+    value: float = Field(description="the floor below the best, or the threshold, in its scale")
+    separation: float = Field(
+        description="how well the rule told the pseudo-queries' sources from their background "
+        "(Youden's J: 1 apart, 0 not at all)"
+    )
+    chunks: int = Field(description="the chunk count it was measured against")
+    calibratedAt: str | None = Field(description="when it was measured (ISO 8601)")
+    keeps: str = Field(description="the rule in words")
+
+
 class MinScoreAuto(_Model):
     """What ``minScore: auto`` means for the RAG: its calibrated noise floor."""
 
@@ -145,6 +164,11 @@ class MinScoreAuto(_Model):
         default=None,
         description="the relevance cut's gap relevanceCut auto resolves to (cosine below the "
         "turn's best hit); null when not measured",
+    )
+    rerank: RerankCut | None = Field(
+        default=None,
+        description="the cut of hits the project's reranker scored (null: no reranker, not "
+        "measured yet, or it was unreachable: those turns cut by the gap)",
     )
 
 

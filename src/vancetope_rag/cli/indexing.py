@@ -469,6 +469,13 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
             f"{'none' if auto.get('gap') is None else format(auto['gap'], '.4f')} (calibrated "
             f"over {auto['chunks']} chunks, {auto['calibratedAt']})"
         )
+        if auto is not None and auto.get("rerank"):
+            cut = auto["rerank"]
+            click.echo(
+                f"relevance cut with reranker {cut['reranker']}: keeps hits {cut['keeps']} "
+                f"({cut['rule']}, separation {cut['separation']:.2f}; calibrated over "
+                f"{cut['chunks']} chunks, {cut['calibratedAt']})"
+            )
     if status.model_profile:
         click.echo(f"pinned model profile: {profile_line(status.model_profile)}")
     if status.profile_note:

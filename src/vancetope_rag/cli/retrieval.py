@@ -242,6 +242,13 @@ def calibrate_cmd(c: Ctx, rag_name: str, dry_run: bool, as_json: bool) -> None:
             "documents"
         )
     )
+    if calibration.rerank is not None:
+        cut = calibration.rerank
+        click.echo(
+            f"relevance cut with reranker {cut.reranker}: keeps hits {cut.describe()} "
+            f"({cut.rule}, separation {cut.separation:.2f} over {len(cut.sources)} "
+            "pseudo-queries)"
+        )
     if applied != calibration.min_score:
         click.echo(
             f"note: this project's turns use minScore {applied}: an explicit number in the "

@@ -289,7 +289,13 @@ class RagStatus:
         if self.calibration is None:
             return None
         stored = self.calibration.to_dict()  # status leaves out the probe set and scores
-        return {k: stored[k] for k in ("minScore", "chunks", "calibratedAt", "gap")}
+        shown = {k: stored[k] for k in ("minScore", "chunks", "calibratedAt", "gap")}
+        rerank = self.calibration.rerank
+        if rerank is None:
+            return {**shown, "rerank": None}
+        kept = rerank.to_dict()  # without the identity digest and the scores
+        keys = ("reranker", "rule", "value", "separation", "chunks", "calibratedAt")
+        return {**shown, "rerank": {k: kept[k] for k in keys} | {"keeps": rerank.describe()}}
 
 
 @dataclass(frozen=True, slots=True)

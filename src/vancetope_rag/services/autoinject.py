@@ -13,7 +13,7 @@ from vancetope_rag.domain.block.budget import fit_to_budget
 from vancetope_rag.domain.block.context_block import render_context_block
 from vancetope_rag.domain.records import Hit
 from vancetope_rag.domain.retrieval.hit_order import Verdict, explain_candidates
-from vancetope_rag.domain.retrieval.relevance import RELEVANCE_OFF, Dropped, cut_by_relevance
+from vancetope_rag.domain.retrieval.relevance import RELEVANCE_OFF, Dropped
 from vancetope_rag.domain.settings.cascade import explain_auto_inject
 from vancetope_rag.errors import ProviderUnavailableError
 from vancetope_rag.metrics import Metrics
@@ -182,7 +182,8 @@ class RagAutoInjectService:
         if plan.reason is not None:
             # Spec §4.5 and §5: the kill switch and a missing RAG are silent skips.
             return InjectionDecision(True, decided_by, plan.reason)
-        p = plan.params
+        p, rag = plan.params, plan.rag
+        assert rag is not None  # no reason: the plan found the RAG
         try:
             # Through LlamaIndex's retrieve(): the same path (and spans) as a query engine;
             # within the turn's own deadline (a slow search skips the block, spec §5)
@@ -199,8 +200,10 @@ class RagAutoInjectService:
             return InjectionDecision(True, decided_by, f"retrieval failed: {exc}")
         if not hits:
             return InjectionDecision(True, decided_by, f"no hit scored {p.min_score} or more")
-        # the cut runs on the final order (the retrieval's, or a reranker's); topK stays the most
-        cut = cut_by_relevance(hits, p.gap, p.noise_floor)
+        # the cut runs on the final order (the retrieval's, or a reranker's: then by its
+        # scores, when the RAG is calibrated for it); topK stays the most
+        asked = retriever.params(snapshot).relevance_cut  # "auto" before the RAG resolved it
+        cut = retriever.turn_cut(rag, hits, asked, p.mode, snapshot, p.rerank)
         hits, dropped = list(cut.kept), cut.dropped
         template = (recipe.template if recipe else None) or self.default_template
         try:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
+from vancetope_rag.domain.retrieval.rerank_calibration import RerankCalibration
 from vancetope_rag.errors import InvalidInputError
 
 __all__ = [
@@ -184,6 +185,9 @@ class Calibration:
     #: Each pseudo-query's spread the gap was derived from (:func:`~vancetope_rag.domain.
     #: relevance.derive_gap`), in the order the queries were drawn.
     spreads: tuple[float, ...] = ()
+    #: The relevance cut in the project's reranker's scale (None: no reranker, or it could
+    #: not be reached when measured), see :mod:`~vancetope_rag.domain.retrieval.rerank_cut`.
+    rerank: RerankCalibration | None = None
 
     def to_json(self) -> str:
         """The text the stores keep (SQLite, PostgreSQL) or parse into a subdocument (MongoDB)."""
@@ -199,6 +203,7 @@ class Calibration:
             "calibratedAt": at.astimezone(UTC).isoformat() if at else None,
             "gap": self.gap,
             "spreads": list(self.spreads),
+            "rerank": self.rerank.to_dict() if self.rerank else None,
         }
 
     @classmethod
@@ -231,6 +236,7 @@ class Calibration:
                 calibrated_at=datetime.fromisoformat(at) if isinstance(at, str) else None,
                 gap=None if gap is None else float(gap),  # type: ignore[arg-type]
                 spreads=tuple(float(s) for s in spreads),
+                rerank=RerankCalibration.from_dict(data.get("rerank")),  # absent before it
             )
         except (KeyError, TypeError, ValueError, AssertionError):
             return None

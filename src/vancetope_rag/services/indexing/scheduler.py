@@ -38,6 +38,10 @@ from vancetope_rag.store.port import ControlStore
 
 log = get_logger(__name__)
 
+#: Seconds between two looks, per project, at whether its reranker changed (or was set, or
+#: came back) without a chunk changing: one settings read when no reranker is set.
+RERANK_CHECK_S = 60.0
+
 
 @dataclass
 class TickResult(BatchResult):
@@ -74,6 +78,9 @@ class ProjectRagIndexScheduler:
         #: clock): at most once per retry back-off (or minute), not on every tick.
         self._next_retry_scan: dict[tuple[str, str], float] = {}
         self.calibrator = calibrator
+        #: Per project, when (monotonic) the reranker it ranks with is compared next with the
+        #: one its RAGs' rerank calibrations were measured with.
+        self._next_rerank_check: dict[tuple[str, str], float] = {}
         self.rags = rags
         self.indexer = indexer
         self.releaser = releaser
@@ -176,6 +183,8 @@ class ProjectRagIndexScheduler:
             self._advance_rebuilds(t, p, result)
             if result.indexed + result.removed > before:
                 self._calibrate(t, p)
+            else:
+                self._calibrate_rerank(t, p)
         self._sweep()
         if result.claimed or result.progressed or result.failed or result.store_errors:
             self._log_tick(result, time.monotonic() - started)
@@ -327,6 +336,21 @@ class ProjectRagIndexScheduler:
             self.calibrator.refresh_project(t, p)
         except Exception as exc:
             log.warning("project %s/%s: calibration not refreshed: %s", t, p, error_text(exc))
+
+    def _calibrate_rerank(self, t: str, p: str) -> None:
+        """At most every :data:`RERANK_CHECK_S`: measure the rerank calibration of the
+        project's RAGs whose reranker was set or changed (or was unreachable) while no chunk
+        changed; never fails the tick."""
+        now = time.monotonic()
+        if self.calibrator is None or self._next_rerank_check.get((t, p), 0.0) > now:
+            return
+        self._next_rerank_check[(t, p)] = now + RERANK_CHECK_S
+        try:
+            self.calibrator.refresh_rerank(t, p)
+        except Exception as exc:
+            log.warning(
+                "project %s/%s: rerank calibration not refreshed: %s", t, p, error_text(exc)
+            )
 
     def _sweep(self) -> None:
         """Old chunk generations go once search sees the new ones (a no-op on SQLite)."""

@@ -23,9 +23,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from vancetope_rag.domain.records import Hit
+from vancetope_rag.domain.records import Hit, RagRecord
 from vancetope_rag.domain.retrieval.ranking import MAX_TOP_K
-from vancetope_rag.errors import ProviderUnavailableError
+from vancetope_rag.domain.retrieval.rerank_calibration import RerankCalibration, rerank_identity
+from vancetope_rag.errors import ProviderUnavailableError, RagError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.rerankers import Reranker, RerankerRegistry, RerankSettings
 from vancetope_rag.secrets import error_text, get_logger
@@ -156,6 +157,50 @@ class RerankStage:
             return None, why
         self._count(provider, "ok", started)
         return scores, None
+
+    def identity(self, settings: RerankSettings) -> str:
+        """What a rerank calibration made with these settings is valid for (provider, model
+        and base URL; not the key).
+
+        Raises:
+            RerankError: The provider is not registered.
+        """
+        model = self.registry.model_of(settings)
+        return rerank_identity(settings.provider, model, settings.base_url)
+
+    def calibrated_rule(
+        self, rag: RagRecord, snapshot: SettingsSnapshot, wanted: bool = True
+    ) -> RerankCalibration | None:
+        """``rag``'s rerank calibration when it was measured with the reranker the project
+        ranks with now; None otherwise (no reranker, none measured, another reranker since:
+        a turn then cuts by the cosine gap)."""
+        measured = rag.calibration.rerank if rag.calibration is not None else None
+        settings = self.settings(snapshot, wanted)
+        if measured is None or settings is None:
+            return None
+        try:
+            return measured if measured.identity == self.identity(settings) else None
+        except RagError:
+            return None
+
+    def background_scores(
+        self, query: str, texts: Sequence[str], settings: RerankSettings
+    ) -> dict[int, float]:
+        """The reranker's scores of ``texts`` for work outside a turn (the calibration): one
+        request of at most 32 texts, waiting for ``ai.rerank.requestsPerMinute`` as indexing
+        waits for its pace, behind the endpoint's circuit.
+
+        Raises:
+            ProviderUnavailableError: The circuit is open.
+            RerankError, ConnectionError, TimeoutError: The reranker failed.
+        """
+        reranker = self.registry.load(settings)
+        if not reranker.remote:
+            return dict(reranker.rerank(query, list(texts)))
+        endpoint = Endpoint.keyed(settings.provider, settings.base_url, settings.api_key)
+        with self.circuits.guard(endpoint, reranker.model):
+            self.pacer.acquire(endpoint, rpm=settings.requests_per_minute, tpm=None, block=True)
+            return dict(reranker.rerank(query, list(texts)))
 
     def _call(
         self,

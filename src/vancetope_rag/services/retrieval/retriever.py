@@ -42,13 +42,15 @@ from vancetope_rag.domain.retrieval.metadata_filters import (
 )
 from vancetope_rag.domain.retrieval.ranking import check_query_args, parse_retrieval_mode
 from vancetope_rag.domain.retrieval.relevance import (
+    RELEVANCE_AUTO,
     RELEVANCE_OFF,
+    CutResult,
     RelevanceCut,
-    cut_by_relevance,
     parse_relevance_cut,
     resolve_floor,
     resolve_gap,
 )
+from vancetope_rag.domain.retrieval.rerank_cut import cut_turn
 from vancetope_rag.domain.texts import check_id
 from vancetope_rag.errors import InvalidInputError, ProjectRagDisabledError
 from vancetope_rag.recipes import RagParams, Recipe, load_recipe
@@ -348,6 +350,27 @@ class ProjectRagRetriever(BaseRetriever):
         cut)."""
         return rag_gap(self.relevance_cut, rag, mode)
 
+    def turn_cut(
+        self,
+        rag: RagRecord,
+        hits: Sequence[Hit],
+        cut: RelevanceCut | None,
+        mode: str,
+        snapshot: SettingsSnapshot | None = None,
+        rerank: bool = True,
+    ) -> CutResult:
+        """``hits`` (``rag``'s, in their final order) cut by ``cut``: ``auto`` cuts hits a
+        reranker scored by the RAG's calibration of that reranker when it has one
+        (:mod:`~vancetope_rag.domain.retrieval.rerank_cut`), else by the calibrated cosine
+        gap; a fixed gap is a cosine gap whatever ordered the hits; ``off`` or None keeps
+        them all."""
+        rule = None
+        if cut == RELEVANCE_AUTO and hits and hits[0].rerank_score is not None:
+            snapshot = snapshot or self.rags.settings.snapshot(self.tenant_id, self.project_id)
+            rule = self.rags.reranking.calibrated_rule(rag, snapshot, rerank)
+        floor = resolve_floor(cut, rag.calibration)
+        return cut_turn(hits, rag_gap(cut, rag, mode), rule, floor)
+
     # -- retrieval ---------------------------------------------------------------------
 
     def retrieve_hits(self, text: str) -> list[Hit]:
@@ -434,7 +457,8 @@ class ProjectRagRetriever(BaseRetriever):
         relevance_cut: RelevanceCut | None = None,
     ) -> list[Hit]:
         """The one call into :meth:`RagService.query`, with this retriever's filters, then
-        the relevance cut asked for (on the final order: after any rerank the query does)."""
+        the relevance cut asked for (on the final order: after any rerank the query does,
+        by the reranker's scores when it has its calibration, see :meth:`turn_cut`)."""
         hits = self.rags.query(
             rag,
             text,
@@ -447,8 +471,7 @@ class ProjectRagRetriever(BaseRetriever):
             keep=self._keep,
             rerank=rerank,
         )
-        gap = rag_gap(relevance_cut, rag, mode)
-        return list(cut_by_relevance(hits, gap, resolve_floor(relevance_cut, rag.calibration)).kept)
+        return list(self.turn_cut(rag, hits, relevance_cut, mode, snapshot, rerank).kept)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return [HitNodeWithScore.of(h) for h in self.retrieve_hits(query_bundle.query_str)]
