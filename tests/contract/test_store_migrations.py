@@ -191,7 +191,13 @@ def test_the_queue_claims_fences_and_requeues(
     ids = docs(control, 3)
     m = migrations.start_rebuild(migration("m1", live, shadow.id))
     assert migrations.queue_items(m, ids) == 3
-    assert migrations.item_counts(m.id) == {"pending": 3, "processing": 0, "done": 0, "failed": 0}
+    assert migrations.item_counts(m.id) == {
+        "pending": 3,
+        "processing": 0,
+        "done": 0,
+        "failed": 0,
+        "skipped": 0,
+    }
     first = migrations.claim_items(TA, P, m.id, "w1", 2, 60.0)
     assert [i.document_id for i in first] == sorted(ids)[:2]
     assert all(i.state is ItemState.PROCESSING and i.claim_token for i in first)
@@ -246,7 +252,8 @@ def test_the_queue_claims_fences_and_requeues(
         ItemState.FAILED,
         "boom again",
     )
-    assert migrations.item_counts(m.id) == {"pending": 0, "processing": 1, "done": 1, "failed": 1}
+    counts = migrations.item_counts(m.id)
+    assert counts == {"pending": 0, "processing": 1, "done": 1, "failed": 1, "skipped": 0}
     # an expired lease is claimed again (a worker killed mid-batch)
     fake_clock.advance(61)
     taken = migrations.claim_items(TA, P, m.id, "w9", 10, 60.0)
@@ -258,6 +265,35 @@ def test_the_queue_claims_fences_and_requeues(
     assert sorted(i.document_id for i in migrations.list_items(m.id)) == sorted(
         [a.document_id, c.document_id]
     )
+
+
+def test_an_item_finished_without_indexing_is_skipped_not_done(
+    control: ControlStore, migrations: RebuildStore, live: RagRecord, shadow: RagRecord
+) -> None:
+    ids = docs(control, 2)
+    m = migrations.start_rebuild(migration("m1", live, shadow.id))
+    migrations.queue_items(m, ids)
+    kept, excluded = migrations.claim_items(TA, P, m.id, "w1", 2, 60.0)
+    for item, skipped in ((kept, False), (excluded, True)):
+        assert item.claim_token is not None
+        assert migrations.finish_item(
+            m.id,
+            item.document_id,
+            "w1",
+            item.claim_token,
+            doc_version=1,
+            indexed_hash="h:0",
+            skipped=skipped,
+        )
+    states = {
+        i.document_id: (i.state, i.completed_at is not None) for i in migrations.list_items(m.id)
+    }
+    assert states == {
+        kept.document_id: (ItemState.DONE, True),
+        excluded.document_id: (ItemState.SKIPPED, True),
+    }
+    counts = migrations.item_counts(m.id)
+    assert (counts["done"], counts["skipped"], counts["pending"]) == (1, 1, 0)
 
 
 def test_requeue_adds_documents_created_during_a_rebuild(

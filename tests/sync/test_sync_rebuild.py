@@ -386,3 +386,29 @@ def test_unreadable_documents_count_as_failed_in_a_rebuild_as_in_indexing(
     work = latest.migration.work
     assert (work.done, work.failed, work.pending) == (len(DOCS), 1, 0)
     assert (latest.indexing.done, latest.indexing.failed) == (len(DOCS), 1)
+
+
+def test_a_document_excluded_during_a_rebuild_counts_as_skipped_not_done(rapp: RagApp) -> None:
+    """A rebuild counted a document it finished without indexing (excluded meanwhile: not
+    eligible any more) as done; it is skipped there, as the indexer skips it in the live
+    index, and done, failed and skipped stay separate numbers."""
+    ids = {d.path: d.id for d in rapp.documents.list_documents(T, P)}
+    switch_model(rapp)
+    m = rapp.project_rags.reindex(T, P, rebuild=True).migration
+    assert m is not None
+    rapp.documents.set_rag_enabled_override(T, P, ids["documents/cluster.md"], "off")
+    rapp.scheduler.run_until_idle(timeout_s=10)
+
+    latest = rapp.rebuilds.progress(T, P)
+    assert latest.migration is not None
+    assert latest.migration.migration.state is RebuildState.COMPLETED
+    work = latest.migration.work
+    assert (work.done, work.failed, work.pending) == (2, 0, 0)
+    assert work.skipped == 1
+    assert (work.total, work.to_json()["skipped"]) == (3, 1)
+    # the indexer's queue holds eligible documents only: the excluded one is in state none
+    assert (latest.indexing.done, latest.indexing.failed, latest.indexing.skipped) == (2, 0, 0)
+    assert states(rapp) == {"indexed": 2, "none": 1}
+    states_now = {i.document_id: i.state for i in rapp.store.rebuilds.list_items(m.id)}
+    assert states_now[ids["documents/cluster.md"]] is ItemState.SKIPPED
+    assert texts_of(rapp).keys() == {"documents/zebra.md", "documents/holiday.md"}

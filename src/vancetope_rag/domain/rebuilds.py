@@ -71,8 +71,14 @@ class ItemState(enum.StrEnum):
 
     PENDING = "pending"
     PROCESSING = "processing"
-    DONE = "done"  # indexed into the shadow (or removed from it: not eligible any more)
+    DONE = "done"  # indexed into the shadow
     FAILED = "failed"  # gave up after the engine's max attempts
+    SKIPPED = "skipped"  # finished without indexing: not eligible (any more), no chunks
+
+    @property
+    def settled(self) -> bool:
+        """Done or skipped: the shadow holds what the document's version calls for."""
+        return self in (ItemState.DONE, ItemState.SKIPPED)
 
 
 def model_label(provider: str, model: str) -> str:
@@ -146,8 +152,9 @@ def rate_per_second(
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """One piece of work in documents: ``done``, ``failed`` (for good) and ``pending``
-    (waiting or being processed) are separate numbers, never added up as progress.
+    """One piece of work in documents: ``done``, ``failed`` (for good), ``skipped`` (not
+    eligible: finished without indexing) and ``pending`` (waiting or being processed) are
+    separate numbers, never added up as progress.
 
     ``eta_s`` is set only while the work runs and its rate is known; ``paused`` says why work
     that is waiting does not run now (then there is no ETA).
@@ -159,15 +166,17 @@ class Progress:
     rate: float
     eta_s: float | None
     paused: str | None = None
+    skipped: int = 0
 
     @property
     def total(self) -> int:
-        return self.done + self.failed + self.pending
+        return self.done + self.failed + self.skipped + self.pending
 
     def to_json(self) -> dict[str, Any]:
         return {
             "done": self.done,
             "failed": self.failed,
+            "skipped": self.skipped,
             "pending": self.pending,
             "total": self.total,
             "rate": round(self.rate, 3),
@@ -186,6 +195,7 @@ def progress(
     *,
     running: bool = True,
     paused: str | None = None,
+    skipped: int = 0,
 ) -> Progress:
     """Progress from state counts and the completions of the last minute.
 
@@ -197,7 +207,7 @@ def progress(
     eta: float | None = None
     if running and paused is None and pending > 0 and rate > 0:
         eta = math.ceil(pending / rate * 10) / 10
-    return Progress(done, failed, pending, rate, eta, paused if pending else None)
+    return Progress(done, failed, pending, rate, eta, paused if pending else None, skipped)
 
 
 @dataclass(frozen=True, slots=True)

@@ -376,7 +376,7 @@ class RebuildService:
         stale = [
             d
             for d, i in items.items()
-            if d in heads and i.state is ItemState.DONE and i.doc_version != heads[d].rag_version
+            if d in heads and i.state.settled and i.doc_version != heads[d].rag_version
         ]
         if missing or stale:
             self.rebuild_store.queue_items(m, [*missing, *stale])
@@ -404,7 +404,7 @@ class RebuildService:
         for h in heads:
             item = items.get(h.id)
             current = item is not None and item.doc_version == h.rag_version
-            if item is not None and current and item.state is ItemState.DONE:
+            if item is not None and current and item.state.settled:
                 adopt[h.id] = (h.rag_version, item.indexed_hash)
                 if h.index_state is IndexState.FAILED:  # failed with the old model only
                     dirty.append(h.id)

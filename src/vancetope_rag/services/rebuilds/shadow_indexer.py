@@ -84,9 +84,9 @@ class ShadowIndexer:
             parts = document_parts(doc, include, self.rags.clip)[0] if eligible else []
             if parts:
                 to_embed[doc.id] = parts
-            else:
+            else:  # no chunks: skipped when not eligible, done when eligible but empty
                 empty = f"{fingerprint(shadow, [])}:0"
-                self._commit(shadow, item, doc, worker_id, [], result, empty)
+                self._commit(shadow, item, doc, worker_id, [], result, empty, not eligible)
         if not to_embed:
             return result
         try:
@@ -125,10 +125,12 @@ class ShadowIndexer:
         nodes: Sequence[BaseNode],
         result: BatchResult,
         indexed_hash: str | None = None,
+        skipped: bool = False,
     ) -> None:
-        """Fenced: write the shadow's chunks of the document and finish its item, only while
-        the item's claim (by token) is still ours; in one transaction where the store has
-        them, under the claim token as chunk generation everywhere."""
+        """Fenced: write the shadow's chunks of the document and finish its item (skipped:
+        not eligible), only while the item's claim (by token) is still ours; in one
+        transaction where the store has them, under the claim token as chunk generation
+        everywhere."""
         token = item.claim_token
         assert token is not None, "a claimed item carries its claim token"
         m_id, d_id = item.migration_id, item.document_id
@@ -150,6 +152,7 @@ class ShadowIndexer:
                     token,
                     doc_version=doc.rag_version,
                     indexed_hash=indexed_hash,
+                    skipped=skipped,
                 )
             if not finished:  # re-queued by an edit, or taken over, meanwhile
                 result.lost_lease += 1
@@ -159,6 +162,9 @@ class ShadowIndexer:
                 self._fail(item, doc, worker_id, exc, result)
             return
         self.metrics.indexer_runs.labels(outcome="success").inc()
+        if skipped:  # counted as the indexer counts a document it takes out of the index
+            result.removed += 1
+            return
         result.indexed += 1
         result.chunks += len(nodes)
 

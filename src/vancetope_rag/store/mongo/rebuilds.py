@@ -279,9 +279,10 @@ class MongoRebuildStore:
         *,
         doc_version: int,
         indexed_hash: str | None,
+        skipped: bool = False,
     ) -> bool:
         done = {
-            "state": lit(ItemState.DONE.value),
+            "state": lit((ItemState.SKIPPED if skipped else ItemState.DONE).value),
             "claimedBy": lit(None),
             "claimedAt": lit(None),
             "claimToken": lit(None),

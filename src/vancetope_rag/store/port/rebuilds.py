@@ -98,9 +98,11 @@ class RebuildStore(RagGenerations, Protocol):
         *,
         doc_version: int,
         indexed_hash: str | None,
+        skipped: bool = False,
     ) -> bool:
-        """DONE, recording what the shadow's chunks were built from; changes nothing unless
-        the claim ``claim_token`` still holds (a re-queue or a newer claim took it)."""
+        """DONE (SKIPPED when ``skipped``: not eligible, nothing indexed), recording what the
+        shadow's chunks were built from; changes nothing unless the claim ``claim_token``
+        still holds (a re-queue or a newer claim took it)."""
         ...
 
     def release_item(

@@ -282,15 +282,18 @@ class SqlRebuildStore:
         *,
         doc_version: int,
         indexed_hash: str | None,
+        skipped: bool = False,
     ) -> bool:
+        state = ItemState.SKIPPED if skipped else ItemState.DONE
         with self.db.transaction():
             changed = self.sql.execute(
-                "UPDATE migration_items SET state = 'done', claimed_by = NULL, "
+                "UPDATE migration_items SET state = ?, claimed_by = NULL, "
                 "claimed_at = NULL, claim_token = NULL, last_error = NULL, "
                 "next_attempt_at = NULL, doc_version = ?, indexed_hash = ?, completed_at = ? "
                 "WHERE migration_id = ? AND document_id = ? AND state = 'processing' "
                 "AND claimed_by = ? AND claim_token = ?",
                 (
+                    state.value,
                     doc_version,
                     indexed_hash,
                     self._clock(),
