@@ -23,12 +23,13 @@ from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
-from vancetope_rag.domain.records import IndexState, RagRecord
+from vancetope_rag.domain.records import IndexState
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import rebuilds as mm
 from vancetope_rag.store.mongo.builders import updates as q
 from vancetope_rag.store.mongo.catalog import MongoRagCatalog
 from vancetope_rag.store.mongo.errors import guard_errors
+from vancetope_rag.store.port.catalog import GenerationsOfCatalog
 from vancetope_rag.store.port.shared import capped_error, rebuild_running_error
 from vancetope_rag.store.port.types import DocumentHead
 
@@ -36,7 +37,7 @@ lit = q.lit
 
 
 @guard_errors
-class MongoRebuildStore:
+class MongoRebuildStore(GenerationsOfCatalog):
     """:class:`~vancetope_rag.store.port.RebuildStore` on a pymongo ``Database``.
 
     Args:
@@ -54,7 +55,7 @@ class MongoRebuildStore:
         time_source: Callable[[], q.TimeSource],
         now: Callable[[], datetime],
     ) -> None:
-        self.catalog = catalog
+        self.catalog: MongoRagCatalog = catalog
         self.migrations = database[ix.MIGRATIONS]
         self.items = database[ix.MIGRATION_ITEMS]
         self.documents = database["documents"]
@@ -62,18 +63,7 @@ class MongoRebuildStore:
         self._time = time_source
         self._now = now
 
-    # -- generations -----------------------------------------------------------------------
-
-    def insert_generation(self, rag: RagRecord) -> RagRecord:
-        return self.catalog.insert_generation(rag)
-
-    def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        return self.catalog.get_any_rag(tenant_id, project_id, rag_id)
-
-    def rag_generations(
-        self, tenant_id: str, project_id: str, name: str | None = None
-    ) -> list[RagRecord]:
-        return self.catalog.rag_generations(tenant_id, project_id, name)
+    # -- generations (insert_generation, get_any_rag, rag_generations: the catalog's) -------
 
     def switch_live(self, migration: Migration) -> bool:
         m = migration

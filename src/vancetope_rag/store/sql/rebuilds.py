@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
-from vancetope_rag.domain.records import IndexState, RagRecord
+from vancetope_rag.domain.records import IndexState
+from vancetope_rag.store.port.catalog import GenerationsOfCatalog
 from vancetope_rag.store.port.shared import capped_error, rebuild_running_error
 from vancetope_rag.store.port.types import Clock, DocumentHead
 from vancetope_rag.store.sql.catalog import SqlRagCatalog
@@ -37,7 +38,7 @@ _REQUEUE = (
 )
 
 
-class SqlRebuildStore:
+class SqlRebuildStore(GenerationsOfCatalog):
     """:class:`~vancetope_rag.store.port.RebuildStore` on a SQL database, in its dialect."""
 
     def __init__(self, db: SqlDatabase, dialect: Dialect, *, clock: Clock = time.time) -> None:
@@ -47,18 +48,7 @@ class SqlRebuildStore:
         self.sql = Marked(db, dialect)
         self.catalog: SqlRagCatalog[SqlDatabase] = SqlRagCatalog(db, dialect, clock=clock)
 
-    # -- generations -----------------------------------------------------------------------
-
-    def insert_generation(self, rag: RagRecord) -> RagRecord:
-        return self.catalog.insert_generation(rag)
-
-    def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        return self.catalog.get_any_rag(tenant_id, project_id, rag_id)
-
-    def rag_generations(
-        self, tenant_id: str, project_id: str, name: str | None = None
-    ) -> list[RagRecord]:
-        return self.catalog.rag_generations(tenant_id, project_id, name)
+    # -- generations (insert_generation, get_any_rag, rag_generations: the catalog's) -------
 
     def switch_live(self, migration: Migration) -> bool:
         m = migration
