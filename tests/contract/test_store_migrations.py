@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from vancetope_rag.domain.rebuilds import ItemState, Rebuild, RebuildState
+from vancetope_rag.domain.rebuilds import ItemClaim, ItemState, Rebuild, RebuildState
 from vancetope_rag.domain.records import Chunk, RagRecord, RagState
 from vancetope_rag.errors import RagAlreadyExistsError, RebuildRunningError
 from vancetope_rag.store.port import ControlStore, RebuildStore, Store
@@ -167,10 +167,7 @@ def test_a_release_that_is_not_the_documents_spends_no_attempt(
     (item,) = migrations.claim_items(TA, P, m.id, "w1", 10, 60.0)
     assert item.claim_token is not None
     state = migrations.release_item(
-        m.id,
-        doc_id,
-        "w1",
-        item.claim_token,
+        ItemClaim(m.id, doc_id, "w1", item.claim_token),
         error="",
         retry_delay_s=0,
         max_attempts=1,
@@ -208,21 +205,24 @@ def test_the_queue_claims_fences_and_requeues(
 
     a, b = first
     token = a.claim_token
-    assert token is not None and migrations.holds_item(m.id, a.document_id, "w1", token)
+    assert token is not None and migrations.holds_item(ItemClaim(m.id, a.document_id, "w1", token))
     assert migrations.finish_item(
-        m.id, a.document_id, "w1", token, doc_version=1, indexed_hash="h-a"
+        ItemClaim(m.id, a.document_id, "w1", token), doc_version=1, indexed_hash="h-a"
     )
     # an edit re-queues the other one while w1 holds it: w1 can no longer finish it
     assert migrations.requeue_documents(TA, P, [b.document_id]) >= 1
     assert b.claim_token is not None
     assert not migrations.finish_item(
-        m.id, b.document_id, "w1", b.claim_token, doc_version=1, indexed_hash="h-b"
+        ItemClaim(m.id, b.document_id, "w1", b.claim_token), doc_version=1, indexed_hash="h-b"
     )
     # failures: a retry time, then FAILED after max attempts
     c = second[0]
     assert c.claim_token is not None
     state = migrations.release_item(
-        m.id, c.document_id, "w2", c.claim_token, error="boom", retry_delay_s=30, max_attempts=2
+        ItemClaim(m.id, c.document_id, "w2", c.claim_token),
+        error="boom",
+        retry_delay_s=30,
+        max_attempts=2,
     )
     assert state is ItemState.PENDING
     assert [i.document_id for i in migrations.claim_items(TA, P, m.id, "w2", 10, 60.0)] == [
@@ -233,10 +233,7 @@ def test_the_queue_claims_fences_and_requeues(
     assert again.document_id == c.document_id and again.attempts == 1
     assert again.claim_token is not None
     state = migrations.release_item(
-        m.id,
-        c.document_id,
-        "w2",
-        again.claim_token,
+        ItemClaim(m.id, c.document_id, "w2", again.claim_token),
         error="boom again",
         retry_delay_s=30,
         max_attempts=2,
@@ -277,10 +274,7 @@ def test_an_item_finished_without_indexing_is_skipped_not_done(
     for item, skipped in ((kept, False), (excluded, True)):
         assert item.claim_token is not None
         assert migrations.finish_item(
-            m.id,
-            item.document_id,
-            "w1",
-            item.claim_token,
+            ItemClaim(m.id, item.document_id, "w1", item.claim_token),
             doc_version=1,
             indexed_hash="h:0",
             skipped=skipped,

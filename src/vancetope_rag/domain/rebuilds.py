@@ -23,6 +23,7 @@ __all__ = [
     "ACTIVE_S",
     "DEFAULT_MAX_FAILURE_RATIO",
     "RATE_WINDOW_S",
+    "ItemClaim",
     "ItemState",
     "Migration",
     "MigrationItem",
@@ -110,6 +111,17 @@ class Rebuild:
 
 
 @dataclass(frozen=True, slots=True)
+class ItemClaim:
+    """A worker's hold on one document of a rebuild's queue, under the claim's fencing token:
+    what the queue's fenced calls (hold, finish, release) check."""
+
+    migration_id: str
+    document_id: str
+    worker_id: str
+    claim_token: int
+
+
+@dataclass(frozen=True, slots=True)
 class RebuildItem:
     """One document queued for a migration's shadow generation."""
 
@@ -129,6 +141,12 @@ class RebuildItem:
     #: Fingerprint of what the shadow's chunks of this document were built from.
     indexed_hash: str | None = None
     completed_at: datetime | None = None
+
+    def held_by(self, worker_id: str) -> ItemClaim:
+        """The claim ``worker_id`` holds on this item, as the queue handed it out."""
+        if self.claim_token is None:
+            raise ValueError(f"the rebuild item of {self.document_id} is not claimed")
+        return ItemClaim(self.migration_id, self.document_id, worker_id, self.claim_token)
 
 
 def failures_exceed(failed: int, total: int, max_ratio: float) -> bool:

@@ -22,7 +22,13 @@ from typing import Any
 from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
+from vancetope_rag.domain.rebuilds import (
+    ItemClaim,
+    ItemState,
+    Migration,
+    MigrationItem,
+    MigrationState,
+)
 from vancetope_rag.domain.records import IndexState
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import rebuilds as mm
@@ -243,29 +249,12 @@ class MongoRebuildStore(GenerationsOfCatalog):
             claimed.append(mm.item_from_bson(found))
         return claimed
 
-    def _held(
-        self, migration_id: str, document_id: str, worker_id: str, token: int
-    ) -> dict[str, Any]:
-        return {
-            "migrationId": migration_id,
-            "documentId": document_id,
-            "state": ItemState.PROCESSING.value,
-            "claimedBy": worker_id,
-            "claimToken": token,
-        }
-
-    def holds_item(
-        self, migration_id: str, document_id: str, worker_id: str, claim_token: int
-    ) -> bool:
-        flt = self._held(migration_id, document_id, worker_id, claim_token)
-        return self.items.find_one(flt, {"_id": 1}) is not None
+    def holds_item(self, claim: ItemClaim) -> bool:
+        return self.items.find_one(mm.held_filter(claim), {"_id": 1}) is not None
 
     def finish_item(
         self,
-        migration_id: str,
-        document_id: str,
-        worker_id: str,
-        claim_token: int,
+        claim: ItemClaim,
         *,
         doc_version: int,
         indexed_hash: str | None,
@@ -282,15 +271,11 @@ class MongoRebuildStore(GenerationsOfCatalog):
             "indexedHash": lit(indexed_hash),
             "completedAt": self._time().now(),
         }
-        flt = self._held(migration_id, document_id, worker_id, claim_token)
-        return bool(self.items.update_one(flt, [{"$set": done}]).matched_count)
+        return bool(self.items.update_one(mm.held_filter(claim), [{"$set": done}]).matched_count)
 
     def release_item(
         self,
-        migration_id: str,
-        document_id: str,
-        worker_id: str,
-        claim_token: int,
+        claim: ItemClaim,
         *,
         error: str,
         retry_delay_s: float,
@@ -321,7 +306,7 @@ class MongoRebuildStore(GenerationsOfCatalog):
             },
         ]
         found = self.items.find_one_and_update(
-            self._held(migration_id, document_id, worker_id, claim_token),
+            mm.held_filter(claim),
             pipeline,
             projection={"state": 1},
             return_document=ReturnDocument.AFTER,

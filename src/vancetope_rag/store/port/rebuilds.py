@@ -8,7 +8,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
+from vancetope_rag.domain.rebuilds import (
+    ItemClaim,
+    ItemState,
+    Migration,
+    MigrationItem,
+    MigrationState,
+)
 from vancetope_rag.store.port.catalog import RagGenerations
 from vancetope_rag.store.port.types import DocumentHead
 
@@ -85,32 +91,24 @@ class RebuildStore(RagGenerations, Protocol):
         expired), each under a fresh fencing token."""
         ...
 
-    def holds_item(
-        self, migration_id: str, document_id: str, worker_id: str, claim_token: int
-    ) -> bool: ...
+    def holds_item(self, claim: ItemClaim) -> bool: ...
 
     def finish_item(
         self,
-        migration_id: str,
-        document_id: str,
-        worker_id: str,
-        claim_token: int,
+        claim: ItemClaim,
         *,
         doc_version: int,
         indexed_hash: str | None,
         skipped: bool = False,
     ) -> bool:
         """DONE (SKIPPED when ``skipped``: not eligible, nothing indexed), recording what the
-        shadow's chunks were built from; changes nothing unless the claim ``claim_token``
+        shadow's chunks were built from; changes nothing unless the ``claim`` (by its token)
         still holds (a re-queue or a newer claim took it)."""
         ...
 
     def release_item(
         self,
-        migration_id: str,
-        document_id: str,
-        worker_id: str,
-        claim_token: int,
+        claim: ItemClaim,
         *,
         error: str,
         retry_delay_s: float,

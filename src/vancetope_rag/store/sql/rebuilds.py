@@ -15,7 +15,13 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
+from vancetope_rag.domain.rebuilds import (
+    ItemClaim,
+    ItemState,
+    Migration,
+    MigrationItem,
+    MigrationState,
+)
 from vancetope_rag.domain.records import IndexState
 from vancetope_rag.store.port.catalog import GenerationsOfCatalog
 from vancetope_rag.store.port.shared import capped_error, rebuild_running_error
@@ -36,6 +42,16 @@ _REQUEUE = (
     "state = 'pending', claimed_by = NULL, claimed_at = NULL, claim_token = NULL, "
     "attempts = 0, last_error = NULL, next_attempt_at = NULL"
 )
+
+#: ``WHERE`` of an item a claim still holds; its parameters: :func:`_held`.
+_HELD = (
+    "WHERE migration_id = ? AND document_id = ? AND state = 'processing' "
+    "AND claimed_by = ? AND claim_token = ?"
+)
+
+
+def _held(c: ItemClaim) -> tuple[str, str, str, int]:
+    return (c.migration_id, c.document_id, c.worker_id, c.claim_token)
 
 
 class SqlRebuildStore(GenerationsOfCatalog):
@@ -253,22 +269,12 @@ class SqlRebuildStore(GenerationsOfCatalog):
             )
         return sorted((row_to_item(r) for r in rows), key=lambda i: i.document_id)
 
-    def holds_item(
-        self, migration_id: str, document_id: str, worker_id: str, claim_token: int
-    ) -> bool:
-        rows = self.sql.query(
-            "SELECT 1 FROM migration_items WHERE migration_id = ? AND document_id = ? "
-            "AND state = 'processing' AND claimed_by = ? AND claim_token = ?",
-            (migration_id, document_id, worker_id, claim_token),
-        )
-        return bool(rows)
+    def holds_item(self, claim: ItemClaim) -> bool:
+        return bool(self.sql.query(f"SELECT 1 FROM migration_items {_HELD}", _held(claim)))
 
     def finish_item(
         self,
-        migration_id: str,
-        document_id: str,
-        worker_id: str,
-        claim_token: int,
+        claim: ItemClaim,
         *,
         doc_version: int,
         indexed_hash: str | None,
@@ -277,30 +283,16 @@ class SqlRebuildStore(GenerationsOfCatalog):
         state = ItemState.SKIPPED if skipped else ItemState.DONE
         with self.db.transaction():
             changed = self.sql.execute(
-                "UPDATE migration_items SET state = ?, claimed_by = NULL, "
-                "claimed_at = NULL, claim_token = NULL, last_error = NULL, "
-                "next_attempt_at = NULL, doc_version = ?, indexed_hash = ?, completed_at = ? "
-                "WHERE migration_id = ? AND document_id = ? AND state = 'processing' "
-                "AND claimed_by = ? AND claim_token = ?",
-                (
-                    state.value,
-                    doc_version,
-                    indexed_hash,
-                    self._clock(),
-                    migration_id,
-                    document_id,
-                    worker_id,
-                    claim_token,
-                ),
+                "UPDATE migration_items SET state = ?, claimed_by = NULL, claimed_at = NULL, "
+                "claim_token = NULL, last_error = NULL, next_attempt_at = NULL, "
+                f"doc_version = ?, indexed_hash = ?, completed_at = ? {_HELD}",
+                (state.value, doc_version, indexed_hash, self._clock(), *_held(claim)),
             )
         return bool(changed)
 
     def release_item(
         self,
-        migration_id: str,
-        document_id: str,
-        worker_id: str,
-        claim_token: int,
+        claim: ItemClaim,
         *,
         error: str,
         retry_delay_s: float,
@@ -316,9 +308,8 @@ class SqlRebuildStore(GenerationsOfCatalog):
                 f"claim_token = NULL, attempts = attempts + {n}, last_error = ?, "
                 f"state = CASE WHEN {gave_up} THEN 'failed' ELSE 'pending' END, "
                 f"next_attempt_at = CASE WHEN {gave_up} THEN NULL ELSE ?{real} END, "
-                f"completed_at = CASE WHEN {gave_up} THEN ?{real} ELSE NULL END "
-                "WHERE migration_id = ? AND document_id = ? AND state = 'processing' "
-                "AND claimed_by = ? AND claim_token = ? RETURNING state",
+                f"completed_at = CASE WHEN {gave_up} THEN ?{real} ELSE NULL END {_HELD} "
+                "RETURNING state",
                 (
                     capped_error(error),
                     max_attempts,
@@ -326,10 +317,7 @@ class SqlRebuildStore(GenerationsOfCatalog):
                     now + retry_delay_s,
                     max_attempts,
                     now,
-                    migration_id,
-                    document_id,
-                    worker_id,
-                    claim_token,
+                    *_held(claim),
                 ),
             )
         return ItemState(rows[0][0]) if rows else ItemState.PENDING

@@ -7,7 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
+from vancetope_rag.domain.rebuilds import (
+    ItemClaim,
+    ItemState,
+    Migration,
+    MigrationItem,
+    MigrationState,
+)
 from vancetope_rag.store.mongo.builders import updates as q
 
 #: What an item is set to when it is (re-)queued: no claim, fresh attempts.
@@ -47,6 +53,17 @@ def item_claim_filter(
                 **time.before("claimedAt", claim_ttl_s),
             },
         ]
+    }
+
+
+def held_filter(claim: ItemClaim) -> dict[str, Any]:
+    """The item a claim still holds: processing, by its worker, under its token."""
+    return {
+        "migrationId": claim.migration_id,
+        "documentId": claim.document_id,
+        "state": ItemState.PROCESSING.value,
+        "claimedBy": claim.worker_id,
+        "claimToken": claim.claim_token,
     }
 
 
