@@ -115,7 +115,7 @@ def test_a_switch_a_crash_interrupted_is_finished_by_the_next_tick(
 
     def crash_after_flip(migration: Any) -> bool:
         store.rebuilds.end_rebuild(
-            T, P, migration.id, state=RebuildState.SWITCHING, expected=[RebuildState.RUNNING]
+            migration, state=RebuildState.SWITCHING, expected=[RebuildState.RUNNING]
         )
         catalog.flip(T, P, DEFAULT_RAG_NAME, migration.from_rag_id, migration.to_rag_id)
         raise KeyboardInterrupt("kill -9")

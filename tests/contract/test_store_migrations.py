@@ -134,13 +134,13 @@ def test_one_active_migration_per_name_and_conditional_ends(
     assert [a.id for a in migrations.active_rebuilds(TA, P)] == ["m1"]
     assert migrations.active_rebuilds(TB, P) == []
     # switching: a cancel (expects running) loses; the switch goes on
-    assert migrations.end_rebuild(TA, P, m.id, state=SWITCHING, expected=[RUNNING])
+    assert migrations.end_rebuild(m, state=SWITCHING, expected=[RUNNING])
     assert not migrations.end_rebuild(
-        TA, P, m.id, state=RebuildState.CANCELLED, expected=[RUNNING], reason="user"
+        m, state=RebuildState.CANCELLED, expected=[RUNNING], reason="user"
     )
     assert migrations.active_rebuilds(TA, P)[0].state is SWITCHING
     assert migrations.end_rebuild(
-        TA, P, m.id, state=RebuildState.FAILED, expected=[SWITCHING], reason="broken"
+        m, state=RebuildState.FAILED, expected=[SWITCHING], reason="broken"
     )
     ended = migrations.get_rebuild(TA, P, m.id)
     assert ended is not None and (ended.state, ended.reason) == (RebuildState.FAILED, "broken")

@@ -232,12 +232,7 @@ class RebuildService:
     def _end(self, m: Rebuild, state: RebuildState, reason: str) -> bool:
         """End a running rebuild and dispose its shadow (a switching one cannot be ended)."""
         ended = self.rebuild_store.end_rebuild(
-            m.tenant_id,
-            m.project_id,
-            m.id,
-            state=state,
-            expected=[RebuildState.RUNNING],
-            reason=reason,
+            m, state=state, expected=[RebuildState.RUNNING], reason=reason
         )
         if ended:
             log.info(

@@ -75,26 +75,19 @@ class MongoRebuildStore(GenerationsOfCatalog):
         m = migration
         t, p = m.tenant_id, m.project_id
         active = (MigrationState.RUNNING, MigrationState.SWITCHING)
-        if not self.end_rebuild(t, p, m.id, state=MigrationState.SWITCHING, expected=active):
+        if not self.end_rebuild(m, state=MigrationState.SWITCHING, expected=active):
             current = self.get_rebuild(t, p, m.id)
             return current is not None and current.state is MigrationState.COMPLETED
         gone = self.catalog.get_any_rag(t, p, m.to_rag_id) is None
         if gone or not self.catalog.flip(t, p, m.rag_name, m.from_rag_id, m.to_rag_id):
             reason = "the live RAG or its new generation was removed during the rebuild"
             self.end_rebuild(
-                t,
-                p,
-                m.id,
-                state=MigrationState.FAILED,
-                expected=[MigrationState.SWITCHING],
-                reason=reason,
+                m, state=MigrationState.FAILED, expected=[MigrationState.SWITCHING], reason=reason
             )
             return False
         # readers use the new generation from the flip on; the rest is bookkeeping
         self.catalog.record_states(t, p, m.to_rag_id, m.from_rag_id)
-        self.end_rebuild(
-            t, p, m.id, state=MigrationState.COMPLETED, expected=[MigrationState.SWITCHING]
-        )
+        self.end_rebuild(m, state=MigrationState.COMPLETED, expected=[MigrationState.SWITCHING])
         return True
 
     # -- migrations ------------------------------------------------------------------------
@@ -140,9 +133,7 @@ class MongoRebuildStore(GenerationsOfCatalog):
 
     def end_rebuild(
         self,
-        tenant_id: str,
-        project_id: str,
-        migration_id: str,
+        migration: Migration,
         *,
         state: MigrationState,
         expected: Sequence[MigrationState],
@@ -154,8 +145,9 @@ class MongoRebuildStore(GenerationsOfCatalog):
         if not state.active:
             update["$set"]["finishedAt"] = q.to_bson_time(self._now())
             update["$unset"] = {"active": ""}  # frees the name for the next rebuild
+        m = migration
         flt = q.scope_filter(
-            tenant_id, project_id, _id=migration_id, state={"$in": [s.value for s in expected]}
+            m.tenant_id, m.project_id, _id=m.id, state={"$in": [s.value for s in expected]}
         )
         return bool(self.migrations.update_one(flt, update).matched_count)
 

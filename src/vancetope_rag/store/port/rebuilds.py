@@ -52,16 +52,15 @@ class RebuildStore(RagGenerations, Protocol):
 
     def end_rebuild(
         self,
-        tenant_id: str,
-        project_id: str,
-        migration_id: str,
+        migration: Migration,
         *,
         state: MigrationState,
         expected: Sequence[MigrationState],
         reason: str | None = None,
     ) -> bool:
-        """Move a migration to ``state`` (``switching`` or an end state) if it is in one of
-        ``expected``; False when it was not (another process moved it first)."""
+        """Move the stored migration (by id, in its tenant and project) to ``state``
+        (``switching`` or an end state) if it is in one of ``expected``; False when it was
+        not (another process moved it first)."""
         ...
 
     # the queue

@@ -50,6 +50,11 @@ _HELD = (
 )
 
 
+def _key(m: Migration) -> tuple[str, str, str]:
+    """The parameters of ``id = ? AND tenant_id = ? AND project_id = ?``."""
+    return (m.id, m.tenant_id, m.project_id)
+
+
 def _held(c: ItemClaim) -> tuple[str, str, str, int]:
     return (c.migration_id, c.document_id, c.worker_id, c.claim_token)
 
@@ -148,9 +153,7 @@ class SqlRebuildStore(GenerationsOfCatalog):
 
     def end_rebuild(
         self,
-        tenant_id: str,
-        project_id: str,
-        migration_id: str,
+        migration: Migration,
         *,
         state: MigrationState,
         expected: Sequence[MigrationState],
@@ -167,15 +170,7 @@ class SqlRebuildStore(GenerationsOfCatalog):
                     "finished_at = ? WHERE id = ? AND tenant_id = ? AND project_id = ? AND "
                 )
                 + expected_in,
-                (
-                    state.value,
-                    reason,
-                    finished,
-                    migration_id,
-                    tenant_id,
-                    project_id,
-                    *expected_params,
-                ),
+                (state.value, reason, finished, *_key(migration), *expected_params),
             )
         return bool(changed)
 
