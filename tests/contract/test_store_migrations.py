@@ -164,7 +164,7 @@ def test_a_release_that_is_not_the_documents_spends_no_attempt(
     (doc_id,) = docs(control, 1)
     m = migrations.start_rebuild(migration("m1", live, shadow.id))
     migrations.queue_items(m, [doc_id])
-    (item,) = migrations.claim_items(TA, P, m.id, "w1", 10, 60.0)
+    (item,) = migrations.claim_items(m, "w1", 10, 60.0)
     assert item.claim_token is not None
     state = migrations.release_item(
         ItemClaim(m.id, doc_id, "w1", item.claim_token),
@@ -174,7 +174,7 @@ def test_a_release_that_is_not_the_documents_spends_no_attempt(
         count_attempt=False,
     )
     assert state is ItemState.PENDING
-    (again,) = migrations.claim_items(TA, P, m.id, "w1", 10, 60.0)
+    (again,) = migrations.claim_items(m, "w1", 10, 60.0)
     assert again.document_id == doc_id and again.attempts == 0
 
 
@@ -195,13 +195,13 @@ def test_the_queue_claims_fences_and_requeues(
         "failed": 0,
         "skipped": 0,
     }
-    first = migrations.claim_items(TA, P, m.id, "w1", 2, 60.0)
+    first = migrations.claim_items(m, "w1", 2, 60.0)
     assert [i.document_id for i in first] == sorted(ids)[:2]
     assert all(i.state is ItemState.PROCESSING and i.claim_token for i in first)
-    second = migrations.claim_items(TA, P, m.id, "w2", 10, 60.0)
+    second = migrations.claim_items(m, "w2", 10, 60.0)
     assert [i.document_id for i in second] == sorted(ids)[2:]  # never two workers
     assert second[0].claim_token > first[0].claim_token  # type: ignore[operator]
-    assert migrations.claim_items(TB, P, m.id, "w3", 10, 60.0) == []  # scoped
+    assert migrations.claim_items(replace(m, tenant_id=TB), "w3", 10, 60.0) == []  # scoped
 
     a, b = first
     token = a.claim_token
@@ -225,11 +225,11 @@ def test_the_queue_claims_fences_and_requeues(
         max_attempts=2,
     )
     assert state is ItemState.PENDING
-    assert [i.document_id for i in migrations.claim_items(TA, P, m.id, "w2", 10, 60.0)] == [
+    assert [i.document_id for i in migrations.claim_items(m, "w2", 10, 60.0)] == [
         b.document_id
     ]  # c waits for its retry time
     fake_clock.advance(31)
-    (again,) = migrations.claim_items(TA, P, m.id, "w2", 10, 60.0)
+    (again,) = migrations.claim_items(m, "w2", 10, 60.0)
     assert again.document_id == c.document_id and again.attempts == 1
     assert again.claim_token is not None
     state = migrations.release_item(
@@ -253,7 +253,7 @@ def test_the_queue_claims_fences_and_requeues(
     assert counts == {"pending": 0, "processing": 1, "done": 1, "failed": 1, "skipped": 0}
     # an expired lease is claimed again (a worker killed mid-batch)
     fake_clock.advance(61)
-    taken = migrations.claim_items(TA, P, m.id, "w9", 10, 60.0)
+    taken = migrations.claim_items(m, "w9", 10, 60.0)
     assert [i.document_id for i in taken] == [b.document_id]
     done, first_at = migrations.item_activity(m.id, control.now() - timedelta(seconds=600))
     assert done == 2 and first_at is not None  # done and failed-for-good both finished
@@ -270,7 +270,7 @@ def test_an_item_finished_without_indexing_is_skipped_not_done(
     ids = docs(control, 2)
     m = migrations.start_rebuild(migration("m1", live, shadow.id))
     migrations.queue_items(m, ids)
-    kept, excluded = migrations.claim_items(TA, P, m.id, "w1", 2, 60.0)
+    kept, excluded = migrations.claim_items(m, "w1", 2, 60.0)
     for item, skipped in ((kept, False), (excluded, True)):
         assert item.claim_token is not None
         assert migrations.finish_item(

@@ -129,7 +129,7 @@ def test_edits_during_a_rebuild_reach_the_new_generation(rapp: RagApp) -> None:
     switch_model(rapp)
     m = rapp.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None
-    claimed = rapp.store.rebuilds.claim_items(T, P, m.id, "slow-pod", 10, 60.0)
+    claimed = rapp.store.rebuilds.claim_items(m, "slow-pod", 10, 60.0)
     assert len(claimed) == 3
     rapp.documents.update(T, P, ids["documents/zebra.md"], content="Zebras sleep standing.")
     rapp.documents.create(T, P, "documents/new.md", "Brand new document about otters.")
@@ -167,7 +167,7 @@ def test_an_edit_whose_requeue_was_lost_is_caught_before_the_switch(
     m = rapp.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None
     shadow = rapp.store.rebuilds.get_any_rag(T, P, m.to_rag_id)
-    items = rapp.store.rebuilds.claim_items(T, P, m.id, "w", 10, 60.0)
+    items = rapp.store.rebuilds.claim_items(m, "w", 10, 60.0)
     rapp.rebuilds.shadows.index_items(m, shadow, items, "w", rapp.settings.snapshot(T, P))  # type: ignore[arg-type]
     monkeypatch.setattr(rapp.store.rebuilds, "requeue_documents", lambda *a: 0)  # "crash"
     rapp.documents.update(T, P, zebra.id, content="Zebras are black with white stripes.")
@@ -190,7 +190,7 @@ def test_an_edit_after_the_last_check_is_reindexed_into_the_new_generation(
     m = rapp.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None
     shadow = rapp.store.rebuilds.get_any_rag(T, P, m.to_rag_id)
-    items = rapp.store.rebuilds.claim_items(T, P, m.id, "w", 10, 60.0)
+    items = rapp.store.rebuilds.claim_items(m, "w", 10, 60.0)
     rapp.rebuilds.shadows.index_items(m, shadow, items, "w", rapp.settings.snapshot(T, P))  # type: ignore[arg-type]
     monkeypatch.setattr(rapp.store.rebuilds, "requeue_documents", lambda *a: 0)
     rapp.documents.update(T, P, zebra.id, content="Zebras changed after the last check.")
@@ -285,7 +285,7 @@ def test_a_worker_that_dies_mid_rebuild_is_taken_over_and_the_switch_happens_onc
     switch_model(rapp)
     m = rapp.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None
-    dead = rapp.store.rebuilds.claim_items(T, P, m.id, "dead-pod", 2, 60.0)
+    dead = rapp.store.rebuilds.claim_items(m, "dead-pod", 2, 60.0)
     assert len(dead) == 2
     rapp.scheduler.tick()  # the third one; the other two are leased to the dead pod
     counts = rapp.store.rebuilds.item_counts(m.id)

@@ -291,12 +291,7 @@ class RebuildService:
         if not self.rags.index_ready(shadow):
             return 0  # the new dimension's search indexes are building
         items = self.rebuild_store.claim_items(
-            m.tenant_id,
-            m.project_id,
-            m.id,
-            worker_id,
-            self.config.indexer_batch_size,
-            self.config.claim_ttl_s,
+            m, worker_id, self.config.indexer_batch_size, self.config.claim_ttl_s
         )
         result.add(self.shadows.index_items(m, shadow, items, worker_id, snapshot))
         self._finish_if_done(m, shadow)

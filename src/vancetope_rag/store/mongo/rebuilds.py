@@ -208,16 +208,11 @@ class MongoRebuildStore(GenerationsOfCatalog):
         return int(self.items.delete_many(flt).deleted_count)
 
     def claim_items(
-        self,
-        tenant_id: str,
-        project_id: str,
-        migration_id: str,
-        worker_id: str,
-        batch_size: int,
-        claim_ttl_s: float,
+        self, migration: Migration, worker_id: str, batch_size: int, claim_ttl_s: float
     ) -> list[MigrationItem]:
         time = self._time()
-        flt = mm.item_claim_filter(tenant_id, project_id, migration_id, claim_ttl_s, time)
+        m = migration
+        flt = mm.item_claim_filter(m.tenant_id, m.project_id, m.id, claim_ttl_s, time)
         if batch_size < 1 or self.items.find_one(flt, {"_id": 1}) is None:
             return []  # an idle tick draws no token
         token = ix.next_sequence(self.counters)

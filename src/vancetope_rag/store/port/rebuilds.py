@@ -78,13 +78,7 @@ class RebuildStore(RagGenerations, Protocol):
     def remove_items(self, migration_id: str, document_ids: Sequence[str]) -> int: ...
 
     def claim_items(
-        self,
-        tenant_id: str,
-        project_id: str,
-        migration_id: str,
-        worker_id: str,
-        batch_size: int,
-        claim_ttl_s: float,
+        self, migration: Migration, worker_id: str, batch_size: int, claim_ttl_s: float
     ) -> list[MigrationItem]:
         """Lease up to ``batch_size`` pending items whose retry time has come (or whose lease
         expired), each under a fresh fencing token."""

@@ -225,13 +225,7 @@ class SqlRebuildStore(GenerationsOfCatalog):
             return total
 
     def claim_items(
-        self,
-        tenant_id: str,
-        project_id: str,
-        migration_id: str,
-        worker_id: str,
-        batch_size: int,
-        claim_ttl_s: float,
+        self, migration: Migration, worker_id: str, batch_size: int, claim_ttl_s: float
     ) -> list[MigrationItem]:
         now = self._clock()
         claim = self.dialect.claim(
@@ -250,16 +244,14 @@ class SqlRebuildStore(GenerationsOfCatalog):
             rows = self.sql.query_dicts(
                 claim,
                 (
-                    migration_id,
-                    tenant_id,
-                    project_id,
+                    *_key(migration),
                     now,
                     now - claim_ttl_s,
                     batch_size,
                     worker_id,
                     now,
                     token,
-                    migration_id,
+                    migration.id,
                 ),
             )
         return sorted((row_to_item(r) for r in rows), key=lambda i: i.document_id)
