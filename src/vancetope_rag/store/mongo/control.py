@@ -286,15 +286,8 @@ class MongoControlStore(GenerationsOfCatalog, MongoHeartbeats):
         if batch_size < 1 or self.documents.find_one(flt, {"_id": 1}, sort=q.CLAIM_SORT) is None:
             return []
         update = q.claim_update(worker_id, ix.next_sequence(self.counters), time_source)
-        claimed: list[Document] = []
-        for _ in range(max(batch_size, 0)):
-            found = self.documents.find_one_and_update(
-                flt, update, sort=q.CLAIM_SORT, return_document=ReturnDocument.AFTER
-            )
-            if found is None:
-                break
-            claimed.append(q.document_from_bson(found))
-        return claimed
+        found = ix.claim_each(self.documents, flt, update, q.CLAIM_SORT, batch_size)
+        return [q.document_from_bson(d) for d in found]
 
     def holds_claim(
         self, tenant_id: str, project_id: str, document_id: str, worker_id: str

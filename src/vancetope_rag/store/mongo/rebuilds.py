@@ -226,15 +226,8 @@ class MongoRebuildStore(GenerationsOfCatalog):
                 }
             }
         ]
-        claimed: list[MigrationItem] = []
-        for _ in range(batch_size):
-            found = self.items.find_one_and_update(
-                flt, update, sort=mm.ITEM_CLAIM_SORT, return_document=ReturnDocument.AFTER
-            )
-            if found is None:
-                break
-            claimed.append(mm.item_from_bson(found))
-        return claimed
+        found = ix.claim_each(self.items, flt, update, mm.ITEM_CLAIM_SORT, batch_size)
+        return [mm.item_from_bson(d) for d in found]
 
     def holds_item(self, claim: ItemClaim) -> bool:
         return self.items.find_one(mm.held_filter(claim), {"_id": 1}) is not None
