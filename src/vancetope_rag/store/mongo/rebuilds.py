@@ -36,7 +36,7 @@ from vancetope_rag.store.mongo.builders import updates as q
 from vancetope_rag.store.mongo.catalog import MongoRagCatalog
 from vancetope_rag.store.mongo.errors import guard_errors
 from vancetope_rag.store.port.catalog import GenerationsOfCatalog
-from vancetope_rag.store.port.shared import capped_error, rebuild_running_error
+from vancetope_rag.store.port.shared import capped_error, rebuild_fields, rebuild_running_error
 from vancetope_rag.store.port.types import DocumentHead
 
 lit = q.lit
@@ -94,22 +94,8 @@ class MongoRebuildStore(GenerationsOfCatalog):
 
     def start_rebuild(self, migration: Migration) -> Migration:
         m = migration
-        doc = {
-            "_id": m.id,
-            "tenantId": m.tenant_id,
-            "projectId": m.project_id,
-            "ragName": m.rag_name,
-            "fromRagId": m.from_rag_id,
-            "toRagId": m.to_rag_id,
-            "fromModel": m.from_model,
-            "toModel": m.to_model,
-            "state": MigrationState.RUNNING.value,
-            "reason": None,
-            "maxFailureRatio": m.max_failure_ratio,
-            "createdAt": q.to_bson_time(self._now()),
-            "finishedAt": None,
-            "active": True,
-        }
+        doc = {mm.bson_name(column): v for column, v in rebuild_fields(m).items()}
+        doc |= {"createdAt": q.to_bson_time(self._now()), "finishedAt": None, "active": True}
         try:
             self.migrations.insert_one(doc)
         except DuplicateKeyError as exc:

@@ -24,7 +24,7 @@ from vancetope_rag.domain.rebuilds import (
 )
 from vancetope_rag.domain.records import IndexState
 from vancetope_rag.store.port.catalog import GenerationsOfCatalog
-from vancetope_rag.store.port.shared import capped_error, rebuild_running_error
+from vancetope_rag.store.port.shared import capped_error, rebuild_fields, rebuild_running_error
 from vancetope_rag.store.port.types import Clock, DocumentHead
 from vancetope_rag.store.sql.catalog import SqlRagCatalog
 from vancetope_rag.store.sql.dialect import Dialect, Marked, SqlDatabase
@@ -105,20 +105,7 @@ class SqlRebuildStore(GenerationsOfCatalog):
 
     def start_rebuild(self, migration: Migration) -> Migration:
         m = migration
-        row = {
-            "id": m.id,
-            "tenant_id": m.tenant_id,
-            "project_id": m.project_id,
-            "rag_name": m.rag_name,
-            "from_rag_id": m.from_rag_id,
-            "to_rag_id": m.to_rag_id,
-            "from_model": m.from_model,
-            "to_model": m.to_model,
-            "state": MigrationState.RUNNING.value,
-            "reason": None,
-            "max_failure_ratio": m.max_failure_ratio,
-            "created_at": self._clock(),
-        }
+        row = rebuild_fields(m) | {"created_at": self._clock()}
         try:
             with self.db.transaction():
                 self.db.execute(*self.dialect.insert("migrations", row))
