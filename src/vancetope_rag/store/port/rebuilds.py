@@ -120,7 +120,7 @@ class RebuildStore(RagGenerations, Protocol):
         ...
 
     def item_activity(self, migration_id: str, since: datetime) -> tuple[int, datetime | None]:
-        """Items finished (done or failed) since ``since``, and the earliest of them."""
+        """Items finished (done, failed or skipped) since ``since``, and the earliest of them."""
         ...
 
     # reads for reconciliation and progress
