@@ -42,7 +42,7 @@ REBUILD_OUTCOMES = ("completed", "failed", "cancelled")
 #: chunks were built from exactly this content, only confirmed (a no-op reindex).
 DOCUMENT_RESULTS = ("written", "unchanged", "removed", "failed")
 DOCUMENT_STATES = ("pending", "processing", "indexed", "failed", "none")
-ITEM_STATES = ("pending", "processing", "done", "failed")
+ITEM_STATES = ("pending", "processing", "done", "failed", "skipped")
 RETRIEVAL_MODES = ("dense", "hybrid")
 #: Route label of a request no route took (a 404, a body refused before routing: a 413): raw
 #: paths are unbounded.

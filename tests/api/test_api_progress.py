@@ -46,6 +46,7 @@ def test_rest_and_cli_show_the_same_progress(
         assert rest["progress"]["indexing"] == {
             "done": 0,
             "failed": 0,
+            "skipped": 0,
             "pending": 10,
             "total": 10,
             "rate": 0.0,

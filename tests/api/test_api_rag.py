@@ -73,6 +73,7 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
     assert data["progress"]["indexing"] | {"rate": 0} == {
         "done": 3,
         "failed": 0,
+        "skipped": 0,
         "pending": 0,
         "total": 3,
         "rate": 0,

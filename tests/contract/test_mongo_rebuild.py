@@ -115,7 +115,7 @@ def test_a_switch_a_crash_interrupted_is_finished_by_the_next_tick(
 
     def crash_after_flip(migration: Any) -> bool:
         store.rebuilds.end_rebuild(
-            T, P, migration.id, state=RebuildState.SWITCHING, expected=[RebuildState.RUNNING]
+            migration, state=RebuildState.SWITCHING, expected=[RebuildState.RUNNING]
         )
         catalog.flip(T, P, DEFAULT_RAG_NAME, migration.from_rag_id, migration.to_rag_id)
         raise KeyboardInterrupt("kill -9")
@@ -216,7 +216,7 @@ def test_edits_during_a_rebuild_on_the_lagging_atlas_double(
     m = app.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None
     migrations = app.store.rebuilds
-    claimed = migrations.claim_items(T, P, m.id, "slow-pod", 10, 60.0)
+    claimed = migrations.claim_items(m, "slow-pod", 10, 60.0)
     app.documents.update(T, P, ids["documents/zebra.md"], content="Zebras sleep standing up.")
     app.documents.delete(T, P, ids["documents/holiday.md"])
     app.documents.create(T, P, "documents/otters.md", "Otters hold hands while sleeping.")

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from vancetope_rag.domain.rebuilds import ItemState, Rebuild, RebuildState
+from vancetope_rag.domain.rebuilds import ItemClaim, ItemState, Rebuild, RebuildState
 from vancetope_rag.domain.records import Chunk, RagRecord, RagState
 from vancetope_rag.errors import RagAlreadyExistsError, RebuildRunningError
 from vancetope_rag.store.port import ControlStore, RebuildStore, Store
@@ -134,13 +134,13 @@ def test_one_active_migration_per_name_and_conditional_ends(
     assert [a.id for a in migrations.active_rebuilds(TA, P)] == ["m1"]
     assert migrations.active_rebuilds(TB, P) == []
     # switching: a cancel (expects running) loses; the switch goes on
-    assert migrations.end_rebuild(TA, P, m.id, state=SWITCHING, expected=[RUNNING])
+    assert migrations.end_rebuild(m, state=SWITCHING, expected=[RUNNING])
     assert not migrations.end_rebuild(
-        TA, P, m.id, state=RebuildState.CANCELLED, expected=[RUNNING], reason="user"
+        m, state=RebuildState.CANCELLED, expected=[RUNNING], reason="user"
     )
     assert migrations.active_rebuilds(TA, P)[0].state is SWITCHING
     assert migrations.end_rebuild(
-        TA, P, m.id, state=RebuildState.FAILED, expected=[SWITCHING], reason="broken"
+        m, state=RebuildState.FAILED, expected=[SWITCHING], reason="broken"
     )
     ended = migrations.get_rebuild(TA, P, m.id)
     assert ended is not None and (ended.state, ended.reason) == (RebuildState.FAILED, "broken")
@@ -164,20 +164,17 @@ def test_a_release_that_is_not_the_documents_spends_no_attempt(
     (doc_id,) = docs(control, 1)
     m = migrations.start_rebuild(migration("m1", live, shadow.id))
     migrations.queue_items(m, [doc_id])
-    (item,) = migrations.claim_items(TA, P, m.id, "w1", 10, 60.0)
+    (item,) = migrations.claim_items(m, "w1", 10, 60.0)
     assert item.claim_token is not None
     state = migrations.release_item(
-        m.id,
-        doc_id,
-        "w1",
-        item.claim_token,
+        ItemClaim(m.id, doc_id, "w1", item.claim_token),
         error="",
         retry_delay_s=0,
         max_attempts=1,
         count_attempt=False,
     )
     assert state is ItemState.PENDING
-    (again,) = migrations.claim_items(TA, P, m.id, "w1", 10, 60.0)
+    (again,) = migrations.claim_items(m, "w1", 10, 60.0)
     assert again.document_id == doc_id and again.attempts == 0
 
 
@@ -191,46 +188,52 @@ def test_the_queue_claims_fences_and_requeues(
     ids = docs(control, 3)
     m = migrations.start_rebuild(migration("m1", live, shadow.id))
     assert migrations.queue_items(m, ids) == 3
-    assert migrations.item_counts(m.id) == {"pending": 3, "processing": 0, "done": 0, "failed": 0}
-    first = migrations.claim_items(TA, P, m.id, "w1", 2, 60.0)
+    assert migrations.item_counts(m.id) == {
+        "pending": 3,
+        "processing": 0,
+        "done": 0,
+        "failed": 0,
+        "skipped": 0,
+    }
+    first = migrations.claim_items(m, "w1", 2, 60.0)
     assert [i.document_id for i in first] == sorted(ids)[:2]
     assert all(i.state is ItemState.PROCESSING and i.claim_token for i in first)
-    second = migrations.claim_items(TA, P, m.id, "w2", 10, 60.0)
+    second = migrations.claim_items(m, "w2", 10, 60.0)
     assert [i.document_id for i in second] == sorted(ids)[2:]  # never two workers
     assert second[0].claim_token > first[0].claim_token  # type: ignore[operator]
-    assert migrations.claim_items(TB, P, m.id, "w3", 10, 60.0) == []  # scoped
+    assert migrations.claim_items(replace(m, tenant_id=TB), "w3", 10, 60.0) == []  # scoped
 
     a, b = first
     token = a.claim_token
-    assert token is not None and migrations.holds_item(m.id, a.document_id, "w1", token)
+    assert token is not None and migrations.holds_item(ItemClaim(m.id, a.document_id, "w1", token))
     assert migrations.finish_item(
-        m.id, a.document_id, "w1", token, doc_version=1, indexed_hash="h-a"
+        ItemClaim(m.id, a.document_id, "w1", token), doc_version=1, indexed_hash="h-a"
     )
     # an edit re-queues the other one while w1 holds it: w1 can no longer finish it
     assert migrations.requeue_documents(TA, P, [b.document_id]) >= 1
     assert b.claim_token is not None
     assert not migrations.finish_item(
-        m.id, b.document_id, "w1", b.claim_token, doc_version=1, indexed_hash="h-b"
+        ItemClaim(m.id, b.document_id, "w1", b.claim_token), doc_version=1, indexed_hash="h-b"
     )
     # failures: a retry time, then FAILED after max attempts
     c = second[0]
     assert c.claim_token is not None
     state = migrations.release_item(
-        m.id, c.document_id, "w2", c.claim_token, error="boom", retry_delay_s=30, max_attempts=2
+        ItemClaim(m.id, c.document_id, "w2", c.claim_token),
+        error="boom",
+        retry_delay_s=30,
+        max_attempts=2,
     )
     assert state is ItemState.PENDING
-    assert [i.document_id for i in migrations.claim_items(TA, P, m.id, "w2", 10, 60.0)] == [
+    assert [i.document_id for i in migrations.claim_items(m, "w2", 10, 60.0)] == [
         b.document_id
     ]  # c waits for its retry time
     fake_clock.advance(31)
-    (again,) = migrations.claim_items(TA, P, m.id, "w2", 10, 60.0)
+    (again,) = migrations.claim_items(m, "w2", 10, 60.0)
     assert again.document_id == c.document_id and again.attempts == 1
     assert again.claim_token is not None
     state = migrations.release_item(
-        m.id,
-        c.document_id,
-        "w2",
-        again.claim_token,
+        ItemClaim(m.id, c.document_id, "w2", again.claim_token),
         error="boom again",
         retry_delay_s=30,
         max_attempts=2,
@@ -246,10 +249,11 @@ def test_the_queue_claims_fences_and_requeues(
         ItemState.FAILED,
         "boom again",
     )
-    assert migrations.item_counts(m.id) == {"pending": 0, "processing": 1, "done": 1, "failed": 1}
+    counts = migrations.item_counts(m.id)
+    assert counts == {"pending": 0, "processing": 1, "done": 1, "failed": 1, "skipped": 0}
     # an expired lease is claimed again (a worker killed mid-batch)
     fake_clock.advance(61)
-    taken = migrations.claim_items(TA, P, m.id, "w9", 10, 60.0)
+    taken = migrations.claim_items(m, "w9", 10, 60.0)
     assert [i.document_id for i in taken] == [b.document_id]
     done, first_at = migrations.item_activity(m.id, control.now() - timedelta(seconds=600))
     assert done == 2 and first_at is not None  # done and failed-for-good both finished
@@ -258,6 +262,32 @@ def test_the_queue_claims_fences_and_requeues(
     assert sorted(i.document_id for i in migrations.list_items(m.id)) == sorted(
         [a.document_id, c.document_id]
     )
+
+
+def test_an_item_finished_without_indexing_is_skipped_not_done(
+    control: ControlStore, migrations: RebuildStore, live: RagRecord, shadow: RagRecord
+) -> None:
+    ids = docs(control, 2)
+    m = migrations.start_rebuild(migration("m1", live, shadow.id))
+    migrations.queue_items(m, ids)
+    kept, excluded = migrations.claim_items(m, "w1", 2, 60.0)
+    for item, skipped in ((kept, False), (excluded, True)):
+        assert item.claim_token is not None
+        assert migrations.finish_item(
+            ItemClaim(m.id, item.document_id, "w1", item.claim_token),
+            doc_version=1,
+            indexed_hash="h:0",
+            skipped=skipped,
+        )
+    states = {
+        i.document_id: (i.state, i.completed_at is not None) for i in migrations.list_items(m.id)
+    }
+    assert states == {
+        kept.document_id: (ItemState.DONE, True),
+        excluded.document_id: (ItemState.SKIPPED, True),
+    }
+    counts = migrations.item_counts(m.id)
+    assert (counts["done"], counts["skipped"], counts["pending"]) == (1, 1, 0)
 
 
 def test_requeue_adds_documents_created_during_a_rebuild(

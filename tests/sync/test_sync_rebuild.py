@@ -129,7 +129,7 @@ def test_edits_during_a_rebuild_reach_the_new_generation(rapp: RagApp) -> None:
     switch_model(rapp)
     m = rapp.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None
-    claimed = rapp.store.rebuilds.claim_items(T, P, m.id, "slow-pod", 10, 60.0)
+    claimed = rapp.store.rebuilds.claim_items(m, "slow-pod", 10, 60.0)
     assert len(claimed) == 3
     rapp.documents.update(T, P, ids["documents/zebra.md"], content="Zebras sleep standing.")
     rapp.documents.create(T, P, "documents/new.md", "Brand new document about otters.")
@@ -167,7 +167,7 @@ def test_an_edit_whose_requeue_was_lost_is_caught_before_the_switch(
     m = rapp.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None
     shadow = rapp.store.rebuilds.get_any_rag(T, P, m.to_rag_id)
-    items = rapp.store.rebuilds.claim_items(T, P, m.id, "w", 10, 60.0)
+    items = rapp.store.rebuilds.claim_items(m, "w", 10, 60.0)
     rapp.rebuilds.shadows.index_items(m, shadow, items, "w", rapp.settings.snapshot(T, P))  # type: ignore[arg-type]
     monkeypatch.setattr(rapp.store.rebuilds, "requeue_documents", lambda *a: 0)  # "crash"
     rapp.documents.update(T, P, zebra.id, content="Zebras are black with white stripes.")
@@ -190,7 +190,7 @@ def test_an_edit_after_the_last_check_is_reindexed_into_the_new_generation(
     m = rapp.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None
     shadow = rapp.store.rebuilds.get_any_rag(T, P, m.to_rag_id)
-    items = rapp.store.rebuilds.claim_items(T, P, m.id, "w", 10, 60.0)
+    items = rapp.store.rebuilds.claim_items(m, "w", 10, 60.0)
     rapp.rebuilds.shadows.index_items(m, shadow, items, "w", rapp.settings.snapshot(T, P))  # type: ignore[arg-type]
     monkeypatch.setattr(rapp.store.rebuilds, "requeue_documents", lambda *a: 0)
     rapp.documents.update(T, P, zebra.id, content="Zebras changed after the last check.")
@@ -285,7 +285,7 @@ def test_a_worker_that_dies_mid_rebuild_is_taken_over_and_the_switch_happens_onc
     switch_model(rapp)
     m = rapp.project_rags.reindex(T, P, rebuild=True).migration
     assert m is not None
-    dead = rapp.store.rebuilds.claim_items(T, P, m.id, "dead-pod", 2, 60.0)
+    dead = rapp.store.rebuilds.claim_items(m, "dead-pod", 2, 60.0)
     assert len(dead) == 2
     rapp.scheduler.tick()  # the third one; the other two are leased to the dead pod
     counts = rapp.store.rebuilds.item_counts(m.id)
@@ -386,3 +386,29 @@ def test_unreadable_documents_count_as_failed_in_a_rebuild_as_in_indexing(
     work = latest.migration.work
     assert (work.done, work.failed, work.pending) == (len(DOCS), 1, 0)
     assert (latest.indexing.done, latest.indexing.failed) == (len(DOCS), 1)
+
+
+def test_a_document_excluded_during_a_rebuild_counts_as_skipped_not_done(rapp: RagApp) -> None:
+    """A rebuild counted a document it finished without indexing (excluded meanwhile: not
+    eligible any more) as done; it is skipped there, as the indexer skips it in the live
+    index, and done, failed and skipped stay separate numbers."""
+    ids = {d.path: d.id for d in rapp.documents.list_documents(T, P)}
+    switch_model(rapp)
+    m = rapp.project_rags.reindex(T, P, rebuild=True).migration
+    assert m is not None
+    rapp.documents.set_rag_enabled_override(T, P, ids["documents/cluster.md"], "off")
+    rapp.scheduler.run_until_idle(timeout_s=10)
+
+    latest = rapp.rebuilds.progress(T, P)
+    assert latest.migration is not None
+    assert latest.migration.migration.state is RebuildState.COMPLETED
+    work = latest.migration.work
+    assert (work.done, work.failed, work.pending) == (2, 0, 0)
+    assert work.skipped == 1
+    assert (work.total, work.to_json()["skipped"]) == (3, 1)
+    # the indexer's queue holds eligible documents only: the excluded one is in state none
+    assert (latest.indexing.done, latest.indexing.failed, latest.indexing.skipped) == (2, 0, 0)
+    assert states(rapp) == {"indexed": 2, "none": 1}
+    states_now = {i.document_id: i.state for i in rapp.store.rebuilds.list_items(m.id)}
+    assert states_now[ids["documents/cluster.md"]] is ItemState.SKIPPED
+    assert texts_of(rapp).keys() == {"documents/zebra.md", "documents/holiday.md"}

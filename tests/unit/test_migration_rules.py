@@ -52,6 +52,7 @@ def test_progress_and_eta() -> None:
     assert p.to_json() == {
         "done": 8,
         "failed": 1,
+        "skipped": 0,
         "pending": 4,
         "total": 13,
         "rate": 2.0,

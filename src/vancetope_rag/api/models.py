@@ -25,13 +25,17 @@ class _Model(BaseModel):
 
 
 class WorkProgress(_Model):
-    """One piece of work in documents: done, failed and pending are separate numbers (a
-    failed document is not progress), with the rate and, while it runs, the time left."""
+    """One piece of work in documents: done, failed, skipped and pending are separate
+    numbers (a failed or skipped document is not progress), with the rate and, while it
+    runs, the time left."""
 
     done: int = Field(description="documents finished")
     failed: int = Field(description="documents that failed for good")
+    skipped: int = Field(
+        default=0, description="documents not eligible for the RAG: finished, nothing indexed"
+    )
     pending: int = Field(description="documents waiting or being processed")
-    total: int = Field(description="done + failed + pending")
+    total: int = Field(description="done + failed + skipped + pending")
     rate: float = Field(description="documents per second over the last minute")
     etaSeconds: float | None = Field(
         description="expected seconds until pending is 0, only while the work runs and its "

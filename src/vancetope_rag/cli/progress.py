@@ -35,9 +35,11 @@ def _rate(work: Progress) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def counts_text(done: int, failed: int, waiting: int) -> str:
-    """Done, failed and waiting: three numbers, never one sum called progress."""
-    return f"{done} done, {failed} failed, {waiting} waiting"
+def counts_text(done: int, failed: int, waiting: int, skipped: int = 0) -> str:
+    """Done, failed, skipped (when any: not eligible, nothing indexed) and waiting: separate
+    numbers, never one sum called progress."""
+    also = f"{skipped} skipped, " if skipped else ""
+    return f"{done} done, {failed} failed, {also}{waiting} waiting"
 
 
 class WorkBar:
@@ -57,10 +59,10 @@ class WorkBar:
         )
         self._shown = 0
 
-    def show(self, done: int, failed: int, waiting: int, rate: str = "") -> None:
-        """Move to ``done`` of ``done + failed + waiting``, the counts beside the bar."""
-        self._bar.length = max(done + failed + waiting, 1)
-        self._bar.current_item = counts_text(done, failed, waiting) + rate
+    def show(self, done: int, failed: int, waiting: int, rate: str = "", skipped: int = 0) -> None:
+        """Move to ``done`` of all the documents, the counts beside the bar."""
+        self._bar.length = max(done + failed + skipped + waiting, 1)
+        self._bar.current_item = counts_text(done, failed, waiting, skipped) + rate
         # drawn even when nothing got done (``update(0)`` draws nothing): a failure, a
         # pause or the end of the ETA is news too
         self._bar.make_step(max(0, done - self._shown))
@@ -68,7 +70,7 @@ class WorkBar:
         self._shown = max(self._shown, done)
 
     def show_work(self, work: Progress) -> None:
-        self.show(work.done, work.failed, work.pending, _rate(work))
+        self.show(work.done, work.failed, work.pending, _rate(work), work.skipped)
 
     def __enter__(self) -> WorkBar:
         return self
@@ -96,12 +98,12 @@ def progress_lines(progress: ProjectProgress | None) -> list[str]:
     if progress is None:
         return []
     w = progress.indexing
-    lines = [f"indexing: {counts_text(w.done, w.failed, w.pending)}{_rate(w)}"]
+    lines = [f"indexing: {counts_text(w.done, w.failed, w.pending, w.skipped)}{_rate(w)}"]
     if progress.migration is not None:
         m, work = progress.migration.migration, progress.migration.work
         lines.append(
             f"rebuild {m.id} ({m.from_model} -> {m.to_model}): {m.state.value}, "
-            f"{counts_text(work.done, work.failed, work.pending)}{_rate(work)}"
+            f"{counts_text(work.done, work.failed, work.pending, work.skipped)}{_rate(work)}"
         )
         if m.reason:
             lines.append(f"  {m.reason}")

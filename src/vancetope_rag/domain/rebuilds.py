@@ -23,6 +23,7 @@ __all__ = [
     "ACTIVE_S",
     "DEFAULT_MAX_FAILURE_RATIO",
     "RATE_WINDOW_S",
+    "ItemClaim",
     "ItemState",
     "Migration",
     "MigrationItem",
@@ -71,8 +72,14 @@ class ItemState(enum.StrEnum):
 
     PENDING = "pending"
     PROCESSING = "processing"
-    DONE = "done"  # indexed into the shadow (or removed from it: not eligible any more)
+    DONE = "done"  # indexed into the shadow
     FAILED = "failed"  # gave up after the engine's max attempts
+    SKIPPED = "skipped"  # finished without indexing: not eligible (any more), no chunks
+
+    @property
+    def settled(self) -> bool:
+        """Done or skipped: the shadow holds what the document's version calls for."""
+        return self in (ItemState.DONE, ItemState.SKIPPED)
 
 
 def model_label(provider: str, model: str) -> str:
@@ -104,6 +111,17 @@ class Rebuild:
 
 
 @dataclass(frozen=True, slots=True)
+class ItemClaim:
+    """A worker's hold on one document of a rebuild's queue, under the claim's fencing token:
+    what the queue's fenced calls (hold, finish, release) check."""
+
+    migration_id: str
+    document_id: str
+    worker_id: str
+    claim_token: int
+
+
+@dataclass(frozen=True, slots=True)
 class RebuildItem:
     """One document queued for a migration's shadow generation."""
 
@@ -123,6 +141,12 @@ class RebuildItem:
     #: Fingerprint of what the shadow's chunks of this document were built from.
     indexed_hash: str | None = None
     completed_at: datetime | None = None
+
+    def held_by(self, worker_id: str) -> ItemClaim:
+        """The claim ``worker_id`` holds on this item, as the queue handed it out."""
+        if self.claim_token is None:
+            raise ValueError(f"the rebuild item of {self.document_id} is not claimed")
+        return ItemClaim(self.migration_id, self.document_id, worker_id, self.claim_token)
 
 
 def failures_exceed(failed: int, total: int, max_ratio: float) -> bool:
@@ -146,8 +170,9 @@ def rate_per_second(
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """One piece of work in documents: ``done``, ``failed`` (for good) and ``pending``
-    (waiting or being processed) are separate numbers, never added up as progress.
+    """One piece of work in documents: ``done``, ``failed`` (for good), ``skipped`` (not
+    eligible: finished without indexing) and ``pending`` (waiting or being processed) are
+    separate numbers, never added up as progress.
 
     ``eta_s`` is set only while the work runs and its rate is known; ``paused`` says why work
     that is waiting does not run now (then there is no ETA).
@@ -159,15 +184,17 @@ class Progress:
     rate: float
     eta_s: float | None
     paused: str | None = None
+    skipped: int = 0
 
     @property
     def total(self) -> int:
-        return self.done + self.failed + self.pending
+        return self.done + self.failed + self.skipped + self.pending
 
     def to_json(self) -> dict[str, Any]:
         return {
             "done": self.done,
             "failed": self.failed,
+            "skipped": self.skipped,
             "pending": self.pending,
             "total": self.total,
             "rate": round(self.rate, 3),
@@ -186,6 +213,7 @@ def progress(
     *,
     running: bool = True,
     paused: str | None = None,
+    skipped: int = 0,
 ) -> Progress:
     """Progress from state counts and the completions of the last minute.
 
@@ -197,7 +225,7 @@ def progress(
     eta: float | None = None
     if running and paused is None and pending > 0 and rate > 0:
         eta = math.ceil(pending / rate * 10) / 10
-    return Progress(done, failed, pending, rate, eta, paused if pending else None)
+    return Progress(done, failed, pending, rate, eta, paused if pending else None, skipped)
 
 
 @dataclass(frozen=True, slots=True)

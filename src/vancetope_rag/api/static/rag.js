@@ -206,10 +206,12 @@
     return parts.join(", ");
   }
 
-  // Done, failed and waiting are three numbers; a rate and the time left only while the
-  // work runs (the server sends etaSeconds null otherwise), a pause with its reason.
+  // Done, failed, skipped (when any) and waiting are separate numbers; a rate and the time
+  // left only while the work runs (the server sends etaSeconds null otherwise), a pause with
+  // its reason.
   function progressText(work) {
-    let text = work.done + " done · " + work.failed + " failed · " + work.pending + " waiting";
+    let text = work.done + " done · " + work.failed + " failed · " +
+      (work.skipped ? work.skipped + " skipped · " : "") + work.pending + " waiting";
     if (work.paused) {
       text += " · paused: " + work.paused;
     } else if (work.etaSeconds !== null) {

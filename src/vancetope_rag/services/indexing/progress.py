@@ -99,5 +99,6 @@ def project_progress(
         now,
         running=running,
         paused=paused if m.state.active else None,
+        skipped=c[ItemState.SKIPPED.value],
     )
     return ProjectProgress(indexing, RebuildProgress(m, work))

@@ -232,12 +232,7 @@ class RebuildService:
     def _end(self, m: Rebuild, state: RebuildState, reason: str) -> bool:
         """End a running rebuild and dispose its shadow (a switching one cannot be ended)."""
         ended = self.rebuild_store.end_rebuild(
-            m.tenant_id,
-            m.project_id,
-            m.id,
-            state=state,
-            expected=[RebuildState.RUNNING],
-            reason=reason,
+            m, state=state, expected=[RebuildState.RUNNING], reason=reason
         )
         if ended:
             log.info(
@@ -296,12 +291,7 @@ class RebuildService:
         if not self.rags.index_ready(shadow):
             return 0  # the new dimension's search indexes are building
         items = self.rebuild_store.claim_items(
-            m.tenant_id,
-            m.project_id,
-            m.id,
-            worker_id,
-            self.config.indexer_batch_size,
-            self.config.claim_ttl_s,
+            m, worker_id, self.config.indexer_batch_size, self.config.claim_ttl_s
         )
         result.add(self.shadows.index_items(m, shadow, items, worker_id, snapshot))
         self._finish_if_done(m, shadow)
@@ -376,7 +366,7 @@ class RebuildService:
         stale = [
             d
             for d, i in items.items()
-            if d in heads and i.state is ItemState.DONE and i.doc_version != heads[d].rag_version
+            if d in heads and i.state.settled and i.doc_version != heads[d].rag_version
         ]
         if missing or stale:
             self.rebuild_store.queue_items(m, [*missing, *stale])
@@ -404,7 +394,7 @@ class RebuildService:
         for h in heads:
             item = items.get(h.id)
             current = item is not None and item.doc_version == h.rag_version
-            if item is not None and current and item.state is ItemState.DONE:
+            if item is not None and current and item.state.settled:
                 adopt[h.id] = (h.rag_version, item.indexed_hash)
                 if h.index_state is IndexState.FAILED:  # failed with the old model only
                     dirty.append(h.id)

@@ -84,9 +84,9 @@ class ShadowIndexer:
             parts = document_parts(doc, include, self.rags.clip)[0] if eligible else []
             if parts:
                 to_embed[doc.id] = parts
-            else:
+            else:  # no chunks: skipped when not eligible, done when eligible but empty
                 empty = f"{fingerprint(shadow, [])}:0"
-                self._commit(shadow, item, doc, worker_id, [], result, empty)
+                self._commit(shadow, item, doc, worker_id, [], result, empty, not eligible)
         if not to_embed:
             return result
         try:
@@ -125,16 +125,17 @@ class ShadowIndexer:
         nodes: Sequence[BaseNode],
         result: BatchResult,
         indexed_hash: str | None = None,
+        skipped: bool = False,
     ) -> None:
-        """Fenced: write the shadow's chunks of the document and finish its item, only while
-        the item's claim (by token) is still ours; in one transaction where the store has
-        them, under the claim token as chunk generation everywhere."""
-        token = item.claim_token
-        assert token is not None, "a claimed item carries its claim token"
+        """Fenced: write the shadow's chunks of the document and finish its item (skipped:
+        not eligible), only while the item's claim (by token) is still ours; in one
+        transaction where the store has them, under the claim token as chunk generation
+        everywhere."""
+        claim = item.held_by(worker_id)
         m_id, d_id = item.migration_id, item.document_id
         try:
             with self.control.transaction():
-                if not self.rebuild_store.holds_item(m_id, d_id, worker_id, token):
+                if not self.rebuild_store.holds_item(claim):
                     result.lost_lease += 1
                     return
                 if doc is None:
@@ -142,14 +143,12 @@ class ShadowIndexer:
                     self.rebuild_store.remove_items(m_id, [d_id])
                     result.removed += 1
                     return
-                self.rags.write_source(shadow, d_id, nodes, generation=token)
+                self.rags.write_source(shadow, d_id, nodes, generation=claim.claim_token)
                 finished = self.rebuild_store.finish_item(
-                    m_id,
-                    d_id,
-                    worker_id,
-                    token,
+                    claim,
                     doc_version=doc.rag_version,
                     indexed_hash=indexed_hash,
+                    skipped=skipped,
                 )
             if not finished:  # re-queued by an edit, or taken over, meanwhile
                 result.lost_lease += 1
@@ -159,6 +158,9 @@ class ShadowIndexer:
                 self._fail(item, doc, worker_id, exc, result)
             return
         self.metrics.indexer_runs.labels(outcome="success").inc()
+        if skipped:  # counted as the indexer counts a document it takes out of the index
+            result.removed += 1
+            return
         result.indexed += 1
         result.chunks += len(nodes)
 
@@ -180,13 +182,10 @@ class ShadowIndexer:
         self, item: RebuildItem, worker_id: str, error: str, max_attempts: int, count: bool
     ) -> None:
         """Give the item back at once (failed for good once ``max_attempts`` are spent)."""
-        assert item.claim_token is not None
+        claim = item.held_by(worker_id)
         try:
             self.rebuild_store.release_item(
-                item.migration_id,
-                item.document_id,
-                worker_id,
-                item.claim_token,
+                claim,
                 error=error,
                 retry_delay_s=0.0,
                 max_attempts=max_attempts,
@@ -214,13 +213,10 @@ class ShadowIndexer:
             result.store_errors += 1
             result.store_error = error
             return
-        assert item.claim_token is not None
+        claim = item.held_by(worker_id)
         try:
             state = self.rebuild_store.release_item(
-                item.migration_id,
-                item.document_id,
-                worker_id,
-                item.claim_token,
+                claim,
                 error=error,
                 retry_delay_s=retry_delay(self.config, item.attempts),
                 max_attempts=self.config.max_attempts,

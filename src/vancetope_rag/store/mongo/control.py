@@ -47,6 +47,7 @@ from vancetope_rag.store.mongo.builders import updates as q
 from vancetope_rag.store.mongo.catalog import MongoRagCatalog
 from vancetope_rag.store.mongo.errors import check_bson_size, guard_errors
 from vancetope_rag.store.mongo.heartbeats import MongoHeartbeats
+from vancetope_rag.store.port.catalog import GenerationsOfCatalog
 from vancetope_rag.store.port.shared import (
     DocumentChanges,
     content_hash,
@@ -64,7 +65,7 @@ from vancetope_rag.store.port.types import Clock, DocumentChange, ImportHead, Ne
 
 
 @guard_errors
-class MongoControlStore(MongoHeartbeats):
+class MongoControlStore(GenerationsOfCatalog, MongoHeartbeats):
     """:class:`~vancetope_rag.store.port.ControlStore` on a pymongo ``Database``.
 
     Args:
@@ -88,7 +89,7 @@ class MongoControlStore(MongoHeartbeats):
         self.settings = database["settings"]
         self.embedding_cache = database["embedding_cache"]
         self.counters = database["counters"]
-        self.catalog = MongoRagCatalog(database, self.now)
+        self.catalog: MongoRagCatalog = MongoRagCatalog(database, self.now)
 
     # -- time --------------------------------------------------------------------------
 
@@ -285,15 +286,8 @@ class MongoControlStore(MongoHeartbeats):
         if batch_size < 1 or self.documents.find_one(flt, {"_id": 1}, sort=q.CLAIM_SORT) is None:
             return []
         update = q.claim_update(worker_id, ix.next_sequence(self.counters), time_source)
-        claimed: list[Document] = []
-        for _ in range(max(batch_size, 0)):
-            found = self.documents.find_one_and_update(
-                flt, update, sort=q.CLAIM_SORT, return_document=ReturnDocument.AFTER
-            )
-            if found is None:
-                break
-            claimed.append(q.document_from_bson(found))
-        return claimed
+        found = ix.claim_each(self.documents, flt, update, q.CLAIM_SORT, batch_size)
+        return [q.document_from_bson(d) for d in found]
 
     def holds_claim(
         self, tenant_id: str, project_id: str, document_id: str, worker_id: str
@@ -381,17 +375,6 @@ class MongoControlStore(MongoHeartbeats):
         self, tenant_id: str, project_id: str, rag_id: str, calibration: Calibration
     ) -> bool:
         return self.catalog.set_rag_calibration(tenant_id, project_id, rag_id, calibration)
-
-    def insert_generation(self, rag: RagRecord) -> RagRecord:
-        return self.catalog.insert_generation(rag)
-
-    def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        return self.catalog.get_any_rag(tenant_id, project_id, rag_id)
-
-    def rag_generations(
-        self, tenant_id: str, project_id: str, name: str | None = None
-    ) -> list[RagRecord]:
-        return self.catalog.rag_generations(tenant_id, project_id, name)
 
     # -- settings (projectId null = tenant-wide) ---------------------------------------
 

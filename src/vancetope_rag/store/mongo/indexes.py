@@ -14,6 +14,7 @@ the same fields as ``token`` filters). Nothing here runs in the request path:
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -284,6 +285,15 @@ def next_sequence(counters: Any) -> int:
         )
     )
     return int(found["seq"])
+
+
+def claim_each(collection: Any, flt: Any, update: Any, sort: Any, n: int) -> list[Any]:
+    """Up to ``n`` documents claimed one ``find_one_and_update`` each, in ``sort`` order and
+    as updated; fewer when ``flt`` matches no more."""
+    after = ReturnDocument.AFTER
+    claim = collection.find_one_and_update
+    tries = (claim(flt, update, sort=sort, return_document=after) for _ in range(n))
+    return list(itertools.takewhile(lambda found: found is not None, tries))
 
 
 # -- Atlas Search index definitions ------------------------------------------------------------

@@ -22,21 +22,28 @@ from typing import Any
 from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
-from vancetope_rag.domain.records import IndexState, RagRecord
+from vancetope_rag.domain.rebuilds import (
+    ItemClaim,
+    ItemState,
+    Migration,
+    MigrationItem,
+    MigrationState,
+)
+from vancetope_rag.domain.records import IndexState
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import rebuilds as mm
 from vancetope_rag.store.mongo.builders import updates as q
 from vancetope_rag.store.mongo.catalog import MongoRagCatalog
 from vancetope_rag.store.mongo.errors import guard_errors
-from vancetope_rag.store.port.shared import capped_error, rebuild_running_error
+from vancetope_rag.store.port.catalog import GenerationsOfCatalog
+from vancetope_rag.store.port.shared import capped_error, rebuild_fields, rebuild_running_error
 from vancetope_rag.store.port.types import DocumentHead
 
 lit = q.lit
 
 
 @guard_errors
-class MongoRebuildStore:
+class MongoRebuildStore(GenerationsOfCatalog):
     """:class:`~vancetope_rag.store.port.RebuildStore` on a pymongo ``Database``.
 
     Args:
@@ -54,7 +61,7 @@ class MongoRebuildStore:
         time_source: Callable[[], q.TimeSource],
         now: Callable[[], datetime],
     ) -> None:
-        self.catalog = catalog
+        self.catalog: MongoRagCatalog = catalog
         self.migrations = database[ix.MIGRATIONS]
         self.items = database[ix.MIGRATION_ITEMS]
         self.documents = database["documents"]
@@ -62,65 +69,33 @@ class MongoRebuildStore:
         self._time = time_source
         self._now = now
 
-    # -- generations -----------------------------------------------------------------------
-
-    def insert_generation(self, rag: RagRecord) -> RagRecord:
-        return self.catalog.insert_generation(rag)
-
-    def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        return self.catalog.get_any_rag(tenant_id, project_id, rag_id)
-
-    def rag_generations(
-        self, tenant_id: str, project_id: str, name: str | None = None
-    ) -> list[RagRecord]:
-        return self.catalog.rag_generations(tenant_id, project_id, name)
+    # -- generations (insert_generation, get_any_rag, rag_generations: the catalog's) -------
 
     def switch_live(self, migration: Migration) -> bool:
         m = migration
         t, p = m.tenant_id, m.project_id
         active = (MigrationState.RUNNING, MigrationState.SWITCHING)
-        if not self.end_rebuild(t, p, m.id, state=MigrationState.SWITCHING, expected=active):
+        if not self.end_rebuild(m, state=MigrationState.SWITCHING, expected=active):
             current = self.get_rebuild(t, p, m.id)
             return current is not None and current.state is MigrationState.COMPLETED
         gone = self.catalog.get_any_rag(t, p, m.to_rag_id) is None
         if gone or not self.catalog.flip(t, p, m.rag_name, m.from_rag_id, m.to_rag_id):
             reason = "the live RAG or its new generation was removed during the rebuild"
             self.end_rebuild(
-                t,
-                p,
-                m.id,
-                state=MigrationState.FAILED,
-                expected=[MigrationState.SWITCHING],
-                reason=reason,
+                m, state=MigrationState.FAILED, expected=[MigrationState.SWITCHING], reason=reason
             )
             return False
         # readers use the new generation from the flip on; the rest is bookkeeping
         self.catalog.record_states(t, p, m.to_rag_id, m.from_rag_id)
-        self.end_rebuild(
-            t, p, m.id, state=MigrationState.COMPLETED, expected=[MigrationState.SWITCHING]
-        )
+        self.end_rebuild(m, state=MigrationState.COMPLETED, expected=[MigrationState.SWITCHING])
         return True
 
     # -- migrations ------------------------------------------------------------------------
 
     def start_rebuild(self, migration: Migration) -> Migration:
         m = migration
-        doc = {
-            "_id": m.id,
-            "tenantId": m.tenant_id,
-            "projectId": m.project_id,
-            "ragName": m.rag_name,
-            "fromRagId": m.from_rag_id,
-            "toRagId": m.to_rag_id,
-            "fromModel": m.from_model,
-            "toModel": m.to_model,
-            "state": MigrationState.RUNNING.value,
-            "reason": None,
-            "maxFailureRatio": m.max_failure_ratio,
-            "createdAt": q.to_bson_time(self._now()),
-            "finishedAt": None,
-            "active": True,
-        }
+        doc = {mm.bson_name(column): v for column, v in rebuild_fields(m).items()}
+        doc |= {"createdAt": q.to_bson_time(self._now()), "finishedAt": None, "active": True}
         try:
             self.migrations.insert_one(doc)
         except DuplicateKeyError as exc:
@@ -144,9 +119,7 @@ class MongoRebuildStore:
 
     def end_rebuild(
         self,
-        tenant_id: str,
-        project_id: str,
-        migration_id: str,
+        migration: Migration,
         *,
         state: MigrationState,
         expected: Sequence[MigrationState],
@@ -158,8 +131,9 @@ class MongoRebuildStore:
         if not state.active:
             update["$set"]["finishedAt"] = q.to_bson_time(self._now())
             update["$unset"] = {"active": ""}  # frees the name for the next rebuild
+        m = migration
         flt = q.scope_filter(
-            tenant_id, project_id, _id=migration_id, state={"$in": [s.value for s in expected]}
+            m.tenant_id, m.project_id, _id=m.id, state={"$in": [s.value for s in expected]}
         )
         return bool(self.migrations.update_one(flt, update).matched_count)
 
@@ -220,16 +194,11 @@ class MongoRebuildStore:
         return int(self.items.delete_many(flt).deleted_count)
 
     def claim_items(
-        self,
-        tenant_id: str,
-        project_id: str,
-        migration_id: str,
-        worker_id: str,
-        batch_size: int,
-        claim_ttl_s: float,
+        self, migration: Migration, worker_id: str, batch_size: int, claim_ttl_s: float
     ) -> list[MigrationItem]:
         time = self._time()
-        flt = mm.item_claim_filter(tenant_id, project_id, migration_id, claim_ttl_s, time)
+        m = migration
+        flt = mm.item_claim_filter(m.tenant_id, m.project_id, m.id, claim_ttl_s, time)
         if batch_size < 1 or self.items.find_one(flt, {"_id": 1}) is None:
             return []  # an idle tick draws no token
         token = ix.next_sequence(self.counters)
@@ -243,45 +212,22 @@ class MongoRebuildStore:
                 }
             }
         ]
-        claimed: list[MigrationItem] = []
-        for _ in range(batch_size):
-            found = self.items.find_one_and_update(
-                flt, update, sort=mm.ITEM_CLAIM_SORT, return_document=ReturnDocument.AFTER
-            )
-            if found is None:
-                break
-            claimed.append(mm.item_from_bson(found))
-        return claimed
+        found = ix.claim_each(self.items, flt, update, mm.ITEM_CLAIM_SORT, batch_size)
+        return [mm.item_from_bson(d) for d in found]
 
-    def _held(
-        self, migration_id: str, document_id: str, worker_id: str, token: int
-    ) -> dict[str, Any]:
-        return {
-            "migrationId": migration_id,
-            "documentId": document_id,
-            "state": ItemState.PROCESSING.value,
-            "claimedBy": worker_id,
-            "claimToken": token,
-        }
-
-    def holds_item(
-        self, migration_id: str, document_id: str, worker_id: str, claim_token: int
-    ) -> bool:
-        flt = self._held(migration_id, document_id, worker_id, claim_token)
-        return self.items.find_one(flt, {"_id": 1}) is not None
+    def holds_item(self, claim: ItemClaim) -> bool:
+        return self.items.find_one(mm.held_filter(claim), {"_id": 1}) is not None
 
     def finish_item(
         self,
-        migration_id: str,
-        document_id: str,
-        worker_id: str,
-        claim_token: int,
+        claim: ItemClaim,
         *,
         doc_version: int,
         indexed_hash: str | None,
+        skipped: bool = False,
     ) -> bool:
         done = {
-            "state": lit(ItemState.DONE.value),
+            "state": lit((ItemState.SKIPPED if skipped else ItemState.DONE).value),
             "claimedBy": lit(None),
             "claimedAt": lit(None),
             "claimToken": lit(None),
@@ -291,15 +237,11 @@ class MongoRebuildStore:
             "indexedHash": lit(indexed_hash),
             "completedAt": self._time().now(),
         }
-        flt = self._held(migration_id, document_id, worker_id, claim_token)
-        return bool(self.items.update_one(flt, [{"$set": done}]).matched_count)
+        return bool(self.items.update_one(mm.held_filter(claim), [{"$set": done}]).matched_count)
 
     def release_item(
         self,
-        migration_id: str,
-        document_id: str,
-        worker_id: str,
-        claim_token: int,
+        claim: ItemClaim,
         *,
         error: str,
         retry_delay_s: float,
@@ -330,7 +272,7 @@ class MongoRebuildStore:
             },
         ]
         found = self.items.find_one_and_update(
-            self._held(migration_id, document_id, worker_id, claim_token),
+            mm.held_filter(claim),
             pipeline,
             projection={"state": 1},
             return_document=ReturnDocument.AFTER,

@@ -33,6 +33,24 @@ class RagGenerations(Protocol):
         ...
 
 
+class GenerationsOfCatalog:
+    """:class:`RagGenerations` of a store that keeps the RAG catalog beside it, in
+    ``self.catalog``: every call passed on (the rebuild stores, MongoDB's control store)."""
+
+    catalog: RagGenerations
+
+    def insert_generation(self, rag: RagRecord) -> RagRecord:
+        return self.catalog.insert_generation(rag)
+
+    def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
+        return self.catalog.get_any_rag(tenant_id, project_id, rag_id)
+
+    def rag_generations(
+        self, tenant_id: str, project_id: str, name: str | None = None
+    ) -> list[RagRecord]:
+        return self.catalog.rag_generations(tenant_id, project_id, name)
+
+
 @runtime_checkable
 class CatalogStore(RagGenerations, Protocol):
     """The RAG catalog: live RAGs for readers, plus every generation (:class:`RagGenerations`)."""

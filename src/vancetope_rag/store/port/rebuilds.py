@@ -8,7 +8,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
+from vancetope_rag.domain.rebuilds import (
+    ItemClaim,
+    ItemState,
+    Migration,
+    MigrationItem,
+    MigrationState,
+)
 from vancetope_rag.store.port.catalog import RagGenerations
 from vancetope_rag.store.port.types import DocumentHead
 
@@ -46,16 +52,15 @@ class RebuildStore(RagGenerations, Protocol):
 
     def end_rebuild(
         self,
-        tenant_id: str,
-        project_id: str,
-        migration_id: str,
+        migration: Migration,
         *,
         state: MigrationState,
         expected: Sequence[MigrationState],
         reason: str | None = None,
     ) -> bool:
-        """Move a migration to ``state`` (``switching`` or an end state) if it is in one of
-        ``expected``; False when it was not (another process moved it first)."""
+        """Move the stored migration (by id, in its tenant and project) to ``state``
+        (``switching`` or an end state) if it is in one of ``expected``; False when it was
+        not (another process moved it first)."""
         ...
 
     # the queue
@@ -73,42 +78,30 @@ class RebuildStore(RagGenerations, Protocol):
     def remove_items(self, migration_id: str, document_ids: Sequence[str]) -> int: ...
 
     def claim_items(
-        self,
-        tenant_id: str,
-        project_id: str,
-        migration_id: str,
-        worker_id: str,
-        batch_size: int,
-        claim_ttl_s: float,
+        self, migration: Migration, worker_id: str, batch_size: int, claim_ttl_s: float
     ) -> list[MigrationItem]:
         """Lease up to ``batch_size`` pending items whose retry time has come (or whose lease
         expired), each under a fresh fencing token."""
         ...
 
-    def holds_item(
-        self, migration_id: str, document_id: str, worker_id: str, claim_token: int
-    ) -> bool: ...
+    def holds_item(self, claim: ItemClaim) -> bool: ...
 
     def finish_item(
         self,
-        migration_id: str,
-        document_id: str,
-        worker_id: str,
-        claim_token: int,
+        claim: ItemClaim,
         *,
         doc_version: int,
         indexed_hash: str | None,
+        skipped: bool = False,
     ) -> bool:
-        """DONE, recording what the shadow's chunks were built from; changes nothing unless
-        the claim ``claim_token`` still holds (a re-queue or a newer claim took it)."""
+        """DONE (SKIPPED when ``skipped``: not eligible, nothing indexed), recording what the
+        shadow's chunks were built from; changes nothing unless the ``claim`` (by its token)
+        still holds (a re-queue or a newer claim took it)."""
         ...
 
     def release_item(
         self,
-        migration_id: str,
-        document_id: str,
-        worker_id: str,
-        claim_token: int,
+        claim: ItemClaim,
         *,
         error: str,
         retry_delay_s: float,
@@ -127,7 +120,7 @@ class RebuildStore(RagGenerations, Protocol):
         ...
 
     def item_activity(self, migration_id: str, since: datetime) -> tuple[int, datetime | None]:
-        """Items finished (done or failed) since ``since``, and the earliest of them."""
+        """Items finished (done, failed or skipped) since ``since``, and the earliest of them."""
         ...
 
     # reads for reconciliation and progress

@@ -7,14 +7,18 @@ SQL or MQL, so a rule changed here changes for both.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from vancetope_rag.domain import host_metadata
+from vancetope_rag.domain.rebuilds import ItemState, Rebuild, RebuildItem, RebuildState
 from vancetope_rag.domain.records import Document, Hit, IndexState, RagRecord
 from vancetope_rag.errors import (
     DimensionMismatchError,
@@ -285,3 +289,41 @@ def vector_from_bytes(blob: bytes) -> list[float]:
     """The embedding :func:`vector_to_bytes` stored."""
     values: list[float] = np.frombuffer(blob, dtype=np.float32).tolist()
     return values
+
+
+def _as_is(record: type, converted: str) -> tuple[str, ...]:
+    """The fields of a record stored as they are (all but the ``converted`` ones), by name:
+    the columns of the SQL stores, MongoDB's fields in camel case."""
+    return tuple(f.name for f in dataclasses.fields(record) if f.name not in converted.split())
+
+
+_REBUILD_AS_IS = _as_is(Rebuild, "state max_failure_ratio created_at finished_at")
+_ITEM_AS_IS = _as_is(RebuildItem, "state attempts completed_at")
+
+
+def rebuild_fields(m: Rebuild) -> dict[str, Any]:
+    """What a rebuild that starts stores, by column, but for when it was created."""
+    fields = {name: getattr(m, name) for name in _REBUILD_AS_IS}
+    state = RebuildState.RUNNING.value
+    return fields | {"state": state, "reason": None, "max_failure_ratio": m.max_failure_ratio}
+
+
+def rebuild_from(column: Callable[[str], Any], when: Callable[[Any], datetime | None]) -> Rebuild:
+    """A stored rebuild, each ``column(name)`` read by column name, times by ``when``."""
+    return Rebuild(
+        **{name: column(name) for name in _REBUILD_AS_IS},
+        state=RebuildState(column("state")),
+        max_failure_ratio=float(column("max_failure_ratio")),
+        created_at=when(column("created_at")),
+        finished_at=when(column("finished_at")),
+    )
+
+
+def item_from(column: Callable[[str], Any], when: Callable[[Any], datetime | None]) -> RebuildItem:
+    """A stored queue item of a rebuild, read as :func:`rebuild_from` reads a rebuild."""
+    return RebuildItem(
+        **{name: column(name) for name in _ITEM_AS_IS},
+        state=ItemState(column("state")),
+        attempts=int(column("attempts") or 0),
+        completed_at=when(column("completed_at")),
+    )

@@ -15,9 +15,16 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
-from vancetope_rag.domain.records import IndexState, RagRecord
-from vancetope_rag.store.port.shared import capped_error, rebuild_running_error
+from vancetope_rag.domain.rebuilds import (
+    ItemClaim,
+    ItemState,
+    Migration,
+    MigrationItem,
+    MigrationState,
+)
+from vancetope_rag.domain.records import IndexState
+from vancetope_rag.store.port.catalog import GenerationsOfCatalog
+from vancetope_rag.store.port.shared import capped_error, rebuild_fields, rebuild_running_error
 from vancetope_rag.store.port.types import Clock, DocumentHead
 from vancetope_rag.store.sql.catalog import SqlRagCatalog
 from vancetope_rag.store.sql.dialect import Dialect, Marked, SqlDatabase
@@ -36,8 +43,23 @@ _REQUEUE = (
     "attempts = 0, last_error = NULL, next_attempt_at = NULL"
 )
 
+#: ``WHERE`` of an item a claim still holds; its parameters: :func:`_held`.
+_HELD = (
+    "WHERE migration_id = ? AND document_id = ? AND state = 'processing' "
+    "AND claimed_by = ? AND claim_token = ?"
+)
 
-class SqlRebuildStore:
+
+def _key(m: Migration) -> tuple[str, str, str]:
+    """The parameters of ``id = ? AND tenant_id = ? AND project_id = ?``."""
+    return (m.id, m.tenant_id, m.project_id)
+
+
+def _held(c: ItemClaim) -> tuple[str, str, str, int]:
+    return (c.migration_id, c.document_id, c.worker_id, c.claim_token)
+
+
+class SqlRebuildStore(GenerationsOfCatalog):
     """:class:`~vancetope_rag.store.port.RebuildStore` on a SQL database, in its dialect."""
 
     def __init__(self, db: SqlDatabase, dialect: Dialect, *, clock: Clock = time.time) -> None:
@@ -47,18 +69,7 @@ class SqlRebuildStore:
         self.sql = Marked(db, dialect)
         self.catalog: SqlRagCatalog[SqlDatabase] = SqlRagCatalog(db, dialect, clock=clock)
 
-    # -- generations -----------------------------------------------------------------------
-
-    def insert_generation(self, rag: RagRecord) -> RagRecord:
-        return self.catalog.insert_generation(rag)
-
-    def get_any_rag(self, tenant_id: str, project_id: str, rag_id: str) -> RagRecord | None:
-        return self.catalog.get_any_rag(tenant_id, project_id, rag_id)
-
-    def rag_generations(
-        self, tenant_id: str, project_id: str, name: str | None = None
-    ) -> list[RagRecord]:
-        return self.catalog.rag_generations(tenant_id, project_id, name)
+    # -- generations (insert_generation, get_any_rag, rag_generations: the catalog's) -------
 
     def switch_live(self, migration: Migration) -> bool:
         m = migration
@@ -94,20 +105,7 @@ class SqlRebuildStore:
 
     def start_rebuild(self, migration: Migration) -> Migration:
         m = migration
-        row = {
-            "id": m.id,
-            "tenant_id": m.tenant_id,
-            "project_id": m.project_id,
-            "rag_name": m.rag_name,
-            "from_rag_id": m.from_rag_id,
-            "to_rag_id": m.to_rag_id,
-            "from_model": m.from_model,
-            "to_model": m.to_model,
-            "state": MigrationState.RUNNING.value,
-            "reason": None,
-            "max_failure_ratio": m.max_failure_ratio,
-            "created_at": self._clock(),
-        }
+        row = rebuild_fields(m) | {"created_at": self._clock()}
         try:
             with self.db.transaction():
                 self.db.execute(*self.dialect.insert("migrations", row))
@@ -142,9 +140,7 @@ class SqlRebuildStore:
 
     def end_rebuild(
         self,
-        tenant_id: str,
-        project_id: str,
-        migration_id: str,
+        migration: Migration,
         *,
         state: MigrationState,
         expected: Sequence[MigrationState],
@@ -161,15 +157,7 @@ class SqlRebuildStore:
                     "finished_at = ? WHERE id = ? AND tenant_id = ? AND project_id = ? AND "
                 )
                 + expected_in,
-                (
-                    state.value,
-                    reason,
-                    finished,
-                    migration_id,
-                    tenant_id,
-                    project_id,
-                    *expected_params,
-                ),
+                (state.value, reason, finished, *_key(migration), *expected_params),
             )
         return bool(changed)
 
@@ -224,13 +212,7 @@ class SqlRebuildStore:
             return total
 
     def claim_items(
-        self,
-        tenant_id: str,
-        project_id: str,
-        migration_id: str,
-        worker_id: str,
-        batch_size: int,
-        claim_ttl_s: float,
+        self, migration: Migration, worker_id: str, batch_size: int, claim_ttl_s: float
     ) -> list[MigrationItem]:
         now = self._clock()
         claim = self.dialect.claim(
@@ -249,65 +231,42 @@ class SqlRebuildStore:
             rows = self.sql.query_dicts(
                 claim,
                 (
-                    migration_id,
-                    tenant_id,
-                    project_id,
+                    *_key(migration),
                     now,
                     now - claim_ttl_s,
                     batch_size,
                     worker_id,
                     now,
                     token,
-                    migration_id,
+                    migration.id,
                 ),
             )
         return sorted((row_to_item(r) for r in rows), key=lambda i: i.document_id)
 
-    def holds_item(
-        self, migration_id: str, document_id: str, worker_id: str, claim_token: int
-    ) -> bool:
-        rows = self.sql.query(
-            "SELECT 1 FROM migration_items WHERE migration_id = ? AND document_id = ? "
-            "AND state = 'processing' AND claimed_by = ? AND claim_token = ?",
-            (migration_id, document_id, worker_id, claim_token),
-        )
-        return bool(rows)
+    def holds_item(self, claim: ItemClaim) -> bool:
+        return bool(self.sql.query(f"SELECT 1 FROM migration_items {_HELD}", _held(claim)))
 
     def finish_item(
         self,
-        migration_id: str,
-        document_id: str,
-        worker_id: str,
-        claim_token: int,
+        claim: ItemClaim,
         *,
         doc_version: int,
         indexed_hash: str | None,
+        skipped: bool = False,
     ) -> bool:
+        state = ItemState.SKIPPED if skipped else ItemState.DONE
         with self.db.transaction():
             changed = self.sql.execute(
-                "UPDATE migration_items SET state = 'done', claimed_by = NULL, "
-                "claimed_at = NULL, claim_token = NULL, last_error = NULL, "
-                "next_attempt_at = NULL, doc_version = ?, indexed_hash = ?, completed_at = ? "
-                "WHERE migration_id = ? AND document_id = ? AND state = 'processing' "
-                "AND claimed_by = ? AND claim_token = ?",
-                (
-                    doc_version,
-                    indexed_hash,
-                    self._clock(),
-                    migration_id,
-                    document_id,
-                    worker_id,
-                    claim_token,
-                ),
+                "UPDATE migration_items SET state = ?, claimed_by = NULL, claimed_at = NULL, "
+                "claim_token = NULL, last_error = NULL, next_attempt_at = NULL, "
+                f"doc_version = ?, indexed_hash = ?, completed_at = ? {_HELD}",
+                (state.value, doc_version, indexed_hash, self._clock(), *_held(claim)),
             )
         return bool(changed)
 
     def release_item(
         self,
-        migration_id: str,
-        document_id: str,
-        worker_id: str,
-        claim_token: int,
+        claim: ItemClaim,
         *,
         error: str,
         retry_delay_s: float,
@@ -323,9 +282,8 @@ class SqlRebuildStore:
                 f"claim_token = NULL, attempts = attempts + {n}, last_error = ?, "
                 f"state = CASE WHEN {gave_up} THEN 'failed' ELSE 'pending' END, "
                 f"next_attempt_at = CASE WHEN {gave_up} THEN NULL ELSE ?{real} END, "
-                f"completed_at = CASE WHEN {gave_up} THEN ?{real} ELSE NULL END "
-                "WHERE migration_id = ? AND document_id = ? AND state = 'processing' "
-                "AND claimed_by = ? AND claim_token = ? RETURNING state",
+                f"completed_at = CASE WHEN {gave_up} THEN ?{real} ELSE NULL END {_HELD} "
+                "RETURNING state",
                 (
                     capped_error(error),
                     max_attempts,
@@ -333,10 +291,7 @@ class SqlRebuildStore:
                     now + retry_delay_s,
                     max_attempts,
                     now,
-                    migration_id,
-                    document_id,
-                    worker_id,
-                    claim_token,
+                    *_held(claim),
                 ),
             )
         return ItemState(rows[0][0]) if rows else ItemState.PENDING

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vancetope_rag.domain import host_metadata
-from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
+from vancetope_rag.domain.rebuilds import Migration, MigrationItem
 from vancetope_rag.domain.records import (
     Chunk,
     Document,
@@ -30,8 +30,10 @@ from vancetope_rag.domain.retrieval.calibration import Calibration
 from vancetope_rag.store.port.shared import (
     DocumentChanges,
     capped_error,
+    item_from,
     iter_filter,
     new_document_state,
+    rebuild_from,
     vector_from_bytes,
 )
 from vancetope_rag.store.port.types import ChunkFilter, ImportHead, NewDocument, RagScope
@@ -323,38 +325,11 @@ def row_to_chunk(row: Mapping[str, Any], embedding: bytes) -> Chunk:
 
 
 def row_to_migration(r: Mapping[str, Any]) -> Migration:
-    return Migration(
-        id=r["id"],
-        tenant_id=r["tenant_id"],
-        project_id=r["project_id"],
-        rag_name=r["rag_name"],
-        from_rag_id=r["from_rag_id"],
-        to_rag_id=r["to_rag_id"],
-        from_model=r["from_model"],
-        to_model=r["to_model"],
-        state=MigrationState(r["state"]),
-        reason=r["reason"],
-        max_failure_ratio=float(r["max_failure_ratio"]),
-        created_at=dt(r["created_at"]),
-        finished_at=dt(r["finished_at"]),
-    )
+    return rebuild_from(r.__getitem__, dt)
 
 
 def row_to_item(r: Mapping[str, Any]) -> MigrationItem:
-    return MigrationItem(
-        migration_id=r["migration_id"],
-        tenant_id=r["tenant_id"],
-        project_id=r["project_id"],
-        document_id=r["document_id"],
-        state=ItemState(r["state"]),
-        attempts=int(r["attempts"]),
-        last_error=r["last_error"],
-        claimed_by=r["claimed_by"],
-        claim_token=r["claim_token"],
-        doc_version=r["doc_version"],
-        indexed_hash=r["indexed_hash"],
-        completed_at=dt(r["completed_at"]),
-    )
+    return item_from(r.__getitem__, dt)
 
 
 _CHUNK_COLUMN = {"kind": "c.kind", "path": "c.path", "sourceRef": "c.source_ref"}

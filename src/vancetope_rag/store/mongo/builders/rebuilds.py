@@ -7,8 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
+from vancetope_rag.domain.rebuilds import (
+    ItemClaim,
+    ItemState,
+    Migration,
+    MigrationItem,
+)
 from vancetope_rag.store.mongo.builders import updates as q
+from vancetope_rag.store.port.shared import item_from, rebuild_from
 
 #: What an item is set to when it is (re-)queued: no claim, fresh attempts.
 REQUEUE: dict[str, Any] = {
@@ -50,36 +56,26 @@ def item_claim_filter(
     }
 
 
+def held_filter(claim: ItemClaim) -> dict[str, Any]:
+    """The item a claim still holds: processing, by its worker, under its token."""
+    return {
+        "migrationId": claim.migration_id,
+        "documentId": claim.document_id,
+        "state": ItemState.PROCESSING.value,
+        "claimedBy": claim.worker_id,
+        "claimToken": claim.claim_token,
+    }
+
+
+def bson_name(column: str) -> str:
+    """A stored field's name in MongoDB: ``from_rag_id`` is ``fromRagId``, ``id`` is ``_id``."""
+    head, *rest = column.split("_")
+    return "_id" if column == "id" else head + "".join(w.title() for w in rest)
+
+
 def migration_from_bson(d: Mapping[str, Any]) -> Migration:
-    return Migration(
-        id=d["_id"],
-        tenant_id=d["tenantId"],
-        project_id=d["projectId"],
-        rag_name=d["ragName"],
-        from_rag_id=d["fromRagId"],
-        to_rag_id=d["toRagId"],
-        from_model=d["fromModel"],
-        to_model=d["toModel"],
-        state=MigrationState(d["state"]),
-        reason=d.get("reason"),
-        max_failure_ratio=float(d["maxFailureRatio"]),
-        created_at=q.from_bson_time(d.get("createdAt")),
-        finished_at=q.from_bson_time(d.get("finishedAt")),
-    )
+    return rebuild_from(lambda column: d.get(bson_name(column)), q.from_bson_time)
 
 
 def item_from_bson(d: Mapping[str, Any]) -> MigrationItem:
-    return MigrationItem(
-        migration_id=d["migrationId"],
-        tenant_id=d["tenantId"],
-        project_id=d["projectId"],
-        document_id=d["documentId"],
-        state=ItemState(d["state"]),
-        attempts=int(d.get("attempts", 0)),
-        last_error=d.get("lastError"),
-        claimed_by=d.get("claimedBy"),
-        claim_token=d.get("claimToken"),
-        doc_version=d.get("docVersion"),
-        indexed_hash=d.get("indexedHash"),
-        completed_at=q.from_bson_time(d.get("completedAt")),
-    )
+    return item_from(lambda column: d.get(bson_name(column)), q.from_bson_time)
