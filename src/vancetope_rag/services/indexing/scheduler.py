@@ -35,6 +35,7 @@ from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.rebuilds.service import RebuildService
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store.port import ControlStore
+from vancetope_rag.store.port.heartbeats import Beat
 
 log = get_logger(__name__)
 
@@ -527,12 +528,14 @@ class ProjectRagIndexScheduler:
             return
         try:
             self.control.record_heartbeat(
-                self.worker_id,
-                node_id=self.config.node_id,
-                version=self.version,
-                interval_s=self.config.indexer_interval_s,
-                stopped=stopped,
-                circuits=circuits,
+                Beat(
+                    self.worker_id,
+                    node_id=self.config.node_id,
+                    version=self.version,
+                    interval_s=self.config.indexer_interval_s,
+                    stopped=stopped,
+                    circuits=circuits,
+                )
             )
         except Exception as exc:
             log.debug("heartbeat not recorded: %s", error_text(exc))
