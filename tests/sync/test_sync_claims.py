@@ -13,6 +13,7 @@ from synchelpers import chunks, default_rag, doc, states, ticks_until_idle
 from fakes import P, ProbeProvider, T, registry
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import IndexState
+from vancetope_rag.store.port.documents import CleanMark
 
 AppFactory = Callable[..., RagApp]
 TTL = 60.0
@@ -95,11 +96,11 @@ def test_two_schedulers_in_one_process_do_not_double_process(make_app: AppFactor
     for app in (a, b):
         original = app.store.control.mark_rag_clean
 
-        def logged(*args: object, _orig: object = original, **kw: object) -> bool:
-            ok = _orig(*args, **kw)  # type: ignore[operator]
+        def logged(mark: CleanMark, _orig: object = original) -> bool:
+            ok = _orig(mark)  # type: ignore[operator]
             if ok:
                 with lock:
-                    committed[str(args[3])].append(str(args[2]))
+                    committed[mark.worker_id].append(mark.document_id)
             return bool(ok)
 
         app.store.control.mark_rag_clean = logged  # type: ignore[method-assign]

@@ -28,13 +28,14 @@ from vancetope_rag.secrets import error_text, get_logger
 from vancetope_rag.services.calibration import Calibrator
 from vancetope_rag.services.importer import DocumentImporter
 from vancetope_rag.services.indexing.batch import BatchResult
-from vancetope_rag.services.indexing.claims import ClaimReleaser, Release
+from vancetope_rag.services.indexing.claims import ClaimReleaser
 from vancetope_rag.services.indexing.indexer import ProjectRagIndexer
 from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.rebuilds.service import RebuildService
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store.port import ControlStore
+from vancetope_rag.store.port.documents import Release
 from vancetope_rag.store.port.heartbeats import Beat
 
 log = get_logger(__name__)

@@ -47,6 +47,7 @@ from vancetope_rag.store.mongo.builders import updates as q
 from vancetope_rag.store.mongo.catalog import MongoRagCatalog
 from vancetope_rag.store.mongo.errors import check_bson_size, guard_errors
 from vancetope_rag.store.mongo.heartbeats import MongoHeartbeats
+from vancetope_rag.store.port.documents import CleanMark, Release
 from vancetope_rag.store.port.shared import (
     DocumentChanges,
     content_hash,
@@ -303,42 +304,17 @@ class MongoControlStore(MongoHeartbeats):
         )
         return found is not None
 
-    def mark_rag_clean(
-        self,
-        tenant_id: str,
-        project_id: str,
-        document_id: str,
-        worker_id: str,
-        version: int,
-        *,
-        state: IndexState,
-        indexed_hash: str | None = None,
-        claim_token: int | None = None,
-        truncated: bool = False,
-    ) -> bool:
-        result = self.documents.update_one(
-            q.claim_holder(tenant_id, project_id, document_id, worker_id, claim_token),
-            q.mark_clean_update(version, state, indexed_hash, self._time(), truncated=truncated),
-        )
+    def mark_rag_clean(self, mark: CleanMark) -> bool:
+        m = mark
+        held = q.claim_holder(m.tenant_id, m.project_id, m.document_id, m.worker_id, m.claim_token)
+        result = self.documents.update_one(held, q.mark_clean_update(m, self._time()))
         return bool(result.matched_count)
 
-    def release_rag_claim(
-        self,
-        tenant_id: str,
-        project_id: str,
-        document_id: str,
-        worker_id: str,
-        *,
-        error: str,
-        retry_delay_s: float,
-        max_attempts: int,
-        count_attempt: bool = True,
-    ) -> IndexState:
+    def release_rag_claim(self, release: Release) -> IndexState:
+        r = release
         found = self.documents.find_one_and_update(
-            q.claim_holder(tenant_id, project_id, document_id, worker_id),
-            q.release_update(
-                error, retry_delay_s, max_attempts, self._time(), count_attempt=count_attempt
-            ),
+            q.claim_holder(r.tenant_id, r.project_id, r.document_id, r.worker_id),
+            q.release_update(r, self._time()),
             projection={"indexState": 1},
             return_document=ReturnDocument.AFTER,
         )

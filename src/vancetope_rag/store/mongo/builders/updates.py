@@ -31,6 +31,7 @@ from vancetope_rag.domain.records import (
     RagState,
 )
 from vancetope_rag.domain.retrieval.calibration import Calibration
+from vancetope_rag.store.port.documents import CleanMark, Release
 from vancetope_rag.store.port.shared import DocumentChanges, capped_error, new_document_state
 from vancetope_rag.store.port.types import ImportHead, NewDocument
 
@@ -193,26 +194,21 @@ def dirty_stage() -> dict[str, Any]:
     }
 
 
-def mark_clean_update(
-    version: int,
-    state: IndexState,
-    indexed_hash: str | None,
-    time: TimeSource,
-    *,
-    truncated: bool = False,
-) -> Pipeline:
+def mark_clean_update(mark: CleanMark, time: TimeSource) -> Pipeline:
     """Finish a claim; stays dirty (PENDING) when the version moved on during the claim."""
-    same = {"$eq": ["$ragVersion", version]}
+    same = {"$eq": ["$ragVersion", mark.version]}
     return [
         {
             "$set": {
                 "ragClaimedBy": lit(None),
                 "ragClaimedAt": lit(None),
                 "ragClaimToken": lit(None),
-                "ragIndexedHash": lit(indexed_hash),
-                "truncated": lit(truncated),
+                "ragIndexedHash": lit(mark.indexed_hash),
+                "truncated": lit(mark.truncated),
                 "ragDirty": {"$cond": [same, lit(False), lit(True)]},
-                "indexState": {"$cond": [same, lit(state.value), lit(IndexState.PENDING.value)]},
+                "indexState": {
+                    "$cond": [same, lit(mark.state.value), lit(IndexState.PENDING.value)]
+                },
                 "indexAttempts": lit(0),
                 "indexLastError": lit(None),
                 "indexNextAttemptAt": lit(None),
@@ -222,19 +218,12 @@ def mark_clean_update(
     ]
 
 
-def release_update(
-    error: str,
-    retry_delay_s: float,
-    max_attempts: int,
-    time: TimeSource,
-    *,
-    count_attempt: bool = True,
-) -> Pipeline:
+def release_update(release: Release, time: TimeSource) -> Pipeline:
     """Give a claim back after a failure: retry later, or FAILED after ``max_attempts``.
     ``count_attempt`` False: a failure that was not the document's (the store's) costs it
     no attempt."""
-    gave_up = {"$gte": ["$indexAttempts", max_attempts]}
-    step = 1 if count_attempt else 0
+    gave_up = {"$gte": ["$indexAttempts", release.max_attempts]}
+    step = 1 if release.count_attempt else 0
     return [
         {"$set": {"indexAttempts": {"$add": [{"$ifNull": ["$indexAttempts", 0]}, step]}}},
         {
@@ -242,7 +231,7 @@ def release_update(
                 "ragClaimedBy": lit(None),
                 "ragClaimedAt": lit(None),
                 "ragClaimToken": lit(None),
-                "indexLastError": lit(capped_error(error)),
+                "indexLastError": lit(capped_error(release.error)),
                 "indexState": {
                     "$cond": [
                         gave_up,
@@ -251,7 +240,9 @@ def release_update(
                     ]
                 },
                 "ragDirty": {"$cond": [gave_up, lit(False), lit(True)]},
-                "indexNextAttemptAt": {"$cond": [gave_up, lit(None), time.later(retry_delay_s)]},
+                "indexNextAttemptAt": {
+                    "$cond": [gave_up, lit(None), time.later(release.retry_delay_s)]
+                },
             }
         },
     ]
