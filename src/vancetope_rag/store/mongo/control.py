@@ -185,11 +185,7 @@ class MongoControlStore(MongoHeartbeats):
         return q.document_from_bson(record)
 
     def update_document(
-        self,
-        tenant_id: str,
-        project_id: str,
-        document_id: str,
-        change: DocumentChange,
+        self, tenant_id: str, project_id: str, document_id: str, change: DocumentChange
     ) -> Document:
         changes = DocumentChanges.of(change)
         update = q.document_update(changes, time=self._time())

@@ -60,11 +60,7 @@ class DocumentStore(Protocol):
         ...
 
     def update_document(
-        self,
-        tenant_id: str,
-        project_id: str,
-        document_id: str,
-        change: DocumentChange,
+        self, tenant_id: str, project_id: str, document_id: str, change: DocumentChange
     ) -> Document:
         """Apply ``change`` (its fields left UNSET stay as they are; see
         :class:`~vancetope_rag.store.port.types.DocumentChange`)."""

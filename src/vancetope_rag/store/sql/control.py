@@ -178,11 +178,7 @@ class SqlControlStore(SqlRagCatalog[D], SqlSettingsAndCache[D], SqlHeartbeats[D]
             raise document_taken_error(doc) from exc
 
     def update_document(
-        self,
-        tenant_id: str,
-        project_id: str,
-        document_id: str,
-        change: DocumentChange,
+        self, tenant_id: str, project_id: str, document_id: str, change: DocumentChange
     ) -> Document:
         sets, params = document_update_sql(DocumentChanges.of(change), self._clock())
         try:
