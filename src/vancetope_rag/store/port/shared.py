@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -53,6 +54,12 @@ def capped_error(text: str) -> str:
 FieldValue = str | bool | None
 
 
+#: The fields of a :class:`DocumentChange` that are document fields (``UNSET``: unchanged).
+_CHANGE_FIELDS = tuple(
+    f.name for f in fields(DocumentChange) if f.name not in ("mark_dirty", "failed_reason")
+)
+
+
 @dataclass(frozen=True, slots=True)
 class DocumentChanges:
     """What one ``update_document`` call changes (its :class:`DocumentChange`), worked out
@@ -74,30 +81,18 @@ class DocumentChanges:
     def of(cls, change: DocumentChange) -> DocumentChanges:
         """The change set of a :class:`~vancetope_rag.store.port.types.DocumentChange`."""
         c = change
-        values: dict[str, FieldValue] = {}
-        if not isinstance(c.path, _Unset):
-            values["path"] = c.path
-        if not isinstance(c.mime_type, _Unset):
-            values["mime_type"] = c.mime_type
-        if not isinstance(c.content, _Unset):
-            values["content"] = c.content
-            values["content_hash"] = content_hash(c.content)
-        if not isinstance(c.summary, _Unset):
-            values["summary"] = c.summary
-        if not isinstance(c.rag_enabled, _Unset):
-            values["rag_enabled"] = c.rag_enabled
-        if not isinstance(c.extraction, _Unset):
-            values["extraction"] = c.extraction
-        if not isinstance(c.metadata, _Unset):
-            values["metadata"] = host_metadata.to_json(c.metadata)
-        if not isinstance(c.import_origin, _Unset):
-            values["import_origin"] = c.import_origin
-        if not isinstance(c.extraction_error, _Unset):
-            values["extraction_error"] = (
-                None if c.extraction_error is None else capped_error(c.extraction_error)
-            )
-        if not isinstance(c.index_last_error, _Unset):
-            values["index_last_error"] = c.index_last_error
+        values: dict[str, Any] = {}
+        for name in _CHANGE_FIELDS:
+            value = getattr(c, name)
+            if isinstance(value, _Unset):
+                continue
+            values[name] = value
+            if name == "content":  # its hash comes with it
+                values["content_hash"] = content_hash(value)
+        if "metadata" in values:
+            values["metadata"] = host_metadata.to_json(values["metadata"])
+        if values.get("extraction_error") is not None:
+            values["extraction_error"] = capped_error(values["extraction_error"])
         if c.failed_reason is not None and c.mark_dirty:
             raise ValueError("a change either queues the document or fails it, not both")
         return cls(values, c.mark_dirty, c.failed_reason)
