@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +32,9 @@ from vancetope_rag.store.port.types import (
     RagScope,
     _Unset,
 )
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 #: A failed document's last error is stored up to this many characters.
 ERROR_TEXT_MAX = 2000
@@ -147,6 +150,31 @@ def source_counts_of(
             total, own = counts[ref]
             counts[ref] = (total + int(n), own + (int(n) if path == paths[ref] else 0))
     return counts
+
+
+# -- records as stored ------------------------------------------------------------------------
+
+R = TypeVar("R", bound="DataclassInstance")
+
+
+def record_fields(
+    record: DataclassInstance, key: Callable[[str], str] = str, **encoded: Any
+) -> dict[str, Any]:
+    """A record's fields under ``key(name)`` (a store's row or document of it): those in
+    ``encoded`` as given, every other as it is."""
+    return {
+        key(f.name): encoded[f.name] if f.name in encoded else getattr(record, f.name)
+        for f in fields(record)
+    }
+
+
+def record_of(
+    cls: type[R], stored: Mapping[str, Any], key: Callable[[str], str] = str, **decoded: Any
+) -> R:
+    """A ``cls`` record of a stored row or document: the fields in ``decoded`` as given,
+    every other as ``stored[key(name)]`` holds it."""
+    names = (f.name for f in fields(cls))
+    return cls(**{n: decoded[n] if n in decoded else stored[key(n)] for n in names})
 
 
 # -- errors both adapters raise ---------------------------------------------------------------

@@ -32,6 +32,8 @@ from vancetope_rag.store.port.shared import (
     capped_error,
     iter_filter,
     new_document_state,
+    record_fields,
+    record_of,
     vector_from_bytes,
 )
 from vancetope_rag.store.port.types import ChunkFilter, ImportHead, NewDocument, RagScope
@@ -101,58 +103,29 @@ def _ts(value: datetime | None) -> float | None:
 
 def restored_document_row(doc: Document) -> dict[str, Any]:
     """The ``documents`` row of a document restored as it is (every field kept)."""
-    return {
-        "id": doc.id,
-        "tenant_id": doc.tenant_id,
-        "project_id": doc.project_id,
-        "path": doc.path,
-        "mime_type": doc.mime_type,
-        "content": doc.content,
-        "summary": doc.summary,
-        "rag_enabled": None if doc.rag_enabled is None else int(doc.rag_enabled),
-        "rag_dirty": int(doc.rag_dirty),
-        "rag_claimed_by": doc.rag_claimed_by,
-        "rag_claimed_at": _ts(doc.rag_claimed_at),
-        "rag_version": doc.rag_version,
-        "index_state": doc.index_state.value,
-        "index_attempts": doc.index_attempts,
-        "index_last_error": doc.index_last_error,
-        "index_next_attempt_at": _ts(doc.index_next_attempt_at),
-        "indexed_at": _ts(doc.indexed_at),
-        "rag_indexed_hash": doc.rag_indexed_hash,
-        "rag_claim_token": doc.rag_claim_token,
-        "truncated": int(doc.truncated),
-        "content_hash": doc.content_hash,
-        "created_at": _ts(doc.created_at),
-        "updated_at": _ts(doc.updated_at),
-        "extraction": doc.extraction,
-        "metadata": host_metadata.to_json(doc.metadata),
-        "import_origin": doc.import_origin,
-        "extraction_error": doc.extraction_error,
-    }
+    return record_fields(
+        doc,
+        rag_enabled=None if doc.rag_enabled is None else int(doc.rag_enabled),
+        rag_dirty=int(doc.rag_dirty),
+        rag_claimed_at=_ts(doc.rag_claimed_at),
+        index_state=doc.index_state.value,
+        index_next_attempt_at=_ts(doc.index_next_attempt_at),
+        indexed_at=_ts(doc.indexed_at),
+        truncated=int(doc.truncated),
+        created_at=_ts(doc.created_at),
+        updated_at=_ts(doc.updated_at),
+        metadata=host_metadata.to_json(doc.metadata),
+    )
 
 
 def rag_row(rag: RagRecord, created_at: float) -> dict[str, Any]:
-    return {
-        "id": rag.id,
-        "tenant_id": rag.tenant_id,
-        "project_id": rag.project_id,
-        "name": rag.name,
-        "title": rag.title,
-        "description": rag.description,
-        "embedding_provider": rag.embedding_provider,
-        "embedding_model": rag.embedding_model,
-        "embedding_dimension": rag.embedding_dimension,
-        "chunk_size": rag.chunk_size,
-        "chunk_overlap": rag.chunk_overlap,
-        "created_at": created_at,
-        "state": rag.state.value,
-        "generation": rag.generation,
-        "replaces": rag.replaces,
-        "retired_at": rag.retired_at.timestamp() if rag.retired_at else None,
-        "calibration": rag.calibration.to_json() if rag.calibration else None,
-        "embedding_profile": rag.embedding_profile,
-    }
+    return record_fields(
+        rag,
+        created_at=created_at,
+        state=rag.state.value,
+        retired_at=_ts(rag.retired_at),
+        calibration=rag.calibration.to_json() if rag.calibration else None,
+    )
 
 
 def chunk_row(scope: RagScope, chunk: Chunk) -> dict[str, Any]:
@@ -176,34 +149,19 @@ def dt(ts: float | None) -> datetime | None:
 
 
 def row_to_document(r: Mapping[str, Any]) -> Document:
-    return Document(
-        id=r["id"],
-        tenant_id=r["tenant_id"],
-        project_id=r["project_id"],
-        path=r["path"],
-        mime_type=r["mime_type"],
-        content=r["content"],
-        summary=r["summary"],
+    return record_of(
+        Document,
+        r,
         rag_enabled=None if r["rag_enabled"] is None else bool(r["rag_enabled"]),
         rag_dirty=bool(r["rag_dirty"]),
-        rag_claimed_by=r["rag_claimed_by"],
         rag_claimed_at=dt(r["rag_claimed_at"]),
-        rag_version=r["rag_version"],
         index_state=IndexState(r["index_state"]),
-        index_attempts=r["index_attempts"],
-        index_last_error=r["index_last_error"],
         index_next_attempt_at=dt(r["index_next_attempt_at"]),
         indexed_at=dt(r["indexed_at"]),
-        rag_indexed_hash=r["rag_indexed_hash"],
-        rag_claim_token=r["rag_claim_token"],
         truncated=bool(r["truncated"]),
-        content_hash=r["content_hash"],
         created_at=dt(r["created_at"]),
         updated_at=dt(r["updated_at"]),
-        extraction=r["extraction"],
         metadata=host_metadata.from_json(r["metadata"]),
-        import_origin=r["import_origin"],
-        extraction_error=r["extraction_error"],
     )
 
 
@@ -235,46 +193,23 @@ def document_update_sql(changes: DocumentChanges, updated_at: float) -> tuple[st
 
 
 def row_to_import_head(r: Mapping[str, Any]) -> ImportHead:
-    return ImportHead(
-        id=r["id"],
-        path=r["path"],
-        import_origin=r["import_origin"],
-        content_hash=r["content_hash"],
-        extraction=r["extraction"],
-    )
+    return record_of(ImportHead, r)
 
 
 def row_to_rag(r: Mapping[str, Any]) -> RagRecord:
-    return RagRecord(
-        id=r["id"],
-        tenant_id=r["tenant_id"],
-        project_id=r["project_id"],
-        name=r["name"],
-        title=r["title"],
-        description=r["description"],
-        embedding_provider=r["embedding_provider"],
-        embedding_model=r["embedding_model"],
-        embedding_dimension=r["embedding_dimension"],
-        chunk_size=r["chunk_size"],
-        chunk_overlap=r["chunk_overlap"],
+    return record_of(
+        RagRecord,
+        r,
         created_at=dt(r["created_at"]),
         state=RagState(r["state"]),
         generation=int(r["generation"]),
-        replaces=r["replaces"],
         retired_at=dt(r["retired_at"]),
         calibration=Calibration.from_json(r.get("calibration")),
-        embedding_profile=r["embedding_profile"],
     )
 
 
 def row_to_project(r: Mapping[str, Any]) -> Project:
-    return Project(
-        tenant_id=r["tenant_id"],
-        project_id=r["project_id"],
-        status=ProjectStatus(r["status"]),
-        home_node=r["home_node"],
-        created_at=dt(r["created_at"]),
-    )
+    return record_of(Project, r, status=ProjectStatus(r["status"]), created_at=dt(r["created_at"]))
 
 
 #: The columns :func:`row_to_hit` reads, and the rowid: what a search reads of a chunk (never
@@ -323,17 +258,10 @@ def row_to_chunk(row: Mapping[str, Any], embedding: bytes) -> Chunk:
 
 
 def row_to_migration(r: Mapping[str, Any]) -> Migration:
-    return Migration(
-        id=r["id"],
-        tenant_id=r["tenant_id"],
-        project_id=r["project_id"],
-        rag_name=r["rag_name"],
-        from_rag_id=r["from_rag_id"],
-        to_rag_id=r["to_rag_id"],
-        from_model=r["from_model"],
-        to_model=r["to_model"],
+    return record_of(
+        Migration,
+        r,
         state=MigrationState(r["state"]),
-        reason=r["reason"],
         max_failure_ratio=float(r["max_failure_ratio"]),
         created_at=dt(r["created_at"]),
         finished_at=dt(r["finished_at"]),
@@ -341,18 +269,11 @@ def row_to_migration(r: Mapping[str, Any]) -> Migration:
 
 
 def row_to_item(r: Mapping[str, Any]) -> MigrationItem:
-    return MigrationItem(
-        migration_id=r["migration_id"],
-        tenant_id=r["tenant_id"],
-        project_id=r["project_id"],
-        document_id=r["document_id"],
+    return record_of(
+        MigrationItem,
+        r,
         state=ItemState(r["state"]),
         attempts=int(r["attempts"]),
-        last_error=r["last_error"],
-        claimed_by=r["claimed_by"],
-        claim_token=r["claim_token"],
-        doc_version=r["doc_version"],
-        indexed_hash=r["indexed_hash"],
         completed_at=dt(r["completed_at"]),
     )
 
