@@ -158,7 +158,7 @@ R = TypeVar("R", bound="DataclassInstance")
 
 
 def record_fields(
-    record: DataclassInstance, key: Callable[[str], str] = str, **encoded: Any
+    record: DataclassInstance, key: Callable[[str], str] = str, /, **encoded: Any
 ) -> dict[str, Any]:
     """A record's fields under ``key(name)`` (a store's row or document of it): those in
     ``encoded`` as given, every other as it is."""
@@ -169,7 +169,7 @@ def record_fields(
 
 
 def record_of(
-    cls: type[R], stored: Mapping[str, Any], key: Callable[[str], str] = str, **decoded: Any
+    cls: type[R], stored: Mapping[str, Any], key: Callable[[str], str] = str, /, **decoded: Any
 ) -> R:
     """A ``cls`` record of a stored row or document: the fields in ``decoded`` as given,
     every other as ``stored[key(name)]`` holds it."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -97,6 +98,10 @@ def document_row(doc: NewDocument, doc_id: str, content_hash: str, now: float) -
     }
 
 
+#: The time columns of ``documents``: its fields named ``…_at``.
+_DOCUMENT_TIMES = tuple(f.name for f in fields(Document) if f.name.endswith("_at"))
+
+
 def _ts(value: datetime | None) -> float | None:
     return None if value is None else value.timestamp()
 
@@ -107,14 +112,10 @@ def restored_document_row(doc: Document) -> dict[str, Any]:
         doc,
         rag_enabled=None if doc.rag_enabled is None else int(doc.rag_enabled),
         rag_dirty=int(doc.rag_dirty),
-        rag_claimed_at=_ts(doc.rag_claimed_at),
         index_state=doc.index_state.value,
-        index_next_attempt_at=_ts(doc.index_next_attempt_at),
-        indexed_at=_ts(doc.indexed_at),
         truncated=int(doc.truncated),
-        created_at=_ts(doc.created_at),
-        updated_at=_ts(doc.updated_at),
         metadata=host_metadata.to_json(doc.metadata),
+        **{name: _ts(getattr(doc, name)) for name in _DOCUMENT_TIMES},
     )
 
 
@@ -154,14 +155,10 @@ def row_to_document(r: Mapping[str, Any]) -> Document:
         r,
         rag_enabled=None if r["rag_enabled"] is None else bool(r["rag_enabled"]),
         rag_dirty=bool(r["rag_dirty"]),
-        rag_claimed_at=dt(r["rag_claimed_at"]),
         index_state=IndexState(r["index_state"]),
-        index_next_attempt_at=dt(r["index_next_attempt_at"]),
-        indexed_at=dt(r["indexed_at"]),
         truncated=bool(r["truncated"]),
-        created_at=dt(r["created_at"]),
-        updated_at=dt(r["updated_at"]),
         metadata=host_metadata.from_json(r["metadata"]),
+        **{name: dt(r[name]) for name in _DOCUMENT_TIMES},
     )
 
 
