@@ -32,7 +32,12 @@ from vancetope_rag.domain.records import (
 )
 from vancetope_rag.domain.retrieval.calibration import Calibration
 from vancetope_rag.store.port.documents import CleanMark, Release
-from vancetope_rag.store.port.shared import DocumentChanges, capped_error, new_document_state
+from vancetope_rag.store.port.shared import (
+    DocumentChanges,
+    capped_error,
+    new_document_state,
+    record_fields,
+)
 from vancetope_rag.store.port.types import ImportHead, NewDocument
 
 Pipeline = list[dict[str, Any]]
@@ -405,6 +410,12 @@ def needs_attention_filter(tenant_id: str, project_id: str) -> dict[str, Any]:
     )
 
 
+def bson_key(name: str) -> str:
+    """The BSON field of a record's field: camelCase, ``_id`` for its id."""
+    head, *rest = name.split("_")
+    return "_id" if name == "id" else head + "".join(w.capitalize() for w in rest)
+
+
 def document_to_bson(doc: Document, now: datetime) -> dict[str, Any]:
     """A document restored as it is, every field kept (``now`` stands in for a missing
     creation or update time)."""
@@ -412,58 +423,28 @@ def document_to_bson(doc: Document, now: datetime) -> dict[str, Any]:
     def when(value: datetime | None) -> datetime | None:
         return None if value is None else to_bson_time(value)
 
-    return {
-        "_id": doc.id,
-        "tenantId": doc.tenant_id,
-        "projectId": doc.project_id,
-        "path": doc.path,
-        "mimeType": doc.mime_type,
-        "content": doc.content,
-        "summary": doc.summary,
-        "ragEnabled": doc.rag_enabled,
-        "ragDirty": doc.rag_dirty,
-        "ragClaimedBy": doc.rag_claimed_by,
-        "ragClaimedAt": when(doc.rag_claimed_at),
-        "ragVersion": doc.rag_version,
-        "indexState": doc.index_state.value,
-        "indexAttempts": doc.index_attempts,
-        "indexLastError": doc.index_last_error,
-        "indexNextAttemptAt": when(doc.index_next_attempt_at),
-        "indexedAt": when(doc.indexed_at),
-        "ragIndexedHash": doc.rag_indexed_hash,
-        "ragClaimToken": doc.rag_claim_token,
-        "truncated": doc.truncated,
-        "contentHash": doc.content_hash,
-        "createdAt": to_bson_time(doc.created_at or now),
-        "updatedAt": to_bson_time(doc.updated_at or now),
-        "extraction": doc.extraction,
-        "metadata": host_metadata.to_json(doc.metadata),
-        "importOrigin": doc.import_origin,
-        "extractionError": doc.extraction_error,
-    }
+    return record_fields(
+        doc,
+        bson_key,
+        rag_claimed_at=when(doc.rag_claimed_at),
+        index_state=doc.index_state.value,
+        index_next_attempt_at=when(doc.index_next_attempt_at),
+        indexed_at=when(doc.indexed_at),
+        created_at=to_bson_time(doc.created_at or now),
+        updated_at=to_bson_time(doc.updated_at or now),
+        metadata=host_metadata.to_json(doc.metadata),
+    )
 
 
 def rag_to_bson(rag: RagRecord, created_at: datetime) -> dict[str, Any]:
-    return {
-        "_id": rag.id,
-        "tenantId": rag.tenant_id,
-        "projectId": rag.project_id,
-        "name": rag.name,
-        "title": rag.title,
-        "description": rag.description,
-        "embeddingProvider": rag.embedding_provider,
-        "embeddingModel": rag.embedding_model,
-        "embeddingDimension": rag.embedding_dimension,
-        "chunkSize": rag.chunk_size,
-        "chunkOverlap": rag.chunk_overlap,
-        "createdAt": to_bson_time(created_at),
-        "state": rag.state.value,
-        "generation": rag.generation,
-        "replaces": rag.replaces,
-        "retiredAt": to_bson_time(rag.retired_at) if rag.retired_at else None,
-        "calibration": calibration_to_bson(rag.calibration),
-        "embeddingProfile": rag.embedding_profile,
-    }
+    return record_fields(
+        rag,
+        bson_key,
+        created_at=to_bson_time(created_at),
+        state=rag.state.value,
+        retired_at=to_bson_time(rag.retired_at) if rag.retired_at else None,
+        calibration=calibration_to_bson(rag.calibration),
+    )
 
 
 def calibration_to_bson(calibration: Calibration | None) -> dict[str, Any] | None:
