@@ -48,7 +48,7 @@ from vancetope_rag.store.mongo.builders.text import (
     build_text_search_pipeline,
 )
 from vancetope_rag.store.mongo.client import client_options, database_from_uri, redact_uri
-from vancetope_rag.store.port.documents import CleanMark, Release
+from vancetope_rag.store.port.documents import Claim, CleanMark, Release
 from vancetope_rag.store.port.shared import DocumentChanges
 from vancetope_rag.store.port.types import DocumentChange, NewDocument, RagScope
 
@@ -552,13 +552,13 @@ def test_claim_update_carries_the_token() -> None:
     ]
     (stage,) = q.claim_update("w1", 3, q.ClockTime(AT))
     assert stage["$set"]["ragClaimedAt"] == {"$literal": NAIVE_AT}
-    assert q.claim_holder("t", "p", "d", "w") == {
+    assert q.claim_holder(Claim("t", "p", "d", "w")) == {
         "tenantId": "t",
         "projectId": "p",
         "_id": "d",
         "ragClaimedBy": "w",
     }
-    assert q.claim_holder("t", "p", "d", "w", 9)["ragClaimToken"] == 9
+    assert q.claim_holder(Claim("t", "p", "d", "w"), 9)["ragClaimToken"] == 9
     for pipeline in (
         q.mark_clean_update(CleanMark("t", "p", "d", "w", 1, IndexState.INDEXED), q.ServerTime()),
         q.release_update(_release("e", 1, 3), q.ServerTime()),

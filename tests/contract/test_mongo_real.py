@@ -55,7 +55,7 @@ from vancetope_rag.store.mongo.builders.analysis import analyze
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
 from vancetope_rag.store.port import ControlStore
-from vancetope_rag.store.port.documents import CleanMark, Release
+from vancetope_rag.store.port.documents import Claim, CleanMark, Release
 from vancetope_rag.store.port.types import DocumentChange, NewDocument, RagScope
 
 RESTRICTED_URI_ENV = "VANCETOPE_RAG_TEST_MONGODB_RESTRICTED_URI"
@@ -206,7 +206,7 @@ def test_workers_in_separate_clients_never_claim_the_same_document(
             while batch := store.control.claim_for_rag_index(T, P, worker, 3, 60):
                 for doc in batch:
                     claims[worker].append(doc.id)
-                    assert store.control.holds_claim(T, P, doc.id, worker)
+                    assert store.control.holds_claim(Claim(T, P, doc.id, worker))
                     assert store.control.mark_rag_clean(
                         CleanMark(T, P, doc.id, worker, doc.rag_version, state=IndexState.INDEXED)
                     )
@@ -467,7 +467,7 @@ def test_read_preference_in_the_uri(server: MongoStore) -> None:
             NewDocument(T, P, "rp.md", "text/plain", "x", rag_dirty=True)
         )
         (claimed,) = store.control.claim_for_rag_index(T, P, "w-rp", 1, 60)
-        assert claimed.id == doc.id and store.control.holds_claim(T, P, doc.id, "w-rp")
+        assert claimed.id == doc.id and store.control.holds_claim(Claim(T, P, doc.id, "w-rp"))
         scope = RagScope(T, P, "rag-rp", DIM)
         store.chunks.add_chunks(scope, [Chunk("c", scope.rag_id, "d", "c", [1.0] * DIM)])
         assert store.chunks.count_chunks(scope) == 1

@@ -41,7 +41,7 @@ from vancetope_rag.store.port import (
     SettingsStore,
     Store,
 )
-from vancetope_rag.store.port.documents import CleanMark, Release
+from vancetope_rag.store.port.documents import Claim, CleanMark, Release
 from vancetope_rag.store.port.types import DocumentChange, NewDocument, RagScope
 
 #: Lets search catch up with the writes so far (conftest's ``settle``).
@@ -343,7 +343,7 @@ def test_documents_are_scoped_by_tenant_and_project(control: ControlStore) -> No
         assert control.delete_document(tenant, project, a.id) is False
         assert control.mark_dirty(tenant, project, [a.id]) == 0
         assert control.claim_for_rag_index(tenant, project, "w-b", 10, TTL) == []
-        assert control.holds_claim(tenant, project, a.id, "w-b") is False
+        assert control.holds_claim(Claim(tenant, project, a.id, "w-b")) is False
         assert control.document_state_counts(tenant, project)[IndexState.PENDING.value] == 0
     assert doc_of(control, a) == a
 
@@ -366,8 +366,8 @@ def test_claim_returns_at_most_batch_size_and_leases_them(control: ControlStore)
     for d in got:
         assert d.rag_claimed_by == "w1" and d.rag_claimed_at == control.now()
         assert d.index_state is IndexState.PROCESSING
-        assert control.holds_claim(TA, P, d.id, "w1")
-        assert not control.holds_claim(TA, P, d.id, "w2")
+        assert control.holds_claim(Claim(TA, P, d.id, "w1"))
+        assert not control.holds_claim(Claim(TA, P, d.id, "w2"))
     assert control.claim_for_rag_index(TA, P, "w1", 0, TTL) == []
 
 
@@ -388,8 +388,8 @@ def test_no_document_goes_to_two_workers_while_the_lease_lives(
     fake_clock.advance(2)  # both leases have expired: the documents can be claimed again
     third = control.claim_for_rag_index(TA, P, "w3", 10, TTL)
     assert {d.id for d in third} == {d.id for d in docs}
-    assert all(control.holds_claim(TA, P, d.id, "w3") for d in docs)
-    assert not any(control.holds_claim(TA, P, d.id, "w1") for d in docs)
+    assert all(control.holds_claim(Claim(TA, P, d.id, "w3")) for d in docs)
+    assert not any(control.holds_claim(Claim(TA, P, d.id, "w1")) for d in docs)
 
 
 def test_claim_takes_only_the_projects_own_documents(control: ControlStore) -> None:
@@ -414,7 +414,7 @@ def test_mark_rag_clean_clears_dirty(control: ControlStore) -> None:
     assert ca.rag_dirty is False and ca.index_state is IndexState.INDEXED
     assert ca.rag_claimed_by is None and ca.indexed_at == control.now()
     assert cb.rag_dirty is False and cb.index_state is IndexState.NONE
-    assert not control.holds_claim(TA, P, a.id, "w1")
+    assert not control.holds_claim(Claim(TA, P, a.id, "w1"))
     assert control.claim_for_rag_index(TA, P, "w2", 10, TTL) == []
 
 
@@ -428,7 +428,7 @@ def test_mark_rag_clean_with_a_stale_version_leaves_it_dirty(
         control.mark_dirty(TA, P, [doc.id])
     else:
         control.update_document(TA, P, doc.id, DocumentChange(content="changed", mark_dirty=True))
-    assert control.holds_claim(TA, P, doc.id, "w1")  # an update does not steal the lease
+    assert control.holds_claim(Claim(TA, P, doc.id, "w1"))  # an update does not steal the lease
 
     control.mark_rag_clean(
         CleanMark(TA, P, doc.id, "w1", claimed.rag_version, state=IndexState.INDEXED)
@@ -452,7 +452,7 @@ def test_a_worker_that_lost_its_lease_changes_nothing(control: ControlStore, fak
     (new,) = control.claim_for_rag_index(TA, P, "w2", 1, TTL)
     before = doc_of(control, doc)
 
-    assert not control.holds_claim(TA, P, doc.id, "w1")
+    assert not control.holds_claim(Claim(TA, P, doc.id, "w1"))
     assert (
         control.mark_rag_clean(
             CleanMark(TA, P, doc.id, "w1", old.rag_version, state=IndexState.INDEXED)

@@ -34,7 +34,7 @@ from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store.port import ControlStore
-from vancetope_rag.store.port.documents import CleanMark, Release
+from vancetope_rag.store.port.documents import Claim, CleanMark, Release
 from vancetope_rag.store.port.types import RagScope
 
 log = get_logger(__name__)
@@ -298,10 +298,10 @@ class ProjectRagIndexer:
         worker's claim holds; False when the lease went to another claim (nothing of the
         write is left: a store with transactions rolls it back, the chunk version written
         under the claim token is discarded where none does)."""
-        token = doc.rag_claim_token
+        token, claim = doc.rag_claim_token, Claim(doc.tenant_id, doc.project_id, doc.id, worker_id)
         try:
             with self.control.transaction():
-                if not self.control.holds_claim(doc.tenant_id, doc.project_id, doc.id, worker_id):
+                if not self.control.holds_claim(claim):
                     return False
                 self.rags.write_source(rag, doc.id, nodes, generation=token)
                 if not mark_clean():

@@ -47,7 +47,7 @@ from vancetope_rag.store.mongo.builders import updates as q
 from vancetope_rag.store.mongo.catalog import MongoRagCatalog
 from vancetope_rag.store.mongo.errors import check_bson_size, guard_errors
 from vancetope_rag.store.mongo.heartbeats import MongoHeartbeats
-from vancetope_rag.store.port.documents import CleanMark, Release
+from vancetope_rag.store.port.documents import Claim, CleanMark, Release
 from vancetope_rag.store.port.shared import (
     DocumentChanges,
     content_hash,
@@ -292,25 +292,18 @@ class MongoControlStore(MongoHeartbeats):
             claimed.append(q.document_from_bson(found))
         return claimed
 
-    def holds_claim(
-        self, tenant_id: str, project_id: str, document_id: str, worker_id: str
-    ) -> bool:
-        found = self.documents.find_one(
-            q.claim_holder(tenant_id, project_id, document_id, worker_id), {"_id": 1}
-        )
-        return found is not None
+    def holds_claim(self, claim: Claim) -> bool:
+        return self.documents.find_one(q.claim_holder(claim), {"_id": 1}) is not None
 
     def mark_rag_clean(self, mark: CleanMark) -> bool:
-        m = mark
-        held = q.claim_holder(m.tenant_id, m.project_id, m.document_id, m.worker_id, m.claim_token)
-        result = self.documents.update_one(held, q.mark_clean_update(m, self._time()))
+        held = q.claim_holder(mark, mark.claim_token)
+        result = self.documents.update_one(held, q.mark_clean_update(mark, self._time()))
         return bool(result.matched_count)
 
     def release_rag_claim(self, release: Release) -> IndexState:
-        r = release
         found = self.documents.find_one_and_update(
-            q.claim_holder(r.tenant_id, r.project_id, r.document_id, r.worker_id),
-            q.release_update(r, self._time()),
+            q.claim_holder(release),
+            q.release_update(release, self._time()),
             projection={"indexState": 1},
             return_document=ReturnDocument.AFTER,
         )

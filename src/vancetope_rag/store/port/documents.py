@@ -121,9 +121,7 @@ class DocumentStore(Protocol):
         and chunk generation the store handed out before."""
         ...
 
-    def holds_claim(
-        self, tenant_id: str, project_id: str, document_id: str, worker_id: str
-    ) -> bool: ...
+    def holds_claim(self, claim: Claim) -> bool: ...
 
     def mark_rag_clean(self, mark: CleanMark) -> bool:
         """Finish a claim. Clears ``rag_dirty`` only when nothing changed since the mark's

@@ -25,7 +25,7 @@ from vancetope_rag.domain.records import (
     Project,
     ProjectStatus,
 )
-from vancetope_rag.store.port.documents import CleanMark, Release
+from vancetope_rag.store.port.documents import Claim, CleanMark, Release
 from vancetope_rag.store.port.shared import (
     DocumentChanges,
     capped_error,
@@ -313,13 +313,12 @@ class SqlControlStore(SqlRagCatalog[D], SqlSettingsAndCache[D], SqlHeartbeats[D]
         docs.sort(key=lambda d: (d.updated_at or datetime.min.replace(tzinfo=UTC), d.id))
         return docs
 
-    def holds_claim(
-        self, tenant_id: str, project_id: str, document_id: str, worker_id: str
-    ) -> bool:
+    def holds_claim(self, claim: Claim) -> bool:
+        c = claim
         rows = self.sql.query(
             "SELECT 1 FROM documents WHERE id = ? AND tenant_id = ? AND project_id = ? "
             "AND rag_claimed_by = ?",
-            (document_id, tenant_id, project_id, worker_id),
+            (c.document_id, c.tenant_id, c.project_id, c.worker_id),
         )
         return bool(rows)
 

@@ -31,7 +31,7 @@ from vancetope_rag.domain.records import (
     RagState,
 )
 from vancetope_rag.domain.retrieval.calibration import Calibration
-from vancetope_rag.store.port.documents import CleanMark, Release
+from vancetope_rag.store.port.documents import Claim, CleanMark, Release
 from vancetope_rag.store.port.shared import (
     DocumentChanges,
     capped_error,
@@ -167,11 +167,10 @@ def claim_update(worker_id: str, token: int, time: TimeSource) -> Pipeline:
     ]
 
 
-def claim_holder(
-    tenant_id: str, project_id: str, document_id: str, worker_id: str, token: int | None = None
-) -> dict[str, Any]:
-    """Filter of a document while ``worker_id`` (under ``token``, when given) holds it."""
-    flt = scope_filter(tenant_id, project_id, _id=document_id, ragClaimedBy=worker_id)
+def claim_holder(claim: Claim, token: int | None = None) -> dict[str, Any]:
+    """Filter of a document while the claim's worker (under ``token``, when given) holds it."""
+    c = claim
+    flt = scope_filter(c.tenant_id, c.project_id, _id=c.document_id, ragClaimedBy=c.worker_id)
     if token is not None:
         flt["ragClaimToken"] = token
     return flt
