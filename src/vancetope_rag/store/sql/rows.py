@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from vancetope_rag.domain import host_metadata
 from vancetope_rag.domain.rebuilds import ItemState, Migration, MigrationItem, MigrationState
@@ -39,6 +39,11 @@ from vancetope_rag.store.port.shared import (
 )
 from vancetope_rag.store.port.types import ChunkFilter, ImportHead, NewDocument, RagScope
 from vancetope_rag.store.sql.dialect import Dialect
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+R = TypeVar("R", bound="DataclassInstance")
 
 #: ``SET`` clauses that queue a document for the indexer: new version, attempts and retry time
 #: reset; PENDING unless a worker holds it (that worker's ``mark_rag_clean`` then sees the new
@@ -98,35 +103,44 @@ def document_row(doc: NewDocument, doc_id: str, content_hash: str, now: float) -
     }
 
 
-#: The time columns of ``documents``: its fields named ``…_at``.
-_DOCUMENT_TIMES = tuple(f.name for f in fields(Document) if f.name.endswith("_at"))
-
-
 def _ts(value: datetime | None) -> float | None:
     return None if value is None else value.timestamp()
 
 
+def dt(ts: float | None) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+def _row(record: DataclassInstance, **encoded: Any) -> dict[str, Any]:
+    """The row of a record: its times (the fields named ``…_at``) in seconds since the
+    epoch, the fields in ``encoded`` as given, every other as it is."""
+    names = (f.name for f in fields(record))
+    times = {n: _ts(getattr(record, n)) for n in names if n.endswith("_at")}
+    return record_fields(record, str, **{**times, **encoded})
+
+
+def _record(cls: type[R], r: Mapping[str, Any], **decoded: Any) -> R:
+    """The record of a row: its times (the fields named ``…_at``) as UTC datetimes, the
+    fields in ``decoded`` as given, every other as stored."""
+    times = {f.name: dt(r[f.name]) for f in fields(cls) if f.name.endswith("_at")}
+    return record_of(cls, r, str, **{**times, **decoded})
+
+
 def restored_document_row(doc: Document) -> dict[str, Any]:
     """The ``documents`` row of a document restored as it is (every field kept)."""
-    return record_fields(
+    return _row(
         doc,
         rag_enabled=None if doc.rag_enabled is None else int(doc.rag_enabled),
         rag_dirty=int(doc.rag_dirty),
         index_state=doc.index_state.value,
         truncated=int(doc.truncated),
         metadata=host_metadata.to_json(doc.metadata),
-        **{name: _ts(getattr(doc, name)) for name in _DOCUMENT_TIMES},
     )
 
 
 def rag_row(rag: RagRecord, created_at: float) -> dict[str, Any]:
-    return record_fields(
-        rag,
-        created_at=created_at,
-        state=rag.state.value,
-        retired_at=_ts(rag.retired_at),
-        calibration=rag.calibration.to_json() if rag.calibration else None,
-    )
+    calibration = rag.calibration.to_json() if rag.calibration else None
+    return _row(rag, created_at=created_at, state=rag.state.value, calibration=calibration)
 
 
 def chunk_row(scope: RagScope, chunk: Chunk) -> dict[str, Any]:
@@ -145,12 +159,8 @@ def chunk_row(scope: RagScope, chunk: Chunk) -> dict[str, Any]:
     }
 
 
-def dt(ts: float | None) -> datetime | None:
-    return None if ts is None else datetime.fromtimestamp(ts, UTC)
-
-
 def row_to_document(r: Mapping[str, Any]) -> Document:
-    return record_of(
+    return _record(
         Document,
         r,
         rag_enabled=None if r["rag_enabled"] is None else bool(r["rag_enabled"]),
@@ -158,7 +168,6 @@ def row_to_document(r: Mapping[str, Any]) -> Document:
         index_state=IndexState(r["index_state"]),
         truncated=bool(r["truncated"]),
         metadata=host_metadata.from_json(r["metadata"]),
-        **{name: dt(r[name]) for name in _DOCUMENT_TIMES},
     )
 
 
@@ -190,23 +199,17 @@ def document_update_sql(changes: DocumentChanges, updated_at: float) -> tuple[st
 
 
 def row_to_import_head(r: Mapping[str, Any]) -> ImportHead:
-    return record_of(ImportHead, r)
+    return _record(ImportHead, r)
 
 
 def row_to_rag(r: Mapping[str, Any]) -> RagRecord:
-    return record_of(
-        RagRecord,
-        r,
-        created_at=dt(r["created_at"]),
-        state=RagState(r["state"]),
-        generation=int(r["generation"]),
-        retired_at=dt(r["retired_at"]),
-        calibration=Calibration.from_json(r.get("calibration")),
-    )
+    calibration = Calibration.from_json(r.get("calibration"))
+    state, generation = RagState(r["state"]), int(r["generation"])
+    return _record(RagRecord, r, state=state, generation=generation, calibration=calibration)
 
 
 def row_to_project(r: Mapping[str, Any]) -> Project:
-    return record_of(Project, r, status=ProjectStatus(r["status"]), created_at=dt(r["created_at"]))
+    return _record(Project, r, status=ProjectStatus(r["status"]))
 
 
 #: The columns :func:`row_to_hit` reads, and the rowid: what a search reads of a chunk (never
@@ -255,24 +258,12 @@ def row_to_chunk(row: Mapping[str, Any], embedding: bytes) -> Chunk:
 
 
 def row_to_migration(r: Mapping[str, Any]) -> Migration:
-    return record_of(
-        Migration,
-        r,
-        state=MigrationState(r["state"]),
-        max_failure_ratio=float(r["max_failure_ratio"]),
-        created_at=dt(r["created_at"]),
-        finished_at=dt(r["finished_at"]),
-    )
+    ratio = float(r["max_failure_ratio"])
+    return _record(Migration, r, state=MigrationState(r["state"]), max_failure_ratio=ratio)
 
 
 def row_to_item(r: Mapping[str, Any]) -> MigrationItem:
-    return record_of(
-        MigrationItem,
-        r,
-        state=ItemState(r["state"]),
-        attempts=int(r["attempts"]),
-        completed_at=dt(r["completed_at"]),
-    )
+    return _record(MigrationItem, r, state=ItemState(r["state"]), attempts=int(r["attempts"]))
 
 
 _CHUNK_COLUMN = {"kind": "c.kind", "path": "c.path", "sourceRef": "c.source_ref"}
