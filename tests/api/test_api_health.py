@@ -23,6 +23,7 @@ from fakes import P, T
 from request_ids import REQUEST_IDS
 from vancetope_rag.api import create_api
 from vancetope_rag.app import RagApp
+from vancetope_rag.store.port.heartbeats import Beat
 from vancetope_rag.store.postgres.store import PostgresStore, open_postgres_store
 
 
@@ -158,7 +159,7 @@ def test_rest_status_says_no_indexer_ran_and_lists_live_workers(
     assert data["indexer"]["note"].startswith("no indexer has run yet")
     assert data["indexer"]["workers"] == [] and data["indexer"]["lastTick"] is None
     api_app.store.control.record_heartbeat(
-        "node-1:ab", node_id="test-node", version="1.0", interval_s=30
+        Beat("node-1:ab", node_id="test-node", version="1.0", interval_s=30)
     )
     data = client.get(f"/brain/{T}/projects/{P}/rag/status", headers=bearer()).json()
     assert data["indexer"]["note"] is None

@@ -19,6 +19,7 @@ from loopback import serving
 from vancetope_rag.api import create_api
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import IndexState
+from vancetope_rag.store.port.heartbeats import Beat
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -465,7 +466,7 @@ def test_the_status_card_says_when_no_indexer_runs(page: sync_api.Page, ui_app: 
     expect(page.locator("#rag-indexer")).to_contain_text("no indexer has run")
     expect(page.locator("#indexer-workers")).to_be_hidden()
     ui_app.store.control.record_heartbeat(
-        "node-a:1f", node_id="test-node", version="9.9", interval_s=30
+        Beat("node-a:1f", node_id="test-node", version="9.9", interval_s=30)
     )
     page.reload()
     expect(page.locator("#rag-indexer")).to_be_hidden()

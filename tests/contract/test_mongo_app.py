@@ -121,9 +121,7 @@ def _passes_its_lease_check(app: RagApp, monkeypatch: pytest.MonkeyPatch) -> Non
     """``slow-pod`` passed its lease check just before it stalled: it still says yes."""
     control = app.store.control
     real = control.holds_claim
-    monkeypatch.setattr(
-        control, "holds_claim", lambda t, p, i, w: w == "slow-pod" or real(t, p, i, w)
-    )
+    monkeypatch.setattr(control, "holds_claim", lambda c: c.worker_id == "slow-pod" or real(c))
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "atlas"])

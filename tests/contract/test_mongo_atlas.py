@@ -28,6 +28,7 @@ from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders import queries as mq
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
+from vancetope_rag.store.port.documents import Claim
 from vancetope_rag.store.port.types import NewDocument, RagScope
 
 DIM = 8
@@ -523,7 +524,7 @@ def test_control_reads_use_the_primary_and_search_reads_local(fake_clock: Any) -
     control.insert_document(NewDocument("ta", "p", "a.md", "text/plain", "x", rag_dirty=True))
     cluster.reads.clear()
     (doc,) = control.claim_for_rag_index("ta", "p", "w1", 5, 60.0)
-    assert control.holds_claim("ta", "p", doc.id, "w1")
+    assert control.holds_claim(Claim("ta", "p", doc.id, "w1"))
     store.chunks.add_chunks(SCOPE, [chunk("a", unit(0))])
     store.chunks.count_chunks(SCOPE)
     store.chunks.get_chunks(SCOPE)

@@ -48,6 +48,7 @@ from vancetope_rag.store.mongo.builders.text import (
     build_text_search_pipeline,
 )
 from vancetope_rag.store.mongo.client import client_options, database_from_uri, redact_uri
+from vancetope_rag.store.port.documents import Claim, CleanMark, Release
 from vancetope_rag.store.port.shared import DocumentChanges
 from vancetope_rag.store.port.types import DocumentChange, NewDocument, RagScope
 
@@ -551,22 +552,26 @@ def test_claim_update_carries_the_token() -> None:
     ]
     (stage,) = q.claim_update("w1", 3, q.ClockTime(AT))
     assert stage["$set"]["ragClaimedAt"] == {"$literal": NAIVE_AT}
-    assert q.claim_holder("t", "p", "d", "w") == {
+    assert q.claim_holder(Claim("t", "p", "d", "w")) == {
         "tenantId": "t",
         "projectId": "p",
         "_id": "d",
         "ragClaimedBy": "w",
     }
-    assert q.claim_holder("t", "p", "d", "w", 9)["ragClaimToken"] == 9
+    assert q.claim_holder(Claim("t", "p", "d", "w"), 9)["ragClaimToken"] == 9
     for pipeline in (
-        q.mark_clean_update(1, IndexState.INDEXED, None, q.ServerTime()),
-        q.release_update("e", 1, 3, q.ServerTime()),
+        q.mark_clean_update(CleanMark("t", "p", "d", "w", 1, IndexState.INDEXED), q.ServerTime()),
+        q.release_update(_release("e", 1, 3), q.ServerTime()),
     ):
         assert pipeline[-1]["$set"]["ragClaimToken"] == {"$literal": None}
 
 
+def _release(error: str, retry_delay_s: float, max_attempts: int) -> Release:
+    return Release("t", "p", "d", "w", error, retry_delay_s, max_attempts)
+
+
 def test_release_update_on_both_clocks() -> None:
-    server = q.release_update("boom" * 1000, 30, 3, q.ServerTime())
+    server = q.release_update(_release("boom" * 1000, 30, 3), q.ServerTime())
     assert server[0] == {
         "$set": {"indexAttempts": {"$add": [{"$ifNull": ["$indexAttempts", 0]}, 1]}}
     }
@@ -578,12 +583,14 @@ def test_release_update_on_both_clocks() -> None:
     assert second["indexState"]["$cond"][0] == gave_up
     assert second["ragClaimedBy"] == {"$literal": None}
     assert len(second["indexLastError"]["$literal"]) == 2000
-    clock = q.release_update("boom", 30, 3, q.ClockTime(AT))[1]["$set"]["indexNextAttemptAt"]
-    assert clock["$cond"][2] == {"$literal": NAIVE_AT + timedelta(seconds=30)}
+    clock = q.release_update(_release("boom", 30, 3), q.ClockTime(AT))[1]["$set"]
+    assert clock["indexNextAttemptAt"]["$cond"][2] == {"$literal": NAIVE_AT + timedelta(seconds=30)}
 
 
 def test_mark_clean_and_dirty_documents() -> None:
-    (clean,) = q.mark_clean_update(7, IndexState.INDEXED, "h1", q.ServerTime())
+    (clean,) = q.mark_clean_update(
+        CleanMark("t", "p", "d", "w", 7, IndexState.INDEXED, "h1"), q.ServerTime()
+    )
     s = clean["$set"]
     assert s["indexedAt"] == "$$NOW" and s["ragIndexedHash"] == {"$literal": "h1"}
     assert s["ragDirty"] == {

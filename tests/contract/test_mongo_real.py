@@ -55,6 +55,7 @@ from vancetope_rag.store.mongo.builders.analysis import analyze
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
 from vancetope_rag.store.mongo.client import MongoStore, open_mongo_store
 from vancetope_rag.store.port import ControlStore
+from vancetope_rag.store.port.documents import Claim, CleanMark, Release
 from vancetope_rag.store.port.types import DocumentChange, NewDocument, RagScope
 
 RESTRICTED_URI_ENV = "VANCETOPE_RAG_TEST_MONGODB_RESTRICTED_URI"
@@ -140,7 +141,9 @@ def test_claim_lease_and_clean_on_the_server_clock(server: MongoStore) -> None:
 
     doc = first[0]
     control.mark_dirty(T, P, [doc.id])  # changed during the claim
-    assert control.mark_rag_clean(T, P, doc.id, "w1", doc.rag_version, state=IndexState.INDEXED)
+    assert control.mark_rag_clean(
+        CleanMark(T, P, doc.id, "w1", doc.rag_version, state=IndexState.INDEXED)
+    )
     after = control.get_document(T, P, doc.id)
     assert after is not None and after.rag_dirty and after.index_state is IndexState.PENDING
     assert within(after.indexed_at, start, control.now())
@@ -155,9 +158,11 @@ def test_a_lease_expires_on_the_server_clock(server: MongoStore) -> None:
     (taken,) = control.claim_for_rag_index(T, P, "w2", 1, 1.0)
     assert taken.id == doc_id and taken.rag_claimed_by == "w2"
     assert not control.mark_rag_clean(
-        T, P, doc_id, "w1", held.rag_version, state=IndexState.INDEXED
+        CleanMark(T, P, doc_id, "w1", held.rag_version, state=IndexState.INDEXED)
     )
-    assert control.mark_rag_clean(T, P, doc_id, "w2", taken.rag_version, state=IndexState.INDEXED)
+    assert control.mark_rag_clean(
+        CleanMark(T, P, doc_id, "w2", taken.rag_version, state=IndexState.INDEXED)
+    )
 
 
 def test_retry_time_is_measured_on_the_server_clock(server: MongoStore) -> None:
@@ -166,7 +171,7 @@ def test_retry_time_is_measured_on_the_server_clock(server: MongoStore) -> None:
     control.claim_for_rag_index(T, P, "w1", 1, 60)
     before = control.now()
     state = control.release_rag_claim(
-        T, P, doc_id, "w1", error="boom", retry_delay_s=1.0, max_attempts=2
+        Release(T, P, doc_id, "w1", error="boom", retry_delay_s=1.0, max_attempts=2)
     )
     assert state is IndexState.PENDING
     doc = control.get_document(T, P, doc_id)
@@ -180,7 +185,7 @@ def test_retry_time_is_measured_on_the_server_clock(server: MongoStore) -> None:
     time.sleep(1.3)
     assert len(control.claim_for_rag_index(T, P, "w1", 1, 60)) == 1
     state = control.release_rag_claim(
-        T, P, doc_id, "w1", error="boom 2", retry_delay_s=1.0, max_attempts=2
+        Release(T, P, doc_id, "w1", error="boom 2", retry_delay_s=1.0, max_attempts=2)
     )
     assert state is IndexState.FAILED
 
@@ -201,9 +206,9 @@ def test_workers_in_separate_clients_never_claim_the_same_document(
             while batch := store.control.claim_for_rag_index(T, P, worker, 3, 60):
                 for doc in batch:
                     claims[worker].append(doc.id)
-                    assert store.control.holds_claim(T, P, doc.id, worker)
+                    assert store.control.holds_claim(Claim(T, P, doc.id, worker))
                     assert store.control.mark_rag_clean(
-                        T, P, doc.id, worker, doc.rag_version, state=IndexState.INDEXED
+                        CleanMark(T, P, doc.id, worker, doc.rag_version, state=IndexState.INDEXED)
                     )
         except BaseException as exc:  # surfaced below
             errors.append(exc)
@@ -462,7 +467,7 @@ def test_read_preference_in_the_uri(server: MongoStore) -> None:
             NewDocument(T, P, "rp.md", "text/plain", "x", rag_dirty=True)
         )
         (claimed,) = store.control.claim_for_rag_index(T, P, "w-rp", 1, 60)
-        assert claimed.id == doc.id and store.control.holds_claim(T, P, doc.id, "w-rp")
+        assert claimed.id == doc.id and store.control.holds_claim(Claim(T, P, doc.id, "w-rp"))
         scope = RagScope(T, P, "rag-rp", DIM)
         store.chunks.add_chunks(scope, [Chunk("c", scope.rag_id, "d", "c", [1.0] * DIM)])
         assert store.chunks.count_chunks(scope) == 1

@@ -29,6 +29,7 @@ from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import Chunk, IndexState, ProjectStatus, RagRecord
 from vancetope_rag.errors import InvalidInputError, StoreError, StoreFullError
 from vancetope_rag.store import open_store
+from vancetope_rag.store.port.documents import CleanMark
 from vancetope_rag.store.port.types import DocumentChange, NewDocument, RagScope
 from vancetope_rag.store.postgres import schema
 from vancetope_rag.store.postgres.chunks import dense_sql, probes_sql, search_list
@@ -91,7 +92,9 @@ def test_the_clean_mark_is_one_statement_read_on_the_servers_clock(
     before = store.db.server_time()
     statements.clear()
     assert control.mark_rag_clean(
-        T, P, doc.id, "w1", claimed.rag_version, state=IndexState.INDEXED, indexed_hash="h:1"
+        CleanMark(
+            T, P, doc.id, "w1", claimed.rag_version, state=IndexState.INDEXED, indexed_hash="h:1"
+        )
     )
     assert len(statements) == 1 and statements[0].startswith("UPDATE documents")
     monkeypatch.undo()

@@ -11,6 +11,7 @@ import pytest
 from vancetope_rag.domain.records import Chunk, ProjectStatus, RagRecord
 from vancetope_rag.errors import StoreError
 from vancetope_rag.store import RagScope, open_store
+from vancetope_rag.store.port.documents import Claim
 from vancetope_rag.store.port.types import NewDocument
 
 DIM = 8
@@ -193,7 +194,7 @@ def test_two_handles_on_one_file_see_each_others_writes(tmp_path: Path) -> None:
         second.control.mark_dirty("t", "p", [doc.id])
         (claimed,) = second.control.claim_for_rag_index("t", "p", "w2", 5, 60.0)
         assert first.control.claim_for_rag_index("t", "p", "w1", 5, 60.0) == []
-        assert first.control.holds_claim("t", "p", claimed.id, "w2")
+        assert first.control.holds_claim(Claim("t", "p", claimed.id, "w2"))
     finally:
         first.close()
         second.close()

@@ -46,6 +46,7 @@ from vancetope_rag.store.port import (
     SettingsStore,
     Store,
 )
+from vancetope_rag.store.port.documents import Claim, CleanMark, Release
 from vancetope_rag.store.port.types import DocumentChange, NewDocument, RagScope
 
 #: Lets search catch up with the writes so far (conftest's ``settle``).
@@ -347,7 +348,7 @@ def test_documents_are_scoped_by_tenant_and_project(control: ControlStore) -> No
         assert control.delete_document(tenant, project, a.id) is False
         assert control.mark_dirty(tenant, project, [a.id]) == 0
         assert control.claim_for_rag_index(tenant, project, "w-b", 10, TTL) == []
-        assert control.holds_claim(tenant, project, a.id, "w-b") is False
+        assert control.holds_claim(Claim(tenant, project, a.id, "w-b")) is False
         assert control.document_state_counts(tenant, project)[IndexState.PENDING.value] == 0
     assert doc_of(control, a) == a
 
@@ -370,8 +371,8 @@ def test_claim_returns_at_most_batch_size_and_leases_them(control: ControlStore)
     for d in got:
         assert d.rag_claimed_by == "w1" and d.rag_claimed_at == control.now()
         assert d.index_state is IndexState.PROCESSING
-        assert control.holds_claim(TA, P, d.id, "w1")
-        assert not control.holds_claim(TA, P, d.id, "w2")
+        assert control.holds_claim(Claim(TA, P, d.id, "w1"))
+        assert not control.holds_claim(Claim(TA, P, d.id, "w2"))
     assert control.claim_for_rag_index(TA, P, "w1", 0, TTL) == []
 
 
@@ -392,8 +393,8 @@ def test_no_document_goes_to_two_workers_while_the_lease_lives(
     fake_clock.advance(2)  # both leases have expired: the documents can be claimed again
     third = control.claim_for_rag_index(TA, P, "w3", 10, TTL)
     assert {d.id for d in third} == {d.id for d in docs}
-    assert all(control.holds_claim(TA, P, d.id, "w3") for d in docs)
-    assert not any(control.holds_claim(TA, P, d.id, "w1") for d in docs)
+    assert all(control.holds_claim(Claim(TA, P, d.id, "w3")) for d in docs)
+    assert not any(control.holds_claim(Claim(TA, P, d.id, "w1")) for d in docs)
 
 
 def test_claim_takes_only_the_projects_own_documents(control: ControlStore) -> None:
@@ -409,16 +410,16 @@ def test_mark_rag_clean_clears_dirty(control: ControlStore) -> None:
     a, b = dirty_docs(control, 2)
     claimed = {d.id: d for d in control.claim_for_rag_index(TA, P, "w1", 10, TTL)}
     assert control.mark_rag_clean(
-        TA, P, a.id, "w1", claimed[a.id].rag_version, state=IndexState.INDEXED
+        CleanMark(TA, P, a.id, "w1", claimed[a.id].rag_version, state=IndexState.INDEXED)
     )
     assert control.mark_rag_clean(
-        TA, P, b.id, "w1", claimed[b.id].rag_version, state=IndexState.NONE
+        CleanMark(TA, P, b.id, "w1", claimed[b.id].rag_version, state=IndexState.NONE)
     )
     ca, cb = doc_of(control, a), doc_of(control, b)
     assert ca.rag_dirty is False and ca.index_state is IndexState.INDEXED
     assert ca.rag_claimed_by is None and ca.indexed_at == control.now()
     assert cb.rag_dirty is False and cb.index_state is IndexState.NONE
-    assert not control.holds_claim(TA, P, a.id, "w1")
+    assert not control.holds_claim(Claim(TA, P, a.id, "w1"))
     assert control.claim_for_rag_index(TA, P, "w2", 10, TTL) == []
 
 
@@ -432,16 +433,20 @@ def test_mark_rag_clean_with_a_stale_version_leaves_it_dirty(
         control.mark_dirty(TA, P, [doc.id])
     else:
         control.update_document(TA, P, doc.id, DocumentChange(content="changed", mark_dirty=True))
-    assert control.holds_claim(TA, P, doc.id, "w1")  # an update does not steal the lease
+    assert control.holds_claim(Claim(TA, P, doc.id, "w1"))  # an update does not steal the lease
 
-    control.mark_rag_clean(TA, P, doc.id, "w1", claimed.rag_version, state=IndexState.INDEXED)
+    control.mark_rag_clean(
+        CleanMark(TA, P, doc.id, "w1", claimed.rag_version, state=IndexState.INDEXED)
+    )
     after = doc_of(control, doc)
     assert after.rag_dirty is True and after.index_state is IndexState.PENDING
     assert after.rag_claimed_by is None
     # the second pass happens at once and can finish with the new version
     (again,) = control.claim_for_rag_index(TA, P, "w2", 1, TTL)
     assert again.rag_version == claimed.rag_version + 1
-    assert control.mark_rag_clean(TA, P, doc.id, "w2", again.rag_version, state=IndexState.INDEXED)
+    assert control.mark_rag_clean(
+        CleanMark(TA, P, doc.id, "w2", again.rag_version, state=IndexState.INDEXED)
+    )
     assert doc_of(control, doc).rag_dirty is False
 
 
@@ -452,26 +457,30 @@ def test_a_worker_that_lost_its_lease_changes_nothing(control: ControlStore, fak
     (new,) = control.claim_for_rag_index(TA, P, "w2", 1, TTL)
     before = doc_of(control, doc)
 
-    assert not control.holds_claim(TA, P, doc.id, "w1")
+    assert not control.holds_claim(Claim(TA, P, doc.id, "w1"))
     assert (
-        control.mark_rag_clean(TA, P, doc.id, "w1", old.rag_version, state=IndexState.INDEXED)
+        control.mark_rag_clean(
+            CleanMark(TA, P, doc.id, "w1", old.rag_version, state=IndexState.INDEXED)
+        )
         is False
     )
     control.release_rag_claim(
-        TA, P, doc.id, "w1", error="late failure", retry_delay_s=10, max_attempts=1
+        Release(TA, P, doc.id, "w1", error="late failure", retry_delay_s=10, max_attempts=1)
     )
     after = doc_of(control, doc)
     assert after == before
     assert after.rag_dirty is True and after.rag_claimed_by == "w2"
     assert after.index_attempts == 0 and after.index_last_error is None
-    assert control.mark_rag_clean(TA, P, doc.id, "w2", new.rag_version, state=IndexState.INDEXED)
+    assert control.mark_rag_clean(
+        CleanMark(TA, P, doc.id, "w2", new.rag_version, state=IndexState.INDEXED)
+    )
 
 
 def test_release_retries_later_then_fails(control: ControlStore, fake_clock) -> None:
     (doc,) = dirty_docs(control, 1)
     control.claim_for_rag_index(TA, P, "w1", 1, TTL)
     state = control.release_rag_claim(
-        TA, P, doc.id, "w1", error="boom 1", retry_delay_s=30, max_attempts=3
+        Release(TA, P, doc.id, "w1", error="boom 1", retry_delay_s=30, max_attempts=3)
     )
     assert state is IndexState.PENDING
     d = doc_of(control, doc)
@@ -488,7 +497,7 @@ def test_release_retries_later_then_fails(control: ControlStore, fake_clock) -> 
     assert len(control.claim_for_rag_index(TA, P, "w1", 1, TTL)) == 1
     assert (
         control.release_rag_claim(
-            TA, P, doc.id, "w1", error="boom 2", retry_delay_s=30, max_attempts=3
+            Release(TA, P, doc.id, "w1", error="boom 2", retry_delay_s=30, max_attempts=3)
         )
         is IndexState.PENDING
     )
@@ -496,7 +505,7 @@ def test_release_retries_later_then_fails(control: ControlStore, fake_clock) -> 
     fake_clock.advance(31)
     assert len(control.claim_for_rag_index(TA, P, "w1", 1, TTL)) == 1
     state = control.release_rag_claim(
-        TA, P, doc.id, "w1", error="boom 3", retry_delay_s=30, max_attempts=3
+        Release(TA, P, doc.id, "w1", error="boom 3", retry_delay_s=30, max_attempts=3)
     )
     assert state is IndexState.FAILED
     failed = doc_of(control, doc)
@@ -513,7 +522,9 @@ def test_dirty_again_after_failure_resets_attempts(
 ) -> None:
     (doc,) = dirty_docs(control, 1)
     control.claim_for_rag_index(TA, P, "w1", 1, TTL)
-    control.release_rag_claim(TA, P, doc.id, "w1", error="boom", retry_delay_s=5, max_attempts=1)
+    control.release_rag_claim(
+        Release(TA, P, doc.id, "w1", error="boom", retry_delay_s=5, max_attempts=1)
+    )
     assert doc_of(control, doc).index_state is IndexState.FAILED
 
     if how == "mark_dirty":
@@ -528,7 +539,7 @@ def test_dirty_again_after_failure_resets_attempts(
     assert d.index_last_error == "boom"
     (claimed,) = control.claim_for_rag_index(TA, P, "w1", 1, TTL)
     assert control.mark_rag_clean(
-        TA, P, doc.id, "w1", claimed.rag_version, state=IndexState.INDEXED
+        CleanMark(TA, P, doc.id, "w1", claimed.rag_version, state=IndexState.INDEXED)
     )
     assert doc_of(control, doc).index_last_error is None  # the next attempt's word counts
 
@@ -537,7 +548,9 @@ def test_an_update_can_clear_the_last_error(control: ControlStore) -> None:
     """New text (a new read of a scan that failed) drops the error of the text before."""
     (doc,) = dirty_docs(control, 1)
     control.claim_for_rag_index(TA, P, "w1", 1, TTL)
-    control.release_rag_claim(TA, P, doc.id, "w1", error="boom", retry_delay_s=5, max_attempts=1)
+    control.release_rag_claim(
+        Release(TA, P, doc.id, "w1", error="boom", retry_delay_s=5, max_attempts=1)
+    )
     change = DocumentChange(content="read now", mark_dirty=True, index_last_error=None)
     control.update_document(TA, P, doc.id, change)
     d = doc_of(control, doc)
@@ -549,10 +562,16 @@ def test_document_state_counts(control: ControlStore) -> None:
     pending, _processing, indexed, failed = dirty_docs(control, 4)
     claimed = {d.id: d for d in control.claim_for_rag_index(TA, P, "w1", 10, TTL)}
     control.mark_rag_clean(
-        TA, P, indexed.id, "w1", claimed[indexed.id].rag_version, state=IndexState.INDEXED
+        CleanMark(
+            TA, P, indexed.id, "w1", claimed[indexed.id].rag_version, state=IndexState.INDEXED
+        )
     )
-    control.release_rag_claim(TA, P, failed.id, "w1", error="x", retry_delay_s=0, max_attempts=1)
-    control.release_rag_claim(TA, P, pending.id, "w1", error="x", retry_delay_s=0, max_attempts=5)
+    control.release_rag_claim(
+        Release(TA, P, failed.id, "w1", error="x", retry_delay_s=0, max_attempts=1)
+    )
+    control.release_rag_claim(
+        Release(TA, P, pending.id, "w1", error="x", retry_delay_s=0, max_attempts=5)
+    )
     dirty_docs(control, 2, tenant=TB)
 
     assert control.document_state_counts(TA, P) == {
@@ -1193,25 +1212,29 @@ def test_a_late_writer_never_supersedes_a_newer_claim(
         scope, doc.id, [chunk(scope, "b1", unit(1), source=doc.id)], chunk_version=b.rag_claim_token
     )
     assert control.mark_rag_clean(
-        TA,
-        P,
-        doc.id,
-        "worker-b",
-        b.rag_version,
-        state=IndexState.INDEXED,
-        claim_token=b.rag_claim_token,
+        CleanMark(
+            TA,
+            P,
+            doc.id,
+            "worker-b",
+            b.rag_version,
+            state=IndexState.INDEXED,
+            claim_token=b.rag_claim_token,
+        )
     )
     chunks.replace_source(
         scope, doc.id, [chunk(scope, "a1", unit(0), source=doc.id)], chunk_version=a.rag_claim_token
     )  # A wakes up
     assert not control.mark_rag_clean(
-        TA,
-        P,
-        doc.id,
-        "worker-a",
-        a.rag_version,
-        state=IndexState.FAILED,
-        claim_token=a.rag_claim_token,
+        CleanMark(
+            TA,
+            P,
+            doc.id,
+            "worker-a",
+            a.rag_version,
+            state=IndexState.FAILED,
+            claim_token=a.rag_claim_token,
+        )
     )
     after = doc_of(control, doc)
     assert (after.index_state, after.rag_dirty, after.rag_claimed_by) == (
@@ -1233,23 +1256,27 @@ def test_a_workers_own_expired_claim_finishes_nothing(control: ControlStore, fak
     fake_clock.advance(TTL + 1)
     (second,) = control.claim_for_rag_index(TA, P, "worker-a", 1, TTL)  # the same worker again
     assert not control.mark_rag_clean(
-        TA,
-        P,
-        doc.id,
-        "worker-a",
-        first.rag_version,
-        state=IndexState.INDEXED,
-        claim_token=first.rag_claim_token,
+        CleanMark(
+            TA,
+            P,
+            doc.id,
+            "worker-a",
+            first.rag_version,
+            state=IndexState.INDEXED,
+            claim_token=first.rag_claim_token,
+        )
     )
     assert doc_of(control, doc).rag_claimed_by == "worker-a"
     assert control.mark_rag_clean(
-        TA,
-        P,
-        doc.id,
-        "worker-a",
-        second.rag_version,
-        state=IndexState.INDEXED,
-        claim_token=second.rag_claim_token,
+        CleanMark(
+            TA,
+            P,
+            doc.id,
+            "worker-a",
+            second.rag_version,
+            state=IndexState.INDEXED,
+            claim_token=second.rag_claim_token,
+        )
     )
     assert doc_of(control, doc).rag_claim_token is None
 

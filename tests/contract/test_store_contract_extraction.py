@@ -10,6 +10,7 @@ import pytest
 
 from vancetope_rag.domain.records import IndexState
 from vancetope_rag.store.port import ControlStore, Store
+from vancetope_rag.store.port.documents import Claim, CleanMark
 from vancetope_rag.store.port.types import DocumentChange, NewDocument
 
 T, P = "tenant-x", "proj-x"
@@ -62,16 +63,18 @@ def test_failing_a_claimed_document_ends_the_claim(control: ControlStore) -> Non
     assert failed.index_state is IndexState.FAILED and failed.rag_claimed_by is None
     assert failed.index_last_error == "the PDF is encrypted" and failed.content == ""
     assert failed.rag_version > claimed.rag_version
-    assert not control.holds_claim(T, P, created.id, "w1")
+    assert not control.holds_claim(Claim(T, P, created.id, "w1"))
     # The worker that held it finishes nothing: its version is gone.
     assert not control.mark_rag_clean(
-        T,
-        P,
-        created.id,
-        "w1",
-        claimed.rag_version,
-        state=IndexState.INDEXED,
-        claim_token=claimed.rag_claim_token,
+        CleanMark(
+            T,
+            P,
+            created.id,
+            "w1",
+            claimed.rag_version,
+            state=IndexState.INDEXED,
+            claim_token=claimed.rag_claim_token,
+        )
     )
     after = control.get_document(T, P, created.id)
     assert after is not None and after.index_state is IndexState.FAILED

@@ -12,6 +12,7 @@ from test_store_contract import DIM, TA, TB, TTL, P, chunk, new_doc, rag_record,
 
 from vancetope_rag.domain.records import IndexState
 from vancetope_rag.store.port import ChunkStore, ControlStore, Store
+from vancetope_rag.store.port.documents import CleanMark, Release
 from vancetope_rag.store.port.types import DocumentChange, RagScope
 
 
@@ -93,7 +94,15 @@ def test_truncated_is_recorded_by_mark_clean_and_counted(control: ControlStore) 
     claimed = control.claim_for_rag_index(TA, P, "w1", 10, TTL)
     for d in claimed:
         control.mark_rag_clean(
-            TA, P, d.id, "w1", d.rag_version, state=IndexState.INDEXED, truncated=d.id == docs[0].id
+            CleanMark(
+                TA,
+                P,
+                d.id,
+                "w1",
+                d.rag_version,
+                state=IndexState.INDEXED,
+                truncated=d.id == docs[0].id,
+            )
         )
     fresh = {d.id: d for d in control.list_documents(TA, P)}
     assert [fresh[d.id].truncated for d in docs] == [True, False, False]
@@ -102,7 +111,9 @@ def test_truncated_is_recorded_by_mark_clean_and_counted(control: ControlStore) 
     control.mark_dirty(TA, P, [docs[0].id])  # dirty again: the mark stays until the next pass
     assert control.count_truncated(TA, P) == 1
     (again,) = control.claim_for_rag_index(TA, P, "w1", 10, TTL)
-    control.mark_rag_clean(TA, P, again.id, "w1", again.rag_version, state=IndexState.INDEXED)
+    control.mark_rag_clean(
+        CleanMark(TA, P, again.id, "w1", again.rag_version, state=IndexState.INDEXED)
+    )
     assert control.count_truncated(TA, P) == 0
 
 
@@ -113,14 +124,16 @@ def test_a_release_that_counts_no_attempt_never_fails_the_document(
     for _ in range(5):
         (claimed,) = control.claim_for_rag_index(TA, P, "w1", 10, TTL)
         state = control.release_rag_claim(
-            TA,
-            P,
-            claimed.id,
-            "w1",
-            error="store full",
-            retry_delay_s=5,
-            max_attempts=2,
-            count_attempt=False,
+            Release(
+                TA,
+                P,
+                claimed.id,
+                "w1",
+                error="store full",
+                retry_delay_s=5,
+                max_attempts=2,
+                count_attempt=False,
+            )
         )
         assert state is IndexState.PENDING
         fresh = control.get_document(TA, P, doc.id)

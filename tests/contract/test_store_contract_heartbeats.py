@@ -18,17 +18,18 @@ import postgres_support
 from vancetope_rag.domain.heartbeats import OpenCircuit, WorkerHeartbeat
 from vancetope_rag.store import open_store
 from vancetope_rag.store.port import Store
+from vancetope_rag.store.port.heartbeats import Beat
 
 
 def test_heartbeats_keep_the_last_tick_of_each_worker(store: Store, fake_clock: Any) -> None:
     control = store.control
     assert control.list_heartbeats() == []
     started = control.now()
-    control.record_heartbeat("node-a:1", node_id="node-a", version="1.2.3", interval_s=30.0)
+    control.record_heartbeat(Beat("node-a:1", node_id="node-a", version="1.2.3", interval_s=30.0))
     fake_clock.advance(10)
-    control.record_heartbeat("node-b:2", node_id="node-b", version="1.2.4", interval_s=5.0)
+    control.record_heartbeat(Beat("node-b:2", node_id="node-b", version="1.2.4", interval_s=5.0))
     fake_clock.advance(5)
-    control.record_heartbeat("node-a:1", node_id="node-a", version="1.2.3", interval_s=30.0)
+    control.record_heartbeat(Beat("node-a:1", node_id="node-a", version="1.2.3", interval_s=30.0))
 
     beats = control.list_heartbeats()
     assert [b.worker_id for b in beats] == ["node-a:1", "node-b:2"]  # latest tick first
@@ -40,12 +41,12 @@ def test_heartbeats_keep_the_last_tick_of_each_worker(store: Store, fake_clock: 
 
     fake_clock.advance(1)
     control.record_heartbeat(
-        "node-b:2", node_id="node-b", version="1.2.4", interval_s=5.0, stopped=True
+        Beat("node-b:2", node_id="node-b", version="1.2.4", interval_s=5.0, stopped=True)
     )
     b = next(x for x in control.list_heartbeats() if x.worker_id == "node-b:2")
     assert b.stopped_at == started + timedelta(seconds=16)
     # a worker that starts again under the same id is running again
-    control.record_heartbeat("node-b:2", node_id="node-b", version="1.2.5", interval_s=5.0)
+    control.record_heartbeat(Beat("node-b:2", node_id="node-b", version="1.2.5", interval_s=5.0))
     b = next(x for x in control.list_heartbeats() if x.worker_id == "node-b:2")
     assert b.stopped_at is None and b.version == "1.2.5"
 
@@ -69,7 +70,7 @@ def test_a_heartbeat_carries_the_open_circuits_of_its_worker(store: Store, fake_
 
     def beat(worker: str, *circuits: OpenCircuit) -> None:
         control.record_heartbeat(
-            worker, node_id="n", version="1", interval_s=30.0, circuits=circuits
+            Beat(worker, node_id="n", version="1", interval_s=30.0, circuits=circuits)
         )
 
     beat("w:1", wrong, down)
@@ -83,9 +84,9 @@ def test_a_heartbeat_carries_the_open_circuits_of_its_worker(store: Store, fake_
 
 def test_heartbeats_of_long_gone_workers_are_pruned(store: Store, fake_clock: Any) -> None:
     control = store.control
-    control.record_heartbeat("old:1", node_id="old", version="1", interval_s=30.0)
+    control.record_heartbeat(Beat("old:1", node_id="old", version="1", interval_s=30.0))
     fake_clock.advance(8 * 86400)
-    control.record_heartbeat("new:1", node_id="new", version="1", interval_s=30.0)
+    control.record_heartbeat(Beat("new:1", node_id="new", version="1", interval_s=30.0))
     assert [b.worker_id for b in control.list_heartbeats()] == ["new:1"]
 
 
@@ -102,7 +103,7 @@ def test_a_sqlite_store_of_schema_11_gains_the_heartbeats(tmp_path: Path) -> Non
     conn.close()
     store = open_store(f"sqlite:///{path}")
     try:
-        store.control.record_heartbeat("w:1", node_id="n", version="1", interval_s=30)
+        store.control.record_heartbeat(Beat("w:1", node_id="n", version="1", interval_s=30))
         assert [b.worker_id for b in store.control.list_heartbeats()] == ["w:1"]
     finally:
         store.close()
@@ -126,7 +127,7 @@ def test_a_sqlite_store_of_schema_12_gains_the_heartbeats_circuits(tmp_path: Pat
     try:
         assert [b.circuits for b in store.control.list_heartbeats()] == [()]
         store.control.record_heartbeat(
-            "w:1", node_id="n", version="1", interval_s=30, circuits=[down]
+            Beat("w:1", node_id="n", version="1", interval_s=30, circuits=[down])
         )
         assert {b.worker_id: b.circuits for b in store.control.list_heartbeats()} == {
             "w:1": (down,),
@@ -152,7 +153,7 @@ def test_a_postgres_store_of_schema_8_is_not_ready_until_init() -> None:
         )
         store.initialize()  # step 9 makes the table
         assert store.control.check_ready() is None
-        store.control.record_heartbeat("w:1", node_id="n", version="1", interval_s=30)
+        store.control.record_heartbeat(Beat("w:1", node_id="n", version="1", interval_s=30))
         assert [b.worker_id for b in store.control.list_heartbeats()] == ["w:1"]
     finally:
         store.close()

@@ -11,6 +11,7 @@ import pytest
 
 from vancetope_rag.domain.records import IndexState
 from vancetope_rag.store.port import ControlStore, Store
+from vancetope_rag.store.port.documents import CleanMark
 from vancetope_rag.store.port.types import DocumentChange, NewDocument
 
 T, P = "tenant-x", "proj-x"
@@ -83,13 +84,15 @@ def test_needs_attention_counts_documents_kept_from_an_earlier_read(
     control.mark_dirty(T, P, [kept.id])
     claimed = {d.id: d for d in control.claim_for_rag_index(T, P, "w1", 10, TTL)}
     assert control.mark_rag_clean(
-        T,
-        P,
-        kept.id,
-        "w1",
-        claimed[kept.id].rag_version,
-        state=IndexState.INDEXED,
-        claim_token=claimed[kept.id].rag_claim_token,
+        CleanMark(
+            T,
+            P,
+            kept.id,
+            "w1",
+            claimed[kept.id].rag_version,
+            state=IndexState.INDEXED,
+            claim_token=claimed[kept.id].rag_claim_token,
+        )
     )
     after = control.get_document(T, P, kept.id)
     assert after is not None and after.extraction_error == "the PDF is encrypted"

@@ -13,6 +13,7 @@ from vancetope_rag.domain.records import IndexState, ProjectStatus
 from vancetope_rag.services.store_copy import StoreCopier
 from vancetope_rag.store import open_store
 from vancetope_rag.store.port import Store
+from vancetope_rag.store.port.documents import CleanMark, Release
 from vancetope_rag.store.port.types import RagScope
 
 
@@ -42,7 +43,9 @@ def embedded_source(tmp_path: Path, clock: object) -> Store:
             chunk_version=claimed.rag_claim_token,
         )
         control.mark_rag_clean(
-            TA, P, doc.id, "w", claimed.rag_version, state=IndexState.INDEXED, indexed_hash="h"
+            CleanMark(
+                TA, P, doc.id, "w", claimed.rag_version, state=IndexState.INDEXED, indexed_hash="h"
+            )
         )
     control.insert_document(new_doc("todo.md", content="later", dirty=True))
     control.insert_document(new_doc("b.md", tenant=TB))
@@ -83,7 +86,7 @@ def test_a_copy_from_the_embedded_store_gives_the_same_store(
         claimed = store.control.claim_for_rag_index(TA, P, "w2", 10, 60.0)
         assert [d.path for d in claimed] == ["todo.md"]
         store.control.release_rag_claim(
-            TA, P, claimed[0].id, "w2", error="x", retry_delay_s=0, max_attempts=5
+            Release(TA, P, claimed[0].id, "w2", error="x", retry_delay_s=0, max_attempts=5)
         )
 
         again = StoreCopier(source, store, batch_size=2).run()

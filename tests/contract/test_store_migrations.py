@@ -15,6 +15,7 @@ from vancetope_rag.domain.rebuilds import ItemClaim, ItemState, Rebuild, Rebuild
 from vancetope_rag.domain.records import Chunk, RagRecord, RagState
 from vancetope_rag.errors import RagAlreadyExistsError, RebuildRunningError
 from vancetope_rag.store.port import ControlStore, RebuildStore, Store
+from vancetope_rag.store.port.documents import CleanMark
 from vancetope_rag.store.port.types import NewDocument, RagScope
 
 TA, TB, P, DIM = "tenant-a", "tenant-b", "proj-1", 8
@@ -316,13 +317,15 @@ def test_document_heads_activity_and_adopted_hashes(
     from vancetope_rag.domain.records import IndexState
 
     control.mark_rag_clean(
-        TA,
-        P,
-        claimed.id,
-        "w",
-        claimed.rag_version,
-        state=IndexState.INDEXED,
-        claim_token=claimed.rag_claim_token,
+        CleanMark(
+            TA,
+            P,
+            claimed.id,
+            "w",
+            claimed.rag_version,
+            state=IndexState.INDEXED,
+            claim_token=claimed.rag_claim_token,
+        )
     )
     n, first = migrations.indexing_activity(TA, P, since)
     assert n == 1 and first is not None

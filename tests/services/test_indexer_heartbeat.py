@@ -19,6 +19,7 @@ from vancetope_rag.app import RagApp
 from vancetope_rag.cli import cli
 from vancetope_rag.domain.heartbeats import package_version
 from vancetope_rag.domain.records import ProjectStatus
+from vancetope_rag.store.port.heartbeats import Beat
 
 
 def _wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
@@ -73,7 +74,9 @@ def test_a_worker_that_stopped_ticking_is_not_live(
     intervals without another one it is not listed, and waiting documents get the note."""
     app = make_app(clock=clock)
     app.bring(T, P)
-    app.store.control.record_heartbeat("gone:1", node_id="test-node", version="0", interval_s=30)
+    app.store.control.record_heartbeat(
+        Beat("gone:1", node_id="test-node", version="0", interval_s=30)
+    )
     app.documents.create(T, P, "documents/a.md", "apples and pears")
     status = app.project_rags.status(T, P)
     assert status.indexer is not None and [w.worker_id for w in status.indexer.workers] == [
@@ -86,7 +89,9 @@ def test_a_worker_that_stopped_ticking_is_not_live(
     assert status.indexer.note is not None and "for 2 min" in status.indexer.note
     # a worker of another node does not index a project homed on test-node
     app.store.control.upsert_project(T, P, status=ProjectStatus.RUNNING, home_node="test-node")
-    app.store.control.record_heartbeat("other:1", node_id="elsewhere", version="0", interval_s=30)
+    app.store.control.record_heartbeat(
+        Beat("other:1", node_id="elsewhere", version="0", interval_s=30)
+    )
     status = app.project_rags.status(T, P)
     assert status.indexer is not None and status.indexer.workers == []
 
@@ -101,7 +106,9 @@ def test_cli_status_prints_the_note_and_the_live_workers(
     out = CliRunner().invoke(cli, [*base, "status"])
     assert out.exit_code == 0, out.output
     assert "no indexer has run yet" in out.stdout
-    app.store.control.record_heartbeat("w:1", node_id="test-node", version="9.9", interval_s=30)
+    app.store.control.record_heartbeat(
+        Beat("w:1", node_id="test-node", version="9.9", interval_s=30)
+    )
     out = CliRunner().invoke(cli, [*base, "status"])
     assert "no indexer has run" not in out.stdout
     assert "indexer workers: w:1 (node test-node, version 9.9, last tick " in out.stdout

@@ -19,7 +19,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 
 def main() -> None:
@@ -45,6 +44,7 @@ def main() -> None:
     from vancetope_rag.config import EngineConfig
     from vancetope_rag.default_plugins.hashing import HashingEmbedding, HashingProvider
     from vancetope_rag.embeddings import EmbeddingRegistry, EmbeddingSettings, LoadedModel
+    from vancetope_rag.store.port.documents import CleanMark
 
     class SlowHashing(HashingEmbedding):
         delay: float = 0.0
@@ -92,11 +92,11 @@ def main() -> None:
     original = control.mark_rag_clean
     current = {"round": 0}
 
-    def logged(*a: Any, **kw: Any) -> bool:
-        ok = bool(original(*a, **kw))
+    def logged(mark: CleanMark) -> bool:
+        ok = bool(original(mark))
         if ok:
-            entry = {"round": current["round"], "doc": a[2], "version": a[4]}
-            log.write(json.dumps({**entry, "state": kw["state"].value}) + "\n")
+            entry = {"round": current["round"], "doc": mark.document_id, "version": mark.version}
+            log.write(json.dumps({**entry, "state": mark.state.value}) + "\n")
             log.flush()
         return ok
 

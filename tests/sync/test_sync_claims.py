@@ -13,6 +13,7 @@ from synchelpers import chunks, default_rag, doc, states, ticks_until_idle
 from fakes import P, ProbeProvider, T, registry
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import IndexState
+from vancetope_rag.store.port.documents import Claim, CleanMark
 
 AppFactory = Callable[..., RagApp]
 TTL = 60.0
@@ -77,8 +78,8 @@ def test_reclaim_after_ttl_by_another_worker_id(make_app: AppFactory, clock: obj
     clock.advance(TTL + 1)  # type: ignore[attr-defined]
     [again] = control.claim_for_rag_index(T, P, "w-2", 10, TTL)
     assert again.id == first.id and again.rag_claimed_by == "w-2"
-    assert not control.holds_claim(T, P, first.id, "w-1")
-    assert control.holds_claim(T, P, first.id, "w-2")
+    assert not control.holds_claim(Claim(T, P, first.id, "w-1"))
+    assert control.holds_claim(Claim(T, P, first.id, "w-2"))
 
 
 def test_two_schedulers_in_one_process_do_not_double_process(make_app: AppFactory) -> None:
@@ -95,11 +96,11 @@ def test_two_schedulers_in_one_process_do_not_double_process(make_app: AppFactor
     for app in (a, b):
         original = app.store.control.mark_rag_clean
 
-        def logged(*args: object, _orig: object = original, **kw: object) -> bool:
-            ok = _orig(*args, **kw)  # type: ignore[operator]
+        def logged(mark: CleanMark, _orig: object = original) -> bool:
+            ok = _orig(mark)  # type: ignore[operator]
             if ok:
                 with lock:
-                    committed[str(args[3])].append(str(args[2]))
+                    committed[mark.worker_id].append(mark.document_id)
             return bool(ok)
 
         app.store.control.mark_rag_clean = logged  # type: ignore[method-assign]

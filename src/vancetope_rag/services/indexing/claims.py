@@ -11,28 +11,13 @@ still broken leaves them to the lease TTL.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 
 from vancetope_rag.errors import RagError, StoreError
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.store.port import DocumentStore
+from vancetope_rag.store.port.documents import Release
 
 log = get_logger(__name__)
-
-
-@dataclass(frozen=True)
-class Release:
-    """One claim to give back: whose, and with what error and retry delay."""
-
-    tenant_id: str
-    project_id: str
-    document_id: str
-    worker_id: str
-    error: str
-    retry_delay_s: float
-    max_attempts: int
-    #: False when the failure was the store's, not the document's: it costs no attempt.
-    count_attempt: bool = True
 
 
 class ClaimReleaser:
@@ -50,16 +35,7 @@ class ClaimReleaser:
             return len(self._pending)
 
     def _give(self, item: Release) -> None:
-        self.control.release_rag_claim(
-            item.tenant_id,
-            item.project_id,
-            item.document_id,
-            item.worker_id,
-            error=item.error,
-            retry_delay_s=item.retry_delay_s,
-            max_attempts=item.max_attempts,
-            count_attempt=item.count_attempt,
-        )
+        self.control.release_rag_claim(item)
 
     def release(self, item: Release) -> bool:
         """Give the claim back now, or keep it for :meth:`retry`; True when it was given."""

@@ -23,7 +23,7 @@ from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import error_text, get_logger
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.indexing.batch import BatchResult, fingerprint, retry_delay
-from vancetope_rag.services.indexing.claims import ClaimReleaser, Release
+from vancetope_rag.services.indexing.claims import ClaimReleaser
 from vancetope_rag.services.indexing.sources import (
     IngestStats,
     SourceText,
@@ -34,6 +34,7 @@ from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store.port import ControlStore
+from vancetope_rag.store.port.documents import Claim, CleanMark, Release
 from vancetope_rag.store.port.types import RagScope
 
 log = get_logger(__name__)
@@ -251,21 +252,13 @@ class ProjectRagIndexer:
         chunks are written as generation ``rag_claim_token`` (a newer claim's write is never
         superseded by this one) and the clean mark only lands while that claim holds.
         ``truncated``: a text was indexed only up to the limit."""
-        t, p = doc.tenant_id, doc.project_id
-        token = doc.rag_claim_token
+        t, p, token = doc.tenant_id, doc.project_id, doc.rag_claim_token
+        mark = CleanMark(
+            t, p, doc.id, worker_id, doc.rag_version, state, indexed_hash, token, truncated
+        )
 
         def mark_clean() -> bool:
-            return self.control.mark_rag_clean(
-                t,
-                p,
-                doc.id,
-                worker_id,
-                doc.rag_version,
-                state=state,
-                indexed_hash=indexed_hash,
-                claim_token=token,
-                truncated=truncated,
-            )
+            return self.control.mark_rag_clean(mark)
 
         try:
             if nodes is None:
@@ -305,10 +298,10 @@ class ProjectRagIndexer:
         worker's claim holds; False when the lease went to another claim (nothing of the
         write is left: a store with transactions rolls it back, the chunk version written
         under the claim token is discarded where none does)."""
-        token = doc.rag_claim_token
+        token, claim = doc.rag_claim_token, Claim(doc.tenant_id, doc.project_id, doc.id, worker_id)
         try:
             with self.control.transaction():
-                if not self.control.holds_claim(doc.tenant_id, doc.project_id, doc.id, worker_id):
+                if not self.control.holds_claim(claim):
                     return False
                 self.rags.write_source(rag, doc.id, nodes, generation=token)
                 if not mark_clean():

@@ -28,13 +28,15 @@ from vancetope_rag.secrets import error_text, get_logger
 from vancetope_rag.services.calibration import Calibrator
 from vancetope_rag.services.importer import DocumentImporter
 from vancetope_rag.services.indexing.batch import BatchResult
-from vancetope_rag.services.indexing.claims import ClaimReleaser, Release
+from vancetope_rag.services.indexing.claims import ClaimReleaser
 from vancetope_rag.services.indexing.indexer import ProjectRagIndexer
 from vancetope_rag.services.projects import ProjectRagService
 from vancetope_rag.services.rag import RagService
 from vancetope_rag.services.rebuilds.service import RebuildService
 from vancetope_rag.services.settings import SettingsService
 from vancetope_rag.store.port import ControlStore
+from vancetope_rag.store.port.documents import Release
+from vancetope_rag.store.port.heartbeats import Beat
 
 log = get_logger(__name__)
 
@@ -551,12 +553,14 @@ class ProjectRagIndexScheduler:
             return
         try:
             self.control.record_heartbeat(
-                self.worker_id,
-                node_id=self.config.node_id,
-                version=self.version,
-                interval_s=self.config.indexer_interval_s,
-                stopped=stopped,
-                circuits=circuits,
+                Beat(
+                    self.worker_id,
+                    node_id=self.config.node_id,
+                    version=self.version,
+                    interval_s=self.config.indexer_interval_s,
+                    stopped=stopped,
+                    circuits=circuits,
+                )
             )
         except Exception as exc:
             log.debug("heartbeat not recorded: %s", error_text(exc))

@@ -48,6 +48,7 @@ from vancetope_rag.store.mongo.catalog import MongoRagCatalog
 from vancetope_rag.store.mongo.errors import check_bson_size, guard_errors
 from vancetope_rag.store.mongo.heartbeats import MongoHeartbeats
 from vancetope_rag.store.port.catalog import GenerationsOfCatalog
+from vancetope_rag.store.port.documents import Claim, CleanMark, Release
 from vancetope_rag.store.port.shared import (
     DocumentChanges,
     content_hash,
@@ -185,11 +186,7 @@ class MongoControlStore(GenerationsOfCatalog, MongoHeartbeats):
         return q.document_from_bson(record)
 
     def update_document(
-        self,
-        tenant_id: str,
-        project_id: str,
-        document_id: str,
-        change: DocumentChange,
+        self, tenant_id: str, project_id: str, document_id: str, change: DocumentChange
     ) -> Document:
         changes = DocumentChanges.of(change)
         update = q.document_update(changes, time=self._time())
@@ -289,50 +286,18 @@ class MongoControlStore(GenerationsOfCatalog, MongoHeartbeats):
         found = ix.claim_each(self.documents, flt, update, q.CLAIM_SORT, batch_size)
         return [q.document_from_bson(d) for d in found]
 
-    def holds_claim(
-        self, tenant_id: str, project_id: str, document_id: str, worker_id: str
-    ) -> bool:
-        found = self.documents.find_one(
-            q.claim_holder(tenant_id, project_id, document_id, worker_id), {"_id": 1}
-        )
-        return found is not None
+    def holds_claim(self, claim: Claim) -> bool:
+        return self.documents.find_one(q.claim_holder(claim), {"_id": 1}) is not None
 
-    def mark_rag_clean(
-        self,
-        tenant_id: str,
-        project_id: str,
-        document_id: str,
-        worker_id: str,
-        version: int,
-        *,
-        state: IndexState,
-        indexed_hash: str | None = None,
-        claim_token: int | None = None,
-        truncated: bool = False,
-    ) -> bool:
-        result = self.documents.update_one(
-            q.claim_holder(tenant_id, project_id, document_id, worker_id, claim_token),
-            q.mark_clean_update(version, state, indexed_hash, self._time(), truncated=truncated),
-        )
+    def mark_rag_clean(self, mark: CleanMark) -> bool:
+        held = q.claim_holder(mark, mark.claim_token)
+        result = self.documents.update_one(held, q.mark_clean_update(mark, self._time()))
         return bool(result.matched_count)
 
-    def release_rag_claim(
-        self,
-        tenant_id: str,
-        project_id: str,
-        document_id: str,
-        worker_id: str,
-        *,
-        error: str,
-        retry_delay_s: float,
-        max_attempts: int,
-        count_attempt: bool = True,
-    ) -> IndexState:
+    def release_rag_claim(self, release: Release) -> IndexState:
         found = self.documents.find_one_and_update(
-            q.claim_holder(tenant_id, project_id, document_id, worker_id),
-            q.release_update(
-                error, retry_delay_s, max_attempts, self._time(), count_attempt=count_attempt
-            ),
+            q.claim_holder(release),
+            q.release_update(release, self._time()),
             projection={"indexState": 1},
             return_document=ReturnDocument.AFTER,
         )

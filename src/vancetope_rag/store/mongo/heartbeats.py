@@ -5,13 +5,14 @@ mixin of :class:`~.mongo.control.MongoControlStore`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from vancetope_rag.domain.heartbeats import PRUNE_AFTER_S, OpenCircuit, WorkerHeartbeat
 from vancetope_rag.store.mongo.builders.updates import from_bson_time, to_bson_time
 from vancetope_rag.store.mongo.errors import guard_errors
+from vancetope_rag.store.port.heartbeats import Beat
 
 
 def doc_to_heartbeat(d: Mapping[str, Any]) -> WorkerHeartbeat:
@@ -29,14 +30,7 @@ def doc_to_heartbeat(d: Mapping[str, Any]) -> WorkerHeartbeat:
     )
 
 
-def heartbeat_update(
-    now: datetime,
-    node_id: str,
-    version: str,
-    interval_s: float,
-    stopped: bool,
-    circuits: Sequence[OpenCircuit],
-) -> list[dict[str, Any]]:
+def heartbeat_update(now: datetime, beat: Beat) -> list[dict[str, Any]]:
     """One beat as a single upsert (an update pipeline): the start stays while the worker
     runs, and is now for its first beat or the first after it stopped. Values go in as
     literals (a ``$`` in an error text is no field path)."""
@@ -49,13 +43,13 @@ def heartbeat_update(
     return [
         {
             "$set": {
-                "nodeId": {"$literal": node_id},
-                "version": {"$literal": version},
-                "intervalS": {"$literal": float(interval_s)},
+                "nodeId": {"$literal": beat.node_id},
+                "version": {"$literal": beat.version},
+                "intervalS": {"$literal": float(beat.interval_s)},
                 "startedAt": {"$cond": [running, "$startedAt", {"$literal": now}]},
                 "lastTick": {"$literal": now},
-                "stoppedAt": {"$literal": now if stopped else None},
-                "circuits": {"$literal": [c.to_json() for c in circuits]},
+                "stoppedAt": {"$literal": now if beat.stopped else None},
+                "circuits": {"$literal": [c.to_json() for c in beat.circuits]},
             }
         }
     ]
@@ -69,21 +63,11 @@ class MongoHeartbeats:
     #: The control store's clock (the server's time in production).
     now: Callable[[], datetime]
 
-    def record_heartbeat(
-        self,
-        worker_id: str,
-        *,
-        node_id: str,
-        version: str,
-        interval_s: float,
-        stopped: bool = False,
-        circuits: Sequence[OpenCircuit] = (),
-    ) -> None:
+    def record_heartbeat(self, beat: Beat) -> None:
         now = to_bson_time(self.now())
         workers = self.db["workers"]
         workers.delete_many({"lastTick": {"$lt": now - timedelta(seconds=PRUNE_AFTER_S)}})
-        update = heartbeat_update(now, node_id, version, interval_s, stopped, circuits)
-        workers.update_one({"_id": worker_id}, update, upsert=True)
+        workers.update_one({"_id": beat.worker_id}, heartbeat_update(now, beat), upsert=True)
 
     def list_heartbeats(self) -> list[WorkerHeartbeat]:
         found = self.db["workers"].find({}).sort([("lastTick", -1), ("_id", 1)])

@@ -4,10 +4,46 @@ fencing tokens) and the counts status reports. Re-exported by :mod:`.port`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from vancetope_rag.domain.records import AttentionItem, Document, IndexState
 from vancetope_rag.store.port.types import DocumentChange, ImportHead, NewDocument
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A worker's claim on a document."""
+
+    tenant_id: str
+    project_id: str
+    document_id: str
+    worker_id: str
+
+
+@dataclass(frozen=True)
+class CleanMark(Claim):
+    """A claim finished (:meth:`DocumentStore.mark_rag_clean`): the version indexed, the
+    state it leaves, ``indexed_hash``, the fingerprint of what the chunks were built from,
+    and ``truncated``, whether a text was indexed only up to the engine's limit."""
+
+    version: int
+    state: IndexState
+    indexed_hash: str | None = None
+    #: When given, the document's current claim must be this one.
+    claim_token: int | None = None
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class Release(Claim):
+    """A claim to give back after a failure (:meth:`DocumentStore.release_rag_claim`)."""
+
+    error: str
+    retry_delay_s: float
+    max_attempts: int
+    #: False when the failure was the store's, not the document's: it costs no attempt.
+    count_attempt: bool = True
 
 
 @runtime_checkable
@@ -24,11 +60,7 @@ class DocumentStore(Protocol):
         ...
 
     def update_document(
-        self,
-        tenant_id: str,
-        project_id: str,
-        document_id: str,
-        change: DocumentChange,
+        self, tenant_id: str, project_id: str, document_id: str, change: DocumentChange
     ) -> Document:
         """Apply ``change`` (its fields left UNSET stay as they are; see
         :class:`~vancetope_rag.store.port.types.DocumentChange`)."""
@@ -89,42 +121,16 @@ class DocumentStore(Protocol):
         and chunk generation the store handed out before."""
         ...
 
-    def holds_claim(
-        self, tenant_id: str, project_id: str, document_id: str, worker_id: str
-    ) -> bool: ...
+    def holds_claim(self, claim: Claim) -> bool: ...
 
-    def mark_rag_clean(
-        self,
-        tenant_id: str,
-        project_id: str,
-        document_id: str,
-        worker_id: str,
-        version: int,
-        *,
-        state: IndexState,
-        indexed_hash: str | None = None,
-        claim_token: int | None = None,
-        truncated: bool = False,
-    ) -> bool:
-        """Finish a claim. Clears ``rag_dirty`` only when nothing changed since ``version``;
-        records ``indexed_hash``, the fingerprint of what the chunks were built from, and
-        ``truncated``, whether a text was indexed only up to the engine's limit.
-        With ``claim_token``, changes nothing unless the document's current claim is that
-        one (a worker whose lease was taken over and given again finishes nothing)."""
+    def mark_rag_clean(self, mark: CleanMark) -> bool:
+        """Finish a claim. Clears ``rag_dirty`` only when nothing changed since the mark's
+        ``version``. With a ``claim_token``, changes nothing unless the document's current
+        claim is that one (a worker whose lease was taken over and given again finishes
+        nothing)."""
         ...
 
-    def release_rag_claim(
-        self,
-        tenant_id: str,
-        project_id: str,
-        document_id: str,
-        worker_id: str,
-        *,
-        error: str,
-        retry_delay_s: float,
-        max_attempts: int,
-        count_attempt: bool = True,
-    ) -> IndexState:
+    def release_rag_claim(self, release: Release) -> IndexState:
         """Give a claim back after a failure; after ``max_attempts`` the state is FAILED.
         ``count_attempt`` False: the failure was not the document's (the store failed), so
         it costs no attempt; the document waits ``retry_delay_s`` and is tried again."""

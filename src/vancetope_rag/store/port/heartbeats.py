@@ -4,29 +4,34 @@ Re-exported by :mod:`.port`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from vancetope_rag.domain.heartbeats import OpenCircuit, WorkerHeartbeat
+
+
+@dataclass(frozen=True)
+class Beat:
+    """One tick of an indexer worker, as :meth:`HeartbeatStore.record_heartbeat` takes it."""
+
+    worker_id: str
+    node_id: str
+    version: str
+    interval_s: float
+    #: The worker stops cleanly.
+    stopped: bool = False
+    #: Its open provider circuits (replacing the last beat's).
+    circuits: Sequence[OpenCircuit] = ()
 
 
 @runtime_checkable
 class HeartbeatStore(Protocol):
     """One row per indexer worker: its node, version, interval, first and last tick."""
 
-    def record_heartbeat(
-        self,
-        worker_id: str,
-        *,
-        node_id: str,
-        version: str,
-        interval_s: float,
-        stopped: bool = False,
-        circuits: Sequence[OpenCircuit] = (),
-    ) -> None:
-        """The worker ticked now (the store's clock); ``stopped``: it stops cleanly;
-        ``circuits``: its open provider circuits (replacing the last beat's). A worker's
-        first beat (or the first after it stopped) sets its start; beats of workers gone
-        for :data:`~vancetope_rag.domain.heartbeats.PRUNE_AFTER_S` go."""
+    def record_heartbeat(self, beat: Beat) -> None:
+        """The worker ticked now (the store's clock). A worker's first beat (or the first
+        after it stopped) sets its start; beats of workers gone for
+        :data:`~vancetope_rag.domain.heartbeats.PRUNE_AFTER_S` go."""
         ...
 
     def list_heartbeats(self) -> list[WorkerHeartbeat]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,9 @@ from vancetope_rag.store.port.types import (
     _Unset,
 )
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 #: A failed document's last error is stored up to this many characters.
 ERROR_TEXT_MAX = 2000
 
@@ -55,6 +58,12 @@ def capped_error(text: str) -> str:
 
 #: Value of a changed document field.
 FieldValue = str | bool | None
+
+
+#: The fields of a :class:`DocumentChange` that are document fields (``UNSET``: unchanged).
+_CHANGE_FIELDS = tuple(
+    f.name for f in fields(DocumentChange) if f.name not in ("mark_dirty", "failed_reason")
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,30 +87,18 @@ class DocumentChanges:
     def of(cls, change: DocumentChange) -> DocumentChanges:
         """The change set of a :class:`~vancetope_rag.store.port.types.DocumentChange`."""
         c = change
-        values: dict[str, FieldValue] = {}
-        if not isinstance(c.path, _Unset):
-            values["path"] = c.path
-        if not isinstance(c.mime_type, _Unset):
-            values["mime_type"] = c.mime_type
-        if not isinstance(c.content, _Unset):
-            values["content"] = c.content
-            values["content_hash"] = content_hash(c.content)
-        if not isinstance(c.summary, _Unset):
-            values["summary"] = c.summary
-        if not isinstance(c.rag_enabled, _Unset):
-            values["rag_enabled"] = c.rag_enabled
-        if not isinstance(c.extraction, _Unset):
-            values["extraction"] = c.extraction
-        if not isinstance(c.metadata, _Unset):
-            values["metadata"] = host_metadata.to_json(c.metadata)
-        if not isinstance(c.import_origin, _Unset):
-            values["import_origin"] = c.import_origin
-        if not isinstance(c.extraction_error, _Unset):
-            values["extraction_error"] = (
-                None if c.extraction_error is None else capped_error(c.extraction_error)
-            )
-        if not isinstance(c.index_last_error, _Unset):
-            values["index_last_error"] = c.index_last_error
+        values: dict[str, Any] = {}
+        for name in _CHANGE_FIELDS:
+            value = getattr(c, name)
+            if isinstance(value, _Unset):
+                continue
+            values[name] = value
+            if name == "content":  # its hash comes with it
+                values["content_hash"] = content_hash(value)
+        if "metadata" in values:
+            values["metadata"] = host_metadata.to_json(values["metadata"])
+        if values.get("extraction_error") is not None:
+            values["extraction_error"] = capped_error(values["extraction_error"])
         if c.failed_reason is not None and c.mark_dirty:
             raise ValueError("a change either queues the document or fails it, not both")
         return cls(values, c.mark_dirty, c.failed_reason)
@@ -156,6 +153,31 @@ def source_counts_of(
             total, own = counts[ref]
             counts[ref] = (total + int(n), own + (int(n) if path == paths[ref] else 0))
     return counts
+
+
+# -- records as stored ------------------------------------------------------------------------
+
+R = TypeVar("R", bound="DataclassInstance")
+
+
+def record_fields(
+    record: DataclassInstance, key: Callable[[str], str] = str, /, **encoded: Any
+) -> dict[str, Any]:
+    """A record's fields under ``key(name)`` (a store's row or document of it): those in
+    ``encoded`` as given, every other as it is."""
+    return {
+        key(f.name): encoded[f.name] if f.name in encoded else getattr(record, f.name)
+        for f in fields(record)
+    }
+
+
+def record_of(
+    cls: type[R], stored: Mapping[str, Any], key: Callable[[str], str] = str, /, **decoded: Any
+) -> R:
+    """A ``cls`` record of a stored row or document: the fields in ``decoded`` as given,
+    every other as ``stored[key(name)]`` holds it."""
+    names = (f.name for f in fields(cls))
+    return cls(**{n: decoded[n] if n in decoded else stored[key(n)] for n in names})
 
 
 # -- errors both adapters raise ---------------------------------------------------------------

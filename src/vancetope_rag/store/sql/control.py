@@ -25,6 +25,7 @@ from vancetope_rag.domain.records import (
     Project,
     ProjectStatus,
 )
+from vancetope_rag.store.port.documents import Claim, CleanMark, Release
 from vancetope_rag.store.port.shared import (
     DocumentChanges,
     capped_error,
@@ -177,11 +178,7 @@ class SqlControlStore(SqlRagCatalog[D], SqlSettingsAndCache[D], SqlHeartbeats[D]
             raise document_taken_error(doc) from exc
 
     def update_document(
-        self,
-        tenant_id: str,
-        project_id: str,
-        document_id: str,
-        change: DocumentChange,
+        self, tenant_id: str, project_id: str, document_id: str, change: DocumentChange
     ) -> Document:
         sets, params = document_update_sql(DocumentChanges.of(change), self._clock())
         try:
@@ -316,32 +313,20 @@ class SqlControlStore(SqlRagCatalog[D], SqlSettingsAndCache[D], SqlHeartbeats[D]
         docs.sort(key=lambda d: (d.updated_at or datetime.min.replace(tzinfo=UTC), d.id))
         return docs
 
-    def holds_claim(
-        self, tenant_id: str, project_id: str, document_id: str, worker_id: str
-    ) -> bool:
+    def holds_claim(self, claim: Claim) -> bool:
+        c = claim
         rows = self.sql.query(
             "SELECT 1 FROM documents WHERE id = ? AND tenant_id = ? AND project_id = ? "
             "AND rag_claimed_by = ?",
-            (document_id, tenant_id, project_id, worker_id),
+            (c.document_id, c.tenant_id, c.project_id, c.worker_id),
         )
         return bool(rows)
 
-    def mark_rag_clean(
-        self,
-        tenant_id: str,
-        project_id: str,
-        document_id: str,
-        worker_id: str,
-        version: int,
-        *,
-        state: IndexState,
-        indexed_hash: str | None = None,
-        claim_token: int | None = None,
-        truncated: bool = False,
-    ) -> bool:
-        held = (document_id, tenant_id, project_id, worker_id)
-        fenced = "" if claim_token is None else " AND rag_claim_token = ?"
-        fence = () if claim_token is None else (int(claim_token),)
+    def mark_rag_clean(self, mark: CleanMark) -> bool:
+        m = mark
+        held = (m.document_id, m.tenant_id, m.project_id, m.worker_id)
+        fenced = "" if m.claim_token is None else " AND rag_claim_token = ?"
+        fence = () if m.claim_token is None else (int(m.claim_token),)
         # One statement (an indexer's write joins its transaction), with the server's clock
         # read in it rather than by a round trip of its own.
         now, at = (self._server_now, ()) if self._server_now else ("?", (self.lease_clock(),))
@@ -354,24 +339,14 @@ class SqlControlStore(SqlRagCatalog[D], SqlSettingsAndCache[D], SqlHeartbeats[D]
             f"indexed_at = {now} "
             "WHERE id = ? AND tenant_id = ? AND project_id = ? AND rag_claimed_by = ?"
             f"{fenced}",
-            (indexed_hash, int(truncated), version, version, state.value, *at, *held, *fence),
+            (m.indexed_hash, int(m.truncated), *[m.version] * 2, m.state.value, *at, *held, *fence),
         )
         return bool(changed)
 
-    def release_rag_claim(
-        self,
-        tenant_id: str,
-        project_id: str,
-        document_id: str,
-        worker_id: str,
-        *,
-        error: str,
-        retry_delay_s: float,
-        max_attempts: int,
-        count_attempt: bool = True,
-    ) -> IndexState:
-        held = (document_id, tenant_id, project_id, worker_id)
-        n = 1 if count_attempt else 0
+    def release_rag_claim(self, release: Release) -> IndexState:
+        r = release
+        held = (r.document_id, r.tenant_id, r.project_id, r.worker_id)
+        n = 1 if r.count_attempt else 0
         with self.db.transaction():
             now = self.lease_clock()
             rows = self.sql.query(
@@ -385,7 +360,7 @@ class SqlControlStore(SqlRagCatalog[D], SqlSettingsAndCache[D], SqlHeartbeats[D]
                 f"ELSE ?{self.dialect.real} END "
                 "WHERE id = ? AND tenant_id = ? AND project_id = ? AND rag_claimed_by = ? "
                 "RETURNING index_state",
-                (n, capped_error(error), *[n, max_attempts] * 3, now + retry_delay_s, *held),
+                (n, capped_error(r.error), *[n, r.max_attempts] * 3, now + r.retry_delay_s, *held),
             )
         return IndexState(rows[0][0]) if rows else IndexState.PENDING
 

@@ -4,16 +4,16 @@ both (SQL written with ``?``, sent in the store's dialect), as :mod:`.sql.catalo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Generic
 
 from vancetope_rag.domain.heartbeats import (
     PRUNE_AFTER_S,
-    OpenCircuit,
     WorkerHeartbeat,
     circuits_from_text,
     circuits_to_text,
 )
+from vancetope_rag.store.port.heartbeats import Beat
 from vancetope_rag.store.port.types import Clock
 from vancetope_rag.store.sql.dialect import D, Marked
 from vancetope_rag.store.sql.rows import dt
@@ -56,19 +56,10 @@ class SqlHeartbeats(Generic[D]):
     sql: Marked
     lease_clock: Clock
 
-    def record_heartbeat(
-        self,
-        worker_id: str,
-        *,
-        node_id: str,
-        version: str,
-        interval_s: float,
-        stopped: bool = False,
-        circuits: Sequence[OpenCircuit] = (),
-    ) -> None:
-        now = self.lease_clock()
-        text = circuits_to_text(circuits)
-        row = (worker_id, node_id, version, interval_s, now, now, now if stopped else None, text)
+    def record_heartbeat(self, beat: Beat) -> None:
+        now, b = self.lease_clock(), beat
+        stopped_at, text = now if b.stopped else None, circuits_to_text(b.circuits)
+        row = (b.worker_id, b.node_id, b.version, b.interval_s, now, now, stopped_at, text)
         with self.db.transaction():
             self.sql.execute("DELETE FROM workers WHERE last_tick < ?", (now - PRUNE_AFTER_S,))
             self.sql.execute(_UPSERT, row)

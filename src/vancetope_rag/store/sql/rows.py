@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from vancetope_rag.domain import host_metadata
 from vancetope_rag.domain.rebuilds import Migration, MigrationItem
@@ -34,10 +35,17 @@ from vancetope_rag.store.port.shared import (
     iter_filter,
     new_document_state,
     rebuild_from,
+    record_fields,
+    record_of,
     vector_from_bytes,
 )
 from vancetope_rag.store.port.types import ChunkFilter, ImportHead, NewDocument, RagScope
 from vancetope_rag.store.sql.dialect import Dialect
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+R = TypeVar("R", bound="DataclassInstance")
 
 #: ``SET`` clauses that queue a document for the indexer: new version, attempts and retry time
 #: reset; PENDING unless a worker holds it (that worker's ``mark_rag_clean`` then sees the new
@@ -101,60 +109,40 @@ def _ts(value: datetime | None) -> float | None:
     return None if value is None else value.timestamp()
 
 
+def dt(ts: float | None) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+def _row(record: DataclassInstance, **encoded: Any) -> dict[str, Any]:
+    """The row of a record: its times (the fields named ``…_at``) in seconds since the
+    epoch, the fields in ``encoded`` as given, every other as it is."""
+    names = (f.name for f in fields(record))
+    times = {n: _ts(getattr(record, n)) for n in names if n.endswith("_at")}
+    return record_fields(record, str, **{**times, **encoded})
+
+
+def _record(cls: type[R], r: Mapping[str, Any], **decoded: Any) -> R:
+    """The record of a row: its times (the fields named ``…_at``) as UTC datetimes, the
+    fields in ``decoded`` as given, every other as stored."""
+    times = {f.name: dt(r[f.name]) for f in fields(cls) if f.name.endswith("_at")}
+    return record_of(cls, r, str, **{**times, **decoded})
+
+
 def restored_document_row(doc: Document) -> dict[str, Any]:
     """The ``documents`` row of a document restored as it is (every field kept)."""
-    return {
-        "id": doc.id,
-        "tenant_id": doc.tenant_id,
-        "project_id": doc.project_id,
-        "path": doc.path,
-        "mime_type": doc.mime_type,
-        "content": doc.content,
-        "summary": doc.summary,
-        "rag_enabled": None if doc.rag_enabled is None else int(doc.rag_enabled),
-        "rag_dirty": int(doc.rag_dirty),
-        "rag_claimed_by": doc.rag_claimed_by,
-        "rag_claimed_at": _ts(doc.rag_claimed_at),
-        "rag_version": doc.rag_version,
-        "index_state": doc.index_state.value,
-        "index_attempts": doc.index_attempts,
-        "index_last_error": doc.index_last_error,
-        "index_next_attempt_at": _ts(doc.index_next_attempt_at),
-        "indexed_at": _ts(doc.indexed_at),
-        "rag_indexed_hash": doc.rag_indexed_hash,
-        "rag_claim_token": doc.rag_claim_token,
-        "truncated": int(doc.truncated),
-        "content_hash": doc.content_hash,
-        "created_at": _ts(doc.created_at),
-        "updated_at": _ts(doc.updated_at),
-        "extraction": doc.extraction,
-        "metadata": host_metadata.to_json(doc.metadata),
-        "import_origin": doc.import_origin,
-        "extraction_error": doc.extraction_error,
-    }
+    return _row(
+        doc,
+        rag_enabled=None if doc.rag_enabled is None else int(doc.rag_enabled),
+        rag_dirty=int(doc.rag_dirty),
+        index_state=doc.index_state.value,
+        truncated=int(doc.truncated),
+        metadata=host_metadata.to_json(doc.metadata),
+    )
 
 
 def rag_row(rag: RagRecord, created_at: float) -> dict[str, Any]:
-    return {
-        "id": rag.id,
-        "tenant_id": rag.tenant_id,
-        "project_id": rag.project_id,
-        "name": rag.name,
-        "title": rag.title,
-        "description": rag.description,
-        "embedding_provider": rag.embedding_provider,
-        "embedding_model": rag.embedding_model,
-        "embedding_dimension": rag.embedding_dimension,
-        "chunk_size": rag.chunk_size,
-        "chunk_overlap": rag.chunk_overlap,
-        "created_at": created_at,
-        "state": rag.state.value,
-        "generation": rag.generation,
-        "replaces": rag.replaces,
-        "retired_at": rag.retired_at.timestamp() if rag.retired_at else None,
-        "calibration": rag.calibration.to_json() if rag.calibration else None,
-        "embedding_profile": rag.embedding_profile,
-    }
+    calibration = rag.calibration.to_json() if rag.calibration else None
+    return _row(rag, created_at=created_at, state=rag.state.value, calibration=calibration)
 
 
 def chunk_row(scope: RagScope, chunk: Chunk) -> dict[str, Any]:
@@ -173,39 +161,15 @@ def chunk_row(scope: RagScope, chunk: Chunk) -> dict[str, Any]:
     }
 
 
-def dt(ts: float | None) -> datetime | None:
-    return None if ts is None else datetime.fromtimestamp(ts, UTC)
-
-
 def row_to_document(r: Mapping[str, Any]) -> Document:
-    return Document(
-        id=r["id"],
-        tenant_id=r["tenant_id"],
-        project_id=r["project_id"],
-        path=r["path"],
-        mime_type=r["mime_type"],
-        content=r["content"],
-        summary=r["summary"],
+    return _record(
+        Document,
+        r,
         rag_enabled=None if r["rag_enabled"] is None else bool(r["rag_enabled"]),
         rag_dirty=bool(r["rag_dirty"]),
-        rag_claimed_by=r["rag_claimed_by"],
-        rag_claimed_at=dt(r["rag_claimed_at"]),
-        rag_version=r["rag_version"],
         index_state=IndexState(r["index_state"]),
-        index_attempts=r["index_attempts"],
-        index_last_error=r["index_last_error"],
-        index_next_attempt_at=dt(r["index_next_attempt_at"]),
-        indexed_at=dt(r["indexed_at"]),
-        rag_indexed_hash=r["rag_indexed_hash"],
-        rag_claim_token=r["rag_claim_token"],
         truncated=bool(r["truncated"]),
-        content_hash=r["content_hash"],
-        created_at=dt(r["created_at"]),
-        updated_at=dt(r["updated_at"]),
-        extraction=r["extraction"],
         metadata=host_metadata.from_json(r["metadata"]),
-        import_origin=r["import_origin"],
-        extraction_error=r["extraction_error"],
     )
 
 
@@ -237,46 +201,17 @@ def document_update_sql(changes: DocumentChanges, updated_at: float) -> tuple[st
 
 
 def row_to_import_head(r: Mapping[str, Any]) -> ImportHead:
-    return ImportHead(
-        id=r["id"],
-        path=r["path"],
-        import_origin=r["import_origin"],
-        content_hash=r["content_hash"],
-        extraction=r["extraction"],
-    )
+    return _record(ImportHead, r)
 
 
 def row_to_rag(r: Mapping[str, Any]) -> RagRecord:
-    return RagRecord(
-        id=r["id"],
-        tenant_id=r["tenant_id"],
-        project_id=r["project_id"],
-        name=r["name"],
-        title=r["title"],
-        description=r["description"],
-        embedding_provider=r["embedding_provider"],
-        embedding_model=r["embedding_model"],
-        embedding_dimension=r["embedding_dimension"],
-        chunk_size=r["chunk_size"],
-        chunk_overlap=r["chunk_overlap"],
-        created_at=dt(r["created_at"]),
-        state=RagState(r["state"]),
-        generation=int(r["generation"]),
-        replaces=r["replaces"],
-        retired_at=dt(r["retired_at"]),
-        calibration=Calibration.from_json(r.get("calibration")),
-        embedding_profile=r["embedding_profile"],
-    )
+    calibration = Calibration.from_json(r.get("calibration"))
+    state, generation = RagState(r["state"]), int(r["generation"])
+    return _record(RagRecord, r, state=state, generation=generation, calibration=calibration)
 
 
 def row_to_project(r: Mapping[str, Any]) -> Project:
-    return Project(
-        tenant_id=r["tenant_id"],
-        project_id=r["project_id"],
-        status=ProjectStatus(r["status"]),
-        home_node=r["home_node"],
-        created_at=dt(r["created_at"]),
-    )
+    return _record(Project, r, status=ProjectStatus(r["status"]))
 
 
 #: The columns :func:`row_to_hit` reads, and the rowid: what a search reads of a chunk (never

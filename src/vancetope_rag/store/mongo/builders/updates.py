@@ -31,7 +31,13 @@ from vancetope_rag.domain.records import (
     RagState,
 )
 from vancetope_rag.domain.retrieval.calibration import Calibration
-from vancetope_rag.store.port.shared import DocumentChanges, capped_error, new_document_state
+from vancetope_rag.store.port.documents import Claim, CleanMark, Release
+from vancetope_rag.store.port.shared import (
+    DocumentChanges,
+    capped_error,
+    new_document_state,
+    record_fields,
+)
 from vancetope_rag.store.port.types import ImportHead, NewDocument
 
 Pipeline = list[dict[str, Any]]
@@ -161,11 +167,10 @@ def claim_update(worker_id: str, token: int, time: TimeSource) -> Pipeline:
     ]
 
 
-def claim_holder(
-    tenant_id: str, project_id: str, document_id: str, worker_id: str, token: int | None = None
-) -> dict[str, Any]:
-    """Filter of a document while ``worker_id`` (under ``token``, when given) holds it."""
-    flt = scope_filter(tenant_id, project_id, _id=document_id, ragClaimedBy=worker_id)
+def claim_holder(claim: Claim, token: int | None = None) -> dict[str, Any]:
+    """Filter of a document while the claim's worker (under ``token``, when given) holds it."""
+    c = claim
+    flt = scope_filter(c.tenant_id, c.project_id, _id=c.document_id, ragClaimedBy=c.worker_id)
     if token is not None:
         flt["ragClaimToken"] = token
     return flt
@@ -193,26 +198,21 @@ def dirty_stage() -> dict[str, Any]:
     }
 
 
-def mark_clean_update(
-    version: int,
-    state: IndexState,
-    indexed_hash: str | None,
-    time: TimeSource,
-    *,
-    truncated: bool = False,
-) -> Pipeline:
+def mark_clean_update(mark: CleanMark, time: TimeSource) -> Pipeline:
     """Finish a claim; stays dirty (PENDING) when the version moved on during the claim."""
-    same = {"$eq": ["$ragVersion", version]}
+    same = {"$eq": ["$ragVersion", mark.version]}
     return [
         {
             "$set": {
                 "ragClaimedBy": lit(None),
                 "ragClaimedAt": lit(None),
                 "ragClaimToken": lit(None),
-                "ragIndexedHash": lit(indexed_hash),
-                "truncated": lit(truncated),
+                "ragIndexedHash": lit(mark.indexed_hash),
+                "truncated": lit(mark.truncated),
                 "ragDirty": {"$cond": [same, lit(False), lit(True)]},
-                "indexState": {"$cond": [same, lit(state.value), lit(IndexState.PENDING.value)]},
+                "indexState": {
+                    "$cond": [same, lit(mark.state.value), lit(IndexState.PENDING.value)]
+                },
                 "indexAttempts": lit(0),
                 "indexLastError": lit(None),
                 "indexNextAttemptAt": lit(None),
@@ -222,19 +222,12 @@ def mark_clean_update(
     ]
 
 
-def release_update(
-    error: str,
-    retry_delay_s: float,
-    max_attempts: int,
-    time: TimeSource,
-    *,
-    count_attempt: bool = True,
-) -> Pipeline:
+def release_update(release: Release, time: TimeSource) -> Pipeline:
     """Give a claim back after a failure: retry later, or FAILED after ``max_attempts``.
     ``count_attempt`` False: a failure that was not the document's (the store's) costs it
     no attempt."""
-    gave_up = {"$gte": ["$indexAttempts", max_attempts]}
-    step = 1 if count_attempt else 0
+    gave_up = {"$gte": ["$indexAttempts", release.max_attempts]}
+    step = 1 if release.count_attempt else 0
     return [
         {"$set": {"indexAttempts": {"$add": [{"$ifNull": ["$indexAttempts", 0]}, step]}}},
         {
@@ -242,7 +235,7 @@ def release_update(
                 "ragClaimedBy": lit(None),
                 "ragClaimedAt": lit(None),
                 "ragClaimToken": lit(None),
-                "indexLastError": lit(capped_error(error)),
+                "indexLastError": lit(capped_error(release.error)),
                 "indexState": {
                     "$cond": [
                         gave_up,
@@ -251,7 +244,9 @@ def release_update(
                     ]
                 },
                 "ragDirty": {"$cond": [gave_up, lit(False), lit(True)]},
-                "indexNextAttemptAt": {"$cond": [gave_up, lit(None), time.later(retry_delay_s)]},
+                "indexNextAttemptAt": {
+                    "$cond": [gave_up, lit(None), time.later(release.retry_delay_s)]
+                },
             }
         },
     ]
@@ -414,6 +409,12 @@ def needs_attention_filter(tenant_id: str, project_id: str) -> dict[str, Any]:
     )
 
 
+def bson_key(name: str) -> str:
+    """The BSON field of a record's field: camelCase, ``_id`` for its id."""
+    head, *rest = name.split("_")
+    return "_id" if name == "id" else head + "".join(w.capitalize() for w in rest)
+
+
 def document_to_bson(doc: Document, now: datetime) -> dict[str, Any]:
     """A document restored as it is, every field kept (``now`` stands in for a missing
     creation or update time)."""
@@ -421,58 +422,28 @@ def document_to_bson(doc: Document, now: datetime) -> dict[str, Any]:
     def when(value: datetime | None) -> datetime | None:
         return None if value is None else to_bson_time(value)
 
-    return {
-        "_id": doc.id,
-        "tenantId": doc.tenant_id,
-        "projectId": doc.project_id,
-        "path": doc.path,
-        "mimeType": doc.mime_type,
-        "content": doc.content,
-        "summary": doc.summary,
-        "ragEnabled": doc.rag_enabled,
-        "ragDirty": doc.rag_dirty,
-        "ragClaimedBy": doc.rag_claimed_by,
-        "ragClaimedAt": when(doc.rag_claimed_at),
-        "ragVersion": doc.rag_version,
-        "indexState": doc.index_state.value,
-        "indexAttempts": doc.index_attempts,
-        "indexLastError": doc.index_last_error,
-        "indexNextAttemptAt": when(doc.index_next_attempt_at),
-        "indexedAt": when(doc.indexed_at),
-        "ragIndexedHash": doc.rag_indexed_hash,
-        "ragClaimToken": doc.rag_claim_token,
-        "truncated": doc.truncated,
-        "contentHash": doc.content_hash,
-        "createdAt": to_bson_time(doc.created_at or now),
-        "updatedAt": to_bson_time(doc.updated_at or now),
-        "extraction": doc.extraction,
-        "metadata": host_metadata.to_json(doc.metadata),
-        "importOrigin": doc.import_origin,
-        "extractionError": doc.extraction_error,
-    }
+    return record_fields(
+        doc,
+        bson_key,
+        rag_claimed_at=when(doc.rag_claimed_at),
+        index_state=doc.index_state.value,
+        index_next_attempt_at=when(doc.index_next_attempt_at),
+        indexed_at=when(doc.indexed_at),
+        created_at=to_bson_time(doc.created_at or now),
+        updated_at=to_bson_time(doc.updated_at or now),
+        metadata=host_metadata.to_json(doc.metadata),
+    )
 
 
 def rag_to_bson(rag: RagRecord, created_at: datetime) -> dict[str, Any]:
-    return {
-        "_id": rag.id,
-        "tenantId": rag.tenant_id,
-        "projectId": rag.project_id,
-        "name": rag.name,
-        "title": rag.title,
-        "description": rag.description,
-        "embeddingProvider": rag.embedding_provider,
-        "embeddingModel": rag.embedding_model,
-        "embeddingDimension": rag.embedding_dimension,
-        "chunkSize": rag.chunk_size,
-        "chunkOverlap": rag.chunk_overlap,
-        "createdAt": to_bson_time(created_at),
-        "state": rag.state.value,
-        "generation": rag.generation,
-        "replaces": rag.replaces,
-        "retiredAt": to_bson_time(rag.retired_at) if rag.retired_at else None,
-        "calibration": calibration_to_bson(rag.calibration),
-        "embeddingProfile": rag.embedding_profile,
-    }
+    return record_fields(
+        rag,
+        bson_key,
+        created_at=to_bson_time(created_at),
+        state=rag.state.value,
+        retired_at=to_bson_time(rag.retired_at) if rag.retired_at else None,
+        calibration=calibration_to_bson(rag.calibration),
+    )
 
 
 def calibration_to_bson(calibration: Calibration | None) -> dict[str, Any] | None:
