@@ -47,12 +47,12 @@ from typing import Any
 from pymongo.errors import BulkWriteError
 
 from vancetope_rag.domain.records import IndexStatus
-from vancetope_rag.errors import StoreError
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders.queries import decode_vector, encode_vector
 from vancetope_rag.store.mongo.catalog import upgrade_catalog
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
+from vancetope_rag.store.port.shared import check_schema_version
 
 log = get_logger(__name__)
 
@@ -85,11 +85,7 @@ def has_legacy_chunks(database: Any) -> bool:
 def open_schema(database: Any, shown_uri: str, chunks: MongoChunkStore) -> None:
     """Check the schema on open: refuse a newer one, note chunks waiting for a schema upgrade."""
     version = schema_version(database)
-    if version > SCHEMA_VERSION:
-        raise StoreError(
-            f"store {shown_uri!r} has schema version {version}, newer than this vancetope-rag "
-            f"understands ({SCHEMA_VERSION}); upgrade the package"
-        )
+    check_schema_version(shown_uri, version, SCHEMA_VERSION)
     if version < 3:
         upgrade_catalog(database)  # before the indexes: it drops one they would conflict with
     ix.ensure_control_indexes(database)

@@ -22,6 +22,7 @@ from vancetope_rag.errors import (
     InvalidInputError,
     RagAlreadyExistsError,
     RebuildRunningError,
+    StoreError,
 )
 from vancetope_rag.store.port.types import (
     FILTER_KEYS,
@@ -226,6 +227,16 @@ def chunk_id_taken_error(scope: RagScope, detail: object) -> InvalidInputError:
 def foreign_chunk_error() -> InvalidInputError:
     """A chunk whose ``rag_id`` is not the RAG of the scope it is written to."""
     return InvalidInputError("chunk belongs to another RAG than the scope")
+
+
+def check_schema_version(shown: object, version: int, known: int) -> None:
+    """Refuse a store whose schema ``version`` is newer than the ``known`` one of this
+    package (``shown``: the store as it may be printed)."""
+    if version > known:
+        raise StoreError(
+            f"store {shown!r} has schema version {version}, newer than this vancetope-rag "
+            f"understands ({known}); upgrade the package"
+        )
 
 
 # -- chunk arguments ---------------------------------------------------------------------------
