@@ -50,11 +50,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlparse, urlunparse
+from urllib.parse import parse_qsl, unquote, urlparse
 
 from vancetope_rag.domain.records import IndexStatus
 from vancetope_rag.errors import MissingDependencyError, StoreError
 from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore, RebuildStore, Store
+from vancetope_rag.store.port.shared import redact_uri as redact_store_uri
 from vancetope_rag.store.port.types import Clock, RagScope
 
 __all__ = [
@@ -123,15 +124,6 @@ def store_file(uri: str) -> Path | None:
     if scheme == "" or len(scheme) == 1:  # a path (len 1: a Windows drive letter)
         return Path(uri)
     return None
-
-
-def redact_store_uri(uri: str) -> str:
-    """The URI with its password replaced by ``***``: what may be printed or logged."""
-    parts = urlparse(uri)
-    if parts.password is None:
-        return uri
-    login, _, hosts = parts.netloc.rpartition("@")
-    return urlunparse(parts._replace(netloc=f"{login.split(':', 1)[0]}:***@{hosts}"))
 
 
 def _identity(uri: str) -> tuple[str, ...]:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlparse, urlunparse
+from urllib.parse import parse_qsl, unquote, urlparse
 
 from pymongo import ReadPreference, WriteConcern
 from pymongo.errors import PyMongoError
@@ -40,6 +40,7 @@ from vancetope_rag.store.mongo.control import MongoControlStore
 from vancetope_rag.store.mongo.errors import guard_errors, store_error
 from vancetope_rag.store.mongo.rebuilds import MongoRebuildStore
 from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
+from vancetope_rag.store.port.shared import redact_uri
 from vancetope_rag.store.port.types import Clock
 
 __all__ = [
@@ -117,16 +118,6 @@ def database_from_uri(uri: str) -> str:
     if any(c in name for c in '/\\. "$') or len(name) > 63:
         raise StoreError(f"invalid MongoDB database name {name!r} in the store URI")
     return name
-
-
-def redact_uri(uri: str) -> str:
-    """The URI with its password replaced by ``***`` (safe to log and show)."""
-    parts = urlparse(uri)
-    if parts.password is None:
-        return uri
-    user, _, hosts = parts.netloc.rpartition("@")
-    login = user.split(":", 1)[0]
-    return urlunparse(parts._replace(netloc=f"{login}:***@{hosts}"))
 
 
 def _is_mongomock(client: Any) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import urlparse, urlunparse
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +42,15 @@ def content_hash(text: str) -> str:
     """The fingerprint stored with a document's content (hex SHA-256 of its UTF-8)."""
     # surrogatepass: the hash never fails; storing text with a lone surrogate is refused later
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def redact_uri(uri: str) -> str:
+    """The URI with its password replaced by ``***``: what may be printed or logged."""
+    parts = urlparse(uri)
+    if parts.password is None:
+        return uri
+    login, _, hosts = parts.netloc.rpartition("@")
+    return urlunparse(parts._replace(netloc=f"{login.split(':', 1)[0]}:***@{hosts}"))
 
 
 def capped_error(text: str) -> str:
