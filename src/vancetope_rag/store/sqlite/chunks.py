@@ -117,13 +117,8 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
                         key, start, end, delta.removed, [(r, text) for r, text, _ in delta.added]
                     )
                     if self.cache is not None:
-                        self.cache.apply(
-                            key,
-                            start,
-                            end,
-                            delta.removed,
-                            [(r, blob) for r, _, blob in delta.added],
-                        )
+                        blobs = tuple((r, blob) for r, _, blob in delta.added)
+                        self.cache.apply(key, start, end, (tuple(delta.removed), blobs))
         finally:
             self._local.deltas = self._local.epochs = None
             for rag_id, (start, _) in epochs.items():  # applied, or never committed
