@@ -266,6 +266,12 @@ def iter_filter(filters: ChunkFilter | None) -> Iterator[tuple[str, bool, list[s
         yield key, negated, values
 
 
+def check_chunk_version(chunk_version: int | None) -> None:
+    """Refuse a ``replace_source`` fencing version that is not a positive integer."""
+    if chunk_version is not None and (not isinstance(chunk_version, int) or chunk_version < 1):
+        raise InvalidInputError(f"chunk_version must be a positive integer, not {chunk_version!r}")
+
+
 def check_top_k(top_k: int) -> None:
     """A query asks for at least one chunk."""
     if top_k < 1:

@@ -10,14 +10,14 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
-from vancetope_rag.domain.records import Chunk, Hit
-from vancetope_rag.errors import InvalidInputError
+from vancetope_rag.domain.records import Hit
+from vancetope_rag.store.port.chunks import ChunkStore
 from vancetope_rag.store.port.shared import source_counts_of, unique_batches
 from vancetope_rag.store.port.types import ChunkFilter, RagScope
 from vancetope_rag.store.sql.dialect import Dialect
 from vancetope_rag.store.sql.rows import HIT_COLUMNS, chunk_filter_sql, row_to_hit
 
-__all__ = ["CHUNK_COLUMNS", "SCOPE", "SqlChunkCommon", "check_chunk_version"]
+__all__ = ["CHUNK_COLUMNS", "SCOPE", "SqlChunkCommon"]
 
 #: A chunk's row as every read returns it (:data:`~.sql.rows.HIT_COLUMNS` on the alias ``c``;
 #: never its vector).
@@ -38,15 +38,10 @@ class _Snapshots(Protocol):
 S = TypeVar("S", bound=_Snapshots)
 
 
-def check_chunk_version(chunk_version: int | None) -> None:
-    """Refuse a ``replace_source`` fencing version that is not a positive integer."""
-    if chunk_version is not None and (not isinstance(chunk_version, int) or chunk_version < 1):
-        raise InvalidInputError(f"chunk_version must be a positive integer, not {chunk_version!r}")
-
-
-class SqlChunkCommon(Generic[S]):
+class SqlChunkCommon(ChunkStore, Generic[S]):
     """The :class:`~vancetope_rag.store.port.ChunkStore` methods both SQL chunk stores answer
-    the same way (a base of each; ``dialect`` and ``db`` are the store's)."""
+    the same way (a base of each; ``dialect`` and ``db`` are the store's). A source's chunks
+    are replaced in one transaction: no reader ever sees it between its old and new chunks."""
 
     dialect: Dialect
     db: S
@@ -146,24 +141,6 @@ class SqlChunkCommon(Generic[S]):
             (*self._scope_params(scope), *params),
         )
         return [row_to_hit(r, 0.0) for r in rows]
-
-    def replace_source(
-        self,
-        scope: RagScope,
-        source_ref: str,
-        chunks: Sequence[Chunk],
-        *,
-        chunk_version: int | None = None,
-    ) -> None:
-        """One transaction: no reader ever sees the source between its old and new chunks.
-        A ``chunk_version`` older than the source's last write drops the write (fencing)."""
-        check_chunk_version(chunk_version)
-        self._replace_source(scope, source_ref, chunks, chunk_version)
-
-    def _replace_source(
-        self, scope: RagScope, source_ref: str, chunks: Sequence[Chunk], chunk_version: int | None
-    ) -> None:
-        raise NotImplementedError
 
     def discard_chunk_version(self, scope: Any, source_ref: str, chunk_version: int) -> int:
         return 0  # the write and its clean mark commit (or roll back) in one transaction

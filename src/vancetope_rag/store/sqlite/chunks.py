@@ -29,15 +29,14 @@ from vancetope_rag.store.inprocess.bm25 import QueryTerm
 from vancetope_rag.store.inprocess.bm25_index import LexicalCache
 from vancetope_rag.store.inprocess.epoch_cache import EpochCache
 from vancetope_rag.store.inprocess.vector_cache import VectorCache
+from vancetope_rag.store.port.chunks import ChunkSearch
 from vancetope_rag.store.port.shared import (
-    best_scores_by_query,
-    check_top_k,
     checked_vector,
     chunk_id_taken_error,
     foreign_chunk_error,
     unique_batches,
 )
-from vancetope_rag.store.port.types import ChunkFilter, RagScope
+from vancetope_rag.store.port.types import RagScope
 from vancetope_rag.store.sql.chunks import SqlChunkCommon
 from vancetope_rag.store.sql.rows import (
     HIT_COLUMNS,
@@ -366,20 +365,12 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
             if rid in by_rowid  # deleted between the epoch read and now
         ]
 
-    def query(
-        self,
-        scope: RagScope,
-        vector: Sequence[float],
-        top_k: int,
-        *,
-        filters: ChunkFilter | None = None,
-    ) -> list[Hit]:
-        check_top_k(top_k)
+    def _vector_search(self, scope: RagScope, search: ChunkSearch) -> list[Hit]:
         table = self.db.ensure_vec_table(scope.dimension)  # before the snapshot: may write
-        blob = _vector_blob(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters, SQLITE)
+        blob = _vector_blob(search.vector, scope.dimension)
+        where, params = chunk_filter_sql(search.filters, SQLITE)
         with self.db.snapshot():  # the epoch, the cache's rows and the chunk rows: one state
-            return self._query(scope, table, blob, top_k, where, params)
+            return self._query(scope, table, blob, search.top_k, where, params)
 
     def _query(
         self, scope: RagScope, table: str, blob: bytes, top_k: int, where: str, params: list[Any]
@@ -415,27 +406,20 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
         return [row_to_hit(r, 1.0 - float(r["distance"])) for r in rows]
 
     def _text_query(
-        self, scope: RagScope, text: str, vector: Sequence[float], filters: ChunkFilter | None
+        self, scope: RagScope, search: ChunkSearch
     ) -> tuple[str, bytes, str, list[Any], list[QueryTerm]]:
         """What a query by text and vector reads with: the vec0 table (made before the
         snapshot: it may write), the vector's blob, the filter's SQL, the query terms."""
         table = self.db.ensure_vec_table(scope.dimension)
-        blob = _vector_blob(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters, SQLITE)
-        return table, blob, where, params, self.lexical.terms(text)
+        blob = _vector_blob(search.vector, scope.dimension)
+        where, params = chunk_filter_sql(search.filters, SQLITE)
+        return table, blob, where, params, self.lexical.terms(search.text)
 
-    def hybrid_query(
-        self,
-        scope: RagScope,
-        text: str,
-        vector: Sequence[float],
-        top_k: int,
-        *,
-        fusion: FusionParams,
-        filters: ChunkFilter | None = None,
+    def _hybrid_search(
+        self, scope: RagScope, search: ChunkSearch, fusion: FusionParams
     ) -> Candidates:
-        check_top_k(top_k)
-        table, blob, where, params, terms = self._text_query(scope, text, vector, filters)
+        top_k = search.top_k
+        table, blob, where, params, terms = self._text_query(scope, search)
         with self.db.snapshot():
             if not where and self.cache is not None:
                 found = self._indexed_hybrid(scope, table, blob, terms, top_k, fusion)
@@ -489,28 +473,14 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
         rows = self.db.query(f"SELECT rowid, id FROM chunks WHERE rowid IN ({marks})", rowids)
         return {int(r[0]): str(r[1]) for r in rows}
 
-    def best_scores(
-        self, scope: RagScope, vectors: Sequence[Sequence[float]]
-    ) -> list[float | None]:
-        return best_scores_by_query(self.query, scope, vectors)
-
-    def lexical_query(
-        self,
-        scope: RagScope,
-        text: str,
-        top_k: int,
-        *,
-        vector: Sequence[float],
-        filters: ChunkFilter | None = None,
-    ) -> list[Hit]:
-        """The ``top_k`` chunks by BM25 relevance to ``text``, best first; ``score`` is each
-        chunk's cosine similarity to ``vector``, ``lexical_score`` its BM25 score."""
-        check_top_k(top_k)
-        table, blob, where, params, terms = self._text_query(scope, text, vector, filters)
+    def _lexical_search(self, scope: RagScope, search: ChunkSearch) -> list[Hit]:
+        """The chunks by BM25 relevance to the text, best first; ``score`` is each chunk's
+        cosine similarity to the vector, ``lexical_score`` its BM25 score."""
+        table, blob, where, params, terms = self._text_query(scope, search)
         # Candidates, their rows and their cosines from one committed state: a source replaced
         # between two of these reads would otherwise lose its rows or its vectors.
         with self.db.snapshot():
-            return self._lexical_query(scope, table, blob, terms, top_k, where, params)
+            return self._lexical_query(scope, table, blob, terms, search.top_k, where, params)
 
     def _lexical_query(
         self,
