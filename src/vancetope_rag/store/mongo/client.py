@@ -24,7 +24,7 @@ replacement is safe without transactions (see :mod:`.mongo.chunks`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlparse
@@ -39,7 +39,7 @@ from vancetope_rag.store.mongo.chunks import MongoChunkStore, VectorSearchMode
 from vancetope_rag.store.mongo.control import MongoControlStore
 from vancetope_rag.store.mongo.errors import guard_errors, store_error
 from vancetope_rag.store.mongo.rebuilds import MongoRebuildStore
-from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
+from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore, Store, StoreSetup
 from vancetope_rag.store.port.shared import redact_uri
 from vancetope_rag.store.port.types import Clock
 
@@ -63,7 +63,7 @@ DEFAULT_TIMEOUT_MS = 30_000
 
 @guard_errors
 @dataclass
-class MongoStore:
+class MongoStore(Store):
     """The MongoDB store: control plane, chunks and migrations over one client."""
 
     control: ControlStore
@@ -76,14 +76,7 @@ class MongoStore:
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
     monotonic: Callable[[], float] = field(default=time.monotonic, repr=False)
 
-    def initialize(
-        self,
-        *,
-        dimensions: Iterable[int] = (),
-        wait: bool = False,
-        timeout_s: float = 600.0,
-        prune: bool = False,
-    ) -> list[IndexStatus]:
+    def _initialize(self, setup: StoreSetup) -> list[IndexStatus]:
         """Create collections and indexes (B-tree, vector and text search) for every
         dimension of the RAG catalog plus ``dimensions``, upgrading a schema-1 store; with
         ``wait``, block until every search index is READY (not merely queryable); with
@@ -92,10 +85,10 @@ class MongoStore:
         return mongo_setup.initialize(
             self.database,
             self.chunks,
-            dimensions=dimensions,
-            wait=wait,
-            prune=prune,
-            timeout_s=timeout_s,
+            dimensions=setup.dimensions,
+            wait=setup.wait,
+            prune=setup.prune,
+            timeout_s=setup.timeout_s,
             sleep=self.sleep,
             monotonic=self.monotonic,
         )
