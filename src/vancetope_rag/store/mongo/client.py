@@ -83,14 +83,7 @@ class MongoStore(Store):
         ``prune``, drop the search indexes of dimensions no RAG uses."""
         assert isinstance(self.chunks, MongoChunkStore)
         return mongo_setup.initialize(
-            self.database,
-            self.chunks,
-            dimensions=setup.dimensions,
-            wait=setup.wait,
-            prune=setup.prune,
-            timeout_s=setup.timeout_s,
-            sleep=self.sleep,
-            monotonic=self.monotonic,
+            self.database, self.chunks, setup, sleep=self.sleep, monotonic=self.monotonic
         )
 
     def watch_queued(self, wake: Callable[[], None]) -> Callable[[], None] | None:
