@@ -62,6 +62,19 @@ class _Delta:
     added: list[tuple[int, str, bytes]] = field(default_factory=list)  # rowid, text, vector
 
 
+@dataclass(frozen=True)
+class _TextRead:
+    """What a query by text and vector reads with: the vec0 table, the vector's blob, the
+    filter's SQL and parameters, the query terms, how many hits are wanted."""
+
+    table: str
+    blob: bytes
+    where: str
+    params: list[Any]
+    terms: list[QueryTerm]
+    top_k: int
+
+
 def _vector_blob(vector: Sequence[float], dim: int) -> bytes:
     return checked_vector(vector, dim).tobytes()
 
@@ -405,42 +418,35 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
         )
         return [row_to_hit(r, 1.0 - float(r["distance"])) for r in rows]
 
-    def _text_query(
-        self, scope: RagScope, search: ChunkSearch
-    ) -> tuple[str, bytes, str, list[Any], list[QueryTerm]]:
-        """What a query by text and vector reads with: the vec0 table (made before the
-        snapshot: it may write), the vector's blob, the filter's SQL, the query terms."""
+    def _text_query(self, scope: RagScope, search: ChunkSearch) -> _TextRead:
+        """What the search reads with (the vec0 table made before the snapshot: it may
+        write)."""
         table = self.db.ensure_vec_table(scope.dimension)
         blob = _vector_blob(search.vector, scope.dimension)
         where, params = chunk_filter_sql(search.filters, SQLITE)
-        return table, blob, where, params, self.lexical.terms(search.text)
+        terms = self.lexical.terms(search.text)
+        return _TextRead(table, blob, where, params, terms, search.top_k)
 
     def _hybrid_search(
         self, scope: RagScope, search: ChunkSearch, fusion: FusionParams
     ) -> Candidates:
-        top_k = search.top_k
-        table, blob, where, params, terms = self._text_query(scope, search)
+        read = self._text_query(scope, search)
         with self.db.snapshot():
-            if not where and self.cache is not None:
-                found = self._indexed_hybrid(scope, table, blob, terms, top_k, fusion)
+            if not read.where and self.cache is not None:
+                found = self._indexed_hybrid(scope, read, fusion)
                 if found is not None:
                     return found
-            dense = self._query(scope, table, blob, top_k, where, params)
-            lexical = self._lexical_query(scope, table, blob, terms, top_k, where, params)
-        return Candidates.hybrid(dense, lexical, top_k, fusion)
+            dense = self._query(scope, read.table, read.blob, read.top_k, read.where, read.params)
+            lexical = self._lexical_query(scope, read)
+        return Candidates.hybrid(dense, lexical, read.top_k, fusion)
 
     def _indexed_hybrid(
-        self,
-        scope: RagScope,
-        table: str,
-        blob: bytes,
-        terms: list[QueryTerm],
-        top_k: int,
-        fusion: FusionParams,
+        self, scope: RagScope, read: _TextRead, fusion: FusionParams
     ) -> Candidates | None:
         """Both lists from the in-process indexes as row ids and scores, fused before any
         chunk row is read; a hit's row is read when the caller first looks at it (in the
         caller's snapshot). None when the vector cache cannot answer."""
+        table, blob, terms, top_k = read.table, read.blob, read.terms, read.top_k
         found = self._cache_search(scope, table, blob, top_k)
         if found is None:
             return None
@@ -450,7 +456,7 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
         lexical = [(r, cosines[r], bm25) for r, bm25 in ranked if r in cosines]
         ranks = fuse_ranks(dense, lexical, fusion, tie_break=self._chunk_ids)
 
-        def read(batch: Sequence[FusedRank[int]]) -> list[Hit]:
+        def hits_of(batch: Sequence[FusedRank[int]]) -> list[Hit]:
             rows = self._rows_by_rowid(scope, [r.key for r in batch])
             return [
                 row_to_hit(
@@ -466,7 +472,7 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
             ]
 
         floor = dense[-1][1] if dense else None
-        return Candidates(FusedHits(ranks, read), len(dense) < top_k, floor)
+        return Candidates(FusedHits(ranks, hits_of), len(dense) < top_k, floor)
 
     def _chunk_ids(self, rowids: Sequence[int]) -> dict[int, str]:
         marks = ",".join("?" * len(rowids))
@@ -476,22 +482,15 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
     def _lexical_search(self, scope: RagScope, search: ChunkSearch) -> list[Hit]:
         """The chunks by BM25 relevance to the text, best first; ``score`` is each chunk's
         cosine similarity to the vector, ``lexical_score`` its BM25 score."""
-        table, blob, where, params, terms = self._text_query(scope, search)
+        read = self._text_query(scope, search)
         # Candidates, their rows and their cosines from one committed state: a source replaced
         # between two of these reads would otherwise lose its rows or its vectors.
         with self.db.snapshot():
-            return self._lexical_query(scope, table, blob, terms, search.top_k, where, params)
+            return self._lexical_query(scope, read)
 
-    def _lexical_query(
-        self,
-        scope: RagScope,
-        table: str,
-        blob: bytes,
-        terms: list[QueryTerm],
-        top_k: int,
-        where: str,
-        params: list[Any],
-    ) -> list[Hit]:
+    def _lexical_query(self, scope: RagScope, read: _TextRead) -> list[Hit]:
+        table, blob, terms, top_k, where = read.table, read.blob, read.terms, read.top_k, read.where
+        params = read.params
         ranked = self.lexical.search(scope, terms, top_k, where=where, params=params)
         rows = self._rows_by_rowid(scope, [r for r, _ in ranked])
         if len(rows) < len(ranked) and not where:
