@@ -372,16 +372,10 @@ class MongoChunkStore(ChunkStore):
         self.swaps.delete_many(flt)
         return removed
 
-    def remove_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
+    def _remove_chunks(
+        self, scope: RagScope, chunk_ids: Sequence[str] | None, filters: ChunkFilter | None
     ) -> int:
         flt = mq.chunk_match(scope, chunk_ids, filters)
-        if chunk_ids is not None and not chunk_ids:
-            return 0
         return int(self._collection(scope).delete_many(flt).deleted_count)
 
     def drop_rag(self, scope: RagScope) -> int:
@@ -423,16 +417,10 @@ class MongoChunkStore(ChunkStore):
         ]
         return source_counts_of(paths, rows)
 
-    def get_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
+    def _get_chunks(
+        self, scope: RagScope, chunk_ids: Sequence[str] | None, filters: ChunkFilter | None
     ) -> list[Hit]:
         flt = mq.chunk_match(scope, chunk_ids, filters)
-        if chunk_ids is not None and not chunk_ids:
-            return []
         collection = self._collection(scope)
         written = self._newest(collection, scope, filters)  # read first: see keep_newest
         rows = collection.find(flt, {name: 1 for name in (*mq.HIT_FIELDS, "ord")}).sort(

@@ -19,6 +19,7 @@ from vancetope_rag.store.port.shared import (
     best_scores_by_query,
     check_chunk_version,
     check_top_k,
+    selects_nothing,
 )
 from vancetope_rag.store.port.types import ChunkFilter, RagScope
 
@@ -82,7 +83,17 @@ class ChunkStore(Protocol):
         *,
         chunk_ids: Sequence[str] | None = None,
         filters: ChunkFilter | None = None,
-    ) -> int: ...
+    ) -> int:
+        """Remove the chunks the ids and the filter select (none for an empty list of ids)."""
+        if selects_nothing(chunk_ids, filters):
+            return 0
+        return self._remove_chunks(scope, chunk_ids, filters)
+
+    def _remove_chunks(
+        self, scope: RagScope, chunk_ids: Sequence[str] | None, filters: ChunkFilter | None
+    ) -> int:
+        """:meth:`remove_chunks` when it may select chunks."""
+        ...
 
     def drop_rag(self, scope: RagScope) -> int: ...
 
@@ -115,7 +126,17 @@ class ChunkStore(Protocol):
         *,
         chunk_ids: Sequence[str] | None = None,
         filters: ChunkFilter | None = None,
-    ) -> list[Hit]: ...
+    ) -> list[Hit]:
+        """The chunks the ids and the filter select (none for an empty list of ids)."""
+        if selects_nothing(chunk_ids, filters):
+            return []
+        return self._get_chunks(scope, chunk_ids, filters)
+
+    def _get_chunks(
+        self, scope: RagScope, chunk_ids: Sequence[str] | None, filters: ChunkFilter | None
+    ) -> list[Hit]:
+        """:meth:`get_chunks` when it may select chunks."""
+        ...
 
     def export_chunks(self, scope: RagScope, source_refs: Sequence[str]) -> list[Chunk]:
         """The chunks of those sources with their vectors, as ``get_chunks`` sees them (the

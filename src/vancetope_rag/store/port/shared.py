@@ -272,6 +272,14 @@ def check_chunk_version(chunk_version: int | None) -> None:
         raise InvalidInputError(f"chunk_version must be a positive integer, not {chunk_version!r}")
 
 
+def selects_nothing(chunk_ids: Sequence[str] | None, filters: ChunkFilter | None) -> bool:
+    """Does an empty list of chunk ids select no chunk? (A bad filter is refused all the
+    same.)"""
+    for _ in iter_filter(filters):
+        pass
+    return chunk_ids is not None and not chunk_ids
+
+
 def check_top_k(top_k: int) -> None:
     """A query asks for at least one chunk."""
     if top_k < 1:

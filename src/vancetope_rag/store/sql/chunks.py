@@ -48,30 +48,19 @@ class SqlChunkCommon(ChunkStore, Generic[S]):
 
     def _chunk_where(
         self, filters: ChunkFilter | None, chunk_ids: Sequence[str] | None
-    ) -> tuple[str, list[Any]] | None:
-        """`` AND …`` on the chunk alias ``c`` for a filter and chunk ids, and parameters;
-        None when ``chunk_ids`` is an empty list (nothing can match)."""
+    ) -> tuple[str, list[Any]]:
+        """`` AND …`` on the chunk alias ``c`` for a filter and chunk ids, and parameters."""
         where, params = chunk_filter_sql(filters, self.dialect)
         if chunk_ids is not None:
-            if not chunk_ids:
-                return None
             listed, more = self.dialect.in_list("c.id", list(chunk_ids))
             where += f" AND {listed}"
             params += more
         return where, params
 
-    def remove_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
+    def _remove_chunks(
+        self, scope: RagScope, chunk_ids: Sequence[str] | None, filters: ChunkFilter | None
     ) -> int:
-        found = self._chunk_where(filters, chunk_ids)
-        if found is None:
-            return 0
-        where, params = found
-        return self._remove_where(scope, where, params)
+        return self._remove_where(scope, *self._chunk_where(filters, chunk_ids))
 
     def _remove_where(self, scope: RagScope, where: str, params: list[Any]) -> int:
         """Remove the scope's chunks the ``AND …`` conditions select, in one transaction."""
@@ -123,18 +112,13 @@ class SqlChunkCommon(ChunkStore, Generic[S]):
             )
         return source_counts_of(paths, rows)
 
-    def get_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
+    def _get_chunks(
+        self, scope: RagScope, chunk_ids: Sequence[str] | None, filters: ChunkFilter | None
     ) -> list[Hit]:
-        found = self._chunk_where(filters, chunk_ids)
+        where, params = self._chunk_where(filters, chunk_ids)
         table = self._chunk_table(scope)
-        if found is None or table is None:
+        if table is None:
             return []
-        where, params = found
         rows = self.db.query_dicts(
             self.dialect.sql(f"SELECT {CHUNK_COLUMNS} FROM {table} c WHERE {SCOPE}")
             + f"{where} ORDER BY c.source_ref, c.rowid",
