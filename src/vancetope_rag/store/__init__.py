@@ -46,15 +46,23 @@ Modules:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlparse, urlunparse
+from urllib.parse import parse_qsl, unquote, urlparse
 
 from vancetope_rag.domain.records import IndexStatus
 from vancetope_rag.errors import MissingDependencyError, StoreError
-from vancetope_rag.store.port import ChunkStore, ControlStore, MigrationStore, RebuildStore, Store
+from vancetope_rag.store.port import (
+    ChunkStore,
+    ControlStore,
+    MigrationStore,
+    RebuildStore,
+    Store,
+    StoreSetup,
+)
+from vancetope_rag.store.port.shared import redact_uri as redact_store_uri
 from vancetope_rag.store.port.types import Clock, RagScope
 
 __all__ = [
@@ -73,26 +81,19 @@ __all__ = [
 
 
 @dataclass
-class SqliteStore:
+class SqliteStore(Store):
     """The embedded store: control plane, chunks and migrations in one SQLite file."""
 
     control: ControlStore
     chunks: ChunkStore
     rebuilds: RebuildStore
 
-    def initialize(
-        self,
-        *,
-        dimensions: Iterable[int] = (),
-        wait: bool = False,
-        timeout_s: float = 600.0,
-        prune: bool = False,
-    ) -> list[IndexStatus]:
+    def _initialize(self, setup: StoreSetup) -> list[IndexStatus]:
         """The schema is made on open; here every dimension's ``vec0`` table is created too.
         Nothing is built in the background, so everything is READY at once (``wait`` and
         ``timeout_s`` change nothing, nor does ``prune``: a ``vec0`` table holds no tier's quota;
         they are accepted so ``init`` works on every store)."""
-        dims = sorted(self.control.rag_dimensions() | {int(d) for d in dimensions})
+        dims = sorted(self.control.rag_dimensions() | setup.dimensions)
         for dim in dims:
             self.chunks.prepare_dimension(dim)
         return [IndexStatus(f"vec_chunks_{d}", "vec0", "vector", "READY", True) for d in dims]
@@ -123,15 +124,6 @@ def store_file(uri: str) -> Path | None:
     if scheme == "" or len(scheme) == 1:  # a path (len 1: a Windows drive letter)
         return Path(uri)
     return None
-
-
-def redact_store_uri(uri: str) -> str:
-    """The URI with its password replaced by ``***``: what may be printed or logged."""
-    parts = urlparse(uri)
-    if parts.password is None:
-        return uri
-    login, _, hosts = parts.netloc.rpartition("@")
-    return urlunparse(parts._replace(netloc=f"{login.split(':', 1)[0]}:***@{hosts}"))
 
 
 def _identity(uri: str) -> tuple[str, ...]:

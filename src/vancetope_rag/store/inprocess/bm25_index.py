@@ -63,8 +63,9 @@ LoadRowids = Callable[[], Iterable[int]]
 #: ``load_texts(rowids)``: ``(rowid, text)`` of those chunks.
 LoadTexts = Callable[[Sequence[int]], Iterable[tuple[int, str]]]
 
-#: One write: the rowids it removed, the (rowid, text) it added, the tokenizer.
-_Delta = tuple[tuple[int, ...], tuple[tuple[int, str], ...], TokenizeDocument]
+#: One write (:meth:`LexicalCache.apply`): the rowids it removed, the (rowid, text) it added,
+#: the tokenizer.
+LexicalDelta = tuple[tuple[int, ...], tuple[tuple[int, str], ...], TokenizeDocument]
 
 #: Merge the delta and the deletions into the main segment past this fraction of it.
 _MERGE_FRACTION = 0.25
@@ -101,7 +102,7 @@ class _Entry:
         return int(len(self.alive) - np.count_nonzero(self.alive))
 
 
-class LexicalCache(EpochCache[_Entry, _Delta]):
+class LexicalCache(EpochCache[_Entry, LexicalDelta]):
     """LRU of per-RAG lexical indexes, bounded by the total number of rows held."""
 
     def __init__(
@@ -186,21 +187,7 @@ class LexicalCache(EpochCache[_Entry, _Delta]):
             doc_freq={token: known[token] for token in terms},
         )
 
-    def apply(
-        self,
-        key: Key,
-        from_epoch: int,
-        to_epoch: int,
-        removed: Sequence[int],
-        added: Sequence[tuple[int, str]],
-        tokenize: TokenizeDocument,
-    ) -> bool:
-        """Absorb one committed chunk write of this process: the RAG went from ``from_epoch``
-        to ``to_epoch`` by deleting the rows ``removed`` and inserting ``added`` (see
-        :meth:`EpochCache._absorb`)."""
-        return self._absorb(key, from_epoch, to_epoch, (tuple(removed), tuple(added), tokenize))
-
-    def _advance(self, old: _Entry, delta: _Delta) -> _Entry | None:
+    def _advance(self, old: _Entry, delta: LexicalDelta) -> _Entry | None:
         removed, added, tokenize = delta
         new = np.asarray([rowid for rowid, _ in added], dtype=np.int64)
         if len(new) and (np.isin(new, old.rowids).any() or len(np.unique(new)) != len(new)):

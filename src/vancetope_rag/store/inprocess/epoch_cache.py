@@ -10,7 +10,7 @@ or by the database (the caller falls back), or it loads the RAG anew.
 
 This process's writes do not make an entry stale: the chunk store announces each write
 before it commits (:meth:`EpochCache.expect`), hands its delta over once it has committed
-(the subclass's ``apply``), and settles it (:meth:`EpochCache.settle`), also when it failed.
+(:meth:`EpochCache.apply`), and settles it (:meth:`EpochCache.settle`), also when it failed.
 A reader that sees the new epoch before the delta arrived waits for it a moment instead of
 reloading the whole RAG (measured: a reload of 20k chunks under writes takes ~1 s; the wait
 is the length of one delta). Each delta is also logged a while per RAG, so a reload that
@@ -101,11 +101,12 @@ class EpochCache(Generic[E, S]):
                     del self._pending[rag_id]
             self._settled.notify_all()
 
-    def _absorb(self, key: Key, from_epoch: int, to_epoch: int, delta: S) -> bool:
+    def apply(self, key: Key, from_epoch: int, to_epoch: int, delta: S) -> bool:
         """Absorb one committed write of this process: the RAG went from ``from_epoch`` to
-        ``to_epoch``. Applied when the held entry is at ``from_epoch`` (or reaches it by the
-        log); else the read path reloads it, as for a write of another process. The entry
-        before it is kept for readers whose snapshot predates the write."""
+        ``to_epoch`` by ``delta`` (the subclass's kind of delta). Applied when the held entry
+        is at ``from_epoch`` (or reaches it by the log); else the read path reloads it, as for
+        a write of another process. The entry before it is kept for readers whose snapshot
+        predates the write."""
         with self._lock:
             if key not in self._entries:
                 return False

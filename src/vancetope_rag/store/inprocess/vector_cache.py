@@ -187,8 +187,9 @@ def _measure_kernels(dim: int) -> KernelChoice:
 _UNSTORED = kernel_selector(None)
 
 
-#: One write: the rowids it removed, the (rowid, float32 blob) it added.
-_Delta = tuple[tuple[int, ...], tuple[tuple[int, bytes], ...]]
+#: One write (:meth:`VectorCache.apply`): the rowids it removed, the (rowid, float32 blob) it
+#: added; new rowids come from a high-water mark, so appending keeps the rows in rowid order.
+VectorDelta = tuple[tuple[int, ...], tuple[tuple[int, bytes], ...]]
 
 Loader = Callable[[], tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
 
@@ -197,7 +198,7 @@ def _unit(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     return (vector / (float(np.linalg.norm(vector)) or 1.0)).astype(np.float32)
 
 
-class VectorCache(EpochCache[_Entry, _Delta]):
+class VectorCache(EpochCache[_Entry, VectorDelta]):
     """LRU of per-RAG matrices, bounded by the total number of rows held."""
 
     def __init__(
@@ -271,21 +272,7 @@ class VectorCache(EpochCache[_Entry, _Delta]):
         out[held] = entry.matrix[at[held]] @ _unit(vector)
         return out
 
-    def apply(
-        self,
-        key: Key,
-        from_epoch: int,
-        to_epoch: int,
-        removed: Sequence[int],
-        added: Sequence[tuple[int, bytes]],
-    ) -> bool:
-        """Absorb one committed chunk write of this process (rows ``removed`` deleted, rows
-        ``added`` inserted as float32 blobs, the RAG's epoch ``from_epoch`` → ``to_epoch``);
-        see :meth:`EpochCache._absorb`. New rowids come from a high-water mark, so appending
-        keeps the rows in rowid order."""
-        return self._absorb(key, from_epoch, to_epoch, (tuple(removed), tuple(added)))
-
-    def _advance(self, old: _Entry, delta: _Delta) -> _Entry | None:
+    def _advance(self, old: _Entry, delta: VectorDelta) -> _Entry | None:
         removed, added = delta
         dim = old.matrix.shape[1]
         new_ids = np.asarray([r for r, _ in added], dtype=np.int64)

@@ -69,7 +69,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from vancetope_rag.domain.records import Chunk, Hit
 from vancetope_rag.domain.retrieval.ranking import Candidates, FusionParams
-from vancetope_rag.errors import InvalidInputError, StoreError
+from vancetope_rag.errors import StoreError
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.bm25 import rank_bm25
 from vancetope_rag.store.mongo.builders import probes as mp
@@ -79,9 +79,8 @@ from vancetope_rag.store.mongo.builders.analysis import text_terms
 from vancetope_rag.store.mongo.builders.text import build_text_search_pipeline
 from vancetope_rag.store.mongo.errors import guard_errors
 from vancetope_rag.store.mongo.search import SearchSupport, VectorSearchMode
+from vancetope_rag.store.port.chunks import ChunkSearch, ChunkStore
 from vancetope_rag.store.port.shared import (
-    best_scores_by_query,
-    check_top_k,
     checked_vector,
     chunk_id_taken_error,
     source_counts_of,
@@ -105,7 +104,7 @@ OBSERVED_LAG_MEMORY_S = 3600.0
 
 
 @guard_errors
-class MongoChunkStore:
+class MongoChunkStore(ChunkStore):
     """:class:`~vancetope_rag.store.port.ChunkStore` on ``chunks_<dim>`` collections.
 
     Args:
@@ -273,19 +272,10 @@ class MongoChunkStore:
         self._drop_orphans(collection, scope, docs, newest)
         return [c.id for c in chunks]
 
-    def replace_source(
-        self,
-        scope: RagScope,
-        source_ref: str,
-        chunks: Sequence[Chunk],
-        *,
-        chunk_version: int | None = None,
+    def _replace_source(
+        self, scope: RagScope, source_ref: str, chunks: Sequence[Chunk], chunk_version: int | None
     ) -> None:
         docs = mq.chunk_documents(scope, chunks)
-        if chunk_version is not None and (not isinstance(chunk_version, int) or chunk_version < 1):
-            raise InvalidInputError(
-                f"chunk_version must be a positive integer, not {chunk_version!r}"
-            )
         collection = self._collection(scope)
         if docs:
             self._check_ids_free(collection, scope, docs, source_ref)
@@ -382,16 +372,10 @@ class MongoChunkStore:
         self.swaps.delete_many(flt)
         return removed
 
-    def remove_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
+    def _remove_chunks(
+        self, scope: RagScope, chunk_ids: Sequence[str] | None, filters: ChunkFilter | None
     ) -> int:
         flt = mq.chunk_match(scope, chunk_ids, filters)
-        if chunk_ids is not None and not chunk_ids:
-            return 0
         return int(self._collection(scope).delete_many(flt).deleted_count)
 
     def drop_rag(self, scope: RagScope) -> int:
@@ -433,16 +417,10 @@ class MongoChunkStore:
         ]
         return source_counts_of(paths, rows)
 
-    def get_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
+    def _get_chunks(
+        self, scope: RagScope, chunk_ids: Sequence[str] | None, filters: ChunkFilter | None
     ) -> list[Hit]:
         flt = mq.chunk_match(scope, chunk_ids, filters)
-        if chunk_ids is not None and not chunk_ids:
-            return []
         collection = self._collection(scope)
         written = self._newest(collection, scope, filters)  # read first: see keep_newest
         rows = collection.find(flt, {name: 1 for name in (*mq.HIT_FIELDS, "ord")}).sort(
@@ -464,20 +442,13 @@ class MongoChunkStore:
 
     # -- queries -----------------------------------------------------------------------
 
-    def query(
-        self,
-        scope: RagScope,
-        vector: Sequence[float],
-        top_k: int,
-        *,
-        filters: ChunkFilter | None = None,
-    ) -> list[Hit]:
-        check_top_k(top_k)
-        query = checked_vector(vector, scope.dimension)
+    def _vector_search(self, scope: RagScope, search: ChunkSearch) -> list[Hit]:
+        query = checked_vector(search.vector, scope.dimension)
+        filters = search.filters
         mq.translate_filters(filters)  # unknown keys fail the same way in both modes
         # Atlas returns at most 10,000 results: a larger top_k gets the best 10,000 (fewer
         # than asked reads as "no more", which is what the service's over-fetch expects)
-        top_k = min(top_k, mq.MAX_NUM_CANDIDATES)
+        top_k = min(search.top_k, mq.MAX_NUM_CANDIDATES)
         if not self.uses_atlas():
             return self._exact_query(scope, query, top_k, filters)
         self._collection(scope)
@@ -515,21 +486,14 @@ class MongoChunkStore:
         }
         return [mq.hit_from_bson(found[r["_id"]], s) for r, s in chosen if r["_id"] in found]
 
-    def hybrid_query(
-        self,
-        scope: RagScope,
-        text: str,
-        vector: Sequence[float],
-        top_k: int,
-        *,
-        fusion: FusionParams,
-        filters: ChunkFilter | None = None,
+    def _hybrid_search(
+        self, scope: RagScope, search: ChunkSearch, fusion: FusionParams
     ) -> Candidates:
+        text, vector, top_k, filters = search.text, search.vector, search.top_k, search.filters
         if not self.uses_atlas():
             dense = self.query(scope, vector, top_k, filters=filters)
             lexical = self.lexical_query(scope, text, top_k, vector=vector, filters=filters)
             return Candidates.hybrid(dense, lexical, top_k, fusion)
-        check_top_k(top_k)  # refused before any thread starts
         query = checked_vector(vector, scope.dimension)
         mq.translate_filters(filters)
         # the two searches at once (each waits on mongot), the text one in a copy of this
@@ -580,24 +544,11 @@ class MongoChunkStore:
             {**r, "score": (1.0 + mq.cosine(r.get(ix.VECTOR_FIELD), query)) / 2.0} for r in rows
         ]
 
-    def best_scores(
-        self, scope: RagScope, vectors: Sequence[Sequence[float]]
-    ) -> list[float | None]:
-        return best_scores_by_query(self.query, scope, vectors)
-
-    def lexical_query(
-        self,
-        scope: RagScope,
-        text: str,
-        top_k: int,
-        *,
-        vector: Sequence[float],
-        filters: ChunkFilter | None = None,
-    ) -> list[Hit]:
-        check_top_k(top_k)
-        query = checked_vector(vector, scope.dimension)
+    def _lexical_search(self, scope: RagScope, search: ChunkSearch) -> list[Hit]:
+        text, filters = search.text, search.filters
+        query = checked_vector(search.vector, scope.dimension)
         mq.translate_filters(filters)
-        top_k = min(top_k, mq.MAX_NUM_CANDIDATES)  # as in query
+        top_k = min(search.top_k, mq.MAX_NUM_CANDIDATES)  # as in query
         terms = text_terms(text)
         if not terms:
             return []

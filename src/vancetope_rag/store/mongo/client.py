@@ -24,10 +24,10 @@ replacement is safe without transactions (see :mod:`.mongo.chunks`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlparse, urlunparse
+from urllib.parse import parse_qsl, unquote, urlparse
 
 from pymongo import ReadPreference, WriteConcern
 from pymongo.errors import PyMongoError
@@ -39,7 +39,8 @@ from vancetope_rag.store.mongo.chunks import MongoChunkStore, VectorSearchMode
 from vancetope_rag.store.mongo.control import MongoControlStore
 from vancetope_rag.store.mongo.errors import guard_errors, store_error
 from vancetope_rag.store.mongo.rebuilds import MongoRebuildStore
-from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
+from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore, Store, StoreSetup
+from vancetope_rag.store.port.shared import redact_uri
 from vancetope_rag.store.port.types import Clock
 
 __all__ = [
@@ -62,7 +63,7 @@ DEFAULT_TIMEOUT_MS = 30_000
 
 @guard_errors
 @dataclass
-class MongoStore:
+class MongoStore(Store):
     """The MongoDB store: control plane, chunks and migrations over one client."""
 
     control: ControlStore
@@ -75,28 +76,14 @@ class MongoStore:
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
     monotonic: Callable[[], float] = field(default=time.monotonic, repr=False)
 
-    def initialize(
-        self,
-        *,
-        dimensions: Iterable[int] = (),
-        wait: bool = False,
-        timeout_s: float = 600.0,
-        prune: bool = False,
-    ) -> list[IndexStatus]:
+    def _initialize(self, setup: StoreSetup) -> list[IndexStatus]:
         """Create collections and indexes (B-tree, vector and text search) for every
         dimension of the RAG catalog plus ``dimensions``, upgrading a schema-1 store; with
         ``wait``, block until every search index is READY (not merely queryable); with
         ``prune``, drop the search indexes of dimensions no RAG uses."""
         assert isinstance(self.chunks, MongoChunkStore)
         return mongo_setup.initialize(
-            self.database,
-            self.chunks,
-            dimensions=dimensions,
-            wait=wait,
-            prune=prune,
-            timeout_s=timeout_s,
-            sleep=self.sleep,
-            monotonic=self.monotonic,
+            self.database, self.chunks, setup, sleep=self.sleep, monotonic=self.monotonic
         )
 
     def watch_queued(self, wake: Callable[[], None]) -> Callable[[], None] | None:
@@ -117,16 +104,6 @@ def database_from_uri(uri: str) -> str:
     if any(c in name for c in '/\\. "$') or len(name) > 63:
         raise StoreError(f"invalid MongoDB database name {name!r} in the store URI")
     return name
-
-
-def redact_uri(uri: str) -> str:
-    """The URI with its password replaced by ``***`` (safe to log and show)."""
-    parts = urlparse(uri)
-    if parts.password is None:
-        return uri
-    user, _, hosts = parts.netloc.rpartition("@")
-    login = user.split(":", 1)[0]
-    return urlunparse(parts._replace(netloc=f"{login}:***@{hosts}"))
 
 
 def _is_mongomock(client: Any) -> bool:

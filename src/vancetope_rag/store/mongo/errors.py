@@ -111,9 +111,12 @@ def store_error(exc: PyMongoError, action: str) -> StoreError:
 
 
 def guard_errors(cls: C) -> C:
-    """Wrap every public method of an adapter class so a ``PyMongoError`` leaves it as a
-    :class:`StoreError` (errors of this package pass through unchanged)."""
-    for name, member in list(vars(cls).items()):
+    """Wrap every public method of an adapter class, and those its port (a Protocol base)
+    writes for every adapter, so a ``PyMongoError`` leaves it as a :class:`StoreError`
+    (errors of this package pass through unchanged)."""
+    ports = [base for base in cls.__mro__[1:] if getattr(base, "_is_protocol", False)]
+    members = {name: m for base in (*reversed(ports), cls) for name, m in vars(base).items()}
+    for name, member in members.items():
         if name.startswith("_") or not callable(member):
             continue
         setattr(cls, name, _guarded(member, f"{cls.__name__}.{name}"))

@@ -47,12 +47,13 @@ from typing import Any
 from pymongo.errors import BulkWriteError
 
 from vancetope_rag.domain.records import IndexStatus
-from vancetope_rag.errors import StoreError
 from vancetope_rag.secrets import get_logger
 from vancetope_rag.store.mongo import indexes as ix
 from vancetope_rag.store.mongo.builders.queries import decode_vector, encode_vector
 from vancetope_rag.store.mongo.catalog import upgrade_catalog
 from vancetope_rag.store.mongo.chunks import MongoChunkStore
+from vancetope_rag.store.port import StoreSetup
+from vancetope_rag.store.port.shared import check_schema_version
 
 log = get_logger(__name__)
 
@@ -85,11 +86,7 @@ def has_legacy_chunks(database: Any) -> bool:
 def open_schema(database: Any, shown_uri: str, chunks: MongoChunkStore) -> None:
     """Check the schema on open: refuse a newer one, note chunks waiting for a schema upgrade."""
     version = schema_version(database)
-    if version > SCHEMA_VERSION:
-        raise StoreError(
-            f"store {shown_uri!r} has schema version {version}, newer than this vancetope-rag "
-            f"understands ({SCHEMA_VERSION}); upgrade the package"
-        )
+    check_schema_version(shown_uri, version, SCHEMA_VERSION)
     if version < 3:
         upgrade_catalog(database)  # before the indexes: it drops one they would conflict with
     ix.ensure_control_indexes(database)
@@ -217,13 +214,10 @@ def shard_chunk_collections(database: Any, dims: Iterable[int]) -> list[IndexSta
 def initialize(
     database: Any,
     chunks: MongoChunkStore,
+    setup: StoreSetup,
     *,
-    dimensions: Iterable[int] = (),
-    wait: bool = False,
-    timeout_s: float = 600.0,
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
-    prune: bool = False,
 ) -> list[IndexStatus]:
     """Collections, B-tree and search indexes for every dimension; upgrade version 1; with
     ``wait``, block until every search index is READY; with ``prune``, drop the search
@@ -234,9 +228,9 @@ def initialize(
         upgrade_legacy_chunks(database)
     chunks.legacy_chunks = False
     set_schema_version(database)
-    wanted = rag_dimensions(database) | {int(d) for d in dimensions}
+    wanted = rag_dimensions(database) | setup.dimensions
     unused = collection_dimensions(database) - wanted
-    dims = sorted(wanted if prune else wanted | unused)
+    dims = sorted(wanted if setup.prune else wanted | unused)
     for dim in dims:
         chunks.search.forget(dim)
         chunks.prepare_dimension(dim)
@@ -254,13 +248,13 @@ def initialize(
             )
             for c in collections
         ]
-    dropped = prune_search_indexes(chunks, unused) if prune else []
-    if wait:
+    dropped = prune_search_indexes(chunks, unused) if setup.prune else []
+    if setup.wait:
         return (
             sharding
             + dropped
             + ix.wait_until_ready(
-                collections, timeout_s=timeout_s, sleep=sleep, monotonic=monotonic
+                collections, timeout_s=setup.timeout_s, sleep=sleep, monotonic=monotonic
             )
         )
     return sharding + dropped + [s for c in collections for s in ix.search_index_statuses(c)]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -54,6 +55,7 @@ __all__ = [
     "RebuildStore",
     "SettingsStore",
     "Store",
+    "StoreSetup",
 ]
 
 
@@ -83,8 +85,20 @@ class ControlStore(
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class StoreSetup:
+    """What :meth:`Store.initialize` is asked (its keyword arguments), for the store's
+    ``_initialize``."""
+
+    dimensions: frozenset[int] = frozenset()
+    wait: bool = False
+    timeout_s: float = 600.0
+    prune: bool = False
+
+
 class Store(Protocol):
-    """A store opened from a URI: its control plane, chunk store and migrations."""
+    """A store opened from a URI: its control plane, chunk store and migrations. Each store
+    subclasses it and answers :meth:`initialize` in ``_initialize``."""
 
     control: ControlStore
     chunks: ChunkStore
@@ -103,7 +117,10 @@ class Store(Protocol):
         until every search index is READY; with ``prune``, drop the search indexes of
         dimensions no RAG uses (a store without search indexes has nothing to drop and
         ignores it). Idempotent: run it on every deployment."""
-        ...
+        dims = frozenset(int(d) for d in dimensions)
+        return self._initialize(StoreSetup(dims, wait, timeout_s, prune))
+
+    def _initialize(self, setup: StoreSetup) -> list[IndexStatus]: ...
 
     def watch_queued(self, wake: Callable[[], None]) -> Callable[[], None] | None:
         """Call ``wake`` (from a thread of the store's) whenever any process queues documents

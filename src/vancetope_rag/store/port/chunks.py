@@ -1,16 +1,38 @@
 """The store port of chunks: chunk vectors per RAG, their searches and the index management
 that goes with them. Re-exported by :mod:`.port`; any ChunkStore can be wrapped as a LlamaIndex
-vector store (:class:`vancetope_rag.store.port.llamaindex_store.RagVectorStore`)."""
+vector store (:class:`vancetope_rag.store.port.llamaindex_store.RagVectorStore`).
+
+Each store adapter subclasses :class:`ChunkStore`: the argument checks of a write and of the
+searches are made here, once, and the adapter answers the checked call in its hooks
+(``_replace_source``, ``_vector_search``, ``_lexical_search``, ``_hybrid_search``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from vancetope_rag.domain.records import Chunk, Hit
 from vancetope_rag.domain.retrieval.ranking import Candidates, FusionParams
+from vancetope_rag.store.port.shared import (
+    best_scores_by_query,
+    check_chunk_version,
+    check_top_k,
+    selects_nothing,
+)
 from vancetope_rag.store.port.types import ChunkFilter, RagScope
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSearch:
+    """One search of a scope's chunks, its arguments checked (``top_k`` at least 1): what a
+    store's search hooks answer. ``text`` is empty for a search by vector only."""
+
+    vector: Sequence[float]
+    top_k: int
+    filters: ChunkFilter | None = None
+    text: str = ""
 
 
 @runtime_checkable
@@ -35,6 +57,13 @@ class ChunkStore(Protocol):
         ``chunk_version`` (the writer's claim token) orders writes of one source: a write with
         an older chunk version than one already written is dropped, so a late writer can never
         supersede a newer one. None draws a fresh chunk version (newer than all before)."""
+        check_chunk_version(chunk_version)
+        self._replace_source(scope, source_ref, chunks, chunk_version)
+
+    def _replace_source(
+        self, scope: RagScope, source_ref: str, chunks: Sequence[Chunk], chunk_version: int | None
+    ) -> None:
+        """:meth:`replace_source` once its chunk version is checked."""
         ...
 
     def remove_by_source(self, scope: RagScope, source_ref: str) -> int:
@@ -54,7 +83,17 @@ class ChunkStore(Protocol):
         *,
         chunk_ids: Sequence[str] | None = None,
         filters: ChunkFilter | None = None,
-    ) -> int: ...
+    ) -> int:
+        """Remove the chunks the ids and the filter select (none for an empty list of ids)."""
+        if selects_nothing(chunk_ids, filters):
+            return 0
+        return self._remove_chunks(scope, chunk_ids, filters)
+
+    def _remove_chunks(
+        self, scope: RagScope, chunk_ids: Sequence[str] | None, filters: ChunkFilter | None
+    ) -> int:
+        """:meth:`remove_chunks` when it may select chunks."""
+        ...
 
     def drop_rag(self, scope: RagScope) -> int: ...
 
@@ -87,7 +126,17 @@ class ChunkStore(Protocol):
         *,
         chunk_ids: Sequence[str] | None = None,
         filters: ChunkFilter | None = None,
-    ) -> list[Hit]: ...
+    ) -> list[Hit]:
+        """The chunks the ids and the filter select (none for an empty list of ids)."""
+        if selects_nothing(chunk_ids, filters):
+            return []
+        return self._get_chunks(scope, chunk_ids, filters)
+
+    def _get_chunks(
+        self, scope: RagScope, chunk_ids: Sequence[str] | None, filters: ChunkFilter | None
+    ) -> list[Hit]:
+        """:meth:`get_chunks` when it may select chunks."""
+        ...
 
     def export_chunks(self, scope: RagScope, source_refs: Sequence[str]) -> list[Chunk]:
         """The chunks of those sources with their vectors, as ``get_chunks`` sees them (the
@@ -107,6 +156,11 @@ class ChunkStore(Protocol):
 
         On a store whose search index lags its writes (Atlas), the answer reflects the
         writes the index has seen; per source, only the newest chunk version found is kept."""
+        check_top_k(top_k)
+        return self._vector_search(scope, ChunkSearch(vector, top_k, filters))
+
+    def _vector_search(self, scope: RagScope, search: ChunkSearch) -> list[Hit]:
+        """:meth:`query`, its ``top_k`` checked."""
         ...
 
     def best_scores(
@@ -116,7 +170,7 @@ class ChunkStore(Protocol):
         gives it; None where the RAG holds no chunks. The calibrator's probes: a store may
         answer them together (one statement for all on PostgreSQL), without the chunks'
         texts."""
-        ...
+        return best_scores_by_query(self.query, scope, vectors)
 
     def lexical_query(
         self,
@@ -131,6 +185,11 @@ class ChunkStore(Protocol):
         first. Each ``Hit.score`` is that chunk's cosine similarity to ``vector`` (so the caller
         can gate lexical-only hits on minScore); ``Hit.lexical_score`` is the store's relevance
         score. A text with no searchable word finds nothing."""
+        check_top_k(top_k)
+        return self._lexical_search(scope, ChunkSearch(vector, top_k, filters, text))
+
+    def _lexical_search(self, scope: RagScope, search: ChunkSearch) -> list[Hit]:
+        """:meth:`lexical_query`, its ``top_k`` checked."""
         ...
 
     def hybrid_query(
@@ -146,6 +205,13 @@ class ChunkStore(Protocol):
         """:meth:`query` and :meth:`lexical_query` (``top_k`` each) from one committed state,
         fused by :meth:`Candidates.hybrid`. A store may fuse on row ids and read each hit's
         row only when it is first looked at: look at them inside :meth:`snapshot`."""
+        check_top_k(top_k)
+        return self._hybrid_search(scope, ChunkSearch(vector, top_k, filters, text), fusion)
+
+    def _hybrid_search(
+        self, scope: RagScope, search: ChunkSearch, fusion: FusionParams
+    ) -> Candidates:
+        """:meth:`hybrid_query`, its ``top_k`` checked."""
         ...
 
     def snapshot(self) -> AbstractContextManager[None]:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlparse, urlunparse
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +27,7 @@ from vancetope_rag.errors import (
     InvalidInputError,
     RagAlreadyExistsError,
     RebuildRunningError,
+    StoreError,
 )
 from vancetope_rag.store.port.types import (
     FILTER_KEYS,
@@ -47,6 +49,15 @@ def content_hash(text: str) -> str:
     """The fingerprint stored with a document's content (hex SHA-256 of its UTF-8)."""
     # surrogatepass: the hash never fails; storing text with a lone surrogate is refused later
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def redact_uri(uri: str) -> str:
+    """The URI with its password replaced by ``***``: what may be printed or logged."""
+    parts = urlparse(uri)
+    if parts.password is None:
+        return uri
+    login, _, hosts = parts.netloc.rpartition("@")
+    return urlunparse(parts._replace(netloc=f"{login.split(':', 1)[0]}:***@{hosts}"))
 
 
 def capped_error(text: str) -> str:
@@ -254,6 +265,16 @@ def foreign_chunk_error() -> InvalidInputError:
     return InvalidInputError("chunk belongs to another RAG than the scope")
 
 
+def check_schema_version(shown: object, version: int, known: int) -> None:
+    """Refuse a store whose schema ``version`` is newer than the ``known`` one of this
+    package (``shown``: the store as it may be printed)."""
+    if version > known:
+        raise StoreError(
+            f"store {shown!r} has schema version {version}, newer than this vancetope-rag "
+            f"understands ({known}); upgrade the package"
+        )
+
+
 # -- chunk arguments ---------------------------------------------------------------------------
 
 
@@ -269,6 +290,20 @@ def iter_filter(filters: ChunkFilter | None) -> Iterator[tuple[str, bool, list[s
             )
         values = [value] if isinstance(value, str) else [str(v) for v in value]
         yield key, negated, values
+
+
+def check_chunk_version(chunk_version: int | None) -> None:
+    """Refuse a ``replace_source`` fencing version that is not a positive integer."""
+    if chunk_version is not None and (not isinstance(chunk_version, int) or chunk_version < 1):
+        raise InvalidInputError(f"chunk_version must be a positive integer, not {chunk_version!r}")
+
+
+def selects_nothing(chunk_ids: Sequence[str] | None, filters: ChunkFilter | None) -> bool:
+    """Does an empty list of chunk ids select no chunk? (A bad filter is refused all the
+    same.)"""
+    for _ in iter_filter(filters):
+        pass
+    return chunk_ids is not None and not chunk_ids
 
 
 def check_top_k(top_k: int) -> None:

@@ -29,14 +29,14 @@ import numpy.typing as npt
 from vancetope_rag.domain.records import Chunk, Hit
 from vancetope_rag.domain.retrieval.ranking import Candidates, FusionParams
 from vancetope_rag.store.inprocess.bm25_index import CollectionStats
+from vancetope_rag.store.port.chunks import ChunkSearch
 from vancetope_rag.store.port.shared import (
-    check_top_k,
     checked_vector,
     chunk_id_taken_error,
     foreign_chunk_error,
     unique_batches,
 )
-from vancetope_rag.store.port.types import ChunkFilter, RagScope
+from vancetope_rag.store.port.types import RagScope
 from vancetope_rag.store.postgres import lexical
 from vancetope_rag.store.postgres.db import PostgresDatabase
 from vancetope_rag.store.postgres.dialect import POSTGRES
@@ -277,35 +277,19 @@ class PostgresChunkStore(SqlChunkCommon[PostgresDatabase]):
         found.sort(key=lambda ch: ch.source_ref)  # stable: each source keeps its write order
         return found
 
-    def hybrid_query(
-        self,
-        scope: RagScope,
-        text: str,
-        vector: Sequence[float],
-        top_k: int,
-        *,
-        fusion: FusionParams,
-        filters: ChunkFilter | None = None,
+    def _hybrid_search(
+        self, scope: RagScope, search: ChunkSearch, fusion: FusionParams
     ) -> Candidates:
-        check_top_k(top_k)
         with self.db.snapshot():  # both lists from one committed state
-            terms = self._lexical_terms(scope, text)
+            terms = self._lexical_terms(scope, search.text)
             with self.db.pipeline():
                 # the server scans for the dense list while the lexical one is ranked here
-                dense = self._send_dense(scope, vector, top_k, filters)
-                lexical = self._lexical_ranked(scope, terms, top_k, vector, filters)
-                return Candidates.hybrid(dense(), lexical, top_k, fusion)
+                dense = self._send_dense(scope, search)
+                lexical = self._lexical_ranked(scope, terms, search)
+                return Candidates.hybrid(dense(), lexical, search.top_k, fusion)
 
-    def query(
-        self,
-        scope: RagScope,
-        vector: Sequence[float],
-        top_k: int,
-        *,
-        filters: ChunkFilter | None = None,
-    ) -> list[Hit]:
-        check_top_k(top_k)
-        return self._send_dense(scope, vector, top_k, filters)()
+    def _vector_search(self, scope: RagScope, search: ChunkSearch) -> list[Hit]:
+        return self._send_dense(scope, search)()
 
     def best_scores(
         self, scope: RagScope, vectors: Sequence[Sequence[float]]
@@ -327,17 +311,12 @@ class PostgresChunkStore(SqlChunkCommon[PostgresDatabase]):
             found.setdefault(int(row["ord"]) - 1, []).append(row)
         return [max(_cosines(found[i], q)) if i in found else None for i, q in enumerate(queries)]
 
-    def _send_dense(
-        self,
-        scope: RagScope,
-        vector: Sequence[float],
-        top_k: int,
-        filters: ChunkFilter | None,
-    ) -> Callable[[], list[Hit]]:
+    def _send_dense(self, scope: RagScope, search: ChunkSearch) -> Callable[[], list[Hit]]:
         """Start the dense query; the function returned gives its hits (inside a
         :meth:`PostgresDatabase.pipeline` the server runs it meanwhile)."""
-        query = checked_vector(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters, POSTGRES)
+        query = checked_vector(search.vector, scope.dimension)
+        where, params = chunk_filter_sql(search.filters, POSTGRES)
+        top_k = search.top_k
         if not self.db.has_dimension(scope.dimension):
             return list
         dim = scope.dimension
@@ -400,22 +379,12 @@ class PostgresChunkStore(SqlChunkCommon[PostgresDatabase]):
         self._sizes[key] = (size, now)
         return size
 
-    def lexical_query(
-        self,
-        scope: RagScope,
-        text: str,
-        top_k: int,
-        *,
-        vector: Sequence[float],
-        filters: ChunkFilter | None = None,
-    ) -> list[Hit]:
-        """The ``top_k`` chunks by BM25 relevance to ``text`` (the RAG's own statistics),
-        best first; ``score`` is each chunk's cosine to ``vector``, ``lexical_score`` its
-        BM25 score."""
-        check_top_k(top_k)
+    def _lexical_search(self, scope: RagScope, search: ChunkSearch) -> list[Hit]:
+        """The chunks by BM25 relevance to the text (the RAG's own statistics), best first;
+        ``score`` is each chunk's cosine to the vector, ``lexical_score`` its BM25 score."""
         with self.db.snapshot():  # statistics and ranking from one committed state
-            terms = self._lexical_terms(scope, text)
-            return self._lexical_ranked(scope, terms, top_k, vector, filters)
+            terms = self._lexical_terms(scope, search.text)
+            return self._lexical_ranked(scope, terms, search)
 
     def _lexical_terms(self, scope: RagScope, text: str) -> _Terms | None:
         """The query's lexemes and the RAG's statistics for them (in the caller's snapshot);
@@ -435,16 +404,12 @@ class PostgresChunkStore(SqlChunkCommon[PostgresDatabase]):
         )
 
     def _lexical_ranked(
-        self,
-        scope: RagScope,
-        terms: _Terms | None,
-        top_k: int,
-        vector: Sequence[float],
-        filters: ChunkFilter | None,
+        self, scope: RagScope, terms: _Terms | None, search: ChunkSearch
     ) -> list[Hit]:
         """The BM25 top ``top_k`` for ``terms`` (read in the caller's snapshot)."""
-        query = checked_vector(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters, POSTGRES)
+        query = checked_vector(search.vector, scope.dimension)
+        where, params = chunk_filter_sql(search.filters, POSTGRES)
+        top_k = search.top_k
         if terms is None:
             return []
         table = chunk_table(scope.dimension)

@@ -28,6 +28,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from vancetope_rag.errors import StoreError
 from vancetope_rag.secrets import get_logger, register_secret
+from vancetope_rag.store.port.shared import check_schema_version
 from vancetope_rag.store.postgres import textcodec
 from vancetope_rag.store.postgres.errors import scrubbed, store_error
 from vancetope_rag.store.postgres.uri import PostgresUri
@@ -193,11 +194,7 @@ class PostgresDatabase:
                 f"store {self.shown!r} is not initialised: run `vancetope-rag --store … init` "
                 "once (it creates the pgvector extension and the store's tables)"
             )
-        if version > self._schema_version:
-            raise StoreError(
-                f"store {self.shown!r} has schema version {version}, newer than this "
-                f"vancetope-rag understands ({self._schema_version}); upgrade the package"
-            )
+        check_schema_version(self.shown, version, self._schema_version)
         raise StoreError(
             f"store {self.shown!r} has schema version {version}; this vancetope-rag needs "
             f"{self._schema_version}: run `vancetope-rag --store … init` to upgrade it"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from vancetope_rag.errors import StoreError
 from vancetope_rag.secrets import get_logger
+from vancetope_rag.store.port.shared import check_schema_version
 from vancetope_rag.store.postgres.db import SCHEMA_TABLE, PostgresDatabase
 
 __all__ = [
@@ -439,11 +440,7 @@ def initialize(db: PostgresDatabase, *, upto: int = SCHEMA_VERSION) -> int:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (DDL_LOCK,))
             conn.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (version integer NOT NULL)")
             version = db.schema_version(conn)
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"store {db.shown!r} has schema version {version}, newer than this "
-                    f"vancetope-rag understands ({SCHEMA_VERSION}); upgrade the package"
-                )
+            check_schema_version(db.shown, version, SCHEMA_VERSION)
             for step in range(version, upto):
                 conn.execute(STEPS[step])
                 log.info("store %s: applied schema step %d", db.shown, step + 1)

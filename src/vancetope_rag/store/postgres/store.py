@@ -10,11 +10,11 @@ each dimension's chunk table; until it has run, every call fails with an error n
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vancetope_rag.domain.records import IndexStatus
-from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore
+from vancetope_rag.store.port import ChunkStore, ControlStore, RebuildStore, Store, StoreSetup
 from vancetope_rag.store.port.types import Clock
 from vancetope_rag.store.postgres import schema
 from vancetope_rag.store.postgres.chunks import (
@@ -34,7 +34,7 @@ __all__ = ["PostgresStore", "open_postgres_store"]
 
 
 @dataclass
-class PostgresStore:
+class PostgresStore(Store):
     """The PostgreSQL store: control plane, chunks and rebuilds over one connection pool."""
 
     control: ControlStore
@@ -43,21 +43,14 @@ class PostgresStore:
     db: PostgresDatabase
     listeners: list[QueuedListener] = field(default_factory=list)
 
-    def initialize(
-        self,
-        *,
-        dimensions: Iterable[int] = (),
-        wait: bool = False,
-        timeout_s: float = 600.0,
-        prune: bool = False,
-    ) -> list[IndexStatus]:
+    def _initialize(self, setup: StoreSetup) -> list[IndexStatus]:
         """Create the ``vector`` extension, apply the schema steps not applied yet, and make
         the chunk table and indexes of every dimension of the catalog plus ``dimensions``.
         Idempotent. Indexes are built by the statements that create them, so everything is
         READY when this returns (``wait`` and ``timeout_s`` change nothing, nor ``prune``: a
         dimension's table and indexes cost no quota)."""
         schema.initialize(self.db)
-        dims = self.control.rag_dimensions() | {int(d) for d in dimensions}
+        dims = self.control.rag_dimensions() | setup.dimensions
         dims = dims | set(self.db.known_dimensions())
         for dim in sorted(dims):
             schema.ensure_dimension(self.db, dim)

@@ -10,14 +10,14 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
-from vancetope_rag.domain.records import Chunk, Hit
-from vancetope_rag.errors import InvalidInputError
+from vancetope_rag.domain.records import Hit
+from vancetope_rag.store.port.chunks import ChunkStore
 from vancetope_rag.store.port.shared import source_counts_of, unique_batches
 from vancetope_rag.store.port.types import ChunkFilter, RagScope
 from vancetope_rag.store.sql.dialect import Dialect
 from vancetope_rag.store.sql.rows import HIT_COLUMNS, chunk_filter_sql, row_to_hit
 
-__all__ = ["CHUNK_COLUMNS", "SCOPE", "SqlChunkCommon", "check_chunk_version"]
+__all__ = ["CHUNK_COLUMNS", "SCOPE", "SqlChunkCommon"]
 
 #: A chunk's row as every read returns it (:data:`~.sql.rows.HIT_COLUMNS` on the alias ``c``;
 #: never its vector).
@@ -38,45 +38,29 @@ class _Snapshots(Protocol):
 S = TypeVar("S", bound=_Snapshots)
 
 
-def check_chunk_version(chunk_version: int | None) -> None:
-    """Refuse a ``replace_source`` fencing version that is not a positive integer."""
-    if chunk_version is not None and (not isinstance(chunk_version, int) or chunk_version < 1):
-        raise InvalidInputError(f"chunk_version must be a positive integer, not {chunk_version!r}")
-
-
-class SqlChunkCommon(Generic[S]):
+class SqlChunkCommon(ChunkStore, Generic[S]):
     """The :class:`~vancetope_rag.store.port.ChunkStore` methods both SQL chunk stores answer
-    the same way (a base of each; ``dialect`` and ``db`` are the store's)."""
+    the same way (a base of each; ``dialect`` and ``db`` are the store's). A source's chunks
+    are replaced in one transaction: no reader ever sees it between its old and new chunks."""
 
     dialect: Dialect
     db: S
 
     def _chunk_where(
         self, filters: ChunkFilter | None, chunk_ids: Sequence[str] | None
-    ) -> tuple[str, list[Any]] | None:
-        """`` AND …`` on the chunk alias ``c`` for a filter and chunk ids, and parameters;
-        None when ``chunk_ids`` is an empty list (nothing can match)."""
+    ) -> tuple[str, list[Any]]:
+        """`` AND …`` on the chunk alias ``c`` for a filter and chunk ids, and parameters."""
         where, params = chunk_filter_sql(filters, self.dialect)
         if chunk_ids is not None:
-            if not chunk_ids:
-                return None
             listed, more = self.dialect.in_list("c.id", list(chunk_ids))
             where += f" AND {listed}"
             params += more
         return where, params
 
-    def remove_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
+    def _remove_chunks(
+        self, scope: RagScope, chunk_ids: Sequence[str] | None, filters: ChunkFilter | None
     ) -> int:
-        found = self._chunk_where(filters, chunk_ids)
-        if found is None:
-            return 0
-        where, params = found
-        return self._remove_where(scope, where, params)
+        return self._remove_where(scope, *self._chunk_where(filters, chunk_ids))
 
     def _remove_where(self, scope: RagScope, where: str, params: list[Any]) -> int:
         """Remove the scope's chunks the ``AND …`` conditions select, in one transaction."""
@@ -128,42 +112,19 @@ class SqlChunkCommon(Generic[S]):
             )
         return source_counts_of(paths, rows)
 
-    def get_chunks(
-        self,
-        scope: RagScope,
-        *,
-        chunk_ids: Sequence[str] | None = None,
-        filters: ChunkFilter | None = None,
+    def _get_chunks(
+        self, scope: RagScope, chunk_ids: Sequence[str] | None, filters: ChunkFilter | None
     ) -> list[Hit]:
-        found = self._chunk_where(filters, chunk_ids)
+        where, params = self._chunk_where(filters, chunk_ids)
         table = self._chunk_table(scope)
-        if found is None or table is None:
+        if table is None:
             return []
-        where, params = found
         rows = self.db.query_dicts(
             self.dialect.sql(f"SELECT {CHUNK_COLUMNS} FROM {table} c WHERE {SCOPE}")
             + f"{where} ORDER BY c.source_ref, c.rowid",
             (*self._scope_params(scope), *params),
         )
         return [row_to_hit(r, 0.0) for r in rows]
-
-    def replace_source(
-        self,
-        scope: RagScope,
-        source_ref: str,
-        chunks: Sequence[Chunk],
-        *,
-        chunk_version: int | None = None,
-    ) -> None:
-        """One transaction: no reader ever sees the source between its old and new chunks.
-        A ``chunk_version`` older than the source's last write drops the write (fencing)."""
-        check_chunk_version(chunk_version)
-        self._replace_source(scope, source_ref, chunks, chunk_version)
-
-    def _replace_source(
-        self, scope: RagScope, source_ref: str, chunks: Sequence[Chunk], chunk_version: int | None
-    ) -> None:
-        raise NotImplementedError
 
     def discard_chunk_version(self, scope: Any, source_ref: str, chunk_version: int) -> int:
         return 0  # the write and its clean mark commit (or roll back) in one transaction

@@ -29,15 +29,14 @@ from vancetope_rag.store.inprocess.bm25 import QueryTerm
 from vancetope_rag.store.inprocess.bm25_index import LexicalCache
 from vancetope_rag.store.inprocess.epoch_cache import EpochCache
 from vancetope_rag.store.inprocess.vector_cache import VectorCache
+from vancetope_rag.store.port.chunks import ChunkSearch
 from vancetope_rag.store.port.shared import (
-    best_scores_by_query,
-    check_top_k,
     checked_vector,
     chunk_id_taken_error,
     foreign_chunk_error,
     unique_batches,
 )
-from vancetope_rag.store.port.types import ChunkFilter, RagScope
+from vancetope_rag.store.port.types import RagScope
 from vancetope_rag.store.sql.chunks import SqlChunkCommon
 from vancetope_rag.store.sql.rows import (
     HIT_COLUMNS,
@@ -61,6 +60,19 @@ class _Delta:
 
     removed: list[int] = field(default_factory=list)
     added: list[tuple[int, str, bytes]] = field(default_factory=list)  # rowid, text, vector
+
+
+@dataclass(frozen=True)
+class _TextRead:
+    """What a query by text and vector reads with: the vec0 table, the vector's blob, the
+    filter's SQL and parameters, the query terms, how many hits are wanted."""
+
+    table: str
+    blob: bytes
+    where: str
+    params: list[Any]
+    terms: list[QueryTerm]
+    top_k: int
 
 
 def _vector_blob(vector: Sequence[float], dim: int) -> bytes:
@@ -117,13 +129,8 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
                         key, start, end, delta.removed, [(r, text) for r, text, _ in delta.added]
                     )
                     if self.cache is not None:
-                        self.cache.apply(
-                            key,
-                            start,
-                            end,
-                            delta.removed,
-                            [(r, blob) for r, _, blob in delta.added],
-                        )
+                        blobs = tuple((r, blob) for r, _, blob in delta.added)
+                        self.cache.apply(key, start, end, (tuple(delta.removed), blobs))
         finally:
             self._local.deltas = self._local.epochs = None
             for rag_id, (start, _) in epochs.items():  # applied, or never committed
@@ -371,20 +378,12 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
             if rid in by_rowid  # deleted between the epoch read and now
         ]
 
-    def query(
-        self,
-        scope: RagScope,
-        vector: Sequence[float],
-        top_k: int,
-        *,
-        filters: ChunkFilter | None = None,
-    ) -> list[Hit]:
-        check_top_k(top_k)
+    def _vector_search(self, scope: RagScope, search: ChunkSearch) -> list[Hit]:
         table = self.db.ensure_vec_table(scope.dimension)  # before the snapshot: may write
-        blob = _vector_blob(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters, SQLITE)
+        blob = _vector_blob(search.vector, scope.dimension)
+        where, params = chunk_filter_sql(search.filters, SQLITE)
         with self.db.snapshot():  # the epoch, the cache's rows and the chunk rows: one state
-            return self._query(scope, table, blob, top_k, where, params)
+            return self._query(scope, table, blob, search.top_k, where, params)
 
     def _query(
         self, scope: RagScope, table: str, blob: bytes, top_k: int, where: str, params: list[Any]
@@ -419,49 +418,35 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
         )
         return [row_to_hit(r, 1.0 - float(r["distance"])) for r in rows]
 
-    def _text_query(
-        self, scope: RagScope, text: str, vector: Sequence[float], filters: ChunkFilter | None
-    ) -> tuple[str, bytes, str, list[Any], list[QueryTerm]]:
-        """What a query by text and vector reads with: the vec0 table (made before the
-        snapshot: it may write), the vector's blob, the filter's SQL, the query terms."""
+    def _text_query(self, scope: RagScope, search: ChunkSearch) -> _TextRead:
+        """What the search reads with (the vec0 table made before the snapshot: it may
+        write)."""
         table = self.db.ensure_vec_table(scope.dimension)
-        blob = _vector_blob(vector, scope.dimension)
-        where, params = chunk_filter_sql(filters, SQLITE)
-        return table, blob, where, params, self.lexical.terms(text)
+        blob = _vector_blob(search.vector, scope.dimension)
+        where, params = chunk_filter_sql(search.filters, SQLITE)
+        terms = self.lexical.terms(search.text)
+        return _TextRead(table, blob, where, params, terms, search.top_k)
 
-    def hybrid_query(
-        self,
-        scope: RagScope,
-        text: str,
-        vector: Sequence[float],
-        top_k: int,
-        *,
-        fusion: FusionParams,
-        filters: ChunkFilter | None = None,
+    def _hybrid_search(
+        self, scope: RagScope, search: ChunkSearch, fusion: FusionParams
     ) -> Candidates:
-        check_top_k(top_k)
-        table, blob, where, params, terms = self._text_query(scope, text, vector, filters)
+        read = self._text_query(scope, search)
         with self.db.snapshot():
-            if not where and self.cache is not None:
-                found = self._indexed_hybrid(scope, table, blob, terms, top_k, fusion)
+            if not read.where and self.cache is not None:
+                found = self._indexed_hybrid(scope, read, fusion)
                 if found is not None:
                     return found
-            dense = self._query(scope, table, blob, top_k, where, params)
-            lexical = self._lexical_query(scope, table, blob, terms, top_k, where, params)
-        return Candidates.hybrid(dense, lexical, top_k, fusion)
+            dense = self._query(scope, read.table, read.blob, read.top_k, read.where, read.params)
+            lexical = self._lexical_query(scope, read)
+        return Candidates.hybrid(dense, lexical, read.top_k, fusion)
 
     def _indexed_hybrid(
-        self,
-        scope: RagScope,
-        table: str,
-        blob: bytes,
-        terms: list[QueryTerm],
-        top_k: int,
-        fusion: FusionParams,
+        self, scope: RagScope, read: _TextRead, fusion: FusionParams
     ) -> Candidates | None:
         """Both lists from the in-process indexes as row ids and scores, fused before any
         chunk row is read; a hit's row is read when the caller first looks at it (in the
         caller's snapshot). None when the vector cache cannot answer."""
+        table, blob, terms, top_k = read.table, read.blob, read.terms, read.top_k
         found = self._cache_search(scope, table, blob, top_k)
         if found is None:
             return None
@@ -471,7 +456,7 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
         lexical = [(r, cosines[r], bm25) for r, bm25 in ranked if r in cosines]
         ranks = fuse_ranks(dense, lexical, fusion, tie_break=self._chunk_ids)
 
-        def read(batch: Sequence[FusedRank[int]]) -> list[Hit]:
+        def hits_of(batch: Sequence[FusedRank[int]]) -> list[Hit]:
             rows = self._rows_by_rowid(scope, [r.key for r in batch])
             return [
                 row_to_hit(
@@ -487,46 +472,25 @@ class SqliteChunkStore(SqlChunkCommon[SqliteDatabase]):
             ]
 
         floor = dense[-1][1] if dense else None
-        return Candidates(FusedHits(ranks, read), len(dense) < top_k, floor)
+        return Candidates(FusedHits(ranks, hits_of), len(dense) < top_k, floor)
 
     def _chunk_ids(self, rowids: Sequence[int]) -> dict[int, str]:
         marks = ",".join("?" * len(rowids))
         rows = self.db.query(f"SELECT rowid, id FROM chunks WHERE rowid IN ({marks})", rowids)
         return {int(r[0]): str(r[1]) for r in rows}
 
-    def best_scores(
-        self, scope: RagScope, vectors: Sequence[Sequence[float]]
-    ) -> list[float | None]:
-        return best_scores_by_query(self.query, scope, vectors)
-
-    def lexical_query(
-        self,
-        scope: RagScope,
-        text: str,
-        top_k: int,
-        *,
-        vector: Sequence[float],
-        filters: ChunkFilter | None = None,
-    ) -> list[Hit]:
-        """The ``top_k`` chunks by BM25 relevance to ``text``, best first; ``score`` is each
-        chunk's cosine similarity to ``vector``, ``lexical_score`` its BM25 score."""
-        check_top_k(top_k)
-        table, blob, where, params, terms = self._text_query(scope, text, vector, filters)
+    def _lexical_search(self, scope: RagScope, search: ChunkSearch) -> list[Hit]:
+        """The chunks by BM25 relevance to the text, best first; ``score`` is each chunk's
+        cosine similarity to the vector, ``lexical_score`` its BM25 score."""
+        read = self._text_query(scope, search)
         # Candidates, their rows and their cosines from one committed state: a source replaced
         # between two of these reads would otherwise lose its rows or its vectors.
         with self.db.snapshot():
-            return self._lexical_query(scope, table, blob, terms, top_k, where, params)
+            return self._lexical_query(scope, read)
 
-    def _lexical_query(
-        self,
-        scope: RagScope,
-        table: str,
-        blob: bytes,
-        terms: list[QueryTerm],
-        top_k: int,
-        where: str,
-        params: list[Any],
-    ) -> list[Hit]:
+    def _lexical_query(self, scope: RagScope, read: _TextRead) -> list[Hit]:
+        table, blob, terms, top_k, where = read.table, read.blob, read.terms, read.top_k, read.where
+        params = read.params
         ranked = self.lexical.search(scope, terms, top_k, where=where, params=params)
         rows = self._rows_by_rowid(scope, [r for r, _ in ranked])
         if len(rows) < len(ranked) and not where:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from vancetope_rag.errors import StoreCorruptError, StoreError
+from vancetope_rag.store.port.shared import check_schema_version
 from vancetope_rag.store.sqlite.bm25 import FTS5_BM25_FUNCTION, fts5_bm25, scope_token
 from vancetope_rag.store.sqlite.errors import store_error
 from vancetope_rag.store.sqlite.schema import SCHEMA_VERSION, UPGRADES
@@ -345,11 +346,7 @@ class SqliteDatabase:
         try:
             with self.transaction() as conn:
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
-                if version > SCHEMA_VERSION:
-                    raise StoreError(
-                        f"store {self.path!r} has schema version {version}, newer than this "
-                        f"vancetope-rag understands ({SCHEMA_VERSION}); upgrade the package"
-                    )
+                check_schema_version(self.path, version, SCHEMA_VERSION)
                 for step in range(version, SCHEMA_VERSION):
                     conn.execute(UPGRADES[step])
                 if version != SCHEMA_VERSION:

@@ -185,7 +185,8 @@ class SqliteLexical:
         """A chunk write of this process committed: the in-process index absorbs its delta
         (after the commit, never inside the transaction: it could still roll back)."""
         if self.cache is not None:
-            self.cache.apply(key, from_epoch, to_epoch, removed, added, self._tokenize_document)
+            delta = (tuple(removed), tuple(added), self._tokenize_document)
+            self.cache.apply(key, from_epoch, to_epoch, delta)
 
     # -- statistics and what the in-process index reads --------------------------------
 
