@@ -250,6 +250,31 @@ class RagService:
 
     # -- catalog -----------------------------------------------------------------------
 
+    def pinned_model(
+        self,
+        snapshot: SettingsSnapshot,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+    ) -> dict[str, Any]:
+        """The :class:`RagRecord` fields a new RAG or generation pins: the configured model,
+        its profile and its chunking (the caller's, else the engine's, else the model's)."""
+        loaded = self.registry.load(snapshot.embedding())
+        size, overlap = chunking_for(
+            loaded,
+            chunk_size,
+            chunk_overlap,
+            default_size=self.default_chunk_size,
+            default_overlap=self.default_chunk_overlap,
+        )
+        return {
+            "embedding_provider": loaded.provider,
+            "embedding_model": loaded.model,
+            "embedding_dimension": loaded.dimension,
+            "chunk_size": size,
+            "chunk_overlap": overlap,
+            "embedding_profile": loaded.pinned_profile(),
+        }
+
     def create(
         self,
         tenant_id: str,
@@ -287,14 +312,6 @@ class RagService:
                 "(ai.embedding.provider embedded, openai, gemini or a plugin's)",
                 rag_name=name,
             )
-        loaded = self.registry.load(snapshot.embedding())
-        size, overlap = chunking_for(
-            loaded,
-            chunk_size,
-            chunk_overlap,
-            default_size=self.default_chunk_size,
-            default_overlap=self.default_chunk_overlap,
-        )
         record = RagRecord(
             id=uuid.uuid4().hex,
             tenant_id=tenant_id,
@@ -302,12 +319,7 @@ class RagService:
             name=name,
             title=title,
             description=description,
-            embedding_provider=loaded.provider,
-            embedding_model=loaded.model,
-            embedding_dimension=loaded.dimension,
-            chunk_size=size,
-            chunk_overlap=overlap,
-            embedding_profile=loaded.pinned_profile(),
+            **self.pinned_model(snapshot, chunk_size, chunk_overlap),
         )
         # the chunk collection and search indexes of a new dimension are made now (no wait):
         # the indexer holds this RAG's documents until they are READY
