@@ -8,6 +8,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from llama_index.core import Document as LIDocument
@@ -552,10 +553,13 @@ class RagService:
         started = time.perf_counter()
         with SEARCHES.held():  # side by side with others, the embedding takes one thread
             vector = self._embed_query(rag, text, snapshot)
-            hybrid = resolved is RetrievalMode.HYBRID
-            hits = (self.retriever.hybrid if hybrid else self.retriever.dense_text)(
-                RagScope.of(rag),
-                text,
+            scope = RagScope.of(rag)
+            search = (
+                partial(self.retriever.hybrid, scope, text)
+                if resolved is RetrievalMode.HYBRID
+                else partial(self.retriever.dense, scope)
+            )
+            hits = search(
                 vector,
                 # with a reranker: its candidates, the cap applied to its order below
                 top_k=top_k if reranker is None else self.reranking.pool_size(top_k, snapshot),

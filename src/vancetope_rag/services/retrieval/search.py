@@ -41,29 +41,6 @@ class Retriever:
             keep=keep,
         )
 
-    def dense_text(
-        self,
-        scope: RagScope,
-        text: str,
-        vector: Sequence[float],
-        *,
-        top_k: int,
-        min_score: float | None,
-        max_per_doc: int | None,
-        filters: ChunkFilter | None,
-        keep: HitPredicate | None = None,
-    ) -> list[Hit]:
-        """:meth:`dense` with the signature of :meth:`hybrid` (the text is not needed)."""
-        return self.dense(
-            scope,
-            vector,
-            top_k=top_k,
-            min_score=min_score,
-            max_per_doc=max_per_doc,
-            filters=filters,
-            keep=keep,
-        )
-
     def hybrid(
         self,
         scope: RagScope,
