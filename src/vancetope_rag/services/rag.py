@@ -8,7 +8,6 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import partial
 from typing import Any
 
 from llama_index.core import Document as LIDocument
@@ -553,14 +552,10 @@ class RagService:
         started = time.perf_counter()
         with SEARCHES.held():  # side by side with others, the embedding takes one thread
             vector = self._embed_query(rag, text, snapshot)
-            scope = RagScope.of(rag)
-            search = (
-                partial(self.retriever.hybrid, scope, text)
-                if resolved is RetrievalMode.HYBRID
-                else partial(self.retriever.dense, scope)
-            )
-            hits = search(
+            hits = self.retriever.search(
+                RagScope.of(rag),
                 vector,
+                text=text if resolved is RetrievalMode.HYBRID else None,
                 # with a reranker: its candidates, the cap applied to its order below
                 top_k=top_k if reranker is None else self.reranking.pool_size(top_k, snapshot),
                 min_score=threshold,
@@ -648,7 +643,7 @@ class RagService:
     ) -> list[Hit]:
         """The best hits for an already embedded query, by cosine similarity
         (``_documents`` hits as they may be cited now, as in :meth:`query`)."""
-        hits = self.retriever.dense(
+        hits = self.retriever.search(
             RagScope.of(rag),
             vector,
             top_k=top_k,
