@@ -74,33 +74,20 @@ def _wanted(head: DocumentHead) -> bool:
     )
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class RebuildService:
     """Start, cancel, advance and report rebuilds of a project's ``_documents``."""
 
-    def __init__(
-        self,
-        *,
-        control: ControlStore,
-        rebuild_store: RebuildStore,
-        chunks: ChunkStore,
-        rags: RagService,
-        documents: DocumentService,
-        settings: SettingsService,
-        shadows: ShadowIndexer,
-        config: EngineConfig,
-        metrics: Metrics,
-        calibrator: Calibrator | None = None,
-    ) -> None:
-        self.control = control
-        self.calibrator = calibrator
-        self.rebuild_store = rebuild_store
-        self.chunks = chunks
-        self.rags = rags
-        self.documents = documents
-        self.settings = settings
-        self.shadows = shadows
-        self.config = config
-        self.metrics = metrics
+    control: ControlStore
+    rebuild_store: RebuildStore
+    chunks: ChunkStore
+    rags: RagService
+    documents: DocumentService
+    settings: SettingsService
+    shadows: ShadowIndexer
+    config: EngineConfig
+    metrics: Metrics
+    calibrator: Calibrator | None = None
 
     # -- start and cancel ------------------------------------------------------------------
 
