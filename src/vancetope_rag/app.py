@@ -211,7 +211,6 @@ class RagApp:
             control=control,
             rebuild_store=store.rebuilds,
             chunks=chunks,
-            embeddings=embeddings,
             rags=rags,
             documents=documents,
             settings=settings,

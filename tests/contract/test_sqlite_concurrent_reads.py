@@ -120,10 +120,10 @@ def _lexical(store: Store, scope: RagScope) -> list[Hit]:
 
 def _hybrid(store: Store, scope: RagScope) -> list[Hit]:
     retriever = Retriever(store.chunks, FusionParams(depth=50))
-    return retriever.hybrid(
+    return retriever.search(
         scope,
-        "alpha report",
         _vec(1),
+        text="alpha report",
         top_k=50,
         min_score=None,
         max_per_doc=None,

@@ -22,6 +22,8 @@ from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from vancetope_rag.domain.wire import camel_json
+
 #: A worker is live while its last tick is at most this many of its intervals old …
 LIVE_INTERVALS = 3
 #: … plus this much: a tick that embeds a large batch takes its time.
@@ -60,18 +62,7 @@ class OpenCircuit:
     detail: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "provider": self.provider,
-            "baseUrl": self.base_url,
-            "keyHash": self.key_hash,
-            "model": self.model,
-            "dimension": self.dimension,
-            "kind": self.kind,
-            "since": self.since,
-            "retryAt": self.retry_at,
-            "failures": self.failures,
-            "detail": self.detail,
-        }
+        return camel_json(self)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> OpenCircuit:
@@ -133,10 +124,7 @@ class WorkerHeartbeat:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "workerId": self.worker_id,
-            "nodeId": self.node_id,
-            "version": self.version,
-            "intervalS": self.interval_s,
+            **camel_json(self, "worker_id", "node_id", "version", "interval_s"),
             "startedAt": self.started_at.isoformat(),
             "lastTick": self.last_tick.isoformat(),
         }

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from vancetope_rag.domain.wire import camel_json
+
 __all__ = [
     "ACTIVE_S",
     "DEFAULT_MAX_FAILURE_RATIO",
@@ -192,11 +194,7 @@ class Progress:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "done": self.done,
-            "failed": self.failed,
-            "skipped": self.skipped,
-            "pending": self.pending,
-            "total": self.total,
+            **camel_json(self, "done", "failed", "skipped", "pending", "total"),
             "rate": round(self.rate, 3),
             "etaSeconds": None if self.eta_s is None else round(self.eta_s, 1),
             "paused": self.paused,

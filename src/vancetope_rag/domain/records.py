@@ -10,6 +10,7 @@ from typing import Any
 from vancetope_rag.domain.heartbeats import IndexerStatus
 from vancetope_rag.domain.rebuilds import ProjectProgress
 from vancetope_rag.domain.retrieval.calibration import Calibration
+from vancetope_rag.domain.wire import camel_json
 
 #: Name of the system-owned default RAG of every project.
 DEFAULT_RAG_NAME = "_documents"
@@ -263,11 +264,9 @@ class RagStatus:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "exists": self.exists,
-            "ragId": self.rag_id,
-            "embeddingProvider": self.embedding_provider,
-            "embeddingModel": self.embedding_model,
-            "chunkCount": self.chunk_count,
+            **camel_json(
+                self, "exists", "rag_id", "embedding_provider", "embedding_model", "chunk_count"
+            ),
             "createdAt": self.created_at.isoformat() if self.created_at else None,
             "documents": dict(self.documents),
             "truncatedDocuments": self.truncated_documents,

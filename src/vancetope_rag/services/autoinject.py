@@ -70,24 +70,16 @@ def observe_decisions() -> Iterator[list[InjectionDecision]]:
         _OBSERVED.reset(token)
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class RagAutoInjectService:
     """Resolves ON/OFF/AUTO, queries ``_documents`` and renders the block. Never raises for
     retrieval problems: a failed embed or query is a warning and the turn goes on."""
 
-    def __init__(
-        self,
-        *,
-        rags: RagService,
-        settings: SettingsService,
-        config: EngineConfig,
-        metrics: Metrics,
-        default_template: str | None = None,
-    ) -> None:
-        self.rags = rags
-        self.settings = settings
-        self.config = config
-        self.metrics = metrics
-        self.default_template = default_template
+    rags: RagService
+    settings: SettingsService
+    config: EngineConfig
+    metrics: Metrics
+    default_template: str | None = None
 
     def params(
         self,

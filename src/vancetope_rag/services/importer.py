@@ -326,30 +326,20 @@ class _Sync:
         return None
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class DocumentImporter:
     """Creates or updates one document per imported file; a file whose bytes and extraction
     settings are unchanged since it was last read costs a hash, not an extraction."""
 
-    def __init__(
-        self,
-        *,
-        documents: DocumentService,
-        extractors: ExtractorRegistry,
-        extraction: ExtractionService,
-        max_text_chars: int,
-        max_bytes: int = MAX_IMPORT_BYTES,
-        retries: RetryPolicy | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.documents = documents
-        self.extractors = extractors
-        self.extraction = extraction
-        self.max_text_chars = max_text_chars
-        self.max_bytes = max_bytes
-        #: When machine-side failures are read again in the background.
-        self.retries = retries or RetryPolicy()
-        #: Wall clock (epoch seconds) of retry times; replaceable in tests.
-        self.clock = clock
+    documents: DocumentService
+    extractors: ExtractorRegistry
+    extraction: ExtractionService
+    max_text_chars: int
+    max_bytes: int = MAX_IMPORT_BYTES
+    #: When machine-side failures are read again in the background.
+    retries: RetryPolicy = field(default_factory=RetryPolicy)
+    #: Wall clock (epoch seconds) of retry times; replaceable in tests.
+    clock: Callable[[], float] = time.time
 
     def import_directory(
         self,

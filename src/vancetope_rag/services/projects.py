@@ -83,27 +83,17 @@ def require_open_project(control: ProjectStore, tenant_id: str, project_id: str)
     return project
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class ProjectRagService:
     """Ensure/dispose the ``_documents`` RAG, reindex, status."""
 
-    def __init__(
-        self,
-        *,
-        control: ControlStore,
-        chunks: ChunkStore,
-        embeddings: EmbeddingRegistry,
-        rags: RagService,
-        documents: DocumentService,
-        settings: SettingsService,
-        rebuilds: RebuildService,
-    ) -> None:
-        self.control = control
-        self.chunks = chunks
-        self.embeddings = embeddings
-        self.rags = rags
-        self.documents = documents
-        self.settings = settings
-        self.rebuilds = rebuilds
+    control: ControlStore
+    chunks: ChunkStore
+    embeddings: EmbeddingRegistry
+    rags: RagService
+    documents: DocumentService
+    settings: SettingsService
+    rebuilds: RebuildService
 
     def find_default_rag(self, tenant_id: str, project_id: str) -> RagRecord | None:
         return self.control.find_rag(tenant_id, project_id, DEFAULT_RAG_NAME)

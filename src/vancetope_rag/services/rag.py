@@ -250,6 +250,31 @@ class RagService:
 
     # -- catalog -----------------------------------------------------------------------
 
+    def pinned_model(
+        self,
+        snapshot: SettingsSnapshot,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+    ) -> dict[str, Any]:
+        """The :class:`RagRecord` fields a new RAG or generation pins: the configured model,
+        its profile and its chunking (the caller's, else the engine's, else the model's)."""
+        loaded = self.registry.load(snapshot.embedding())
+        size, overlap = chunking_for(
+            loaded,
+            chunk_size,
+            chunk_overlap,
+            default_size=self.default_chunk_size,
+            default_overlap=self.default_chunk_overlap,
+        )
+        return {
+            "embedding_provider": loaded.provider,
+            "embedding_model": loaded.model,
+            "embedding_dimension": loaded.dimension,
+            "chunk_size": size,
+            "chunk_overlap": overlap,
+            "embedding_profile": loaded.pinned_profile(),
+        }
+
     def create(
         self,
         tenant_id: str,
@@ -287,14 +312,6 @@ class RagService:
                 "(ai.embedding.provider embedded, openai, gemini or a plugin's)",
                 rag_name=name,
             )
-        loaded = self.registry.load(snapshot.embedding())
-        size, overlap = chunking_for(
-            loaded,
-            chunk_size,
-            chunk_overlap,
-            default_size=self.default_chunk_size,
-            default_overlap=self.default_chunk_overlap,
-        )
         record = RagRecord(
             id=uuid.uuid4().hex,
             tenant_id=tenant_id,
@@ -302,12 +319,7 @@ class RagService:
             name=name,
             title=title,
             description=description,
-            embedding_provider=loaded.provider,
-            embedding_model=loaded.model,
-            embedding_dimension=loaded.dimension,
-            chunk_size=size,
-            chunk_overlap=overlap,
-            embedding_profile=loaded.pinned_profile(),
+            **self.pinned_model(snapshot, chunk_size, chunk_overlap),
         )
         # the chunk collection and search indexes of a new dimension are made now (no wait):
         # the indexer holds this RAG's documents until they are READY
@@ -540,11 +552,10 @@ class RagService:
         started = time.perf_counter()
         with SEARCHES.held():  # side by side with others, the embedding takes one thread
             vector = self._embed_query(rag, text, snapshot)
-            hybrid = resolved is RetrievalMode.HYBRID
-            hits = (self.retriever.hybrid if hybrid else self.retriever.dense_text)(
+            hits = self.retriever.search(
                 RagScope.of(rag),
-                text,
                 vector,
+                text=text if resolved is RetrievalMode.HYBRID else None,
                 # with a reranker: its candidates, the cap applied to its order below
                 top_k=top_k if reranker is None else self.reranking.pool_size(top_k, snapshot),
                 min_score=threshold,
@@ -632,7 +643,7 @@ class RagService:
     ) -> list[Hit]:
         """The best hits for an already embedded query, by cosine similarity
         (``_documents`` hits as they may be cited now, as in :meth:`query`)."""
-        hits = self.retriever.dense(
+        hits = self.retriever.search(
             RagScope.of(rag),
             vector,
             top_k=top_k,

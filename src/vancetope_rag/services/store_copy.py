@@ -45,6 +45,7 @@ from vancetope_rag.domain.records import (
     RagRecord,
     RagState,
 )
+from vancetope_rag.domain.wire import camel_json
 from vancetope_rag.errors import CopyConflictError, InvalidInputError, RebuildRunningError
 from vancetope_rag.store.port import Store
 from vancetope_rag.store.port.types import RagScope
@@ -126,14 +127,7 @@ class CopyCounts:
     cached_embeddings: int = 0
 
     def to_json(self) -> dict[str, int]:
-        return {
-            "projects": self.projects,
-            "settings": self.settings,
-            "rags": self.rags,
-            "documents": self.documents,
-            "chunks": self.chunks,
-            "cachedEmbeddings": self.cached_embeddings,
-        }
+        return camel_json(self)
 
     def total(self) -> int:
         return sum(getattr(self, f.name) for f in fields(self))

@@ -120,31 +120,23 @@ class _VisionCallFailed(ExtractionError):
         self.cause = cause
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class BridgeService:
     """Answers ``files_visualize``; see the module docstring."""
 
-    def __init__(
-        self,
-        *,
-        extraction: ExtractionService,
-        settings: SettingsService,
-        documents: DocumentService,
-        circuits: ProviderCircuits,
-        cache: BridgeCache,
-        environment: dict[str, int | None],
-        max_text_chars: int,
-        runtime_paths: Sequence[str] = (),
-    ) -> None:
-        self.extraction = extraction
-        self.settings = settings
-        self.documents = documents
-        self.circuits = circuits
-        self.cache = cache
-        self.environment = environment
-        self.max_text_chars = max_text_chars
-        #: Canonical paths of the engine's runtime state (the store file and its journals,
-        #: caches, export and extraction folders): never read, even inside a workspace.
-        self.runtime_paths = tuple(os.path.realpath(p) for p in runtime_paths)
+    extraction: ExtractionService
+    settings: SettingsService
+    documents: DocumentService
+    circuits: ProviderCircuits
+    cache: BridgeCache
+    environment: dict[str, int | None]
+    max_text_chars: int
+    #: Paths of the engine's runtime state (the store file and its journals, caches, export
+    #: and extraction folders), made canonical: never read, even inside a workspace.
+    runtime_paths: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        self.runtime_paths = tuple(os.path.realpath(p) for p in self.runtime_paths)
 
     @staticmethod
     def request(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from vancetope_rag.config import EngineConfig
 from vancetope_rag.domain.records import RagRecord
+from vancetope_rag.domain.wire import camel_json
 from vancetope_rag.services.indexing.sources import SourceText
 
 
@@ -56,14 +57,9 @@ class BatchResult:
         return bool(self.indexed or self.removed or self.unchanged)
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "indexed": self.indexed,
-            "removed": self.removed,
-            "failed": self.failed,
-            "chunks": self.chunks,
-            "embeddedTexts": self.embedded_texts,
-            "cacheHits": self.cache_hits,
-        }
+        return camel_json(
+            self, "indexed", "removed", "failed", "chunks", "embedded_texts", "cache_hits"
+        )
 
 
 def fingerprint(rag: RagRecord, parts: Sequence[SourceText]) -> str:

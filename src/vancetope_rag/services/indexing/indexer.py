@@ -13,6 +13,7 @@ a rebuild's shadow indexer.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from llama_index.core.schema import BaseNode
 
@@ -44,29 +45,18 @@ class _CleanMarkFailed(Exception):
     """Leaves a store transaction so that the store rolls back a write whose claim was lost."""
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class ProjectRagIndexer:
     """Brings the ``_documents`` chunks of claimed documents in line with their content."""
 
-    def __init__(
-        self,
-        *,
-        control: ControlStore,
-        rags: RagService,
-        documents: DocumentService,
-        project_rags: ProjectRagService,
-        settings: SettingsService,
-        releaser: ClaimReleaser,
-        config: EngineConfig,
-        metrics: Metrics,
-    ) -> None:
-        self.control = control
-        self.rags = rags
-        self.documents = documents
-        self.project_rags = project_rags
-        self.settings = settings
-        self.config = config
-        self.metrics = metrics
-        self.releaser = releaser
+    control: ControlStore
+    rags: RagService
+    documents: DocumentService
+    project_rags: ProjectRagService
+    settings: SettingsService
+    releaser: ClaimReleaser
+    config: EngineConfig
+    metrics: Metrics
 
     def retry_delay(self, attempts: int) -> float:
         """Exponential backoff with jitter, capped."""

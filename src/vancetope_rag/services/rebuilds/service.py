@@ -39,14 +39,12 @@ from vancetope_rag.domain.rebuilds import (
     model_label,
 )
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, IndexState, RagRecord, RagState
-from vancetope_rag.embeddings import EmbeddingRegistry
 from vancetope_rag.errors import NoRebuildError, RebuildRunningError
 from vancetope_rag.metrics import Metrics
 from vancetope_rag.secrets import error_text, get_logger
 from vancetope_rag.services.calibration import Calibrator
 from vancetope_rag.services.documents import DocumentService
 from vancetope_rag.services.indexing.batch import BatchResult
-from vancetope_rag.services.indexing.chunking import chunking_for
 from vancetope_rag.services.indexing.progress import project_progress
 from vancetope_rag.services.indexing.sources import unreadable_reason
 from vancetope_rag.services.rag import RagService
@@ -76,35 +74,20 @@ def _wanted(head: DocumentHead) -> bool:
     )
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class RebuildService:
     """Start, cancel, advance and report rebuilds of a project's ``_documents``."""
 
-    def __init__(
-        self,
-        *,
-        control: ControlStore,
-        rebuild_store: RebuildStore,
-        chunks: ChunkStore,
-        embeddings: EmbeddingRegistry,
-        rags: RagService,
-        documents: DocumentService,
-        settings: SettingsService,
-        shadows: ShadowIndexer,
-        config: EngineConfig,
-        metrics: Metrics,
-        calibrator: Calibrator | None = None,
-    ) -> None:
-        self.control = control
-        self.calibrator = calibrator
-        self.rebuild_store = rebuild_store
-        self.chunks = chunks
-        self.embeddings = embeddings
-        self.rags = rags
-        self.documents = documents
-        self.settings = settings
-        self.shadows = shadows
-        self.config = config
-        self.metrics = metrics
+    control: ControlStore
+    rebuild_store: RebuildStore
+    chunks: ChunkStore
+    rags: RagService
+    documents: DocumentService
+    settings: SettingsService
+    shadows: ShadowIndexer
+    config: EngineConfig
+    metrics: Metrics
+    calibrator: Calibrator | None = None
 
     # -- start and cancel ------------------------------------------------------------------
 
@@ -155,23 +138,10 @@ class RebuildService:
     def _next_generation(self, live: RagRecord, snapshot: SettingsSnapshot) -> RagRecord:
         """The new generation of ``live`` (not stored yet): same name and texts, pinned to the
         configured model with that model's chunking."""
-        loaded = self.embeddings.load(snapshot.embedding())
-        size, overlap = chunking_for(
-            loaded,
-            None,
-            None,
-            default_size=self.rags.default_chunk_size,
-            default_overlap=self.rags.default_chunk_overlap,
-        )
         return replace(
             live,
             id=uuid.uuid4().hex,
-            embedding_provider=loaded.provider,
-            embedding_model=loaded.model,
-            embedding_dimension=loaded.dimension,
-            chunk_size=size,
-            chunk_overlap=overlap,
-            embedding_profile=loaded.pinned_profile(),
+            **self.rags.pinned_model(snapshot),
             created_at=None,
             state=RagState.SHADOW,
             generation=live.generation + 1,

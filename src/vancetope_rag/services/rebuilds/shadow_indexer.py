@@ -11,6 +11,7 @@ whose lease expired (or whose item an edit re-queued) never supersedes a newer p
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from llama_index.core.schema import BaseNode
 
@@ -34,25 +35,16 @@ from vancetope_rag.store.port import ControlStore, RebuildStore
 log = get_logger(__name__)
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class ShadowIndexer:
     """Indexes claimed migration items into the migration's shadow RAG."""
 
-    def __init__(
-        self,
-        *,
-        control: ControlStore,
-        rebuild_store: RebuildStore,
-        rags: RagService,
-        documents: DocumentService,
-        config: EngineConfig,
-        metrics: Metrics,
-    ) -> None:
-        self.control = control
-        self.rebuild_store = rebuild_store
-        self.rags = rags
-        self.documents = documents
-        self.config = config
-        self.metrics = metrics
+    control: ControlStore
+    rebuild_store: RebuildStore
+    rags: RagService
+    documents: DocumentService
+    config: EngineConfig
+    metrics: Metrics
 
     def index_items(
         self,

@@ -4,6 +4,7 @@ post-filter (:mod:`vancetope_rag.domain.retrieval.ranking`) over any :class:`Chu
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 
 from vancetope_rag.domain.block.citations import current_document_hits
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME, Hit, RagRecord
@@ -20,80 +21,40 @@ class Retriever:
         self.chunks = chunks
         self.fusion = fusion
 
-    def dense(
+    def search(
         self,
         scope: RagScope,
         vector: Sequence[float],
         *,
+        text: str | None = None,
         top_k: int,
         min_score: float | None,
         max_per_doc: int | None,
         filters: ChunkFilter | None,
         keep: HitPredicate | None = None,
     ) -> list[Hit]:
-        """The best hits by cosine similarity (see :func:`collect_hits`; ``keep``: the
+        """The best hits by cosine similarity, or with ``text`` (hybrid) by reciprocal-rank
+        fusion of the store's dense and lexical lists (each at least ``fusion.depth`` deep),
+        every hit gated on its own cosine (see :func:`collect_hits`; ``keep``: the
         post-filter)."""
-        return collect_hits(
-            lambda n: self.chunks.query(scope, vector, n, filters=filters),
-            top_k=top_k,
-            min_score=min_score,
-            max_per_doc=max_per_doc,
-            keep=keep,
-        )
 
-    def dense_text(
-        self,
-        scope: RagScope,
-        text: str,
-        vector: Sequence[float],
-        *,
-        top_k: int,
-        min_score: float | None,
-        max_per_doc: int | None,
-        filters: ChunkFilter | None,
-        keep: HitPredicate | None = None,
-    ) -> list[Hit]:
-        """:meth:`dense` with the signature of :meth:`hybrid` (the text is not needed)."""
-        return self.dense(
-            scope,
-            vector,
-            top_k=top_k,
-            min_score=min_score,
-            max_per_doc=max_per_doc,
-            filters=filters,
-            keep=keep,
-        )
-
-    def hybrid(
-        self,
-        scope: RagScope,
-        text: str,
-        vector: Sequence[float],
-        *,
-        top_k: int,
-        min_score: float | None,
-        max_per_doc: int | None,
-        filters: ChunkFilter | None,
-        keep: HitPredicate | None = None,
-    ) -> list[Hit]:
-        """The best hits by reciprocal-rank fusion of the store's dense and lexical lists
-        (each at least ``fusion.depth`` deep), every hit gated on its own cosine."""
-
-        def fetch(n: int) -> Candidates:
+        def fetch(n: int) -> list[Hit] | Candidates:
+            if text is None:
+                return self.chunks.query(scope, vector, n, filters=filters)
             return self.chunks.hybrid_query(
                 scope, text, vector, n, fusion=self.fusion, filters=filters
             )
 
-        # Both lists, and every hit read from them, from one committed state: a source
-        # replaced meanwhile would otherwise fuse its old chunks from one list with its new
-        # ones from the other, or lose a row between the fusion and the read.
-        with self.chunks.snapshot():
+        # Hybrid: both lists, and every hit read from them, from one committed state: a
+        # source replaced meanwhile would otherwise fuse its old chunks from one list with its
+        # new ones from the other, or lose a row between the fusion and the read.
+        with nullcontext() if text is None else self.chunks.snapshot():
             return collect_hits(
                 fetch,
                 top_k=top_k,
                 min_score=min_score,
                 max_per_doc=max_per_doc,
-                min_fetch=self.fusion.depth,
+                min_fetch=0 if text is None else self.fusion.depth,
                 keep=keep,
             )
 
