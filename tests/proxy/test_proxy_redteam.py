@@ -379,6 +379,31 @@ def test_no_request_makes_the_proxy_answer_5xx(
     assert "Traceback" not in proxy.log()  # nor an error after the answer started
 
 
+#: The proxy's default body limit (16 MiB): more than the sockets' buffers hold, so a body of
+#: that size is still arriving when the proxy has answered.
+LIMIT = 16 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("authorization", "more", "size", "status"),
+    [
+        (b"Bearer \x00\xff", {}, LIMIT, 400),  # uvicorn's own 400: a header it cannot parse
+        (f"Bearer {ACME_KEY}".encode(), {}, LIMIT + 1, 413),  # the body limit
+        (b"Bearer vrk_unknown", {"Connection": "close"}, LIMIT, 401),  # the client asks to close
+    ],
+)
+def test_a_refused_request_gets_its_answer_not_a_connection_reset(
+    proxy: ProxyProcess, authorization: bytes, more: dict[str, str], size: int, status: int
+) -> None:
+    """The proxy answers these before reading the body, then closes the connection. Before,
+    it closed while the body was still arriving: the kernel then resets the connection, and
+    the client (sending its body, then reading) got ECONNRESET instead of the answer; under
+    load, a small body sent after its headers (as http.client sends it) was enough."""
+    headers = {"Authorization": authorization, "Content-Type": "application/json", **more}
+    answer = raw_request(proxy.url, "POST", CHAT, headers, b"x" * size)
+    assert answer.status == status, answer.text
+
+
 # -- 6, 7, 9: health, metrics, access lines ---------------------------------------------------
 
 
