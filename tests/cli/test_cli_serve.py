@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import socket
 import subprocess
@@ -113,6 +114,56 @@ def test_serve_with_indexer_end_to_end(tmp_path: Path) -> None:
     assert proc.returncode == 0, err
     assert f"serving http://127.0.0.1:{port}" in err and "indexer on" in err
     assert SECRET not in out + err and token not in out + err
+
+
+def _post(port: int, authorization: bytes, body: bytes) -> tuple[int, bytes]:
+    """A ``POST`` as http.client sends it (its headers, then its body), and its answer read."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.putrequest("POST", "/brain/t1/projects/p1/rag/reindex")
+        conn.putheader("Authorization", authorization)
+        conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def test_serve_answers_a_refused_request_whose_body_is_still_arriving(tmp_path: Path) -> None:
+    """The 413 of a body over the limit and uvicorn's 400 for a header it cannot parse come
+    before the body is read, and the connection closes after them. Before, it closed while
+    the body was arriving (more than the sockets' buffers hold): the kernel reset the
+    connection, and the client got ECONNRESET instead of the answer."""
+    port = _free_port()
+    env = {**os.environ, "VANCETOPE_RAG_JWT_SECRET": SECRET, "VANCETOPE_RAG_MAX_TEXT_CHARS": "1000"}
+    store = f"sqlite:///{tmp_path / 'rag.db'}"
+    code = "from vancetope_rag.cli import main; main()"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "--store", store, "serve", "--port", str(port)],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    body = b" " * (16 * 1024 * 1024)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.communicate()
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "not listening"
+                time.sleep(0.1)
+        status, answer = _post(port, b"Bearer not-a-token", body)
+        assert (status, b"TEXT_TOO_LONG" in answer) == (413, True), answer
+        status, answer = _post(port, b"Bearer \x00\xff", body)
+        assert status == 400, answer
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
 
 
 @pytest.mark.parametrize("command", ["serve", "proxy"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +32,7 @@ from proxy_support import (
 
 from chat_upstream import LEAKY, LEAKY_401, OTHER_TENANTS_FILES, ChatUpstream, running_upstream
 from vancetope_rag.api.auth import issue_token
+from vancetope_rag.api.lingering import LINGER_IDLE_S
 from vancetope_rag.proxy import hash_key
 
 pytest.importorskip("uvicorn", reason="needs the 'server' extra")
@@ -377,6 +379,55 @@ def test_no_request_makes_the_proxy_answer_5xx(
     answer = raw_request(proxy.url, "GET", f"/p/{project}/v1/models/{model}", sent)
     assert answer.status < 500, answer.text
     assert "Traceback" not in proxy.log()  # nor an error after the answer started
+
+
+#: The proxy's default body limit (16 MiB): more than the sockets' buffers hold, so a body of
+#: that size is still arriving when the proxy has answered.
+LIMIT = 16 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("authorization", "more", "size", "status"),
+    [
+        (b"Bearer \x00\xff", {}, LIMIT, 400),  # uvicorn's own 400: a header it cannot parse
+        (f"Bearer {ACME_KEY}".encode(), {}, LIMIT + 1, 413),  # the body limit
+        (b"Bearer vrk_unknown", {"Connection": "close"}, LIMIT, 401),  # the client asks to close
+    ],
+)
+def test_a_refused_request_gets_its_answer_not_a_connection_reset(
+    proxy: ProxyProcess, authorization: bytes, more: dict[str, str], size: int, status: int
+) -> None:
+    """The proxy answers these before reading the body, then closes the connection. Before,
+    it closed while the body was still arriving: the kernel then resets the connection, and
+    the client (sending its body, then reading) got ECONNRESET instead of the answer; under
+    load, a small body sent after its headers (as http.client sends it) was enough."""
+    headers = {"Authorization": authorization, "Content-Type": "application/json", **more}
+    answer = raw_request(proxy.url, "POST", CHAT, headers, b"x" * size)
+    assert answer.status == status, answer.text
+
+
+def test_a_client_that_stops_sending_a_refused_body_is_not_waited_for(
+    proxy: ProxyProcess,
+) -> None:
+    """The linger after a refusal is bounded: a client that stops halfway through its body
+    gets the 413 and the end of the answer at once, and once it has been silent for
+    ``LINGER_IDLE_S`` the proxy closes the connection (what it sends then is reset)."""
+    port = int(proxy.url.rsplit(":", 1)[1])
+    head = f"POST {CHAT} HTTP/1.1\r\nHost: proxy\r\nAuthorization: Bearer {ACME_KEY}\r\n"
+    head += f"Content-Length: {LIMIT + 1}\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(head.encode() + b"x" * 1024 * 1024)
+        answer = b""
+        while chunk := sock.recv(65536):  # until the proxy's side ends
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 413 "), answer
+        deadline = time.monotonic() + 12 * LINGER_IDLE_S
+        with pytest.raises(OSError):  # ECONNRESET or EPIPE once the proxy has closed
+            while time.monotonic() < deadline:
+                time.sleep(LINGER_IDLE_S + 1)  # silent for longer than the bound
+                sock.sendall(b"x")
+                time.sleep(0.5)
+                sock.sendall(b"x")
 
 
 # -- 6, 7, 9: health, metrics, access lines ---------------------------------------------------

@@ -121,8 +121,18 @@ def _run(
     # handler it found: make that a no-op so the indexer and store are closed on the way out.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: None)
+    from vancetope_rag.api.lingering import LingeringH11Protocol
+
     # Our own access log leaves out query strings (the UI accepts ?token=); uvicorn's would not.
-    config = uvicorn.Config(asgi, host=host, port=port, access_log=False, log_config=None)
+    # Refusals close without a reset while the request's body still arrives (api.lingering).
+    config = uvicorn.Config(
+        asgi,
+        host=host,
+        port=port,
+        access_log=False,
+        log_config=None,
+        http=LingeringH11Protocol,
+    )
     uvicorn.Server(config).run(sockets=[listener])
 
 
