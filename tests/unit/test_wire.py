@@ -44,9 +44,10 @@ def test_to_json_keys_and_values_are_the_wire_ones() -> None:
     assert list(beat.to_json())[:4] == ["workerId", "nodeId", "version", "intervalS"]
     assert beat.to_json()["intervalS"] == 5.0
     progress = Progress(done=1, failed=2, pending=3, rate=0.5, eta_s=None)
-    assert list(progress.to_json().items())[:4] == [
+    assert list(progress.to_json().items())[:5] == [
         ("done", 1),
         ("failed", 2),
+        ("skipped", 0),
         ("pending", 3),
         ("total", 6),
     ]
