@@ -62,7 +62,7 @@ def test_status_shape_and_values(client: TestClient, api_app: RagApp) -> None:
         "noRagReason",
         "modelProfile",
     }
-    # the model profile the RAG pinned (issue 42: dimension, window, prefixes)
+    # the model profile the RAG pinned (dimension, window, prefixes)
     assert data["modelProfile"]["dimension"] == 256
     assert set(data["modelProfile"]) == {"dimension", "window", "queryPrefix", "documentPrefix"}
     assert data["configuredModel"] == "hashing:hashing-256"  # what a rebuild builds onto

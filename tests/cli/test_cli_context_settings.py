@@ -169,7 +169,7 @@ def test_settings_get_and_set_per_scope(run: Cli) -> None:
         ("rag.minScore", "high", "rag.minScore must be"),
         ("rag.autoInject.enabled", "maybe", "rag.autoInject.enabled must be"),
         ("no.such.key", "1", "unknown setting 'no.such.key'"),
-        # issue 43: the close key first, before the list of every key
+        # the close key first, before the list of every key
         ("rag.topk", "3", "unknown setting 'rag.topk'; did you mean rag.topK? known settings"),
     ],
 )

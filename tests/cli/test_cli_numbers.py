@@ -1,4 +1,4 @@
-"""Issue 42, item 3: numbers that mean one thing. The CLI's ``query`` names the order the turn
+"""Numbers that mean one thing. The CLI's ``query`` names the order the turn
 uses and labels each number (cosine, fused, rerank); ``context --explain`` lists every
 candidate with why it was shown or dropped (threshold, cut, cap, topK, budget); ``settings
 get --scope effective`` prints the values turns use and where each comes from (not ``null``);

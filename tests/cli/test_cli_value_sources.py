@@ -47,7 +47,7 @@ def test_unset_at_project_scope_says_the_value_is_inherited(run: Any) -> None:
     assert out == "rag.topK unset at project scope; now 7 (from tenant)\n"
     assert run("settings", "get", "rag.topK").stdout == "rag.topK = 7 (tenant)\n"
     run("settings", "set", "rag.topK", "--unset", "--scope", "tenant")
-    # effective: the value turns use, not null (issue 42)
+    # effective: the value turns use, not null
     assert run("settings", "get", "rag.topK").stdout == "rag.topK = 5 (default)\n"
 
 
@@ -67,7 +67,7 @@ def test_settings_get_json_names_the_source_and_masks_secrets(run: Any) -> None:
     result = run("settings", "get", "--json")
     assert SECRET not in result.output
     shown = json.loads(result.stdout)
-    # effective: with the value turns apply beside the one set (issue 42)
+    # effective: with the value turns apply beside the one set
     assert shown["rag.topK"] == {
         "value": 4,
         "source": "project",

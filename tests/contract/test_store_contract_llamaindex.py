@@ -236,7 +236,7 @@ def test_unsupported_filters_are_named(
 def test_a_filter_on_a_key_no_chunk_has_warns_naming_the_known_keys(
     vector_store: RagVectorStore,
 ) -> None:
-    """Issue 43: a misspelt key matched nothing and the answer was ``[]`` without a word.
+    """A misspelt key matched nothing and the answer was ``[]`` without a word.
     LlamaIndex answers a filter that matches nothing with nothing, so it stays an answer,
     with a warning (``warnings.simplefilter("error", UnknownMetadataKeyWarning)`` makes it
     an error) naming the key, the close one and the keys the chunks have."""

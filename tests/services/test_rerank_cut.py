@@ -1,4 +1,4 @@
-"""The relevance cut with a reranker (issue 42, item 2): the rerank stage's own calibration of
+"""The relevance cut with a reranker: the rerank stage's own calibration of
 the cut, measured per RAG and per reranker against the loopback servers that speak TEI's and
 the Cohere-style ``/rerank`` (tests/rerank_server.py); a turn whose hits the reranker scored
 is cut by those scores; an outage (of the turn or of the calibration) falls back to the

@@ -1,4 +1,4 @@
-"""How a server counts a remote model's tokens (issue 43): TEI's ``/tokenize`` route is asked
+"""How a server counts a remote model's tokens: TEI's ``/tokenize`` route is asked
 first, a RAG pinned with the estimate keeps it (no silent re-chunking), and the status line
 says what sized the chunks."""
 

@@ -238,7 +238,7 @@ def test_settings_registry_matches_spec() -> None:
         "ai.embedding.requestsPerMinute": None,
         "ai.embedding.tokensPerMinute": None,
         "ai.embedding.maxInputTokens": None,
-        "ai.embedding.tokenizer": None,  # issue 43: a local tokenizer.json sizes chunks
+        "ai.embedding.tokenizer": None,  # a local tokenizer.json sizes chunks
         "ai.embedding.queryPrefix": None,
         "ai.embedding.documentPrefix": None,
         # the rerank stage: off until a reranker is chosen

@@ -92,7 +92,7 @@ def test_the_lexical_first_stays_whatever_its_gap_and_fused_share() -> None:
 
 
 def test_a_hit_close_to_the_noise_floor_goes_when_the_best_stands_well_above_it() -> None:
-    """e5 on a handbook (issue 42): cosines crowd at 0.82-0.90 and the calibrated gap (0.047)
+    """e5 on a handbook: cosines crowd at 0.82-0.90 and the calibrated gap (0.047)
     keeps a whole weak turn. Above the RAG's noise floor (its calibrated minScore, 0.8217)
     the best stands 0.028 here: a hit keeps at least a quarter of that height."""
     floor = 0.8217

@@ -1,4 +1,4 @@
-"""Which order a list of hits is in, and what each of a hit's numbers is (issue 42, item 3).
+"""Which order a list of hits is in, and what each of a hit's numbers is.
 
 A hit carries up to three numbers that mean different things: its cosine similarity to the
 question (``score``: what ``minScore`` gates and the block's ``(score 0.81)`` shows), the

@@ -1,5 +1,5 @@
-"""The relevance cut of a turn whose hits a reranker ordered (issue 42: "the rerank stage
-reorders the top candidates before the cut, with its own calibration of the cut").
+"""The relevance cut of a turn whose hits a reranker ordered (the rerank stage
+reorders the top candidates before the cut, with its own calibration of the cut).
 
 When the reranker scored the turn's hits and the RAG holds a rerank calibration for that
 reranker (:class:`~vancetope_rag.domain.retrieval.rerank_calibration.RerankCalibration`), the
