@@ -142,7 +142,7 @@ def test_bad_tenant_is_a_clear_error(env: dict[str, str]) -> None:
 
 
 def test_mistyped_project_is_named_with_a_suggestion(env: dict[str, str]) -> None:
-    """Issue 43: a misspelt project gave every turn an empty block and no word."""
+    """A misspelt project gave every turn an empty block and no word."""
     env = {**env, "VANCETOPE_RAG_PROJECT": "handbok"}
     proc = run_llm(env, "-m", "echo", "--sf", f"rag:{VACATION_Q}", "hi", ok=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
