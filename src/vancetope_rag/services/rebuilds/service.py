@@ -251,6 +251,8 @@ class RebuildService:
             self._switch(m)  # a switch a crash interrupted: finish it
             return 0
         if shadow is None:
+            if not self._start_abandoned(m):
+                return 0  # its start is still creating it (another process's, maybe)
             self._end(
                 m,
                 RebuildState.FAILED,
@@ -266,6 +268,18 @@ class RebuildService:
         result.add(self.shadows.index_items(m, shadow, items, worker_id, snapshot))
         self._finish_if_done(m, shadow)
         return len(items)
+
+    def _start_abandoned(self, m: Rebuild) -> bool:
+        """Was the start of this migration, which has no new generation yet, interrupted?
+
+        :meth:`start` records the migration, then creates the new dimension's chunk table
+        (DDL, which on PostgreSQL waits for the store's DDL lock) and only then the new
+        generation: a tick of another worker in between must not take that start for a
+        dead one. A start is given as long as a claim lasts (``claim_ttl_s``), as a worker
+        killed in a batch is."""
+        if m.created_at is None:
+            return True
+        return self.control.now() - m.created_at > timedelta(seconds=self.config.claim_ttl_s)
 
     def _finish_if_done(self, m: Rebuild, shadow: RagRecord) -> None:
         counts = self.rebuild_store.item_counts(m.id)
