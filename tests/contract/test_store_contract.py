@@ -1211,31 +1211,11 @@ def test_a_late_writer_never_supersedes_a_newer_claim(
     chunks.replace_source(
         scope, doc.id, [chunk(scope, "b1", unit(1), source=doc.id)], chunk_version=b.rag_claim_token
     )
-    assert control.mark_rag_clean(
-        CleanMark(
-            TA,
-            P,
-            doc.id,
-            "worker-b",
-            b.rag_version,
-            state=IndexState.INDEXED,
-            claim_token=b.rag_claim_token,
-        )
-    )
+    assert control.mark_rag_clean(CleanMark.of(b, "worker-b", IndexState.INDEXED))
     chunks.replace_source(
         scope, doc.id, [chunk(scope, "a1", unit(0), source=doc.id)], chunk_version=a.rag_claim_token
     )  # A wakes up
-    assert not control.mark_rag_clean(
-        CleanMark(
-            TA,
-            P,
-            doc.id,
-            "worker-a",
-            a.rag_version,
-            state=IndexState.FAILED,
-            claim_token=a.rag_claim_token,
-        )
-    )
+    assert not control.mark_rag_clean(CleanMark.of(a, "worker-a", IndexState.FAILED))
     after = doc_of(control, doc)
     assert (after.index_state, after.rag_dirty, after.rag_claimed_by) == (
         IndexState.INDEXED,
@@ -1255,29 +1235,9 @@ def test_a_workers_own_expired_claim_finishes_nothing(control: ControlStore, fak
     (first,) = control.claim_for_rag_index(TA, P, "worker-a", 1, TTL)
     fake_clock.advance(TTL + 1)
     (second,) = control.claim_for_rag_index(TA, P, "worker-a", 1, TTL)  # the same worker again
-    assert not control.mark_rag_clean(
-        CleanMark(
-            TA,
-            P,
-            doc.id,
-            "worker-a",
-            first.rag_version,
-            state=IndexState.INDEXED,
-            claim_token=first.rag_claim_token,
-        )
-    )
+    assert not control.mark_rag_clean(CleanMark.of(first, "worker-a", IndexState.INDEXED))
     assert doc_of(control, doc).rag_claimed_by == "worker-a"
-    assert control.mark_rag_clean(
-        CleanMark(
-            TA,
-            P,
-            doc.id,
-            "worker-a",
-            second.rag_version,
-            state=IndexState.INDEXED,
-            claim_token=second.rag_claim_token,
-        )
-    )
+    assert control.mark_rag_clean(CleanMark.of(second, "worker-a", IndexState.INDEXED))
     assert doc_of(control, doc).rag_claim_token is None
 
 

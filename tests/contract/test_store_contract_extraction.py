@@ -65,17 +65,7 @@ def test_failing_a_claimed_document_ends_the_claim(control: ControlStore) -> Non
     assert failed.rag_version > claimed.rag_version
     assert not control.holds_claim(Claim(T, P, created.id, "w1"))
     # The worker that held it finishes nothing: its version is gone.
-    assert not control.mark_rag_clean(
-        CleanMark(
-            T,
-            P,
-            created.id,
-            "w1",
-            claimed.rag_version,
-            state=IndexState.INDEXED,
-            claim_token=claimed.rag_claim_token,
-        )
-    )
+    assert not control.mark_rag_clean(CleanMark.of(claimed, "w1", IndexState.INDEXED))
     after = control.get_document(T, P, created.id)
     assert after is not None and after.index_state is IndexState.FAILED
     # Queued again (a reindex), it is pending like any document, and still says why its

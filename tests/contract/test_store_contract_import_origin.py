@@ -83,17 +83,7 @@ def test_needs_attention_counts_documents_kept_from_an_earlier_read(
     # indexing the kept text keeps the error: it is the file's, not the index's
     control.mark_dirty(T, P, [kept.id])
     claimed = {d.id: d for d in control.claim_for_rag_index(T, P, "w1", 10, TTL)}
-    assert control.mark_rag_clean(
-        CleanMark(
-            T,
-            P,
-            kept.id,
-            "w1",
-            claimed[kept.id].rag_version,
-            state=IndexState.INDEXED,
-            claim_token=claimed[kept.id].rag_claim_token,
-        )
-    )
+    assert control.mark_rag_clean(CleanMark.of(claimed[kept.id], "w1", IndexState.INDEXED))
     after = control.get_document(T, P, kept.id)
     assert after is not None and after.extraction_error == "the PDF is encrypted"
     assert control.needs_attention(T, P, limit=10)[0] == 2

@@ -316,17 +316,7 @@ def test_document_heads_activity_and_adopted_hashes(
     (claimed, *_rest) = control.claim_for_rag_index(TA, P, "w", 1, 60.0)
     from vancetope_rag.domain.records import IndexState
 
-    control.mark_rag_clean(
-        CleanMark(
-            TA,
-            P,
-            claimed.id,
-            "w",
-            claimed.rag_version,
-            state=IndexState.INDEXED,
-            claim_token=claimed.rag_claim_token,
-        )
-    )
+    control.mark_rag_clean(CleanMark.of(claimed, "w", IndexState.INDEXED))
     n, first = migrations.indexing_activity(TA, P, since)
     assert n == 1 and first is not None
     assert migrations.adopt_indexed_hashes(TA, P, {a: (1, "new-a"), b: (7, "stale")}) == 1

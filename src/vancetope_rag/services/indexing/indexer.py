@@ -242,10 +242,7 @@ class ProjectRagIndexer:
         chunks are written as generation ``rag_claim_token`` (a newer claim's write is never
         superseded by this one) and the clean mark only lands while that claim holds.
         ``truncated``: a text was indexed only up to the limit."""
-        t, p, token = doc.tenant_id, doc.project_id, doc.rag_claim_token
-        mark = CleanMark(
-            t, p, doc.id, worker_id, doc.rag_version, state, indexed_hash, token, truncated
-        )
+        mark = CleanMark.of(doc, worker_id, state, indexed_hash, truncated=truncated)
 
         def mark_clean() -> bool:
             return self.control.mark_rag_clean(mark)
@@ -377,10 +374,8 @@ class ProjectRagIndexer:
         """Give the claim back; ``retry_delay_s`` None: claimable again after the interval."""
         result.handled.add(doc.id)
         self.releaser.release(
-            Release(
-                doc.tenant_id,
-                doc.project_id,
-                doc.id,
+            Release.of(
+                doc,
                 worker_id,
                 error=error,
                 retry_delay_s=(

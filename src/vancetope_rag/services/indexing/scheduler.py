@@ -297,10 +297,8 @@ class ProjectRagIndexScheduler:
             docs, self._in_flight = list(self._in_flight.values()), {}
         for doc in docs:
             self.releaser.release(
-                Release(
-                    doc.tenant_id,
-                    doc.project_id,
-                    doc.id,
+                Release.of(
+                    doc,
                     self.worker_id,
                     error=doc.index_last_error or "",
                     retry_delay_s=0.0,

@@ -34,6 +34,30 @@ class CleanMark(Claim):
     claim_token: int | None = None
     truncated: bool = False
 
+    @classmethod
+    def of(
+        cls,
+        doc: Document,
+        worker_id: str,
+        state: IndexState,
+        indexed_hash: str | None = None,
+        *,
+        truncated: bool = False,
+    ) -> CleanMark:
+        """The mark that finishes ``doc`` as ``worker_id`` claimed it: the version and claim
+        token the claim handed out."""
+        return cls(
+            doc.tenant_id,
+            doc.project_id,
+            doc.id,
+            worker_id,
+            doc.rag_version,
+            state,
+            indexed_hash,
+            doc.rag_claim_token,
+            truncated,
+        )
+
 
 @dataclass(frozen=True)
 class Release(Claim):
@@ -44,6 +68,29 @@ class Release(Claim):
     max_attempts: int
     #: False when the failure was the store's, not the document's: it costs no attempt.
     count_attempt: bool = True
+
+    @classmethod
+    def of(
+        cls,
+        doc: Document,
+        worker_id: str,
+        *,
+        error: str,
+        retry_delay_s: float,
+        max_attempts: int,
+        count_attempt: bool = True,
+    ) -> Release:
+        """``worker_id``'s claim on ``doc`` given back after ``error``."""
+        return cls(
+            doc.tenant_id,
+            doc.project_id,
+            doc.id,
+            worker_id,
+            error,
+            retry_delay_s,
+            max_attempts,
+            count_attempt,
+        )
 
 
 @runtime_checkable
