@@ -283,11 +283,17 @@ class Calibrator:
             return self.calibrate(rag)
         return self.recalibrate_rerank(rag, chunks)
 
-    def recalibrate_rerank(self, rag: RagRecord, chunks: int | None = None) -> Calibration | None:
+    def recalibrate_rerank(
+        self,
+        rag: RagRecord,
+        chunks: int | None = None,
+        settings: RerankSettings | None = None,
+    ) -> Calibration | None:
         """Measure and store ``rag``'s rerank calibration alone when it is due (a reranker
         set without one, another reranker since, the RAG doubled since); the updated
-        calibration, or None (not due, not calibrated yet, or the reranker failed)."""
-        settings = self.rerank_settings(rag)
+        calibration, or None (not due, not calibrated yet, or the reranker failed).
+        ``settings``: the project's reranker, already read (else read here)."""
+        settings = settings or self.rerank_settings(rag)
         if settings is None or rag.calibration is None:
             return None
         if chunks is None:
@@ -339,7 +345,7 @@ class Calibrator:
                 and measured.rule_set == RERANK_RULE_ID
             ):
                 continue
-            done += self.recalibrate_rerank(rag) is not None
+            done += self.recalibrate_rerank(rag, settings=settings) is not None
         return done
 
     def refresh_project(self, tenant_id: str, project_id: str) -> int:

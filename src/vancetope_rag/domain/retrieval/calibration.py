@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from vancetope_rag.domain.retrieval.rerank_calibration import RerankCalibration
+from vancetope_rag.domain.retrieval.rerank_calibration import RerankCalibration, quantile
 from vancetope_rag.errors import InvalidInputError
 
 __all__ = [
@@ -248,18 +248,11 @@ class Calibration:
             return {}
         return {
             "min": s[0],
-            "p25": _quantile(s, 0.25),
-            "p50": _quantile(s, 0.5),
-            "p75": _quantile(s, 0.75),
+            "p25": quantile(s, 0.25),
+            "p50": quantile(s, 0.5),
+            "p75": quantile(s, 0.75),
             "max": s[-1],
         }
-
-
-def _quantile(ordered: Sequence[float], q: float) -> float:
-    """Linear-interpolation quantile of sorted values (numpy's default)."""
-    pos = (len(ordered) - 1) * q
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def derive_min_score(scores: Sequence[float]) -> float:
@@ -291,9 +284,9 @@ def derive_min_score(scores: Sequence[float]) -> float:
     if not all(isinstance(s, int | float) and math.isfinite(s) for s in scores):
         raise InvalidInputError(f"probe scores must be finite cosines, got {list(scores)!r}")
     s = sorted(float(v) for v in scores)
-    spread = (_quantile(s, 0.75) - _quantile(s, 0.25)) / _IQR_PER_SD
-    fitted = _quantile(s, 0.5) + _Z * spread
-    return round(min(1.0, max(-1.0, min(fitted, _quantile(s, _Q)))), 4)
+    spread = (quantile(s, 0.75) - quantile(s, 0.25)) / _IQR_PER_SD
+    fitted = quantile(s, 0.5) + _Z * spread
+    return round(min(1.0, max(-1.0, min(fitted, quantile(s, _Q)))), 4)
 
 
 def calibration_due(calibration: Calibration | None, chunks: int) -> bool:

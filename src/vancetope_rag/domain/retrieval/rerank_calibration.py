@@ -41,6 +41,7 @@ __all__ = [
     "RerankRule",
     "RerankTurn",
     "derive_rerank_rule",
+    "quantile",
     "quantiles",
     "rerank_identity",
     "strip_sentence",
@@ -175,8 +176,9 @@ class RerankCalibration:
 SOURCE_Q, BACKGROUND_Q = 0.25, 0.9
 
 
-def _q(values: Sequence[float], p: float) -> float:
-    """Linear-interpolation quantile (numpy's default) of ``values``."""
+def quantile(values: Sequence[float], p: float) -> float:
+    """Linear-interpolation quantile (numpy's default) of ``values`` (one at least), ``p``
+    from 0 to 1; the RAG calibration's too (here: that module imports this one)."""
     s = sorted(values)
     pos = (len(s) - 1) * p
     lo, hi = math.floor(pos), math.ceil(pos)
@@ -207,13 +209,13 @@ def derive_rerank_rule(turns: Sequence[RerankTurn]) -> tuple[RerankRule, float, 
         return None
     sources = [t.source for t in usable]
     background = [b for t in usable for b in t.background]
-    low, high = _q(sources, SOURCE_Q), _q(background, BACKGROUND_Q)
+    low, high = quantile(sources, SOURCE_Q), quantile(background, BACKGROUND_Q)
     threshold = (low + high) / 2
     absolute = (_youden(sources, background, threshold), low - high)
     # relative: how far below the turn's best, negated so that keeping is ">= -floor"
     near = [t.source - t.best for t in usable]
     far = [b - t.best for t in usable for b in t.background]
-    near_low, far_high = _q(near, SOURCE_Q), _q(far, BACKGROUND_Q)
+    near_low, far_high = quantile(near, SOURCE_Q), quantile(far, BACKGROUND_Q)
     floor = max(0.0, -(near_low + far_high) / 2)
     relative = (_youden(near, far, -floor), near_low - far_high)
     if tuple(round(x, 9) for x in relative) >= tuple(round(x, 9) for x in absolute):
@@ -225,4 +227,4 @@ def quantiles(values: Sequence[float]) -> tuple[float, float, float]:
     """(median, 90th percentile, max) of ``values`` (zeros for none)."""
     if not values:
         return 0.0, 0.0, 0.0
-    return round(_q(values, 0.5), 6), round(_q(values, 0.9), 6), round(max(values), 6)
+    return round(quantile(values, 0.5), 6), round(quantile(values, 0.9), 6), round(max(values), 6)

@@ -82,31 +82,17 @@ class RetrievalParams:
     max_tokens: int = AUTOINJECT_MAX_TOKENS
     #: Use the project's reranker, when ``ai.rerank.provider`` sets one.
     rerank: bool = True
-    #: The ``<rag-context>`` block's relevance cut (AutoInject's; recipe > setting): ``auto``
-    #: until the RAG is known, then the gap (a cosine) or ``off``.
+    #: The ``<rag-context>`` block's relevance cut (AutoInject's; recipe > setting) as asked:
+    #: ``auto``, ``off`` or a gap; :meth:`ProjectRagRetriever.turn_cut` resolves it with the
+    #: turn's hits (``auto``: by the reranker's scores or the calibrated gap and noise floor).
     relevance_cut: RelevanceCut = RELEVANCE_OFF
-    #: The noise floor the cut measures a turn's best from (``auto``: the RAG's calibrated
-    #: ``minScore``), once :meth:`for_rag` resolved it; None: the gap alone.
-    noise_floor: float | None = None
 
     def for_rag(self, rag: RagRecord) -> RetrievalParams:
-        """These parameters with ``auto`` resolved to ``rag``'s calibrated threshold, gap and
-        noise floor (no cut while the RAG has no gap)."""
+        """These parameters with ``minScore`` ``auto`` resolved to ``rag``'s calibrated
+        threshold (the relevance cut stays as asked: its ``auto`` depends on the turn's
+        hits)."""
         score = resolve_min_score(self.min_score, rag.calibration)
-        gap = rag_gap(self.relevance_cut, rag, self.mode)
-        floor = resolve_floor(self.relevance_cut, rag.calibration)
-        return replace(
-            self,
-            min_score=self.min_score if score is None else score,
-            relevance_cut=RELEVANCE_OFF if gap is None else gap,
-            noise_floor=self.noise_floor if floor is None else floor,
-        )
-
-    @property
-    def gap(self) -> float | None:
-        """The block's cut as a gap (None: no cut), once :meth:`for_rag` resolved it."""
-        cut = self.relevance_cut
-        return None if isinstance(cut, str) else cut
+        return replace(self, min_score=self.min_score if score is None else score)
 
 
 def rag_gap(cut: RelevanceCut | None, rag: RagRecord, mode: str) -> float | None:
