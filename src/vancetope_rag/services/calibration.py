@@ -147,6 +147,9 @@ class Calibrator:
         if settings is None:
             return None
         stage = self.rags.reranking
+        if stage.wait_s(settings) > 0:  # its circuit is open: read no chunks for a refusal
+            log.debug("RAG %s: the reranker's circuit is open; calibrated later", rag.name)
+            return None
         scope = RagScope.of(rag)
         chunks = self.chunks.export_chunks(
             scope, pick_pseudo_sources(self.chunks.source_refs(scope))

@@ -183,6 +183,15 @@ class RerankStage:
         except RagError:
             return None
 
+    def wait_s(self, settings: RerankSettings) -> float:
+        """Seconds until the reranker's circuit lets a call through (0: closed, due for its
+        trial, or a reranker that runs in this process)."""
+        reranker = self.registry.load(settings)
+        if not reranker.remote:
+            return 0.0
+        endpoint = Endpoint.keyed(settings.provider, settings.base_url, settings.api_key)
+        return self.circuits.wait_s(endpoint, reranker.model)
+
     def background_scores(
         self, query: str, texts: Sequence[str], settings: RerankSettings
     ) -> dict[int, float]:
