@@ -20,7 +20,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from proxy_process import Answer, ProxyProcess, prepared_store, raw_request, running_proxy
+from proxy_process import ProxyProcess, prepared_store, running_proxy
 from proxy_support import (
     ACME_KEY,
     FIVE_A_MINUTE,
@@ -31,6 +31,7 @@ from proxy_support import (
 )
 
 from chat_upstream import LEAKY, LEAKY_401, OTHER_TENANTS_FILES, ChatUpstream, running_upstream
+from loopback import Answer, raw_request
 from vancetope_rag.api.auth import issue_token
 from vancetope_rag.api.lingering import LINGER_IDLE_S
 from vancetope_rag.proxy import hash_key
