@@ -19,10 +19,10 @@ from urllib.parse import urlparse
 
 
 @contextmanager
-def serving(asgi: Any, lifespan: str = "on") -> Iterator[str]:
+def serving(asgi: Any, lifespan: str = "on", http: type | None = None) -> Iterator[str]:
     """An ASGI app under uvicorn in a background thread, on a loopback socket bound before it
-    starts (no port race), with the HTTP protocol ``serve`` and ``proxy`` run; yields its
-    base URL."""
+    starts (no port race), with the HTTP protocol ``serve`` and ``proxy`` run (or ``http``, a
+    subclass of it); yields its base URL."""
     import uvicorn
 
     from vancetope_rag.api.lingering import LingeringH11Protocol
@@ -31,7 +31,11 @@ def serving(asgi: Any, lifespan: str = "on") -> Iterator[str]:
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        asgi, log_level="warning", access_log=False, lifespan=lifespan, http=LingeringH11Protocol
+        asgi,
+        log_level="warning",
+        access_log=False,
+        lifespan=lifespan,
+        http=http or LingeringH11Protocol,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -52,6 +52,11 @@ class _Transport:
 class LingeringH11Protocol(H11Protocol):
     """uvicorn's h11 protocol whose closes linger while the request may be unread."""
 
+    #: The bounds of a linger (:data:`LINGER_S`, :data:`LINGER_IDLE_S`); a subclass sets
+    #: shorter ones where waiting them out would be slow (the tests).
+    linger_s = LINGER_S
+    linger_idle_s = LINGER_IDLE_S
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lingering = False
@@ -74,13 +79,13 @@ class LingeringH11Protocol(H11Protocol):
         self.lingering = True
         transport.write_eof()  # after what is buffered: the answer goes out whole
         transport.resume_reading()  # uvicorn pauses reading when the body is not read
-        self._deadline = self.loop.time() + LINGER_S
+        self._deadline = self.loop.time() + self.linger_s
         self._wait()
 
     def _wait(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        left = min(LINGER_IDLE_S, self._deadline - self.loop.time())
+        left = min(self.linger_idle_s, self._deadline - self.loop.time())
         self._timer = self.loop.call_later(max(left, 0.0), self._end)
 
     def _end(self) -> None:
