@@ -2,11 +2,12 @@
 lingering close, as ``serve`` and ``proxy`` run it.
 
 uvicorn closes a connection as soon as it has answered a request that ends it: its own 400
-for a request it cannot parse, a ``Connection: close`` answer (the body limit's 413) or
-request. When the request's body is not read by then (a refusal does not read it) and is
-still arriving, the kernel answers with a reset instead of a close (RFC 2525, 2.17), and the
-client, still sending its body or reading an answer delimited by the close, gets
-``ECONNRESET`` instead of the 400, 401 or 413: an OpenAI client reports a connection error.
+for a request it cannot parse, an answer with ``Connection: close`` (the body limit's 413),
+any answer to a request sent with ``Connection: close``. When the request's body is not
+read by then (a refusal does not read it) and is still arriving, the kernel answers with a
+reset instead of a close (RFC 2525, 2.17), and the client, still sending its body or reading
+an answer delimited by the close, gets ``ECONNRESET`` instead of the 400, 401 or 413: an
+OpenAI client reports a connection error.
 
 :class:`LingeringH11Protocol` closes such a connection the way web servers do (nginx's
 lingering close): the answer is sent, then the end of its side (``shutdown(SHUT_WR)``), then
