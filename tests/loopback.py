@@ -1,22 +1,28 @@
 """Servers for real in a test, on loopback: an ASGI app under uvicorn, or a plain HTTP handler
-that can go down and come back on its port (:class:`LoopbackServer`)."""
+that can go down and come back on its port (:class:`LoopbackServer`); and a raw HTTP client
+(:func:`raw_request`): :mod:`http.client` with the request line written as given (httpx and
+requests normalise ``../`` and re-encode paths before sending, so they cannot test what an
+attacker's own client sends)."""
 
 from __future__ import annotations
 
+import http.client
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Generic, TypeVar
+from urllib.parse import urlparse
 
 
 @contextmanager
-def serving(asgi: Any, lifespan: str = "on") -> Iterator[str]:
+def serving(asgi: Any, lifespan: str = "on", http: type | None = None) -> Iterator[str]:
     """An ASGI app under uvicorn in a background thread, on a loopback socket bound before it
-    starts (no port race), with the HTTP protocol ``serve`` and ``proxy`` run; yields its
-    base URL."""
+    starts (no port race), with the HTTP protocol ``serve`` and ``proxy`` run (or ``http``, a
+    subclass of it); yields its base URL."""
     import uvicorn
 
     from vancetope_rag.api.lingering import LingeringH11Protocol
@@ -25,7 +31,11 @@ def serving(asgi: Any, lifespan: str = "on") -> Iterator[str]:
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        asgi, log_level="warning", access_log=False, lifespan=lifespan, http=LingeringH11Protocol
+        asgi,
+        log_level="warning",
+        access_log=False,
+        lifespan=lifespan,
+        http=http or LingeringH11Protocol,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -108,3 +118,44 @@ class LoopbackServer(Generic[Request]):
     def requests(self) -> list[Request]:
         with self.lock:
             return list(self.seen)
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: list[tuple[str, str]]  # lower-cased names, as received
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers if k == name), None)
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+
+def raw_request(
+    url: str,
+    method: str,
+    path: str,
+    headers: Mapping[str, str | bytes] | None = None,
+    body: bytes | None = None,
+    timeout: float = 30.0,
+) -> Answer:
+    """``method path`` sent to ``url`` exactly as written (no normalisation, no encoding);
+    header values may be bytes (sent as they are, UTF-8 for instance)."""
+    where = urlparse(url)
+    assert where.hostname and where.port
+    conn = http.client.HTTPConnection(where.hostname, where.port, timeout=timeout)
+    try:
+        conn.putrequest(method, path, skip_accept_encoding=True)
+        for name, value in (headers or {}).items():
+            conn.putheader(name, value)
+        if body is not None:
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
+        response = conn.getresponse()
+        data = response.read()
+        return Answer(response.status, [(k.lower(), v) for k, v in response.getheaders()], data)
+    finally:
+        conn.close()

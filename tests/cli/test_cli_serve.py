@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import http.client
 import os
 import socket
 import subprocess
@@ -14,6 +13,7 @@ import httpx
 import pytest
 from click.testing import CliRunner, Result
 
+from loopback import raw_request
 from vancetope_rag.api import TokenVerifier
 from vancetope_rag.cli import cli
 
@@ -116,20 +116,6 @@ def test_serve_with_indexer_end_to_end(tmp_path: Path) -> None:
     assert SECRET not in out + err and token not in out + err
 
 
-def _post(port: int, authorization: bytes, body: bytes) -> tuple[int, bytes]:
-    """A ``POST`` as http.client sends it (its headers, then its body), and its answer read."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        conn.putrequest("POST", "/brain/t1/projects/p1/rag/reindex")
-        conn.putheader("Authorization", authorization)
-        conn.putheader("Content-Length", str(len(body)))
-        conn.endheaders(body)
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
-
-
 def test_serve_answers_a_refused_request_whose_body_is_still_arriving(tmp_path: Path) -> None:
     """The 413 of a body over the limit and uvicorn's 400 for a header it cannot parse come
     before the body is read, and the connection closes after them. Before, it closed while
@@ -156,10 +142,11 @@ def test_serve_answers_a_refused_request_whose_body_is_still_arriving(tmp_path: 
             except httpx.TransportError:
                 assert time.monotonic() < deadline, "not listening"
                 time.sleep(0.1)
-        status, answer = _post(port, b"Bearer not-a-token", body)
-        assert (status, b"TEXT_TOO_LONG" in answer) == (413, True), answer
-        status, answer = _post(port, b"Bearer \x00\xff", body)
-        assert status == 400, answer
+        url, path = f"http://127.0.0.1:{port}", "/brain/t1/projects/p1/rag/reindex"
+        answer = raw_request(url, "POST", path, {"Authorization": b"Bearer not-a-token"}, body, 60)
+        assert (answer.status, b"TEXT_TOO_LONG" in answer.body) == (413, True), answer
+        answer = raw_request(url, "POST", path, {"Authorization": b"Bearer \x00\xff"}, body, 60)
+        assert answer.status == 400, answer
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=30)

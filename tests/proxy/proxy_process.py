@@ -1,13 +1,8 @@
-"""A real ``vancetope-rag proxy`` process on loopback, and a raw HTTP client for it.
-
-The raw client is :mod:`http.client` with the request line written as given: httpx and
-requests normalise ``../`` and re-encode paths before sending, so they cannot test what an
-attacker's own client sends.
-"""
+"""A real ``vancetope-rag proxy`` process on loopback; its tests' raw HTTP client is
+:func:`loopback.raw_request`."""
 
 from __future__ import annotations
 
-import http.client
 import os
 import socket
 import subprocess
@@ -17,54 +12,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 from proxy_support import ROOT, SECRET, populate
 
 from chat_upstream import ChatUpstream
 from vancetope_rag.app import RagApp
 from vancetope_rag.config import EngineConfig
-
-
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    headers: list[tuple[str, str]]  # lower-cased names, as received
-    body: bytes
-
-    def header(self, name: str) -> str | None:
-        return next((v for k, v in self.headers if k == name), None)
-
-    @property
-    def text(self) -> str:
-        return self.body.decode("utf-8", "replace")
-
-
-def raw_request(
-    url: str,
-    method: str,
-    path: str,
-    headers: Mapping[str, str | bytes] | None = None,
-    body: bytes | None = None,
-    timeout: float = 30.0,
-) -> Answer:
-    """``method path`` sent to ``url`` exactly as written (no normalisation, no encoding);
-    header values may be bytes (sent as they are, UTF-8 for instance)."""
-    where = urlparse(url)
-    assert where.hostname and where.port
-    conn = http.client.HTTPConnection(where.hostname, where.port, timeout=timeout)
-    try:
-        conn.putrequest(method, path, skip_accept_encoding=True)
-        for name, value in (headers or {}).items():
-            conn.putheader(name, value)
-        if body is not None:
-            conn.putheader("Content-Length", str(len(body)))
-        conn.endheaders(body)
-        response = conn.getresponse()
-        data = response.read()
-        return Answer(response.status, [(k.lower(), v) for k, v in response.getheaders()], data)
-    finally:
-        conn.close()
 
 
 def prepared_store(directory: Path) -> str:

@@ -2,11 +2,12 @@
 lingering close, as ``serve`` and ``proxy`` run it.
 
 uvicorn closes a connection as soon as it has answered a request that ends it: its own 400
-for a request it cannot parse, a ``Connection: close`` answer (the body limit's 413) or
-request. When the request's body is not read by then (a refusal does not read it) and is
-still arriving, the kernel answers with a reset instead of a close (RFC 2525, 2.17), and the
-client, still sending its body or reading an answer delimited by the close, gets
-``ECONNRESET`` instead of the 400, 401 or 413: an OpenAI client reports a connection error.
+for a request it cannot parse, an answer with ``Connection: close`` (the body limit's 413),
+any answer to a request sent with ``Connection: close``. When the request's body is not
+read by then (a refusal does not read it) and is still arriving, the kernel answers with a
+reset instead of a close (RFC 2525, 2.17), and the client, still sending its body or reading
+an answer delimited by the close, gets ``ECONNRESET`` instead of the 400, 401 or 413: an
+OpenAI client reports a connection error.
 
 :class:`LingeringH11Protocol` closes such a connection the way web servers do (nginx's
 lingering close): the answer is sent, then the end of its side (``shutdown(SHUT_WR)``), then
@@ -52,6 +53,11 @@ class _Transport:
 class LingeringH11Protocol(H11Protocol):
     """uvicorn's h11 protocol whose closes linger while the request may be unread."""
 
+    #: The bounds of a linger (:data:`LINGER_S`, :data:`LINGER_IDLE_S`); a subclass sets
+    #: shorter ones where waiting them out would be slow (the tests).
+    linger_s = LINGER_S
+    linger_idle_s = LINGER_IDLE_S
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lingering = False
@@ -74,13 +80,13 @@ class LingeringH11Protocol(H11Protocol):
         self.lingering = True
         transport.write_eof()  # after what is buffered: the answer goes out whole
         transport.resume_reading()  # uvicorn pauses reading when the body is not read
-        self._deadline = self.loop.time() + LINGER_S
+        self._deadline = self.loop.time() + self.linger_s
         self._wait()
 
     def _wait(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        left = min(LINGER_IDLE_S, self._deadline - self.loop.time())
+        left = min(self.linger_idle_s, self._deadline - self.loop.time())
         self._timer = self.loop.call_later(max(left, 0.0), self._end)
 
     def _end(self) -> None:

@@ -42,6 +42,11 @@ def counts_text(done: int, failed: int, waiting: int, skipped: int = 0) -> str:
     return f"{done} done, {failed} failed, {also}{waiting} waiting"
 
 
+def _work_text(work: Progress) -> str:
+    """A piece of work's counts, then its rate and time left."""
+    return counts_text(work.done, work.failed, work.pending, work.skipped) + _rate(work)
+
+
 class WorkBar:
     """A progress bar on stderr whose position is the documents *done* (failed ones are not
     progress) and whose text gives done, failed and waiting, with the store's rate and ETA
@@ -97,13 +102,11 @@ def progress_lines(progress: ProjectProgress | None) -> list[str]:
     """Human lines for status: the indexer's queue and the latest rebuild."""
     if progress is None:
         return []
-    w = progress.indexing
-    lines = [f"indexing: {counts_text(w.done, w.failed, w.pending, w.skipped)}{_rate(w)}"]
+    lines = [f"indexing: {_work_text(progress.indexing)}"]
     if progress.migration is not None:
         m, work = progress.migration.migration, progress.migration.work
         lines.append(
-            f"rebuild {m.id} ({m.from_model} -> {m.to_model}): {m.state.value}, "
-            f"{counts_text(work.done, work.failed, work.pending, work.skipped)}{_rate(work)}"
+            f"rebuild {m.id} ({m.from_model} -> {m.to_model}): {m.state.value}, {_work_text(work)}"
         )
         if m.reason:
             lines.append(f"  {m.reason}")
