@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from vancetope_rag.domain.records import Hit
+from vancetope_rag.domain.records import Chunk, Hit
 from vancetope_rag.domain.retrieval.calibration import Calibration
 from vancetope_rag.domain.retrieval.relevance import (
     DENSE_GAP_SHARE,
@@ -20,6 +20,7 @@ from vancetope_rag.domain.retrieval.relevance import (
     cosine,
     cut_by_relevance,
     derive_gap,
+    draw_pseudo_queries,
     parse_relevance_cut,
     pick_pseudo_sources,
     pseudo_query,
@@ -205,6 +206,32 @@ def test_pseudo_sources_and_sentences_are_deterministic_and_order_free() -> None
     assert pseudo_query("c1", text) == sentence
     assert pseudo_query("c1", "Too short. Also short.") is None
     assert pseudo_query("c1", " ".join(["word"] * 41) + ".") is None
+
+
+def test_pseudo_queries_follow_the_text_not_the_chunk_ids() -> None:
+    """A rebuild writes the same texts under new chunk ids: the pseudo-queries (and so the
+    calibrated gap) must not move with the ids."""
+
+    def chunks(prefix: str) -> list[Chunk]:
+        return [
+            Chunk(
+                id=f"{prefix}-{source}-{part}",
+                rag_id="r",
+                source_ref=f"doc-{source}",
+                text=(
+                    f"Source {source} part {part} opens with a sentence long enough to count. "
+                    f"Then part {part} of source {source} goes on with one more long sentence."
+                ),
+                embedding=[],
+            )
+            for source in range(20)
+            for part in range(3)
+        ]
+
+    drawn = draw_pseudo_queries(chunks("first"))
+    assert len(drawn) == 20
+    assert draw_pseudo_queries(chunks("after-a-rebuild")) == drawn
+    assert draw_pseudo_queries(list(reversed(chunks("x")))) == list(reversed(drawn))
 
 
 def test_spread_and_gap() -> None:

@@ -213,29 +213,31 @@ def pick_pseudo_sources(source_refs: Sequence[str], n: int = PSEUDO_QUERIES) -> 
     return sorted(source_refs, key=_rank)[:n]
 
 
-def pseudo_query(chunk_id: str, text: str) -> str | None:
-    """One sentence of 8-40 words of a chunk's text (chosen by a hash of the chunk id and
-    the sentence: the same one every time), or None when the chunk has none."""
+def pseudo_query(source_ref: str, text: str) -> str | None:
+    """One sentence of 8-40 words of a chunk's text (chosen by a hash of its source ref and
+    the sentence: the same one for the same text, whatever id a rebuild gives the chunk), or
+    None when the chunk has none."""
     sentences = [
         s.strip() for s in _SENTENCE_END.split(text) if _MIN_WORDS <= len(s.split()) <= _MAX_WORDS
     ]
     if not sentences:
         return None
-    return min(sentences, key=lambda s: _rank(f"{chunk_id}\n{s}"))
+    return min(sentences, key=lambda s: _rank(f"{source_ref}\n{s}"))
 
 
 def draw_pseudo_queries(chunks: Sequence[Chunk]) -> list[tuple[str, str]]:
     """One pseudo-query per source of ``chunks``: ``(source ref, sentence)``, from the source's
-    first content chunk (by a hash of the chunk id) that has a sentence of 8-40 words; in the
-    order the sources first appear. Deterministic for the same chunks."""
+    first content chunk (by a hash of its text) that has a sentence of 8-40 words; in the
+    order the sources first appear. Chosen by content, never by chunk id: the same texts give
+    the same pseudo-queries after a rebuild, so the calibrated gap does not move with it."""
     by_source: dict[str, list[Chunk]] = {}
     for chunk in chunks:
         if chunk.kind == ChunkKind.CONTENT.value:
             by_source.setdefault(chunk.source_ref, []).append(chunk)
     drawn: list[tuple[str, str]] = []
     for ref, group in by_source.items():
-        for chunk in sorted(group, key=lambda c: _rank(c.id)):
-            sentence = pseudo_query(chunk.id, chunk.text)
+        for chunk in sorted(group, key=lambda c: _rank(f"{ref}\n{c.text}")):
+            sentence = pseudo_query(ref, chunk.text)
             if sentence is not None:
                 drawn.append((ref, sentence))
                 break
