@@ -366,6 +366,8 @@ def test_the_test_query_box_shows_hits_scores_and_labels(
     expect(page.locator("#query-summary")).to_contain_text(f"{len(turn)} hit")
     expect(page.locator("#query-summary")).to_contain_text("by fused score")
     expect(page.locator("#query-summary")).not_to_contain_text("best first")
+    # the box asks for no relevanceCut: it says its hits were not cut
+    expect(page.locator("#query-summary")).to_contain_text("no relevance cut")
     _within_the_viewport(page, "#query-card")
     _no_horizontal_overflow(page)
     page.screenshot(path=str(tmp_path / "query.png"), full_page=True)

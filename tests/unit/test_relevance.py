@@ -122,6 +122,21 @@ def test_the_floor_never_widens_the_gap_and_keeps_the_first_hit() -> None:
     assert cut_by_relevance(low, 0.047, 0.82).kept == (low[0],)
 
 
+def test_the_cut_says_the_gap_it_used_and_whether_the_floor_narrowed_it() -> None:
+    floor, hits = 0.8217, [_hit(0, 0.850), _hit(1, 0.836), _hit(2, 0.826)]
+    narrowed = cut_by_relevance(hits, 0.0466, floor).cut
+    assert narrowed is not None and narrowed.by == "gap"
+    assert narrowed.value == pytest.approx(FLOOR_GAP_SHARE * (0.850 - floor))
+    assert (narrowed.narrowed_from, narrowed.floor) == (0.0466, floor)
+    assert narrowed.to_json()["narrowed"] is True
+    # as given when the floor does not bind; even a one-hit turn was cut by that gap
+    for some in (hits, hits[:1]):
+        kept = cut_by_relevance(some, 0.0466).cut
+        assert kept is not None
+        assert (kept.value, kept.narrowed_from, kept.floor) == (0.0466, None, None)
+    assert cut_by_relevance(hits, None).cut is None  # no cut
+
+
 def test_the_floor_is_the_calibrated_min_score_for_auto_only() -> None:
     calibration = Calibration(min_score=0.8217, chunks=31, probe_set="x", scores=(0.8,), gap=0.0466)
     assert resolve_floor(RELEVANCE_AUTO, calibration) == 0.8217

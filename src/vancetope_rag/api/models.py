@@ -304,9 +304,63 @@ class QueryParams(_Model):
     mode: str = Field(description="dense, lexical or hybrid")
     relevanceCut: float | None = Field(
         default=None,
-        description="the gap below the best hit's cosine the hits were cut at (relevanceCut "
-        "auto as the RAG's calibrated gap); null: no cut, topK hits",
+        description="the cosine gap relevanceCut asks for in this mode (auto as the RAG's "
+        "calibrated gap); cut says what this query's hits were cut by: the reranker's rule, "
+        "or this gap narrowed by the noise floor; null: no cut asked, topK hits",
     )
+
+
+class QueryCut(_Model):
+    """What this query's hits were cut by (``relevanceCut``), in that cut's own scale."""
+
+    by: Literal["none", "gap", "rerank"] = Field(
+        description="none: no cut (relevanceCut off or omitted, or auto on a RAG not "
+        "calibrated yet); gap: a cosine gap below the best hit's cosine (in hybrid, with a "
+        "share of the best fused score); rerank: the reranker's calibrated rule on its "
+        "rerankScore (relevanceCut auto on hits the project's reranker scored)"
+    )
+    value: float | None = Field(
+        default=None,
+        description="gap: the cosine gap this query used; rerank: the rule's value in the "
+        "reranker's scale; null: no cut",
+    )
+    rule: Literal["relative", "absolute"] | None = Field(
+        default=None,
+        description="rerank: relative (kept within value of the best rerankScore) or absolute "
+        "(kept with a rerankScore of value or more); null otherwise",
+    )
+    reranker: str | None = Field(
+        default=None, description="rerank: provider:model the rule was measured with"
+    )
+    narrowed: bool = Field(
+        default=False,
+        description="gap: the RAG's noise floor narrowed the gap (params.relevanceCut) to "
+        "value for this query, as its best hit stands barely above the floor",
+    )
+    floor: float | None = Field(
+        default=None,
+        description="the noise floor (the RAG's calibrated minScore) that narrowed the gap; "
+        "null: not narrowed",
+    )
+    keeps: str = Field(default="", description="the rule in words ('' for none)")
+
+
+class QueryDropped(_Model):
+    """A hit the relevance cut left out of this query's answer, and why."""
+
+    path: str | None = Field(description="the document's path (null for a manual text)")
+    sourceRef: str | None = Field(description="the chunk's source reference (a document id)")
+    kind: str = Field(description="content or summary")
+    score: float = Field(description="cosine similarity to the question")
+    fusedScore: float | None = Field(default=None, description="hybrid: its fused score")
+    denseRank: int | None = Field(default=None, description="hybrid: its dense rank")
+    lexicalRank: int | None = Field(default=None, description="hybrid: its lexical rank")
+    rerankScore: float | None = Field(default=None, description="the reranker's score")
+    reason: str = Field(
+        description="why the cut dropped it: gap …, fused … (the cosine gap and fused share) "
+        "or rerank … (the reranker's rule), as context --explain says"
+    )
+    text: str
 
 
 class QueryHit(_Model):
@@ -355,6 +409,10 @@ class QueryResponse(_Model):
         "fusedScore) or rerank (the reranker's rerankScore)"
     )
     hits: list[QueryHit]
+    cut: QueryCut = Field(description="what this query's hits were cut by")
+    dropped: list[QueryDropped] = Field(
+        description="the hits the cut left out, in the order the turn used, each with why"
+    )
 
 
 class ErrorResponse(_Model):

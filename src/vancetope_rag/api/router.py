@@ -34,6 +34,7 @@ from vancetope_rag.domain.records import Document, IndexState
 from vancetope_rag.domain.retrieval.calibration import resolve_min_score
 from vancetope_rag.domain.retrieval.hit_order import fused_json, order_of
 from vancetope_rag.domain.retrieval.ranking import MAX_TOP_K
+from vancetope_rag.domain.retrieval.relevance import CutResult
 from vancetope_rag.extraction.records import ExtractionRecord
 
 MAX_PAGE = 1000
@@ -363,7 +364,9 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
         """What a chat turn would get from ``_documents`` for ``query``: the hits with their
         scores and citation labels, by the project's settings (topK, minScore,
         maxPerDocument, mode) unless ``topK`` is given. ``reason`` says why nothing is
-        queried. Costs one embedding call, hence the write gate and its rate limit.
+        queried; ``cut`` what a ``relevanceCut`` cut the hits by (the reranker's rule, or the
+        cosine gap this query used) and ``dropped`` the hits it left out, each with why.
+        Costs one embedding call, hence the write gate and its rate limit.
 
         502 when the embedding provider fails; 409 when the index no longer fits the
         provider's model (a rebuild is due).
@@ -373,7 +376,8 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
             overrides["relevance_cut"] = body.relevance_cut
         retriever = app.as_retriever(scope.tenant, scope.project, **overrides)
         plan = retriever.plan()
-        hits = retriever.retrieve_hits(body.query) if plan.rag is not None else []
+        result = retriever.retrieve_cut(body.query) if plan.rag is not None else CutResult(())
+        hits = list(result.kept)
         p = plan.params
         known = secrets_of(scope.tenant, scope.project)
         return QueryResponse.model_validate(
@@ -401,6 +405,10 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
                         "text": redact(c.to_json()["text"], known),
                     }
                     for rank, c in enumerate(cite(hits, project_rag=True), 1)
+                ],
+                "cut": result.cut.to_json() if result.cut else {"by": "none"},
+                "dropped": [
+                    {**d.to_json(), "text": redact(d.hit.text, known)} for d in result.dropped
                 ],
             }
         )

@@ -362,7 +362,8 @@
     });
     $("query-table").hidden = result.hits.length === 0;
     const p = result.params;
-    const used = "topK " + p.topK + ", minScore " + p.minScore + ", " + p.mode;
+    const used = "topK " + p.topK + ", minScore " + p.minScore + ", " + p.mode + ", " +
+      cutText(result);
     if (result.reason) {
       $("query-summary").textContent = "Nothing is queried: " + result.reason + ".";
     } else if (result.hits.length === 0) {
@@ -373,6 +374,14 @@
         plural(result.hits.length, "hit") + " (" + used + ") in the order a turn uses: " +
         ORDERS[result.order] + ".";
     }
+  }
+
+  // What this query's hits were cut by (the reranker's rule or the cosine gap it used), not
+  // the RAG's gap in params.relevanceCut.
+  function cutText(result) {
+    if (result.cut.by === "none") return "no relevance cut";
+    return "relevance cut: " + result.cut.keeps + ", " + plural(result.dropped.length, "hit") +
+      " dropped";
   }
 
   // What orders the hits, said in words, and each hit's number in that order, labelled.

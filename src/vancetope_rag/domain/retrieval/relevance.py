@@ -46,6 +46,7 @@ __all__ = [
     "PSEUDO_QUERIES",
     "RELEVANCE_AUTO",
     "RELEVANCE_OFF",
+    "AppliedCut",
     "CutResult",
     "Dropped",
     "RelevanceCut",
@@ -104,11 +105,48 @@ class Dropped:
 
 
 @dataclass(frozen=True, slots=True)
+class AppliedCut:
+    """What one turn's hits were cut by, in that cut's own scale: the rule a surface that
+    shows the cut names (the REST test query's ``cut``), not the RAG's gap it started from."""
+
+    #: ``gap``: a cosine gap below the turn's best cosine; ``rerank``: the reranker's
+    #: calibrated rule on its scores.
+    by: Literal["gap", "rerank"]
+    #: The gap this turn used (after the floor narrowed it), or the reranker rule's value in
+    #: the reranker's scale.
+    value: float
+    #: ``rerank``: ``relative`` (within ``value`` of the best) or ``absolute`` (``value`` or
+    #: more); None for a gap.
+    rule: Literal["relative", "absolute"] | None = None
+    #: ``rerank``: ``provider:model`` the rule was measured with.
+    reranker: str | None = None
+    #: ``gap``: the RAG's noise floor when it narrowed the gap for this turn, and the gap it
+    #: narrowed; None when the gap was used as it was.
+    floor: float | None = None
+    narrowed_from: float | None = None
+    #: The rule in words (in hybrid, a gap's fused share too).
+    keeps: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "by": self.by,
+            "value": self.value,
+            "rule": self.rule,
+            "reranker": self.reranker,
+            "narrowed": self.narrowed_from is not None,
+            "floor": self.floor,
+            "keeps": self.keeps,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class CutResult:
-    """The hits a cut kept, in their order, and the ones it dropped with their reasons."""
+    """The hits a cut kept, in their order, the ones it dropped with their reasons, and what
+    it cut by (None: no cut)."""
 
     kept: tuple[Hit, ...]
     dropped: tuple[Dropped, ...] = ()
+    cut: AppliedCut | None = None
 
 
 def cut_by_relevance(
@@ -124,16 +162,28 @@ def cut_by_relevance(
         floor: The RAG's noise floor (:func:`resolve_floor`); the turn's gap is then at most
             :data:`FLOOR_GAP_SHARE` of the best's height above it. None: the gap alone.
     """
-    if gap is None or len(hits) < 2:
+    if gap is None:
         return CutResult(tuple(hits))
-    best = max(h.score for h in hits)
+    best = max((h.score for h in hits), default=0.0)
     why = ""
-    if floor is not None and FLOOR_GAP_SHARE * (best - floor) < gap:
+    narrowed_from = narrowed_by = None
+    if hits and floor is not None and FLOOR_GAP_SHARE * (best - floor) < gap:
         height = best - floor
+        narrowed_from, narrowed_by = gap, floor
         gap = FLOOR_GAP_SHARE * max(0.0, height)
         why = f" ({FLOOR_GAP_SHARE:.2f} of the best's {height:.3f} over the floor {floor:.4f})"
     fused = [h.fused_score for h in hits if h.fused_score is not None]
-    best_fused = max(fused) if len(fused) == len(hits) else None
+    best_fused = max(fused) if fused and len(fused) == len(hits) else None
+    fused_rule = f", fused score {FUSED_SHARE:.2f} of the best's or more" if best_fused else ""
+    applied = AppliedCut(
+        "gap",
+        gap,
+        floor=narrowed_by,
+        narrowed_from=narrowed_from,
+        keeps=f"cosine within {gap:.3f} of the best{why}{fused_rule}",
+    )
+    if len(hits) < 2:
+        return CutResult(tuple(hits), cut=applied)
     kept: list[Hit] = []
     dropped: list[Dropped] = []
     for i, hit in enumerate(hits):
@@ -151,7 +201,7 @@ def cut_by_relevance(
             dropped.append(Dropped(hit, f"fused {share:.2f} of best < {FUSED_SHARE:.2f}"))
         else:
             kept.append(hit)
-    return CutResult(tuple(kept), tuple(dropped))
+    return CutResult(tuple(kept), tuple(dropped), applied)
 
 
 def parse_relevance_cut(value: object, where: str = "relevanceCut") -> RelevanceCut | None:

@@ -23,7 +23,12 @@ from vancetope_rag.domain.retrieval.calibration import (
     MIN_CALIBRATION_CHUNKS,
     Calibration,
 )
-from vancetope_rag.domain.retrieval.relevance import CutResult, Dropped, cut_by_relevance
+from vancetope_rag.domain.retrieval.relevance import (
+    AppliedCut,
+    CutResult,
+    Dropped,
+    cut_by_relevance,
+)
 from vancetope_rag.domain.retrieval.rerank_calibration import RERANK_RULE_ID, RerankCalibration
 
 __all__ = ["cut_by_rerank", "cut_turn", "rerank_calibration_due"]
@@ -37,9 +42,12 @@ def cut_by_rerank(hits: Sequence[Hit], rule: RerankCalibration) -> CutResult:
             ``rerank_score`` (the unscored ones after the scored).
         rule: The RAG's calibration of this reranker.
     """
+    applied = AppliedCut(
+        "rerank", rule.value, rule=rule.rule, reranker=rule.reranker, keeps=rule.describe()
+    )
     scored = [h.rerank_score for h in hits if h.rerank_score is not None]
     if len(hits) < 2 or not scored:
-        return CutResult(tuple(hits))
+        return CutResult(tuple(hits), cut=applied)
     best = max(scored)
     kept: list[Hit] = []
     dropped: list[Dropped] = []
@@ -56,7 +64,7 @@ def cut_by_rerank(hits: Sequence[Hit], rule: RerankCalibration) -> CutResult:
             dropped.append(Dropped(hit, f"rerank {score:.3f} < {rule.value:.3f}"))
         else:
             kept.append(hit)
-    return CutResult(tuple(kept), tuple(dropped))
+    return CutResult(tuple(kept), tuple(dropped), applied)
 
 
 def cut_turn(

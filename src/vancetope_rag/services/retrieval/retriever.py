@@ -362,10 +362,15 @@ class ProjectRagRetriever(BaseRetriever):
     def retrieve_hits(self, text: str) -> list[Hit]:
         """The hits for ``text`` (what :meth:`retrieve` wraps in nodes), without LlamaIndex's
         span and events."""
+        return list(self.retrieve_cut(text).kept)
+
+    def retrieve_cut(self, text: str) -> CutResult:
+        """:meth:`retrieve_hits` with what this retriever's relevance cut dropped and why, and
+        what it cut by (the REST test query shows them)."""
         plan = self.plan()
         if plan.rag is None:
             log.debug("retrieval for %s/%s: %s", self.tenant_id, self.project_id, plan.reason)
-            return []
+            return CutResult(())
         p = plan.params
         return self._query(
             plan.rag,
@@ -417,7 +422,7 @@ class ProjectRagRetriever(BaseRetriever):
                 rag_name=rag.name,
             )
         p = self.params(snapshot).for_rag(rag)
-        return self._query(
+        result = self._query(
             rag,
             text,
             top_k=p.top_k if top_k is None else top_k,
@@ -428,6 +433,7 @@ class ProjectRagRetriever(BaseRetriever):
             rerank=p.rerank if rerank is None else rerank,
             relevance_cut=self.relevance_cut if cut is None else cut,
         )
+        return list(result.kept)
 
     def _query(
         self,
@@ -441,7 +447,7 @@ class ProjectRagRetriever(BaseRetriever):
         snapshot: SettingsSnapshot | None = None,
         rerank: bool = True,
         relevance_cut: RelevanceCut | None = None,
-    ) -> list[Hit]:
+    ) -> CutResult:
         """The one call into :meth:`RagService.query`, with this retriever's filters, then
         the relevance cut asked for (on the final order: after any rerank the query does,
         by the reranker's scores when it has its calibration, see :meth:`turn_cut`)."""
@@ -457,7 +463,7 @@ class ProjectRagRetriever(BaseRetriever):
             keep=self._keep,
             rerank=rerank,
         )
-        return list(self.turn_cut(rag, hits, relevance_cut, mode, snapshot, rerank).kept)
+        return self.turn_cut(rag, hits, relevance_cut, mode, snapshot, rerank)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return [HitNodeWithScore.of(h) for h in self.retrieve_hits(query_bundle.query_str)]
