@@ -201,7 +201,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     cuts[gap].append(block_of(kept, relevant))
                 for gap in RULE_GAPS:
                     started = time.perf_counter()
-                    rule = cut_by_relevance(hits, gap)
+                    rule = cut_by_relevance(hits, gap, query=queries[qid])
                     cut_seconds.append(time.perf_counter() - started)
                     rules[gap].append(block_of(rule.kept, relevant))
             result["modes"][mode] = {

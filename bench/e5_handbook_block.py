@@ -118,8 +118,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             shown = [Shown(page_of.get(h.source_ref, h.source_ref), h.score) for h in hits]
             return turn_metrics(shown, right, count_tokens(block) if block else 0)
 
-        def fixed_rule(candidates: Sequence[Any], right: set[str]) -> dict[str, Any]:
-            kept = cut_by_relevance(candidates, MINILM_GAP).kept
+        def fixed_rule(candidates: Sequence[Any], right: set[str], question: str) -> dict[str, Any]:
+            kept = cut_by_relevance(candidates, MINILM_GAP, query=question).kept
             block, fitted = fit_to_budget(
                 kept,
                 lambda some: render_context_block(some, None, project_rag=True),
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     metrics = shown_of(hits, decision.block, right)
                     if name == "off":
                         candidates = [*decision.hits, *(d.hit for d in decision.dropped)]
-                        rule = fixed_rule(candidates if decision.block else [], right)
+                        rule = fixed_rule(candidates if decision.block else [], right, text)
                         if right:
                             scores += [h.score for h in hits]
                             rows["rule"].append(rule)

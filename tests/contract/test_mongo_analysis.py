@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 from nltk.stem.porter import PorterStemmer
 
-from vancetope_rag.store.inprocess.bm25 import QueryTerm, fold, query_terms
+from vancetope_rag.domain.retrieval.terms import fold
+from vancetope_rag.store.inprocess.bm25 import QueryTerm, query_terms
 from vancetope_rag.store.mongo.builders.analysis import TOKEN_SPLIT, analyze, text_terms
 from vancetope_rag.store.sqlite.bm25 import TOKENIZER_ARGS
 

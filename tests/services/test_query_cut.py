@@ -116,3 +116,22 @@ def test_a_query_whose_floor_binds_says_the_narrowed_gap(api_app: RagApp) -> Non
     plain = ask(api_app, QUESTION)
     assert plain["cut"]["by"] == "none" and plain["cut"]["value"] is None
     assert plain["dropped"] == []
+
+
+def test_a_turn_and_the_test_query_judge_their_hits_by_the_turn_words(api_app: RagApp) -> None:
+    """Both paths hand the turn's text to the cut: with every page within a wide fixed gap
+    (dense: no fused score), the pages that carry none of the question's words go."""
+    api_app.settings.set(T, P, "rag.minScore", -1)  # every page a candidate
+    api_app.settings.set(T, P, "rag.retrieval.mode", "dense")
+    documents(api_app)
+
+    data = ask(api_app, QUESTION, relevanceCut=2.0)
+
+    worded = [d for d in data["dropped"] if d["reason"].startswith("words ")]
+    assert worded, data["dropped"]
+    assert "best-worded hit's share of the turn's words" in data["cut"]["keeps"]
+    recipe = RagParams(auto_inject=AutoInject.ON, relevance_cut=2.0)
+    decision = api_app.autoinject.decide(T, P, [QUESTION], recipe)
+    assert [(d.hit.path, d.reason) for d in decision.dropped if d.reason.startswith("words ")] == [
+        (d["path"], d["reason"]) for d in worded
+    ]

@@ -194,7 +194,7 @@ class RagAutoInjectService:
             return InjectionDecision(True, decided_by, f"no hit scored {p.min_score} or more")
         # the cut runs on the final order (the retrieval's, or a reranker's: then by its
         # scores, when the RAG is calibrated for it); topK stays the most
-        cut = retriever.turn_cut(rag, hits, p.relevance_cut, p.mode, snapshot, p.rerank)
+        cut = retriever.turn_cut(rag, hits, p.relevance_cut, p.mode, snapshot, p.rerank, text)
         hits, dropped = list(cut.kept), cut.dropped
         template = (recipe.template if recipe else None) or self.default_template
         try:

@@ -7,12 +7,19 @@ today's excerpts come from a relevant abstract. The cut keeps a hit when
 - it is the turn's first hit (a block that was going to exist still does); or
 - its cosine is within the RAG's calibrated ``gap`` of the turn's best cosine and, in hybrid,
   its fused score is at least :data:`FUSED_SHARE` of the turn's best fused score (within the
-  gap, a hit neither side ranks well is the usual irrelevant one); with ``auto`` the gap is
-  at most :data:`FLOOR_GAP_SHARE` of how far the best stands above the RAG's noise floor (its
-  calibrated ``minScore``): a hit keeps at least a quarter of the best's height over the
-  noise; or
-- the lexical side ranks it first (the exact words of the turn, whatever its cosine).
+  gap, a hit neither side ranks well is the usual irrelevant one), and it carries at least
+  :data:`WORDS_SHARE` of the turn's words that the turn's best-worded hit carries (a near
+  neighbour in cosine that shares few of the turn's words is the usual off-topic one; see
+  :mod:`.terms`); with ``auto`` the gap is at most :data:`FLOOR_GAP_SHARE` of how far the
+  best stands above the RAG's noise floor (its calibrated ``minScore``): a hit keeps at least
+  a quarter of the best's height over the noise; or
+- the lexical side ranks it first (the exact words of the turn, whatever its cosine); or
+- in hybrid, it carries more of the turn's words than the first hit does and its fused score
+  is at least :data:`WORDED_FUSED_SHARE` of the best's, whatever its cosine: both sides rank
+  it well and it is closer to the turn's wording than the hit ranked first.
 
+The word rules need the turn's text; without it (or for a turn whose words no hit carries,
+a question in another language than its documents) they are skipped.
 In dense mode (no fused scores) only the gap applies. The order of the hits is kept, ``topK``
 stays the maximum and ``minScore`` the cosine floor: the cut only drops. Each dropped hit
 carries the reason it was dropped.
@@ -36,6 +43,7 @@ from typing import Literal
 
 from vancetope_rag.domain.records import Chunk, ChunkKind, Hit
 from vancetope_rag.domain.retrieval.calibration import GAP_PER_SPREAD, PSEUDO_QUERIES, Calibration
+from vancetope_rag.domain.retrieval.terms import coverage, turn_words
 from vancetope_rag.errors import InvalidInputError
 
 __all__ = [
@@ -46,6 +54,8 @@ __all__ = [
     "PSEUDO_QUERIES",
     "RELEVANCE_AUTO",
     "RELEVANCE_OFF",
+    "WORDED_FUSED_SHARE",
+    "WORDS_SHARE",
     "AppliedCut",
     "CutResult",
     "Dropped",
@@ -73,6 +83,18 @@ RelevanceCut = float | Literal["auto", "off"]
 #: turn's best fused score (docs/benchmarks.md: the share that moved the SciFact curve).
 FUSED_SHARE = 0.7
 
+#: Within the gap, a hit is kept when it carries at least this share of the turn's words that
+#: the turn's best-worded hit carries (:func:`~.terms.coverage`). On SciFact's claims it drops
+#: 12 % of the hybrid excerpts, 9 in 10 of them irrelevant (docs/benchmarks.md, "What the
+#: block holds"); shares from 0.25 to 0.35 hold the targets there.
+WORDS_SHARE = 0.3
+
+#: Beyond the gap, a hybrid hit that carries more of the turn's words than the first hit is
+#: kept when its fused score is at least this share of the best's: the relevant abstract
+#: ranked second by both sides below an off-topic first hit (SciFact: 2 of the 6 turns the
+#: cut otherwise loses their only relevant excerpt).
+WORDED_FUSED_SHARE = 0.8
+
 #: With ``auto``, a turn's gap is at most this share of how far its best cosine stands above
 #: the RAG's noise floor (the calibrated ``minScore``): a hit must keep a quarter of the best's
 #: height over the noise. It binds where the best barely clears the floor: e5 on a 31-page
@@ -82,11 +104,11 @@ FUSED_SHARE = 0.7
 FLOOR_GAP_SHARE = 0.75
 
 #: ``auto`` in ``dense`` mode cuts at this share of the calibrated gap: in hybrid the fused
-#: share drops part of what is within the gap, in dense only the gap can, so at one gap a
-#: dense block keeps more (SciFact, MiniLM, at 0.15: 4.2 excerpts against hybrid's 3.4). At
-#: 0.63 x 0.1505 = 0.095 the dense block meets precision 0.42 at 0.68x today's tokens, recall
-#: 0.97x (docs/benchmarks.md, "What the block holds").
-DENSE_GAP_SHARE = 0.63
+#: share drops part of what is within the gap, in dense only the gap and the turn's words
+#: can, so at one gap a dense block keeps more. At 0.78 x 0.1579 = 0.123 the dense block
+#: meets precision 0.42 at 0.68x today's excerpts, recall 0.98x, hit turns 0.98x on SciFact
+#: (shares 0.76-0.80 do; docs/benchmarks.md, "What the block holds").
+DENSE_GAP_SHARE = 0.78
 
 #: A pseudo-query is one sentence of this many words.
 _MIN_WORDS, _MAX_WORDS = 8, 40
@@ -150,7 +172,7 @@ class CutResult:
 
 
 def cut_by_relevance(
-    hits: Sequence[Hit], gap: float | None, floor: float | None = None
+    hits: Sequence[Hit], gap: float | None, floor: float | None = None, query: str | None = None
 ) -> CutResult:
     """The hits of one turn, cut by relevance against each other (see the module).
 
@@ -161,6 +183,7 @@ def cut_by_relevance(
             keeps every hit (no cut).
         floor: The RAG's noise floor (:func:`resolve_floor`); the turn's gap is then at most
             :data:`FLOOR_GAP_SHARE` of the best's height above it. None: the gap alone.
+        query: The turn's text, for the word rules (None: they are skipped).
     """
     if gap is None:
         return CutResult(tuple(hits))
@@ -175,12 +198,21 @@ def cut_by_relevance(
     fused = [h.fused_score for h in hits if h.fused_score is not None]
     best_fused = max(fused) if fused and len(fused) == len(hits) else None
     fused_rule = f", fused score {FUSED_SHARE:.2f} of the best's or more" if best_fused else ""
+    words = coverage(turn_words(query), [h.text for h in hits]) if query and hits else []
+    best_words = max(words, default=0.0)
+    if best_words <= 0.0:
+        words = []  # no hit carries the turn's words: nothing to judge them by
+    words_rule = (
+        f", {WORDS_SHARE:.2f} of the best-worded hit's share of the turn's words or more"
+        if words
+        else ""
+    )
     applied = AppliedCut(
         "gap",
         gap,
         floor=narrowed_by,
         narrowed_from=narrowed_from,
-        keeps=f"cosine within {gap:.3f} of the best{why}{fused_rule}",
+        keeps=f"cosine within {gap:.3f} of the best{why}{fused_rule}{words_rule}",
     )
     if len(hits) < 2:
         return CutResult(tuple(hits), cut=applied)
@@ -188,19 +220,28 @@ def cut_by_relevance(
     dropped: list[Dropped] = []
     for i, hit in enumerate(hits):
         below = best - hit.score
+        share = hit.fused_score / best_fused if best_fused and hit.fused_score is not None else None
         if i == 0 or hit.lexical_rank == 1:
-            kept.append(hit)
+            reason = None
         elif below > gap + 1e-12:
-            dropped.append(Dropped(hit, f"gap {below:.3f} > {gap:.3f}{why}"))
-        elif (
-            best_fused
-            and hit.fused_score is not None
-            and (hit.fused_score < FUSED_SHARE * best_fused)
-        ):
-            share = hit.fused_score / best_fused
-            dropped.append(Dropped(hit, f"fused {share:.2f} of best < {FUSED_SHARE:.2f}"))
+            reason = f"gap {below:.3f} > {gap:.3f}{why}"
+        elif share is not None and share < FUSED_SHARE:
+            reason = f"fused {share:.2f} of best < {FUSED_SHARE:.2f}"
+        elif words and words[i] < WORDS_SHARE * best_words:
+            reason = (
+                f"words {words[i]:.2f} of the turn's < {WORDS_SHARE:.2f} of the best-worded "
+                f"hit's {best_words:.2f}"
+            )
         else:
+            reason = None
+        if reason is not None and (
+            words and share is not None and words[i] > words[0] and share >= WORDED_FUSED_SHARE
+        ):
+            reason = None  # closer to the turn's words than the first hit, ranked well by both
+        if reason is None:
             kept.append(hit)
+        else:
+            dropped.append(Dropped(hit, reason))
     return CutResult(tuple(kept), tuple(dropped), applied)
 
 

@@ -72,13 +72,15 @@ def cut_turn(
     gap: float | None,
     rule: RerankCalibration | None,
     floor: float | None = None,
+    query: str | None = None,
 ) -> CutResult:
     """The turn's cut: by the reranker's scores when it scored the hits and ``rule`` is the
     RAG's calibration of it, else by the cosine ``gap`` (None: no cut) narrowed by the noise
-    ``floor`` (:func:`~vancetope_rag.domain.retrieval.relevance.cut_by_relevance`)."""
+    ``floor`` and judged by the turn's words in ``query``
+    (:func:`~vancetope_rag.domain.retrieval.relevance.cut_by_relevance`)."""
     if rule is not None and hits and hits[0].rerank_score is not None:
         return cut_by_rerank(hits, rule)
-    return cut_by_relevance(hits, gap, floor)
+    return cut_by_relevance(hits, gap, floor, query)
 
 
 def rerank_calibration_due(calibration: Calibration | None, identity: str, chunks: int) -> bool:

@@ -344,18 +344,19 @@ class ProjectRagRetriever(BaseRetriever):
         mode: str,
         snapshot: SettingsSnapshot | None = None,
         rerank: bool = True,
+        query: str | None = None,
     ) -> CutResult:
-        """``hits`` (``rag``'s, in their final order) cut by ``cut``: ``auto`` cuts hits a
-        reranker scored by the RAG's calibration of that reranker when it has one
+        """``hits`` (``rag``'s for ``query``, in their final order) cut by ``cut``: ``auto``
+        cuts hits a reranker scored by the RAG's calibration of that reranker when it has one
         (:mod:`~vancetope_rag.domain.retrieval.rerank_cut`), else by the calibrated cosine
-        gap; a fixed gap is a cosine gap whatever ordered the hits; ``off`` or None keeps
-        them all."""
+        gap and the turn's words; a fixed gap is a cosine gap whatever ordered the hits;
+        ``off`` or None keeps them all."""
         rule = None
         if cut == RELEVANCE_AUTO and hits and hits[0].rerank_score is not None:
             snapshot = snapshot or self.rags.settings.snapshot(self.tenant_id, self.project_id)
             rule = self.rags.reranking.calibrated_rule(rag, snapshot, rerank)
         floor = resolve_floor(cut, rag.calibration)
-        return cut_turn(hits, rag_gap(cut, rag, mode), rule, floor)
+        return cut_turn(hits, rag_gap(cut, rag, mode), rule, floor, query)
 
     # -- retrieval ---------------------------------------------------------------------
 
@@ -463,7 +464,7 @@ class ProjectRagRetriever(BaseRetriever):
             keep=self._keep,
             rerank=rerank,
         )
-        return self.turn_cut(rag, hits, relevance_cut, mode, snapshot, rerank)
+        return self.turn_cut(rag, hits, relevance_cut, mode, snapshot, rerank, text)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return [HitNodeWithScore.of(h) for h in self.retrieve_hits(query_bundle.query_str)]

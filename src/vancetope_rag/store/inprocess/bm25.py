@@ -14,13 +14,14 @@ from __future__ import annotations
 import math
 import re
 import threading
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
+from vancetope_rag.domain.retrieval.terms import STOPWORDS
 
 # -- full text ---------------------------------------------------------------------------------
 
@@ -42,17 +43,6 @@ BM25_B = 0.75
 #: thousands of OR-ed terms (the FTS5 path's cost grows with every posting list it merges).
 MAX_QUERY_TERMS = 64
 
-#: English function words dropped from queries (never all of them: a query made only of
-#: stopwords keeps them). Their IDF is near zero, and their posting lists are the longest.
-_STOPWORD_TEXT = """a about above after again against all am an and any are as at be because
-    been before being below between both but by can could did do does doing down during each
-    few for from further had has have having he her here hers herself him himself his how i
-    if in into is it its itself just me more most my myself no nor not now of off on once
-    only or other our ours ourselves out over own same she should so some such than that the
-    their theirs them themselves then there these they this those through to too under until
-    up very was we were what when where which while who whom why will with would you your
-    yours yourself yourselves"""
-STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 #: ``tokenize(text)`` → ``(start, end, token)`` per token, offsets in UTF-8 bytes of ``text``.
 Tokenize = Callable[[str], Sequence[tuple[int, int, str]]]
@@ -99,13 +89,6 @@ def query_terms(
         terms.append(QueryTerm(raw[start:end].decode("utf-8", errors="replace"), token))
     content = [t for t in terms if t.span.lower() not in STOPWORDS]
     return (content or terms)[:max_terms]
-
-
-def fold(text: str) -> str:
-    """The text with accents removed (``café`` → ``cafe``, as SQLite's ``remove_diacritics 2``),
-    compatibility forms unified, NUL characters as spaces."""
-    decomposed = unicodedata.normalize("NFKD", text.replace("\x00", " "))
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 def bm25_idf(n_rows: int, n_hit: int) -> float:

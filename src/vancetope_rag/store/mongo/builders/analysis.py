@@ -33,7 +33,8 @@ from typing import Any
 import regex
 from nltk.stem.porter import PorterStemmer
 
-from vancetope_rag.store.inprocess.bm25 import QueryTerm, fold, query_terms
+from vancetope_rag.domain.retrieval.terms import fold
+from vancetope_rag.store.inprocess.bm25 import QueryTerm, query_terms
 
 __all__ = [
     "ANALYZER_NAME",

@@ -1,0 +1,121 @@
+"""The words of a turn and of an excerpt, as the relevance cut compares them.
+
+The cut asks of each hit how much of the turn's own wording it carries (:func:`coverage`):
+the share of the turn's distinct content words found in the excerpt. A neighbour in cosine
+that shares few of those words is the usual off-topic excerpt of a block; an excerpt that
+carries more of them than the turn's first hit is often the one the question is about (on
+SciFact's claims, docs/benchmarks.md, "What the block holds"). It is agreement on words, in
+no store's scale: the BM25 scores of SQLite, PostgreSQL and Atlas differ, the words do not.
+
+Words are compared after folding (accents, compatibility forms), lower-casing and a light
+stemmer (:func:`light_stem`): Harman's "S" stemmer for plurals, then ``-ing`` and ``-ed``.
+A full Porter stemmer conflates too much for this (``general`` and ``generate`` both become
+``gener``) and cost the cut precision on SciFact. English function words
+(:data:`STOPWORDS`) do not count, unless the turn has nothing else. Pure, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from functools import lru_cache
+
+__all__ = ["STOPWORDS", "coverage", "fold", "light_stem", "turn_words", "words_of"]
+
+#: English function words: dropped from lexical queries and from the words a turn is judged
+#: by (never all of a turn's words: a turn made only of stopwords keeps them). Their IDF is
+#: near zero, and their posting lists are the longest.
+_STOPWORD_TEXT = """a about above after again against all am an and any are as at be because
+    been before being below between both but by can could did do does doing down during each
+    few for from further had has have having he her here hers herself him himself his how i
+    if in into is it its itself just me more most my myself no nor not now of off on once
+    only or other our ours ourselves out over own same she should so some such than that the
+    their theirs them themselves then there these they this those through to too under until
+    up very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_WORD_TAIL = re.compile(r"\w*", re.UNICODE)
+
+
+def fold(text: str) -> str:
+    """The text with accents removed (``café`` → ``cafe``, as SQLite's ``remove_diacritics 2``),
+    compatibility forms unified, NUL characters as spaces."""
+    decomposed = unicodedata.normalize("NFKD", text.replace("\x00", " "))
+    return _NON_ASCII.sub(_without_marks, decomposed)  # ASCII has no combining mark
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
+def _without_marks(run: re.Match[str]) -> str:
+    return "".join(c for c in run.group() if not unicodedata.combining(c))
+
+
+def light_stem(word: str) -> str:
+    """A lower-case word without its plural (Harman's S stemmer: ``studies`` → ``study``,
+    ``cases`` → ``case``, ``cells`` → ``cell``; ``virus``, ``class`` stay) and then without
+    ``-ing`` or ``-ed`` when three letters remain (``binding`` → ``bind``)."""
+    if len(word) > 3:
+        if word.endswith("ies") and not word.endswith(("eies", "aies")):
+            word = word[:-3] + "y"
+        elif word.endswith("s") and not word.endswith(("us", "ss")):
+            word = word[:-1]  # -es → -e and -s → '' both drop the s
+    for suffix in ("ing", "ed"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+#: The stems of words already seen: a turn's excerpts repeat most of their words.
+_stem = lru_cache(maxsize=65536)(light_stem)
+
+
+def _raw_words(text: str) -> set[str]:
+    """The distinct lower-cased words of ``text``, folded (an ASCII text needs no folding)."""
+    return set(_WORD.findall(text.lower() if text.isascii() else fold(text).lower()))
+
+
+def words_of(text: str) -> set[str]:
+    """The distinct words of ``text`` (folded, lower-cased, stemmed), stopwords included."""
+    return {_stem(w) for w in _raw_words(text)}
+
+
+def turn_words(text: str) -> frozenset[str]:
+    """The words a turn is judged by: its distinct words without :data:`STOPWORDS` (all of
+    them when nothing else remains; empty for a turn without a word)."""
+    raw = _raw_words(text)
+    return frozenset(_stem(w) for w in (raw - STOPWORDS or raw))
+
+
+def coverage(turn: frozenset[str], texts: Sequence[str]) -> list[float]:
+    """For each of ``texts``, the share of the ``turn``'s words (:func:`turn_words`) it
+    contains (0 to 1; all 0 for a turn without words).
+
+    Only the words that could stem to one of the turn's are stemmed: a word whose stem is
+    ``s`` starts with ``s`` (with ``s``'s final ``y`` dropped: ``studies`` → ``study``), so a
+    search for each of those starts (``str.find``, in C) finds them. The result is what
+    ``len(turn & words_of(text)) / len(turn)`` gives, at a small part of its cost: the cut
+    runs on every turn.
+    """
+    if not turn:
+        return [0.0] * len(texts)
+    starts = {w[:-1] if w.endswith("y") and len(w) > 1 else w for w in turn}
+    shares = []
+    for text in texts:
+        folded = text.lower() if text.isascii() else fold(text).lower()
+        found: set[str] = set()
+        for start in starts:
+            at = folded.find(start)
+            while at != -1:
+                before = folded[at - 1] if at else " "
+                if not (before.isalnum() or before == "_"):  # a word starts here
+                    end = _WORD_TAIL.match(folded, at + len(start)).end()  # type: ignore[union-attr]
+                    stem = _stem(folded[at:end])
+                    if stem in turn:
+                        found.add(stem)
+                at = folded.find(start, at + 1)
+        shares.append(len(found) / len(turn))
+    return shares
