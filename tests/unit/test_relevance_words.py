@@ -8,7 +8,12 @@ from vancetope_rag.domain.retrieval.relevance import (
     WORDS_SHARE,
     cut_by_relevance,
 )
-from vancetope_rag.domain.retrieval.terms import coverage, light_stem, turn_words
+from vancetope_rag.domain.retrieval.terms import (
+    MAX_QUERY_TERMS,
+    coverage,
+    light_stem,
+    turn_words,
+)
 
 QUESTION = "Do statins increase blood cholesterol levels?"
 
@@ -104,3 +109,10 @@ def test_the_word_rules_step_aside_when_no_hit_carries_the_turn_words() -> None:
     result = cut_by_relevance(hits, 0.15, query="Senken Statine das Cholesterin im Blut?")
     assert result.kept == tuple(hits)
     assert "words" not in result.cut.keeps
+
+
+def test_a_page_pasted_as_a_question_is_judged_by_its_opening_words() -> None:
+    pasted = " ".join(f"term{i} and term{i}" for i in range(1000))
+    words = turn_words(pasted)
+    assert words == {f"term{i}" for i in range(MAX_QUERY_TERMS)}
+    assert turn_words("alpha beta gamma", most=2) == {"alpha", "beta"}

@@ -21,7 +21,15 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-__all__ = ["STOPWORDS", "coverage", "fold", "light_stem", "turn_words", "words_of"]
+__all__ = [
+    "MAX_QUERY_TERMS",
+    "STOPWORDS",
+    "coverage",
+    "fold",
+    "light_stem",
+    "turn_words",
+    "words_of",
+]
 
 #: English function words: dropped from lexical queries and from the words a turn is judged
 #: by (never all of a turn's words: a turn made only of stopwords keeps them). Their IDF is
@@ -35,6 +43,11 @@ _STOPWORD_TEXT = """a about above after again against all am an and any are as a
     up very was we were what when where which while who whom why will with would you your
     yours yourself yourselves"""
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+#: A query keeps at most this many distinct terms, in the lexical search and in the cut alike:
+#: a pasted page must not become a query of thousands of OR-ed terms (the FTS5 path's cost
+#: grows with every posting list it merges), nor cost the cut more than a long question.
+MAX_QUERY_TERMS = 64
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _WORD_TAIL = re.compile(r"\w*", re.UNICODE)
@@ -83,11 +96,19 @@ def words_of(text: str) -> set[str]:
     return {_stem(w) for w in _raw_words(text)}
 
 
-def turn_words(text: str) -> frozenset[str]:
-    """The words a turn is judged by: its distinct words without :data:`STOPWORDS` (all of
-    them when nothing else remains; empty for a turn without a word)."""
-    raw = _raw_words(text)
-    return frozenset(_stem(w) for w in (raw - STOPWORDS or raw))
+def turn_words(text: str, most: int = MAX_QUERY_TERMS) -> frozenset[str]:
+    """The words a turn is judged by: its first ``most`` distinct words without
+    :data:`STOPWORDS` (with them when nothing else remains; empty for a turn without a word).
+    A page pasted as a question is judged by its opening words, as the lexical search
+    queries them."""
+    found = _WORD.findall(text.lower() if text.isascii() else fold(text).lower())
+    content = [w for w in found if w not in STOPWORDS] or found
+    words: dict[str, None] = {}  # distinct, in order of appearance
+    for word in content:
+        words.setdefault(_stem(word))
+        if len(words) == most:
+            break
+    return frozenset(words)
 
 
 def coverage(turn: frozenset[str], texts: Sequence[str]) -> list[float]:

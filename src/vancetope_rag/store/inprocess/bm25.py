@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from vancetope_rag.domain.retrieval.terms import STOPWORDS
+from vancetope_rag.domain.retrieval.terms import MAX_QUERY_TERMS, STOPWORDS
 
 # -- full text ---------------------------------------------------------------------------------
 
@@ -38,11 +38,6 @@ def words(text: object) -> list[str]:
 #: FTS5's ``bm25()`` constants (SQLite's ``fts5_aux.c``; the PostgreSQL store computes the same).
 BM25_K1 = 1.2
 BM25_B = 0.75
-
-#: A query keeps at most this many distinct terms: a pasted page must not become a query of
-#: thousands of OR-ed terms (the FTS5 path's cost grows with every posting list it merges).
-MAX_QUERY_TERMS = 64
-
 
 #: ``tokenize(text)`` → ``(start, end, token)`` per token, offsets in UTF-8 bytes of ``text``.
 Tokenize = Callable[[str], Sequence[tuple[int, int, str]]]

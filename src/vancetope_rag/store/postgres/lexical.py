@@ -26,14 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vancetope_rag.domain.retrieval.terms import STOPWORDS, fold
-from vancetope_rag.store.inprocess.bm25 import (
-    BM25_B,
-    BM25_K1,
-    MAX_QUERY_TERMS,
-    bm25_idf,
-    words,
-)
+from vancetope_rag.domain.retrieval.terms import MAX_QUERY_TERMS, STOPWORDS, fold
+from vancetope_rag.store.inprocess.bm25 import BM25_B, BM25_K1, bm25_idf, words
 
 __all__ = [
     "MATCH_BUDGET",
