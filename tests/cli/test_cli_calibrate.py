@@ -96,6 +96,44 @@ def test_query_and_context_take_the_relevance_cut(run, indexed: None) -> None:
     assert "dropped documents/" in explained.stderr and ": gap " in explained.stderr
 
 
+def test_query_says_what_the_cut_dropped_and_why(run, indexed: None) -> None:
+    """A cut ``query`` names what its hits were cut by and each hit it dropped with the
+    reason, as ``context --explain`` words them; ``--explain`` gives the same in JSON."""
+    question = ["glacier ice retreat of 7 metres", "--min-score", "-1", "--top-k", "10"]
+    cut = [*question, "--relevance-cut", "0.01"]
+    text = run("query", *cut).stdout
+    assert "\ncut: cosine within 0.010 of the best" in text
+    hits = json.loads(run("query", *cut, "--json").stdout)
+    explained = json.loads(run("query", *cut, "--json", "--explain").stdout)
+    assert explained["hits"] == hits  # the same hits, now beside the cut
+    assert explained["cut"]["by"] == "gap" and explained["cut"]["value"] == 0.01
+    dropped = explained["dropped"]
+    assert dropped and len(hits) + len(dropped) == 10
+    lines = text.splitlines()
+    assert f"cut: {explained['cut']['keeps']}" in lines
+    shown = [line for line in lines if line.startswith("  dropped ")]
+    assert len(shown) == len(dropped)
+    for line, d in zip(shown, dropped, strict=True):
+        assert line.startswith(f"  dropped {d['path']}  ") and "  cosine " in line
+        assert line.endswith(f": {d['reason']}") and d["reason"].startswith("gap ")
+    assert all(h["path"] not in line for h in hits for line in shown)
+
+
+def test_query_without_a_cut_prints_the_hits_alone(run, indexed: None) -> None:
+    """No cut, nothing new: a header, and a line of numbers and one of text per hit."""
+    question = ["glacier ice retreat of 7 metres", "--min-score", "-1", "--top-k", "4"]
+    hits = json.loads(run("query", *question, "--json").stdout)
+    for args in ([], ["--relevance-cut", "off"]):
+        lines = run("query", *question, *args).stdout.splitlines()
+        assert lines[0].startswith("4 hits in the order the turn uses: ")
+        assert len(lines) == 1 + 2 * len(hits)
+        for i, (line, h) in enumerate(zip(lines[1::2], hits, strict=True), 1):
+            assert line.startswith(f"#{i}  {h['path']}  ") and "  cosine " in line
+        assert all(line.startswith("       ") for line in lines[2::2])
+    explained = json.loads(run("query", *question, "--json", "--explain").stdout)
+    assert explained == {"hits": hits, "cut": {"by": "none"}, "dropped": []}
+
+
 def test_a_dry_run_notes_no_explicit_number_when_none_is_set(run, tmp_path: Path) -> None:
     """The dry run's own floor is what auto would mean: told apart from the stored one, it
     is no "explicit number in the cascade" (none is set)."""

@@ -61,9 +61,17 @@ class MinScoreType(click.ParamType["MinScore | None", object]):
     "--relevance-cut",
     default=None,
     help="auto: only the hits likely relevant next to the best one (the RAG's calibrated "
-    "gap); a number: that cosine gap; default: off (topK hits).",
+    "gap); a number: that cosine gap; default: off (topK hits). The text output then says "
+    "what the hits were cut by and each hit the cut dropped, with why.",
 )
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The hits as a JSON list (labelled).")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="With --json: an object of hits, cut (what the relevance cut cut by; by none without "
+    "one) and dropped (each with its reason) instead of the list, as REST's test query "
+    "answers (the text output says them whenever a cut applies).",
+)
 @pass_ctx
 def query_cmd(
     c: Ctx,
@@ -75,6 +83,7 @@ def query_cmd(
     mode: str | None,
     relevance_cut: str | None,
     as_json: bool,
+    explain: bool,
 ) -> None:
     """Hits for TEXT in the order a turn uses (the reranker's, the fused order of a hybrid
     query, or the cosine's), each number labelled (cosine, fused, rerank).
@@ -84,7 +93,7 @@ def query_cmd(
         app = c.app
         rag = app.rags.get(c.tenant, c.project, rag_name)
         retriever = app.as_retriever(c.tenant, c.project, rag=rag.name)
-        hits = retriever.query_rag(
+        result = retriever.query_rag_cut(
             rag,
             text,
             top_k=top_k,
@@ -93,11 +102,22 @@ def query_cmd(
             mode=mode,
             relevance_cut=relevance_cut,
         )
+    hits = list(result.kept)
     if as_json:
         # The label and source a rag_query tool call shows for the same hits.
         cited = cite(hits, project_rag=rag.name == DEFAULT_RAG_NAME)
+        labelled = [
+            {"label": h.label, "source": clean_label(h.source), **h.hit.to_json()} for h in cited
+        ]
+        # A plain list unless asked: scripts parse it.
         emit(
-            [{"label": h.label, "source": clean_label(h.source), **h.hit.to_json()} for h in cited]
+            {
+                "hits": labelled,
+                "cut": result.cut.to_json() if result.cut else {"by": "none"},
+                "dropped": [d.to_json() for d in result.dropped],
+            }
+            if explain
+            else labelled
         )
         return
     if hits:
@@ -106,6 +126,10 @@ def query_cmd(
         marker = " [summary]" if h.kind == "summary" else ""
         click.echo(f"#{i}  {h.path or h.source_ref}{marker}  {hit_numbers(h)}")
         click.echo("       " + h.text[:200].replace("\n", " "))
+    if result.cut is not None and hits:  # no hits: nothing was cut
+        click.echo(f"cut: {result.cut.keeps}")
+    for d in result.dropped:
+        click.echo(f"  dropped {d.hit.path or d.hit.source_ref}  {hit_numbers(d.hit)}: {d.reason}")
 
 
 @cli.command("context")

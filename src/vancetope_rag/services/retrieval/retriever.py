@@ -409,6 +409,33 @@ class ProjectRagRetriever(BaseRetriever):
             ProjectRagDisabledError: ``rag`` is ``_documents`` and ``rag.project.enabled`` is
                 false for the project.
         """
+        return list(
+            self.query_rag_cut(
+                rag,
+                text,
+                top_k=top_k,
+                min_score=min_score,
+                max_per_doc=max_per_doc,
+                mode=mode,
+                rerank=rerank,
+                relevance_cut=relevance_cut,
+            ).kept
+        )
+
+    def query_rag_cut(
+        self,
+        rag: RagRecord,
+        text: str,
+        *,
+        top_k: int | None = None,
+        min_score: MinScore | None = None,
+        max_per_doc: int | None = None,
+        mode: str | None = None,
+        rerank: bool | None = None,
+        relevance_cut: RelevanceCut | str | None = None,
+    ) -> CutResult:
+        """:meth:`query_rag` with what the relevance cut dropped and why, and what it cut by
+        (the CLI's ``query`` shows them)."""
         if (rag.tenant_id, rag.project_id) != (self.tenant_id, self.project_id):
             raise InvalidInputError("the RAG belongs to another project than the retriever")
         check_query_args(1 if top_k is None else top_k, min_score, max_per_doc)
@@ -423,7 +450,7 @@ class ProjectRagRetriever(BaseRetriever):
                 rag_name=rag.name,
             )
         p = self.params(snapshot).for_rag(rag)
-        result = self._query(
+        return self._query(
             rag,
             text,
             top_k=p.top_k if top_k is None else top_k,
@@ -434,7 +461,6 @@ class ProjectRagRetriever(BaseRetriever):
             rerank=p.rerank if rerank is None else rerank,
             relevance_cut=self.relevance_cut if cut is None else cut,
         )
-        return list(result.kept)
 
     def _query(
         self,
