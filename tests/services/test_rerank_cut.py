@@ -2,7 +2,8 @@
 the cut, measured per RAG and per reranker against the loopback servers that speak TEI's and
 the Cohere-style ``/rerank`` (tests/rerank_server.py); a turn whose hits the reranker scored
 is cut by those scores; an outage (of the turn or of the calibration) falls back to the
-cosine gap, never loses the block; another model is measured again."""
+cosine gap, never loses the block; another model is measured again, looked for once a
+minute."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from vancetope_rag.domain.retrieval.rerank_calibration import (
 from vancetope_rag.domain.settings.cascade import AutoInject
 from vancetope_rag.recipes import RagParams
 from vancetope_rag.services.autoinject import InjectionDecision
+from vancetope_rag.services.indexing.scheduler import RERANK_CHECK_S
 from vancetope_rag.services.providers import Pacer
 
 T, P = "t1", "p1"
@@ -334,3 +336,27 @@ def test_a_rag_that_doubled_is_measured_again_with_its_reranker(
     after = found.calibration.rerank if found and found.calibration else None
     assert after is not None and after.chunks == len(PAGES) + len(GARDEN) + 14
     assert after.identity == before.identity and len(srv.requests) > asked
+
+
+def test_the_reranker_is_looked_at_once_a_minute_without_a_chunk_changing(
+    app: RagApp, srv: RerankServer, clock: Any
+) -> None:
+    app.scheduler.clock = clock
+    calibrated(app, srv, model="reranker-one")
+    app.scheduler.tick()  # looked at now: the reranker it was measured with
+    use(app, srv, model="reranker-two")
+    asked = len(srv.requests)
+
+    clock.advance(RERANK_CHECK_S - 1)
+    app.scheduler.tick()  # within the minute: not looked at
+    assert len(srv.requests) == asked
+    found = app.project_rags.find_default_rag(T, P)
+    rule = found.calibration.rerank if found and found.calibration else None
+    assert rule is not None and rule.reranker == f"{srv.dialect}:reranker-one"
+
+    clock.advance(1)
+    app.scheduler.tick()  # a minute on: the new reranker is measured
+    assert len(srv.requests) > asked
+    found = app.project_rags.find_default_rag(T, P)
+    rule = found.calibration.rerank if found and found.calibration else None
+    assert rule is not None and rule.reranker == f"{srv.dialect}:reranker-two"
