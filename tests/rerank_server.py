@@ -13,9 +13,10 @@ rerank stage (no reranker model with weights can be installed here).
 
 Scores: the share of the query's words found in the text, plus one for a text holding
 :attr:`RerankServer.prefer` and minus one for a text holding :attr:`RerankServer.shun` — so a
-test makes the reranker's order differ from the retrieval's. The requests are kept
-(:attr:`RerankServer.requests`); :attr:`faults` are answered in turn first; :attr:`delay_s`
-holds every answer (a timeout); :meth:`down` closes the port.
+test makes the reranker's order differ from the retrieval's. :attr:`RerankServer.top` caps the
+ranks an answer holds whatever was asked (a server that answers its best few only). The
+requests are kept (:attr:`RerankServer.requests`); :attr:`faults` are answered in turn first;
+:attr:`delay_s` holds every answer (a timeout); :meth:`down` closes the port.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class RerankServer(LoopbackServer[Seen]):
         self.key = key
         self.prefer: str | None = None
         self.shun: str | None = None
+        self.top: int | None = None
         self.faults: list[Fault] = []
         self.delay_s = 0.0
         self.up()
@@ -147,7 +149,7 @@ class _Handler(BaseHTTPRequestHandler):
             for i, t in enumerate(texts)
         ]
         ranks.sort(key=lambda r: -r["score"])
-        self._send(200, ranks)
+        self._send(200, ranks[: owner.top])
 
     def _cohere(self, owner: RerankServer, body: dict[str, Any], auth: str | None) -> None:
         if self.path != "/v1/rerank":
@@ -170,7 +172,7 @@ class _Handler(BaseHTTPRequestHandler):
         if len(docs) > 1000:
             self._error(400, "invalid request: too many documents (max 1000)", "")
             return
-        top_n = body.get("top_n", len(docs))
+        top_n = min(body.get("top_n", len(docs)), owner.top or len(docs))
         results = [
             {"index": i, "relevance_score": score(query, d, owner.prefer, owner.shun)}
             for i, d in enumerate(docs)

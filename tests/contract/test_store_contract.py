@@ -26,6 +26,7 @@ from vancetope_rag.domain.retrieval.calibration import PROBE_SET_ID, Calibration
 from vancetope_rag.domain.retrieval.rerank_calibration import (
     RERANK_RULE_ID,
     RerankCalibration,
+    RerankUnmeasurable,
     rerank_identity,
 )
 from vancetope_rag.errors import (
@@ -653,6 +654,13 @@ def test_rag_calibration_is_stored_with_the_rag_in_its_scope(control: ControlSto
             sources=(7.25, -0.5),
             background=(-6.0, -1.5, 2.25),
             calibrated_at=datetime(2026, 12, 2, 14, 0, tzinfo=UTC),
+        ),
+        # and that another reranker found nothing to measure at 30 chunks
+        rerank_unmeasurable=RerankUnmeasurable(
+            identity=rerank_identity("cohere", "rerank-v3.5", None),
+            chunks=30,
+            rule_set=RERANK_RULE_ID,
+            measured_at=datetime(2026, 12, 2, 13, 0, tzinfo=UTC),
         ),
     )
     # another tenant's or project's id is not this RAG, and nothing changes

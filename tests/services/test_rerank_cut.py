@@ -2,7 +2,9 @@
 the cut, measured per RAG and per reranker against the loopback servers that speak TEI's and
 the Cohere-style ``/rerank`` (tests/rerank_server.py); a turn whose hits the reranker scored
 is cut by those scores; an outage (of the turn or of the calibration) falls back to the
-cosine gap, never loses the block; another model is measured again."""
+cosine gap, never loses the block; another model is measured again, looked for once a
+minute; a RAG with nothing to measure is not measured again until it grows or the reranker
+changes."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from vancetope_rag.domain.retrieval.rerank_calibration import (
 from vancetope_rag.domain.settings.cascade import AutoInject
 from vancetope_rag.recipes import RagParams
 from vancetope_rag.services.autoinject import InjectionDecision
+from vancetope_rag.services.indexing.scheduler import RERANK_CHECK_S
 from vancetope_rag.services.providers import Pacer
 
 T, P = "t1", "p1"
@@ -334,3 +337,92 @@ def test_a_rag_that_doubled_is_measured_again_with_its_reranker(
     after = found.calibration.rerank if found and found.calibration else None
     assert after is not None and after.chunks == len(PAGES) + len(GARDEN) + 14
     assert after.identity == before.identity and len(srv.requests) > asked
+
+
+def test_the_reranker_is_looked_at_once_a_minute_without_a_chunk_changing(
+    app: RagApp, srv: RerankServer, clock: Any
+) -> None:
+    app.scheduler.clock = clock
+    calibrated(app, srv, model="reranker-one")
+    app.scheduler.tick()  # looked at now: the reranker it was measured with
+    use(app, srv, model="reranker-two")
+    asked = len(srv.requests)
+
+    clock.advance(RERANK_CHECK_S - 1)
+    app.scheduler.tick()  # within the minute: not looked at
+    assert len(srv.requests) == asked
+    found = app.project_rags.find_default_rag(T, P)
+    rule = found.calibration.rerank if found and found.calibration else None
+    assert rule is not None and rule.reranker == f"{srv.dialect}:reranker-one"
+
+    clock.advance(1)
+    app.scheduler.tick()  # a minute on: the new reranker is measured
+    assert len(srv.requests) > asked
+    found = app.project_rags.find_default_rag(T, P)
+    rule = found.calibration.rerank if found and found.calibration else None
+    assert rule is not None and rule.reranker == f"{srv.dialect}:reranker-two"
+
+
+def test_a_rag_with_nothing_to_measure_is_not_measured_again_until_it_grows(
+    app: RagApp, srv: RerankServer, clock: Any
+) -> None:
+    app.scheduler.clock = clock
+    documents(app)  # calibrated without a reranker
+    app.scheduler.tick()
+    use(app, srv, model="reranker-one")
+    srv.top = 1  # one rank an answer: no pseudo-query's source scored beside its background
+    clock.advance(RERANK_CHECK_S)
+    app.scheduler.tick()  # the reranker was set: measured, and no rule comes of it
+    asked = len(srv.requests)
+    assert 0 < asked <= RERANK_CALIBRATION_QUERIES
+    found = app.project_rags.find_default_rag(T, P)
+    assert found is not None and found.calibration is not None
+    assert found.calibration.rerank is None
+
+    clock.advance(RERANK_CHECK_S)
+    app.scheduler.tick()  # a minute later, the same chunks and reranker: not asked again
+    assert len(srv.requests) == asked
+
+    use(app, srv, model="reranker-two")  # another reranker may find something
+    clock.advance(RERANK_CHECK_S)
+    app.scheduler.tick()
+    assert len(srv.requests) > asked
+    asked = len(srv.requests)
+
+    for i in range(len(PAGES) + len(GARDEN)):  # the RAG doubles
+        app.documents.create(
+            T,
+            P,
+            f"documents/extra-{i}.md",
+            f"Extra notice {i} about the archive room {i}. The archive room {i} keeps the "
+            f"old contracts of department {i} in locked cabinets.",
+        )
+    app.scheduler.run_until_idle(timeout_s=120)
+    assert len(srv.requests) > asked  # grown: measured again
+    asked = len(srv.requests)
+    clock.advance(RERANK_CHECK_S)
+    app.scheduler.tick()
+    clock.advance(RERANK_CHECK_S)
+    app.scheduler.tick()
+    assert len(srv.requests) == asked  # ... once
+
+
+def test_an_outage_at_the_check_is_tried_again_a_minute_later(
+    app: RagApp, srv: RerankServer, clock: Any
+) -> None:
+    app.scheduler.clock = clock
+    app.rags.reranking.circuits.clock = clock
+    documents(app)
+    app.scheduler.tick()
+    use(app, srv)
+    srv.down()
+    clock.advance(RERANK_CHECK_S)
+    app.scheduler.tick()  # the reranker cannot be reached: not "nothing to measure"
+    srv.up()
+    clock.advance(RERANK_CHECK_S)  # past the circuit's retry time too
+
+    app.scheduler.tick()
+
+    found = app.project_rags.find_default_rag(T, P)
+    assert found is not None and found.calibration is not None
+    assert found.calibration.rerank is not None

@@ -16,6 +16,7 @@ from vancetope_rag.domain.retrieval.rerank_calibration import (
     RERANK_RULE_ID,
     RerankCalibration,
     RerankTurn,
+    RerankUnmeasurable,
     derive_rerank_rule,
     rerank_identity,
     strip_sentence,
@@ -132,6 +133,21 @@ def test_measured_again_for_another_reranker_rule_or_a_doubled_rag() -> None:
     assert not rerank_calibration_due(None, mine.identity, 19)  # too small to calibrate
 
 
+def test_nothing_to_measure_waits_for_the_rag_to_grow_or_another_reranker() -> None:
+    mine = rule(chunks=40)
+    nothing = RerankUnmeasurable(mine.identity, 30, RERANK_RULE_ID)
+    bare = Calibration(0.3, 30, PROBE_SET_ID, (0.2,), gap=0.15, rerank_unmeasurable=nothing)
+    assert not rerank_calibration_due(bare, mine.identity, 30)
+    assert not rerank_calibration_due(bare, mine.identity, 59)
+    assert rerank_calibration_due(bare, mine.identity, 60)  # grown as the gap's rule says
+    assert rerank_calibration_due(bare, rerank_identity("tei", "other", None), 30)
+    stale = replace(bare, rerank_unmeasurable=replace(nothing, rule_set="old"))
+    assert rerank_calibration_due(stale, mine.identity, 30)
+    # a rule of the same reranker measured before: the later nothing holds as well
+    older = replace(bare, rerank=replace(mine, chunks=20))
+    assert not rerank_calibration_due(older, mine.identity, 45)
+
+
 def test_the_identity_is_provider_model_and_url_never_the_key() -> None:
     base = rerank_identity("cohere", "rerank-v3.5", "https://api.cohere.com/v1")
     assert base == rerank_identity("cohere", "rerank-v3.5", "https://api.cohere.com/v1/")
@@ -150,6 +166,19 @@ def test_kept_with_the_calibration_and_read_back() -> None:
     # an unreadable rerank part is measured again, the rest kept
     broken = {**calibration.to_dict(), "rerank": {"rule": "sometimes"}}
     assert Calibration.from_dict(broken) == replace(calibration, rerank=None)
+
+
+def test_nothing_to_measure_is_kept_with_the_calibration_and_read_back() -> None:
+    at = datetime(2026, 12, 7, 6, 0, tzinfo=UTC)
+    nothing = RerankUnmeasurable(rule().identity, 30, RERANK_RULE_ID, at)
+    calibration = Calibration(0.3, 30, PROBE_SET_ID, (0.2,), rerank_unmeasurable=nothing)
+    assert Calibration.from_json(calibration.to_json()) == calibration
+    # stored before it existed, or unreadable: none, the reranker is asked again
+    old = calibration.to_dict()
+    del old["rerankUnmeasurable"]
+    assert Calibration.from_dict(old) == replace(calibration, rerank_unmeasurable=None)
+    broken = {**calibration.to_dict(), "rerankUnmeasurable": {"chunks": "many"}}
+    assert Calibration.from_dict(broken) == replace(calibration, rerank_unmeasurable=None)
 
 
 def test_the_source_is_sent_without_its_sentence() -> None:

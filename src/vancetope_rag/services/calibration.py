@@ -23,7 +23,9 @@ its source and its dense background, one request of at most 32 texts each, paced
 ``ai.rerank.requestsPerMinute`` and behind the reranker's circuit. A reranker that cannot be
 reached leaves the RAG without one (its turns cut by the cosine gap meanwhile) and is asked
 again at the next refresh; another reranker (provider, model or base URL) or a RAG that
-doubled is measured again.
+doubled is measured again. A measurement that found nothing to measure is stored as such
+(:class:`~vancetope_rag.domain.retrieval.rerank_calibration.RerankUnmeasurable`): the
+reranker is not asked again for the same chunks.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from vancetope_rag.domain.retrieval.rerank_calibration import (
     RERANK_RULE_ID,
     RerankCalibration,
     RerankTurn,
+    RerankUnmeasurable,
     derive_rerank_rule,
     quantiles,
     strip_sentence,
@@ -139,10 +142,11 @@ class Calibrator:
 
     def measure_rerank(
         self, rag: RagRecord, settings: RerankSettings | None = None
-    ) -> RerankCalibration | None:
+    ) -> RerankCalibration | RerankUnmeasurable | None:
         """``rag``'s relevance cut in its project's reranker's scale (``settings``: the
-        reranker, else the project's); None when there is no reranker, nothing to measure
-        (no pseudo-query with a background), or the reranker failed (logged, never raised)."""
+        reranker, else the project's); a :class:`RerankUnmeasurable` when there is nothing
+        to measure (no pseudo-query with a background, or no rule came of the reranker's
+        scores); None when there is no reranker or it failed (logged, never raised)."""
         settings = settings or self.rerank_settings(rag)
         if settings is None:
             return None
@@ -150,13 +154,14 @@ class Calibrator:
         if stage.wait_s(settings) > 0:  # its circuit is open: read no chunks for a refusal
             log.debug("RAG %s: the reranker's circuit is open; calibrated later", rag.name)
             return None
+        identity = stage.identity(settings)  # the provider was found: wait_s loaded it
         scope = RagScope.of(rag)
         chunks = self.chunks.export_chunks(
             scope, pick_pseudo_sources(self.chunks.source_refs(scope))
         )
         drawn = draw_pseudo_queries(chunks)
         if not drawn:
-            return None
+            return self._unmeasurable(scope, identity)
         # the gap's own queries: their vectors come from the cache
         vectors, embedded = self._query_vectors(rag, [text for _, text in drawn])
         self.embedded_pseudo += embedded
@@ -169,7 +174,6 @@ class Calibrator:
                 break
         turns: list[RerankTurn] = []
         try:
-            identity = stage.identity(settings)
             for sentence, texts in asks:
                 scores = stage.background_scores(sentence, texts, settings)
                 if 0 in scores:
@@ -189,7 +193,7 @@ class Calibrator:
             return None
         derived = derive_rerank_rule(turns)
         if derived is None:
-            return None
+            return self._unmeasurable(scope, identity)
         rule, value, separation = derived
         return RerankCalibration(
             reranker=f"{settings.provider}:{stage.registry.model_of(settings)}",
@@ -203,6 +207,11 @@ class Calibrator:
             background=quantiles([b for t in turns for b in t.background]),
             calibrated_at=self.control.now(),
         )
+
+    def _unmeasurable(self, scope: RagScope, identity: str) -> RerankUnmeasurable:
+        """Nothing to measure with reranker ``identity`` at the RAG's chunk count now."""
+        chunks = self.chunks.count_chunks(scope)
+        return RerankUnmeasurable(identity, chunks, RERANK_RULE_ID, self.control.now())
 
     def _rerank_texts(
         self,
@@ -234,6 +243,7 @@ class Calibrator:
         best = self.chunks.best_scores(scope, self.probe_vectors(rag))
         scores = [-1.0 if score is None else score for score in best]
         gap, spreads = self.measure_gap(rag)
+        rerank, unmeasurable = self._rerank_or_kept(rag)
         return Calibration(
             min_score=derive_min_score(scores),
             chunks=chunks,
@@ -242,22 +252,29 @@ class Calibrator:
             calibrated_at=self.control.now(),
             gap=gap,
             spreads=spreads,
-            rerank=self._rerank_or_kept(rag),
+            rerank=rerank,
+            rerank_unmeasurable=unmeasurable,
         )
 
-    def _rerank_or_kept(self, rag: RagRecord) -> RerankCalibration | None:
-        """A new rerank calibration, or when the reranker failed the one ``rag`` holds of the
-        same reranker (its scale still holds; it is measured again at the next refresh)."""
+    def _rerank_or_kept(
+        self, rag: RagRecord
+    ) -> tuple[RerankCalibration | None, RerankUnmeasurable | None]:
+        """A new rerank calibration, or when none was measured the one ``rag`` holds of the
+        same reranker (its scale still holds); and the measurement when it found nothing to
+        measure (a failed one is not kept: it is measured again at the next refresh)."""
         settings = self.rerank_settings(rag)
         measured = self.measure_rerank(rag, settings)
+        if isinstance(measured, RerankCalibration):
+            return measured, None
+        unmeasurable = measured
         kept = rag.calibration.rerank if rag.calibration is not None else None
-        if measured is not None or kept is None or settings is None:
-            return measured
+        if kept is None or settings is None:
+            return None, unmeasurable
         try:
             same = kept.identity == self.rags.reranking.identity(settings)
         except Exception:
-            return None
-        return kept if same else None
+            return None, unmeasurable
+        return (kept if same else None), unmeasurable
 
     def calibrate(self, rag: RagRecord) -> Calibration:
         """Measure ``rag`` and store the result with it."""
@@ -294,8 +311,9 @@ class Calibrator:
     ) -> Calibration | None:
         """Measure and store ``rag``'s rerank calibration alone when it is due (a reranker
         set without one, another reranker since, the RAG doubled since); the updated
-        calibration, or None (not due, not calibrated yet, or the reranker failed).
-        ``settings``: the project's reranker, already read (else read here)."""
+        calibration, or None (not due, not calibrated yet, nothing to measure: stored as
+        such, or the reranker failed). ``settings``: the project's reranker, already read
+        (else read here)."""
         settings = settings or self.rerank_settings(rag)
         if settings is None or rag.calibration is None:
             return None
@@ -309,9 +327,22 @@ class Calibrator:
         if not rerank_calibration_due(rag.calibration, identity, chunks):
             return None
         measured = self.measure_rerank(rag, settings)
+        if isinstance(measured, RerankUnmeasurable):
+            # kept so that no worker asks the reranker again for the same nothing
+            nothing = replace(rag.calibration, rerank_unmeasurable=measured)
+            self.control.set_rag_calibration(rag.tenant_id, rag.project_id, rag.id, nothing)
+            log.info(
+                "RAG %s of %s/%s: nothing to measure the relevance cut with the reranker at %d "
+                "chunks; measured again once the RAG doubles or the reranker changes",
+                rag.name,
+                rag.tenant_id,
+                rag.project_id,
+                measured.chunks,
+            )
+            return None
         if measured is None:
             return None
-        calibration = replace(rag.calibration, rerank=measured)
+        calibration = replace(rag.calibration, rerank=measured, rerank_unmeasurable=None)
         self.control.set_rag_calibration(rag.tenant_id, rag.project_id, rag.id, calibration)
         log.info(
             "RAG %s of %s/%s: the relevance cut with reranker %s keeps hits %s (separation "
@@ -330,7 +361,8 @@ class Calibrator:
         """Measure the rerank calibration of the project's RAGs that have none of the
         reranker the project ranks with now (set or changed without a chunk changing, or
         unreachable when last tried); how many were. One settings read when no reranker is
-        set; growth is :meth:`refresh_project`'s."""
+        set; a RAG where it found nothing to measure waits until it grows
+        (:func:`rerank_calibration_due`); growth is otherwise :meth:`refresh_project`'s."""
         snapshot = self.rags.settings.snapshot(tenant_id, project_id)
         settings = self.rags.reranking.settings(snapshot)
         if settings is None:

@@ -22,7 +22,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from vancetope_rag.domain.retrieval.rerank_calibration import RerankCalibration, quantile
+from vancetope_rag.domain.retrieval.rerank_calibration import (
+    RerankCalibration,
+    RerankUnmeasurable,
+    quantile,
+)
 from vancetope_rag.errors import InvalidInputError
 
 __all__ = [
@@ -188,6 +192,9 @@ class Calibration:
     #: The relevance cut in the project's reranker's scale (None: no reranker, or it could
     #: not be reached when measured), see :mod:`~vancetope_rag.domain.retrieval.rerank_cut`.
     rerank: RerankCalibration | None = None
+    #: The last measurement in the reranker's scale when it found nothing to measure (None:
+    #: it found a rule, failed, or was never made), see :class:`RerankUnmeasurable`.
+    rerank_unmeasurable: RerankUnmeasurable | None = None
 
     def to_json(self) -> str:
         """The text the stores keep (SQLite, PostgreSQL) or parse into a subdocument (MongoDB)."""
@@ -204,6 +211,9 @@ class Calibration:
             "gap": self.gap,
             "spreads": list(self.spreads),
             "rerank": self.rerank.to_dict() if self.rerank else None,
+            "rerankUnmeasurable": (
+                self.rerank_unmeasurable.to_dict() if self.rerank_unmeasurable else None
+            ),
         }
 
     @classmethod
@@ -237,6 +247,7 @@ class Calibration:
                 gap=None if gap is None else float(gap),  # type: ignore[arg-type]
                 spreads=tuple(float(s) for s in spreads),
                 rerank=RerankCalibration.from_dict(data.get("rerank")),  # absent before it
+                rerank_unmeasurable=RerankUnmeasurable.from_dict(data.get("rerankUnmeasurable")),
             )
         except (KeyError, TypeError, ValueError, AssertionError):
             return None

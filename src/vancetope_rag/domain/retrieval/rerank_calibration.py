@@ -21,7 +21,9 @@ background kept); the rule that separates better wins, the relative one on a tie
 
 The result is a :class:`RerankCalibration`, stored inside the RAG's
 :class:`~vancetope_rag.domain.retrieval.calibration.Calibration` and tied to the reranker's
-identity (:func:`rerank_identity`: provider, model and base URL, never the key). Pure, no I/O.
+identity (:func:`rerank_identity`: provider, model and base URL, never the key). A measurement
+that found nothing to measure is stored there too, as a :class:`RerankUnmeasurable`: the
+reranker is not asked again for that RAG until it grows or the reranker changes. Pure, no I/O.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "RerankCalibration",
     "RerankRule",
     "RerankTurn",
+    "RerankUnmeasurable",
     "derive_rerank_rule",
     "quantile",
     "quantiles",
@@ -167,6 +170,52 @@ class RerankCalibration:
                 calibrated_at=datetime.fromisoformat(at) if isinstance(at, str) else None,
             )
         except (KeyError, TypeError, ValueError, AssertionError):
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class RerankUnmeasurable:
+    """A measurement of a RAG's rerank calibration that found nothing to measure: no
+    pseudo-query with a background, or the reranker answered and no rule came of its scores.
+
+    Kept with the RAG's calibration, so that no worker, before or after a restart, asks the
+    reranker (a paid call, for a hosted one) again every minute for the same nothing: the
+    RAG is measured again once it grows or the reranker changes
+    (:func:`~vancetope_rag.domain.retrieval.rerank_cut.rerank_calibration_due`). A reranker
+    that failed is never one: an outage is tried again.
+    """
+
+    #: :func:`rerank_identity` of the reranker it was measured with.
+    identity: str
+    #: The chunk count of the RAG when measured.
+    chunks: int
+    #: :data:`RERANK_RULE_ID` of the rule it was measured for.
+    rule_set: str
+    measured_at: datetime | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        at = self.measured_at
+        return {
+            "identity": self.identity,
+            "chunks": self.chunks,
+            "ruleSet": self.rule_set,
+            "measuredAt": at.astimezone(UTC).isoformat() if at else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> RerankUnmeasurable | None:
+        """The measurement a store kept, or None (none, or unreadable: measured again)."""
+        if not isinstance(data, dict) or not data:
+            return None
+        try:
+            at = data.get("measuredAt")
+            return cls(
+                identity=str(data["identity"]),
+                chunks=int(data["chunks"]),
+                rule_set=str(data["ruleSet"]),
+                measured_at=datetime.fromisoformat(at) if isinstance(at, str) else None,
+            )
+        except (KeyError, TypeError, ValueError):
             return None
 
 

@@ -87,8 +87,18 @@ def rerank_calibration_due(calibration: Calibration | None, identity: str, chunk
     """Whether a RAG of ``chunks`` chunks whose project ranks with the reranker ``identity``
     should have its rerank calibration measured (again): it has none (never measured, or the
     reranker could not be reached), one of another reranker or rule, or it grew by
-    :data:`CALIBRATION_GROWTH` since (as the gap is measured again)."""
+    :data:`CALIBRATION_GROWTH` since (as the gap is measured again). Not while its last
+    measurement with this reranker and rule found nothing to measure and it has not grown
+    by :data:`CALIBRATION_GROWTH` since: the same chunks would give the same nothing."""
     if chunks < MIN_CALIBRATION_CHUNKS:
+        return False
+    nothing = calibration.rerank_unmeasurable if calibration is not None else None
+    if (
+        nothing is not None
+        and nothing.identity == identity
+        and nothing.rule_set == RERANK_RULE_ID
+        and chunks < nothing.chunks * CALIBRATION_GROWTH
+    ):
         return False
     measured = calibration.rerank if calibration is not None else None
     if measured is None or measured.identity != identity or measured.rule_set != RERANK_RULE_ID:

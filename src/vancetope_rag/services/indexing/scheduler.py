@@ -80,8 +80,10 @@ class ProjectRagIndexScheduler:
         #: clock): at most once per retry back-off (or minute), not on every tick.
         self._next_retry_scan: dict[tuple[str, str], float] = {}
         self.calibrator = calibrator
-        #: Per project, when (monotonic) the reranker it ranks with is compared next with the
-        #: one its RAGs' rerank calibrations were measured with.
+        #: Monotonic seconds the rerank checks are timed by (replaceable in tests).
+        self.clock: Callable[[], float] = time.monotonic
+        #: Per project, when (:attr:`clock`) the reranker it ranks with is compared next with
+        #: the one its RAGs' rerank calibrations were measured with.
         self._next_rerank_check: dict[tuple[str, str], float] = {}
         self.rags = rags
         self.indexer = indexer
@@ -341,7 +343,7 @@ class ProjectRagIndexScheduler:
         """At most every :data:`RERANK_CHECK_S`: measure the rerank calibration of the
         project's RAGs whose reranker was set or changed (or was unreachable) while no chunk
         changed; never fails the tick."""
-        now = time.monotonic()
+        now = self.clock()
         if self.calibrator is None or self._next_rerank_check.get((t, p), 0.0) > now:
             return
         self._next_rerank_check[(t, p)] = now + RERANK_CHECK_S
