@@ -43,7 +43,7 @@ def test_light_stem_drops_plurals_and_verb_endings_only() -> None:
     assert light_stem("general") != light_stem("generate")
 
 
-def test_turn_words_fold_and_drop_stopwords_unless_nothing_else_remains() -> None:
+def test_turn_words_fold_and_drop_stopwords() -> None:
     assert turn_words("Do Statins increase the Blood cholesterol?") == {
         "statin",
         "increase",
@@ -51,7 +51,7 @@ def test_turn_words_fold_and_drop_stopwords_unless_nothing_else_remains() -> Non
         "cholesterol",
     }
     assert turn_words("Café naïve") == {"cafe", "naive"}
-    assert turn_words("what is it") == {"what", "is", "it"}
+    assert turn_words("what is it") == frozenset()  # function words only: none to judge by
     assert turn_words("?!") == frozenset()
 
 
@@ -116,3 +116,17 @@ def test_a_page_pasted_as_a_question_is_judged_by_its_opening_words() -> None:
     words = turn_words(pasted)
     assert words == {f"term{i}" for i in range(MAX_QUERY_TERMS)}
     assert turn_words("alpha beta gamma", most=2) == {"alpha", "beta"}
+
+
+def test_a_turn_of_function_words_only_is_judged_by_the_gap_alone() -> None:
+    """A follow-up such as "Why?" or "what is it?" has no word of its own: an excerpt that
+    happens to hold "why" or "is" says no more about the subject than one that does not."""
+    hits = [
+        _hit(0, 0.80, "Why the cache exists: speed."),
+        _hit(1, 0.78, "The cache keeps pages warm."),
+        _hit(2, 0.77, "What it is: a store in front of the database."),
+    ]
+    for question in ("Why?", "what is it?", "And then?\nHow?"):
+        result = cut_by_relevance(hits, 0.15, query=question)
+        assert result.kept == tuple(hits), question
+        assert "words" not in result.cut.keeps

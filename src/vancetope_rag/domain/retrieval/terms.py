@@ -11,7 +11,8 @@ Words are compared after folding (accents, compatibility forms), lower-casing an
 stemmer (:func:`light_stem`): Harman's "S" stemmer for plurals, then ``-ing`` and ``-ed``.
 A full Porter stemmer conflates too much for this (``general`` and ``generate`` both become
 ``gener``) and cost the cut precision on SciFact. English function words
-(:data:`STOPWORDS`) do not count, unless the turn has nothing else. Pure, no I/O.
+(:data:`STOPWORDS`) do not count: a turn made only of them ("Why?", "what is it?") has no
+word to judge its hits by, and the cut judges it by the gap alone. Pure, no I/O.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ __all__ = [
     "words_of",
 ]
 
-#: English function words: dropped from lexical queries and from the words a turn is judged
-#: by (never all of a turn's words: a turn made only of stopwords keeps them). Their IDF is
-#: near zero, and their posting lists are the longest.
+#: English function words: dropped from lexical queries (never all of a query's words: a query
+#: made only of stopwords keeps them) and from the words a turn is judged by (always). Their
+#: IDF is near zero, and their posting lists are the longest.
 _STOPWORD_TEXT = """a about above after again against all am an and any are as at be because
     been before being below between both but by can could did do does doing down during each
     few for from further had has have having he her here hers herself him himself his how i
@@ -98,13 +99,16 @@ def words_of(text: str) -> set[str]:
 
 def turn_words(text: str, most: int = MAX_QUERY_TERMS) -> frozenset[str]:
     """The words a turn is judged by: its first ``most`` distinct words without
-    :data:`STOPWORDS` (with them when nothing else remains; empty for a turn without a word).
-    A page pasted as a question is judged by its opening words, as the lexical search
-    queries them."""
+    :data:`STOPWORDS` (empty for a turn without any other word). A page pasted as a question
+    is judged by its opening words, as the lexical search queries them.
+
+    Unlike a lexical query, a turn of function words only does not fall back to them: which
+    excerpt happens to hold "why" or "is" says nothing of what it is about, and a follow-up
+    such as "Why?" would keep only that one.
+    """
     found = _WORD.findall(text.lower() if text.isascii() else fold(text).lower())
-    content = [w for w in found if w not in STOPWORDS] or found
     words: dict[str, None] = {}  # distinct, in order of appearance
-    for word in content:
+    for word in (w for w in found if w not in STOPWORDS):
         words.setdefault(_stem(word))
         if len(words) == most:
             break
