@@ -130,3 +130,27 @@ def test_a_turn_of_function_words_only_is_judged_by_the_gap_alone() -> None:
         result = cut_by_relevance(hits, 0.15, query=question)
         assert result.kept == tuple(hits), question
         assert "words" not in result.cut.keeps
+
+
+def test_a_turn_in_a_script_written_without_spaces_is_judged_by_the_gap_alone() -> None:
+    """``\\w+`` reads a run of Japanese or Chinese as one word: the turn 東京 would find
+    itself in 東京、大阪 but not in 東京の天気は晴れ, and drop that excerpt as carrying none
+    of its words. Words the cut cannot tell apart do not judge a turn."""
+    hits = [_hit(0, 0.80, "東京、大阪"), _hit(1, 0.78, "東京の天気は晴れ。")]
+    for question in ("東京", "東京の天気は？", "Redisの設定方法", "สวัสดีครับ"):
+        assert turn_words(question) == frozenset(), question
+        result = cut_by_relevance(hits, 0.15, query=question)
+        assert result.kept == tuple(hits), question
+        assert "words" not in result.cut.keeps
+
+
+def test_a_word_set_in_text_without_spaces_still_counts() -> None:
+    """Japanese writes a Latin name against its particles (Redisの設定): the excerpt carries
+    the turn's "redis" as much as one that spaces it."""
+    hits = [
+        _hit(0, 0.80, "Redis keeps its settings in redis.conf."),
+        _hit(1, 0.78, "Redisの設定ファイル"),
+        _hit(2, 0.77, "Memcached settings"),
+    ]
+    assert coverage(turn_words("Redis settings"), [h.text for h in hits]) == [1.0, 0.5, 0.5]
+    assert cut_by_relevance(hits, 0.15, query="Redis settings").kept == tuple(hits)

@@ -50,8 +50,18 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 #: grows with every posting list it merges), nor cost the cut more than a long question.
 MAX_QUERY_TERMS = 64
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-_WORD_TAIL = re.compile(r"\w*", re.UNICODE)
+#: Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, Japanese kana,
+#: Han ideographs): ``\w+`` reads a whole run of them as one word, so 東京 would be found in
+#: 東京、大阪 and not in 東京の天気. They hold no word the cut can compare: they end a word
+#: (``Redisの設定`` carries ``redis``), and a turn written in them is not judged by its words.
+_NO_SPACE = (
+    "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3005-\u3007\u3021-\u3029\u3031-\u3035"
+    "\u303b\u303c\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+    "\uff66-\uff9f\U00020000-\U0003ffff"
+)
+_WORD = re.compile(rf"[^\W{_NO_SPACE}]+")
+_WORD_TAIL = re.compile(rf"[^\W{_NO_SPACE}]*")
+_UNREADABLE = re.compile(rf"[{_NO_SPACE}]")
 
 
 def fold(text: str) -> str:
@@ -104,9 +114,17 @@ def turn_words(text: str, most: int = MAX_QUERY_TERMS) -> frozenset[str]:
 
     Unlike a lexical query, a turn of function words only does not fall back to them: which
     excerpt happens to hold "why" or "is" says nothing of what it is about, and a follow-up
-    such as "Why?" would keep only that one.
+    such as "Why?" would keep only that one. A turn with text in a script written without
+    spaces (:data:`_NO_SPACE`) has no words either: judged by the few it spaces (a Latin
+    name), its excerpts would be cut far harder than a turn whose every word counts.
     """
-    found = _WORD.findall(text.lower() if text.isascii() else fold(text).lower())
+    if text.isascii():
+        found = _WORD.findall(text.lower())
+    else:
+        folded = fold(text).lower()
+        if _UNREADABLE.search(folded):
+            return frozenset()
+        found = _WORD.findall(folded)
     words: dict[str, None] = {}  # distinct, in order of appearance
     for word in (w for w in found if w not in STOPWORDS):
         words.setdefault(_stem(word))
@@ -136,7 +154,7 @@ def coverage(turn: frozenset[str], texts: Sequence[str]) -> list[float]:
             at = folded.find(start)
             while at != -1:
                 before = folded[at - 1] if at else " "
-                if not (before.isalnum() or before == "_"):  # a word starts here
+                if not _is_word_char(before):  # a word starts here
                     end = _WORD_TAIL.match(folded, at + len(start)).end()  # type: ignore[union-attr]
                     stem = _stem(folded[at:end])
                     if stem in turn:
@@ -144,3 +162,11 @@ def coverage(turn: frozenset[str], texts: Sequence[str]) -> list[float]:
                 at = folded.find(start, at + 1)
         shares.append(len(found) / len(turn))
     return shares
+
+
+def _is_word_char(char: str) -> bool:
+    """Whether ``char`` continues a word (:data:`_WORD`): a letter, digit or underscore outside
+    the scripts written without spaces."""
+    if char.isascii():
+        return char.isalnum() or char == "_"
+    return (char.isalnum() or char == "_") and not _UNREADABLE.match(char)
