@@ -43,7 +43,7 @@ def test_light_stem_drops_plurals_and_verb_endings_only() -> None:
     assert light_stem("general") != light_stem("generate")
 
 
-def test_turn_words_fold_and_drop_stopwords_unless_nothing_else_remains() -> None:
+def test_turn_words_fold_and_drop_stopwords() -> None:
     assert turn_words("Do Statins increase the Blood cholesterol?") == {
         "statin",
         "increase",
@@ -51,7 +51,7 @@ def test_turn_words_fold_and_drop_stopwords_unless_nothing_else_remains() -> Non
         "cholesterol",
     }
     assert turn_words("Café naïve") == {"cafe", "naive"}
-    assert turn_words("what is it") == {"what", "is", "it"}
+    assert turn_words("what is it") == frozenset()  # function words only: none to judge by
     assert turn_words("?!") == frozenset()
 
 
@@ -116,3 +116,41 @@ def test_a_page_pasted_as_a_question_is_judged_by_its_opening_words() -> None:
     words = turn_words(pasted)
     assert words == {f"term{i}" for i in range(MAX_QUERY_TERMS)}
     assert turn_words("alpha beta gamma", most=2) == {"alpha", "beta"}
+
+
+def test_a_turn_of_function_words_only_is_judged_by_the_gap_alone() -> None:
+    """A follow-up such as "Why?" or "what is it?" has no word of its own: an excerpt that
+    happens to hold "why" or "is" says no more about the subject than one that does not."""
+    hits = [
+        _hit(0, 0.80, "Why the cache exists: speed."),
+        _hit(1, 0.78, "The cache keeps pages warm."),
+        _hit(2, 0.77, "What it is: a store in front of the database."),
+    ]
+    for question in ("Why?", "what is it?", "And then?\nHow?"):
+        result = cut_by_relevance(hits, 0.15, query=question)
+        assert result.kept == tuple(hits), question
+        assert "words" not in result.cut.keeps
+
+
+def test_a_turn_in_a_script_written_without_spaces_is_judged_by_the_gap_alone() -> None:
+    """``\\w+`` reads a run of Japanese or Chinese as one word: the turn 東京 would find
+    itself in 東京、大阪 but not in 東京の天気は晴れ, and drop that excerpt as carrying none
+    of its words. Words the cut cannot tell apart do not judge a turn."""
+    hits = [_hit(0, 0.80, "東京、大阪"), _hit(1, 0.78, "東京の天気は晴れ。")]
+    for question in ("東京", "東京の天気は？", "Redisの設定方法", "สวัสดีครับ"):
+        assert turn_words(question) == frozenset(), question
+        result = cut_by_relevance(hits, 0.15, query=question)
+        assert result.kept == tuple(hits), question
+        assert "words" not in result.cut.keeps
+
+
+def test_a_word_set_in_text_without_spaces_still_counts() -> None:
+    """Japanese writes a Latin name against its particles (Redisの設定): the excerpt carries
+    the turn's "redis" as much as one that spaces it."""
+    hits = [
+        _hit(0, 0.80, "Redis keeps its settings in redis.conf."),
+        _hit(1, 0.78, "Redisの設定ファイル"),
+        _hit(2, 0.77, "Memcached settings"),
+    ]
+    assert coverage(turn_words("Redis settings"), [h.text for h in hits]) == [1.0, 0.5, 0.5]
+    assert cut_by_relevance(hits, 0.15, query="Redis settings").kept == tuple(hits)

@@ -316,8 +316,9 @@ class QueryCut(_Model):
     by: Literal["none", "gap", "rerank"] = Field(
         description="none: no cut (relevanceCut off or omitted, or auto on a RAG not "
         "calibrated yet); gap: a cosine gap below the best hit's cosine (in hybrid, with a "
-        "share of the best fused score); rerank: the reranker's calibrated rule on its "
-        "rerankScore (relevanceCut auto on hits the project's reranker scored)"
+        "share of the best fused score), and the question's words; rerank: the reranker's "
+        "calibrated rule on its rerankScore (relevanceCut auto on hits the project's reranker "
+        "scored)"
     )
     value: float | None = Field(
         default=None,
@@ -357,8 +358,9 @@ class QueryDropped(_Model):
     lexicalRank: int | None = Field(default=None, description="hybrid: its lexical rank")
     rerankScore: float | None = Field(default=None, description="the reranker's score")
     reason: str = Field(
-        description="why the cut dropped it: gap …, fused … (the cosine gap and fused share) "
-        "or rerank … (the reranker's rule), as context --explain says"
+        description="why the cut dropped it: gap …, fused … or words … (the cosine gap, the "
+        "fused share, the share of the question's words it carries) or rerank … (the "
+        "reranker's rule), as context --explain says"
     )
     text: str
 

@@ -18,8 +18,9 @@ today's excerpts come from a relevant abstract. The cut keeps a hit when
   is at least :data:`WORDED_FUSED_SHARE` of the best's, whatever its cosine: both sides rank
   it well and it is closer to the turn's wording than the hit ranked first.
 
-The word rules need the turn's text; without it (or for a turn whose words no hit carries,
-a question in another language than its documents) they are skipped.
+The word rules need the turn's text; without it (or for a turn of function words only, a
+"Why?", one in a script written without spaces, or one whose words no hit carries, a
+question in another language than its documents) they are skipped.
 In dense mode (no fused scores) only the gap applies. The order of the hits is kept, ``topK``
 stays the maximum and ``minScore`` the cosine floor: the cut only drops. Each dropped hit
 carries the reason it was dropped.

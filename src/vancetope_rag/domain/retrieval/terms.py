@@ -11,7 +11,8 @@ Words are compared after folding (accents, compatibility forms), lower-casing an
 stemmer (:func:`light_stem`): Harman's "S" stemmer for plurals, then ``-ing`` and ``-ed``.
 A full Porter stemmer conflates too much for this (``general`` and ``generate`` both become
 ``gener``) and cost the cut precision on SciFact. English function words
-(:data:`STOPWORDS`) do not count, unless the turn has nothing else. Pure, no I/O.
+(:data:`STOPWORDS`) do not count: a turn made only of them ("Why?", "what is it?") has no
+word to judge its hits by, and the cut judges it by the gap alone. Pure, no I/O.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ __all__ = [
     "words_of",
 ]
 
-#: English function words: dropped from lexical queries and from the words a turn is judged
-#: by (never all of a turn's words: a turn made only of stopwords keeps them). Their IDF is
-#: near zero, and their posting lists are the longest.
+#: English function words: dropped from lexical queries (never all of a query's words: a query
+#: made only of stopwords keeps them) and from the words a turn is judged by (always). Their
+#: IDF is near zero, and their posting lists are the longest.
 _STOPWORD_TEXT = """a about above after again against all am an and any are as at be because
     been before being below between both but by can could did do does doing down during each
     few for from further had has have having he her here hers herself him himself his how i
@@ -49,8 +50,18 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 #: grows with every posting list it merges), nor cost the cut more than a long question.
 MAX_QUERY_TERMS = 64
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-_WORD_TAIL = re.compile(r"\w*", re.UNICODE)
+#: Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, Japanese kana,
+#: Han ideographs): ``\w+`` reads a whole run of them as one word, so 東京 would be found in
+#: 東京、大阪 and not in 東京の天気. They hold no word the cut can compare: they end a word
+#: (``Redisの設定`` carries ``redis``), and a turn written in them is not judged by its words.
+_NO_SPACE = (
+    "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3005-\u3007\u3021-\u3029\u3031-\u3035"
+    "\u303b\u303c\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+    "\uff66-\uff9f\U00020000-\U0003ffff"
+)
+_WORD = re.compile(rf"[^\W{_NO_SPACE}]+")
+_WORD_TAIL = re.compile(rf"[^\W{_NO_SPACE}]*")
+_UNREADABLE = re.compile(rf"[{_NO_SPACE}]")
 
 
 def fold(text: str) -> str:
@@ -98,13 +109,24 @@ def words_of(text: str) -> set[str]:
 
 def turn_words(text: str, most: int = MAX_QUERY_TERMS) -> frozenset[str]:
     """The words a turn is judged by: its first ``most`` distinct words without
-    :data:`STOPWORDS` (with them when nothing else remains; empty for a turn without a word).
-    A page pasted as a question is judged by its opening words, as the lexical search
-    queries them."""
-    found = _WORD.findall(text.lower() if text.isascii() else fold(text).lower())
-    content = [w for w in found if w not in STOPWORDS] or found
+    :data:`STOPWORDS` (empty for a turn without any other word). A page pasted as a question
+    is judged by its opening words, as the lexical search queries them.
+
+    Unlike a lexical query, a turn of function words only does not fall back to them: which
+    excerpt happens to hold "why" or "is" says nothing of what it is about, and a follow-up
+    such as "Why?" would keep only that one. A turn with text in a script written without
+    spaces (:data:`_NO_SPACE`) has no words either: judged by the few it spaces (a Latin
+    name), its excerpts would be cut far harder than a turn whose every word counts.
+    """
+    if text.isascii():
+        found = _WORD.findall(text.lower())
+    else:
+        folded = fold(text).lower()
+        if _UNREADABLE.search(folded):
+            return frozenset()
+        found = _WORD.findall(folded)
     words: dict[str, None] = {}  # distinct, in order of appearance
-    for word in content:
+    for word in (w for w in found if w not in STOPWORDS):
         words.setdefault(_stem(word))
         if len(words) == most:
             break
@@ -132,7 +154,7 @@ def coverage(turn: frozenset[str], texts: Sequence[str]) -> list[float]:
             at = folded.find(start)
             while at != -1:
                 before = folded[at - 1] if at else " "
-                if not (before.isalnum() or before == "_"):  # a word starts here
+                if not _is_word_char(before):  # a word starts here
                     end = _WORD_TAIL.match(folded, at + len(start)).end()  # type: ignore[union-attr]
                     stem = _stem(folded[at:end])
                     if stem in turn:
@@ -140,3 +162,11 @@ def coverage(turn: frozenset[str], texts: Sequence[str]) -> list[float]:
                 at = folded.find(start, at + 1)
         shares.append(len(found) / len(turn))
     return shares
+
+
+def _is_word_char(char: str) -> bool:
+    """Whether ``char`` continues a word (:data:`_WORD`): a letter, digit or underscore outside
+    the scripts written without spaces."""
+    if char.isascii():
+        return char.isalnum() or char == "_"
+    return (char.isalnum() or char == "_") and not _UNREADABLE.match(char)
