@@ -187,7 +187,13 @@ def test_worker_serves_metrics_and_logs_one_json_line_per_tick(tmp_path: Path) -
                 for family in text_string_to_metric_families(text)
                 for s in family.samples
             }
-            if samples.get(("vance_rag_documents", (("state", "indexed"),))) == 4:
+            # The store shows a document indexed once it is marked clean; the worker's
+            # counter counts it just after: a scrape in between sees the gauge ahead.
+            written = ("vance_rag_indexed_documents_total", (("result", "written"),))
+            if (
+                samples.get(("vance_rag_documents", (("state", "indexed"),))) == 4
+                and samples.get(written) == 4
+            ):
                 break
             time.sleep(0.2)
     finally:
