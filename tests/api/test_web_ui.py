@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,11 @@ from loopback import serving
 from vancetope_rag.api import create_api
 from vancetope_rag.app import RagApp
 from vancetope_rag.domain.records import IndexState
+from vancetope_rag.domain.retrieval.rerank_calibration import (
+    RERANK_RULE_ID,
+    RerankCalibration,
+    RerankUnmeasurable,
+)
 from vancetope_rag.store.port.heartbeats import Beat
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -400,6 +406,35 @@ def test_the_status_card_shows_the_pinned_profile_and_the_calibration(
         f"minScore auto {calibration.min_score:.4f}, relevance gap {gap} (calibrated "
     )
     expect(page.locator("#rag-calibration")).to_contain_text(f"over {calibration.chunks} chunks")
+    expect(page.locator("#rag-calibration")).not_to_contain_text("reranker")
+
+    # the project's reranker: its rule in its scale, or why the gap cuts its turns
+    rag = ui_app.project_rags.find_default_rag(T, "p1")
+    assert rag is not None
+    rule = RerankCalibration(
+        reranker="tei:bge-reranker",
+        identity="digest",
+        rule="relative",
+        value=2.5,
+        separation=0.9,
+        chunks=calibration.chunks,
+        rule_set=RERANK_RULE_ID,
+        sources=(3.0,),
+        background=(0.1, 0.2, 0.3),
+    )
+    ui_app.store.control.set_rag_calibration(T, "p1", rag.id, replace(calibration, rerank=rule))
+    page.click("#btn-refresh")
+    expect(page.locator("#rag-calibration")).to_contain_text(
+        f"with reranker tei:bge-reranker: keeps hits {rule.describe()}"
+    )
+    nothing = RerankUnmeasurable("digest", 40, RERANK_RULE_ID)
+    ui_app.store.control.set_rag_calibration(
+        T, "p1", rag.id, replace(calibration, rerank_unmeasurable=nothing)
+    )
+    page.click("#btn-refresh")
+    expect(page.locator("#rag-calibration")).to_contain_text(
+        "the reranker had nothing to measure over 40 chunks"
+    )
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])

@@ -194,3 +194,33 @@ def test_with_a_reranker_calibrate_status_and_explain_show_its_cut(run, tmp_path
         assert "survey 7:" in explained.stdout  # the reranker's choice is in the block
     finally:
         srv.down()
+
+
+def test_status_and_calibrate_say_when_the_reranker_had_nothing_to_measure(
+    run, tmp_path: Path
+) -> None:
+    """A reranker that answers but gives no rule: its turns are cut by the gap, and both
+    commands say why instead of showing no rerank cut at all."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    for i in range(MIN_CALIBRATION_CHUNKS):
+        (root / f"n{i:02}.md").write_text(
+            f"Glacier survey {i}: ice retreat of {i + 2} metres this summer. The survey "
+            f"team measured the glacier tongue {i} with drones and stakes."
+        )
+    run("settings", "set", "ai.embedding.provider", "hashing", "--scope", "tenant")
+    run("import", str(root))
+    run("index")
+    srv = RerankServer("tei")
+    srv.top = 1  # one rank an answer: no source scored beside its background
+    try:
+        run("settings", "set", "ai.rerank.provider", "tei", "--scope", "tenant")
+        run("settings", "set", "ai.rerank.baseUrl", srv.base_url, "--scope", "tenant")
+        said = f"relevance cut with the reranker: nothing to measure over {MIN_CALIBRATION_CHUNKS}"
+        assert said in run("calibrate").stdout
+        assert said in run("status").stdout
+        status = json.loads(run("status", "--json").stdout)["minScoreAuto"]
+        assert status["rerank"] is None
+        assert status["rerankUnmeasurable"]["chunks"] == MIN_CALIBRATION_CHUNKS
+    finally:
+        srv.down()

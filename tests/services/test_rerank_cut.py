@@ -379,6 +379,14 @@ def test_a_rag_with_nothing_to_measure_is_not_measured_again_until_it_grows(
     assert found is not None and found.calibration is not None
     assert found.calibration.rerank is None
 
+    # status says why the reranker's turns are cut by the gap (REST, and the CLI's line)
+    auto = app.project_rags.status(T, P).to_json()["minScoreAuto"]
+    assert auto["rerank"] is None
+    nothing = found.calibration.rerank_unmeasurable
+    assert nothing is not None and auto["rerankUnmeasurable"]["chunks"] == nothing.chunks
+    shown = StatusResponse.model_validate(app.project_rags.status(T, P).to_json())
+    assert shown.minScoreAuto is not None and shown.minScoreAuto.rerankUnmeasurable is not None
+
     clock.advance(RERANK_CHECK_S)
     app.scheduler.tick()  # a minute later, the same chunks and reranker: not asked again
     assert len(srv.requests) == asked

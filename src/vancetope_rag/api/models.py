@@ -158,6 +158,13 @@ class RerankCut(_Model):
     keeps: str = Field(description="the rule in words")
 
 
+class RerankUnmeasurable(_Model):
+    """A measurement of the rerank cut that found nothing to measure."""
+
+    chunks: int = Field(description="the chunk count it was measured at")
+    measuredAt: str | None = Field(description="when (ISO 8601)")
+
+
 class MinScoreAuto(_Model):
     """What ``minScore: auto`` means for the RAG: its calibrated noise floor."""
 
@@ -172,7 +179,14 @@ class MinScoreAuto(_Model):
     rerank: RerankCut | None = Field(
         default=None,
         description="the cut of hits the project's reranker scored (null: no reranker, not "
-        "measured yet, or it was unreachable: those turns cut by the gap)",
+        "measured yet, it was unreachable, or it found nothing to measure, see "
+        "rerankUnmeasurable: those turns cut by the gap)",
+    )
+    rerankUnmeasurable: RerankUnmeasurable | None = Field(
+        default=None,
+        description="the last measurement in the reranker's scale found nothing to measure "
+        "(no pseudo-query with a background, or no rule came of its scores): not measured "
+        "again until the RAG doubles or the reranker changes; null otherwise",
     )
 
 

@@ -178,7 +178,8 @@
       : auto
         ? "minScore auto " + auto.minScore.toFixed(4) + ", relevance gap " +
           (auto.gap === null || auto.gap === undefined ? "none" : auto.gap.toFixed(4)) +
-          " (calibrated " + when(auto.calibratedAt) + " over " + auto.chunks + " chunks)"
+          " (calibrated " + when(auto.calibratedAt) + " over " + auto.chunks + " chunks)" +
+          rerankCutText(auto)
         : "not calibrated yet";
     const list = $("state-counts");
     list.replaceChildren();
@@ -194,6 +195,20 @@
       li.textContent = "indexed up to the text limit: " + status.truncatedDocuments;
       list.appendChild(li);
     }
+  }
+
+  // The cut of hits the project's reranker scored: its rule in its own scale, or why the
+  // gap cuts them (the reranker had nothing to measure); nothing without a reranker.
+  function rerankCutText(auto) {
+    if (auto.rerank) {
+      return "; with reranker " + auto.rerank.reranker + ": keeps hits " + auto.rerank.keeps +
+        " (calibrated " + when(auto.rerank.calibratedAt) + ")";
+    }
+    if (auto.rerankUnmeasurable) {
+      return "; the reranker had nothing to measure over " + auto.rerankUnmeasurable.chunks +
+        " chunks: its turns are cut by the gap until the RAG doubles";
+    }
+    return "";
   }
 
   // Dimension, window and prefixes the RAG pinned when it was created.

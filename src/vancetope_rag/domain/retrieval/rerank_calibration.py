@@ -48,6 +48,7 @@ __all__ = [
     "quantiles",
     "rerank_identity",
     "strip_sentence",
+    "unmeasurable_text",
 ]
 
 #: Pseudo-queries sent to the reranker: one request each, so a calibration costs at most this
@@ -217,6 +218,15 @@ class RerankUnmeasurable:
             )
         except (KeyError, TypeError, ValueError):
             return None
+
+
+def unmeasurable_text(chunks: int) -> str:
+    """What a :class:`RerankUnmeasurable` measured at ``chunks`` chunks means, in words."""
+    return (
+        f"nothing to measure over {chunks} chunks (no pseudo-query's source stood out of its "
+        "background in the reranker's scores); its turns are cut by the cosine gap until the "
+        "RAG doubles or the reranker changes"
+    )
 
 
 #: The rule's threshold sits midway between this quantile of the sources (a low one: most
