@@ -153,12 +153,12 @@ def test_a_dry_run_notes_no_explicit_number_when_none_is_set(run, tmp_path: Path
     assert "explicit number" not in text and "wins over auto" not in text
 
 
-def test_with_a_reranker_calibrate_status_and_explain_show_its_cut(run, tmp_path: Path) -> None:
-    """The rerank calibration beside the gap: measured by ``calibrate``, shown by ``status``,
-    and the candidates its cut dropped say ``rerank`` in ``context --explain``."""
+def _indexed_glacier_notes(run, tmp_path: Path) -> None:
+    """:data:`MIN_CALIBRATION_CHUNKS` notes of two sentences each (one asks, the other
+    answers), imported and indexed with the hashing provider."""
     root = tmp_path / "docs"
     root.mkdir()
-    for i in range(MIN_CALIBRATION_CHUNKS):  # two sentences: one asks, the other answers
+    for i in range(MIN_CALIBRATION_CHUNKS):
         (root / f"n{i:02}.md").write_text(
             f"Glacier survey {i}: ice retreat of {i + 2} metres this summer. The survey "
             f"team measured the glacier tongue {i} with drones and stakes."
@@ -166,6 +166,12 @@ def test_with_a_reranker_calibrate_status_and_explain_show_its_cut(run, tmp_path
     run("settings", "set", "ai.embedding.provider", "hashing", "--scope", "tenant")
     run("import", str(root))
     run("index")
+
+
+def test_with_a_reranker_calibrate_status_and_explain_show_its_cut(run, tmp_path: Path) -> None:
+    """The rerank calibration beside the gap: measured by ``calibrate``, shown by ``status``,
+    and the candidates its cut dropped say ``rerank`` in ``context --explain``."""
+    _indexed_glacier_notes(run, tmp_path)
     srv = RerankServer("tei")
     try:
         run("settings", "set", "ai.rerank.provider", "tei", "--scope", "tenant")
@@ -201,16 +207,7 @@ def test_status_and_calibrate_say_when_the_reranker_had_nothing_to_measure(
 ) -> None:
     """A reranker that answers but gives no rule: its turns are cut by the gap, and both
     commands say why instead of showing no rerank cut at all."""
-    root = tmp_path / "docs"
-    root.mkdir()
-    for i in range(MIN_CALIBRATION_CHUNKS):
-        (root / f"n{i:02}.md").write_text(
-            f"Glacier survey {i}: ice retreat of {i + 2} metres this summer. The survey "
-            f"team measured the glacier tongue {i} with drones and stakes."
-        )
-    run("settings", "set", "ai.embedding.provider", "hashing", "--scope", "tenant")
-    run("import", str(root))
-    run("index")
+    _indexed_glacier_notes(run, tmp_path)
     srv = RerankServer("tei")
     srv.top = 1  # one rank an answer: no source scored beside its background
     try:
