@@ -97,14 +97,14 @@ def light_stem(word: str) -> str:
 _stem = lru_cache(maxsize=65536)(light_stem)
 
 
-def _raw_words(text: str) -> set[str]:
-    """The distinct lower-cased words of ``text``, folded (an ASCII text needs no folding)."""
-    return set(_WORD.findall(text.lower() if text.isascii() else fold(text).lower()))
+def _folded(text: str) -> str:
+    """``text`` lower-cased and folded (an ASCII text needs no folding)."""
+    return text.lower() if text.isascii() else fold(text).lower()
 
 
 def words_of(text: str) -> set[str]:
     """The distinct words of ``text`` (folded, lower-cased, stemmed), stopwords included."""
-    return {_stem(w) for w in _raw_words(text)}
+    return {_stem(w) for w in set(_WORD.findall(_folded(text)))}
 
 
 def turn_words(text: str, most: int = MAX_QUERY_TERMS) -> frozenset[str]:
@@ -118,13 +118,10 @@ def turn_words(text: str, most: int = MAX_QUERY_TERMS) -> frozenset[str]:
     spaces (:data:`_NO_SPACE`) has no words either: judged by the few it spaces (a Latin
     name), its excerpts would be cut far harder than a turn whose every word counts.
     """
-    if text.isascii():
-        found = _WORD.findall(text.lower())
-    else:
-        folded = fold(text).lower()
-        if _UNREADABLE.search(folded):
-            return frozenset()
-        found = _WORD.findall(folded)
+    folded = _folded(text)
+    if not text.isascii() and _UNREADABLE.search(folded):
+        return frozenset()
+    found = _WORD.findall(folded)
     words: dict[str, None] = {}  # distinct, in order of appearance
     for word in (w for w in found if w not in STOPWORDS):
         words.setdefault(_stem(word))
@@ -148,7 +145,7 @@ def coverage(turn: frozenset[str], texts: Sequence[str]) -> list[float]:
     starts = {w[:-1] if w.endswith("y") and len(w) > 1 else w for w in turn}
     shares = []
     for text in texts:
-        folded = text.lower() if text.isascii() else fold(text).lower()
+        folded = _folded(text)
         found: set[str] = set()
         for start in starts:
             at = folded.find(start)
