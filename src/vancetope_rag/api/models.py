@@ -163,6 +163,7 @@ class RerankUnmeasurable(_Model):
 
     chunks: int = Field(description="the chunk count it was measured at")
     measuredAt: str | None = Field(description="when (ISO 8601)")
+    means: str = Field(description="what it means for the RAG's turns, in words")
 
 
 class MinScoreAuto(_Model):

@@ -23,7 +23,6 @@ from vancetope_rag.domain.retrieval.calibration import (
     MIN_CALIBRATION_CHUNKS,
     UNCALIBRATED_MIN_SCORE,
 )
-from vancetope_rag.domain.retrieval.rerank_calibration import unmeasurable_text
 from vancetope_rag.secrets import get_logger
 
 if TYPE_CHECKING:
@@ -478,8 +477,7 @@ def status_cmd(c: Ctx, as_json: bool) -> None:
                 f"{cut['chunks']} chunks, {cut['calibratedAt']})"
             )
         elif auto is not None and auto.get("rerankUnmeasurable"):
-            nothing = auto["rerankUnmeasurable"]
-            click.echo(f"relevance cut with the reranker: {unmeasurable_text(nothing['chunks'])}")
+            click.echo(f"relevance cut with the reranker: {auto['rerankUnmeasurable']['means']}")
     if status.model_profile:
         click.echo(f"pinned model profile: {profile_line(status.model_profile)}")
     if status.profile_note:

@@ -12,7 +12,6 @@ from vancetope_rag.domain.block.lookalikes import clean_label
 from vancetope_rag.domain.records import DEFAULT_RAG_NAME
 from vancetope_rag.domain.retrieval.calibration import PROBE_TURNS, MinScore, parse_min_score
 from vancetope_rag.domain.retrieval.hit_order import ORDER_TEXT, hit_numbers, order_of
-from vancetope_rag.domain.retrieval.rerank_calibration import unmeasurable_text
 from vancetope_rag.errors import InvalidInputError
 
 
@@ -275,8 +274,7 @@ def calibrate_cmd(c: Ctx, rag_name: str, dry_run: bool, as_json: bool) -> None:
             "pseudo-queries)"
         )
     elif calibration.rerank_unmeasurable is not None:
-        nothing = calibration.rerank_unmeasurable
-        click.echo(f"relevance cut with the reranker: {unmeasurable_text(nothing.chunks)}")
+        click.echo(f"relevance cut with the reranker: {calibration.rerank_unmeasurable.describe()}")
     if applied != calibration.min_score:
         click.echo(
             f"note: this project's turns use minScore {applied}: an explicit number in the "

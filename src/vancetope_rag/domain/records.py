@@ -290,12 +290,13 @@ class RagStatus:
         stored = self.calibration.to_dict()  # status leaves out the probe set and scores
         shown = {k: stored[k] for k in ("minScore", "chunks", "calibratedAt", "gap")}
         nothing = self.calibration.rerank_unmeasurable
-        # the last measurement with the reranker found nothing to measure (not its identity)
-        shown["rerankUnmeasurable"] = (
-            None
-            if nothing is None
-            else {"chunks": nothing.chunks, "measuredAt": nothing.to_dict()["measuredAt"]}
-        )
+        if nothing is not None:  # shown without the reranker's identity digest
+            found = nothing.to_dict()
+            shown["rerankUnmeasurable"] = {k: found[k] for k in ("chunks", "measuredAt")} | {
+                "means": nothing.describe()
+            }
+        else:
+            shown["rerankUnmeasurable"] = None
         rerank = self.calibration.rerank
         if rerank is None:
             return {**shown, "rerank": None}

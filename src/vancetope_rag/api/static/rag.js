@@ -205,8 +205,7 @@
         " (calibrated " + when(auto.rerank.calibratedAt) + ")";
     }
     if (auto.rerankUnmeasurable) {
-      return "; the reranker had nothing to measure over " + auto.rerankUnmeasurable.chunks +
-        " chunks: its turns are cut by the gap until the RAG doubles";
+      return "; with the reranker: " + auto.rerankUnmeasurable.means;
     }
     return "";
   }

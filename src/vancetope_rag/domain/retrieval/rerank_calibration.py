@@ -48,7 +48,6 @@ __all__ = [
     "quantiles",
     "rerank_identity",
     "strip_sentence",
-    "unmeasurable_text",
 ]
 
 #: Pseudo-queries sent to the reranker: one request each, so a calibration costs at most this
@@ -203,6 +202,14 @@ class RerankUnmeasurable:
             "measuredAt": at.astimezone(UTC).isoformat() if at else None,
         }
 
+    def describe(self) -> str:
+        """What it means for the RAG's turns, in words (status shows it)."""
+        return (
+            f"nothing to measure over {self.chunks} chunks (no pseudo-query's source stood out "
+            "of its background in the reranker's scores); its turns are cut by the cosine gap "
+            "until the RAG doubles or the reranker changes"
+        )
+
     @classmethod
     def from_dict(cls, data: object) -> RerankUnmeasurable | None:
         """The measurement a store kept, or None (none, or unreadable: measured again)."""
@@ -218,15 +225,6 @@ class RerankUnmeasurable:
             )
         except (KeyError, TypeError, ValueError):
             return None
-
-
-def unmeasurable_text(chunks: int) -> str:
-    """What a :class:`RerankUnmeasurable` measured at ``chunks`` chunks means, in words."""
-    return (
-        f"nothing to measure over {chunks} chunks (no pseudo-query's source stood out of its "
-        "background in the reranker's scores); its turns are cut by the cosine gap until the "
-        "RAG doubles or the reranker changes"
-    )
 
 
 #: The rule's threshold sits midway between this quantile of the sources (a low one: most
