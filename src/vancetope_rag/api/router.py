@@ -406,7 +406,7 @@ def build_router(app: RagApp, verifier: TokenVerifier, secrets_of: SecretsOf) ->
                     }
                     for rank, c in enumerate(cite(hits, project_rag=True), 1)
                 ],
-                "cut": result.cut.to_json() if result.cut else {"by": "none"},
+                "cut": result.cut_json(),
                 "dropped": [
                     {**d.to_json(), "text": redact(d.hit.text, known)} for d in result.dropped
                 ],

@@ -113,7 +113,7 @@ def query_cmd(
         emit(
             {
                 "hits": labelled,
-                "cut": result.cut.to_json() if result.cut else {"by": "none"},
+                "cut": result.cut_json(),
                 "dropped": [d.to_json() for d in result.dropped],
             }
             if explain

@@ -171,6 +171,10 @@ class CutResult:
     dropped: tuple[Dropped, ...] = ()
     cut: AppliedCut | None = None
 
+    def cut_json(self) -> dict[str, object]:
+        """What the hits were cut by, as REST and ``query --json --explain`` answer it."""
+        return self.cut.to_json() if self.cut else {"by": "none"}
+
 
 def cut_by_relevance(
     hits: Sequence[Hit], gap: float | None, floor: float | None = None, query: str | None = None
