@@ -186,6 +186,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             cuts: dict[float, list[dict[str, Any]]] = {g: [] for g in GAPS}
             rules: dict[float, list[dict[str, Any]]] = {g: [] for g in RULE_GAPS}
             cut_seconds: list[float] = []
+            reasons: dict[str, list[int]] = {}
             t0 = time.perf_counter()
             for qid, rels in qrels.items():
                 relevant = {c for c, g in rels.items() if g > 0}
@@ -193,6 +194,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 today.append(shown_of(decision, relevant))
                 cut_on = app.autoinject.decide(tenant, project, [queries[qid]], with_cut)
                 auto.append(shown_of(cut_on, relevant))
+                tally_reasons(reasons, cut_on, relevant, doc_of)
                 # every candidate of the turn: the shown ones and those over the budget
                 hits = [*decision.hits, *(d.hit for d in decision.dropped)]
                 if not decision.block:
@@ -211,6 +213,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "gaps": {f"{g:.2f}": summarize(cuts[g]) for g in GAPS},
                 "rules": {f"{g:.2f}": summarize(rules[g]) for g in RULE_GAPS},
                 "auto": summarize(auto),
+                "auto_reasons": reasons,
                 "cut_median_us": statistics.median(cut_seconds) * 1e6 if cut_seconds else 0.0,
                 "seconds": time.perf_counter() - t0,
             }
@@ -222,6 +225,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return result
     finally:
         app.close()
+
+
+def tally_reasons(
+    tally: dict[str, list[int]], decision: Any, relevant: set[str], doc_of: Mapping[str, str]
+) -> None:
+    """Add one turn's cut to ``tally``: per reason the cut gave (``gap``, ``fused``,
+    ``words``), the hits it dropped and how many of them came from a relevant abstract."""
+    for d in decision.dropped:
+        kind = d.reason.split()[0]
+        if kind == "over":  # the token budget's, not the cut's
+            continue
+        entry = tally.setdefault(kind, [0, 0])
+        entry[0] += 1
+        entry[1] += doc_of.get(d.hit.source_ref, d.hit.source_ref) in relevant
 
 
 def _time_cut_alone(
@@ -283,6 +300,9 @@ def render(r: Mapping[str, Any]) -> str:
         if "auto" in m:
             lines.append(row("**cut auto**", m["auto"]))
             lines.append("")
+            reasons = m.get("auto_reasons", {}).items()
+            told = ", ".join(f"{kind} {n} ({hit} relevant)" for kind, (n, hit) in reasons)
+            lines.append(f"cut auto, hits by reason: {told}")
             lines.append(f"cut function, median per turn: {m['cut_median_us']:.1f} µs")
         lines.append("")
     if "cut_100_hits_median_us" in r:

@@ -47,3 +47,22 @@ def test_gap_cut_keeps_what_is_within_the_gap_of_the_best_in_order() -> None:
 
 def test_summary_of_no_turn_is_not_a_number() -> None:
     assert math.isnan(bench.summarize([])["precision"])
+
+
+def test_the_cut_is_tallied_by_reason_without_the_budget() -> None:
+    from types import SimpleNamespace
+
+    def dropped(doc: str, reason: str) -> SimpleNamespace:
+        return SimpleNamespace(hit=SimpleNamespace(source_ref=doc), reason=reason)
+
+    decision = SimpleNamespace(
+        dropped=[
+            dropped("id-a", "gap 0.200 > 0.150"),
+            dropped("id-b", "words 0.00 of the turn's < 0.30 of the best-worded hit's 1.00"),
+            dropped("id-c", "gap 0.180 > 0.150"),
+            dropped("id-a", "over rag.autoInject.maxTokens=1500"),
+        ]
+    )
+    tally: dict[str, list[int]] = {}
+    bench.tally_reasons(tally, decision, {"a"}, {"id-a": "a", "id-b": "b", "id-c": "c"})
+    assert tally == {"gap": [2, 1], "words": [1, 0]}

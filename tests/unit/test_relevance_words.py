@@ -84,8 +84,9 @@ def test_a_near_neighbour_that_shares_few_of_the_turn_words_goes() -> None:
 
 
 def test_a_hit_closer_to_the_turn_words_than_the_first_stays_beyond_the_gap() -> None:
-    """SciFact's "Statins increase blood cholesterol": the relevant abstract ranks second
-    on both sides, 0.16 below an off-topic first hit that carries fewer of the words."""
+    """SciFact's "Statins increase blood cholesterol": the relevant abstract is second in
+    the fused order, 0.16 of cosine below an off-topic first hit that carries fewer of the
+    words."""
     first = _hit(0, 0.80, "Pleiotropic effects of statins on cholesterol.", fused=0.0328)
     worded = _hit(1, 0.64, "Statins, blood cholesterol levels: an increase?", fused=0.0280)
     weak = _hit(2, 0.63, "Statins and blood cholesterol levels.", fused=0.0200)

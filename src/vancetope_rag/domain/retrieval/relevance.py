@@ -86,14 +86,14 @@ FUSED_SHARE = 0.7
 
 #: Within the gap, a hit is kept when it carries at least this share of the turn's words that
 #: the turn's best-worded hit carries (:func:`~.terms.coverage`). On SciFact's claims it drops
-#: 12 % of the hybrid excerpts, 9 in 10 of them irrelevant (docs/benchmarks.md, "What the
-#: block holds"); shares from 0.25 to 0.35 hold the targets there.
+#: 37 hybrid excerpts, none from a relevant abstract, and 146 dense ones, 7 relevant
+#: (docs/benchmarks.md, "What the block holds").
 WORDS_SHARE = 0.3
 
 #: Beyond the gap, a hybrid hit that carries more of the turn's words than the first hit is
 #: kept when its fused score is at least this share of the best's: the relevant abstract
-#: ranked second by both sides below an off-topic first hit (SciFact: 2 of the 6 turns the
-#: cut otherwise loses their only relevant excerpt).
+#: second in the fused order (fused share 0.83-0.84) below an off-topic first hit (SciFact:
+#: 2 of the 6 turns the cut otherwise loses their only relevant excerpt).
 WORDED_FUSED_SHARE = 0.8
 
 #: With ``auto``, a turn's gap is at most this share of how far its best cosine stands above
@@ -108,7 +108,8 @@ FLOOR_GAP_SHARE = 0.75
 #: share drops part of what is within the gap, in dense only the gap and the turn's words
 #: can, so at one gap a dense block keeps more. At 0.78 x 0.1579 = 0.123 the dense block
 #: meets precision 0.42 at 0.68x today's excerpts, recall 0.98x, hit turns 0.98x on SciFact
-#: (shares 0.76-0.80 do; docs/benchmarks.md, "What the block holds").
+#: (docs/benchmarks.md, "What the block holds"; shares 0.76-0.80 did in an ad hoc replay of
+#: the bench's candidates that no bench prints).
 DENSE_GAP_SHARE = 0.78
 
 #: A pseudo-query is one sentence of this many words.
